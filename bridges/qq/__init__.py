@@ -1,0 +1,1 @@
+"""QQ bridge over OneBot v11: ``parse`` (pure event parsing) and ``cqcode``."""

@@ -1,0 +1,180 @@
+"""OneBot v11 event → InboundMessage (pure; no IO, no nonebot import).
+
+Only ``post_type == "message"`` events from a person become messages. Every
+other event (``message_sent`` i.e. the bot's own messages, ``notice``,
+``request``, ``meta_event``), anonymous group messages, messages whose sender
+is the bot itself and messages without text are ignored: ``parse_event``
+returns None and logs why (DEBUG; WARNING for malformed input). It never
+raises.
+
+Text rendering of segments: ``text`` as is; ``at`` the bot or ``all`` dropped,
+``at`` anyone else as ``@<name or qq>``; ``image`` its ``summary`` when the
+implementation gives one (NapCat/LLOneBot); ``face`` and everything else
+dropped. The result is stripped at both ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from bridges.qq.cqcode import decode_cq
+from gateway.messages import InboundMessage, ReplyRef
+from memory.types import ID_RE, ChatKind
+
+__all__ = ["parse_event", "PLATFORM", "ANONYMOUS_USER_ID"]
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "qq"
+#: Placeholder user_id that go-cqhttp reports for anonymous group messages.
+ANONYMOUS_USER_ID = "80000000"
+_ROLES = frozenset({"owner", "admin", "member"})
+
+
+def _id(value: Any) -> str | None:
+    """A platform id as a string, or None when absent or outside ``ID_RE``."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | str):
+        text = str(value)
+        if ID_RE.fullmatch(text):
+            return text
+    return None
+
+
+def _segments(message: Any) -> list[dict]:
+    if isinstance(message, str):
+        return decode_cq(message)
+    if isinstance(message, list):
+        return [seg for seg in message if isinstance(seg, dict)]
+    return []
+
+
+def parse_event(event: dict) -> InboundMessage | None:
+    """Parse one OneBot v11 event into an InboundMessage, or None to ignore it.
+
+    ``event`` is the decoded JSON object as pushed by the implementation
+    (go-cqhttp, NapCat, Lagrange, …). ``message`` may be an array of segments
+    or a CQ-code string. Result: platform ``"qq"``; ``chat_id`` is the
+    ``group_id`` for group messages and the ``user_id`` for private ones;
+    ``mentions`` lists the ``qq`` of each ``at`` segment (``"all"`` included);
+    ``mentions_bot`` is true when one of them is ``self_id``; ``reply_to``
+    comes from a ``reply`` segment (sender only when the segment names ``qq``);
+    ``sender_role`` is ``sender.role`` when it is owner/admin/member;
+    ``timestamp`` is ``time`` as UTC; ``is_command`` when the text starts
+    with ``/``.
+
+    Returns None (never raises) for non-message events, the bot's own
+    messages, anonymous group messages (never attributed to a person),
+    unknown message types, empty text and malformed events.
+    """
+    if not isinstance(event, dict):
+        log.warning("onebot: payload is not an object (%s), ignored", type(event).__name__)
+        return None
+    post_type = event.get("post_type")
+    if post_type != "message":
+        log.debug("onebot: post_type %r ignored", post_type)
+        return None
+
+    message_type = event.get("message_type")
+    sub_type = event.get("sub_type")
+    self_id = _id(event.get("self_id"))
+    user_id = _id(event.get("user_id"))
+    message_id = _id(event.get("message_id"))
+    if user_id is None or message_id is None:
+        log.warning("onebot: message event without valid user_id/message_id (message_id=%r), ignored",
+                    event.get("message_id"))
+        return None
+    if self_id is not None and user_id == self_id:
+        log.debug("onebot: own message %s ignored", message_id)
+        return None
+
+    if message_type == "group":
+        if event.get("anonymous") or sub_type == "anonymous" or user_id == ANONYMOUS_USER_ID:
+            log.debug("onebot: anonymous group message %s ignored", message_id)
+            return None
+        group_id = _id(event.get("group_id"))
+        if group_id is None:
+            log.warning("onebot: group message %s without valid group_id, ignored", message_id)
+            return None
+        chat_kind, chat_id = ChatKind.GROUP, group_id
+    elif message_type == "private":
+        chat_kind, chat_id = ChatKind.PRIVATE, user_id
+    else:
+        log.debug("onebot: message_type %r (message %s) ignored", message_type, message_id)
+        return None
+
+    when = event.get("time")
+    if isinstance(when, bool) or not isinstance(when, int | float):
+        log.warning("onebot: message %s without numeric time, ignored", message_id)
+        return None
+    try:
+        timestamp = datetime.fromtimestamp(when, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        log.warning("onebot: message %s has out-of-range time, ignored", message_id)
+        return None
+
+    message = event.get("message")
+    if message is None:
+        message = event.get("raw_message")
+    parts: list[str] = []
+    mentions: list[str] = []
+    mentions_bot = False
+    reply_to: ReplyRef | None = None
+    for seg in _segments(message):
+        kind = seg.get("type")
+        data = seg.get("data") if isinstance(seg.get("data"), dict) else {}
+        if kind == "text":
+            if isinstance(data.get("text"), str):
+                parts.append(data["text"])
+        elif kind == "at":
+            qq = data.get("qq")
+            target = "all" if qq == "all" else _id(qq)
+            if target is None:
+                continue
+            mentions.append(target)
+            if target == self_id:
+                mentions_bot = True
+            elif target != "all":
+                name = data.get("name")
+                parts.append(f"@{name}" if isinstance(name, str) and name else f"@{target}")
+        elif kind == "reply" and reply_to is None:
+            reply_id = _id(data.get("id"))
+            if reply_id is not None:
+                reply_sender = _id(data.get("qq"))
+                quoted = data.get("text")
+                reply_to = ReplyRef(
+                    message_id=reply_id,
+                    sender_id=reply_sender,
+                    sender_is_bot=reply_sender is not None and reply_sender == self_id,
+                    text=quoted if isinstance(quoted, str) else "",
+                )
+        elif kind == "image":
+            summary = data.get("summary")
+            if isinstance(summary, str) and summary:
+                parts.append(summary)
+    text = "".join(parts).strip()
+    if not text:
+        log.debug("onebot: message %s has no text, ignored", message_id)
+        return None
+
+    sender = event.get("sender") if isinstance(event.get("sender"), dict) else {}
+    name = sender.get("card") or sender.get("nickname") or ""
+    role = sender.get("role")
+    return InboundMessage(
+        platform=PLATFORM,
+        message_id=message_id,
+        sender_id=user_id,
+        sender_name=name if isinstance(name, str) else "",
+        chat_kind=chat_kind,
+        chat_id=chat_id,
+        text=text,
+        timestamp=timestamp,
+        mentions_bot=mentions_bot,
+        mentions=tuple(mentions),
+        reply_to=reply_to,
+        is_command=text.startswith("/"),
+        sender_role=role if isinstance(role, str) and role in _ROLES else None,
+    )

@@ -1,0 +1,1 @@
+"""Telegram Bot API bridge: ``parse`` (pure Update/Message parsing)."""

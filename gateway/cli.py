@@ -1,0 +1,149 @@
+"""``huiyi`` — the command line (typer).
+
+serve     run the HTTP gateway (uvicorn) on HUIYI_HOST:HUIYI_PORT (127.0.0.1:8080)
+replay    run platform payload files through the pipeline, one JSON line per person-message
+recall    print the hits of a query for one subject, with scores and channel ranks
+reindex   rebuild the search index from SQL
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gateway.config import load_settings
+
+__all__ = ["app"]
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="huiyi (回忆): a memory gateway for companion bots")
+log = logging.getLogger("huiyi")
+
+
+def _logging(verbose: bool = False) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("jieba", "httpx", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+@app.command()
+def serve(host: Annotated[str | None, typer.Option(help="listen address")] = None,
+          port: Annotated[int | None, typer.Option(help="listen port")] = None) -> None:
+    """Run the gateway (embedded defaults: SQLite + local LanceDB + offline embedder)."""
+    import uvicorn
+
+    from gateway.app import create_app
+
+    _logging()
+    settings = load_settings()
+    uvicorn.run(create_app(settings), host=host or settings.host, port=port or settings.port, log_config=None)
+
+
+def _load_payloads(path: Path):
+    from bridges.detect import iter_payloads
+
+    raw = path.read_text(encoding="utf-8")
+    try:
+        yield from iter_payloads(json.loads(raw))
+    except json.JSONDecodeError:
+        for n, line in enumerate(raw.splitlines(), 1):
+            if line.strip():
+                try:
+                    yield from iter_payloads(json.loads(line))
+                except json.JSONDecodeError:
+                    log.warning("%s:%d is not JSON; skipped", path, n)
+
+
+@app.command()
+def replay(paths: Annotated[list[Path], typer.Argument(help="payload files: one payload, a JSON array, or JSONL")],
+           tenant: Annotated[str, typer.Option(help="tenant to replay into")] = "default") -> None:
+    """Replay Telegram/OneBot payloads through the pipeline; one JSON line per person-message."""
+    from bridges.detect import detect_platform
+    from bridges.qq.parse import parse_event
+    from bridges.telegram.parse import parse_update
+    from gateway.service import build_pipeline
+
+    _logging()
+    settings = load_settings()
+    pipeline = build_pipeline(settings)
+    t = pipeline.tenant(tenant)
+
+    async def run() -> None:
+        for path in paths:
+            files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+            for f in files:
+                for payload in _load_payloads(f):
+                    platform = detect_platform(payload)
+                    if platform == "tg":
+                        msg = parse_update(payload, bot_id=t.telegram_bot_id, bot_username=t.telegram_bot_username)
+                    elif platform == "qq":
+                        msg = parse_event(payload)
+                    else:
+                        log.info("%s: not a platform payload; skipped", f)
+                        continue
+                    if msg is None:
+                        continue
+                    result = await pipeline.handle(tenant, msg)
+                    out = result.to_json()
+                    out.pop("latency_ms", None)
+                    sys.stdout.write(json.dumps(out, ensure_ascii=False, default=str) + "\n")
+                    sys.stdout.flush()
+
+    try:
+        asyncio.run(run())
+    finally:
+        pipeline.core.close()
+
+
+@app.command()
+def recall(query: Annotated[str, typer.Argument(help="query text")],
+           tenant: Annotated[str, typer.Option(help="tenant")] = "default",
+           subject: Annotated[str, typer.Option(help="subject, e.g. tg:123456")] = ...,  # type: ignore[assignment]
+           k: Annotated[int, typer.Option(help="hits to return")] = 8,
+           explain: Annotated[bool, typer.Option(help="print every score component")] = False) -> None:
+    """Print the hits of QUERY for one subject as JSON."""
+    from memory.recall import RecallParams
+    from memory.types import Namespace
+    from gateway.service import build_core
+
+    _logging()
+    core = build_core(load_settings())
+    try:
+        ns = Namespace(tenant, subject)
+        hits = core.recall(ns, [query], params=RecallParams(k=k))
+        out = []
+        for h in hits:
+            row = {"id": h.memory.id, "text": h.memory.text, "score": round(h.score, 6), "ranks": h.ranks,
+                   "category": h.memory.category.value}
+            if explain and h.parts is not None:
+                row["parts"] = {f: round(getattr(h.parts, f), 6) for f in h.parts.__dataclass_fields__}
+            out.append(row)
+        sys.stdout.write(json.dumps({"namespace": str(ns), "hits": out}, ensure_ascii=False, indent=2) + "\n")
+    finally:
+        core.close()
+
+
+@app.command()
+def reindex() -> None:
+    """Rebuild the LanceDB index from SQL (progress bar on a terminal)."""
+    from memory.admin import OPERATOR
+    from memory.admin import reindex as do_reindex
+    from gateway.service import build_core
+
+    _logging()
+    core = build_core(load_settings())
+    try:
+        n = do_reindex(core, OPERATOR)
+        typer.echo(f"reindexed {n} memories")
+    finally:
+        core.close()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

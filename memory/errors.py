@@ -1,0 +1,49 @@
+"""Errors of the memory core.
+
+Exception tree::
+
+    CoreError                      base of everything raised by memory/
+    ├── NamespaceError             a namespace, subject or chat id outside its strict pattern
+    ├── NotFoundError              no such memory in this namespace (never "in another one")
+    ├── StoreError                 the SQL store failed (connection, integrity)
+    ├── SearchIndexError           the LanceDB index failed; SQL still holds the truth
+    └── EmbedderError              the embedder could not embed (model missing, endpoint down)
+
+The gateway maps these to HTTP status codes in exactly one place
+(``gateway/errors.py``). No name here shadows a builtin.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CoreError",
+    "NamespaceError",
+    "NotFoundError",
+    "StoreError",
+    "SearchIndexError",
+    "EmbedderError",
+]
+
+
+class CoreError(Exception):
+    """Base class of every error raised by the memory core."""
+
+
+class NamespaceError(CoreError, ValueError):
+    """A tenant, subject, namespace string or chat id does not match its strict pattern."""
+
+
+class NotFoundError(CoreError, LookupError):
+    """The memory does not exist in the namespace asked about."""
+
+
+class StoreError(CoreError):
+    """The SQL store failed."""
+
+
+class SearchIndexError(CoreError):
+    """The search index failed; the SQL store remains the source of truth."""
+
+
+class EmbedderError(CoreError):
+    """The embedder could not produce vectors."""

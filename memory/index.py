@@ -1,0 +1,278 @@
+"""The LanceDB search index: derived data, rebuilt from SQL at will.
+
+One table ``memories`` with one row per live memory:
+
+============  ==========================================================
+id            memory id (12 hex chars)
+namespace     ``tenant/subject`` — BITMAP scalar index; every search is
+              prefiltered on it (vector and full-text side alike)
+visibility    ``private`` | ``group``
+origin        group chat key (``tg:group:-100…``) for group memories, else ""
+tokens        ``memory.text.fts_text`` — FTS index, whitespace tokenizer,
+              no stemming/lower-casing/stopwords (the tokens are ours)
+vector        embedding, float32[dim], L2-normalised (cosine = 1 - d²/2)
+============  ==========================================================
+
+Filters are built only from validated values (``Namespace``, ``ChatRef``,
+hex ids) and every search uses ``where(..., prefilter=True)``: a post-filter
+would both leak work across namespaces and return too few rows. No ANN index:
+below a few hundred thousand rows a flat search under the namespace prefilter
+is exact and fast.
+
+The embedder's model name and dimension are stored in ``index_meta.json``
+beside the table; opening the index with a different embedder marks it for
+re-embedding (``needs_rebuild``) instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from memory.embed import Embedder
+from memory.errors import NamespaceError, SearchIndexError
+from memory.types import ChatRef, Memory, Namespace, Visibility
+
+__all__ = ["SearchIndex", "IndexHit"]
+
+log = logging.getLogger(__name__)
+
+TABLE = "memories"
+_ID_RE = re.compile(r"[0-9a-zA-Z_-]{1,32}")
+_SAFE_RE = re.compile(r"[A-Za-z0-9_.@:/-]{1,300}")
+
+
+def _lit(value: str) -> str:
+    """Quote a validated value for a Lance filter; raises NamespaceError otherwise."""
+    if not _SAFE_RE.fullmatch(value):
+        raise NamespaceError(f"unsafe filter value {value!r}")
+    return f"'{value}'"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexHit:
+    """A raw channel hit: memory id, 1-based rank and the channel's raw score
+    (BM25 score, or cosine similarity in [-1, 1] for vectors)."""
+
+    id: str
+    rank: int
+    score: float
+
+
+class SearchIndex:
+    """LanceDB index under ``path`` (a directory or an ``s3://`` URI) for one embedder.
+
+    Thread-safe: writes are serialised by a lock. Raises SearchIndexError on
+    LanceDB failures.
+    """
+
+    def __init__(self, path: str | Path, embedder: Embedder) -> None:
+        import lancedb
+
+        self.path = str(path)
+        self.embedder = embedder
+        self._lock = threading.RLock()
+        try:
+            self._db = lancedb.connect(self.path)
+            self.needs_rebuild = False
+            self._table = self._open_or_create()
+        except Exception as exc:
+            raise SearchIndexError(f"cannot open index at {self.path}: {exc}") from exc
+
+    # -- schema ---------------------------------------------------------
+
+    def _meta_path(self) -> Path | None:
+        return None if "://" in self.path else Path(self.path) / "index_meta.json"
+
+    def _read_meta(self) -> dict:
+        p = self._meta_path()
+        if p is not None and p.exists():
+            return json.loads(p.read_text())
+        return {}
+
+    def _write_meta(self) -> None:
+        p = self._meta_path()
+        if p is not None:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(json.dumps({"model": self.embedder.name, "dim": self.embedder.dim}))
+
+    def _schema(self):
+        import pyarrow as pa
+
+        return pa.schema([
+            pa.field("id", pa.string()),
+            pa.field("namespace", pa.string()),
+            pa.field("visibility", pa.string()),
+            pa.field("origin", pa.string()),
+            pa.field("tokens", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), self.embedder.dim)),
+        ])
+
+    def _open_or_create(self):
+        meta = self._read_meta()
+        names = self._table_names()
+        if TABLE in names:
+            table = self._db.open_table(TABLE)
+            dim = table.schema.field("vector").type.list_size
+            if meta.get("model") != self.embedder.name or dim != self.embedder.dim:
+                log.warning("index: embedder changed (%s/%s → %s/%s); the index will be re-embedded from SQL",
+                            meta.get("model"), dim, self.embedder.name, self.embedder.dim)
+                self._db.drop_table(TABLE)
+                self.needs_rebuild = True
+            else:
+                return table
+        table = self._db.create_table(TABLE, schema=self._schema())
+        self._create_indices(table)
+        self._write_meta()
+        return table
+
+    def _table_names(self) -> list[str]:
+        try:
+            res = self._db.list_tables()
+            return list(getattr(res, "tables", res))
+        except AttributeError:  # older lancedb
+            return list(self._db.table_names())
+
+    @staticmethod
+    def _create_indices(table) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            table.create_scalar_index("namespace", index_type="BITMAP", replace=True)
+            table.create_fts_index("tokens", base_tokenizer="whitespace", lower_case=False, stem=False,
+                                   remove_stop_words=False, ascii_folding=False, max_token_length=None,
+                                   with_position=False, replace=True)
+
+    # -- writes ---------------------------------------------------------
+
+    def upsert(self, memories: Sequence[Memory]) -> None:
+        """Index (or re-index) memories: tokens + embeddings, one batched write.
+
+        Raises SearchIndexError; the caller keeps the outbox rows for a retry.
+        """
+        if not memories:
+            return
+        from memory.text import fts_text
+
+        ids = [m.id for m in memories]
+        for i in ids:
+            if not _ID_RE.fullmatch(i):
+                raise NamespaceError(f"unsafe memory id {i!r}")
+        vectors = self.embedder.embed_documents([m.text for m in memories])
+        rows = [
+            {
+                "id": m.id,
+                "namespace": str(m.namespace),
+                "visibility": m.visibility.value,
+                "origin": m.origin.group_key if (m.origin and m.visibility is Visibility.GROUP) else "",
+                "tokens": fts_text(m.text),
+                "vector": vectors[i].astype(np.float32),
+            }
+            for i, m in enumerate(memories)
+        ]
+        try:
+            with self._lock:
+                (self._table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(rows))
+        except Exception as exc:
+            raise SearchIndexError(f"index upsert failed: {exc}") from exc
+
+    def delete(self, ns: Namespace, ids: Sequence[str]) -> None:
+        """Remove rows of ``ns`` with these ids (rows of other namespaces are untouched)."""
+        if not ids:
+            return
+        for i in ids:
+            if not _ID_RE.fullmatch(i):
+                raise NamespaceError(f"unsafe memory id {i!r}")
+        where = f"namespace = {_lit(str(ns))} AND id IN ({', '.join(_lit(i) for i in ids)})"
+        try:
+            with self._lock:
+                self._table.delete(where)
+        except Exception as exc:
+            raise SearchIndexError(f"index delete failed: {exc}") from exc
+
+    def delete_namespace(self, ns: Namespace) -> None:
+        """Remove every row of ``ns``."""
+        try:
+            with self._lock:
+                self._table.delete(f"namespace = {_lit(str(ns))}")
+        except Exception as exc:
+            raise SearchIndexError(f"index delete failed: {exc}") from exc
+
+    def reset(self) -> None:
+        """Drop and recreate the table (before a full rebuild from SQL)."""
+        with self._lock:
+            self._db.drop_table(TABLE)
+            self._table = self._db.create_table(TABLE, schema=self._schema())
+            self._create_indices(self._table)
+            self._write_meta()
+            self.needs_rebuild = False
+
+    def optimize(self) -> None:
+        """Compact fragments and fold new rows into the scalar and FTS indices.
+        Runs off the hot path (maintenance task)."""
+        from datetime import timedelta
+
+        with self._lock:
+            self._table.optimize(cleanup_older_than=timedelta(minutes=5))
+
+    def count(self) -> int:
+        """Rows in the index (all namespaces; for maintenance and benchmarks)."""
+        return int(self._table.count_rows())
+
+    def ids(self, ns: Namespace) -> set[str]:
+        """Ids indexed for ``ns``."""
+        rows = (self._table.search().where(f"namespace = {_lit(str(ns))}", prefilter=True)
+                .select(["id"]).limit(1_000_000).to_list())
+        return {r["id"] for r in rows}
+
+    # -- reads ----------------------------------------------------------
+
+    @staticmethod
+    def _where(ns: Namespace, chat: ChatRef | None) -> str:
+        where = f"namespace = {_lit(str(ns))}"
+        if chat is not None and chat.is_group:
+            # disclosure: in a group only what was learned in that group
+            where += f" AND visibility = 'group' AND origin = {_lit(chat.group_key)}"
+        return where
+
+    def search_bm25(self, ns: Namespace, query_tokens: Sequence[str], k: int,
+                    chat: ChatRef | None = None, weights: Sequence[float] | None = None) -> list[IndexHit]:
+        """BM25 over the tokens column, prefiltered on ``ns`` (and disclosure for
+        group chats). ``weights`` (same length as ``query_tokens``) boost tokens of
+        the latest message over older tail lines. [] for no tokens."""
+        from lancedb.query import BooleanQuery, MatchQuery, Occur
+
+        toks = [t for t in query_tokens if t]
+        if not toks:
+            return []
+        try:
+            if weights is None:
+                q = MatchQuery(" ".join(dict.fromkeys(toks)), "tokens", operator="OR")
+            else:
+                best: dict[str, float] = {}
+                for t, w in zip(toks, weights):
+                    best[t] = max(best.get(t, 0.0), w)
+                q = BooleanQuery([(Occur.SHOULD, MatchQuery(t, "tokens", boost=w)) for t, w in best.items()])
+            rows = (self._table.search(q, query_type="fts").where(self._where(ns, chat), prefilter=True)
+                    .select(["id", "namespace", "_score"]).limit(k).to_list())
+        except Exception as exc:
+            raise SearchIndexError(f"full-text search failed: {exc}") from exc
+        return [IndexHit(r["id"], i + 1, float(r.get("_score", 0.0))) for i, r in enumerate(rows)
+                if r["namespace"] == str(ns)]
+
+    def search_vector(self, ns: Namespace, vector: np.ndarray, k: int, chat: ChatRef | None = None) -> list[IndexHit]:
+        """Exact cosine search prefiltered on ``ns`` (and disclosure for group chats)."""
+        try:
+            rows = (self._table.search(np.asarray(vector, dtype=np.float32), vector_column_name="vector")
+                    .where(self._where(ns, chat), prefilter=True).select(["id", "namespace", "_distance"]).limit(k).to_list())
+        except Exception as exc:
+            raise SearchIndexError(f"vector search failed: {exc}") from exc
+        return [IndexHit(r["id"], i + 1, 1.0 - float(r.get("_distance", 0.0)) / 2.0) for i, r in enumerate(rows)
+                if r["namespace"] == str(ns)]

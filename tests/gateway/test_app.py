@@ -1,0 +1,70 @@
+"""The HTTP gateway in-process (Starlette TestClient): health, turns, Telegram
+and OneBot webhooks, and 4xx answers for malformed bodies."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from conftest import SHARED_DATA
+from gateway.app import create_app
+from gateway.config import load_settings
+
+
+@pytest.fixture
+def client():
+    with TestClient(create_app(load_settings())) as c:
+        yield c
+
+
+def test_healthz(client):
+    """/healthz answers ok once the core is up."""
+    assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_turn_roundtrip_recalls_what_was_said(client):
+    """POST /v1/turns captures a fact and recalls it on the next turn."""
+    base = {"platform": "tg", "sender_id": "1", "sender_name": "Ann", "chat_kind": "private", "chat_id": "1"}
+    r1 = client.post("/v1/turns", json={"message": {**base, "message_id": "1", "text": "I have a cat named Mochi"}})
+    assert r1.status_code == 200 and len(r1.json()["captured"]) == 1
+    r2 = client.post("/v1/turns", json={"message": {**base, "message_id": "2", "text": "how is Mochi?"}})
+    body = r2.json()
+    assert body["recalled"] == r1.json()["captured"] and "Mochi" in body["recollection"]
+
+
+@pytest.mark.parametrize("body,code", [
+    (b"not json", 400),
+    (b"[1,2]", 400),
+    (json.dumps({"message": {"platform": "tg"}}).encode(), 400),
+    (json.dumps({"message": {"platform": "tg", "message_id": "1", "sender_id": "1' OR 1=1", "chat_kind": "private",
+                             "chat_id": "1", "text": "hi"}}).encode(), 400),
+    (json.dumps({"tenant": "nobody", "message": {"platform": "tg", "message_id": "1", "sender_id": "1",
+                                                 "chat_kind": "private", "chat_id": "1", "text": "hi"}}).encode(), 404),
+])
+def test_malformed_turns_get_4xx_with_reason(client, body, code):
+    """Bad JSON, missing fields, injected ids and unknown tenants answer 4xx with an error name."""
+    r = client.post("/v1/turns", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == code
+    assert "error" in r.json()
+
+
+def test_telegram_webhook_real_update_and_ignored_update(client):
+    """A real private-text Update runs a turn; a reaction update answers 200 and is ignored."""
+    upd = json.loads((SHARED_DATA / "im/telegram/teloxide_update_private_text.json").read_text())
+    r = client.post("/telegram/default", json=upd)
+    assert r.status_code == 200 and r.json()["ok"] is True and "turn" in r.json()
+    react = json.loads((SHARED_DATA / "im/telegram/teloxide_update_message_reaction_user.json").read_text())
+    r2 = client.post("/telegram/default", json=react)
+    assert r2.json() == {"ok": True, "ignored": True}
+    assert client.post("/telegram/default", content=b"{oops").status_code == 400
+
+
+def test_onebot_webhook_real_event(client):
+    """A OneBot v11 private message event runs a turn; a meta event is ignored with 200."""
+    event = json.loads((SHARED_DATA / "im/onebot/gocqhttp_docs_private_message_event.json").read_text())
+    assert client.post("/onebot/default", json=event).status_code == 200
+    meta = {"time": 1, "self_id": 1, "post_type": "meta_event", "meta_event_type": "heartbeat"}
+    r = client.post("/onebot/default", json=meta)
+    assert r.status_code == 200 and r.json() == {}
