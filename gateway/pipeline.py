@@ -161,7 +161,8 @@ class Pipeline:
         ranked, hits = hits, hits[: t.recall_k]  # the trace keeps the runners-up for /memory why
         rec: Recollection = template_recollection(hits, lang=lang, name=msg.sender_name or None, now=now,
                                                   limit=t.recall_k, reason=reason)
-        await asyncio.to_thread(record_recall, self.core.store, ns, chat, ranked, t.recall_k, rec.fallback_reason, now)
+        await asyncio.to_thread(record_recall, self.core.store, ns, chat, ranked, t.recall_k, rec.fallback_reason,
+                                msg.timestamp)
         res.recalled = [h.memory.id for h in hits]
         res.recollection = rec.text
         res.fallback_reason = rec.fallback_reason

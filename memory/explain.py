@@ -16,7 +16,7 @@ replica can answer ``/memory why`` about a turn another replica ran.
 - ``hidden_in_chat``: the last turn was in a group where this memory may not
   be disclosed (DESIGN rule 6), so the search never saw it;
 - ``not_ranked``: neither channel ranked it among its candidates;
-- ``newer``: created or edited after the last recall;
+- ``newer``: created or edited after the last recall (or from its message);
 - ``no_trace``: nothing was recalled for this namespace yet.
 
 The traces store ids and numbers only, never memory or message text.
@@ -55,8 +55,9 @@ class TraceEntry:
 
 @dataclass(frozen=True, slots=True)
 class RecallTrace:
-    """The last recall of ``namespace``: in chat ``chat`` (a ``ChatRef.key``) at
-    ``at`` (UTC), the first ``k`` of ``entries`` recalled; ``fallback_reason`` ""
+    """The last recall of ``namespace``: in chat ``chat`` (a ``ChatRef.key``) for
+    the message said at ``at`` (UTC; what it captured is written at that time
+    too), the first ``k`` of ``entries`` recalled; ``fallback_reason`` ""
     when the recollection did not fall back."""
 
     namespace: Namespace
@@ -129,7 +130,7 @@ def explain(trace: RecallTrace | None, memory: Memory, *, scorer=default_score) 
         return Why("no_trace")
     at = _utc(trace.at)
     written = memory.updated_at or memory.created_at
-    if written is not None and _utc(written) > at:
+    if written is not None and _utc(written) >= at:  # captured from that very message, or later
         return Why("newer", trace)
     entry = trace.entry(memory.id)
     if entry is not None:
