@@ -522,7 +522,8 @@ def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandRepl
     if args and args[0].casefold() in CONFIRM_WORDS:
         asked = core.store.take_pending(scope.ns, key)
         if asked is None:
-            return CommandReply(c.say("There is nothing to confirm. Send {command} first.", command=again), "forget_all")
+            return CommandReply(c.say("There is nothing to confirm. Send {command} first.", command=again),
+                                "forget_all")
         if not (asked - timedelta(seconds=5) <= c.now <= asked + CONFIRM_WINDOW):
             return CommandReply(c.say("That confirmation has expired. Send {command} again.", command=again),
                                 "forget_all")

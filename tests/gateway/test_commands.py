@@ -4,6 +4,7 @@ real SQLite + LanceDB stores."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import re
@@ -190,7 +191,7 @@ async def test_group_admin_manages_only_what_was_learned_in_their_group(pipe, cl
     pv = await turn(pipe, ob(clock, "我的秘密是我怕黑", user=member))
     (badminton,), (cat,), (secret,) = g1.captured, g2.captured, pv.captured
 
-    listing = await turn(pipe, ob(clock, f"/memory list qq:{member}", user=40001, group=5551, role="admin"))
+    listing = await turn(pipe, ob(clock, f"/memory list [CQ:at,qq={member}]", user=40001, group=5551, role="admin"))
     assert badminton in listing.reply and cat not in listing.reply and secret not in listing.reply
     assert "羽毛球" in listing.reply and "怕黑" not in listing.reply
     hidden = await turn(pipe, ob(clock, f"/memory forget qq:{member} {secret}", user=40001, group=5551, role="admin"))
@@ -259,8 +260,6 @@ async def test_private_memory_never_appears_in_a_group(pipe, clock):
     private = await turn(pipe, tg(clock, "/memory export", user=me, lang="en"))
     att = private.attachment
     assert att["mime_type"] == "application/json" and att["filename"].endswith(".json")
-    import base64
-
     doc = json.loads(base64.b64decode(att["data_base64"]))
     assert doc["subject"] == f"tg:{me}" and {m["id"] for m in doc["memories"]} == {secret, group_fact}
     assert json.loads(json.dumps(private.to_json()))["attachment"]["size"] == att["size"]  # JSON-able turn
@@ -360,3 +359,25 @@ async def test_stats_are_for_tenant_admins_only(pipe, clock):
     stats = await turn(pipe, tg(clock, "/memory stats", user=ADMIN_TG))
     assert stats.reply.startswith("default: 2 memories, 2 people, 2 chats, 4 turns")
     assert any(a["action"] == "command_denied" for a in pipe.core.store.audit_records(Namespace("default", "tg:111")))
+
+
+async def test_telegram_chat_administrator_manages_memories_of_that_group(pipe, clock):
+    """A Telegram group `administrator`/`creator` (role supplied by the bridge runtime, e.g. getChatMember) acts only within that group."""
+    member = Namespace("default", "tg:111")
+
+    def learned_in(group: str, text: str) -> str:
+        origin = ChatRef("tg", ChatKind.GROUP, group)
+        return pipe.core.add(member, pipe.core.new(member, text, origin=origin, visibility=Visibility.GROUP)).memory.id
+
+    here, there = learned_in("-100500", "I sing in the choir"), learned_in("-100600", "I swim at dawn")
+
+    async def as_role(text: str, role: str | None):
+        msg = parse_update(tg(clock, text, user=222, group=-100500))
+        return await pipe.handle("default", msg.model_copy(update={"sender_role": role}))
+
+    assert (await as_role("/memory list tg:111", None)).reply == "You can only manage your own memories."
+    listing = await as_role("/memory list tg:111", "administrator")
+    assert here in listing.reply and there not in listing.reply
+    done = await as_role(f"/memory forget tg:111 {here}", "creator")
+    assert done.reply.startswith(f"Forgotten: {here}")
+    assert [m.id for m in pipe.core.list(member)] == [there]

@@ -137,8 +137,8 @@ def test_tenant_counts_and_stats(core):
     """stats counts memories, people, chats and turns of one tenant only, within the authority's tenant."""
     add(core, "tg:1", "I like tea")
     add(core, "tg:2", "I like coffee")
-    Other = Namespace("other_t", "tg:1")
-    core.add(Other, core.new(Other, "I like juice"))
+    other = Namespace("other_t", "tg:1")
+    core.add(other, core.new(other, "I like juice"))
     core.store.claim_delivery("default|tg|tg:private:1|1")
     core.store.claim_delivery("defaultx|tg|tg:private:1|1")
     core.store.claim_delivery("other_t|tg|tg:private:1|1")
