@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memory.types import ChatKind, ChatRef
 
-__all__ = ["InboundMessage", "ReplyRef", "Outbound"]
+__all__ = ["InboundMessage", "ReplyRef", "Outbound", "Attachment"]
 
 
 class ReplyRef(BaseModel):
@@ -63,8 +63,26 @@ class InboundMessage(BaseModel):
         return ChatRef(self.platform, self.chat_kind, self.chat_id, self.thread_id)
 
 
+class Attachment(BaseModel):
+    """A file to send with a reply (e.g. a ``/memory export``): ``data`` is the
+    file's bytes; ``mime_type`` e.g. ``application/json``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    filename: str
+    mime_type: str
+    data: bytes
+
+    def to_json(self) -> dict:
+        """JSON-able form (bytes as base64), as carried in ``TurnResult.attachment``."""
+        import base64
+
+        return {"filename": self.filename, "mime_type": self.mime_type, "size": len(self.data),
+                "data_base64": base64.b64encode(self.data).decode("ascii")}
+
+
 class Outbound(BaseModel):
-    """A reply to send: where, what, and which message it answers."""
+    """A reply to send: where, what, which message it answers, and an optional file."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -74,3 +92,4 @@ class Outbound(BaseModel):
     thread_id: str | None = None
     text: str
     reply_to_message_id: str | None = None
+    attachment: Attachment | None = None

@@ -13,6 +13,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 
+from gateway.commands import run_command
 from gateway.config import Settings, TenantSettings
 from gateway.errors import LLMError, UnknownTenant
 from gateway.llm import ChatModel
@@ -21,6 +22,8 @@ from gateway.prompt import build_messages
 from locales import resolve_language, translate
 from memory.capture import capture
 from memory.core import MemoryCore
+from memory.explain import TRACE_DEPTH, record_recall
+from memory.identity import resolve as resolve_identity
 from memory.reconstruct import Recollection, template_recollection
 from memory.store import ChatLine, utcnow
 from memory.types import Namespace
@@ -53,6 +56,7 @@ class TurnResult:
     prompt: list[dict[str, str]] = field(default_factory=list)
     reply: str | None = None
     captured: list[str] = field(default_factory=list)
+    attachment: dict | None = None
     latency_ms: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict:
@@ -102,7 +106,7 @@ class Pipeline:
         their patterns; everything after identity degrades instead of raising."""
         t = self.tenant(tenant)
         chat = msg.chat
-        ns = Namespace.of(tenant, msg.platform, msg.sender_id)
+        ns = await asyncio.to_thread(resolve_identity, self.core.store, tenant, msg.platform, msg.sender_id)
         res = TurnResult(tenant=tenant, namespace=str(ns), chat=chat.key, message_id=msg.message_id)
         delivery = f"{tenant}|{msg.platform}|{chat.key}|{msg.message_id}"
         if msg.is_edit:
@@ -114,7 +118,10 @@ class Pipeline:
         started = time.perf_counter()
         lang = resolve_language(msg.language, t.language)
         if msg.is_command and msg.text.split(maxsplit=1)[0].split("@")[0] in MEMORY_COMMANDS:
-            res.command = True
+            res.command = True  # commands and their replies are never captured
+            answer = await run_command(self.core, tenant, t, msg, ns, lang)
+            res.reply = answer.text
+            res.attachment = answer.attachment.to_json() if answer.attachment else None
             return res
         res.addressed = self.addressed(t, msg)
         await asyncio.to_thread(self.core.store.append_chat, tenant, chat,
@@ -145,14 +152,17 @@ class Pipeline:
 
             hits = await asyncio.to_thread(self.core.recall, ns, [line.text for line in tail if line.role == "user"
                                                                   and line.sender_id == msg.sender_id] or [msg.text],
-                                           chat=chat, params=RecallParams(k=t.recall_k))
+                                           chat=chat, params=RecallParams(k=max(t.recall_k, TRACE_DEPTH)))
         except Exception as exc:  # noqa: BLE001 - the chat never waits on the memory
             reason = f"recall failed: {type(exc).__name__}"
             log.warning("recall failed for %s: %s", ns, exc)
         res.latency_ms["recall"] = _ms(t0)
         now = utcnow()
+        ranked, hits = hits, hits[: t.recall_k]  # the trace keeps the runners-up for /memory why
         rec: Recollection = template_recollection(hits, lang=lang, name=msg.sender_name or None, now=now,
                                                   limit=t.recall_k, reason=reason)
+        await asyncio.to_thread(record_recall, self.core.store, ns, chat, ranked, t.recall_k, rec.fallback_reason,
+                                msg.timestamp)
         res.recalled = [h.memory.id for h in hits]
         res.recollection = rec.text
         res.fallback_reason = rec.fallback_reason

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory.types import Namespace
 
-__all__ = ["Authority", "OPERATOR", "reindex", "forget_subject", "namespaces"]
+__all__ = ["Authority", "OPERATOR", "reindex", "forget_subject", "namespaces", "link", "LinkResult", "stats",
+           "TenantStats"]
 
 log = logging.getLogger(__name__)
 
@@ -86,3 +88,99 @@ def forget_subject(core, ns: Namespace, authority: Authority) -> int:
             n += 1
     core.store.audit(ns, "forget_subject", authority.actor, count=n)
     return n
+
+
+def _check_tenant(authority: Authority, tenant: str) -> None:
+    if authority.tenant is not None and authority.tenant != tenant:
+        raise PermissionError(f"{authority.actor} may not act on tenant {tenant}")
+
+
+@dataclass(frozen=True, slots=True)
+class LinkResult:
+    """Outcome of ``link``: the person namespace every linked identity now
+    resolves to, those identities (sorted), and how many memories moved into it."""
+
+    person: Namespace
+    identities: tuple[str, ...]
+    moved: int
+
+
+def link(core, authority: Authority, tenant: str, subjects: Sequence[str]) -> LinkResult:
+    """Declare platform identities (``tg:123``, ``qq:10001``; at least two) one
+    person of ``tenant``.
+
+    They (and every identity already linked to any of them) resolve to one
+    subject ``person:<id>`` from now on: an existing person subject is reused
+    (the smallest id when several are merged), else a new one is made. Their
+    memories, history and tombstones move into that namespace
+    (``Store.move_namespace``: same canonical key → merged, latest wins). Audit:
+    ``link`` in the person namespace, ``link_out`` in each merged one. Linking
+    again is idempotent and moves anything written to an old namespace since.
+
+    Raises PermissionError outside the authority's tenant, ValueError (or
+    NamespaceError) for fewer than two identities or one that is not a platform
+    identity.
+    """
+    from memory.identity import PERSON, is_platform_subject
+    from memory.store import new_memory_id
+
+    _check_tenant(authority, tenant)
+    subs = sorted(set(subjects))
+    for s in subs:
+        Namespace(tenant, s)  # validates
+        if not is_platform_subject(s):
+            raise ValueError(f"{s!r} is not a platform identity")
+    if len(subs) < 2:
+        raise ValueError("link needs two different platform identities")
+    store = core.store
+    persons = sorted({p for p in (store.resolve_identity(tenant, s) for s in subs) if p})
+    person = Namespace(tenant, persons[0] if persons else f"{PERSON}:{new_memory_id()}")
+    members = set(subs)
+    for p in persons:
+        members |= set(store.identities(Namespace(tenant, p)))
+    sources = [Namespace(tenant, s) for s in subs] + [Namespace(tenant, p) for p in persons[1:]]
+    locks = [core._lock(n) for n in sorted({*sources, person})]  # one order: no deadlock
+    moved = 0
+    for lk in locks:
+        lk.acquire()
+    try:
+        store.link_identities(tenant, sorted(members), person.subject, authority.actor)
+        for src in sources:
+            gone, changed = store.move_namespace(src, person)
+            moved += len(gone)
+            if gone:
+                store.audit(src, "link_out", authority.actor, person=person.subject, count=len(gone))
+            for ns, ids in ((src, gone), (person, changed)):
+                if ids:
+                    try:
+                        core.maintain(only=(ns, set(ids)))
+                    except Exception as exc:  # noqa: BLE001 - the outbox keeps it for maintenance
+                        log.warning("index update after link deferred for %s: %s", ns, exc)
+        store.audit(person, "link", authority.actor, identities=sorted(members), moved=moved)
+    finally:
+        for lk in reversed(locks):
+            lk.release()
+    log.info("link: %d identities -> %s (%d memories moved)", len(members), person, moved)
+    return LinkResult(person, tuple(sorted(members)), moved)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantStats:
+    """Operator view of one tenant. ``fallback_rate`` in [0, 1]: share of people
+    whose latest recollection fell back (None before any recall)."""
+
+    tenant: str
+    memories: int
+    people: int
+    chats: int
+    turns: int
+    fallback_rate: float | None
+
+
+def stats(core, authority: Authority, tenant: str) -> TenantStats:
+    """Counts of ``tenant`` (``Store.tenant_counts``); PermissionError outside the
+    authority's tenant."""
+    _check_tenant(authority, tenant)
+    c = core.store.tenant_counts(tenant)
+    rate = c.fallbacks / c.recalls if c.recalls else None
+    return TenantStats(tenant, c.memories, c.people, c.chats, c.turns, rate)

@@ -35,7 +35,7 @@ from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
 from memory.errors import NotFoundError, StoreError
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility
 
-__all__ = ["Store", "ChatLine", "IndexOp", "new_memory_id", "utcnow"]
+__all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow"]
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +155,44 @@ class _AuditRow(SQLModel, table=True):
     detail: str = "{}"
 
 
+class _IdentityRow(SQLModel, table=True):
+    """A platform identity (``tg:123``) linked by an admin to a ``person:<id>`` subject."""
+
+    __tablename__ = "identities"
+    __table_args__ = (UniqueConstraint("tenant", "platform_subject", name="uq_identity"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant: str = Field(max_length=64)
+    platform_subject: str = Field(max_length=200)
+    subject: str = Field(index=True, max_length=200)
+    linked_at: datetime
+    actor: str = Field(max_length=200)
+
+
+class _LastRecallRow(SQLModel, table=True):
+    """The last recall of one namespace (``memory.explain.RecallTrace``), ids and numbers only."""
+
+    __tablename__ = "last_recall"
+
+    namespace: str = Field(primary_key=True, max_length=260)
+    tenant: str = Field(index=True, max_length=64)
+    chat: str = Field(max_length=300)
+    at: datetime
+    k: int
+    fallback_reason: str = ""
+    entries: str = "[]"
+
+
+class _PendingRow(SQLModel, table=True):
+    """A confirmation awaited from a person (e.g. ``/memory forget all``), shared by replicas."""
+
+    __tablename__ = "pending_confirmations"
+
+    key: str = Field(primary_key=True, max_length=600)
+    namespace: str = Field(index=True, max_length=260)
+    created_at: datetime
+
+
 @dataclass(frozen=True, slots=True)
 class ChatLine:
     """One line of a chat's recent log. role is ``user`` or ``bot``."""
@@ -176,6 +214,20 @@ class IndexOp:
     memory_id: str
     op: str
     attempts: int
+
+@dataclass(frozen=True, slots=True)
+class TenantCounts:
+    """Counts over one tenant: live memories; people (namespaces holding
+    memories); chats in the recent chat log; turns (deliveries processed,
+    commands included); recalls (namespaces with a last-recall record) and how
+    many of those last recollections fell back."""
+
+    memories: int
+    people: int
+    chats: int
+    turns: int
+    recalls: int
+    fallbacks: int
 
 
 def _to_memory(row: _MemoryRow) -> Memory:
@@ -527,6 +579,208 @@ class Store:
                           .order_by(_AuditRow.id.desc()).limit(limit)).all()  # type: ignore[union-attr]
         return [{"at": _aware(r.at), "actor": r.actor, "action": r.action, "memory_id": r.memory_id,
                  "detail": json.loads(r.detail)} for r in rows]
+
+    # -- identities (links written by memory.admin only) ----------------
+
+    def resolve_identity(self, tenant: str, platform_subject: str) -> str | None:
+        """The subject a platform identity (``tg:123``) is linked to in ``tenant``, or None."""
+        with self._read() as s:
+            row = s.exec(select(_IdentityRow).where(_IdentityRow.tenant == tenant,
+                                                    _IdentityRow.platform_subject == platform_subject)).first()
+        return row.subject if row else None
+
+    def identities(self, ns: Namespace) -> list[str]:
+        """Platform identities linked to ``ns``'s subject, sorted (empty when none)."""
+        with self._read() as s:
+            rows = s.exec(select(_IdentityRow.platform_subject).where(
+                _IdentityRow.tenant == ns.tenant, _IdentityRow.subject == ns.subject)).all()
+        return sorted(rows)
+
+    def link_identities(self, tenant: str, platform_subjects: Sequence[str], subject: str, actor: str) -> None:
+        """Point each platform identity of ``tenant`` at ``subject`` (insert or re-point)."""
+        now = utcnow()
+        with self._write() as s:
+            for ps in platform_subjects:
+                row = s.exec(select(_IdentityRow).where(_IdentityRow.tenant == tenant,
+                                                        _IdentityRow.platform_subject == ps)).first()
+                if row is None:
+                    row = _IdentityRow(tenant=tenant, platform_subject=ps, subject=subject, linked_at=now, actor=actor)
+                else:
+                    row.subject, row.linked_at, row.actor = subject, now, actor
+                s.add(row)
+
+    def move_namespace(self, src: Namespace, dst: Namespace) -> tuple[list[str], list[str]]:
+        """Move every memory, its history and the tombstones of ``src`` into ``dst``
+        (same tenant; ValueError otherwise), in one transaction, with index outbox
+        rows for both sides. Returns (ids gone from ``src``, ids changed in ``dst``).
+
+        A memory whose canonical key already exists in ``dst`` is merged into that
+        row: identical normalised text keeps the ``dst`` row (access times joined);
+        a different text is a latest-wins update (the older text goes to history).
+        """
+        if src.tenant != dst.tenant:
+            raise ValueError("identities can only be merged within one tenant")
+        if src == dst:
+            return [], []
+        now = utcnow()
+        gone: list[str] = []
+        changed: list[str] = []
+        with self._write() as s:
+            rows = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(src))).all()
+            by_key = {r.key: r for r in s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(dst))).all()}
+            for r in rows:
+                gone.append(r.id)
+                other = by_key.get(r.key)
+                hist = s.exec(select(_HistoryRow).where(_HistoryRow.namespace == str(src),
+                                                        _HistoryRow.memory_id == r.id)).all()
+                if other is None:
+                    for h in hist:
+                        h.namespace = str(dst)
+                        s.add(h)
+                    r.namespace = str(dst)
+                    s.add(r)
+                    changed.append(r.id)
+                    s.add(_IndexOpRow(namespace=str(src), memory_id=r.id, op="delete", created_at=now))
+                    s.add(_IndexOpRow(namespace=str(dst), memory_id=r.id, op="upsert", created_at=now))
+                    continue
+                for h in hist:
+                    h.namespace, h.memory_id = str(dst), other.id
+                    s.add(h)
+                times = sorted(set(json.loads(other.access_times or "[]")) | set(json.loads(r.access_times or "[]")))
+                other.access_times = json.dumps(times[-ACCESS_TIMES_KEPT:])
+                if r.norm != other.norm:
+                    newer, older = (r, other) if _aware(r.updated_at) > _aware(other.updated_at) else (other, r)
+                    s.add(_HistoryRow(memory_id=other.id, namespace=str(dst), version=other.version,
+                                      text=older.text, category=older.category, valid_from=older.valid_from,
+                                      valid_to=newer.valid_from))
+                    if newer is r:
+                        other.text, other.norm, other.category = r.text, r.norm, r.category
+                        other.importance, other.valence, other.arousal, other.emotion = (
+                            r.importance, r.valence, r.arousal, r.emotion)
+                        other.updated_at, other.valid_from = r.updated_at, r.valid_from
+                    other.version += 1
+                s.add(other)
+                s.delete(r)
+                changed.append(other.id)
+                s.add(_IndexOpRow(namespace=str(src), memory_id=r.id, op="delete", created_at=now))
+                s.add(_IndexOpRow(namespace=str(dst), memory_id=other.id, op="upsert", created_at=now))
+            s.flush()
+            have = set(s.exec(select(_TombstoneRow.fingerprint).where(_TombstoneRow.namespace == str(dst))).all())
+            for t in s.exec(select(_TombstoneRow).where(_TombstoneRow.namespace == str(src))).all():
+                if t.fingerprint not in have:
+                    s.add(_TombstoneRow(namespace=str(dst), fingerprint=t.fingerprint, forgotten_at=t.forgotten_at))
+                s.delete(t)
+            s.exec(delete(_LastRecallRow).where(_LastRecallRow.namespace == str(src)))  # type: ignore[call-overload]
+        return gone, sorted(set(changed))
+
+    # -- group-scoped listings (what a group may see, DESIGN rule 6) ----
+
+    def _in_group(self, ns: Namespace, group_key: str):
+        origin = _MemoryRow.origin
+        return (_MemoryRow.namespace == str(ns), _MemoryRow.visibility == Visibility.GROUP.value,
+                (origin == group_key) | origin.startswith(group_key + ":", autoescape=True))  # type: ignore[attr-defined]
+
+    def list_in_group(self, ns: Namespace, group_key: str, limit: int = 50, offset: int = 0) -> list[Memory]:
+        """Live memories of ``ns`` learned in the group ``group_key`` (a
+        ``ChatRef.group_key``, any topic) and visible there, newest first."""
+        with self._read() as s:
+            rows = s.exec(select(_MemoryRow).where(*self._in_group(ns, group_key))
+                          .order_by(_MemoryRow.updated_at.desc(), _MemoryRow.id)  # type: ignore[attr-defined]
+                          .offset(offset).limit(limit)).all()
+        return [_to_memory(r) for r in rows]
+
+    def count_in_group(self, ns: Namespace, group_key: str) -> int:
+        """How many memories ``list_in_group`` can return."""
+        from sqlalchemy import func
+
+        with self._read() as s:
+            return int(s.exec(select(func.count()).select_from(_MemoryRow).where(*self._in_group(ns, group_key))).one())
+
+    # -- last recall per namespace (memory.explain) ----------------------
+
+    def save_last_recall(self, trace) -> None:
+        """Replace the last-recall record of ``trace.namespace`` (a ``memory.explain.RecallTrace``)."""
+        entries = json.dumps([{"id": e.memory_id, "pos": e.position, "score": e.score, "ranks": e.ranks,
+                               "parts": None if e.parts is None else [e.parts.rrf, e.parts.retention,
+                                                                      e.parts.activation, e.parts.emotion,
+                                                                      e.parts.importance]}
+                              for e in trace.entries])
+        ns = trace.namespace
+        for attempt in (1, 2):  # two replicas may insert the first record at once
+            try:
+                with self._write() as s:
+                    row = s.get(_LastRecallRow, str(ns))
+                    if row is None:
+                        row = _LastRecallRow(namespace=str(ns), tenant=ns.tenant, chat=trace.chat, at=trace.at,
+                                             k=trace.k, fallback_reason=trace.fallback_reason, entries=entries)
+                    else:
+                        row.chat, row.at, row.k = trace.chat, trace.at, trace.k
+                        row.fallback_reason, row.entries = trace.fallback_reason, entries
+                    s.add(row)
+                return
+            except IntegrityError:
+                if attempt == 2:
+                    raise
+
+    def last_recall(self, ns: Namespace):
+        """The last-recall record of ``ns`` (``memory.explain.RecallTrace``), or None."""
+        from memory.explain import RecallTrace, TraceEntry
+        from memory.types import ScoreParts
+
+        with self._read() as s:
+            row = s.get(_LastRecallRow, str(ns))
+        if row is None:
+            return None
+        entries = tuple(TraceEntry(e["id"], e["pos"], e["score"], e["ranks"],
+                                   ScoreParts(*e["parts"]) if e.get("parts") else None)
+                        for e in json.loads(row.entries))
+        return RecallTrace(ns, row.chat, _aware(row.at), row.k, row.fallback_reason, entries)  # type: ignore[arg-type]
+
+    # -- confirmations awaited (shared by every replica) -----------------
+
+    def put_pending(self, ns: Namespace, key: str, at: datetime) -> None:
+        """Record (or renew) a confirmation awaited under ``key`` for ``ns`` at ``at``."""
+        full = f"{ns}|{key}"[:600]
+        with self._write() as s:
+            row = s.get(_PendingRow, full)
+            if row is None:
+                row = _PendingRow(key=full, namespace=str(ns), created_at=at)
+            row.created_at = at
+            s.add(row)
+
+    def take_pending(self, ns: Namespace, key: str) -> datetime | None:
+        """Remove the confirmation awaited under ``key`` for ``ns``; when it was
+        asked for, or None. Only one caller (of any replica) gets it."""
+        full = f"{ns}|{key}"[:600]
+        with self._write() as s:
+            row = s.get(_PendingRow, full)
+            if row is None:
+                return None
+            at = _aware(row.created_at)
+            n = s.exec(delete(_PendingRow).where(_PendingRow.key == full)).rowcount  # type: ignore[call-overload]
+        return at if n else None
+
+    # -- tenant-wide counts (memory.admin.stats only) --------------------
+
+    def tenant_counts(self, tenant: str) -> TenantCounts:
+        """Counts over one tenant for ``memory.admin.stats``: the one tenant-wide
+        aggregate read besides ``admin_namespaces``."""
+        from sqlalchemy import func
+
+        like = tenant.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "|%"
+        with self._read() as s:
+            memories = s.exec(select(func.count()).select_from(_MemoryRow).where(_MemoryRow.tenant == tenant)).one()
+            people = s.exec(select(func.count(func.distinct(_MemoryRow.namespace))).where(
+                _MemoryRow.tenant == tenant)).one()
+            chats = s.exec(select(func.count(func.distinct(_ChatLogRow.chat))).where(
+                _ChatLogRow.tenant == tenant)).one()
+            turns = s.exec(select(func.count()).select_from(_DeliveryRow).where(
+                _DeliveryRow.key.like(like, escape="\\"))).one()  # type: ignore[attr-defined]
+            recalls = s.exec(select(func.count()).select_from(_LastRecallRow).where(
+                _LastRecallRow.tenant == tenant)).one()
+            fallbacks = s.exec(select(func.count()).select_from(_LastRecallRow).where(
+                _LastRecallRow.tenant == tenant, _LastRecallRow.fallback_reason != "")).one()
+        return TenantCounts(int(memories), int(people), int(chats), int(turns), int(recalls), int(fallbacks))
 
 
 class _NullLock:

@@ -1,0 +1,672 @@
+"""Slash commands: ``/memory`` (alias ``/记忆``), the same on every bridge.
+
+Grammar (the subcommand follows the command; Chinese aliases in ``SUBCOMMANDS``)::
+
+    /memory help
+    /memory list    [target] [page]
+    /memory show    [target] <id>
+    /memory search  [target] <query>
+    /memory edit    [target] <id> <new text>
+    /memory forget  [target] <id>
+    /memory forget  [target] all [confirm]
+    /memory history [target] <id>
+    /memory why     [target] <id>
+    /memory export  [target]
+    /memory link    <platform:id> [<platform:id>]      tenant admins only
+    /memory stats                                      tenant admins only
+
+``target`` names another person: ``platform:id`` (``tg:123``, ``qq:10001``,
+``person:…``) or an @-mention the platform resolves to a user id. Without it
+the command is about the speaker (their linked subject when an admin linked
+identities, ``memory.identity``).
+
+Who may do what:
+
+- everyone manages their own memories, in any chat with the bot;
+- tenant admins (``TenantSettings.admins``, platform identities) may address
+  anyone, and alone may ``link`` and see ``stats``;
+- group admins (``InboundMessage.sender_role`` in ``GROUP_ADMIN_ROLES``) may
+  address others in their group, and see and change only what was learned in
+  that group;
+- anyone else addressing another person gets a localised refusal, and the
+  attempt is audited (``command_denied`` in the target's namespace).
+
+In a group, every listing shows only the memories that may be disclosed there
+(learned in that group, DESIGN rule 6); a memory that may not is refused with a
+hint to use a private chat, and ``export`` is refused there. Actions on
+another person's memories and their views are audited with the acting
+identity (``admin:tg:1``, ``group_admin:qq:5``).
+
+Every string a person reads comes from ``locales``; replies fit in
+``MAX_REPLY_UTF16`` UTF-16 code units (Telegram's limit is 4096). The pending
+``forget all`` confirmation is kept in SQL, so any gateway replica can take
+the confirming message. Commands and replies are never captured as memories.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from gateway.config import TenantSettings
+from gateway.messages import Attachment, InboundMessage, Outbound
+from locales import translate
+from memory import admin
+from memory.errors import CoreError, NamespaceError, NotFoundError
+from memory.explain import explain, visible_in
+from memory.identity import is_platform_subject, platform_subject, resolve_subject
+from memory.reconstruct import when_text
+from memory.types import ID_RE, SUBJECT_RE, Memory, Namespace, ScoreParts, Visibility
+
+__all__ = ["COMMAND_NAMES", "CommandReply", "run_command", "execute", "is_memory_command", "SUBCOMMANDS",
+           "GROUP_ADMIN_ROLES", "PAGE_SIZE", "MAX_REPLY_UTF16", "CONFIRM_WINDOW"]
+
+log = logging.getLogger(__name__)
+
+COMMAND_NAMES = ("/memory", "/记忆")
+#: Memories per ``list`` page; at SNIPPET_CHARS per line a page stays far below MAX_REPLY_UTF16.
+PAGE_SIZE = 10
+#: Longest reply, in UTF-16 code units (Telegram counts those; its limit is 4096).
+MAX_REPLY_UTF16 = 4000
+SNIPPET_CHARS = 60
+HISTORY_SHOWN = 20
+#: How long ``/memory forget all confirm`` may follow ``/memory forget all`` (platform message times).
+CONFIRM_WINDOW = timedelta(minutes=2)
+#: Group roles as platforms name them: OneBot owner/admin, Telegram creator/administrator.
+GROUP_ADMIN_ROLES = frozenset({"owner", "admin", "creator", "administrator"})
+MAX_EDIT_CHARS = 500
+
+SUBCOMMANDS: dict[str, str] = {
+    "help": "help", "帮助": "help", "?": "help",
+    "list": "list", "ls": "list", "列表": "list", "列出": "list",
+    "show": "show", "查看": "show", "详情": "show",
+    "search": "search", "搜索": "search", "查找": "search",
+    "edit": "edit", "修改": "edit", "编辑": "edit",
+    "forget": "forget", "delete": "forget", "忘记": "forget", "删除": "forget",
+    "history": "history", "历史": "history",
+    "why": "why", "为什么": "why",
+    "export": "export", "导出": "export",
+    "link": "link", "关联": "link",
+    "stats": "stats", "统计": "stats",
+}
+ALL_WORDS = frozenset({"all", "全部"})
+CONFIRM_WORDS = frozenset({"confirm", "确认"})
+
+
+def is_memory_command(text: str) -> bool:
+    """True when ``text`` starts with ``/memory`` or ``/记忆`` (``/memory@bot`` too)."""
+    words = text.split(maxsplit=1)
+    return bool(words) and words[0].split("@")[0] in COMMAND_NAMES
+
+
+@dataclass(frozen=True, slots=True)
+class CommandReply:
+    """What a command answers: ``text`` for the person (localised, at most
+    MAX_REPLY_UTF16 UTF-16 units), ``action`` what happened (the subcommand, or
+    ``denied``/``usage``/``unknown``/``private``/``error``), and an optional file
+    (``export``; only ever produced in a private chat)."""
+
+    text: str
+    action: str
+    attachment: Attachment | None = None
+
+    def outbound(self, msg: InboundMessage) -> Outbound:
+        """The reply as an Outbound to the chat the command came from."""
+        return Outbound(platform=msg.platform, chat_kind=msg.chat_kind, chat_id=msg.chat_id, thread_id=msg.thread_id,
+                        text=self.text, reply_to_message_id=msg.message_id, attachment=self.attachment)
+
+
+class _Stop(Exception):
+    """Ends a command early with a reply (refusal, usage, not shown here)."""
+
+    def __init__(self, text: str, action: str) -> None:
+        super().__init__(action)
+        self.text = text
+        self.action = action
+
+
+@dataclass(frozen=True, slots=True)
+class _Caller:
+    tenant: str
+    t: TenantSettings
+    msg: InboundMessage
+    own: Namespace
+    subject: str
+    lang: str
+    cmd: str
+
+    def say(self, msgid: str, **params: object) -> str:
+        return translate(self.lang, msgid, **params)
+
+    @property
+    def chat(self):
+        return self.msg.chat
+
+    @property
+    def now(self) -> datetime:
+        return self.msg.timestamp
+
+    @property
+    def tenant_admin(self) -> bool:
+        return self.subject in self.t.admins or self.own.subject in self.t.admins
+
+    @property
+    def group_admin(self) -> bool:
+        return self.chat.is_group and (self.msg.sender_role or "").lower() in GROUP_ADMIN_ROLES
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """Whose memories (``ns``), restricted to what group ``group_key`` may see
+    when set; ``actor`` is the audit actor; ``token`` how the target was named."""
+
+    ns: Namespace
+    group_key: str | None
+    own: bool
+    actor: str
+    token: str | None = None
+
+
+async def run_command(core, tenant: str, t: TenantSettings, msg: InboundMessage, own: Namespace,
+                      lang: str) -> CommandReply:
+    """Run the ``/memory`` command in ``msg`` for its sender (namespace ``own``)
+    in a worker thread (the store and index are synchronous). Never raises for
+    a person's input; a store failure answers a localised apology."""
+    return await asyncio.to_thread(execute, core, tenant, t, msg, own, lang)
+
+
+def execute(core, tenant: str, t: TenantSettings, msg: InboundMessage, own: Namespace, lang: str) -> CommandReply:
+    """Synchronous ``run_command``."""
+    parts = msg.text.split(maxsplit=2)
+    cmd = parts[0].split("@")[0] if parts else COMMAND_NAMES[0]
+    c = _Caller(tenant, t, msg, own, platform_subject(msg.platform, msg.sender_id), lang, cmd)
+    word = parts[1] if len(parts) > 1 else "help"
+    rest = parts[2] if len(parts) > 2 else ""
+    sub = SUBCOMMANDS.get(word.casefold())
+    if sub is None:
+        return CommandReply(_fit(c.say("Unknown command: {word}", word=_snip(word, 30)) + "\n\n" + _help(c)), "unknown")
+    try:
+        return _HANDLERS[sub](core, c, rest)
+    except _Stop as stop:
+        return CommandReply(_fit(stop.text), stop.action)
+    except NamespaceError:
+        return CommandReply(_fit(_usage(c, sub)), "usage")
+    except CoreError:
+        log.exception("/memory %s failed for %s", sub, own)
+        return CommandReply(c.say("Memory is not available right now. Please try again later."), "error")
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _fit(text: str, limit: int = MAX_REPLY_UTF16) -> str:
+    """``text`` cut at a line boundary (else mid-line) so it fits ``limit`` UTF-16 units."""
+    if _utf16(text) <= limit:
+        return text
+    out: list[str] = []
+    used = 2  # the "\n…" marker
+    for line in text.split("\n"):
+        cost = _utf16(line) + (1 if out else 0)
+        if used + cost > limit:
+            if not out:  # one huge line: cut it
+                units = line.encode("utf-16-le")[: 2 * (limit - 2)]
+                out.append(units.decode("utf-16-le", errors="ignore"))
+            break
+        out.append(line)
+        used += cost
+    return "\n".join(out) + "\n…"
+
+
+def _snip(text: str, n: int = SNIPPET_CHARS) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= n else one[: n - 1] + "…"
+
+
+def _usage(c: _Caller, sub: str) -> str:
+    forms = {
+        "list": "list [@person|platform:id] [page]", "show": "show <id>", "search": "search <query>",
+        "edit": "edit <id> <new text>", "forget": "forget <id> | forget all", "history": "history <id>",
+        "why": "why <id>", "export": "export", "link": "link <platform:id> [<platform:id>]", "stats": "stats",
+    }
+    return c.say("Usage: {usage}", usage=f"{c.cmd} {forms.get(sub, 'help')}")
+
+
+def _help(c: _Caller) -> str:
+    text = c.say(
+        "Memory commands (/memory or /记忆):\n"
+        "{cmd} list [page] — what I remember about you\n"
+        "{cmd} show <id> — one memory in full\n"
+        "{cmd} search <words> — search your memories\n"
+        "{cmd} edit <id> <new text> — correct a memory\n"
+        "{cmd} forget <id> — forget one memory\n"
+        "{cmd} forget all — forget everything (asks to confirm)\n"
+        "{cmd} history <id> — earlier versions of a memory\n"
+        "{cmd} why <id> — why it was or was not recalled last time\n"
+        "{cmd} export — all your memories as a file (private chat only)",
+        cmd=c.cmd)
+    if c.tenant_admin or c.group_admin:
+        text += "\n" + c.say("Admins: put @person or platform:id (e.g. tg:123) after the subcommand to manage "
+                             "someone else's memories; group admins only those learned in their group.")
+    if c.tenant_admin:
+        text += "\n" + c.say("{cmd} link <platform:id> [<platform:id>] — the same person on two platforms\n"
+                             "{cmd} stats — numbers of this bot", cmd=c.cmd)
+    return text
+
+
+_TARGET_RE = re.compile(rf"@\S+|{SUBJECT_RE.pattern}")
+
+
+def _split_target(rest: str) -> tuple[str | None, str]:
+    """(target token, the rest) when the first argument names a person."""
+    words = rest.strip().split(maxsplit=1)
+    if words and _TARGET_RE.fullmatch(words[0]):
+        return words[0], words[1] if len(words) > 1 else ""
+    return None, rest.strip()
+
+
+def _mention_id(c: _Caller, token: str) -> str | None:
+    """The platform user id an ``@…`` argument stands for, or None when unknown.
+
+    ``@<id>`` that the platform reported as a mention is that id (OneBot renders
+    an ``at`` without a name so). Otherwise the one mentioned user id besides the
+    bot's, when there is exactly one (Telegram ``text_mention``); an ``@username``
+    alone names no id."""
+    ids = [m for m in c.msg.mentions if m != "all" and ID_RE.fullmatch(m) and m != c.t.telegram_bot_id]
+    if token[1:] in ids:
+        return token[1:]
+    if c.msg.mentions_bot and c.msg.platform != "tg":
+        return None  # the bot's own id is among them and unknown here
+    return ids[0] if len(ids) == 1 else None
+
+
+def _scope(core, c: _Caller, token: str | None, sub: str) -> _Scope:
+    """Whose memories the command is about, and may the caller touch them."""
+    group_key = c.chat.group_key if c.chat.is_group else None
+    own = _Scope(c.own, group_key, True, f"self:{c.subject}")
+    if token is None:
+        return own
+    if token.startswith("@"):
+        uid = _mention_id(c, token)
+        if uid is None:
+            raise _Stop(c.say("I can't tell who {who} is. Name them by platform id instead, e.g. {example}.",
+                              who=_snip(token, 40), example=f"{c.msg.platform}:123456"), "usage")
+        subject = platform_subject(c.msg.platform, uid)
+    else:
+        subject = token
+    ns = resolve_subject(core.store, c.tenant, subject)
+    if ns == c.own:
+        return own
+    if c.tenant_admin:
+        return _Scope(ns, group_key, False, f"admin:{c.subject}", token)
+    if c.group_admin:
+        return _Scope(ns, group_key, False, f"group_admin:{c.subject}", token)
+    core.store.audit(ns, "command_denied", f"user:{c.subject}", command=sub, chat=c.chat.key)
+    log.info("/memory %s by %s on %s denied", sub, c.subject, ns)
+    raise _Stop(c.say("You can only manage your own memories."), "denied")
+
+
+def _who(c: _Caller, scope: _Scope) -> str:
+    return c.say("you") if scope.own else scope.ns.subject
+
+
+def _audit_view(core, c: _Caller, scope: _Scope, sub: str, memory_id: str | None = None) -> None:
+    if not scope.own:
+        core.store.audit(scope.ns, "admin_view", scope.actor, memory_id, command=sub, chat=c.chat.key)
+
+
+def _count(core, scope: _Scope) -> int:
+    if scope.group_key:
+        return core.store.count_in_group(scope.ns, scope.group_key)
+    return core.store.count(scope.ns)
+
+
+def _page(core, scope: _Scope, limit: int, offset: int) -> list[Memory]:
+    if scope.group_key:
+        return core.store.list_in_group(scope.ns, scope.group_key, limit=limit, offset=offset)
+    return core.list(scope.ns, limit=limit, offset=offset)
+
+
+def _all_ids(core, scope: _Scope) -> list[str]:
+    ids: list[str] = []
+    while True:
+        batch = _page(core, scope, 500, len(ids))
+        if not batch:
+            return ids
+        ids += [m.id for m in batch]
+
+
+def _memory(core, c: _Caller, scope: _Scope, memory_id: str, sub: str) -> Memory:
+    """The memory ``memory_id`` of the scope, if this chat may show it."""
+    if not ID_RE.fullmatch(memory_id):
+        raise _Stop(_usage(c, sub), "usage")
+    try:
+        m = core.get(scope.ns, memory_id)
+    except NotFoundError:
+        raise _Stop(c.say("No memory {id} found.", id=memory_id), "not_found") from None
+    if scope.group_key and not visible_in(m, c.chat):
+        raise _Stop(c.say("Memory {id} is not shown in this group. Ask me in a private chat: {command}",
+                          id=memory_id, command=f"{c.cmd} {sub} {memory_id}"), "private")
+    return m
+
+
+def _take_id(c: _Caller, sub: str, rest: str) -> tuple[str | None, str, str]:
+    token, rest = _split_target(rest)
+    words = rest.split(maxsplit=1)
+    if not words:
+        raise _Stop(_usage(c, sub), "usage")
+    return token, words[0], words[1] if len(words) > 1 else ""
+
+
+def _tz(c: _Caller):
+    try:
+        return ZoneInfo(c.t.tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+def _at(c: _Caller, dt: datetime | None) -> str:
+    if dt is None:
+        return "-"
+    tz = _tz(c)
+    return (dt.astimezone(tz) if tz else dt).strftime("%Y-%m-%d %H:%M")
+
+
+def _category(c: _Caller, m: Memory) -> str:
+    return c.say(m.category.value)
+
+
+def _emotion(c: _Caller, m: Memory) -> str:
+    return c.say(m.emotion or "neutral")
+
+
+def _last_recalled(c: _Caller, m: Memory) -> str:
+    times = [t for t in m.access_times if m.created_at is None or t > m.created_at]
+    return when_text(max(times), c.now, c.lang) if times else c.say("never")
+
+
+def _parts_line(c: _Caller, parts: ScoreParts | None, ranks: dict[str, int] | None) -> str:
+    ranks = ranks or {}
+    p = parts or ScoreParts(rrf=0.0)
+    return c.say("retention {retention}, activation {activation}, emotion ×{emotion}, importance ×{importance}; "
+                 "rank by words {bm25}, by meaning {vector}",
+                 retention=f"{p.retention:.2f}", activation=f"{p.activation:.2f}", emotion=f"{p.emotion:.2f}",
+                 importance=f"{p.importance:.2f}", bm25=ranks.get("bm25", "-"), vector=ranks.get("vector", "-"))
+
+
+def _origin(c: _Caller, m: Memory) -> str:
+    o = m.origin
+    if o is None:
+        return c.say("unknown")
+    if not o.is_group:
+        return c.say("a private chat")
+    return c.say("group {chat}", chat=f"{o.platform}:{o.chat_id}")
+
+
+# -- subcommands ---------------------------------------------------------------
+
+
+def _cmd_help(core, c: _Caller, rest: str) -> CommandReply:
+    return CommandReply(_fit(_help(c)), "help")
+
+
+def _cmd_list(core, c: _Caller, rest: str) -> CommandReply:
+    token, rest = _split_target(rest)
+    scope = _scope(core, c, token, "list")
+    args = rest.split()
+    page = int(args[0]) if args and args[0].isdigit() else 1
+    total = _count(core, scope)
+    pages = max(1, math.ceil(total / PAGE_SIZE))
+    page = min(max(page, 1), pages)
+    _audit_view(core, c, scope, "list")
+    who = _who(c, scope)
+    if total == 0:
+        if scope.group_key:
+            return CommandReply(c.say("I don't remember anything about {who} from this group.", who=who), "list")
+        return CommandReply(c.say("I don't remember anything about {who} yet.", who=who), "list")
+    lines = [c.say("What I remember about {who} ({total}), page {page}/{pages}:", who=who, total=total, page=page,
+                   pages=pages)]
+    for m in _page(core, scope, PAGE_SIZE, (page - 1) * PAGE_SIZE):
+        lines.append(c.say("{id} [{category}, {emotion}] {text} · recalled {when}", id=m.id,
+                           category=_category(c, m), emotion=_emotion(c, m), text=_snip(m.text),
+                           when=_last_recalled(c, m)))
+    if page < pages:
+        target = f"{token} " if token else ""
+        lines.append(c.say("Next page: {command}", command=f"{c.cmd} list {target}{page + 1}"))
+    if scope.group_key:
+        lines.append(c.say("Only what was said in this group is listed here; ask me in private for the rest."))
+    return CommandReply(_fit("\n".join(lines)), "list")
+
+
+def _cmd_show(core, c: _Caller, rest: str) -> CommandReply:
+    token, mid, _ = _take_id(c, "show", rest)
+    scope = _scope(core, c, token, "show")
+    m = _memory(core, c, scope, mid, "show")
+    _audit_view(core, c, scope, "show", m.id)
+    vis = (c.say("shown only in private chats") if m.visibility is Visibility.PRIVATE
+           else c.say("shown in that group and in private chats"))
+    lines = [
+        c.say("{id} · version {version} · {category} · {emotion}", id=m.id, version=m.version,
+              category=_category(c, m), emotion=_emotion(c, m)),
+        m.text,
+        c.say("Learned in {origin} ({visibility}).", origin=_origin(c, m), visibility=vis),
+        c.say("Valid since {since}; said {created}.", since=_at(c, m.valid_from), created=_at(c, m.created_at)),
+    ]
+    trace = core.store.last_recall(scope.ns)
+    entry = trace.entry(m.id) if trace else None
+    if entry is None:
+        lines.append(c.say("Not among the candidates of the last recall."))
+    else:
+        lines.append(c.say("Last recall ({when}): #{position}, score {score}.", when=_at(c, trace.at),
+                           position=entry.position, score=f"{entry.score:.4f}"))
+        lines.append(_parts_line(c, entry.parts, entry.ranks))
+    return CommandReply(_fit("\n".join(lines)), "show")
+
+
+def _cmd_search(core, c: _Caller, rest: str) -> CommandReply:
+    from memory.recall import RecallParams
+
+    token, query = _split_target(rest)
+    if not query.strip():
+        raise _Stop(_usage(c, "search"), "usage")
+    scope = _scope(core, c, token, "search")
+    _audit_view(core, c, scope, "search")
+    hits = core.recall(scope.ns, [query], chat=c.chat if scope.group_key else None,
+                       params=RecallParams(k=PAGE_SIZE))
+    who = _who(c, scope)
+    if not hits:
+        return CommandReply(c.say("Nothing about {who} matches “{query}”.", who=who, query=_snip(query, 40)), "search")
+    lines = [c.say("Memories of {who} matching “{query}”:", who=who, query=_snip(query, 40))]
+    for h in hits:
+        lines.append(c.say("{id} score {score} (words {bm25}, meaning {vector}) {text}", id=h.memory.id,
+                           score=f"{h.score:.4f}", bm25=h.ranks.get("bm25", "-"), vector=h.ranks.get("vector", "-"),
+                           text=_snip(h.memory.text)))
+    return CommandReply(_fit("\n".join(lines)), "search")
+
+
+def _cmd_edit(core, c: _Caller, rest: str) -> CommandReply:
+    token, mid, text = _take_id(c, "edit", rest)
+    text = " ".join(text.split())
+    if not text:
+        raise _Stop(_usage(c, "edit"), "usage")
+    scope = _scope(core, c, token, "edit")
+    m = _memory(core, c, scope, mid, "edit")
+    live = core.update(scope.ns, m.id, text[:MAX_EDIT_CHARS], actor=scope.actor)
+    return CommandReply(c.say("Updated {id}; it is now version {version}. The old text stays in its history.",
+                              id=live.id, version=live.version), "edit")
+
+
+def _cmd_forget(core, c: _Caller, rest: str) -> CommandReply:
+    token, mid, more = _take_id(c, "forget", rest)
+    scope = _scope(core, c, token, "forget")
+    if mid.casefold() in ALL_WORDS:
+        return _forget_all(core, c, scope, more.split())
+    m = _memory(core, c, scope, mid, "forget")
+    core.forget(scope.ns, m.id, actor=scope.actor)
+    return CommandReply(c.say("Forgotten: {id}. I won't learn it again from earlier messages.", id=m.id), "forget")
+
+
+def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandReply:
+    key = f"forget_all|{scope.actor}|{c.chat.key}|{scope.group_key or '*'}"
+    target = f"{scope.token} " if scope.token else ""
+    again = f"{c.cmd} forget {target}all"
+    if args and args[0].casefold() in CONFIRM_WORDS:
+        asked = core.store.take_pending(scope.ns, key)
+        if asked is None:
+            return CommandReply(c.say("There is nothing to confirm. Send {command} first.", command=again),
+                                "forget_all")
+        if not (asked - timedelta(seconds=5) <= c.now <= asked + CONFIRM_WINDOW):
+            return CommandReply(c.say("That confirmation has expired. Send {command} again.", command=again),
+                                "forget_all")
+        ids = _all_ids(core, scope)
+        for mid in ids:
+            try:
+                core.forget(scope.ns, mid, actor=scope.actor)
+            except NotFoundError:
+                continue  # forgotten meanwhile
+        core.store.audit(scope.ns, "forget_all", scope.actor, count=len(ids), chat=c.chat.key,
+                         group=scope.group_key)
+        return CommandReply(c.say("Forgotten {n} memories of {who}.", n=len(ids), who=_who(c, scope)), "forget_all")
+    n = _count(core, scope)
+    if n == 0:
+        return CommandReply(c.say("There is nothing to forget."), "forget_all")
+    core.store.put_pending(scope.ns, key, c.now)
+    minutes = int(CONFIRM_WINDOW.total_seconds() // 60)
+    text = c.say("This forgets {n} memories of {who} for good. To go ahead, send within {minutes} minutes: {command}",
+                 n=n, who=_who(c, scope), minutes=minutes, command=f"{again} confirm")
+    if scope.group_key:
+        text += "\n" + c.say("Only what was said in this group is affected.")
+    return CommandReply(text, "forget_all")
+
+
+def _cmd_history(core, c: _Caller, rest: str) -> CommandReply:
+    token, mid, _ = _take_id(c, "history", rest)
+    scope = _scope(core, c, token, "history")
+    m = _memory(core, c, scope, mid, "history")
+    _audit_view(core, c, scope, "history", m.id)
+    versions = core.history(scope.ns, m.id)
+    lines = [c.say("Versions of {id} ({n}):", id=m.id, n=len(versions))]
+    if len(versions) > HISTORY_SHOWN:
+        lines.append(c.say("(the latest {n} shown)", n=HISTORY_SHOWN))
+    for v in versions[-HISTORY_SHOWN:]:
+        until = c.say("now") if v.valid_to is None else _at(c, v.valid_to)
+        lines.append(c.say("v{version} {start} → {end}: {text}", version=v.version, start=_at(c, v.valid_from),
+                           end=until, text=_snip(v.text, 160)))
+    return CommandReply(_fit("\n".join(lines)), "history")
+
+
+def _cmd_why(core, c: _Caller, rest: str) -> CommandReply:
+    token, mid, _ = _take_id(c, "why", rest)
+    scope = _scope(core, c, token, "why")
+    m = _memory(core, c, scope, mid, "why")
+    _audit_view(core, c, scope, "why", m.id)
+    why = explain(core.store.last_recall(scope.ns), m)
+    tr = why.trace
+    if why.verdict == "no_trace":
+        return CommandReply(c.say("Nothing has been recalled for {who} yet.", who=_who(c, scope)), "why")
+    when = _at(c, tr.at)
+    if why.verdict == "newer":
+        text = c.say("Memory {id} was saved or changed after the last recall ({when}).", id=m.id, when=when)
+        return CommandReply(text, "why")
+    if why.verdict == "recalled":
+        head = c.say("Recalled in the last turn ({when}): #{position} of {k}, score {score}.", when=when,
+                     position=why.entry.position, k=tr.k, score=f"{why.entry.score:.4f}")
+    elif why.verdict == "below_cutoff":
+        cutoff = "-" if tr.cutoff is None else f"{tr.cutoff:.4f}"
+        head = c.say("Not recalled in the last turn ({when}): it ranked #{position}, after the top {k} "
+                     "(score {score}, cut-off {cutoff}).", when=when, position=why.entry.position, k=tr.k,
+                     score=f"{why.entry.score:.4f}", cutoff=cutoff)
+    elif why.verdict == "hidden_in_chat":
+        head = c.say("Not recalled in the last turn ({when}): that turn was in a group where this memory is "
+                     "not shown.", when=when)
+    else:
+        head = c.say("Not recalled in the last turn ({when}): neither the word search nor the meaning search "
+                     "found it relevant to that message.", when=when)
+    return CommandReply(_fit(head + "\n" + _parts_line(c, why.parts, why.entry.ranks if why.entry else None)),
+                        "why")
+
+
+def _cmd_export(core, c: _Caller, rest: str) -> CommandReply:
+    token, _ = _split_target(rest)
+    if c.chat.is_group:
+        raise _Stop(c.say("For privacy I only send exports in a private chat. Send me {command} there.",
+                          command=f"{c.cmd} export"), "private")
+    scope = _scope(core, c, token, "export")
+    memories = []
+    for mid in _all_ids(core, scope):
+        try:
+            versions = core.history(scope.ns, mid)
+        except NotFoundError:
+            continue
+        live = versions[-1]
+        memories.append({
+            "id": live.id, "text": live.text, "category": live.category.value, "key": live.key,
+            "importance": live.importance, "valence": live.valence, "arousal": live.arousal,
+            "emotion": live.emotion, "origin": live.origin.key if live.origin else None,
+            "visibility": live.visibility.value, "version": live.version,
+            "created_at": _iso(live.created_at), "updated_at": _iso(live.updated_at),
+            "valid_from": _iso(live.valid_from), "event_time": _iso(live.event_time),
+            "recalled_at": [_iso(t) for t in live.access_times],
+            "history": [{"version": v.version, "text": v.text, "category": v.category.value,
+                         "valid_from": _iso(v.valid_from), "valid_to": _iso(v.valid_to)} for v in versions[:-1]],
+        })
+    doc = {"format": "huiyi.memories.v1", "tenant": scope.ns.tenant, "subject": scope.ns.subject,
+           "identities": core.store.identities(scope.ns), "exported_at": _iso(c.now), "memories": memories}
+    name = f"huiyi-memories-{scope.ns.subject.replace(':', '-')}-{c.now:%Y%m%d}.json"
+    data = json.dumps(doc, ensure_ascii=False, indent=2).encode("utf-8")
+    core.store.audit(scope.ns, "export", scope.actor, count=len(memories), chat=c.chat.key)
+    text = c.say("Here are the {n} memories I keep about {who}, as the file {filename}.", n=len(memories),
+                 who=_who(c, scope), filename=name)
+    return CommandReply(text, "export", Attachment(filename=name, mime_type="application/json", data=data))
+
+
+def _iso(dt: datetime | None) -> str | None:
+    return dt.isoformat() if dt else None
+
+
+def _admin_only(core, c: _Caller, sub: str) -> None:
+    if not c.tenant_admin:
+        core.store.audit(c.own, "command_denied", f"user:{c.subject}", command=sub, chat=c.chat.key)
+        log.info("/memory %s by %s denied (not a tenant admin)", sub, c.subject)
+        raise _Stop(c.say("Only admins of this bot can use {command}.", command=f"{c.cmd} {sub}"), "denied")
+
+
+def _cmd_link(core, c: _Caller, rest: str) -> CommandReply:
+    _admin_only(core, c, "link")
+    args = rest.split()
+    if len(args) not in (1, 2) or not all(is_platform_subject(a) for a in args):
+        raise _Stop(_usage(c, "link"), "usage")
+    subjects = args if len(args) == 2 else [c.subject, args[0]]
+    if len(set(subjects)) < 2:
+        raise _Stop(_usage(c, "link"), "usage")
+    authority = admin.Authority(actor=f"admin:{c.subject}", tenant=c.tenant)
+    result = admin.link(core, authority, c.tenant, subjects)
+    return CommandReply(c.say("Linked {identities} as one person ({person}); {moved} memories merged.",
+                              identities=", ".join(result.identities), person=result.person.subject,
+                              moved=result.moved), "link")
+
+
+def _cmd_stats(core, c: _Caller, rest: str) -> CommandReply:
+    _admin_only(core, c, "stats")
+    s = admin.stats(core, admin.Authority(actor=f"admin:{c.subject}", tenant=c.tenant), c.tenant)
+    rate = "-" if s.fallback_rate is None else f"{100 * s.fallback_rate:.1f}%"
+    return CommandReply(c.say("{tenant}: {memories} memories, {people} people, {chats} chats, {turns} turns; "
+                              "recollection fallback rate {rate} (each person's latest turn).",
+                              tenant=s.tenant, memories=s.memories, people=s.people, chats=s.chats, turns=s.turns,
+                              rate=rate), "stats")
+
+
+_HANDLERS = {
+    "help": _cmd_help, "list": _cmd_list, "show": _cmd_show, "search": _cmd_search, "edit": _cmd_edit,
+    "forget": _cmd_forget, "history": _cmd_history, "why": _cmd_why, "export": _cmd_export, "link": _cmd_link,
+    "stats": _cmd_stats,
+}

@@ -1,0 +1,144 @@
+"""Why a memory was or was not recalled: the last recall of each namespace,
+kept in SQL, and a verdict computed from it.
+
+The pipeline records one ``RecallTrace`` per namespace after each answered
+turn (``record_recall``): the top ``TRACE_DEPTH`` fused candidates with their
+final score, per-channel ranks (``{"bm25": 3, "vector": 1}``) and score parts
+(retention, activation, emotion, importance — see ``memory.scoring``), and
+``k``, how many of them went into the prompt. The trace replaces the previous
+one of the same namespace; it lives in SQL, not in a process, so any gateway
+replica can answer ``/memory why`` about a turn another replica ran.
+
+``explain(trace, memory)`` turns it into a ``Why`` verdict, one of:
+
+- ``recalled``: among the first ``k``;
+- ``below_cutoff``: a candidate, but ranked after the first ``k``;
+- ``hidden_in_chat``: the last turn was in a group where this memory may not
+  be disclosed (DESIGN rule 6), so the search never saw it;
+- ``not_ranked``: neither channel ranked it among its candidates;
+- ``newer``: created or edited after the last recall (or from its message);
+- ``no_trace``: nothing was recalled for this namespace yet.
+
+The traces store ids and numbers only, never memory or message text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+from memory.scoring import score as default_score
+from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
+
+__all__ = ["TRACE_DEPTH", "TraceEntry", "RecallTrace", "Why", "trace_of", "record_recall", "explain", "visible_in"]
+
+log = logging.getLogger(__name__)
+
+#: How many fused candidates a trace keeps (ranked, scored); the pipeline asks
+#: recall for this many and uses the first ``k``.
+TRACE_DEPTH = 40
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEntry:
+    """One candidate of a recall: 1-based ``position`` after rescoring, final
+    ``score``, channel ranks and score parts."""
+
+    memory_id: str
+    position: int
+    score: float
+    ranks: dict[str, int] = field(default_factory=dict)
+    parts: ScoreParts | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecallTrace:
+    """The last recall of ``namespace``: in chat ``chat`` (a ``ChatRef.key``) for
+    the message said at ``at`` (UTC; what it captured is written at that time
+    too), the first ``k`` of ``entries`` recalled; ``fallback_reason`` ""
+    when the recollection did not fall back."""
+
+    namespace: Namespace
+    chat: str
+    at: datetime
+    k: int
+    fallback_reason: str = ""
+    entries: tuple[TraceEntry, ...] = ()
+
+    def entry(self, memory_id: str) -> TraceEntry | None:
+        """The candidate entry of ``memory_id``, or None."""
+        return next((e for e in self.entries if e.memory_id == memory_id), None)
+
+    @property
+    def cutoff(self) -> float | None:
+        """Score of the k-th candidate (the last one recalled), None when fewer."""
+        return self.entries[self.k - 1].score if 0 < self.k <= len(self.entries) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Why:
+    """Verdict of ``explain`` (see the module docstring for ``verdict``).
+    ``parts``: score components of the memory in that recall (recomputed at the
+    recall's time with no relevance when it was not a candidate); ``entry``:
+    its candidate entry when it was one."""
+
+    verdict: str
+    trace: RecallTrace | None = None
+    entry: TraceEntry | None = None
+    parts: ScoreParts | None = None
+
+
+def trace_of(ns: Namespace, chat: ChatRef, hits: Sequence[Hit], k: int, reason: str | None,
+             at: datetime) -> RecallTrace:
+    """A trace from ranked hits (best first, up to TRACE_DEPTH kept)."""
+    entries = tuple(TraceEntry(h.memory.id, i, h.score, dict(h.ranks), h.parts)
+                    for i, h in enumerate(hits[:TRACE_DEPTH], start=1))
+    return RecallTrace(ns, chat.key, at, k, reason or "", entries)
+
+
+def record_recall(store, ns: Namespace, chat: ChatRef, hits: Sequence[Hit], k: int, reason: str | None,
+                  at: datetime) -> None:
+    """Save the trace of this recall for ``ns``. Never raises: a failure is
+    logged, the turn goes on (the chat never waits on the memory)."""
+    try:
+        store.save_last_recall(trace_of(ns, chat, hits, k, reason, at))
+    except Exception:  # noqa: BLE001 - an explanation aid must not break a turn
+        log.exception("could not record the last recall of %s", ns)
+
+
+def visible_in(memory: Memory, chat: ChatRef | None) -> bool:
+    """May ``memory`` be disclosed in ``chat``? Private chats (and None) see all;
+    a group sees GROUP memories learned in that group (DESIGN rule 6)."""
+    if chat is None or not chat.is_group:
+        return True
+    return (memory.visibility is Visibility.GROUP and memory.origin is not None
+            and memory.origin.group_key == chat.group_key)
+
+
+def _utc(dt: datetime) -> datetime:
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def explain(trace: RecallTrace | None, memory: Memory, *, scorer=default_score) -> Why:
+    """Why ``memory`` was or was not recalled in ``trace`` (its namespace's last recall).
+
+    ``scorer`` recomputes parts for a memory that was not a candidate
+    (``memory.scoring.score`` signature, relevance 0)."""
+    if trace is None:
+        return Why("no_trace")
+    at = _utc(trace.at)
+    written = memory.updated_at or memory.created_at
+    if written is not None and _utc(written) >= at:  # captured from that very message, or later
+        return Why("newer", trace)
+    entry = trace.entry(memory.id)
+    if entry is not None:
+        verdict = "recalled" if entry.position <= trace.k else "below_cutoff"
+        return Why(verdict, trace, entry, entry.parts)
+    then = replace(memory, access_times=tuple(t for t in memory.access_times if _utc(t) <= at))
+    parts = scorer(0.0, then, at, 0.0)
+    chat = ChatRef.parse(trace.chat)
+    if not visible_in(memory, chat):
+        return Why("hidden_in_chat", trace, None, parts)
+    return Why("not_ranked", trace, None, parts)

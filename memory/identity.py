@@ -1,0 +1,52 @@
+"""Identity: which subject a sender is, as one tenant knows them.
+
+A platform identity is ``<platform>:<user id>`` (``tg:123``, ``qq:10001``).
+Unlinked, it is its own subject. Once a tenant admin links several platform
+identities (``memory.admin.link``), each of them resolves to one subject
+``person:<id>`` and all of its memories live in that namespace, so recall from
+any of the linked platform ids finds them all.
+
+The links live in the SQL store (``identities`` table); resolution is one
+indexed read per turn.
+"""
+
+from __future__ import annotations
+
+from memory.errors import NamespaceError
+from memory.types import SUBJECT_RE, Namespace
+
+__all__ = ["PERSON", "platform_subject", "resolve", "resolve_subject", "is_platform_subject"]
+
+#: Subject kind of a linked person.
+PERSON = "person"
+
+
+def platform_subject(platform: str, user_id: str) -> str:
+    """``"<platform>:<user_id>"``, validated (NamespaceError when outside the patterns)."""
+    subject = f"{platform}:{user_id}"
+    if not isinstance(platform, str) or not isinstance(user_id, str) or SUBJECT_RE.fullmatch(subject) is None:
+        raise NamespaceError(f"invalid platform identity: {subject!r}")
+    return subject
+
+
+def is_platform_subject(subject: str) -> bool:
+    """True for a well-formed subject that names a platform identity (not ``person:…``)."""
+    return isinstance(subject, str) and SUBJECT_RE.fullmatch(subject) is not None \
+        and not subject.startswith(PERSON + ":")
+
+
+def resolve_subject(store, tenant: str, subject: str) -> Namespace:
+    """The namespace of ``subject`` in ``tenant``: a linked platform identity
+    resolves to its ``person:…`` subject, anything else to itself. Raises
+    NamespaceError for a tenant or subject outside its pattern."""
+    ns = Namespace(tenant, subject)
+    if not is_platform_subject(subject):
+        return ns
+    linked = store.resolve_identity(tenant, subject)
+    return Namespace(tenant, linked) if linked else ns
+
+
+def resolve(store, tenant: str, platform: str, user_id: str) -> Namespace:
+    """The namespace of a sender: ``Namespace(tenant, "tg:123")``, or the linked
+    ``person:…`` subject. Raises NamespaceError for ids outside their patterns."""
+    return resolve_subject(store, tenant, platform_subject(platform, user_id))

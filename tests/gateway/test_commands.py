@@ -1,0 +1,383 @@
+"""/memory commands end to end: real Telegram Update and OneBot v11 event shapes
+(from ../shared/data/im) → parser → Pipeline.handle → gateway.commands, over
+real SQLite + LanceDB stores."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bridges.qq.parse import parse_event
+from bridges.telegram.parse import parse_update
+from gateway.commands import MAX_REPLY_UTF16, PAGE_SIZE
+from gateway.config import load_settings
+from gateway.pipeline import Pipeline
+from memory.core import MemoryCore
+from memory.index import SearchIndex
+from memory.store import Store
+from memory.types import Category, ChatKind, ChatRef, Namespace, Visibility
+
+IM = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "im"
+TG_PRIVATE = json.loads((IM / "telegram" / "teloxide_update_private_text.json").read_text("utf-8"))
+OB_EVENTS = {e["_model"]: e for e in json.loads((IM / "onebot" / "nonebot_adapter_onebot_v11_test_events.json")
+                                                .read_text("utf-8"))}
+BOT_QQ = 2000000001
+ADMIN_TG = 9001
+ID = re.compile(r"\b[0-9a-f]{12}\b")
+
+
+class Clock:
+    """Message ids and platform times (epoch seconds) that move forward."""
+
+    def __init__(self) -> None:
+        self.t = int((datetime.now(UTC) - timedelta(hours=2)).timestamp())
+        self.mid = 1000
+
+    def tick(self, seconds: int = 5) -> tuple[int, int]:
+        self.t += seconds
+        self.mid += 1
+        return self.mid, self.t
+
+
+def tg(clock: Clock, text: str, *, user: int = 408258968, lang: str | None = "en", group: int | None = None,
+       wait: int = 5) -> dict:
+    """A Telegram Update shaped like teloxide_update_private_text.json (a supergroup chat when ``group``)."""
+    u = copy.deepcopy(TG_PRIVATE)
+    mid, date = clock.tick(wait)
+    m = u["message"]
+    u["update_id"] += mid
+    m.update(message_id=mid, date=date, text=text)
+    m["from"]["id"] = user
+    if lang is None:
+        m["from"].pop("language_code", None)
+    else:
+        m["from"]["language_code"] = lang
+    m["chat"] = ({"id": user, "type": "private", "first_name": m["from"]["first_name"]} if group is None
+                 else {"id": group, "title": "茶话会", "type": "supergroup"})
+    if text.startswith("/"):
+        m["entities"] = [{"type": "bot_command", "offset": 0, "length": len(text.split()[0].encode("utf-16-le")) // 2}]
+    return u
+
+
+def ob(clock: Clock, text: str, *, user: int, group: int | None = None, role: str = "member", at_bot: bool = False,
+       wait: int = 5) -> dict:
+    """A OneBot v11 event shaped like nonebot's Private/GroupMessageEvent test events (CQ-code message)."""
+    e = copy.deepcopy(OB_EVENTS["GroupMessageEvent" if group is not None else "PrivateMessageEvent"])
+    e.pop("_model")
+    mid, when = clock.tick(wait)
+    message = (f"[CQ:at,qq={BOT_QQ}] " if at_bot else "") + text
+    e.update(self_id=BOT_QQ, time=when, message_id=mid, user_id=user, message=message, raw_message=message)
+    e["sender"].update(user_id=user, nickname=f"用户{user}")
+    if group is not None:
+        e["group_id"] = group
+        e["sender"]["role"] = role
+    return e
+
+
+@pytest.fixture
+def settings():
+    s = load_settings()
+    s.tenants["default"] = s.tenants["default"].model_copy(update={"admins": [f"tg:{ADMIN_TG}"]})
+    return s
+
+
+@pytest.fixture
+def pipe(sqlite_core, settings):
+    return Pipeline(settings, sqlite_core)
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+async def turn(pipe: Pipeline, payload: dict):
+    """Parse a platform payload and run it through the pipeline."""
+    msg = parse_update(payload) if "update_id" in payload else parse_event(payload)
+    assert msg is not None
+    return await pipe.handle("default", msg)
+
+
+def ids_in(text: str) -> list[str]:
+    return ID.findall(text)
+
+
+def utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+async def test_person_lists_edits_and_forgets_own_memory(pipe, clock):
+    """In private a person lists, edits (new version, history kept) and forgets their own memory; no command is captured."""
+    said = await turn(pipe, tg(clock, "I love green tea."))
+    await turn(pipe, tg(clock, "My sister lives in Lisbon."))
+    (tea,) = said.captured
+    listing = await turn(pipe, tg(clock, "/memory list"))
+    assert listing.command and listing.captured == [] and listing.reply
+    assert "What I remember about you (2), page 1/1:" in listing.reply
+    assert tea in listing.reply and "green tea" in listing.reply and "preference" in listing.reply
+
+    edited = await turn(pipe, tg(clock, f"/memory edit {tea} I love jasmine tea now."))
+    assert "version 2" in edited.reply
+    shown = await turn(pipe, tg(clock, f"/memory show {tea}"))
+    assert "I love jasmine tea now." in shown.reply and "version 2" in shown.reply
+    history = await turn(pipe, tg(clock, f"/memory history {tea}"))
+    assert "I love green tea." in history.reply and "jasmine" in history.reply
+
+    gone = await turn(pipe, tg(clock, f"/memory forget {tea}"))
+    assert "Forgotten" in gone.reply
+    after = await turn(pipe, tg(clock, "/memory list"))
+    assert tea not in after.reply and "(1)" in after.reply
+    ns = Namespace.parse(said.namespace)
+    assert [a["action"] for a in pipe.core.store.audit_records(ns)][:2] == ["forget", "edit"]
+    tail = pipe.core.store.chat_tail("default", ChatRef("tg", ChatKind.PRIVATE, "408258968"), 50)
+    assert not any(line.text.startswith("/memory") for line in tail)  # commands are not in the chat log either
+    assert pipe.core.store.count(ns) == 1
+
+
+async def test_replies_follow_the_person_language(pipe, clock):
+    """The same command answers in English for an en Telegram user, Chinese for zh-hans, and the tenant default (zh_CN) on QQ."""
+    en = await turn(pipe, tg(clock, "/memory list", lang="en"))
+    zh = await turn(pipe, tg(clock, "/memory list", lang="zh-hans"))
+    qq = await turn(pipe, ob(clock, "/记忆 帮助", user=10001))
+    assert en.reply == "I don't remember anything about you yet."
+    assert zh.reply == "我还没有记下关于你的事。"
+    assert qq.reply.startswith("记忆指令") and "/记忆 list（列表）" in qq.reply
+    unknown = await turn(pipe, tg(clock, "/memory frobnicate", lang="en"))
+    assert unknown.reply.startswith("Unknown command: frobnicate") and "/memory list" in unknown.reply
+
+
+async def test_person_cannot_touch_another_persons_memory(pipe, clock):
+    """Someone else can neither find nor forget my memory by id, and addressing me is refused and audited."""
+    mine = await turn(pipe, tg(clock, "我养了一只叫煤球的黑猫", user=111, lang="zh-hans"))
+    (cat,) = mine.captured
+    other = await turn(pipe, tg(clock, f"/memory forget {cat}", user=222, lang="zh-hans"))
+    assert other.reply == f"没有找到记忆 {cat}。"
+    refused = await turn(pipe, tg(clock, "/memory list tg:111", user=222, lang="en"))
+    assert refused.reply == "You can only manage your own memories."
+    refused_edit = await turn(pipe, tg(clock, f"/memory edit tg:111 {cat} 我没有猫", user=222, lang="en"))
+    assert refused_edit.reply == "You can only manage your own memories."
+    owner = Namespace("default", "tg:111")
+    assert pipe.core.get(owner, cat).text == "我养了一只叫煤球的黑猫"
+    denied = [a for a in pipe.core.store.audit_records(owner) if a["action"] == "command_denied"]
+    assert [(a["actor"], a["detail"]["command"]) for a in denied] == [("user:tg:222", "edit"), ("user:tg:222", "list")]
+
+
+async def test_tenant_admin_can_manage_another_person(pipe, clock):
+    """A tenant admin lists, edits and forgets another person's memories; the actions are audited under the admin."""
+    a = await turn(pipe, tg(clock, "I work as a nurse in Porto.", user=111))
+    (job,) = a.captured
+    listing = await turn(pipe, tg(clock, "/memory list tg:111", user=ADMIN_TG))
+    assert "What I remember about tg:111 (1)" in listing.reply and job in listing.reply
+    await turn(pipe, tg(clock, f"/memory edit tg:111 {job} I work as a doctor in Porto.", user=ADMIN_TG))
+    await turn(pipe, tg(clock, f"/memory forget tg:111 {job}", user=ADMIN_TG))
+    ns = Namespace("default", "tg:111")
+    assert pipe.core.store.count(ns) == 0
+    actions = [(r["action"], r["actor"]) for r in pipe.core.store.audit_records(ns)]
+    assert ("forget", f"admin:tg:{ADMIN_TG}") in actions and ("edit", f"admin:tg:{ADMIN_TG}") in actions
+    assert ("admin_view", f"admin:tg:{ADMIN_TG}") in actions
+
+
+async def test_group_admin_manages_only_what_was_learned_in_their_group(pipe, clock):
+    """A QQ group admin sees and forgets a member's memories from that group only; other groups and private ones stay out of reach."""
+    member = 30001
+    g1 = await turn(pipe, ob(clock, "我喜欢打羽毛球", user=member, group=5551, at_bot=True))
+    g2 = await turn(pipe, ob(clock, "我养了一只橘猫", user=member, group=5552, at_bot=True))
+    pv = await turn(pipe, ob(clock, "我的秘密是我怕黑", user=member))
+    (badminton,), (cat,), (secret,) = g1.captured, g2.captured, pv.captured
+
+    listing = await turn(pipe, ob(clock, f"/memory list [CQ:at,qq={member}]", user=40001, group=5551, role="admin"))
+    assert badminton in listing.reply and cat not in listing.reply and secret not in listing.reply
+    assert "羽毛球" in listing.reply and "怕黑" not in listing.reply
+    hidden = await turn(pipe, ob(clock, f"/memory forget qq:{member} {secret}", user=40001, group=5551, role="admin"))
+    assert hidden.reply.startswith(f"记忆 {secret} 不在本群显示")
+    elsewhere = await turn(pipe, ob(clock, f"/memory forget qq:{member} {cat}", user=40001, group=5551, role="owner"))
+    assert "不在本群显示" in elsewhere.reply
+    done = await turn(pipe, ob(clock, f"/memory forget qq:{member} {badminton}", user=40001, group=5551, role="admin"))
+    assert done.reply.startswith(f"已忘记：{badminton}")
+
+    ns = Namespace("default", f"qq:{member}")
+    assert {m.id for m in pipe.core.list(ns)} == {cat, secret}
+    not_admin_there = await turn(pipe, ob(clock, f"/memory list qq:{member}", user=40001, group=5552, role="member"))
+    assert not_admin_there.reply == "你只能管理自己的记忆哦。"
+    plain = await turn(pipe, ob(clock, f"/memory forget qq:{member} {cat}", user=40002, group=5552))
+    assert plain.reply == "你只能管理自己的记忆哦。"
+    assert sum(a["action"] == "command_denied" for a in pipe.core.store.audit_records(ns)) == 2
+    assert ("forget", "group_admin:qq:40001") in [(a["action"], a["actor"]) for a in pipe.core.store.audit_records(ns)]
+
+
+async def test_forget_all_needs_confirmation_within_the_window(pipe, clock, sqlite_core, settings, tmp_path, embedder):
+    """`forget all` forgets nothing until `forget all confirm` arrives in time — taken by another gateway replica, since the pending confirmation lives in SQL."""
+    for text in ("I like hiking.", "I live in Hangzhou.", "My cat is called Mochi."):
+        await turn(pipe, tg(clock, text))
+    ns = Namespace("default", "tg:408258968")
+    ask = await turn(pipe, tg(clock, "/memory forget all"))
+    assert "This forgets 3 memories of you for good" in ask.reply and "/memory forget all confirm" in ask.reply
+    assert pipe.core.store.count(ns) == 3
+
+    late = await turn(pipe, tg(clock, "/memory forget all confirm", wait=600))
+    assert late.reply.startswith("That confirmation has expired") and pipe.core.store.count(ns) == 3
+
+    await turn(pipe, tg(clock, "/memory forget all"))
+    replica = Pipeline(settings, MemoryCore(Store(sqlite_core.store.url), SearchIndex(tmp_path / "index", embedder)))
+    try:
+        done = await turn(replica, tg(clock, "/memory forget all confirm", wait=30))
+    finally:
+        replica.core.close()
+    assert done.reply == "Forgotten 3 memories of you."
+    assert pipe.core.store.count(ns) == 0
+    again = await turn(pipe, tg(clock, "/memory forget all confirm"))
+    assert again.reply.startswith("There is nothing to confirm")
+    zh = await turn(pipe, tg(clock, "/记忆 忘记 全部", lang="zh"))
+    assert zh.reply == "没有可以忘记的内容。"
+
+
+async def test_private_memory_never_appears_in_a_group(pipe, clock):
+    """In a group my listing, search and show cover only what I said in that group; export is refused there and works in private."""
+    me = 408258968
+    secret = (await turn(pipe, tg(clock, "我的秘密是我怕黑", user=me, lang="zh"))).captured[0]
+    group_fact = pipe.core.add(Namespace("default", f"tg:{me}"), pipe.core.new(
+        Namespace("default", f"tg:{me}"), "我喜欢打篮球", category=Category.PREFERENCE,
+        origin=ChatRef("tg", ChatKind.GROUP, "-100777"), visibility=Visibility.GROUP)).memory.id
+
+    listing = await turn(pipe, tg(clock, "/memory list", user=me, lang="zh", group=-100777))
+    assert group_fact in listing.reply and secret not in listing.reply and "怕黑" not in listing.reply
+    assert "其余的请私聊我查看" in listing.reply
+    other_group = await turn(pipe, tg(clock, "/memory list", user=me, lang="zh", group=-100888))
+    assert other_group.reply == "在这个群里，我还没记下关于你的事。"
+    search = await turn(pipe, tg(clock, "/memory search 秘密 怕黑", user=me, lang="zh", group=-100777))
+    assert secret not in search.reply
+    show = await turn(pipe, tg(clock, f"/memory show {secret}", user=me, lang="zh", group=-100777))
+    assert show.reply == f"记忆 {secret} 不在本群显示。请私聊我：/memory show {secret}"
+    export = await turn(pipe, tg(clock, "/memory export", user=me, lang="zh", group=-100777))
+    assert export.attachment is None and "私聊" in export.reply
+
+    private = await turn(pipe, tg(clock, "/memory export", user=me, lang="en"))
+    att = private.attachment
+    assert att["mime_type"] == "application/json" and att["filename"].endswith(".json")
+    doc = json.loads(base64.b64decode(att["data_base64"]))
+    assert doc["subject"] == f"tg:{me}" and {m["id"] for m in doc["memories"]} == {secret, group_fact}
+    assert json.loads(json.dumps(private.to_json()))["attachment"]["size"] == att["size"]  # JSON-able turn
+
+
+async def test_long_listing_paginates_within_telegram_limit(pipe, clock):
+    """35 memories (emoji included) list as pages of PAGE_SIZE, each reply under Telegram's 4096 UTF-16 units, covering every id once."""
+    me = 408258968
+    ns = Namespace("default", f"tg:{me}")
+    line = "我记得那天我们在西湖边走了很久🌧️，" * 6
+    long_text = line * 8
+    # seeded through the store and indexed in one batch (35 separate index writes would dominate the test)
+    ids = {pipe.core.store.add(ns, pipe.core.new(ns, f"{i:02d} {line}", key=f"k{i}")).id for i in range(35)}
+    pipe.core.maintain()
+    seen: list[str] = []
+    page = 1
+    while True:
+        r = await turn(pipe, tg(clock, f"/memory list {page}" if page > 1 else "/memory list", user=me))
+        assert utf16(r.reply) <= min(MAX_REPLY_UTF16, 4096)
+        page_ids = [i for i in ids_in(r.reply) if i in ids]
+        assert 0 < len(page_ids) <= PAGE_SIZE
+        seen += page_ids
+        if "Next page: /memory list" not in r.reply:
+            break
+        assert f"Next page: /memory list {page + 1}" in r.reply
+        page += 1
+    assert page == 4 and sorted(seen) == sorted(ids)
+    one = sorted(ids)[0]
+    for version in range(25):
+        pipe.core.store.supersede(ns, one, pipe.core.new(ns, f"v{version} {long_text}"))
+    pipe.core.maintain()
+    for command in (f"/memory show {one}", f"/memory history {one}", "/memory search 西湖"):
+        r = await turn(pipe, tg(clock, command, user=me))
+        assert 0 < utf16(r.reply) <= 4096, command
+
+
+async def test_why_explains_the_last_recall(pipe, clock):
+    """`why` says a memory was recalled last turn (with its score parts), or why another was not: ranked below, irrelevant, or hidden in that group."""
+    me = 408258968
+    cat = (await turn(pipe, tg(clock, "我养了一只叫煤球的黑猫", user=me, lang="zh"))).captured[0]
+    tea = (await turn(pipe, tg(clock, "我每天早上喝一杯绿茶", user=me, lang="zh"))).captured[0]
+    just_said = await turn(pipe, tg(clock, f"/memory why {tea}", user=me, lang="en"))
+    assert just_said.reply.startswith(f"Memory {tea} was saved or changed after the last recall")
+    t = pipe.settings.tenants["default"]
+    pipe.settings.tenants["default"] = t.model_copy(update={"recall_k": 1, "group_keywords": ["煤球"]})
+    asked = await turn(pipe, tg(clock, "你还记得煤球吗？", user=me, lang="zh"))
+    assert asked.recalled == [cat]
+    why_cat = await turn(pipe, tg(clock, f"/memory why {cat}", user=me, lang="en"))
+    assert why_cat.reply.startswith("Recalled in the last turn") and "#1 of 1" in why_cat.reply
+    assert re.search(r"retention 1\.00, activation -?\d+\.\d\d, .*rank by words \d+, by meaning 1$", why_cat.reply)
+    why_tea = await turn(pipe, tg(clock, f"/memory why {tea}", user=me, lang="zh"))
+    assert why_tea.reply.startswith("上一轮") and "没有想起它" in why_tea.reply and "保持度" in why_tea.reply
+    assert "在前 1 名之外" in why_tea.reply or "无关" in why_tea.reply
+    shown = await turn(pipe, tg(clock, f"/memory show {cat}", user=me, lang="en"))
+    assert "Last recall (" in shown.reply and "#1, score" in shown.reply
+
+    other = Namespace("default", "tg:555")
+    seeded = pipe.core.add(other, pipe.core.new(other, "I grow tomatoes.")).memory.id
+    none_yet = await turn(pipe, tg(clock, f"/memory why {seeded}", user=555, lang="en"))
+    assert none_yet.reply == "Nothing has been recalled for you yet."
+
+    group = -100999
+    await turn(pipe, tg(clock, "大家好，煤球今天很乖", user=me, lang="zh", group=group))
+    hidden = await turn(pipe, tg(clock, f"/memory why {cat}", user=me, lang="en"))
+    assert "that turn was in a group where this memory is not shown" in hidden.reply
+
+
+async def test_link_merges_two_identities(pipe, clock):
+    """An admin links tg and qq identities into one person: recall from either platform id finds the memories of both."""
+    cat = (await turn(pipe, tg(clock, "我养了一只叫煤球的黑猫", user=111, lang="zh"))).captured[0]
+    pot = (await turn(pipe, ob(clock, "我最喜欢吃重庆火锅", user=20002))).captured[0]
+    refused = await turn(pipe, tg(clock, "/memory link tg:111 qq:20002", user=111, lang="en"))
+    assert refused.reply == "Only admins of this bot can use /memory link."
+
+    linked = await turn(pipe, tg(clock, "/memory link tg:111 qq:20002", user=ADMIN_TG, lang="en"))
+    person = re.search(r"\((person:[0-9a-f]+)\)", linked.reply).group(1)
+    assert linked.reply.startswith("Linked qq:20002, tg:111 as one person") and "2 memories merged" in linked.reply
+    ns = Namespace("default", person)
+    assert {m.id for m in pipe.core.list(ns)} == {cat, pot}
+    assert pipe.core.store.count(Namespace("default", "tg:111")) == 0
+
+    from_qq = await turn(pipe, ob(clock, "你还记得煤球吗？", user=20002))
+    assert from_qq.namespace == str(ns) and cat in from_qq.recalled
+    from_tg = await turn(pipe, tg(clock, "火锅好吃吗？", user=111, lang="zh"))
+    assert from_tg.namespace == str(ns) and pot in from_tg.recalled
+    listing = await turn(pipe, tg(clock, "/memory list", user=111, lang="en"))
+    assert cat in listing.reply and pot in listing.reply
+    assert any(a["action"] == "link" and a["actor"] == f"admin:tg:{ADMIN_TG}" for a in pipe.core.store.audit_records(ns))
+
+
+async def test_stats_are_for_tenant_admins_only(pipe, clock):
+    """`stats` answers tenant admins with counts and refuses (and audits) anyone else."""
+    await turn(pipe, tg(clock, "I like hiking.", user=111))
+    await turn(pipe, ob(clock, "我喜欢爬山", user=20002))
+    refused = await turn(pipe, tg(clock, "/memory stats", user=111))
+    assert refused.reply == "Only admins of this bot can use /memory stats."
+    stats = await turn(pipe, tg(clock, "/memory stats", user=ADMIN_TG))
+    assert stats.reply.startswith("default: 2 memories, 2 people, 2 chats, 4 turns")
+    assert any(a["action"] == "command_denied" for a in pipe.core.store.audit_records(Namespace("default", "tg:111")))
+
+
+async def test_telegram_chat_administrator_manages_memories_of_that_group(pipe, clock):
+    """A Telegram group `administrator`/`creator` (role supplied by the bridge runtime, e.g. getChatMember) acts only within that group."""
+    member = Namespace("default", "tg:111")
+
+    def learned_in(group: str, text: str) -> str:
+        origin = ChatRef("tg", ChatKind.GROUP, group)
+        return pipe.core.add(member, pipe.core.new(member, text, origin=origin, visibility=Visibility.GROUP)).memory.id
+
+    here, there = learned_in("-100500", "I sing in the choir"), learned_in("-100600", "I swim at dawn")
+
+    async def as_role(text: str, role: str | None):
+        msg = parse_update(tg(clock, text, user=222, group=-100500))
+        return await pipe.handle("default", msg.model_copy(update={"sender_role": role}))
+
+    assert (await as_role("/memory list tg:111", None)).reply == "You can only manage your own memories."
+    listing = await as_role("/memory list tg:111", "administrator")
+    assert here in listing.reply and there not in listing.reply
+    done = await as_role(f"/memory forget tg:111 {here}", "creator")
+    assert done.reply.startswith(f"Forgotten: {here}")
+    assert [m.id for m in pipe.core.list(member)] == [there]
