@@ -310,7 +310,8 @@ _NEUTRAL_EN = (
     "back then later still recently today yesterday week weeks month months year years day days time last src"
 ).split()
 _NEUTRAL_ZH_RE = re.compile("|".join(sorted(map(re.escape, _NEUTRAL_ZH), key=len, reverse=True)))
-_NUMBER_RE = re.compile(r"\d+")
+# "3 天前", "2 months ago": how long ago, derived from the date the prompt shows.
+_RELATIVE_RE = re.compile(r"(?i)\d+\s*(?:天|周|个星期|个月|年)(?:前|以前|之前)|\d+\s*(?:days?|weeks?|months?|years?)\s+ago\b")
 _PROPER_RE = re.compile(r"(?<=[A-Za-z0-9,;:]\s)[A-Z][A-Za-z'-]+")
 _MONTHS = ("january february march april may june july august september october november december").split()
 
@@ -345,7 +346,7 @@ def _names_re(names: Sequence[str]) -> re.Pattern[str] | None:
 
 
 def _sentence_tokens(sentence: str, names: re.Pattern[str] | None) -> set[str]:
-    text = _NEUTRAL_ZH_RE.sub(" ", sentence)
+    text = _NEUTRAL_ZH_RE.sub(" ", _RELATIVE_RE.sub(" ", sentence))
     if names is not None:
         text = names.sub(" ", text)
     neutral = _neutral_en()
@@ -360,10 +361,11 @@ def _memory_tokens(text: str, when: date | None = None) -> set[str]:
     return out
 
 
-def _salient(sentence: str, names: re.Pattern[str] | None) -> set[str]:
-    """Numbers and mid-sentence capitalised words: facts that must come from a source."""
+def _salient(sentence: str, sent_tokens: set[str], names: re.Pattern[str] | None) -> set[str]:
+    """Tokens with a digit and mid-sentence capitalised words: facts that must come from a source."""
     text = names.sub(" ", sentence) if names is not None else sentence
-    return set(_NUMBER_RE.findall(text)) | {_stem(w.casefold()) for w in _PROPER_RE.findall(text)}
+    return {t for t in sent_tokens if any(c.isdigit() for c in t)} | {_stem(w.casefold())
+                                                                       for w in _PROPER_RE.findall(text)}
 
 
 def token_coverage(sentence: str, sources: Sequence[str], *, names: Sequence[str] = ()) -> float:
@@ -420,7 +422,7 @@ def validate(output: str, sources: Mapping[str, str], *, dates: Mapping[str, dat
         for c in cited:
             covered |= mem_tokens[c]
         cov = len(sent & covered) / len(sent)
-        missing = tuple(sorted(_salient(clean, names_re) - covered))
+        missing = tuple(sorted(_salient(clean, sent, names_re) - covered))
         ok = cov >= token_threshold and not missing
         checks.append(SentenceCheck(clean, cited, "kept" if ok else "unsupported", round(cov, 4), None,
                                     "tokens" if ok else None, missing))
