@@ -78,6 +78,7 @@ __all__ = [
     "split_sentences",
     "parse_citations",
     "token_coverage",
+    "prime",
     "REASONS",
     "GATE_REASONS",
 ]
@@ -334,8 +335,12 @@ def _stem(tok: str) -> str:
     return tok
 
 
-def _has_content(tok: str) -> bool:
-    return any(unicodedata.category(c)[0] in "LN" for c in tok)
+@lru_cache(maxsize=65536)
+def _unit(tok: str) -> str | None:
+    """The comparable form of a token (stemmed), or None for one without a letter or digit (emoji)."""
+    if not any(unicodedata.category(c)[0] in "LN" for c in tok):
+        return None
+    return _stem(tok)
 
 
 def _names_re(names: Sequence[str]) -> re.Pattern[str] | None:
@@ -349,16 +354,20 @@ def _sentence_tokens(sentence: str, names: re.Pattern[str] | None) -> set[str]:
     text = _NEUTRAL_ZH_RE.sub(" ", _RELATIVE_RE.sub(" ", sentence))
     if names is not None:
         text = names.sub(" ", text)
-    neutral = _neutral_en()
-    return {s for s in (_stem(t) for t in tokens(text) if _has_content(t)) if s not in neutral}
+    out = {_unit(t) for t in tokens(text)} - _neutral_en()
+    out.discard(None)
+    return out  # type: ignore[return-value]
 
 
-def _memory_tokens(text: str, when: date | None = None) -> set[str]:
-    out = {_stem(t) for t in tokens(text) if _has_content(t)}
+@lru_cache(maxsize=4096)
+def _memory_tokens(text: str, when: date | None = None) -> frozenset[str]:
+    # cached: the same memories come back turn after turn
+    out = {_unit(t) for t in tokens(text)}
+    out.discard(None)
     if when is not None:  # the prompt shows each memory's date: its parts may be said
         out |= {str(when.year), str(when.month), str(when.day), f"{when.month:02d}", f"{when.day:02d}",
                 _stem(_MONTHS[when.month - 1]), f"{when.month}月", f"{when.day}日", f"{when.day}号"}
-    return out
+    return frozenset(out)  # type: ignore[arg-type]
 
 
 def _salient(sentence: str, sent_tokens: set[str], names: re.Pattern[str] | None) -> set[str]:
@@ -366,6 +375,16 @@ def _salient(sentence: str, sent_tokens: set[str], names: re.Pattern[str] | None
     text = names.sub(" ", sentence) if names is not None else sentence
     return {t for t in sent_tokens if any(c.isdigit() for c in t)} | {_stem(w.casefold())
                                                                        for w in _PROPER_RE.findall(text)}
+
+
+def prime(sources: Mapping[str, str], dates: Mapping[str, date | None] | None = None) -> None:
+    """Tokenise the memories ahead of ``validate`` (cached per text and date).
+    Never raises: a failure here only means ``validate`` does the work itself."""
+    try:
+        for mid, text in sources.items():
+            _memory_tokens(text, (dates or {}).get(mid))
+    except Exception:  # noqa: BLE001
+        log.debug("priming memory tokens failed", exc_info=True)
 
 
 def token_coverage(sentence: str, sources: Sequence[str], *, names: Sequence[str] = ()) -> float:
@@ -378,8 +397,8 @@ def token_coverage(sentence: str, sources: Sequence[str], *, names: Sequence[str
     if not sent:
         return 0.0
     mem: set[str] = set()
-    for s in sources:
-        mem |= _memory_tokens(s)
+    for src in sources:
+        mem |= _memory_tokens(src)
     return len(sent & mem) / len(sent)
 
 
@@ -575,6 +594,10 @@ async def _attempt(hits: list[Hit], tail: Sequence[TailLine], complete: Complete
     messages = reconstruction_messages(persona_name=persona_name, persona_voice=persona_voice,
                                        person_name=person_name, memories=memories, tail=lines, lang=lang,
                                        max_chars=max_chars)
+    sources = {h.memory.id: h.memory.text for h in hits}
+    dates = {h.memory.id: _when(h) for h in hits}
+    # tokenise the memories while the model writes: the validator then only tokenises the answer
+    primed = asyncio.ensure_future(asyncio.to_thread(prime, sources, dates))
     t0 = time.perf_counter()
     try:
         output = await complete(messages)
@@ -584,8 +607,7 @@ async def _attempt(hits: list[Hit], tail: Sequence[TailLine], complete: Complete
     model_ms = progress["model_ms"] = _ms(t0)
     if not isinstance(output, str):
         return Attempt(error="malformed", model_ms=model_ms)
-    sources = {h.memory.id: h.memory.text for h in hits}
-    dates = {h.memory.id: _when(h) for h in hits}
+    await primed  # prime() never raises; usually done long before the model
     t1 = time.perf_counter()
     v = await asyncio.to_thread(validate, output, sources, dates=dates, names=names, max_chars=max_chars,
                                 min_grounding=min_grounding, embedder=embedder)

@@ -29,7 +29,7 @@ def msg(text: str, mid: str = "50") -> InboundMessage:
 
 def make_pipeline(core, llm, *, fragments: bool = False, apology: str | None = None, **recon) -> Pipeline:
     tenant = TenantSettings(llm=LLMSettings(base_url=llm.base_url, model="fake-chat", max_retries=0, timeout=5),
-                            reconstruction=ReconstructionSettings(**{"embedding_check": False, **recon}),
+                            reconstruction=ReconstructionSettings(**recon),
                             apology=apology)
     return Pipeline(load_settings(tenants={"default": tenant}, audit_fragments=fragments), core)
 
