@@ -245,8 +245,8 @@ _BROKEN_MARKER_RE = re.compile(r"[\[［【]\s*src\s*[:：][^\]］】]*$", re.IGN
 # Markers written after the sentence's final punctuation belong to that sentence.
 _TRAILING_MARKERS_RE = re.compile(rf"([。！？!?.]+[”’」』\"')）]*)([ \t]*)((?:{_MARKER}[ \t]*)+)", re.IGNORECASE)
 # A boundary: CJK/!? terminators always; a full stop only before space, end, a
-# CJK character or a closing quote (keeps 3.5 and example.com whole); newlines.
-_BOUNDARY_RE = re.compile(r"[。！？!?]+[”’」』\"')）]*|\.+(?=[\s”’」』\"')）]|$|[\u3000-\u9fff])[”’」』\"')）]*|\n+")
+# non-ASCII character (CJK) or a closing quote (keeps 3.5 and example.com whole); newlines.
+_BOUNDARY_RE = re.compile(r"[。！？!?]+[”’」』\"')）]*|\.+(?=[\s”’」』\"')）]|$|[^\x00-\x7f])[”’」』\"')）]*|\n+")
 
 
 def _attach_trailing_markers(text: str) -> str:
