@@ -323,7 +323,8 @@ def _neutral_en() -> frozenset[str]:
 
 
 def _stem(tok: str) -> str:
-    """Light English suffix stripping so that cats/cat, loved/love, running/run meet."""
+    """Light English suffix stripping so that cats/cat, love/loved/loving, running/run
+    meet (both sides go through it, so odd stems like "lov" still match)."""
     if not tok.isascii() or not tok.isalpha() or len(tok) <= 3:
         return tok
     for suffix, repl, min_len in (("ies", "y", 5), ("ing", "", 6), ("ed", "", 5), ("es", "", 5), ("s", "", 4)):
@@ -331,8 +332,8 @@ def _stem(tok: str) -> str:
             tok = tok[: len(tok) - len(suffix)] + repl
             if len(tok) > 3 and tok[-1] == tok[-2] and tok[-1] not in "lsz":
                 tok = tok[:-1]  # running → runn → run
-            return tok
-    return tok
+            break
+    return tok[:-1] if len(tok) > 3 and tok.endswith("e") else tok  # love → lov, like loved → lov
 
 
 @lru_cache(maxsize=65536)
