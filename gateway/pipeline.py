@@ -2,13 +2,16 @@
 
 dedupe delivery → identity → command? → should the bot answer? → recall →
 recollection → prompt → reply → capture. The chat never waits on the memory:
-an index or store failure during recall degrades to no recollection, a model
-failure to an apology, and capture still runs (DESIGN "Fallbacks").
+an index or store failure during recall degrades to no recollection, a failed
+or ungrounded reconstruction to the template recollection, a reply-model
+failure to an apology (or silence), and capture still runs (DESIGN
+"Fallbacks"). Every answered turn leaves one audit line (gateway.observability).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import asdict, dataclass, field
@@ -18,13 +21,14 @@ from gateway.config import Settings, TenantSettings
 from gateway.errors import LLMError, UnknownTenant
 from gateway.llm import ChatModel
 from gateway.messages import InboundMessage
+from gateway.observability import turn_record, write_turn
 from gateway.prompt import build_messages
 from locales import resolve_language, translate
 from memory.capture import capture
 from memory.core import MemoryCore
 from memory.explain import TRACE_DEPTH, record_recall
 from memory.identity import resolve as resolve_identity
-from memory.reconstruct import Recollection, template_recollection
+from memory.reconstruct import Recollection, reconstruct
 from memory.store import ChatLine, utcnow
 from memory.types import Namespace
 
@@ -126,8 +130,9 @@ class Pipeline:
         res.addressed = self.addressed(t, msg)
         await asyncio.to_thread(self.core.store.append_chat, tenant, chat,
                                 ChatLine("user", msg.sender_id, msg.text, msg.timestamp, msg.message_id, msg.sender_name))
+        rec: Recollection | None = None
         if res.addressed:
-            await self._answer(tenant, t, msg, ns, lang, res)
+            rec = await self._answer(tenant, t, msg, ns, lang, res)
         if res.addressed or not chat.is_group or t.capture_all_group_messages:
             t0 = time.perf_counter()
             try:
@@ -138,10 +143,20 @@ class Pipeline:
                 log.exception("capture failed for %s message %s", ns, msg.message_id)
             res.latency_ms["capture"] = _ms(t0)
         res.latency_ms["total"] = _ms(started)
+        if rec is not None:
+            await self._audit(res, rec)
         return res
 
+    async def _audit(self, res: TurnResult, rec: Recollection) -> None:
+        """Append the turn's audit record (gateway.observability); a failure is logged, never raised."""
+        try:
+            record = turn_record(res, rec, fragments=self.settings.audit_fragments)
+            await asyncio.to_thread(write_turn, self.settings.data_dir, record)
+        except Exception:  # noqa: BLE001 - the audit must never break the turn
+            log.exception("turn audit failed for %s message %s", res.namespace, res.message_id)
+
     async def _answer(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace, lang: str,
-                      res: TurnResult) -> None:
+                      res: TurnResult) -> Recollection:
         chat = msg.chat
         tail = await asyncio.to_thread(self.core.store.chat_tail, tenant, chat, t.tail)
         t0 = time.perf_counter()
@@ -159,8 +174,17 @@ class Pipeline:
         res.latency_ms["recall"] = _ms(t0)
         now = utcnow()
         ranked, hits = hits, hits[: t.recall_k]  # the trace keeps the runners-up for /memory why
-        rec: Recollection = template_recollection(hits, lang=lang, name=msg.sender_name or None, now=now,
-                                                  limit=t.recall_k, reason=reason)
+        # reconstruction never raises: a model error, timeout or ungrounded answer gives the template
+        rc, model = t.reconstruction, self.model(tenant)
+        complete = None if model is None else functools.partial(
+            model.complete, temperature=rc.temperature, timeout=rc.timeout_s, max_tokens=rc.max_chars * 2)
+        rec = await reconstruct(hits, tail=tail, complete=complete, lang=lang, now=now, persona_name=t.persona_name,
+                                persona_voice=t.persona, person_name=msg.sender_name or None, enabled=rc.enabled,
+                                min_hits=rc.min_hits, max_chars=rc.max_chars, timeout_s=rc.timeout_s,
+                                min_grounding=rc.min_grounding,
+                                embedder=self.core.index.embedder if rc.embedding_check else None,
+                                limit=t.recall_k, reason=reason)
+        res.latency_ms["recollection"] = rec.latency_ms
         await asyncio.to_thread(record_recall, self.core.store, ns, chat, ranked, t.recall_k, rec.fallback_reason,
                                 msg.timestamp)
         res.recalled = [h.memory.id for h in hits]
@@ -173,18 +197,19 @@ class Pipeline:
                 await asyncio.to_thread(self.core.mark_recalled, ns, list(rec.sources), now)
             except Exception:  # noqa: BLE001
                 log.exception("could not record recall access for %s", ns)
-        model = self.model(tenant)
         if model is None:
-            return
+            return rec
         t1 = time.perf_counter()
         try:
             res.reply = await model.complete(res.prompt)
         except LLMError as exc:
             log.warning("reply failed for tenant %s chat %s: %s", tenant, chat.key, exc)
-            res.reply = translate(lang, APOLOGY)
+            res.reply = translate(lang, APOLOGY) if t.apology is None else (t.apology or None)
         res.latency_ms["reply"] = _ms(t1)
-        await asyncio.to_thread(self.core.store.append_chat, tenant, chat,
-                                ChatLine("bot", "bot", res.reply, utcnow(), "", t.persona_name))
+        if res.reply is not None:
+            await asyncio.to_thread(self.core.store.append_chat, tenant, chat,
+                                    ChatLine("bot", "bot", res.reply, utcnow(), "", t.persona_name))
+        return rec
 
 
 def _ms(t0: float) -> float:

@@ -125,7 +125,9 @@ def fake_llm():
 
 @pytest.fixture
 def llm(fake_llm):
-    """The fake server with an empty script and request log."""
+    """The fake server with an empty script, request log and embedding script."""
     fake_llm.queue.clear()
     fake_llm.requests.clear()
+    fake_llm.vectors.clear()
+    fake_llm.embed_status = 200
     return fake_llm

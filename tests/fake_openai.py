@@ -2,8 +2,9 @@
 client talks to it over loopback HTTP.
 
 Tests enqueue scripted answers (``FakeLLM.enqueue``): a text, an HTTP status,
-or a delay. ``/v1/embeddings`` answers with deterministic hashed vectors.
-Every request body is recorded in ``requests``.
+or a delay. ``/v1/embeddings`` answers with deterministic hashed vectors, or
+with the vector a test scripted for a text in ``vectors``; ``embed_status``
+other than 200 makes it fail. Every request body is recorded in ``requests``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class FakeLLM:
         self.dim = dim
         self.queue: deque[Scripted] = deque()
         self.requests: list[dict] = []
+        self.vectors: dict[str, list[float]] = {}
+        self.embed_status = 200
         self.app = self._make_app()
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
@@ -76,6 +79,9 @@ class FakeLLM:
         async def embeddings(request: Request):
             body = await request.json()
             self.requests.append(body)
+            if self.embed_status != 200:
+                return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}},
+                                    status_code=self.embed_status)
             inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
             data = [{"object": "embedding", "index": i, "embedding": self.vector(t)} for i, t in enumerate(inputs)]
             return {"object": "list", "data": data, "model": body.get("model"), "usage": {"prompt_tokens": 1, "total_tokens": 1}}
@@ -83,7 +89,10 @@ class FakeLLM:
         return app
 
     def vector(self, text: str) -> list[float]:
-        """Deterministic pseudo-embedding of ``text`` (character-bigram hashing)."""
+        """The scripted vector of ``text``, else a deterministic pseudo-embedding
+        (character-bigram hashing)."""
+        if text in self.vectors:
+            return list(self.vectors[text])
         v = [0.0] * self.dim
         for i in range(max(1, len(text) - 1)):
             h = int(hashlib.md5(text[i:i + 2].encode()).hexdigest(), 16)

@@ -1,0 +1,209 @@
+"""Per-turn audit records and their daily summary.
+
+One JSON line per answered turn in ``<data_dir>/audit/turns-YYYY-MM-DD.jsonl``
+(UTC day of the turn, append-only). A record holds::
+
+    at, tenant, namespace, chat, message_id
+    recalled          [{"id", "score"}]            recall order, best first
+    mode              "reconstructed" | "template"
+    attempted         a reconstruction was asked of the model this turn
+    sources           ids the injected recollection draws on
+    grounding         of the model's attempt, in [0, 1] (None: no validated attempt)
+    confidence        of the model's attempt, in [0, 1] (None: no validated attempt)
+    fallback_reason   None when the reconstruction was accepted, else its code
+    sentences         [{"cited", "status", "coverage", "similarity", "via", "missing"}]
+    recollection_chars, replied
+    latency_ms        {"recall", "recollection", "reconstruct_model",
+                       "reconstruct_validate", "reply", "capture", "total"} (present stages)
+
+With ``Settings.audit_fragments`` on, also ``fragments`` ({id: memory text}),
+``reconstruction`` (the model's answer with its ``[src:…]`` markers) and
+``recollection`` (the injected text). Off (the default) the file holds ids and
+numbers only, never a person's words.
+
+``summarise`` turns one day's records into turns, reconstruction success rate
+(accepted / attempted), fallback reasons and p50/p95 latency per stage;
+``huiyi stats`` prints it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gateway.pipeline import TurnResult
+    from memory.reconstruct import Recollection
+
+__all__ = ["audit_file", "turn_record", "write_turn", "read_turns", "summarise", "DaySummary", "percentile", "STAGES"]
+
+log = logging.getLogger(__name__)
+
+STAGES = ("recall", "recollection", "reconstruct_model", "reconstruct_validate", "reply", "capture", "total")
+_write_lock = threading.Lock()
+
+
+def audit_file(data_dir: Path, day: date) -> Path:
+    """``<data_dir>/audit/turns-YYYY-MM-DD.jsonl`` for a UTC ``day``."""
+    return Path(data_dir) / "audit" / f"turns-{day.isoformat()}.jsonl"
+
+
+def turn_record(res: TurnResult, rec: Recollection, *, fragments: bool = False,
+                at: datetime | None = None) -> dict:
+    """The audit record of one turn (module docstring). ``fragments`` adds the
+    memory texts, the model's answer and the injected text; ``at`` defaults to
+    now (UTC)."""
+    at = at or datetime.now(timezone.utc)
+    attempt = rec.attempt
+    v = attempt.validation if attempt is not None else None
+    latency = {k: res.latency_ms[k] for k in STAGES if k in res.latency_ms}
+    if attempt is not None:
+        latency["reconstruct_model"] = attempt.model_ms
+        if v is not None:
+            latency["reconstruct_validate"] = attempt.validate_ms
+    out: dict = {
+        "at": at.isoformat(),
+        "tenant": res.tenant,
+        "namespace": res.namespace,
+        "chat": res.chat,
+        "message_id": res.message_id,
+        "recalled": [{"id": h.memory.id, "score": round(h.score, 6)} for h in rec.raw_hits],
+        "mode": rec.mode,
+        "attempted": attempt is not None,
+        "sources": list(rec.sources),
+        "grounding": v.grounding if v is not None else None,
+        "confidence": v.confidence if v is not None else None,
+        "fallback_reason": rec.fallback_reason,
+        "sentences": [{"cited": list(s.cited), "status": s.status, "coverage": s.coverage,
+                       "similarity": s.similarity, "via": s.via, "missing": list(s.missing)}
+                      for s in (v.sentences if v is not None else ())],
+        "recollection_chars": len(rec.text),
+        "replied": res.reply is not None,
+        "latency_ms": latency,
+    }
+    if fragments:
+        out["fragments"] = {h.memory.id: h.memory.text for h in rec.raw_hits}
+        out["reconstruction"] = attempt.output if attempt is not None else ""
+        out["recollection"] = rec.text
+    return out
+
+
+def write_turn(data_dir: Path, record: dict) -> Path:
+    """Append ``record`` as one line to the file of its day (from ``record["at"]``,
+    UTC); creates ``<data_dir>/audit``. Returns the file. Raises OSError when
+    the data root is not writable (the pipeline logs it and carries on)."""
+    day = datetime.fromisoformat(record["at"]).astimezone(timezone.utc).date()
+    path = audit_file(data_dir, day)
+    line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+    with _write_lock:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+    return path
+
+
+def read_turns(data_dir: Path, day: date) -> list[dict]:
+    """The records of one UTC day ([] when there is no file); lines that are not
+    JSON objects are skipped with a warning."""
+    path = audit_file(data_dir, day)
+    if not path.exists():
+        return []
+    out: list[dict] = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            log.warning("%s:%d is not JSON; skipped", path, n)
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (q in [0, 100]) by linear interpolation; None for no values."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@dataclass
+class DaySummary:
+    """One day of turns: ``turns`` answered; ``attempted`` reconstructions and
+    ``accepted`` ones; ``success_rate`` = accepted / attempted in [0, 1] (None
+    when none was attempted); ``fallback_reasons`` counts per code over all
+    turns; ``grounding_mean`` over validated attempts; ``latency_ms``: stage →
+    {"n", "p50", "p95"} in milliseconds."""
+
+    day: str
+    turns: int = 0
+    attempted: int = 0
+    accepted: int = 0
+    success_rate: float | None = None
+    fallback_reasons: dict[str, int] = field(default_factory=dict)
+    grounding_mean: float | None = None
+    latency_ms: dict[str, dict[str, float | int | None]] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        """Plain text for a terminal (operator output, English)."""
+        rate = "-" if self.success_rate is None else f"{self.success_rate:.1%}"
+        g = "-" if self.grounding_mean is None else f"{self.grounding_mean:.3f}"
+        out = [f"day {self.day}: {self.turns} turns, {self.attempted} reconstructions attempted, "
+               f"{self.accepted} accepted (success rate {rate}), mean grounding {g}"]
+        if self.fallback_reasons:
+            out.append("fallback reasons: " + ", ".join(f"{k} {v}" for k, v in self.fallback_reasons.items()))
+        if self.latency_ms:
+            out.append(f"{'stage':<22}{'n':>6}{'p50 ms':>10}{'p95 ms':>10}")
+            for stage, row in self.latency_ms.items():
+                out.append(f"{stage:<22}{row['n']:>6}{_f(row['p50']):>10}{_f(row['p95']):>10}")
+        return out
+
+
+def _f(v: object) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def summarise(records: Iterable[dict], day: date) -> DaySummary:
+    """Summarise one day's audit records (see DaySummary)."""
+    s = DaySummary(day=day.isoformat())
+    reasons: Counter[str] = Counter()
+    groundings: list[float] = []
+    stages: dict[str, list[float]] = {}
+    for r in records:
+        s.turns += 1
+        if r.get("attempted"):
+            s.attempted += 1
+            if r.get("fallback_reason") is None:
+                s.accepted += 1
+        reason = r.get("fallback_reason")
+        if reason:
+            reasons[str(reason)] += 1
+        if isinstance(r.get("grounding"), (int, float)):
+            groundings.append(float(r["grounding"]))
+        for k, v in (r.get("latency_ms") or {}).items():
+            if isinstance(v, (int, float)):
+                stages.setdefault(k, []).append(float(v))
+    s.success_rate = round(s.accepted / s.attempted, 4) if s.attempted else None
+    s.fallback_reasons = dict(reasons.most_common())
+    s.grounding_mean = round(sum(groundings) / len(groundings), 4) if groundings else None
+    order = [k for k in STAGES if k in stages] + sorted(k for k in stages if k not in STAGES)
+    s.latency_ms = {k: {"n": len(stages[k]), "p50": _r(percentile(stages[k], 50)),
+                        "p95": _r(percentile(stages[k], 95))} for k in order}
+    return s
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else round(v, 2)
