@@ -4,6 +4,7 @@ serve     run the HTTP gateway (uvicorn) on HUIYI_HOST:HUIYI_PORT (127.0.0.1:808
 replay    run platform payload files through the pipeline, one JSON line per person-message
 recall    print the hits of a query for one subject, with scores and channel ranks
 reindex   rebuild the search index from SQL
+telegram  set-webhook / delete-webhook for a tenant's Telegram bot
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def _logging(verbose: bool = False) -> None:
 
 @app.command()
 def serve(host: Annotated[str | None, typer.Option(help="listen address")] = None,
-          port: Annotated[int | None, typer.Option(help="listen port")] = None) -> None:
+          port: Annotated[int | None, typer.Option(help="listen port")] = None,
+          polling: Annotated[bool, typer.Option(help="long-poll Telegram instead of its webhook (development)")] = False) -> None:
     """Run the gateway (embedded defaults: SQLite + local LanceDB + offline embedder)."""
     import uvicorn
 
@@ -42,7 +44,8 @@ def serve(host: Annotated[str | None, typer.Option(help="listen address")] = Non
 
     _logging()
     settings = load_settings()
-    uvicorn.run(create_app(settings), host=host or settings.host, port=port or settings.port, log_config=None)
+    uvicorn.run(create_app(settings, telegram_polling=polling), host=host or settings.host, port=port or settings.port,
+                log_config=None)
 
 
 def _load_payloads(path: Path):
@@ -143,6 +146,11 @@ def reindex() -> None:
         typer.echo(f"reindexed {n} memories")
     finally:
         core.close()
+
+
+from gateway.telegram_cli import telegram_app  # noqa: E402 - command groups register after the core commands
+
+app.add_typer(telegram_app, name="telegram")
 
 
 if __name__ == "__main__":  # pragma: no cover

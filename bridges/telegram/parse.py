@@ -29,7 +29,7 @@ from typing import Any
 from gateway.messages import InboundMessage, ReplyRef
 from memory.types import ID_RE, ChatKind
 
-__all__ = ["parse_update", "PLATFORM", "SERVICE_USER_IDS"]
+__all__ = ["parse_update", "parse_migration", "PLATFORM", "SERVICE_USER_IDS"]
 
 log = logging.getLogger(__name__)
 
@@ -268,3 +268,30 @@ def parse_update(
         is_command=is_command,
         language=language if isinstance(language, str) and language else None,
     )
+
+
+def parse_migration(payload: dict) -> tuple[str, str] | None:
+    """``(old_chat_id, new_chat_id)`` when ``payload`` (an Update or a bare
+    Message) announces a group → supergroup migration, else None.
+
+    Telegram sends two service messages: ``migrate_to_chat_id`` in the old
+    group (its ``chat.id`` is the old id) and ``migrate_from_chat_id`` in the
+    new supergroup (often from GroupAnonymousBot on behalf of the chat). Both
+    give the same pair; handling either is enough and both are idempotent.
+    Never raises.
+    """
+    if not isinstance(payload, dict):
+        return None
+    msg, _, _ = _unwrap(payload)
+    if msg is None or not isinstance(msg.get("chat"), dict):
+        return None
+    chat_id = _id(msg["chat"].get("id"))
+    if chat_id is None:
+        return None
+    to_id = _id(msg.get("migrate_to_chat_id"))
+    if to_id is not None:
+        return chat_id, to_id
+    from_id = _id(msg.get("migrate_from_chat_id"))
+    if from_id is not None:
+        return from_id, chat_id
+    return None
