@@ -143,10 +143,10 @@ def test_non_text_updates_answer_200_and_send_nothing(client, fake_telegram, nam
     assert fake_telegram.sent() == []
 
 
-def test_redelivered_update_is_answered_once(client, fake_telegram, llm):
-    """The same Update delivered twice: one reply, one capture."""
+def test_redelivery_storm_is_answered_once(client, fake_telegram, llm):
+    """The same Update delivered three times: one reply, one capture."""
     upd = update(text_message("我住在杭州", mid=31))
-    for _ in range(2):
+    for _ in range(3):
         assert client.post("/telegram/default", json=upd, headers=HEADERS).status_code == 200
     assert len(fake_telegram.sent()) == 1
     assert core(client).store.count(Namespace("default", "tg:555")) == 1

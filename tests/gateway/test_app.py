@@ -5,6 +5,7 @@ malformed bodies."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -76,3 +77,15 @@ def test_onebot_webhook_real_event(client):
     meta = {"time": 1, "self_id": 1, "post_type": "meta_event", "meta_event_type": "heartbeat"}
     r = client.post("/onebot/default", json=meta, headers=ONEBOT_TOKEN)
     assert r.status_code == 200 and r.json() == {}
+
+
+def test_app_import_does_not_load_platform_frameworks():
+    """Importing the app loads neither nonebot, aiogram nor wechatpy (they load lazily, per configured bridge)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gateway.app; "
+            "print([m for m in ('nonebot', 'aiogram', 'wechatpy') if m in sys.modules])")
+    root = str(Path(__file__).resolve().parents[2])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    assert out.stdout.strip() == "[]"
