@@ -177,8 +177,11 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
             return {}
         result = await p.handle(tenant, msg)
         if result.reply and not result.duplicate:
-            # OneBot v11 quick operation: the implementation sends the reply itself,
-            # quoting the person's message in groups
+            # OneBot v11 quick operation: the implementation sends the reply itself;
+            # in groups as segments that quote the person's message
+            if msg.chat.is_group:
+                return {"reply": [{"type": "reply", "data": {"id": msg.message_id}},
+                                  {"type": "text", "data": {"text": result.reply}}], "at_sender": False}
             return {"reply": result.reply, "auto_escape": True, "at_sender": False}
         return {}
 

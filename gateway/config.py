@@ -151,6 +151,9 @@ class TenantSettings(BaseModel):
     mention; ``recall_k``: memories recalled per turn; ``tail``: chat lines in
     the prompt; ``tz``: IANA zone for resolving relative dates;
     ``telegram_bot_id``/``telegram_bot_username``: how the bot is @-mentioned.
+    ``tail_max_age`` (seconds) bounds the age of the conversation tail;
+    ``telegram``/``qq``/``wechat``/``webhook``: the bridges of this tenant
+    (see their classes; env ``HUIYI_TENANTS__<NAME>__<BRIDGE>__<FIELD>``).
     """
 
     persona_name: str = "小忆"

@@ -135,3 +135,54 @@ def test_quick_operation_route_needs_signature(gateway, llm):
     r = c.post("/onebot/default", content=raw, headers={"X-Signature": _sign(raw)})
     assert r.json() == {"reply": "奶茶好喝", "auto_escape": True, "at_sender": False}
     assert c.app.state.pipeline.core.store.count(Namespace("default", "qq:7")) == 1
+
+
+def test_quick_operation_in_a_group_quotes_the_message(gateway, llm):
+    """A signed group @-mention on the quick-operation route: the reply quotes the message as a reply segment."""
+    c = gateway(settings_overrides={"onebot": {"access_token": ONEBOT_TOKEN}})
+    raw = event([{"type": "at", "data": {"qq": SELF_ID}}, {"type": "text", "data": {"text": "[早上好]"}}], mid=321)
+    llm.enqueue("早呀 [CQ:face,id=1]")
+    r = c.post("/onebot/default", json=raw, headers={"Authorization": f"Bearer {ONEBOT_TOKEN}"})
+    assert r.json() == {"reply": [{"type": "reply", "data": {"id": "321"}},
+                                  {"type": "text", "data": {"text": "早呀 [CQ:face,id=1]"}}], "at_sender": False}
+
+
+_OWNED_HOST_SCRIPT = r"""
+import json, sys
+from fastapi.testclient import TestClient
+from gateway.app import create_app
+from gateway.config import load_settings
+
+event = json.loads(sys.argv[1])
+app = create_app(load_settings(onebot={"enabled": True, "access_token": "tok"}))
+with TestClient(app) as c:
+    with c.websocket_connect("/onebot/v11/ws", headers={"X-Self-ID": "10001", "Authorization": "Bearer tok"}) as ws:
+        ws.send_text(json.dumps(event))
+        call = json.loads(ws.receive_text())
+        ws.send_text(json.dumps({"status": "ok", "retcode": 0, "data": {"message_id": 1}, "echo": call["echo"]}))
+        print("CALL " + json.dumps(call, ensure_ascii=False))
+"""
+
+
+def test_gateway_owned_nonebot_serves_a_reverse_websocket_bot(llm, tmp_path):
+    """Production topology (a fresh process, NoneBot initialised by the gateway): a OneBot implementation
+    connects by reverse WebSocket with its token, pushes a group @-mention, and gets send_msg with a reply segment."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    llm.enqueue("你好呀")
+    raw = event([{"type": "at", "data": {"qq": SELF_ID}}, {"type": "text", "data": {"text": "我喜欢跑步"}}], mid=808)
+    env = {**os.environ, "HUIYI_DATA_DIR": str(tmp_path / "data"), "HUIYI_LLM_BASE_URL": llm.base_url,
+           "HUIYI_LLM_MODEL": "fake-chat"}
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", _OWNED_HOST_SCRIPT, json.dumps(raw)], capture_output=True, text=True,
+                         cwd=root, env=env, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (line,) = [x for x in out.stdout.splitlines() if x.startswith("CALL ")]  # NoneBot logs to stdout too
+    call = json.loads(line[len("CALL "):])
+    assert call["action"] == "send_msg"
+    params = call["params"]
+    assert (params["message_type"], params["group_id"], params["user_id"]) == ("group", 123, 42)
+    assert params["message"] == [{"type": "reply", "data": {"id": "808"}}, {"type": "text", "data": {"text": "你好呀"}}]

@@ -105,6 +105,21 @@ def test_forum_topic_reply_stays_in_the_topic(client, fake_telegram, llm):
     assert sent["reply_parameters"]["message_id"] == msg["message_id"]
 
 
+def test_reply_to_another_bot_does_not_address_this_one(client, fake_telegram, llm):
+    """In a group, replying to some other bot is not talking to us; replying to our bot (id from the token) is."""
+    other = {"message_id": 1, "date": NOW, "chat": {"id": -100400, "type": "supergroup"},
+             "from": {"id": 999, "is_bot": True, "first_name": "OtherBot"}, "text": "hi"}
+    ours = other | {"message_id": 2, "from": {"id": 123456, "is_bot": True, "first_name": "huiyi"}}
+    kw = {"chat": -100400, "chat_type": "supergroup", "sender": 7}
+    client.post("/telegram/default", json=update(text_message("好的", mid=3, reply_to_message=other, **kw)),
+                headers=HEADERS)
+    assert fake_telegram.sent() == []
+    llm.enqueue("在呢")
+    client.post("/telegram/default", json=update(text_message("你在吗", mid=4, reply_to_message=ours, **kw), uid=2),
+                headers=HEADERS)
+    assert [s["reply_parameters"]["message_id"] for s in fake_telegram.sent()] == [4]
+
+
 def test_unaddressed_group_message_gets_no_reply(client, fake_telegram):
     """A group message that neither mentions nor replies to the bot is not answered."""
     client.post("/telegram/default", json=update(text_message("随便聊聊", chat=-100300, chat_type="supergroup",
