@@ -1,11 +1,17 @@
 """The HTTP gateway (FastAPI).
 
 Routes: ``GET /healthz``; ``POST /v1/turns`` (a platform-neutral message →
-recollection, prompt, reply); ``POST /telegram/{tenant}`` (a Bot API Update);
-``POST /onebot/{tenant}`` (a OneBot v11 HTTP POST event; the reply goes back as
-a quick operation). All of them call the same pipeline. Malformed bodies
-answer 4xx with a reason; payloads that are not a person's message answer 200
-with ``{"ok": true, "ignored": true}`` so platforms do not redeliver them.
+recollection, prompt, reply); ``POST /telegram/{tenant}`` (a Bot API Update,
+``X-Telegram-Bot-Api-Secret-Token`` required; the reply is sent through the
+Bot API); ``POST /onebot/{tenant}`` (a OneBot v11 HTTP POST event, signed or
+with the access token; the reply goes back as a quick operation);
+``GET``/``POST /wechat/{tenant}`` (Official Account / WeCom callbacks);
+``POST /webhook/{tenant}`` (the generic signed JSON webhook). With
+``onebot.enabled`` NoneBot2 is mounted at the root after these routes
+(``/onebot/v11/ws``, ``/onebot/v11/http``; see ``bridges.qq.host``). All of
+them call the same pipeline. Malformed bodies answer 4xx with a reason;
+wrong or missing signatures 401 with nothing processed; payloads that are not
+a person's message answer 200 so platforms do not redeliver them.
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ import logging
 from datetime import datetime, timezone
 
 from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ValidationError
 
 from gateway.config import Settings, load_settings
-from gateway.errors import BadPayload, install_handlers
+from gateway.errors import BadPayload, Unauthorized, install_handlers
 from gateway.messages import InboundMessage
 from gateway.pipeline import Pipeline
 
@@ -66,25 +73,54 @@ async def _maintenance(pipeline: Pipeline) -> None:
             log.warning("index maintenance: %s", exc)
 
 
-def create_app(settings: Settings | None = None, pipeline: Pipeline | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, pipeline: Pipeline | None = None, *,
+               telegram_polling: bool = False) -> FastAPI:
     """The FastAPI app. Builds the core on start-up (lifespan) unless a pipeline
-    is given; runs index maintenance in the background."""
+    is given; runs index maintenance in the background. ``telegram_polling``
+    long-polls Telegram for every tenant with a bot token (development;
+    ``huiyi serve --polling``). With ``onebot.enabled`` the NoneBot2 host is
+    mounted (nonebot is imported only then)."""
+    cfg = settings or (pipeline.settings if pipeline is not None else load_settings())
+    qq_host = None
+    if cfg.onebot.enabled:
+        from bridges.qq.host import NoneBotHost
+
+        qq_host = NoneBotHost(cfg.onebot)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         nonlocal pipeline
+        import httpx
+
+        from bridges.telegram.runtime import TelegramRuntime
+        from bridges.webhook.runtime import WebhookRuntime
+        from bridges.wechat.runtime import WeChatRuntime
+
         if pipeline is None:
             from gateway.service import build_pipeline
 
-            pipeline = await asyncio.to_thread(build_pipeline, settings or load_settings())
+            pipeline = await asyncio.to_thread(build_pipeline, cfg)
         app.state.pipeline = pipeline
-        task = asyncio.create_task(_maintenance(pipeline))
+        http = httpx.AsyncClient(timeout=httpx.Timeout(10.0))
+        app.state.telegram = TelegramRuntime(pipeline)
+        app.state.wechat = WeChatRuntime(pipeline, http)
+        app.state.webhook = WebhookRuntime(pipeline, http)
+        tasks = [asyncio.create_task(_maintenance(pipeline))]
+        if telegram_polling:
+            tasks += [asyncio.create_task(app.state.telegram.poll(t)) for t in app.state.telegram.tenants_with_bots()]
         try:
-            yield
+            async with qq_host.running(pipeline) if qq_host else contextlib.nullcontext():
+                yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await app.state.wechat.close()
+            await app.state.webhook.close()
+            await app.state.telegram.close()
+            await http.aclose()
 
     app = FastAPI(title="huiyi", version="0.1.0", lifespan=lifespan)
     install_handlers(app)
@@ -112,31 +148,79 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
 
     @app.post("/telegram/{tenant}")
     async def telegram(tenant: str, request: Request) -> dict:
-        from bridges.telegram.parse import parse_update
+        from bridges.telegram.runtime import secret_ok
 
-        p = pl(request)
-        t = p.tenant(tenant)
+        t = pl(request).tenant(tenant)
+        if not secret_ok(t.telegram.webhook_secret, request.headers.get("X-Telegram-Bot-Api-Secret-Token")):
+            raise Unauthorized("wrong or missing X-Telegram-Bot-Api-Secret-Token")
         body = await _json_body(request)
-        msg = parse_update(body, bot_id=t.telegram_bot_id, bot_username=t.telegram_bot_username)
-        if msg is None:
-            return {"ok": True, "ignored": True}
-        result = await p.handle(tenant, msg)
-        return {"ok": True, "turn": result.to_json()}
+        result = await request.app.state.telegram.handle_update(tenant, body)
+        # nothing about the turn goes back: Telegram would only read a method call here
+        return {"ok": True, "ignored": result is None}
 
     @app.post("/onebot/{tenant}")
     async def onebot(tenant: str, request: Request) -> dict:
+        from bridges.qq.auth import onebot_request_ok
         from bridges.qq.parse import parse_event
 
         p = pl(request)
         p.tenant(tenant)
+        raw = await request.body()
+        ob = p.settings.onebot
+        if not onebot_request_ok(secret=ob.secret, access_token=ob.access_token, body=raw,
+                                 signature=request.headers.get("X-Signature"),
+                                 authorization=request.headers.get("Authorization")):
+            raise Unauthorized("wrong or missing X-Signature / access token")
         body = await _json_body(request)
         msg = parse_event(body)
         if msg is None:
             return {}
         result = await p.handle(tenant, msg)
-        if result.reply:
-            # OneBot v11 quick operation: the implementation sends the reply itself
+        if result.reply and not result.duplicate:
+            # OneBot v11 quick operation: the implementation sends the reply itself;
+            # in groups as segments that quote the person's message
+            if msg.chat.is_group:
+                return {"reply": [{"type": "reply", "data": {"id": msg.message_id}},
+                                  {"type": "text", "data": {"text": result.reply}}], "at_sender": False}
             return {"reply": result.reply, "auto_escape": True, "at_sender": False}
         return {}
+
+    @app.get("/wechat/{tenant}")
+    async def wechat_verify(tenant: str, request: Request) -> PlainTextResponse:
+        from bridges.wechat.callback import CallbackError
+
+        pl(request).tenant(tenant)
+        try:
+            echo = request.app.state.wechat.verify(tenant, request.query_params)
+        except CallbackError as exc:
+            raise Unauthorized(str(exc)) from exc
+        return PlainTextResponse(echo)
+
+    @app.post("/wechat/{tenant}")
+    async def wechat_receive(tenant: str, request: Request) -> PlainTextResponse:
+        from bridges.wechat.callback import CallbackError
+
+        pl(request).tenant(tenant)
+        try:
+            answer = await request.app.state.wechat.receive(tenant, request.query_params, await request.body())
+        except CallbackError as exc:
+            raise Unauthorized(str(exc)) from exc
+        return PlainTextResponse(answer, media_type="application/xml" if answer.startswith("<") else "text/plain")
+
+    @app.post("/webhook/{tenant}")
+    async def webhook(tenant: str, request: Request) -> JSONResponse:
+        from bridges.webhook.protocol import SignatureError
+
+        pl(request).tenant(tenant)
+        try:
+            status, body = await request.app.state.webhook.receive(tenant, request.headers, await request.body())
+        except SignatureError as exc:
+            raise Unauthorized(str(exc)) from exc
+        except ValidationError as exc:
+            raise BadPayload(f"invalid webhook message: {exc.errors(include_url=False)}") from exc
+        return JSONResponse(body, status_code=status)
+
+    if qq_host is not None:
+        qq_host.mount(app)  # last: NoneBot's routes answer what ours do not
 
     return app

@@ -6,6 +6,7 @@ recall    print the hits of a query for one subject, with scores and channel ran
 reindex   rebuild the search index from SQL
 stats     one day of turns: reconstruction success, fallback reasons, latencies (gateway.cli_eval)
 eval      offline evaluations, e.g. ``eval grounding`` (gateway.cli_eval)
+telegram  set-webhook / delete-webhook for a tenant's Telegram bot
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def _logging(verbose: bool = False) -> None:
 
 @app.command()
 def serve(host: Annotated[str | None, typer.Option(help="listen address")] = None,
-          port: Annotated[int | None, typer.Option(help="listen port")] = None) -> None:
+          port: Annotated[int | None, typer.Option(help="listen port")] = None,
+          polling: Annotated[bool, typer.Option(help="long-poll Telegram instead of its webhook (development)")] = False) -> None:
     """Run the gateway (embedded defaults: SQLite + local LanceDB + offline embedder)."""
     import uvicorn
 
@@ -45,7 +47,8 @@ def serve(host: Annotated[str | None, typer.Option(help="listen address")] = Non
 
     _logging()
     settings = load_settings()
-    uvicorn.run(create_app(settings), host=host or settings.host, port=port or settings.port, log_config=None)
+    uvicorn.run(create_app(settings, telegram_polling=polling), host=host or settings.host, port=port or settings.port,
+                log_config=None)
 
 
 def _load_payloads(path: Path):
@@ -150,6 +153,9 @@ def reindex() -> None:
 
 app.command()(stats)
 app.add_typer(eval_app, name="eval")
+from gateway.telegram_cli import telegram_app  # noqa: E402 - command groups register after the core commands
+
+app.add_typer(telegram_app, name="telegram")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -25,7 +25,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memory.types import TENANT_RE
 
-__all__ = ["Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "load_settings"]
+__all__ = ["Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings"]
 
 DEFAULT_PERSONA_ZH = "你是一位温柔、真诚、记性很好的朋友。用对方的语言自然地聊天。"
 
@@ -68,6 +68,99 @@ class ReconstructionSettings(BaseModel):
     min_grounding: float = Field(default=0.6, ge=0, le=1)
     temperature: float = 0.3
     embedding_check: bool = False
+class TelegramSettings(BaseModel):
+    """One tenant's Telegram bot (issue 5). Env example (tenant ``default``):
+    ``HUIYI_TENANTS__DEFAULT__TELEGRAM__TOKEN=123456:ABC…``.
+
+    ``token``: the BotFather token (``<bot id>:<secret>``); the bot id is its
+    numeric prefix. ``webhook_secret``: the ``X-Telegram-Bot-Api-Secret-Token``
+    Telegram must send (1-256 chars of ``A-Za-z0-9_-``); without it the webhook
+    answers 401 to every request. ``webhook_url``: the public HTTPS URL of
+    ``POST /telegram/<tenant>`` that ``huiyi telegram set-webhook`` registers.
+    ``bot_username``: how the bot is @-mentioned (with or without ``@``); falls
+    back to the tenant's ``telegram_bot_username``. ``api_base``: Bot API server
+    base URL (a local Bot API server, or a fake one in tests). ``poll_timeout``:
+    long-polling timeout in seconds (``huiyi serve --polling``).
+    """
+
+    token: str | None = None
+    webhook_secret: str | None = None
+    webhook_url: str | None = None
+    bot_username: str | None = None
+    api_base: str = "https://api.telegram.org"
+    poll_timeout: int = 30
+
+
+class QQSettings(BaseModel):
+    """Which QQ accounts speak for this tenant (OneBot ``self_id``). Env example:
+    ``HUIYI_TENANTS__DEFAULT__QQ__SELF_IDS='["10001"]'``. A bot whose id is in no
+    tenant's list belongs to ``Settings.onebot.default_tenant``."""
+
+    self_ids: list[str] = Field(default_factory=list)
+
+
+class WeChatSettings(BaseModel):
+    """One tenant's WeChat Official Account or WeCom app callback (issue 5).
+    Env example: ``HUIYI_TENANTS__DEFAULT__WECHAT__TOKEN=…``.
+
+    ``kind``: ``oa`` (Official Account) or ``wecom`` (WeCom self-built app).
+    ``token``: the callback Token (signatures). ``encoding_aes_key``: the
+    43-char EncodingAESKey; set → safe (encrypted) mode, AES-256-CBC.
+    ``app_id``: the OA AppID, or the WeCom CorpID. ``app_secret``: AppSecret or
+    the WeCom app Secret, for the access token of the reply API.
+    ``agent_id``: WeCom AgentID (message/send). ``api_base``: API host
+    (``https://api.weixin.qq.com`` for OA, ``https://qyapi.weixin.qq.com``
+    for WeCom when None). ``reply_within``: seconds the callback waits for the
+    reply before answering ``success`` and sending it through the
+    customer-service/message API instead (WeChat gives up after 5 s).
+    """
+
+    kind: str = "oa"
+    token: str | None = None
+    encoding_aes_key: str | None = None
+    app_id: str | None = None
+    app_secret: str | None = None
+    agent_id: str | None = None
+    api_base: str | None = None
+    reply_within: float = 4.0
+
+
+class WebhookSettings(BaseModel):
+    """The generic JSON webhook ``POST /webhook/<tenant>`` (issue 5). Env example:
+    ``HUIYI_TENANTS__DEFAULT__WEBHOOK__SECRET=…``.
+
+    ``secret``: HMAC-SHA256 key of ``X-Huiyi-Signature``; unset → every request
+    is refused (401). ``callback_url``: where replies are POSTed (signed the same
+    way); unset → the reply comes back in the HTTP response. ``platform``: the
+    platform code of its subjects and chats (``web`` → ``web:<sender id>``).
+    ``window``: replay window in seconds (|now - X-Huiyi-Timestamp|).
+    """
+
+    secret: str | None = None
+    callback_url: str | None = None
+    platform: str = "web"
+    window: int = 300
+
+
+class OneBotSettings(BaseModel):
+    """The NoneBot2 host for OneBot v11 implementations (NapCat, Lagrange,
+    go-cqhttp); one per gateway process. Env example:
+    ``HUIYI_ONEBOT__ENABLED=true HUIYI_ONEBOT__ACCESS_TOKEN=…``.
+
+    ``enabled``: mount NoneBot2 (routes ``/onebot/v11/ws`` and ``/onebot/v11/http``).
+    ``access_token``: the ``Authorization: Bearer`` token reverse WebSocket
+    connections must send (and that API calls carry). ``secret``: the HMAC-SHA1
+    key of ``X-Signature`` on HTTP POST events. Also checked on the quick-operation
+    route ``POST /onebot/<tenant>``; with neither set that route refuses (401).
+    ``api_roots``: ``{self_id: "http://…"}`` API endpoints of HTTP-POST bots.
+    ``default_tenant``: the tenant of a bot no ``TenantSettings.qq`` names.
+    """
+
+    enabled: bool = False
+    access_token: str | None = None
+    secret: str | None = None
+    api_roots: dict[str, str] = Field(default_factory=dict)
+    default_tenant: str = "default"
 
 
 class TenantSettings(BaseModel):
@@ -80,7 +173,10 @@ class TenantSettings(BaseModel):
     the prompt; ``tz``: IANA zone for resolving relative dates;
     ``telegram_bot_id``/``telegram_bot_username``: how the bot is @-mentioned;
     ``reconstruction``: see ReconstructionSettings; ``apology``: what is sent
-    when the reply model fails (None → the localised default, "" → silence).
+    when the reply model fails (None → the localised default, "" → silence);
+    ``tail_max_age`` (seconds) bounds the age of the conversation tail;
+    ``telegram``/``qq``/``wechat``/``webhook``: the bridges of this tenant
+    (see their classes; env ``HUIYI_TENANTS__<NAME>__<BRIDGE>__<FIELD>``).
     """
 
     persona_name: str = "小忆"
@@ -97,6 +193,13 @@ class TenantSettings(BaseModel):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     reconstruction: ReconstructionSettings = Field(default_factory=ReconstructionSettings)
     apology: str | None = None
+    #: Conversation tail: lines older than this many seconds are left out of the
+    #: prompt (per chat, per topic); 0 keeps every line up to ``tail``.
+    tail_max_age: int = 6 * 3600
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    qq: QQSettings = Field(default_factory=QQSettings)
+    wechat: WeChatSettings = Field(default_factory=WeChatSettings)
+    webhook: WebhookSettings = Field(default_factory=WebhookSettings)
 
 
 class Settings(BaseSettings):
@@ -129,6 +232,7 @@ class Settings(BaseSettings):
     embed_api_key: str | None = None
     embed_model: str | None = None
     audit_fragments: bool = False
+    onebot: OneBotSettings = Field(default_factory=OneBotSettings)
     tenants: dict[str, TenantSettings] = Field(default_factory=dict)
 
     @field_validator("tenants")

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import logging
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 
 from gateway.commands import run_command
 from gateway.config import Settings, TenantSettings
@@ -30,7 +32,7 @@ from memory.explain import TRACE_DEPTH, record_recall
 from memory.identity import resolve as resolve_identity
 from memory.reconstruct import Recollection, reconstruct
 from memory.store import ChatLine, utcnow
-from memory.types import Namespace
+from memory.types import ChatRef, Namespace
 
 __all__ = ["Pipeline", "TurnResult"]
 
@@ -113,8 +115,8 @@ class Pipeline:
         ns = await asyncio.to_thread(resolve_identity, self.core.store, tenant, msg.platform, msg.sender_id)
         res = TurnResult(tenant=tenant, namespace=str(ns), chat=chat.key, message_id=msg.message_id)
         delivery = f"{tenant}|{msg.platform}|{chat.key}|{msg.message_id}"
-        if msg.is_edit:
-            delivery += f"|edit|{msg.timestamp.isoformat()}|{hash(msg.text) & 0xFFFFFFFF:x}"
+        if msg.is_edit:  # one delivery per distinct edit; stable across processes (no hash())
+            delivery += "|edit|" + hashlib.sha256(msg.text.encode("utf-8")).hexdigest()[:16]
         if not await asyncio.to_thread(self.core.store.claim_delivery, delivery):
             log.info("duplicate delivery %s", delivery)
             res.duplicate = True
@@ -128,6 +130,10 @@ class Pipeline:
             res.attachment = answer.attachment.to_json() if answer.attachment else None
             return res
         res.addressed = self.addressed(t, msg)
+        if msg.is_edit:
+            await self._apply_edit(tenant, t, msg, ns, res)
+            res.latency_ms["total"] = _ms(started)
+            return res
         await asyncio.to_thread(self.core.store.append_chat, tenant, chat,
                                 ChatLine("user", msg.sender_id, msg.text, msg.timestamp, msg.message_id, msg.sender_name))
         rec: Recollection | None = None
@@ -158,7 +164,9 @@ class Pipeline:
     async def _answer(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace, lang: str,
                       res: TurnResult) -> Recollection:
         chat = msg.chat
-        tail = await asyncio.to_thread(self.core.store.chat_tail, tenant, chat, t.tail)
+        tail = await asyncio.to_thread(self.core.store.chat_tail, tenant, chat, t.tail,
+                                       max_age=timedelta(seconds=t.tail_max_age) if t.tail_max_age > 0 else None,
+                                       now=msg.timestamp)
         t0 = time.perf_counter()
         hits = []
         reason = ""
@@ -210,6 +218,48 @@ class Pipeline:
             await asyncio.to_thread(self.core.store.append_chat, tenant, chat,
                                     ChatLine("bot", "bot", res.reply, utcnow(), "", t.persona_name))
         return rec
+
+    async def _apply_edit(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace,
+                          res: TurnResult) -> None:
+        """An edited message: its chat-log line takes the new text, and what was
+        captured from the original follows the edit (memories the new text no
+        longer states are forgotten with actor ``edit``, new statements are
+        captured). The bot does not answer an edit again."""
+        chat = msg.chat
+        await asyncio.to_thread(self.core.store.edit_chat_line, tenant, chat, msg.message_id, msg.text)
+        capture_new = res.addressed or not chat.is_group or t.capture_all_group_messages
+
+        def recapture() -> list[str]:
+            old = self.core.store.by_source(ns, chat, msg.message_id)
+            if not old and not capture_new:
+                return []
+            results = capture(self.core, ns, msg.text, chat=chat, said_at=msg.timestamp, message_id=msg.message_id)
+            kept = {r.memory.id for r in results if r.memory is not None}
+            for stale in old:
+                if stale.id not in kept:
+                    self.core.forget(ns, stale.id, actor="edit")
+            return [r.memory.id for r in results if r.memory is not None and r.action != "rejected"]
+
+        try:
+            res.captured = await asyncio.to_thread(recapture)
+        except Exception:  # noqa: BLE001 - an edit must never break the bridge
+            log.exception("re-capture of edited message %s failed for %s", msg.message_id, ns)
+
+    async def migrate_chat(self, tenant: str, old: ChatRef, new: ChatRef) -> int:
+        """A group chat got a new id (Telegram group → supergroup): its chat log and
+        the origin (hence disclosure) of its memories move to ``new``; returns the
+        number of memories moved. Audited per namespace (``Store.migrate_chat``);
+        the index catches up through the outbox. Raises UnknownTenant."""
+        self.tenant(tenant)
+        moved = await asyncio.to_thread(self.core.store.migrate_chat, tenant, old, new, f"bridge:{old.platform}")
+        if moved.memories:
+            try:
+                await asyncio.to_thread(self.core.maintain)
+            except Exception as exc:  # noqa: BLE001 - the outbox keeps what failed; maintenance retries
+                log.warning("index update after chat migration deferred: %s", exc)
+        log.info("chat %s migrated to %s for tenant %s: %d lines, %d memories", old.key, new.key, tenant,
+                 moved.chat_lines, moved.memories)
+        return moved.memories
 
 
 def _ms(t0: float) -> float:

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import Index as SAIndex
 from sqlalchemy import UniqueConstraint, event, text
@@ -35,7 +35,7 @@ from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
 from memory.errors import NotFoundError, StoreError
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility
 
-__all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow"]
+__all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration"]
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +203,16 @@ class ChatLine:
     at: datetime
     message_id: str = ""
     sender_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMigration:
+    """What ``Store.migrate_chat`` moved: chat log lines, memories, and the
+    namespaces those memories belong to."""
+
+    chat_lines: int
+    memories: int
+    namespaces: tuple[Namespace, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -557,13 +567,16 @@ class Store:
                 s.exec(delete(_ChatLogRow).where(_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat.key,  # type: ignore[call-overload]
                                                  _ChatLogRow.id <= cutoff))
 
-    def chat_tail(self, tenant: str, chat: ChatRef, n: int = 8) -> list[ChatLine]:
-        """The last ``n`` lines of the chat, oldest first."""
+    def chat_tail(self, tenant: str, chat: ChatRef, n: int = 8, *, max_age: timedelta | None = None,
+                  now: datetime | None = None) -> list[ChatLine]:
+        """The last ``n`` lines of the chat (of its topic when ``chat`` has a
+        thread), oldest first; with ``max_age`` only lines said after
+        ``now - max_age`` (``now`` defaults to the current UTC time)."""
         with self._read() as s:
-            rows = s.exec(
-                select(_ChatLogRow).where(_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat.key)
-                .order_by(_ChatLogRow.id.desc()).limit(n)  # type: ignore[union-attr]
-            ).all()
+            q = select(_ChatLogRow).where(_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat.key)
+            if max_age is not None:
+                q = q.where(_ChatLogRow.at >= (now or utcnow()) - max_age)
+            rows = s.exec(q.order_by(_ChatLogRow.id.desc()).limit(n)).all()  # type: ignore[union-attr]
         return [ChatLine(r.role, r.sender_id, r.text, _aware(r.at), r.message_id, r.sender_name) for r in reversed(rows)]  # type: ignore[arg-type]
 
     def audit(self, ns: Namespace, action: str, actor: str, memory_id: str | None = None, **detail: object) -> None:
@@ -781,6 +794,64 @@ class Store:
             fallbacks = s.exec(select(func.count()).select_from(_LastRecallRow).where(
                 _LastRecallRow.tenant == tenant, _LastRecallRow.fallback_reason != "")).one()
         return TenantCounts(int(memories), int(people), int(chats), int(turns), int(recalls), int(fallbacks))
+    # -- edits and chat migration (Telegram) ------------------------------
+
+    def by_source(self, ns: Namespace, chat: ChatRef, message_id: str) -> list[Memory]:
+        """Live memories of ``ns`` captured from message ``message_id`` of ``chat``
+        (oldest first). Message ids are per chat on most platforms, hence the chat."""
+        with self._read() as s:
+            rows = s.exec(select(_MemoryRow).where(
+                _MemoryRow.namespace == str(ns), _MemoryRow.origin == chat.key,
+                _MemoryRow.source_message_id == message_id).order_by(_MemoryRow.created_at, _MemoryRow.id)).all()  # type: ignore[arg-type]
+        return [_to_memory(r) for r in rows]
+
+    def edit_chat_line(self, tenant: str, chat: ChatRef, message_id: str, text: str) -> bool:
+        """Replace the text of the person's line ``message_id`` in the chat log (an
+        edited message); False when the line is no longer in the log."""
+        with self._write() as s:
+            rows = s.exec(select(_ChatLogRow).where(_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat.key,
+                                                    _ChatLogRow.role == "user", _ChatLogRow.message_id == message_id)).all()
+            for row in rows:
+                row.text = text
+                s.add(row)
+        return bool(rows)
+
+    def migrate_chat(self, tenant: str, old: ChatRef, new: ChatRef, actor: str) -> ChatMigration:
+        """Move one tenant's chat to a new id (Telegram group → supergroup): its chat
+        log lines (every topic) and the origin of its memories follow, in one
+        transaction; each moved memory gets an index upsert in the outbox (the
+        index derives disclosure from the origin) and each namespace touched an
+        audit record ``migrate_chat`` by ``actor``. Rows of other tenants are
+        never read or written.
+
+        ``old`` and ``new`` must be group chats of the same platform, without a
+        thread (ValueError otherwise). Calling it again moves nothing.
+        """
+        if old.platform != new.platform or not (old.is_group and new.is_group) or old.thread_id or new.thread_id:
+            raise ValueError("a chat migrates between group chats of one platform, without a topic")
+        from sqlalchemy import or_
+
+        now = utcnow()
+        base, target = old.group_key, new.group_key
+        touched: dict[str, int] = {}
+        with self._write() as s:
+            lines = s.exec(select(_ChatLogRow).where(_ChatLogRow.tenant == tenant, or_(
+                _ChatLogRow.chat == base, _ChatLogRow.chat.startswith(base + ":", autoescape=True)))).all()  # type: ignore[attr-defined]
+            for line in lines:
+                line.chat = target + line.chat[len(base):]
+                s.add(line)
+            mems = s.exec(select(_MemoryRow).where(_MemoryRow.tenant == tenant, or_(
+                _MemoryRow.origin == base, _MemoryRow.origin.startswith(base + ":", autoescape=True)))).all()  # type: ignore[attr-defined]
+            for mem in mems:
+                mem.origin = target + mem.origin[len(base):]
+                s.add(mem)
+                s.add(_IndexOpRow(namespace=mem.namespace, memory_id=mem.id, op="upsert", created_at=now))
+                touched[mem.namespace] = touched.get(mem.namespace, 0) + 1
+            for ns, n in touched.items():
+                s.add(_AuditRow(at=now, actor=actor, action="migrate_chat", namespace=ns, memory_id=None,
+                                detail=json.dumps({"from": base, "to": target, "memories": n})))
+        return ChatMigration(chat_lines=len(lines), memories=len(mems),
+                             namespaces=tuple(Namespace.parse(n) for n in sorted(touched)))
 
 
 class _NullLock:

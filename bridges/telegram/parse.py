@@ -29,7 +29,7 @@ from typing import Any
 from gateway.messages import InboundMessage, ReplyRef
 from memory.types import ID_RE, ChatKind
 
-__all__ = ["parse_update", "PLATFORM", "SERVICE_USER_IDS"]
+__all__ = ["parse_update", "parse_migration", "PLATFORM", "SERVICE_USER_IDS"]
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def _text_of(msg: dict) -> tuple[str, list]:
     return text, entities if isinstance(entities, list) else []
 
 
-def _reply_ref(msg: dict) -> ReplyRef | None:
+def _reply_ref(msg: dict, bot_key: str | None = None) -> ReplyRef | None:
     quoted = msg.get("reply_to_message")
     if not isinstance(quoted, dict):
         return None
@@ -109,10 +109,13 @@ def _reply_ref(msg: dict) -> ReplyRef | None:
     quote = msg.get("quote")
     if isinstance(quote, dict) and isinstance(quote.get("text"), str):
         text = quote["text"]
+    sender_id = _id(sender.get("id"))
+    # with the bot's id known, only a reply to *this* bot addresses it (not to another bot in the group)
+    is_this_bot = sender_id == bot_key if bot_key is not None else sender.get("is_bot") is True
     return ReplyRef(
         message_id=quoted_id,
-        sender_id=_id(sender.get("id")),
-        sender_is_bot=sender.get("is_bot") is True,
+        sender_id=sender_id,
+        sender_is_bot=is_this_bot,
         text=text,
     )
 
@@ -153,7 +156,8 @@ def parse_update(
     ``mention`` of ``@bot_username`` (case-insensitive), a ``text_mention`` of
     ``bot_id`` or a ``/cmd@bot_username`` command; ``is_command`` when a
     ``bot_command`` entity starts at offset 0 and is not addressed to another
-    bot; ``reply_to`` from ``reply_to_message`` (its sender may be unknown);
+    bot; ``reply_to`` from ``reply_to_message`` (its sender may be unknown;
+    ``sender_is_bot`` means this bot when ``bot_id`` is given, any bot otherwise);
     ``is_edit`` for ``edited_message`` or a bare Message with ``edit_date``;
     ``timestamp`` is ``date`` as UTC (the original send time, also for
     edits); ``language`` is ``from.language_code``.
@@ -263,8 +267,35 @@ def parse_update(
         timestamp=timestamp,
         mentions_bot=mentions_bot,
         mentions=tuple(mentions),
-        reply_to=_reply_ref(msg),
+        reply_to=_reply_ref(msg, bot_key),
         is_edit=is_edit,
         is_command=is_command,
         language=language if isinstance(language, str) and language else None,
     )
+
+
+def parse_migration(payload: dict) -> tuple[str, str] | None:
+    """``(old_chat_id, new_chat_id)`` when ``payload`` (an Update or a bare
+    Message) announces a group → supergroup migration, else None.
+
+    Telegram sends two service messages: ``migrate_to_chat_id`` in the old
+    group (its ``chat.id`` is the old id) and ``migrate_from_chat_id`` in the
+    new supergroup (often from GroupAnonymousBot on behalf of the chat). Both
+    give the same pair; handling either is enough and both are idempotent.
+    Never raises.
+    """
+    if not isinstance(payload, dict):
+        return None
+    msg, _, _ = _unwrap(payload)
+    if msg is None or not isinstance(msg.get("chat"), dict):
+        return None
+    chat_id = _id(msg["chat"].get("id"))
+    if chat_id is None:
+        return None
+    to_id = _id(msg.get("migrate_to_chat_id"))
+    if to_id is not None:
+        return chat_id, to_id
+    from_id = _id(msg.get("migrate_from_chat_id"))
+    if from_id is not None:
+        return from_id, chat_id
+    return None

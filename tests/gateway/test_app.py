@@ -1,21 +1,28 @@
 """The HTTP gateway in-process (Starlette TestClient): health, turns, Telegram
-and OneBot webhooks, and 4xx answers for malformed bodies."""
+and OneBot webhooks (behind their secret / access token), and 4xx answers for
+malformed bodies."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
 from conftest import SHARED_DATA
 from gateway.app import create_app
-from gateway.config import load_settings
+from gateway.config import TenantSettings, load_settings
+
+TG_SECRET = {"X-Telegram-Bot-Api-Secret-Token": "tg-secret"}
+ONEBOT_TOKEN = {"Authorization": "Bearer ob-token"}
 
 
 @pytest.fixture
 def client():
-    with TestClient(create_app(load_settings())) as c:
+    settings = load_settings(tenants={"default": TenantSettings(telegram={"webhook_secret": "tg-secret"})},
+                             onebot={"access_token": "ob-token"})
+    with TestClient(create_app(settings)) as c:
         yield c
 
 
@@ -53,18 +60,32 @@ def test_malformed_turns_get_4xx_with_reason(client, body, code):
 def test_telegram_webhook_real_update_and_ignored_update(client):
     """A real private-text Update runs a turn; a reaction update answers 200 and is ignored."""
     upd = json.loads((SHARED_DATA / "im/telegram/teloxide_update_private_text.json").read_text())
-    r = client.post("/telegram/default", json=upd)
-    assert r.status_code == 200 and r.json()["ok"] is True and "turn" in r.json()
+    r = client.post("/telegram/default", json=upd, headers=TG_SECRET)
+    assert r.status_code == 200 and r.json() == {"ok": True, "ignored": False}
     react = json.loads((SHARED_DATA / "im/telegram/teloxide_update_message_reaction_user.json").read_text())
-    r2 = client.post("/telegram/default", json=react)
+    r2 = client.post("/telegram/default", json=react, headers=TG_SECRET)
     assert r2.json() == {"ok": True, "ignored": True}
-    assert client.post("/telegram/default", content=b"{oops").status_code == 400
+    assert client.post("/telegram/default", content=b"{oops", headers=TG_SECRET).status_code == 400
+    assert client.post("/telegram/default", json=upd).status_code == 401
 
 
 def test_onebot_webhook_real_event(client):
     """A OneBot v11 private message event runs a turn; a meta event is ignored with 200."""
     event = json.loads((SHARED_DATA / "im/onebot/gocqhttp_docs_private_message_event.json").read_text())
-    assert client.post("/onebot/default", json=event).status_code == 200
+    assert client.post("/onebot/default", json=event, headers=ONEBOT_TOKEN).status_code == 200
+    assert client.post("/onebot/default", json=event).status_code == 401
     meta = {"time": 1, "self_id": 1, "post_type": "meta_event", "meta_event_type": "heartbeat"}
-    r = client.post("/onebot/default", json=meta)
+    r = client.post("/onebot/default", json=meta, headers=ONEBOT_TOKEN)
     assert r.status_code == 200 and r.json() == {}
+
+
+def test_app_import_does_not_load_platform_frameworks():
+    """Importing the app loads neither nonebot, aiogram nor wechatpy (they load lazily, per configured bridge)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gateway.app; "
+            "print([m for m in ('nonebot', 'aiogram', 'wechatpy') if m in sys.modules])")
+    root = str(Path(__file__).resolve().parents[2])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    assert out.stdout.strip() == "[]"

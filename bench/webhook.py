@@ -1,0 +1,183 @@
+"""Webhook → reply overhead of the gateway without a chat model.
+
+A real gateway (uvicorn + the FastAPI app, SQLite + LanceDB + the offline
+embedder in a temporary data root) on 127.0.0.1; ``CHATS`` concurrent
+private chats each send ``MESSAGES`` signed requests to ``POST
+/webhook/<tenant>`` one after the other (a bounded loop: ``CHATS x
+MESSAGES`` requests after a warm-up). Every request is a full turn: signature
+check, delivery claim, chat log, recall, recollection, prompt, capture; no
+model is configured, so what is measured is huiyi's own overhead between the
+webhook and the moment a reply could be generated and returned. Latency is
+the client-side round trip of each request. Nothing leaves the loopback
+interface.
+
+Prints one block: requests, concurrency, p50/p95/p99/max in ms, throughput,
+pass/miss against ``TARGET_P95_MS``, and where the time goes: the median of
+the pipeline's own stage timings (``TurnResult.latency_ms``: recall, capture,
+whole turn) next to the median round trip; the difference is the bridge
+(HTTP, signature, JSON, scheduling). The loop is closed (each chat sends its
+next message when the previous one is answered), so beyond the machine's
+capacity the figures show queueing, not per-turn cost: the per-stage medians
+tell the two apart.
+
+Run ``python -m bench.webhook`` (or ``run()`` from ``make bench``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+__all__ = ["run", "measure", "TARGET_P95_MS", "CHATS", "MESSAGES"]
+
+log = logging.getLogger(__name__)
+
+TARGET_P95_MS = 50.0
+CHATS = 50
+MESSAGES = 4
+WARMUP = 20
+SECRET = "bench-secret"
+TEXTS = ("我养了一只叫煤球的猫", "今天加班好累", "你还记得我的猫吗？", "我喜欢周末去爬山", "I work as a nurse in Leeds",
+         "明天要去面试了有点紧张", "what did I say about hiking?", "我最近在学吉他")
+
+
+def _percentile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _load(base: str, chats: int, messages: int, warmup: int) -> tuple[list[float], float]:
+    import httpx
+
+    from bridges.webhook.protocol import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+
+    limits = httpx.Limits(max_connections=chats, max_keepalive_connections=chats)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60.0) as client:
+        async def one(chat: int, n: int) -> float:
+            body = json.dumps({"sender_id": f"u{chat}", "chat_id": f"u{chat}", "message_id": f"m{n}",
+                               "text": TEXTS[(chat + n) % len(TEXTS)]}, ensure_ascii=False).encode()
+            ts = str(int(time.time()))
+            t0 = time.perf_counter()
+            r = await client.post("/webhook/bench", content=body, headers={
+                TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: sign(SECRET, ts, body), "Content-Type": "application/json"})
+            dt = (time.perf_counter() - t0) * 1000
+            if r.status_code != 200:
+                raise RuntimeError(f"webhook answered {r.status_code}: {r.text[:200]}")
+            return dt
+
+        for i in range(warmup):  # jieba, embedder, index and connection pools warm
+            await one(10_000 + i, 0)
+
+        async def chat_loop(chat: int) -> list[float]:
+            return [await one(chat, n) for n in range(messages)]
+
+        t0 = time.perf_counter()
+        results = await asyncio.gather(*(chat_loop(c) for c in range(chats)))
+        wall = time.perf_counter() - t0
+    return [x for r in results for x in r], wall
+
+
+def measure(workdir: Path, *, chats: int = CHATS, messages: int = MESSAGES, warmup: int = WARMUP) -> dict:
+    """Start a gateway with its data under ``workdir`` and run the load; returns
+    ``{"requests", "chats", "p50_ms", "p95_ms", "p99_ms", "max_ms", "mean_ms", "per_s",
+    "turn_p50_ms", "recall_p50_ms", "capture_p50_ms"}`` (milliseconds, requests/s)."""
+    import uvicorn
+
+    from gateway.app import create_app
+    from gateway.config import TenantSettings, load_settings
+    from gateway.pipeline import Pipeline
+    from gateway.service import build_core
+
+    class TimedPipeline(Pipeline):
+        """The real pipeline, keeping each turn's own stage timings."""
+
+        stages: list[dict[str, float]] = []
+
+        async def handle(self, tenant, msg):
+            result = await super().handle(tenant, msg)
+            self.stages.append(result.latency_ms)
+            return result
+
+    settings = load_settings(data_dir=workdir, database_url=f"sqlite:///{workdir / 'huiyi.db'}",
+                             index_uri=str(workdir / "index"),
+                             tenants={"bench": TenantSettings(webhook={"secret": SECRET})})
+    pipeline = TimedPipeline(settings, build_core(settings))
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings, pipeline), host="127.0.0.1", port=port,
+                                           log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 300
+    while not server.started:
+        if time.time() > deadline or not thread.is_alive():
+            raise RuntimeError("gateway did not start")
+        time.sleep(0.05)
+    try:
+        lat, wall = asyncio.run(_load(f"http://127.0.0.1:{port}", chats, messages, warmup))
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        pipeline.core.close()
+    stages = pipeline.stages[warmup:]
+
+    def stage(name: str) -> float:
+        xs = [s[name] for s in stages if name in s]
+        return statistics.median(xs) if xs else float("nan")
+
+    return {"requests": len(lat), "chats": chats, "p50_ms": _percentile(lat, 50), "p95_ms": _percentile(lat, 95),
+            "p99_ms": _percentile(lat, 99), "max_ms": max(lat), "mean_ms": statistics.fmean(lat),
+            "per_s": len(lat) / wall, "turn_p50_ms": stage("total"), "recall_p50_ms": stage("recall"),
+            "capture_p50_ms": stage("capture")}
+
+
+def _block(title: str, f: dict) -> str:
+    verdict = "pass" if f["p95_ms"] <= TARGET_P95_MS else "MISS"
+    return (f"{title}\n"
+            f"  requests {f['requests']} over {f['chats']} concurrent chat(s), {f['per_s']:.1f} req/s\n"
+            f"  round trip ms: p50 {f['p50_ms']:.1f}  p95 {f['p95_ms']:.1f}  p99 {f['p99_ms']:.1f}  "
+            f"max {f['max_ms']:.1f}  mean {f['mean_ms']:.1f}\n"
+            f"  inside the turn (median ms): turn {f['turn_p50_ms']:.1f}  recall {f['recall_p50_ms']:.1f}  "
+            f"capture {f['capture_p50_ms']:.1f}\n"
+            f"  target p95 <= {TARGET_P95_MS:.0f} ms: {verdict}\n")
+
+
+def run() -> None:
+    """Run the benchmark (50 concurrent chats, then one chat alone for the
+    unqueued per-turn cost), each in a temporary data root, and print the figures."""
+    out = ["webhook → reply overhead (no model; POST /webhook, SQLite + LanceDB + offline embedder, 127.0.0.1)"]
+    for title, chats, messages in ((f"{CHATS} concurrent chats, closed loop", CHATS, MESSAGES),
+                                   ("1 chat alone (no queueing)", 1, 5 * MESSAGES)):
+        workdir = Path(tempfile.mkdtemp(prefix="huiyi-bench-webhook-"))
+        try:
+            out.append(_block(title, measure(workdir, chats=chats, messages=messages)))
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    out.append(f"machine: {os.cpu_count()} cores, load average {load} at the end "
+               "(round trip minus turn = bridge + queueing for a worker thread)\n")
+    sys.stdout.write("\n".join(out))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    run()

@@ -1,0 +1,133 @@
+"""huiyi as a NoneBot2 plugin: OneBot v11 messages → the pipeline → replies.
+
+Loaded by the gateway's own NoneBot2 host (``bridges.qq.host``), or by any
+existing NoneBot2 bot with the OneBot v11 adapter::
+
+    nonebot.load_plugin("bridges.qq.huiyi_plugin")
+
+Hosted, the gateway binds its pipeline (``bind``). In a bot of its own the
+plugin builds one from huiyi's settings (``HUIYI_*`` environment and
+``HUIYI_CONFIG``) on the first message and closes it at driver shutdown.
+
+Each message event is turned back into the OneBot v11 JSON the
+implementation sent (with the message as it arrived, before NoneBot strips
+the @-mention and reply segments) and parsed by ``bridges.qq.parse``, so
+hosted, standalone and HTTP quick-operation paths see the same
+``InboundMessage``. NoneBot's ``to_me`` (@-mention, reply to the bot, or the
+bot's nickname) also counts as addressing the bot. Anonymous group messages,
+the bot's own messages and non-text events are ignored by the parser. A
+re-delivered event (same message id in the same chat) is a duplicate turn:
+no second reply, no second capture. In groups the reply carries a ``reply``
+segment pointing at the person's message. The matcher does not block:
+other plugins still see every message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from nonebot import get_driver, on_message
+from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent, Message, MessageEvent, MessageSegment
+from nonebot.plugin import PluginMetadata
+
+from bridges.qq.parse import parse_event
+
+__all__ = ["bind", "unbind", "handle_event", "event_payload", "tenant_for"]
+
+log = logging.getLogger(__name__)
+
+__plugin_meta__ = PluginMetadata(
+    name="huiyi",
+    description="Long-term memory for a companion bot: recall, reply and capture through the huiyi gateway",
+    usage="Talk to the bot in private, or @-mention / reply to it in a group.",
+    type="application",
+    supported_adapters={"~onebot.v11"},
+)
+
+_state: dict[str, Any] = {"pipeline": None, "owned": False}
+_build_lock = asyncio.Lock()
+
+
+def bind(pipeline: Any) -> None:
+    """Use ``pipeline`` (a ``gateway.pipeline.Pipeline``) for every message."""
+    _state["pipeline"], _state["owned"] = pipeline, False
+
+
+def unbind(pipeline: Any) -> None:
+    """Forget ``pipeline`` if it is the bound one."""
+    if _state["pipeline"] is pipeline:
+        _state["pipeline"], _state["owned"] = None, False
+
+
+async def _pipeline() -> Any:
+    if _state["pipeline"] is not None:
+        return _state["pipeline"]
+    async with _build_lock:
+        if _state["pipeline"] is None:  # standalone: the plugin runs huiyi itself
+            from gateway.config import load_settings
+            from gateway.service import build_pipeline
+
+            _state["pipeline"] = await asyncio.to_thread(build_pipeline, load_settings())
+            _state["owned"] = True
+    return _state["pipeline"]
+
+
+@get_driver().on_shutdown
+async def _close_owned() -> None:
+    if _state["owned"] and _state["pipeline"] is not None:
+        pipeline, _state["pipeline"], _state["owned"] = _state["pipeline"], None, False
+        await asyncio.to_thread(pipeline.core.close)
+
+
+def tenant_for(pipeline: Any, self_id: str) -> str:
+    """The tenant whose ``qq.self_ids`` lists the bot, else ``onebot.default_tenant``."""
+    for name, tenant in pipeline.settings.tenants.items():
+        if str(self_id) in tenant.qq.self_ids:
+            return name
+    return pipeline.settings.onebot.default_tenant
+
+
+def event_payload(event: MessageEvent) -> dict:
+    """The OneBot v11 JSON of ``event`` with the message as it arrived (array form)."""
+    payload = event.model_dump(exclude={"message", "original_message", "to_me", "reply"})
+    payload["message"] = [{"type": seg.type, "data": dict(seg.data)} for seg in event.original_message]
+    return payload
+
+
+async def handle_event(bot: Bot, event: MessageEvent) -> Any:
+    """Run one turn for ``event`` and send its reply; returns the TurnResult, or
+    None when the event is not a person's text message. Send failures are
+    logged (the turn, its capture included, is already done)."""
+    pipeline = await _pipeline()
+    msg = parse_event(event_payload(event))
+    if msg is None:
+        return None
+    updates: dict[str, Any] = {}
+    if msg.chat.is_group and event.to_me and not msg.mentions_bot:
+        updates["mentions_bot"] = True
+    reply = event.reply
+    if msg.reply_to is not None and reply is not None and reply.sender.user_id is not None:
+        updates["reply_to"] = msg.reply_to.model_copy(update={
+            "sender_id": str(reply.sender.user_id), "sender_is_bot": str(reply.sender.user_id) == str(bot.self_id)})
+    if updates:
+        msg = msg.model_copy(update=updates)
+    result = await pipeline.handle(tenant_for(pipeline, bot.self_id), msg)
+    if result.reply and not result.duplicate:
+        out = Message(MessageSegment.text(result.reply))
+        if isinstance(event, GroupMessageEvent):
+            out = MessageSegment.reply(event.message_id) + out
+        try:
+            await bot.send(event, out)
+        except Exception as exc:  # noqa: BLE001 - network/API failures of the OneBot implementation
+            log.warning("qq: reply to %s failed: %s: %s", msg.chat.key, type(exc).__name__, exc)
+    return result
+
+
+_matcher = on_message(priority=50, block=False)
+
+
+@_matcher.handle()
+async def _on_message(bot: Bot, event: MessageEvent) -> None:
+    await handle_event(bot, event)

@@ -1,0 +1,1 @@
+"""The generic signed JSON webhook for platforms without a bridge of their own."""

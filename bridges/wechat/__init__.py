@@ -1,0 +1,1 @@
+"""WeChat Official Account and WeCom callbacks: pure parser, callback crypto, reply API."""

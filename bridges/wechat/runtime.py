@@ -1,0 +1,125 @@
+"""WeChat runtime: the callback routes' logic and the 5-second rule.
+
+WeChat waits 5 seconds for the answer to a message callback, then retries
+the same message up to three times. So a message runs its turn in a task and
+the callback waits at most ``WeChatSettings.reply_within`` seconds for it:
+
+- the turn finished with a reply that fits one message → the reply is the
+  HTTP answer (a passive reply, encrypted in safe mode);
+- otherwise → the answer is ``success`` at once, and the reply (when there is
+  one) goes out through the reply API (``bridges.wechat.api``) as soon as the
+  turn ends.
+
+A retry of a message already claimed (same tenant, platform, sender and
+MsgId: the pipeline's delivery key) is a duplicate turn: it answers
+``success`` and neither replies nor captures, so three retries give one reply
+and one capture. Turn tasks are tracked and awaited on ``close()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import httpx
+
+from bridges.wechat.api import TEXT_LIMIT_BYTES, WeChatAPI
+from bridges.wechat.callback import WeChatCallback
+from bridges.wechat.parse import parse_message
+
+if TYPE_CHECKING:
+    from gateway.pipeline import Pipeline, TurnResult
+
+__all__ = ["WeChatRuntime", "SUCCESS"]
+
+log = logging.getLogger(__name__)
+
+#: The body that tells WeChat "received, no passive reply".
+SUCCESS = "success"
+
+
+class WeChatRuntime:
+    """WeChat callbacks for the tenants of ``pipeline``; ``client`` is the shared
+    httpx client of the reply API. Use inside one event loop."""
+
+    def __init__(self, pipeline: Pipeline, client: httpx.AsyncClient) -> None:
+        self.pipeline = pipeline
+        self.client = client
+        self._apis: dict[str, WeChatAPI] = {}
+        self._tasks: set[asyncio.Task] = set()
+
+    def callback(self, tenant: str) -> WeChatCallback:
+        """The tenant's callback handler. Raises UnknownTenant, NotConfigured."""
+        return WeChatCallback(self.pipeline.tenant(tenant).wechat)
+
+    def api(self, tenant: str) -> WeChatAPI:
+        """The tenant's reply API client (one per tenant, caching its token)."""
+        if tenant not in self._apis:
+            self._apis[tenant] = WeChatAPI(self.pipeline.tenant(tenant).wechat, self.client)
+        return self._apis[tenant]
+
+    def verify(self, tenant: str, query: Mapping[str, str]) -> str:
+        """Body of the URL-verification answer. Raises SignatureError, NotConfigured."""
+        return self.callback(tenant).verify_url(query)
+
+    async def receive(self, tenant: str, query: Mapping[str, str], body: bytes) -> str:
+        """Handle one message callback; returns the HTTP answer body (a passive
+        reply or ``success``). Raises SignatureError / NotConfigured before
+        anything is processed."""
+        cb = self.callback(tenant)
+        fields = cb.open(query, body)
+        msg = parse_message(fields, platform=cb.platform) if fields is not None else None
+        if msg is None:
+            return SUCCESS
+        turn = self._track(asyncio.create_task(self.pipeline.handle(tenant, msg)))
+        wait = self.pipeline.tenant(tenant).wechat.reply_within
+        done, _ = await asyncio.wait({turn}, timeout=max(0.0, wait))
+        if turn in done:
+            result = self._result(turn, tenant)
+            if result is None or not result.reply or result.duplicate:
+                return SUCCESS
+            if len(result.reply.encode("utf-8")) <= TEXT_LIMIT_BYTES:
+                return cb.seal(cb.reply_xml(fields, result.reply), query)
+            self._track(asyncio.create_task(self._deliver(tenant, msg.sender_id, result.reply)))
+            return SUCCESS
+        log.info("wechat: turn for %s message %s exceeds %.1f s; replying through the API",
+                 tenant, msg.message_id, wait)
+        self._track(asyncio.create_task(self._deliver_when_done(tenant, msg.sender_id, turn)))
+        return SUCCESS
+
+    async def close(self, timeout: float = 30.0) -> None:
+        """Wait (at most ``timeout`` seconds) for pending turns and deliveries."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
+
+    # -- internals -------------------------------------------------------------
+
+    def _track(self, task: asyncio.Task) -> asyncio.Task:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    @staticmethod
+    def _result(task: asyncio.Task, tenant: str) -> TurnResult | None:
+        if task.cancelled():
+            return None
+        exc = task.exception()
+        if exc is not None:
+            log.error("wechat: turn for tenant %s failed: %s: %s", tenant, type(exc).__name__, exc)
+            return None
+        return task.result()
+
+    async def _deliver_when_done(self, tenant: str, user: str, turn: asyncio.Task) -> None:
+        await asyncio.wait({turn})
+        result = self._result(turn, tenant)
+        if result is not None and result.reply and not result.duplicate:
+            await self._deliver(tenant, user, result.reply)
+
+    async def _deliver(self, tenant: str, user: str, text: str) -> None:
+        try:
+            n = await self.api(tenant).send_text(user, text)
+            log.info("wechat: reply for tenant %s sent through the API in %d message(s)", tenant, n)
+        except Exception as exc:  # noqa: BLE001 - the turn is done; only the reply is lost
+            log.warning("wechat: reply API for tenant %s failed: %s", tenant, exc)

@@ -1,0 +1,285 @@
+"""Fake platform APIs on 127.0.0.1 for the bridge tests, one per seam:
+
+- ``FakeTelegram``: the Bot API (``/bot<token>/<method>``) as aiogram's session
+  calls it; records every call's method and decoded parameters, answers
+  ``sendMessage`` with a real Message object, serves queued updates to
+  ``getUpdates``, and can answer a chat with a scripted error (e.g. the
+  "group was upgraded to a supergroup" migration error).
+- ``FakeWeChatAPI``: the OA/WeCom token and message endpoints; records sends.
+- ``FakeCallback``: a receiver for generic-webhook callbacks; records bodies
+  and headers.
+
+Each runs uvicorn in a thread (like ``fake_openai``); tests clear ``calls``
+between uses with ``reset()``.
+
+This module is also a pytest plugin (``pytest_plugins`` in tests/conftest.py):
+it provides the fixtures of the bridge runtime tests and NoneBot's init
+arguments for nonebug, which initialises NoneBot once per test session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections import deque
+from urllib.parse import parse_qsl
+
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from fake_openai import _free_port
+
+
+class _Server:
+    """uvicorn in a daemon thread on a free loopback port."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.app = self._make_app()
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def _make_app(self) -> FastAPI:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def start(self):
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.time() + 10
+        while not self._server.started:
+            if time.time() > deadline:
+                raise RuntimeError(f"{type(self).__name__} did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def wait_for(self, predicate, timeout: float = 10.0) -> bool:
+        """Poll ``predicate()`` until true or ``timeout`` seconds pass."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.02)
+        return predicate()
+
+
+def _decode(value: str):
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+class FakeTelegram(_Server):
+    """The Bot API. ``calls``: ``[(method, params)]`` with JSON-looking values decoded
+    (so ``chat_id`` is an int, ``reply_parameters`` a dict)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+        self.updates: deque[dict] = deque()
+        self.errors: dict[int, dict] = {}
+        self._next_id = 1000
+        super().__init__()
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.updates.clear()
+        self.errors.clear()
+
+    def sent(self) -> list[dict]:
+        """Parameters of every successful-or-not sendMessage call, in order."""
+        return [p for m, p in self.calls if m == "sendmessage"]
+
+    def _make_app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.post("/bot{token}/{method}")
+        async def call(token: str, method: str, request: Request):
+            raw = (await request.body()).decode("utf-8")
+            ctype = request.headers.get("content-type", "")
+            if "json" in ctype:
+                params = json.loads(raw or "{}")
+            else:
+                params = {k: _decode(v) for k, v in parse_qsl(raw, keep_blank_values=True)}
+            name = method.lower()
+            self.calls.append((name, params))
+            if name == "sendmessage":
+                chat_id = int(params["chat_id"])
+                if chat_id in self.errors:
+                    return JSONResponse(self.errors[chat_id], status_code=self.errors[chat_id]["error_code"])
+                self._next_id += 1
+                kind = "private" if chat_id > 0 else "supergroup"
+                result = {"message_id": self._next_id, "date": int(time.time()), "text": params.get("text", ""),
+                          "chat": {"id": chat_id, "type": kind}}
+                if "message_thread_id" in params:
+                    result["message_thread_id"] = int(params["message_thread_id"])
+                return {"ok": True, "result": result}
+            if name == "getupdates":
+                batch = list(self.updates)
+                self.updates.clear()
+                if not batch:
+                    await asyncio.sleep(0.05)
+                return {"ok": True, "result": batch}
+            if name == "getme":
+                return {"ok": True, "result": {"id": int(token.split(":")[0]), "is_bot": True, "first_name": "huiyi",
+                                               "username": "huiyi_bot"}}
+            return {"ok": True, "result": True}
+
+        return app
+
+
+class FakeWeChatAPI(_Server):
+    """OA ``/cgi-bin/stable_token`` + ``/cgi-bin/message/custom/send`` and WeCom
+    ``/cgi-bin/gettoken`` + ``/cgi-bin/message/send``. ``sends``: message bodies;
+    ``token_calls``: how many tokens were handed out."""
+
+    def __init__(self) -> None:
+        self.sends: list[dict] = []
+        self.token_calls = 0
+        super().__init__()
+
+    def reset(self) -> None:
+        self.sends.clear()
+        self.token_calls = 0
+
+    def _make_app(self) -> FastAPI:
+        app = FastAPI()
+
+        def token():
+            self.token_calls += 1
+            return {"access_token": f"TOKEN{self.token_calls}", "expires_in": 7200}
+
+        @app.post("/cgi-bin/stable_token")
+        async def stable_token():
+            return token()
+
+        @app.get("/cgi-bin/gettoken")
+        async def gettoken():
+            return token()
+
+        @app.post("/cgi-bin/message/custom/send")
+        @app.post("/cgi-bin/message/send")
+        async def send(request: Request, access_token: str = ""):
+            if not access_token.startswith("TOKEN"):
+                return {"errcode": 40001, "errmsg": "invalid credential"}
+            self.sends.append(await request.json())
+            return {"errcode": 0, "errmsg": "ok"}
+
+        return app
+
+
+class FakeCallback(_Server):
+    """Receives generic-webhook callbacks at ``/callback``: ``received`` holds
+    ``(headers, raw body)`` pairs."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[dict, bytes]] = []
+        super().__init__()
+
+    def reset(self) -> None:
+        self.received.clear()
+
+    def _make_app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.post("/callback")
+        async def callback(request: Request):
+            self.received.append((dict(request.headers), await request.body()))
+            return {"ok": True}
+
+        return app
+
+
+# -- pytest plugin ---------------------------------------------------------
+
+#: The OneBot credentials NoneBot is initialised with (nonebug reads them once).
+ONEBOT_TOKEN = "qq-access-token"
+ONEBOT_SECRET = "qq-signing-secret"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from nonebug import NONEBOT_INIT_KWARGS
+
+    config.stash[NONEBOT_INIT_KWARGS] = {"driver": "~fastapi", "onebot_access_token": ONEBOT_TOKEN,
+                                         "onebot_secret": ONEBOT_SECRET}
+
+
+@pytest.fixture(scope="session")
+def fake_telegram_server():
+    server = FakeTelegram().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_telegram(fake_telegram_server):
+    """The fake Bot API with no calls, updates or scripted errors."""
+    fake_telegram_server.reset()
+    return fake_telegram_server
+
+
+@pytest.fixture(scope="session")
+def fake_wechat_server():
+    server = FakeWeChatAPI().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_wechat(fake_wechat_server):
+    """The fake WeChat reply API with no sends."""
+    fake_wechat_server.reset()
+    return fake_wechat_server
+
+
+@pytest.fixture(scope="session")
+def fake_callback_server():
+    server = FakeCallback().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_callback(fake_callback_server):
+    """The fake generic-webhook callback receiver, empty."""
+    fake_callback_server.reset()
+    return fake_callback_server
+
+
+@pytest.fixture
+def gateway(llm, monkeypatch):
+    """Factory: ``gateway(**tenant_fields)`` → a running TestClient of the real app
+    (SQLite + LanceDB under the per-test data root) whose ``default`` tenant has
+    these fields and the fake chat model. ``gateway.settings_overrides`` go to
+    ``load_settings``."""
+    from fastapi.testclient import TestClient
+
+    from gateway.app import create_app
+    from gateway.config import TenantSettings, load_settings
+
+    monkeypatch.setenv("HUIYI_LLM_BASE_URL", llm.base_url)
+    monkeypatch.setenv("HUIYI_LLM_MODEL", "fake-chat")
+    clients: list[TestClient] = []
+
+    def make(*, settings_overrides: dict | None = None, **tenant: object) -> TestClient:
+        settings = load_settings(tenants={"default": TenantSettings(**tenant)}, **(settings_overrides or {}))
+        client = TestClient(create_app(settings))
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.__exit__(None, None, None)
