@@ -9,6 +9,8 @@ failure to an apology, and capture still runs (DESIGN "Fallbacks").
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import logging
 import time
 from dataclasses import asdict, dataclass, field
@@ -19,8 +21,9 @@ from gateway.llm import ChatModel
 from gateway.messages import InboundMessage
 from gateway.prompt import build_messages
 from locales import resolve_language, translate
-from memory.capture import capture
+from memory.capture import LLMExtractor, capture, capture_edit
 from memory.core import MemoryCore
+from memory.emotion import analyse
 from memory.reconstruct import Recollection, template_recollection
 from memory.store import ChatLine, utcnow
 from memory.types import Namespace
@@ -87,6 +90,18 @@ class Pipeline:
             self._models[tenant] = ChatModel(cfg)
         return self._models[tenant]
 
+    def extractor(self, tenant: str) -> LLMExtractor | None:
+        """The tenant's LLM fact extractor when it has a chat model (None: the
+        heuristic one). Call it on the event loop: the model call is scheduled back
+        onto this loop from capture's worker thread. Temperature 0; the model's own
+        timeout bounds it, and any failure falls back to the heuristic."""
+        model = self.model(tenant)
+        if model is None:
+            return None
+        complete = functools.partial(model.complete, temperature=0.0, max_tokens=800)
+        return LLMExtractor(complete, loop=asyncio.get_running_loop(),
+                            timeout=model.settings.timeout * (model.settings.max_retries + 1) + 1)
+
     def addressed(self, t: TenantSettings, msg: InboundMessage) -> bool:
         """Would the bot answer: always in private; in groups when mentioned, when
         the message replies to the bot, or when a configured keyword appears."""
@@ -105,8 +120,8 @@ class Pipeline:
         ns = Namespace.of(tenant, msg.platform, msg.sender_id)
         res = TurnResult(tenant=tenant, namespace=str(ns), chat=chat.key, message_id=msg.message_id)
         delivery = f"{tenant}|{msg.platform}|{chat.key}|{msg.message_id}"
-        if msg.is_edit:
-            delivery += f"|edit|{msg.timestamp.isoformat()}|{hash(msg.text) & 0xFFFFFFFF:x}"
+        if msg.is_edit:  # a stable digest: replays in another process must find the same key
+            delivery += f"|edit|{msg.timestamp.isoformat()}|{hashlib.sha256(msg.text.encode()).hexdigest()[:16]}"
         if not await asyncio.to_thread(self.core.store.claim_delivery, delivery):
             log.info("duplicate delivery %s", delivery)
             res.duplicate = True
@@ -124,9 +139,11 @@ class Pipeline:
         if res.addressed or not chat.is_group or t.capture_all_group_messages:
             t0 = time.perf_counter()
             try:
-                results = await asyncio.to_thread(capture, self.core, ns, msg.text, chat=chat,
-                                                  said_at=msg.timestamp, message_id=msg.message_id)
-                res.captured = [r.memory.id for r in results if r.memory is not None and r.action != "rejected"]
+                results = await asyncio.to_thread(capture_edit if msg.is_edit else capture, self.core, ns, msg.text,
+                                                  chat=chat, said_at=msg.timestamp, message_id=msg.message_id,
+                                                  extractor=self.extractor(tenant), tz=t.tz)
+                res.captured = [r.memory.id for r in results
+                                if r.memory is not None and r.action not in ("rejected", "conflict")]
             except Exception:  # noqa: BLE001 - capture must never break the turn; the message is in the chat log
                 log.exception("capture failed for %s message %s", ns, msg.message_id)
             res.latency_ms["capture"] = _ms(t0)
@@ -145,7 +162,8 @@ class Pipeline:
 
             hits = await asyncio.to_thread(self.core.recall, ns, [line.text for line in tail if line.role == "user"
                                                                   and line.sender_id == msg.sender_id] or [msg.text],
-                                           chat=chat, params=RecallParams(k=t.recall_k))
+                                           chat=chat, params=RecallParams(k=t.recall_k),
+                                           query_valence=analyse(msg.text).valence)
         except Exception as exc:  # noqa: BLE001 - the chat never waits on the memory
             reason = f"recall failed: {type(exc).__name__}"
             log.warning("recall failed for %s: %s", ns, exc)
