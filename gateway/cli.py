@@ -4,6 +4,7 @@ serve     run the HTTP gateway (uvicorn) on HUIYI_HOST:HUIYI_PORT (127.0.0.1:808
 replay    run platform payload files through the pipeline, one JSON line per person-message
 recall    print the hits of a query for one subject, with scores and channel ranks
 reindex   rebuild the search index from SQL
+memories  list | show | history | forget | forget-subject of one person (gateway/cli_memories.py)
 """
 
 from __future__ import annotations
@@ -115,8 +116,11 @@ def recall(query: Annotated[str, typer.Argument(help="query text")],
     _logging()
     core = build_core(load_settings())
     try:
+        from memory.emotion import analyse
+
         ns = Namespace(tenant, subject)
-        hits = core.recall(ns, [query], params=RecallParams(k=k))
+        valence = analyse(query).valence
+        hits = core.recall(ns, [query], params=RecallParams(k=k), query_valence=valence)
         out = []
         for h in hits:
             row = {"id": h.memory.id, "text": h.memory.text, "score": round(h.score, 6), "ranks": h.ranks,
@@ -124,7 +128,8 @@ def recall(query: Annotated[str, typer.Argument(help="query text")],
             if explain and h.parts is not None:
                 row["parts"] = {f: round(getattr(h.parts, f), 6) for f in h.parts.__dataclass_fields__}
             out.append(row)
-        sys.stdout.write(json.dumps({"namespace": str(ns), "hits": out}, ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"namespace": str(ns), "query_valence": valence, "hits": out},
+                                    ensure_ascii=False, indent=2) + "\n")
     finally:
         core.close()
 
@@ -144,6 +149,10 @@ def reindex() -> None:
     finally:
         core.close()
 
+
+from gateway.cli_memories import memories_app  # noqa: E402 - registered after the commands above
+
+app.add_typer(memories_app, name="memories")
 
 if __name__ == "__main__":  # pragma: no cover
     app()

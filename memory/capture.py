@@ -92,7 +92,7 @@ _CATEGORY_WORDS: tuple[tuple[Category, re.Pattern[str]], ...] = (
     (Category.RELATIONSHIP, re.compile(r"妈妈|爸爸|父母|老婆|老公|女朋友|男朋友|对象|孩子|儿子|女儿|哥哥|姐姐|弟弟|妹妹|朋友|同事|"
                                        r"猫|狗|宠物|\bmom\b|\bdad\b|\bwife\b|\bhusband\b|\bgirlfriend\b|\bboyfriend\b|"
                                        r"\bkids?\b|\bson\b|\bdaughter\b|\bfriend\b|\bcat\b|\bdog\b|\bpet\b", re.I)),
-    (Category.ROUTINE, re.compile(r"每天|每周|每晚|每早|经常|常常|总是|习惯|平时|\bevery (day|week|morning|night)\b|"
+    (Category.ROUTINE, re.compile(r"每天|每周|每晚|每早|经常|(?<!非)常(?!识)|总是|习惯|平时|\bevery (day|week|morning|night)\b|"
                                   r"\busually\b|\balways\b|\boften\b", re.I)),
     (Category.EVENT, re.compile(r"明天|昨天|今天|上周|下周|周末|下个月|去年|刚刚|考试|面试|旅行|搬家|"
                                 r"\btomorrow\b|\byesterday\b|\btoday\b|\bnext week\b|\blast week\b|\bweekend\b", re.I)),
@@ -569,9 +569,9 @@ def capture_edit(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_a
     same ``message_id``).
 
     Each new fact whose key a derived memory holds updates that memory (a new
-    version, or nothing when unchanged); other new facts revise the remaining
-    derived memories in order (same id, version + 1, key and category replaced),
-    or are stored as new; derived memories the edit no longer supports are
+    version, or nothing when unchanged); another new fact revises a remaining
+    derived memory of its category in place (same id, version + 1, new key), or
+    is stored as new; derived memories the edit no longer supports are
     retracted. ``said_at`` is the original message time (edits do not make old
     evidence new: tombstones still refuse it). Returns the AddResults of the new
     facts.
@@ -579,22 +579,25 @@ def capture_edit(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_a
     from memory.core import default_key
 
     extractor = extractor or HeuristicExtractor()
-    derived = core.store.find_by_source(ns, chat, message_id)
-    facts = extractor.extract(text, said_at, tz)
-    results = []
-    for f in facts:
-        mem = _memory(core, ns, f, chat, said_at, message_id)
+    remaining = core.store.find_by_source(ns, chat, message_id)
+    mems = [(f, _memory(core, ns, f, chat, said_at, message_id)) for f in extractor.extract(text, said_at, tz)]
+    pairs: list[tuple[str, str | None]] = [("new", None)] * len(mems)
+    for i, (_f, mem) in enumerate(mems):  # first: the same key
         key = mem.key or default_key(mem)
-        same = next((d for d in derived if d.key == key), None)
+        same = next((d for d in remaining if d.key == key), None)
         if same is not None:
-            derived.remove(same)
-            results.append(core.add(ns, mem, said_at=said_at, evidence=f.source or text, actor="edit"))
-        elif derived:
-            old = derived.pop(0)
-            results.append(core.add(ns, mem, said_at=said_at, evidence=f.source or text, actor="edit",
-                                    replaces=old.id))
-        else:
-            results.append(core.add(ns, mem, said_at=said_at, evidence=f.source or text, actor="edit"))
+            remaining.remove(same)
+            pairs[i] = ("same", same.id)
+    for i, (_f, mem) in enumerate(mems):  # then: a changed statement of the same category
+        if pairs[i][0] == "new":
+            other = next((d for d in remaining if d.category is mem.category), None)
+            if other is not None:
+                remaining.remove(other)
+                pairs[i] = ("revise", other.id)
+    results = [core.add(ns, mem, said_at=said_at, evidence=f.source or text, actor="edit",
+                        replaces=target if how == "revise" else None)
+               for (f, mem), (how, target) in zip(mems, pairs)]
+    derived = remaining
     kept = {r.memory.id for r in results if r.memory is not None}
     for old in derived:
         if old.id not in kept:

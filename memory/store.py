@@ -151,6 +151,21 @@ class _ChatLogRow(SQLModel, table=True):
     at: datetime
 
 
+class _RedactionRow(SQLModel, table=True):
+    """A chat-log line removed by a forget: ids only, so that a replay of the same
+    message does not put its text back into the conversation tail."""
+
+    __tablename__ = "chat_redactions"
+    __table_args__ = (UniqueConstraint("tenant", "chat", "message_id", "sender_id", name="uq_chat_redaction"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant: str = Field(max_length=64)
+    chat: str = Field(max_length=300)
+    message_id: str = Field(max_length=128)
+    sender_id: str = Field(max_length=128)
+    at: datetime
+
+
 class _IndexOpRow(SQLModel, table=True):
     __tablename__ = "index_outbox"
 
@@ -507,6 +522,11 @@ class Store:
         s.exec(delete(_ChatLogRow).where(_ChatLogRow.tenant == ns.tenant, _ChatLogRow.chat == origin,  # type: ignore[call-overload]
                                          _ChatLogRow.role == "user", _ChatLogRow.sender_id == user_id,
                                          _ChatLogRow.message_id == message_id))
+        if not s.exec(select(_RedactionRow.id).where(
+                _RedactionRow.tenant == ns.tenant, _RedactionRow.chat == origin, _RedactionRow.message_id == message_id,
+                _RedactionRow.sender_id == user_id)).first():
+            s.add(_RedactionRow(tenant=ns.tenant, chat=origin, message_id=message_id[:128], sender_id=user_id[:128],
+                                at=utcnow()))
 
     def retract(self, ns: Namespace, memory_id: str) -> None:
         """Remove a memory whose evidence was withdrawn (its message was edited and no
@@ -533,11 +553,14 @@ class Store:
         platform identity (``person:…``) has none."""
         platform, _, user_id = ns.subject.partition(":")
         with self._write() as s:
-            rows = s.exec(select(_ChatLogRow.id).where(
+            rows = s.exec(select(_ChatLogRow.chat, _ChatLogRow.message_id).where(
                 _ChatLogRow.tenant == ns.tenant, _ChatLogRow.role == "user", _ChatLogRow.sender_id == user_id,
                 _ChatLogRow.chat.startswith(f"{platform}:"))).all()  # type: ignore[attr-defined]
-            if rows:
-                s.exec(delete(_ChatLogRow).where(_ChatLogRow.id.in_(list(rows))))  # type: ignore[attr-defined,call-overload]
+            for chat, message_id in set(rows):
+                self._redact(s, ns, chat, message_id)
+            s.exec(delete(_ChatLogRow).where(_ChatLogRow.tenant == ns.tenant, _ChatLogRow.role == "user",  # type: ignore[call-overload]
+                                             _ChatLogRow.sender_id == user_id,
+                                             _ChatLogRow.chat.startswith(f"{platform}:")))  # type: ignore[attr-defined]
         return len(rows)
 
     def scrub(self) -> None:
@@ -620,9 +643,15 @@ class Store:
         except IntegrityError:
             return False
 
-    def append_chat(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int = 200) -> None:
-        """Append a line to the chat's recent log, keeping at most ``keep`` lines."""
+    def append_chat(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int = 200) -> bool:
+        """Append a line to the chat's recent log, keeping at most ``keep`` lines.
+        A person's line that a forget redacted (same chat, message id and sender)
+        is not appended again — a replay cannot bring it back; returns False then."""
         with self._write() as s:
+            if line.role == "user" and line.message_id and s.exec(select(_RedactionRow.id).where(
+                    _RedactionRow.tenant == tenant, _RedactionRow.chat == chat.key,
+                    _RedactionRow.message_id == line.message_id, _RedactionRow.sender_id == line.sender_id)).first():
+                return False
             s.add(_ChatLogRow(tenant=tenant, chat=chat.key, role=line.role, sender_id=line.sender_id,
                               sender_name=line.sender_name, message_id=line.message_id, text=line.text, at=line.at))
             s.flush()
@@ -633,6 +662,7 @@ class Store:
             if cutoff is not None:
                 s.exec(delete(_ChatLogRow).where(_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat.key,  # type: ignore[call-overload]
                                                  _ChatLogRow.id <= cutoff))
+        return True
 
     def chat_tail(self, tenant: str, chat: ChatRef, n: int = 8) -> list[ChatLine]:
         """The last ``n`` lines of the chat, oldest first."""
