@@ -40,7 +40,7 @@ def reindex(core, authority: Authority, *, batch: int = 256, progress: bool | No
 
     Shows a progress bar on a terminal (tqdm) unless ``progress`` is False.
     Pending outbox upserts and deletes are cleared (the rebuild supersedes them);
-    queued purges of forgotten rows are run, not dropped.
+    queued purges of forgotten rows stay queued for the next ``maintain()``.
     """
     from tqdm import tqdm
 
@@ -69,7 +69,6 @@ def reindex(core, authority: Authority, *, batch: int = 256, progress: bool | No
     core.store.clear_ops([o.id for o in ops if o.op != "purge"
                           and (authority.tenant is None or o.namespace.tenant == authority.tenant)])
     core.index.optimize()
-    core.purge()  # forgets whose index purge is still queued
     log.info("reindex: %d memories in %d namespaces", total, len(ns_list))
     return total
 

@@ -286,7 +286,7 @@ class MemoryCore:
         """Apply queued index purges (``SearchIndex.purge``) once for all of them;
         returns how many queued purges were cleared (0 when none was pending). A
         failure keeps them queued and is logged."""
-        ops = [o for o in self.store.pending_ops(100_000) if o.op == "purge"]
+        ops = self.store.pending_ops(100_000, kinds=("purge",))
         if not ops:
             return 0
         try:
@@ -317,12 +317,12 @@ class MemoryCore:
         queued (attempt counted) and raise SearchIndexError after the batch.
         Without ``only`` (the background pass), queued purges run last, once.
         """
-        ops = self.store.pending_ops(limit)
-        purges = [o for o in ops if o.op == "purge"]
-        ops = [o for o in ops if o.op != "purge"]
         if only is not None:
-            ns_only, ids_only = only
-            ops = [o for o in ops if o.namespace == ns_only and o.memory_id in ids_only]
+            ops = self.store.pending_ops(limit, ns=only[0], memory_ids=sorted(only[1]), kinds=("upsert", "delete"))
+            purges = []
+        else:
+            ops = self.store.pending_ops(limit, kinds=("upsert", "delete"))
+            purges = self.store.pending_ops(1, kinds=("purge",))
         if not ops:
             if only is None and purges:
                 self.purge()

@@ -609,10 +609,20 @@ class Store:
 
     # -- outbox ---------------------------------------------------------
 
-    def pending_ops(self, limit: int = 500) -> list[IndexOp]:
-        """Oldest pending index operations (each carries its own namespace)."""
+    def pending_ops(self, limit: int = 500, *, ns: Namespace | None = None, memory_ids: Sequence[str] | None = None,
+                    kinds: Sequence[str] | None = None) -> list[IndexOp]:
+        """Oldest pending index operations (each carries its own namespace), all of
+        them or only those of ``ns`` / ``memory_ids`` / op ``kinds`` (``upsert``,
+        ``delete``, ``purge``) — so that a backlog never hides a fresh write's op."""
+        q = select(_IndexOpRow)
+        if ns is not None:
+            q = q.where(_IndexOpRow.namespace == str(ns))
+        if memory_ids is not None:
+            q = q.where(_IndexOpRow.memory_id.in_(list(memory_ids)))  # type: ignore[attr-defined]
+        if kinds is not None:
+            q = q.where(_IndexOpRow.op.in_(list(kinds)))  # type: ignore[attr-defined]
         with self._read() as s:
-            rows = s.exec(select(_IndexOpRow).order_by(_IndexOpRow.id).limit(limit)).all()  # type: ignore[arg-type]
+            rows = s.exec(q.order_by(_IndexOpRow.id).limit(limit)).all()  # type: ignore[arg-type]
         return [IndexOp(r.id, Namespace.parse(r.namespace), r.memory_id, r.op, r.attempts) for r in rows]  # type: ignore[arg-type]
 
     def clear_ops(self, op_ids: Sequence[int]) -> None:
