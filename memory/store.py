@@ -275,8 +275,30 @@ class Store:
                 with self.engine.begin() as conn:
                     conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
             SQLModel.metadata.create_all(self.engine)
+            self._add_missing_columns()
         except OperationalError as exc:
             raise StoreError(f"cannot open database {self.engine.url.render_as_string(hide_password=True)}: {exc}") from exc
+
+    def _add_missing_columns(self) -> None:
+        """Bring tables of an older huiyi up to date: columns added since (all of
+        them nullable or with an empty default) are added in place, so an existing
+        data root keeps working. Never drops or changes a column."""
+        from sqlalchemy import inspect as sa_inspect
+
+        insp = sa_inspect(self.engine)
+        for table in SQLModel.metadata.sorted_tables:
+            if not insp.has_table(table.name, schema=self.schema):
+                continue
+            have = {c["name"] for c in insp.get_columns(table.name, schema=self.schema)}
+            for col in table.columns:
+                if col.name in have:
+                    continue
+                kind = col.type.compile(dialect=self.engine.dialect)
+                default = "" if col.nullable else " NOT NULL DEFAULT ''" if kind.upper().startswith(("VARCHAR", "TEXT")) \
+                    else " NOT NULL DEFAULT 0"
+                with self.engine.begin() as conn:
+                    conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN "{col.name}" {kind}{default}'))
+                log.warning("store: added column %s.%s (schema from an older version)", table.name, col.name)
 
     # -- sessions -------------------------------------------------------
 
