@@ -137,7 +137,6 @@ class MemoryCore:
         if memory.created_at is None:
             memory = replace(memory, created_at=said)
         source_fp = fingerprint(evidence) if evidence else ""
-        retract: str | None = None
         with self._lock(ns):
             if self._refused(ns, memory, evidence, said):
                 self.audit.record(ns, "reject", actor, None, reason="tombstone")
@@ -145,27 +144,22 @@ class MemoryCore:
             existing = self.store.find_by_key(ns, memory.key)
             if replaces is not None and (existing is None or existing.id == replaces):
                 return self._revise(ns, replaces, memory, said, source_fp, actor)
-            if replaces is not None:
-                retract = replaces
             if existing is not None:
                 result = self._onto_existing(ns, existing, memory, said, source_fp, actor)
-                if result.action != "superseded":
-                    if retract:
-                        self._retract_locked(ns, retract, actor)
-                    return result
-                live = result.memory
             else:
                 try:
                     live = self.store.add(ns, memory, source_fp=source_fp)
+                    self.audit.record(ns, "store", actor, live.id, category=live.category.value)
+                    result = AddResult("stored", live)
                 except IntegrityError:  # another process won the race on (ns, key)
                     existing = self.store.find_by_key(ns, memory.key)
                     self.audit.record(ns, "dedupe", actor, existing.id if existing else None, reason="race")
-                    return AddResult("deduped", existing)
-                self.audit.record(ns, "store", actor, live.id, category=live.category.value)
-                result = AddResult("stored", live)
-            if retract:
-                self._retract_locked(ns, retract, actor)
-        self._apply_outbox_for(ns, [live.id] + ([retract] if retract else []))
+                    result = AddResult("deduped", existing)
+            if replaces is not None:  # the edit's statement now lives under another memory
+                self._retract_locked(ns, replaces, actor)
+        touched = [result.memory.id] if result.action in ("stored", "superseded") and result.memory else []
+        if touched or replaces is not None:
+            self._apply_outbox_for(ns, touched + ([replaces] if replaces is not None else []))
         return result
 
     def _onto_existing(self, ns: Namespace, existing: Memory, memory: Memory, said: datetime, source_fp: str,

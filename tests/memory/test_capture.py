@@ -306,3 +306,15 @@ def test_other_namespaces_are_never_touched_by_capture(core):
     ra = capture(core, a, "我叫阿杰", chat=DM, said_at=t0, message_id="1")
     rb = capture(core, b, "我叫阿杰", chat=DM, said_at=t0, message_id="1")
     assert ra[0].action == rb[0].action == "stored" and ra[0].memory.id != rb[0].memory.id
+
+
+def test_edit_onto_a_statement_another_message_made_retracts_the_old_one(core, namespace):
+    """Editing "我喜欢猫" into "我喜欢狗", which another message already said, dedupes
+    onto that memory and retracts the edited one from SQL and the index."""
+    t0 = datetime.now(timezone.utc) - timedelta(days=1)
+    cat = capture(core, namespace, "我喜欢猫", chat=DM, said_at=t0, message_id="1")[0].memory
+    dog = capture(core, namespace, "我喜欢狗", chat=DM, said_at=t0 + timedelta(minutes=1), message_id="2")[0].memory
+    e = capture_edit(core, namespace, "我喜欢狗", chat=DM, said_at=t0, message_id="1")
+    assert [(x.action, x.memory.id) for x in e] == [("deduped", dog.id)]
+    assert [m.id for m in core.list(namespace)] == [dog.id]
+    assert core.index.ids(namespace) == {dog.id} and cat.id != dog.id
