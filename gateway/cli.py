@@ -7,6 +7,7 @@ reindex   rebuild the search index from SQL
 stats     one day of turns: reconstruction success, fallback reasons, latencies (gateway.cli_eval)
 eval      offline evaluations, e.g. ``eval grounding`` (gateway.cli_eval)
 telegram  set-webhook / delete-webhook for a tenant's Telegram bot
+memories  list | show | history | forget | forget-subject of one person (gateway/cli_memories.py)
 """
 
 from __future__ import annotations
@@ -121,8 +122,11 @@ def recall(query: Annotated[str, typer.Argument(help="query text")],
     _logging()
     core = build_core(load_settings())
     try:
+        from memory.emotion import analyse
+
         ns = Namespace(tenant, subject)
-        hits = core.recall(ns, [query], params=RecallParams(k=k))
+        valence = analyse(query).valence
+        hits = core.recall(ns, [query], params=RecallParams(k=k), query_valence=valence)
         out = []
         for h in hits:
             row = {"id": h.memory.id, "text": h.memory.text, "score": round(h.score, 6), "ranks": h.ranks,
@@ -130,7 +134,8 @@ def recall(query: Annotated[str, typer.Argument(help="query text")],
             if explain and h.parts is not None:
                 row["parts"] = {f: round(getattr(h.parts, f), 6) for f in h.parts.__dataclass_fields__}
             out.append(row)
-        sys.stdout.write(json.dumps({"namespace": str(ns), "hits": out}, ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"namespace": str(ns), "query_valence": valence, "hits": out},
+                                    ensure_ascii=False, indent=2) + "\n")
     finally:
         core.close()
 
@@ -157,6 +162,9 @@ from gateway.telegram_cli import telegram_app  # noqa: E402 - command groups reg
 
 app.add_typer(telegram_app, name="telegram")
 
+from gateway.cli_memories import memories_app  # noqa: E402 - registered after the commands above
+
+app.add_typer(memories_app, name="memories")
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -26,11 +26,12 @@ from gateway.messages import InboundMessage
 from gateway.observability import turn_record, write_turn
 from gateway.prompt import build_messages
 from locales import resolve_language, translate
-from memory.capture import capture
+from memory.capture import LLMExtractor, capture, capture_edit
 from memory.core import MemoryCore
 from memory.explain import TRACE_DEPTH, record_recall
 from memory.identity import resolve as resolve_identity
 from memory.reconstruct import Recollection, reconstruct
+from memory.emotion import analyse
 from memory.store import ChatLine, utcnow
 from memory.types import ChatRef, Namespace
 
@@ -97,6 +98,18 @@ class Pipeline:
             self._models[tenant] = ChatModel(cfg)
         return self._models[tenant]
 
+    def extractor(self, tenant: str) -> LLMExtractor | None:
+        """The tenant's LLM fact extractor when it has a chat model (None: the
+        heuristic one). Call it on the event loop: the model call is scheduled back
+        onto this loop from capture's worker thread. Temperature 0; the model's own
+        timeout bounds it, and any failure falls back to the heuristic."""
+        model = self.model(tenant)
+        if model is None:
+            return None
+        complete = functools.partial(model.complete, temperature=0.0, max_tokens=800)
+        return LLMExtractor(complete, loop=asyncio.get_running_loop(),
+                            timeout=model.settings.timeout * (model.settings.max_retries + 1) + 1)
+
     def addressed(self, t: TenantSettings, msg: InboundMessage) -> bool:
         """Would the bot answer: always in private; in groups when mentioned, when
         the message replies to the bot, or when a configured keyword appears."""
@@ -115,8 +128,8 @@ class Pipeline:
         ns = await asyncio.to_thread(resolve_identity, self.core.store, tenant, msg.platform, msg.sender_id)
         res = TurnResult(tenant=tenant, namespace=str(ns), chat=chat.key, message_id=msg.message_id)
         delivery = f"{tenant}|{msg.platform}|{chat.key}|{msg.message_id}"
-        if msg.is_edit:  # one delivery per distinct edit; stable across processes (no hash())
-            delivery += "|edit|" + hashlib.sha256(msg.text.encode("utf-8")).hexdigest()[:16]
+        if msg.is_edit:  # a stable digest: replays in another process must find the same key
+            delivery += f"|edit|{msg.timestamp.isoformat()}|{hashlib.sha256(msg.text.encode()).hexdigest()[:16]}"
         if not await asyncio.to_thread(self.core.store.claim_delivery, delivery):
             log.info("duplicate delivery %s", delivery)
             res.duplicate = True
@@ -142,9 +155,11 @@ class Pipeline:
         if res.addressed or not chat.is_group or t.capture_all_group_messages:
             t0 = time.perf_counter()
             try:
-                results = await asyncio.to_thread(capture, self.core, ns, msg.text, chat=chat,
-                                                  said_at=msg.timestamp, message_id=msg.message_id)
-                res.captured = [r.memory.id for r in results if r.memory is not None and r.action != "rejected"]
+                results = await asyncio.to_thread(capture, self.core, ns, msg.text,
+                                                  chat=chat, said_at=msg.timestamp, message_id=msg.message_id,
+                                                  extractor=self.extractor(tenant), tz=t.tz)
+                res.captured = [r.memory.id for r in results
+                                if r.memory is not None and r.action not in ("rejected", "conflict")]
             except Exception:  # noqa: BLE001 - capture must never break the turn; the message is in the chat log
                 log.exception("capture failed for %s message %s", ns, msg.message_id)
             res.latency_ms["capture"] = _ms(t0)
@@ -175,7 +190,8 @@ class Pipeline:
 
             hits = await asyncio.to_thread(self.core.recall, ns, [line.text for line in tail if line.role == "user"
                                                                   and line.sender_id == msg.sender_id] or [msg.text],
-                                           chat=chat, params=RecallParams(k=max(t.recall_k, TRACE_DEPTH)))
+                                           chat=chat, params=RecallParams(k=max(t.recall_k, TRACE_DEPTH)),
+                                           query_valence=analyse(msg.text).valence)
         except Exception as exc:  # noqa: BLE001 - the chat never waits on the memory
             reason = f"recall failed: {type(exc).__name__}"
             log.warning("recall failed for %s: %s", ns, exc)
@@ -222,23 +238,20 @@ class Pipeline:
     async def _apply_edit(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace,
                           res: TurnResult) -> None:
         """An edited message: its chat-log line takes the new text, and what was
-        captured from the original follows the edit (memories the new text no
-        longer states are forgotten with actor ``edit``, new statements are
-        captured). The bot does not answer an edit again."""
+        captured from the original follows the edit (``memory.capture.capture_edit``:
+        changed facts get a new version, facts the edit no longer states are
+        retracted, new ones captured). The bot does not answer an edit again."""
         chat = msg.chat
         await asyncio.to_thread(self.core.store.edit_chat_line, tenant, chat, msg.message_id, msg.text)
-        capture_new = res.addressed or not chat.is_group or t.capture_all_group_messages
+        if not (res.addressed or not chat.is_group or t.capture_all_group_messages
+                or await asyncio.to_thread(self.core.store.find_by_source, ns, chat, msg.message_id)):
+            return
+        extractor = self.extractor(tenant)
 
         def recapture() -> list[str]:
-            old = self.core.store.by_source(ns, chat, msg.message_id)
-            if not old and not capture_new:
-                return []
-            results = capture(self.core, ns, msg.text, chat=chat, said_at=msg.timestamp, message_id=msg.message_id)
-            kept = {r.memory.id for r in results if r.memory is not None}
-            for stale in old:
-                if stale.id not in kept:
-                    self.core.forget(ns, stale.id, actor="edit")
-            return [r.memory.id for r in results if r.memory is not None and r.action != "rejected"]
+            results = capture_edit(self.core, ns, msg.text, chat=chat, said_at=msg.timestamp,
+                                   message_id=msg.message_id, extractor=extractor, tz=t.tz)
+            return [r.memory.id for r in results if r.memory is not None and r.action not in ("rejected", "conflict")]
 
         try:
             res.captured = await asyncio.to_thread(recapture)

@@ -41,7 +41,8 @@ def reindex(core, authority: Authority, *, batch: int = 256, progress: bool | No
     """Rebuild the search index from SQL (drop, re-embed, re-add); returns rows indexed.
 
     Shows a progress bar on a terminal (tqdm) unless ``progress`` is False.
-    Pending outbox operations are cleared: the rebuild supersedes them.
+    Pending outbox upserts and deletes are cleared (the rebuild supersedes them);
+    queued purges of forgotten rows stay queued for the next ``maintain()``.
     """
     from tqdm import tqdm
 
@@ -64,18 +65,22 @@ def reindex(core, authority: Authority, *, batch: int = 256, progress: bool | No
             total += len(chunk)
             bar.update(len(chunk))
             offset += len(chunk)
-        core.store.audit(ns, "reindex", authority.actor)
+        core.audit.record(ns, "reindex", authority.actor)
     bar.close()
     ops = core.store.pending_ops(100_000)
-    core.store.clear_ops([o.id for o in ops if authority.tenant is None or o.namespace.tenant == authority.tenant])
+    core.store.clear_ops([o.id for o in ops if o.op != "purge"
+                          and (authority.tenant is None or o.namespace.tenant == authority.tenant)])
     core.index.optimize()
     log.info("reindex: %d memories in %d namespaces", total, len(ns_list))
     return total
 
 
 def forget_subject(core, ns: Namespace, authority: Authority) -> int:
-    """Forget every memory of ``ns`` (each leaves a tombstone); returns the count.
-    Raises PermissionError when ``ns`` is outside the authority's tenant."""
+    """Forget everything of one person: every memory of ``ns`` (each leaving its
+    tombstones, so no replay re-creates them), every chat-log line they said in the
+    tenant, and then one index purge. Returns the number of memories forgotten.
+    Audited per memory (``forget``) and once as ``forget_subject``. Raises
+    PermissionError when ``ns`` is outside the authority's tenant."""
     if authority.tenant is not None and authority.tenant != ns.tenant:
         raise PermissionError(f"{authority.actor} may not act on tenant {ns.tenant}")
     n = 0
@@ -84,9 +89,12 @@ def forget_subject(core, ns: Namespace, authority: Authority) -> int:
         if not batch:
             break
         for m in batch:
-            core.forget(ns, m.id, actor=authority.actor)
+            core.forget(ns, m.id, actor=authority.actor, purge=False)
             n += 1
-    core.store.audit(ns, "forget_subject", authority.actor, count=n)
+    lines = core.store.redact_speaker(ns)
+    core.store.scrub()
+    core.purge()
+    core.audit.record(ns, "forget_subject", authority.actor, count=n, chat_lines=lines)
     return n
 
 

@@ -6,6 +6,23 @@ first, with an outbox row; the index is updated right after. If the index
 write fails the outbox row stays and ``maintain()`` re-applies it: a crash or
 an index outage between SQL and index is repaired, never lost.
 
+The write rules of ``add`` (all per namespace, DESIGN rule 3):
+
+- same canonical key + same normalised text → ``deduped``: the old row is kept
+  (restating a fact never deletes it);
+- same key + new text → ``superseded``: latest wins, the old version goes to
+  history with its validity closed, the live row keeps its id at version + 1;
+- same key, other category → ``conflict``: recorded (audit), nothing stored;
+- evidence older than the live version (a replayed or edited old message) →
+  ``rejected`` (reason ``stale``): an old statement never overrides a newer one;
+- the text, or the evidence it was learned from, was forgotten after the
+  message was said → ``rejected`` (reason ``tombstone``). Said again later, it
+  is a new memory.
+
+Concurrency: writes of one namespace are serialised by a per-namespace lock in
+this process, and the unique ``(namespace, key)`` constraint settles races
+between processes (the loser dedupes onto the winner's row).
+
 Methods are synchronous and thread-safe; the async gateway calls them through
 ``asyncio.to_thread`` so jieba and the embedder never block the event loop.
 """
@@ -20,6 +37,7 @@ from datetime import datetime
 
 from sqlalchemy.exc import IntegrityError
 
+from memory.audit import AuditLog
 from memory.errors import SearchIndexError
 from memory.index import SearchIndex
 from memory.recall import RecallParams, Scorer, recall
@@ -27,39 +45,59 @@ from memory.store import Store, new_memory_id, utcnow
 from memory.text import fingerprint, normalise
 from memory.types import Hit, Memory, Namespace
 
-__all__ = ["MemoryCore", "AddResult"]
+__all__ = ["MemoryCore", "AddResult", "default_key"]
 
 log = logging.getLogger(__name__)
+
+KEY_CHARS = 500
+
+
+def default_key(memory: Memory) -> str:
+    """The canonical key of a memory without an explicit slot:
+    ``<category>:<normalised text>`` (cut at KEY_CHARS)."""
+    return f"{memory.category.value}:{normalise(memory.text)}"[:KEY_CHARS]
 
 
 class AddResult:
     """Outcome of ``MemoryCore.add``: ``action`` is ``stored``, ``deduped``,
-    ``superseded`` or ``rejected`` (tombstoned); ``memory`` is the live memory
-    (None when rejected)."""
+    ``superseded``, ``revised`` (an edit changed a memory in place), ``conflict``
+    (same key, other category; ``memory`` is the existing one) or ``rejected``
+    (tombstoned or stale; ``memory`` None); ``reason`` says why for the last two."""
 
-    __slots__ = ("action", "memory")
+    __slots__ = ("action", "memory", "reason")
 
-    def __init__(self, action: str, memory: Memory | None) -> None:
+    def __init__(self, action: str, memory: Memory | None, reason: str = "") -> None:
         self.action = action
         self.memory = memory
+        self.reason = reason
 
     def __repr__(self) -> str:
         return f"AddResult({self.action!r}, {self.memory.id if self.memory else None})"
 
 
 class MemoryCore:
-    """Store + index + scorer. ``scorer`` rescales fused hits (memory.scoring)."""
+    """Store + index + scorer. ``scorer`` rescales fused hits (memory.scoring).
+
+    ``audit`` is the audit trail (``memory.audit.AuditLog``); ``audit_failures``
+    counts records that could not be written.
+    """
 
     def __init__(self, store: Store, index: SearchIndex, scorer: Scorer | None = None) -> None:
         self.store = store
         self.index = index
         self.scorer = scorer
+        self.audit = AuditLog(store)
         self._ns_locks: dict[str, threading.Lock] = {}
         self._ns_locks_guard = threading.Lock()
         if index.needs_rebuild:
             from memory.admin import OPERATOR, reindex
 
             reindex(self, OPERATOR)
+
+    @property
+    def audit_failures(self) -> int:
+        """Audit records lost since start-up (each one was logged at ERROR)."""
+        return self.audit.failures
 
     # -- locking: one writer per namespace so duplicate checks cannot race --
 
@@ -69,42 +107,113 @@ class MemoryCore:
 
     # -- verbs ------------------------------------------------------------
 
-    def add(self, ns: Namespace, memory: Memory, *, said_at: datetime | None = None, actor: str = "capture") -> AddResult:
-        """Store ``memory`` in ``ns`` under its canonical key.
+    def _refused(self, ns: Namespace, memory: Memory, evidence: str | None, said: datetime) -> bool:
+        for text in (memory.text, evidence):
+            if not text:
+                continue
+            forgotten = self.store.tombstoned_at(ns, fingerprint(text))
+            if forgotten is not None and said <= forgotten:
+                return True
+        return False
 
-        Same key + same normalised text → ``deduped`` (the old row is kept);
-        same key + new text → ``superseded`` (latest wins, history kept); a
-        fingerprint forgotten after ``said_at`` → ``rejected``. Raises
+    def add(self, ns: Namespace, memory: Memory, *, said_at: datetime | None = None, actor: str = "capture",
+            evidence: str | None = None, replaces: str | None = None) -> AddResult:
+        """Store ``memory`` in ``ns`` under its canonical key (rules in the module
+        docstring).
+
+        ``said_at``: when the evidence was said (default ``memory.created_at``, else
+        now), compared with tombstones and with the live version's validity;
+        ``evidence``: the text it was learned from (its fingerprint is checked
+        against tombstones and kept for a later forget); ``replaces``: the id of a
+        memory of ``ns`` this one revises (edit path) — revised in place when no
+        other memory holds the new key, else retracted after the add. Raises
         ValueError if ``memory.namespace`` is not ``ns``.
         """
         if memory.namespace != ns:
             raise ValueError("memory.namespace differs from the namespace of the call")
         if not memory.key:
-            memory = replace(memory, key=f"{memory.category.value}:{normalise(memory.text)}"[:500])
+            memory = replace(memory, key=default_key(memory))
+        said = said_at or memory.created_at or utcnow()
+        if memory.created_at is None:
+            memory = replace(memory, created_at=said)
+        source_fp = fingerprint(evidence) if evidence else ""
         with self._lock(ns):
-            forgotten = self.store.tombstoned_at(ns, fingerprint(memory.text))
-            said = said_at or memory.created_at or utcnow()
-            if forgotten is not None and said <= forgotten:
-                self.store.audit(ns, "reject", actor, None, reason="tombstone")
-                return AddResult("rejected", None)
+            if self._refused(ns, memory, evidence, said):
+                self.audit.record(ns, "reject", actor, None, reason="tombstone")
+                return AddResult("rejected", None, "tombstone")
             existing = self.store.find_by_key(ns, memory.key)
+            if replaces is not None and (existing is None or existing.id == replaces):
+                return self._revise(ns, replaces, memory, said, source_fp, actor)
             if existing is not None:
-                if normalise(existing.text) == normalise(memory.text):
-                    self.store.audit(ns, "dedupe", actor, existing.id)
-                    return AddResult("deduped", existing)
-                live = self.store.supersede(ns, existing.id, memory, at=said)
-                self.store.audit(ns, "supersede", actor, live.id, version=live.version)
-                action = "superseded"
+                result = self._onto_existing(ns, existing, memory, said, source_fp, actor)
             else:
                 try:
-                    live = self.store.add(ns, memory)
+                    live = self.store.add(ns, memory, source_fp=source_fp)
+                    self.audit.record(ns, "store", actor, live.id, category=live.category.value)
+                    result = AddResult("stored", live)
                 except IntegrityError:  # another process won the race on (ns, key)
                     existing = self.store.find_by_key(ns, memory.key)
-                    return AddResult("deduped", existing)
-                self.store.audit(ns, "store", actor, live.id, category=live.category.value)
-                action = "stored"
+                    self.audit.record(ns, "dedupe", actor, existing.id if existing else None, reason="race")
+                    result = AddResult("deduped", existing)
+            if replaces is not None:  # the edit's statement now lives under another memory
+                self._retract_locked(ns, replaces, actor)
+        touched = [result.memory.id] if result.action in ("stored", "superseded") and result.memory else []
+        if touched or replaces is not None:
+            self._apply_outbox_for(ns, touched + ([replaces] if replaces is not None else []))
+        return result
+
+    def _onto_existing(self, ns: Namespace, existing: Memory, memory: Memory, said: datetime, source_fp: str,
+                       actor: str) -> AddResult:
+        """Dedupe / conflict / stale / supersede of ``memory`` onto the live row with its key."""
+        if normalise(existing.text) == normalise(memory.text):
+            self.audit.record(ns, "dedupe", actor, existing.id)
+            return AddResult("deduped", existing)
+        if existing.category is not memory.category:
+            self.audit.record(ns, "conflict", actor, existing.id, category=memory.category.value,
+                              existing_category=existing.category.value)
+            log.info("conflict in %s: memory %s is %s, new evidence says %s", ns, existing.id,
+                     existing.category.value, memory.category.value)
+            return AddResult("conflict", existing, "category")
+        if existing.valid_from is not None and said < existing.valid_from:
+            self.audit.record(ns, "reject", actor, existing.id, reason="stale")
+            return AddResult("rejected", None, "stale")
+        live = self.store.supersede(ns, existing.id, memory, at=said, source_fp=source_fp)
+        self.audit.record(ns, "supersede", actor, live.id, version=live.version)
+        return AddResult("superseded", live)
+
+    def _revise(self, ns: Namespace, memory_id: str, memory: Memory, said: datetime, source_fp: str,
+                actor: str) -> AddResult:
+        """Edit path: ``memory_id`` takes ``memory``'s text, key and category in place."""
+        cur = self.store.get(ns, memory_id)
+        if normalise(cur.text) == normalise(memory.text) and cur.key == memory.key:
+            self.audit.record(ns, "dedupe", actor, cur.id)
+            return AddResult("deduped", cur)
+        at = max(said, cur.valid_from) if cur.valid_from else said
+        try:
+            live = self.store.supersede(ns, memory_id, memory, at=at, source_fp=source_fp, key=memory.key)
+        except IntegrityError:  # the new key appeared meanwhile (another process)
+            existing = self.store.find_by_key(ns, memory.key)
+            self.audit.record(ns, "dedupe", actor, existing.id if existing else None, reason="race")
+            return AddResult("deduped", existing)
+        self.audit.record(ns, "edit", actor, live.id, version=live.version)
         self._apply_outbox_for(ns, [live.id])
-        return AddResult(action, live)
+        return AddResult("revised", live)
+
+    def _retract_locked(self, ns: Namespace, memory_id: str, actor: str) -> None:
+        try:
+            self.store.retract(ns, memory_id)
+        except LookupError:
+            return
+        self.audit.record(ns, "retract", actor, memory_id)
+
+    def retract(self, ns: Namespace, memory_id: str, *, actor: str = "edit") -> None:
+        """Remove a memory whose message was edited so that it no longer says it
+        (no tombstone: saying it again is new evidence). NotFoundError if it is not
+        in ``ns``."""
+        with self._lock(ns):
+            self.store.retract(ns, memory_id)
+            self.audit.record(ns, "retract", actor, memory_id)
+        self._apply_outbox_for(ns, [memory_id])
 
     def new(self, ns: Namespace, text: str, **fields) -> Memory:
         """A Memory value for ``ns`` with a fresh id (not stored yet)."""
@@ -128,26 +237,60 @@ class MemoryCore:
         return self.store.history(ns, memory_id)
 
     def update(self, ns: Namespace, memory_id: str, text: str, *, actor: str = "admin") -> Memory:
-        """A new version of ``memory_id`` with ``text`` (history kept, audited)."""
+        """A new version of ``memory_id`` with ``text`` (history kept, audited as
+        ``edit``). NotFoundError if it is not in ``ns``."""
         with self._lock(ns):
             cur = self.store.get(ns, memory_id)
-            live = self.store.supersede(ns, memory_id, replace(cur, text=text))
-            self.store.audit(ns, "edit", actor, memory_id, version=live.version)
+            live = self.store.supersede(ns, memory_id, replace(cur, text=text, source_message_id=None))
+            self.audit.record(ns, "edit", actor, memory_id, version=live.version)
         self._apply_outbox_for(ns, [memory_id])
         return live
 
-    def forget(self, ns: Namespace, memory_id: str, *, actor: str = "admin") -> None:
-        """Remove the memory from SQL and index, keep no copy of its text, and leave
-        a tombstone (fingerprint of the normalised text) in ``ns``. NotFoundError if
-        it is not in ``ns``."""
+    def forget(self, ns: Namespace, memory_id: str, *, actor: str = "admin", purge: bool = True) -> None:
+        """Forget a memory so that it stays forgotten. NotFoundError if it is not in ``ns``.
+
+        - SQL: the live row and every history version are deleted, and so are the
+          speaker's chat-log lines it was learned from (the chat log is the
+          conversation tail that prompts are built from, not memory — but it must
+          not keep feeding a forgotten statement back into prompts). SQLite zeroes
+          freed pages and the WAL is truncated (``Store.scrub``).
+        - Tombstones: fingerprints of every version's text and of the evidence each
+          was learned from, dated now. No write path may re-create the memory from a
+          message said before now; said again later, it is a new memory.
+        - Audit: ``forget`` with the id only — no text, no key.
+        - Index: the row is deleted and, with ``purge`` (default), LanceDB's files
+          are compacted and old versions removed (``SearchIndex.purge``), so no index
+          file keeps the text. ``purge=False`` leaves that to the next ``maintain()``
+          (a queued ``purge`` operation; the gateway runs it every 15 s).
+        """
         with self._lock(ns):
-            cur = self.store.get(ns, memory_id)
-            prints = {fingerprint(m.text) for m in self.store.history(ns, memory_id)} | {fingerprint(cur.text)}
-            self.store.delete(ns, memory_id, tombstone=fingerprint(cur.text))
-            for fp in prints - {fingerprint(cur.text)}:
-                self.store.add_tombstone(ns, fp)
-            self.store.audit(ns, "forget", actor, memory_id)
+            versions = self.store.history(ns, memory_id)
+            prints = [fingerprint(v.text) for v in versions] + sorted(self.store.fingerprints(ns, memory_id))
+            self.store.delete(ns, memory_id, tombstones=prints, redact_sources=True, purge=True)
+            self.audit.record(ns, "forget", actor, memory_id, versions=len(versions))
         self._apply_outbox_for(ns, [memory_id])
+        try:
+            self.store.scrub()
+        except Exception as exc:  # noqa: BLE001 - the forget itself has committed; the next scrub finishes it
+            log.warning("WAL scrub after forget in %s failed: %s", ns, exc)
+        if purge:
+            self.purge()
+
+    def purge(self) -> int:
+        """Apply queued index purges (``SearchIndex.purge``) once for all of them;
+        returns how many queued purges were cleared (0 when none was pending). A
+        failure keeps them queued and is logged."""
+        ops = self.store.pending_ops(100_000, kinds=("purge",))
+        if not ops:
+            return 0
+        try:
+            self.index.purge()
+        except SearchIndexError as exc:
+            log.warning("index purge deferred (%s); %d purges stay queued", exc, len(ops))
+            self.store.fail_ops([o.id for o in ops])
+            return 0
+        self.store.clear_ops([o.id for o in ops])
+        return len(ops)
 
     def mark_recalled(self, ns: Namespace, ids: Sequence[str], at: datetime | None = None) -> None:
         """Record that these memories went into a prompt (ACT-R access times)."""
@@ -166,12 +309,17 @@ class MemoryCore:
 
         Upserts are batched per namespace into one index write. Failures stay
         queued (attempt counted) and raise SearchIndexError after the batch.
+        Without ``only`` (the background pass), queued purges run last, once.
         """
-        ops = self.store.pending_ops(limit)
         if only is not None:
-            ns_only, ids_only = only
-            ops = [o for o in ops if o.namespace == ns_only and o.memory_id in ids_only]
+            ops = self.store.pending_ops(limit, ns=only[0], memory_ids=sorted(only[1]), kinds=("upsert", "delete"))
+            purges = []
+        else:
+            ops = self.store.pending_ops(limit, kinds=("upsert", "delete"))
+            purges = self.store.pending_ops(1, kinds=("purge",))
         if not ops:
+            if only is None and purges:
+                self.purge()
             return 0
         by_ns: dict[Namespace, list] = {}
         for op in ops:
@@ -194,6 +342,8 @@ class MemoryCore:
                 failed += [o.id for o in ns_ops]
         self.store.clear_ops(done)
         self.store.fail_ops(failed)
+        if only is None and purges and error is None:
+            self.purge()  # after the deletes it compacts away
         if error is not None:
             raise SearchIndexError(f"{len(failed)} index operations still pending: {error}") from error
         return len(done)

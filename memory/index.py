@@ -22,6 +22,18 @@ is exact and fast.
 The embedder's model name and dimension are stored in ``index_meta.json``
 beside the table; opening the index with a different embedder marks it for
 re-embedding (``needs_rebuild``) instead of failing.
+
+Deleting a row in Lance only writes a deletion vector: the row's tokens and
+vector stay in the fragment's data file, and every older table version keeps
+its files, until compaction rewrites the fragment and cleanup removes the old
+versions. ``purge()`` does both at once (compaction that materialises *every*
+deletion — Lance's default only rewrites fragments with more than 10 %
+deleted rows — then removal of all older versions, with the FTS and scalar
+indices rebuilt over the compacted data). A forget runs it (memory.core), so
+afterwards no file under the index holds the forgotten text. It needs the
+``pylance`` package (``Table.to_lance()``). Another *process* still reading an
+older version at that moment sees one failed search (its recall degrades to
+no recollection); searches in this process wait for the purge instead.
 """
 
 from __future__ import annotations
@@ -67,6 +79,40 @@ class IndexHit:
     score: float
 
 
+class _SharedExclusive:
+    """A small readers-writer lock: many searches at once, a purge alone."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+
+    def acquire_shared(self) -> None:
+        with self._cond:
+            while self._writer:
+                self._cond.wait()
+            self._readers += 1
+
+    def release_shared(self) -> None:
+        with self._cond:
+            self._readers -= 1
+            if self._readers == 0:
+                self._cond.notify_all()
+
+    def acquire_exclusive(self) -> None:
+        with self._cond:
+            while self._writer:
+                self._cond.wait()
+            self._writer = True
+            while self._readers:
+                self._cond.wait()
+
+    def release_exclusive(self) -> None:
+        with self._cond:
+            self._writer = False
+            self._cond.notify_all()
+
+
 class SearchIndex:
     """LanceDB index under ``path`` (a directory or an ``s3://`` URI) for one embedder.
 
@@ -80,6 +126,7 @@ class SearchIndex:
         self.path = str(path)
         self.embedder = embedder
         self._lock = threading.RLock()
+        self._files = _SharedExclusive()
         try:
             self._db = lancedb.connect(self.path)
             self.needs_rebuild = False
@@ -222,14 +269,41 @@ class SearchIndex:
         with self._lock:
             self._table.optimize(cleanup_older_than=timedelta(minutes=5))
 
+    def purge(self) -> None:
+        """Remove deleted rows from the files on disk: compact every fragment that
+        has a deletion (whatever its share of deleted rows), fold the rows into the
+        indices, and delete every older table version's files. Searches of this
+        process wait until it is done. Raises SearchIndexError (the caller keeps the
+        purge queued)."""
+        from datetime import timedelta
+
+        try:
+            with self._lock:
+                self._files.acquire_exclusive()
+                try:
+                    self._table.to_lance().optimize.compact_files(materialize_deletions=True,
+                                                                  materialize_deletions_threshold=0.0)
+                    self._table.checkout_latest()
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")  # "cleanup_older_than=0": intended, see the module docstring
+                        self._table.optimize(cleanup_older_than=timedelta(0))
+                finally:
+                    self._files.release_exclusive()
+        except Exception as exc:
+            raise SearchIndexError(f"index purge failed: {exc}") from exc
+
     def count(self) -> int:
         """Rows in the index (all namespaces; for maintenance and benchmarks)."""
         return int(self._table.count_rows())
 
     def ids(self, ns: Namespace) -> set[str]:
         """Ids indexed for ``ns``."""
-        rows = (self._table.search().where(f"namespace = {_lit(str(ns))}", prefilter=True)
-                .select(["id"]).limit(1_000_000).to_list())
+        self._files.acquire_shared()
+        try:
+            rows = (self._table.search().where(f"namespace = {_lit(str(ns))}", prefilter=True)
+                    .select(["id"]).limit(1_000_000).to_list())
+        finally:
+            self._files.release_shared()
         return {r["id"] for r in rows}
 
     # -- reads ----------------------------------------------------------
@@ -260,8 +334,12 @@ class SearchIndex:
                 for t, w in zip(toks, weights):
                     best[t] = max(best.get(t, 0.0), w)
                 q = BooleanQuery([(Occur.SHOULD, MatchQuery(t, "tokens", boost=w)) for t, w in best.items()])
-            rows = (self._table.search(q, query_type="fts").where(self._where(ns, chat), prefilter=True)
-                    .select(["id", "namespace", "_score"]).limit(k).to_list())
+            self._files.acquire_shared()
+            try:
+                rows = (self._table.search(q, query_type="fts").where(self._where(ns, chat), prefilter=True)
+                        .select(["id", "namespace", "_score"]).limit(k).to_list())
+            finally:
+                self._files.release_shared()
         except Exception as exc:
             raise SearchIndexError(f"full-text search failed: {exc}") from exc
         return [IndexHit(r["id"], i + 1, float(r.get("_score", 0.0))) for i, r in enumerate(rows)
@@ -270,8 +348,13 @@ class SearchIndex:
     def search_vector(self, ns: Namespace, vector: np.ndarray, k: int, chat: ChatRef | None = None) -> list[IndexHit]:
         """Exact cosine search prefiltered on ``ns`` (and disclosure for group chats)."""
         try:
-            rows = (self._table.search(np.asarray(vector, dtype=np.float32), vector_column_name="vector")
-                    .where(self._where(ns, chat), prefilter=True).select(["id", "namespace", "_distance"]).limit(k).to_list())
+            self._files.acquire_shared()
+            try:
+                rows = (self._table.search(np.asarray(vector, dtype=np.float32), vector_column_name="vector")
+                        .where(self._where(ns, chat), prefilter=True).select(["id", "namespace", "_distance"])
+                        .limit(k).to_list())
+            finally:
+                self._files.release_shared()
         except Exception as exc:
             raise SearchIndexError(f"vector search failed: {exc}") from exc
         return [IndexHit(r["id"], i + 1, 1.0 - float(r.get("_distance", 0.0)) / 2.0) for i, r in enumerate(rows)

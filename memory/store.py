@@ -11,6 +11,20 @@ process lock) under the data root by default, or PostgreSQL when the URL says
 so (``postgresql://`` URLs are driven by psycopg 3). ``schema`` puts every
 table of a PostgreSQL store in its own schema (tests use one per run).
 
+SQLite never answers "database is locked" to the gateway's own concurrency:
+every write transaction starts with ``BEGIN IMMEDIATE`` (the write lock is
+taken up front, so the busy timeout applies and no read-to-write upgrade can
+deadlock — also between two processes on one file, e.g. the gateway and the
+operator CLI); reads run in deferred transactions that WAL never blocks.
+
+What a forget leaves in SQL: nothing readable. ``delete`` removes the live row,
+its history rows and the chat-log lines the memory was learned from, in one
+transaction; SQLite runs with ``secure_delete`` (freed cells and pages are
+zeroed) and ``scrub()`` truncates the WAL, so not even free pages keep the
+text. PostgreSQL keeps dead tuples until (auto)vacuum and WAL segments until
+they are recycled; run ``VACUUM`` on ``memories``, ``memory_history`` and
+``chat_log`` where that matters.
+
 Index outbox: each memory write adds an ``IndexOp`` row in the same
 transaction. The index applies it and clears it; a crash between SQL and index
 leaves the row, which ``SearchIndex`` maintenance re-applies. Nothing is lost.
@@ -85,6 +99,7 @@ class _MemoryRow(SQLModel, table=True):
     event_time: datetime | None = None
     version: int = 1
     access_times: str = "[]"
+    source_fp: str = Field(default="", max_length=64)
 
 
 class _HistoryRow(SQLModel, table=True):
@@ -96,6 +111,10 @@ class _HistoryRow(SQLModel, table=True):
     version: int
     text: str
     category: str
+    key: str = ""
+    origin: str = ""
+    source_message_id: str | None = None
+    source_fp: str = Field(default="", max_length=64)
     valid_from: datetime
     valid_to: datetime
 
@@ -129,6 +148,21 @@ class _ChatLogRow(SQLModel, table=True):
     sender_name: str = ""
     message_id: str = ""
     text: str
+    at: datetime
+
+
+class _RedactionRow(SQLModel, table=True):
+    """A chat-log line removed by a forget: ids only, so that a replay of the same
+    message does not put its text back into the conversation tail."""
+
+    __tablename__ = "chat_redactions"
+    __table_args__ = (UniqueConstraint("tenant", "chat", "message_id", "sender_id", name="uq_chat_redaction"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant: str = Field(max_length=64)
+    chat: str = Field(max_length=300)
+    message_id: str = Field(max_length=128)
+    sender_id: str = Field(max_length=128)
     at: datetime
 
 
@@ -283,6 +317,7 @@ class Store:
 
     def __init__(self, url: str, schema: str | None = None) -> None:
         self.url = _normalise_url(url)
+        self.schema = schema
         self.is_sqlite = self.url.startswith("sqlite")
         kwargs: dict = {}
         if self.is_sqlite:
@@ -294,19 +329,44 @@ class Store:
         self._write_lock = threading.RLock() if self.is_sqlite else _NullLock()
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine, "begin", _sqlite_begin)
+        # write sessions carry this option: on SQLite it makes them BEGIN IMMEDIATE
+        self._write_engine = self.engine.execution_options(huiyi_write=True)
         try:
             if schema and not self.is_sqlite:
                 with self.engine.begin() as conn:
                     conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
             SQLModel.metadata.create_all(self.engine)
+            self._add_missing_columns()
         except OperationalError as exc:
             raise StoreError(f"cannot open database {self.engine.url.render_as_string(hide_password=True)}: {exc}") from exc
+
+    def _add_missing_columns(self) -> None:
+        """Bring tables of an older huiyi up to date: columns added since (all of
+        them nullable or with an empty default) are added in place, so an existing
+        data root keeps working. Never drops or changes a column."""
+        from sqlalchemy import inspect as sa_inspect
+
+        insp = sa_inspect(self.engine)
+        for table in SQLModel.metadata.sorted_tables:
+            if not insp.has_table(table.name, schema=self.schema):
+                continue
+            have = {c["name"] for c in insp.get_columns(table.name, schema=self.schema)}
+            for col in table.columns:
+                if col.name in have:
+                    continue
+                kind = col.type.compile(dialect=self.engine.dialect)
+                default = "" if col.nullable else " NOT NULL DEFAULT ''" if kind.upper().startswith(("VARCHAR", "TEXT")) \
+                    else " NOT NULL DEFAULT 0"
+                with self.engine.begin() as conn:
+                    conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN "{col.name}" {kind}{default}'))
+                log.warning("store: added column %s.%s (schema from an older version)", table.name, col.name)
 
     # -- sessions -------------------------------------------------------
 
     @contextmanager
     def _write(self) -> Iterator[Session]:
-        with self._write_lock, Session(self.engine, expire_on_commit=False) as s:
+        with self._write_lock, Session(self._write_engine, expire_on_commit=False) as s:
             try:
                 yield s
                 s.commit()
@@ -328,9 +388,11 @@ class Store:
 
     # -- memories -------------------------------------------------------
 
-    def add(self, ns: Namespace, memory: Memory) -> Memory:
+    def add(self, ns: Namespace, memory: Memory, source_fp: str = "") -> Memory:
         """Insert ``memory`` into ``ns`` with an index upsert in the outbox.
 
+        ``source_fp``: fingerprint of the text the memory was learned from (kept so
+        that a forget can tombstone the evidence as well as the memory text).
         ``memory.namespace`` must equal ``ns`` (ValueError otherwise). Raises
         ``sqlalchemy.exc.IntegrityError`` when ``(ns, memory.key)`` already
         exists — the caller decides between dedupe and update.
@@ -362,6 +424,7 @@ class Store:
             event_time=memory.event_time,
             version=memory.version,
             access_times=json.dumps([created.isoformat()]),
+            source_fp=source_fp,
         )
         with self._write() as s:
             s.add(row)
@@ -411,25 +474,36 @@ class Store:
         with self._read() as s:
             return int(s.exec(select(func.count()).select_from(_MemoryRow).where(_MemoryRow.namespace == str(ns))).one())
 
-    def supersede(self, ns: Namespace, memory_id: str, new: Memory, at: datetime | None = None) -> Memory:
+    def supersede(self, ns: Namespace, memory_id: str, new: Memory, at: datetime | None = None,
+                  source_fp: str = "", key: str | None = None) -> Memory:
         """Latest-wins update: the current version goes to history with its validity
         closed at ``at``; the live row keeps its id at version + 1 with ``new``'s text,
-        category and emotion. NotFoundError if the memory is not in ``ns``."""
+        category, emotion and importance. ``key`` (the edit path) also moves the row
+        to another canonical key — IntegrityError if another memory of ``ns`` holds
+        it. NotFoundError if the memory is not in ``ns``."""
         at = at or utcnow()
         from memory.text import normalise
 
         with self._write() as s:
-            row = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id == memory_id)).first()
+            row = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id == memory_id)
+                         .with_for_update()).first()
             if row is None:
                 raise NotFoundError(f"no memory {memory_id!r} in {ns}")
             s.add(_HistoryRow(memory_id=row.id, namespace=row.namespace, version=row.version, text=row.text,
-                              category=row.category, valid_from=row.valid_from, valid_to=at))
+                              category=row.category, key=row.key, origin=row.origin,
+                              source_message_id=row.source_message_id, source_fp=row.source_fp,
+                              valid_from=row.valid_from, valid_to=at))
             row.text = new.text
             row.norm = normalise(new.text)
             row.category = new.category.value
+            if key is not None:
+                row.key = key
             row.importance = new.importance
             row.valence, row.arousal, row.emotion = new.valence, new.arousal, new.emotion
-            row.source_message_id = new.source_message_id or row.source_message_id
+            if new.source_message_id:
+                row.source_message_id = new.source_message_id
+                row.origin = new.origin.key if new.origin else row.origin
+            row.source_fp = source_fp or row.source_fp
             row.event_time = new.event_time or row.event_time
             row.version += 1
             row.updated_at = at
@@ -437,6 +511,27 @@ class Store:
             s.add(row)
             s.add(_IndexOpRow(namespace=str(ns), memory_id=row.id, op="upsert", created_at=at))
         return _to_memory(row)
+
+    def find_by_source(self, ns: Namespace, chat: ChatRef | None, message_id: str) -> list[Memory]:
+        """Live memories of ``ns`` learned from message ``message_id`` of ``chat``
+        (the edit path), oldest first."""
+        with self._read() as s:
+            rows = s.exec(select(_MemoryRow).where(
+                _MemoryRow.namespace == str(ns), _MemoryRow.source_message_id == message_id,
+                _MemoryRow.origin == (chat.key if chat else "")).order_by(_MemoryRow.created_at, _MemoryRow.id)).all()  # type: ignore[arg-type]
+        return [_to_memory(r) for r in rows]
+
+    def fingerprints(self, ns: Namespace, memory_id: str) -> set[str]:
+        """Evidence fingerprints (``source_fp``) of every version of ``memory_id`` in
+        ``ns`` (empty strings left out); NotFoundError if it is unknown in ``ns``."""
+        with self._read() as s:
+            live = s.exec(select(_MemoryRow.source_fp).where(_MemoryRow.namespace == str(ns),
+                                                             _MemoryRow.id == memory_id)).all()
+            hist = s.exec(select(_HistoryRow.source_fp).where(_HistoryRow.namespace == str(ns),
+                                                              _HistoryRow.memory_id == memory_id)).all()
+        if not live and not hist:
+            raise NotFoundError(f"no memory {memory_id!r} in {ns}")
+        return {fp for fp in [*live, *hist] if fp}
 
     def history(self, ns: Namespace, memory_id: str) -> list[Memory]:
         """All versions of ``memory_id`` in ``ns``, oldest first, the live one last
@@ -449,8 +544,10 @@ class Store:
             ).all()
             live = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id == memory_id)).first()
         out = [
-            Memory(id=h.memory_id, namespace=ns, text=h.text, category=Category(h.category), version=h.version,
-                   valid_from=_aware(h.valid_from), valid_to=_aware(h.valid_to))
+            Memory(id=h.memory_id, namespace=ns, text=h.text, category=Category(h.category), key=h.key,
+                   version=h.version, origin=ChatRef.parse(h.origin) if h.origin else None,
+                   source_message_id=h.source_message_id, valid_from=_aware(h.valid_from),
+                   valid_to=_aware(h.valid_to))
             for h in hist
         ]
         if live is not None:
@@ -459,35 +556,112 @@ class Store:
             raise NotFoundError(f"no memory {memory_id!r} in {ns}")
         return out
 
-    def delete(self, ns: Namespace, memory_id: str, tombstone: str | None = None) -> None:
+    def delete(self, ns: Namespace, memory_id: str, tombstones: Sequence[str] = (), *,
+               redact_sources: bool = False, purge: bool = False) -> None:
         """Remove the live memory and its history from ``ns`` and queue its index
-        delete; with ``tombstone`` (a fingerprint) record it in the same transaction.
-        NotFoundError if it is not in ``ns``."""
+        delete, in one transaction. ``tombstones`` (fingerprints) are recorded (or
+        moved forward to now) in the same transaction. ``redact_sources`` also
+        deletes the speaker's chat-log lines the memory was learned from (every
+        version's source message in its origin chat); ``purge`` queues an index purge
+        (compaction that drops the deleted row from LanceDB's files). NotFoundError
+        if it is not in ``ns``."""
         now = utcnow()
         with self._write() as s:
-            row = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id == memory_id)).first()
+            row = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id == memory_id)
+                         .with_for_update()).first()
             if row is None:
                 raise NotFoundError(f"no memory {memory_id!r} in {ns}")
+            hist = s.exec(select(_HistoryRow).where(_HistoryRow.namespace == str(ns),
+                                                    _HistoryRow.memory_id == memory_id)).all()
+            sources = {(h.origin, h.source_message_id) for h in hist} | {(row.origin, row.source_message_id)}
             s.delete(row)
             s.exec(delete(_HistoryRow).where(_HistoryRow.namespace == str(ns), _HistoryRow.memory_id == memory_id))  # type: ignore[call-overload]
-            if tombstone and not s.exec(select(_TombstoneRow).where(
-                    _TombstoneRow.namespace == str(ns), _TombstoneRow.fingerprint == tombstone)).first():
-                s.add(_TombstoneRow(namespace=str(ns), fingerprint=tombstone, forgotten_at=now))
+            for fp in dict.fromkeys(tombstones):
+                self._put_tombstone(s, ns, fp, now)
+            if redact_sources:
+                for origin, message_id in sources:
+                    self._redact(s, ns, origin, message_id)
             s.add(_IndexOpRow(namespace=str(ns), memory_id=memory_id, op="delete", created_at=now))
+            if purge:
+                s.add(_IndexOpRow(namespace=str(ns), memory_id=memory_id, op="purge", created_at=now))
+
+    @staticmethod
+    def _put_tombstone(s: Session, ns: Namespace, fingerprint: str, at: datetime) -> None:
+        row = s.exec(select(_TombstoneRow).where(_TombstoneRow.namespace == str(ns),
+                                                 _TombstoneRow.fingerprint == fingerprint)).first()
+        if row is None:
+            s.add(_TombstoneRow(namespace=str(ns), fingerprint=fingerprint, forgotten_at=at))
+        elif _aware(row.forgotten_at) < at:  # a second forget moves the line forward
+            row.forgotten_at = at
+            s.add(row)
+
+    @staticmethod
+    def _redact(s: Session, ns: Namespace, origin: str, message_id: str | None) -> None:
+        """Delete the subject's own chat-log line ``message_id`` of chat ``origin``."""
+        if not origin or not message_id:
+            return
+        platform, _, user_id = ns.subject.partition(":")
+        if origin.split(":", 1)[0] != platform:  # a linked person:<id> subject has no platform line
+            return
+        s.exec(delete(_ChatLogRow).where(_ChatLogRow.tenant == ns.tenant, _ChatLogRow.chat == origin,  # type: ignore[call-overload]
+                                         _ChatLogRow.role == "user", _ChatLogRow.sender_id == user_id,
+                                         _ChatLogRow.message_id == message_id))
+        if not s.exec(select(_RedactionRow.id).where(
+                _RedactionRow.tenant == ns.tenant, _RedactionRow.chat == origin, _RedactionRow.message_id == message_id,
+                _RedactionRow.sender_id == user_id)).first():
+            s.add(_RedactionRow(tenant=ns.tenant, chat=origin, message_id=message_id[:128], sender_id=user_id[:128],
+                                at=utcnow()))
+
+    def retract(self, ns: Namespace, memory_id: str) -> None:
+        """Remove a memory whose evidence was withdrawn (its message was edited and no
+        longer says it): live row and history go, no tombstone (the person did not
+        ask to forget; saying it again is simply new evidence). NotFoundError if it
+        is not in ``ns``."""
+        self.delete(ns, memory_id)
 
     def add_tombstone(self, ns: Namespace, fingerprint: str) -> None:
-        """Record a tombstone fingerprint in ``ns`` (idempotent)."""
+        """Record a tombstone fingerprint in ``ns`` (a repeated one moves forward to now)."""
         with self._write() as s:
-            if not s.exec(select(_TombstoneRow).where(
-                    _TombstoneRow.namespace == str(ns), _TombstoneRow.fingerprint == fingerprint)).first():
-                s.add(_TombstoneRow(namespace=str(ns), fingerprint=fingerprint, forgotten_at=utcnow()))
+            self._put_tombstone(s, ns, fingerprint, utcnow())
 
     def tombstoned_at(self, ns: Namespace, fingerprint: str) -> datetime | None:
-        """When a memory with this fingerprint was forgotten in ``ns``, or None."""
+        """When a memory with this fingerprint was last forgotten in ``ns``, or None."""
         with self._read() as s:
             row = s.exec(select(_TombstoneRow).where(
                 _TombstoneRow.namespace == str(ns), _TombstoneRow.fingerprint == fingerprint)).first()
         return _aware(row.forgotten_at) if row else None
+
+    def redact_speaker(self, ns: Namespace) -> int:
+        """Delete every chat-log line the subject of ``ns`` said in its tenant
+        (``forget_subject``); returns the number of lines. A subject that is not a
+        platform identity (``person:…``) has none."""
+        platform, _, user_id = ns.subject.partition(":")
+        with self._write() as s:
+            rows = s.exec(select(_ChatLogRow.chat, _ChatLogRow.message_id).where(
+                _ChatLogRow.tenant == ns.tenant, _ChatLogRow.role == "user", _ChatLogRow.sender_id == user_id,
+                _ChatLogRow.chat.startswith(f"{platform}:"))).all()  # type: ignore[attr-defined]
+            for chat, message_id in set(rows):
+                self._redact(s, ns, chat, message_id)
+            s.exec(delete(_ChatLogRow).where(_ChatLogRow.tenant == ns.tenant, _ChatLogRow.role == "user",  # type: ignore[call-overload]
+                                             _ChatLogRow.sender_id == user_id,
+                                             _ChatLogRow.chat.startswith(f"{platform}:")))  # type: ignore[attr-defined]
+        return len(rows)
+
+    def scrub(self) -> None:
+        """After a forget: on SQLite, checkpoint and truncate the WAL so that no old
+        page image with forgotten text stays in it (deleted cells are already zeroed
+        by ``secure_delete``). Readers still inside a snapshot can make the truncate
+        partial; that is logged and the next scrub finishes it. No-op on PostgreSQL."""
+        if not self.is_sqlite:
+            return
+        with self._write_lock:
+            raw = self.engine.raw_connection()
+            try:
+                busy, _log, _done = raw.driver_connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                raw.close()
+        if busy:
+            log.warning("store: WAL truncate after a forget was partial (a reader was active)")
 
     def touch(self, ns: Namespace, ids: Sequence[str], at: datetime | None = None) -> None:
         """Record that these memories of ``ns`` were recalled into a prompt at ``at``
@@ -519,10 +693,20 @@ class Store:
 
     # -- outbox ---------------------------------------------------------
 
-    def pending_ops(self, limit: int = 500) -> list[IndexOp]:
-        """Oldest pending index operations (each carries its own namespace)."""
+    def pending_ops(self, limit: int = 500, *, ns: Namespace | None = None, memory_ids: Sequence[str] | None = None,
+                    kinds: Sequence[str] | None = None) -> list[IndexOp]:
+        """Oldest pending index operations (each carries its own namespace), all of
+        them or only those of ``ns`` / ``memory_ids`` / op ``kinds`` (``upsert``,
+        ``delete``, ``purge``) — so that a backlog never hides a fresh write's op."""
+        q = select(_IndexOpRow)
+        if ns is not None:
+            q = q.where(_IndexOpRow.namespace == str(ns))
+        if memory_ids is not None:
+            q = q.where(_IndexOpRow.memory_id.in_(list(memory_ids)))  # type: ignore[attr-defined]
+        if kinds is not None:
+            q = q.where(_IndexOpRow.op.in_(list(kinds)))  # type: ignore[attr-defined]
         with self._read() as s:
-            rows = s.exec(select(_IndexOpRow).order_by(_IndexOpRow.id).limit(limit)).all()  # type: ignore[arg-type]
+            rows = s.exec(q.order_by(_IndexOpRow.id).limit(limit)).all()  # type: ignore[arg-type]
         return [IndexOp(r.id, Namespace.parse(r.namespace), r.memory_id, r.op, r.attempts) for r in rows]  # type: ignore[arg-type]
 
     def clear_ops(self, op_ids: Sequence[int]) -> None:
@@ -553,9 +737,15 @@ class Store:
         except IntegrityError:
             return False
 
-    def append_chat(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int = 200) -> None:
-        """Append a line to the chat's recent log, keeping at most ``keep`` lines."""
+    def append_chat(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int = 200) -> bool:
+        """Append a line to the chat's recent log, keeping at most ``keep`` lines.
+        A person's line that a forget redacted (same chat, message id and sender)
+        is not appended again — a replay cannot bring it back; returns False then."""
         with self._write() as s:
+            if line.role == "user" and line.message_id and s.exec(select(_RedactionRow.id).where(
+                    _RedactionRow.tenant == tenant, _RedactionRow.chat == chat.key,
+                    _RedactionRow.message_id == line.message_id, _RedactionRow.sender_id == line.sender_id)).first():
+                return False
             s.add(_ChatLogRow(tenant=tenant, chat=chat.key, role=line.role, sender_id=line.sender_id,
                               sender_name=line.sender_name, message_id=line.message_id, text=line.text, at=line.at))
             s.flush()
@@ -566,6 +756,7 @@ class Store:
             if cutoff is not None:
                 s.exec(delete(_ChatLogRow).where(_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat.key,  # type: ignore[call-overload]
                                                  _ChatLogRow.id <= cutoff))
+        return True
 
     def chat_tail(self, tenant: str, chat: ChatRef, n: int = 8, *, max_age: timedelta | None = None,
                   now: datetime | None = None) -> list[ChatLine]:
@@ -794,16 +985,8 @@ class Store:
             fallbacks = s.exec(select(func.count()).select_from(_LastRecallRow).where(
                 _LastRecallRow.tenant == tenant, _LastRecallRow.fallback_reason != "")).one()
         return TenantCounts(int(memories), int(people), int(chats), int(turns), int(recalls), int(fallbacks))
-    # -- edits and chat migration (Telegram) ------------------------------
 
-    def by_source(self, ns: Namespace, chat: ChatRef, message_id: str) -> list[Memory]:
-        """Live memories of ``ns`` captured from message ``message_id`` of ``chat``
-        (oldest first). Message ids are per chat on most platforms, hence the chat."""
-        with self._read() as s:
-            rows = s.exec(select(_MemoryRow).where(
-                _MemoryRow.namespace == str(ns), _MemoryRow.origin == chat.key,
-                _MemoryRow.source_message_id == message_id).order_by(_MemoryRow.created_at, _MemoryRow.id)).all()  # type: ignore[arg-type]
-        return [_to_memory(r) for r in rows]
+    # -- edits and chat migration (Telegram) ------------------------------
 
     def edit_chat_line(self, tenant: str, chat: ChatRef, message_id: str, text: str) -> bool:
         """Replace the text of the person's line ``message_id`` in the chat log (an
@@ -863,9 +1046,21 @@ class _NullLock:
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial
+    # the driver opens no transactions of its own: _sqlite_begin does, so that a
+    # write transaction takes the write lock up front (BEGIN IMMEDIATE)
+    dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA busy_timeout=10000")
     cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA secure_delete=ON")  # a forget leaves no text in freed pages
     cur.close()
+
+
+def _sqlite_begin(conn) -> None:  # pragma: no cover - trivial
+    """Write sessions start with BEGIN IMMEDIATE (the busy timeout then covers
+    lock waits, and no deferred read can fail to upgrade); reads autocommit
+    statement by statement, which WAL never blocks."""
+    if conn.get_execution_options().get("huiyi_write"):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 

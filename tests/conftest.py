@@ -128,7 +128,9 @@ def fake_llm():
 def llm(fake_llm):
     """The fake server with an empty script, request log and embedding script."""
     fake_llm.queue.clear()
+    fake_llm.extraction_queue.clear()
     fake_llm.requests.clear()
+    fake_llm.extraction_requests.clear()
     fake_llm.vectors.clear()
     fake_llm.embed_status = 200
     return fake_llm

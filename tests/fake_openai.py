@@ -4,7 +4,9 @@ client talks to it over loopback HTTP.
 Tests enqueue scripted answers (``FakeLLM.enqueue``): a text, an HTTP status,
 or a delay. ``/v1/embeddings`` answers with deterministic hashed vectors, or
 with the vector a test scripted for a text in ``vectors``; ``embed_status``
-other than 200 makes it fail. Every request body is recorded in ``requests``.
+other than 200 makes it fail. Every request body is recorded in ``requests``, except fact-extraction calls
+(memory.capture's LLM extractor), which have their own ``extraction_queue``
+and ``extraction_requests`` so that they never shift a test's scripted replies.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ class FakeLLM:
         self.default = default
         self.dim = dim
         self.queue: deque[Scripted] = deque()
+        self.extraction_queue: deque[Scripted] = deque()
         self.requests: list[dict] = []
+        self.extraction_requests: list[dict] = []
         self.vectors: dict[str, list[float]] = {}
         self.embed_status = 200
         self.app = self._make_app()
@@ -49,6 +53,13 @@ class FakeLLM:
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+
+    def enqueue_extraction(self, text: str | None = None, *, status: int = 200, delay: float = 0.0,
+                           raw: object | None = None) -> None:
+        """Queue the answer of the next fact-extraction call (memory.capture's LLM
+        extractor). Extraction calls never consume ``enqueue``'d answers; without a
+        scripted one they get ``default``, which the extractor rejects (heuristic)."""
+        self.extraction_queue.append(Scripted(text, status, delay, raw))
 
     def enqueue(self, text: str | None = None, *, status: int = 200, delay: float = 0.0, raw: object | None = None) -> None:
         """Queue the answer of the next chat completion."""
@@ -60,8 +71,11 @@ class FakeLLM:
         @app.post("/v1/chat/completions")
         async def chat(request: Request):
             body = await request.json()
-            self.requests.append(body)
-            s = self.queue.popleft() if self.queue else Scripted()
+            msgs = body.get("messages") or [{}]
+            extraction = str(msgs[0].get("content", "")).startswith("You extract durable facts")
+            (self.extraction_requests if extraction else self.requests).append(body)
+            queue = self.extraction_queue if extraction else self.queue
+            s = queue.popleft() if queue else Scripted()
             if s.delay:
                 await asyncio.sleep(s.delay)
             if s.status != 200:

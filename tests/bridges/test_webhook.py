@@ -39,8 +39,12 @@ def client(gateway):
 
 
 def prompts(llm) -> list[str]:
-    """Every prompt the fake model received, flattened to one string each."""
-    return [" | ".join(m["content"] for m in r["messages"]) for r in llm.requests if "messages" in r]
+    """Every reply prompt the fake model received (fact-extraction calls left out),
+    flattened to one string each."""
+    from memory.prompts import EXTRACTION_SYSTEM
+
+    return [" | ".join(m["content"] for m in r["messages"]) for r in llm.requests
+            if "messages" in r and r["messages"][0]["content"] != EXTRACTION_SYSTEM]
 
 
 def test_signed_message_gets_its_reply_in_the_response(client, llm):

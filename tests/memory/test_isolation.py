@@ -95,8 +95,10 @@ def test_malformed_namespace_strings_rejected_before_any_query(bad):
 
 
 class IsolationMachine(RuleBasedStateMachine):
-    """Random add / recall / reindex / forget across 5 namespaces of a fresh tenant;
-    every hit must belong to the asking namespace and the model's live ids."""
+    """Random add / keyed add (latest wins) / update / history / recall / reindex /
+    forget across 5 namespaces of a fresh tenant. Every hit and every history
+    version belongs to the asking namespace and to the model's live ids and
+    versions; another namespace's id is NotFound for every verb."""
 
     core = None  # set by the test
 
@@ -105,15 +107,59 @@ class IsolationMachine(RuleBasedStateMachine):
         self.tenant = "t" + uuid.uuid4().hex[:10]
         self.spaces = [Namespace(self.tenant, f"tg:{i}") for i in range(5)]
         self.live: dict[Namespace, set[str]] = {ns: set() for ns in self.spaces}
+        self.versions: dict[str, int] = {}
+
+    def _stored(self, ns, r):
+        if r.action == "rejected":  # said in the same instant as a forget of the same text
+            return
+        assert r.memory.namespace == ns
+        if r.action == "stored":
+            self.versions[r.memory.id] = 1
+        elif r.action == "superseded":
+            self.versions[r.memory.id] += 1
+        assert r.memory.version == self.versions[r.memory.id]
+        self.live[ns].add(r.memory.id)
 
     @rule(i=st.integers(0, 4), t=st.sampled_from(TEXTS), suffix=st.sampled_from(["", "!", " 😀", "呀", "。"]))
     def add(self, i, t, suffix):
         ns = self.spaces[i]
-        r = self.core.add(ns, self.core.new(ns, t + suffix))
-        assert r.memory.namespace == ns
-        self.live[ns].add(r.memory.id)
+        self._stored(ns, self.core.add(ns, self.core.new(ns, t + suffix)))
 
-    @rule(i=st.integers(0, 4), q=st.sampled_from(["猫", "咖啡", "hiking", "密码", "Paris", "花生", "山", "我"]),
+    @rule(i=st.integers(0, 4), t=st.sampled_from(TEXTS), slot=st.sampled_from(["pet.cat.name", "home.city"]))
+    def add_keyed(self, i, t, slot):
+        ns = self.spaces[i]
+        r = self.core.add(ns, self.core.new(ns, t, key=slot))
+        if r.action == "superseded":
+            assert r.memory.id in self.live[ns]
+        self._stored(ns, r)
+
+    @rule(i=st.integers(0, 4), pick=st.integers(0, 50), t=st.sampled_from(TEXTS))
+    def update(self, i, pick, t):
+        ns = self.spaces[i]
+        if not self.live[ns]:
+            return
+        mid = sorted(self.live[ns])[pick % len(self.live[ns])]
+        live = self.core.update(ns, mid, t + " (edited)")
+        self.versions[mid] += 1
+        assert live.namespace == ns and live.id == mid and live.version == self.versions[mid]
+
+    @rule(i=st.integers(0, 4), j=st.integers(0, 4), pick=st.integers(0, 50))
+    def history(self, i, j, pick):
+        ns, other = self.spaces[i], self.spaces[j]
+        if not self.live[ns]:
+            return
+        mid = sorted(self.live[ns])[pick % len(self.live[ns])]
+        versions = self.core.history(ns, mid)
+        assert [v.version for v in versions] == list(range(1, self.versions[mid] + 1))
+        assert {v.namespace for v in versions} == {ns} and {v.id for v in versions} == {mid}
+        assert versions[-1].valid_to is None and all(v.valid_to is not None for v in versions[:-1])
+        if other != ns:
+            for op in (lambda: self.core.history(other, mid), lambda: self.core.get(other, mid),
+                       lambda: self.core.update(other, mid, "x"), lambda: self.core.forget(other, mid, purge=False)):
+                with pytest.raises(NotFoundError):
+                    op()
+
+    @rule(i=st.integers(0, 4), q=st.sampled_from(["猫", "咖啡", "hiking", "密码", "Paris", "花生", "山", "我", "edited"]),
           channels=st.sampled_from([("bm25",), ("vector",), ("bm25", "vector")]))
     def recall(self, i, q, channels):
         ns = self.spaces[i]
@@ -121,16 +167,20 @@ class IsolationMachine(RuleBasedStateMachine):
         for h in hits:
             assert h.memory.namespace == ns
             assert h.memory.id in self.live[ns]
+            assert h.memory.version == self.versions[h.memory.id]
         if not self.live[ns]:
             assert hits == []
 
-    @rule(i=st.integers(0, 4))
-    def forget_one(self, i):
+    @rule(i=st.integers(0, 4), pick=st.integers(0, 50))
+    def forget_one(self, i, pick):
         ns = self.spaces[i]
         if self.live[ns]:
-            mid = sorted(self.live[ns])[0]
-            self.core.forget(ns, mid)
+            mid = sorted(self.live[ns])[pick % len(self.live[ns])]
+            self.core.forget(ns, mid, purge=False)  # the index purge is covered by test_lifecycle
             self.live[ns].discard(mid)
+            del self.versions[mid]
+            with pytest.raises(NotFoundError):
+                self.core.history(ns, mid)
 
     @rule()
     def reindex_tenant(self):
@@ -152,7 +202,8 @@ def _run_machine(core, examples: int) -> None:
 
 
 def test_isolation_state_machine_sqlite(sqlite_core):
-    """1,000 random add/recall/forget/reindex programs on SQLite: no hit ever leaves its namespace."""
+    """1,000 random add/update/history/recall/forget/reindex programs on SQLite: no hit
+    or version ever leaves its namespace."""
     _run_machine(sqlite_core, 1000)
 
 

@@ -65,8 +65,8 @@ def test_chat_tail_age_bound_is_relative_to_now(core):
     assert [x.text for x in core.store.chat_tail("a", OLD, 2, max_age=timedelta(days=1), now=T0)] == ["l3", "l4"]
 
 
-def test_edit_chat_line_and_by_source(core):
-    """An edit rewrites the person's line; by_source finds memories of that message in that chat only."""
+def test_edit_chat_line_and_find_by_source(core):
+    """An edit rewrites the person's line; find_by_source finds memories of that message in that chat only."""
     ns = Namespace("a", "tg:1")
     core.store.append_chat("a", OLD, ChatLine("user", "1", "原话", T0, "42"))
     core.store.append_chat("a", OLD, ChatLine("bot", "bot", "机器人的话", T0, ""))
@@ -75,5 +75,5 @@ def test_edit_chat_line_and_by_source(core):
     assert core.store.edit_chat_line("a", OLD, "43", "x") is False
     m = _group_memory(core, ns, "我喜欢雨天", OLD, mid="42")
     _group_memory(core, ns, "我喜欢晴天", NEW, mid="42")
-    assert [x.id for x in core.store.by_source(ns, OLD, "42")] == [m.id]
-    assert core.store.by_source(Namespace("b", "tg:1"), OLD, "42") == []
+    assert [x.id for x in core.store.find_by_source(ns, OLD, "42")] == [m.id]
+    assert core.store.find_by_source(Namespace("b", "tg:1"), OLD, "42") == []

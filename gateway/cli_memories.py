@@ -1,0 +1,195 @@
+"""``huiyi memories`` — the operator's view of one person's memories, over the
+same core functions the gateway uses.
+
+list            live memories of a subject, newest first
+show ID         one memory with every field
+history ID      every version with its validity interval
+forget ID       forget one memory (tombstoned, purged from SQL, chat log and index)
+forget-subject  forget everything of a subject (needs --yes)
+
+Every command takes ``--tenant`` (default ``default``) and ``--subject``
+(``tg:123456``); ``--json`` prints JSON instead of lines. Memory texts are
+printed as stored; messages are in the tenant's language (locales/). Exit code
+1 for an unknown memory, 2 for an invalid tenant/subject or a refused
+forget-subject.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from typing import Annotated
+
+import typer
+
+from gateway.config import load_settings
+
+__all__ = ["memories_app"]
+
+memories_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                           help="list, show, history and forget one person's memories")
+
+TenantOpt = Annotated[str, typer.Option(help="tenant")]
+SubjectOpt = Annotated[str, typer.Option(help="subject, e.g. tg:123456")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
+IdArg = Annotated[str, typer.Argument(help="memory id")]
+
+
+def _iso(dt: datetime | None) -> str | None:
+    return dt.isoformat() if dt else None
+
+
+def _record(m) -> dict:
+    """A memory as a JSON-able record (every field of ``memory.types.Memory``)."""
+    return {
+        "id": m.id, "namespace": str(m.namespace), "text": m.text, "category": m.category.value, "key": m.key,
+        "importance": m.importance, "valence": m.valence, "arousal": m.arousal, "emotion": m.emotion,
+        "origin": m.origin.key if m.origin else None, "visibility": m.visibility.value,
+        "source_message_id": m.source_message_id, "created_at": _iso(m.created_at), "updated_at": _iso(m.updated_at),
+        "valid_from": _iso(m.valid_from), "valid_to": _iso(m.valid_to), "event_time": _iso(m.event_time),
+        "version": m.version, "access_times": [_iso(t) for t in m.access_times],
+    }
+
+
+def _line(m) -> str:
+    return f"{m.id}  {m.category.value:<12} v{m.version}  {m.emotion:<12} {' '.join(m.text.split())}"
+
+
+class _Session:
+    """Settings, language and a core for one command; closes the core on exit."""
+
+    def __init__(self, tenant: str, subject: str) -> None:
+        from gateway.cli import _logging
+        from memory.errors import NamespaceError
+        from memory.types import Namespace
+
+        _logging()
+        self.settings = load_settings()
+        tenant_settings = self.settings.tenants.get(tenant)
+        self.lang = tenant_settings.language if tenant_settings else "zh_CN"
+        try:
+            self.ns = Namespace(tenant, subject)
+        except NamespaceError as exc:
+            self.fail(2, "Invalid tenant or subject: {detail}", detail=str(exc))
+        self.core = None
+
+    def __enter__(self) -> _Session:
+        from gateway.service import build_core
+
+        self.core = build_core(self.settings)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.core is not None:
+            self.core.close()
+
+    def say(self, msgid: str, **params: object) -> None:
+        from locales import translate
+
+        typer.echo(translate(self.lang, msgid, **params))
+
+    def fail(self, code: int, msgid: str, **params: object) -> None:
+        from locales import translate
+
+        typer.echo(translate(self.lang, msgid, **params), err=True)
+        raise typer.Exit(code)
+
+    def missing(self, memory_id: str) -> None:
+        self.fail(1, "No memory {id} in {namespace}.", id=memory_id, namespace=str(self.ns))
+
+
+def _dump(obj: object) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+@memories_app.command("list")
+def list_(tenant: TenantOpt = "default", subject: SubjectOpt = ...,  # type: ignore[assignment]
+          limit: Annotated[int, typer.Option(help="at most this many")] = 50,
+          offset: Annotated[int, typer.Option(help="skip this many")] = 0, as_json: JsonOpt = False) -> None:
+    """Live memories of a subject, newest first."""
+    with _Session(tenant, subject) as s:
+        items = s.core.list(s.ns, limit=limit, offset=offset)
+        if as_json:
+            _dump({"namespace": str(s.ns), "count": s.core.store.count(s.ns), "memories": [_record(m) for m in items]})
+        elif not items:
+            s.say("No memories.")
+        else:
+            for m in items:
+                typer.echo(_line(m))
+
+
+@memories_app.command()
+def show(memory_id: IdArg, tenant: TenantOpt = "default", subject: SubjectOpt = ...,  # type: ignore[assignment]
+         as_json: JsonOpt = False) -> None:
+    """One live memory with every field."""
+    from memory.errors import NotFoundError
+
+    with _Session(tenant, subject) as s:
+        try:
+            m = s.core.get(s.ns, memory_id)
+        except NotFoundError:
+            s.missing(memory_id)
+        rec = _record(m)
+        if as_json:
+            _dump(rec)
+        else:
+            for name, value in rec.items():
+                typer.echo(f"{name}: {value}")
+
+
+@memories_app.command()
+def history(memory_id: IdArg, tenant: TenantOpt = "default", subject: SubjectOpt = ...,  # type: ignore[assignment]
+            as_json: JsonOpt = False) -> None:
+    """Every version of a memory, oldest first, with its validity interval."""
+    from memory.errors import NotFoundError
+
+    with _Session(tenant, subject) as s:
+        try:
+            versions = s.core.history(s.ns, memory_id)
+        except NotFoundError:
+            s.missing(memory_id)
+        if as_json:
+            _dump({"id": memory_id, "namespace": str(s.ns), "versions": [
+                {"version": v.version, "text": v.text, "category": v.category.value,
+                 "valid_from": _iso(v.valid_from), "valid_to": _iso(v.valid_to)} for v in versions]})
+        else:
+            for v in versions:
+                typer.echo(f"v{v.version}  {_iso(v.valid_from)} → {_iso(v.valid_to) or '…'}  {' '.join(v.text.split())}")
+
+
+@memories_app.command()
+def forget(memory_id: IdArg, tenant: TenantOpt = "default", subject: SubjectOpt = ...,  # type: ignore[assignment]
+           as_json: JsonOpt = False) -> None:
+    """Forget one memory: no copy of its text stays in SQL, the chat log, the
+    index or the audit log, and a tombstone refuses it from older messages."""
+    from memory.errors import NotFoundError
+
+    with _Session(tenant, subject) as s:
+        try:
+            s.core.forget(s.ns, memory_id, actor="operator:cli")
+        except NotFoundError:
+            s.missing(memory_id)
+        if as_json:
+            _dump({"id": memory_id, "namespace": str(s.ns), "forgotten": True})
+        else:
+            s.say("Forgot memory {id}.", id=memory_id)
+
+
+@memories_app.command("forget-subject")
+def forget_subject(tenant: TenantOpt = "default", subject: SubjectOpt = ...,  # type: ignore[assignment]
+                   yes: Annotated[bool, typer.Option("--yes", help="confirm: forget everything of this person")] = False,
+                   as_json: JsonOpt = False) -> None:
+    """Forget everything of a subject: all memories (tombstoned) and their chat-log lines."""
+    from memory.admin import Authority
+    from memory.admin import forget_subject as do_forget_subject
+
+    s = _Session(tenant, subject)
+    if not yes:
+        s.fail(2, "Refusing to forget everything of {namespace} without --yes.", namespace=str(s.ns))
+    with s:
+        n = do_forget_subject(s.core, s.ns, Authority(actor="operator:cli", tenant=tenant))
+        if as_json:
+            _dump({"namespace": str(s.ns), "forgotten": n})
+        else:
+            s.say("Forgot {n} memories of {namespace}.", n=n, namespace=str(s.ns))

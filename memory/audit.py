@@ -1,0 +1,77 @@
+"""The audit trail of the memory lifecycle: who did what to which memory, in
+which namespace — never what the memory said.
+
+Actions: ``store``, ``dedupe``, ``supersede``, ``conflict``, ``reject``,
+``edit``, ``retract``, ``forget``, ``forget_subject``, ``reindex``. Records go
+to the store's append-only ``audit_log`` table.
+
+No text by construction: ``detail`` accepts only numbers, booleans, None and
+short identifier-like strings (categories, reasons, counts), so neither a
+memory's text nor its canonical key (which may contain text) can reach the
+log — a forgotten memory leaves nothing readable here.
+
+Failing to audit never fails the operation it records (the memory write has
+already committed), and it is never swallowed either: it is logged at ERROR
+with the namespace, action and memory id, and counted in ``failures`` (for
+the health and metrics endpoints).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+
+from memory.types import Namespace
+
+__all__ = ["AuditLog", "ACTIONS"]
+
+log = logging.getLogger(__name__)
+
+ACTIONS = frozenset({"store", "dedupe", "supersede", "conflict", "reject", "edit", "retract", "forget",
+                     "forget_subject", "reindex"})
+_TOKEN_RE = re.compile(r"[a-z0-9_.:-]{0,40}")
+
+
+def _check_detail(detail: dict[str, object]) -> None:
+    for name, value in detail.items():
+        if value is None or isinstance(value, bool | int | float):
+            continue
+        if isinstance(value, str) and _TOKEN_RE.fullmatch(value):
+            continue
+        raise ValueError(f"audit detail {name!r} must be a number or a short identifier, not free text")
+
+
+class AuditLog:
+    """Writes audit records through a ``Store``; thread-safe.
+
+    ``failures``: how many records could not be written since start-up.
+    ``record`` raises ValueError for an unknown action or a free-text detail
+    (a programming error, caught by tests); store failures are logged and counted.
+    """
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self._failures = 0
+        self._guard = threading.Lock()
+
+    @property
+    def failures(self) -> int:
+        """Audit records lost since start-up (each was logged at ERROR)."""
+        return self._failures
+
+    def record(self, ns: Namespace, action: str, actor: str, memory_id: str | None = None, **detail: object) -> bool:
+        """Append one record; True when it was written."""
+        if action not in ACTIONS:
+            raise ValueError(f"unknown audit action {action!r}")
+        _check_detail(detail)
+        try:
+            self.store.audit(ns, action, actor, memory_id, **detail)
+            return True
+        except Exception as exc:  # noqa: BLE001 - counted and logged loudly below, the write itself stands
+            with self._guard:
+                self._failures += 1
+                n = self._failures
+            log.error("AUDIT FAILED (%d so far): action=%s namespace=%s memory=%s actor=%s: %s: %s",
+                      n, action, ns, memory_id, actor, type(exc).__name__, exc)
+            return False
