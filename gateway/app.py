@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 MAINTAIN_EVERY_S = 15.0
 OPTIMIZE_EVERY_S = 600.0
+OPTIMIZE_AFTER_WRITES = 32
 
 
 class TurnRequest(BaseModel):
@@ -59,14 +60,18 @@ async def _json_body(request: Request) -> dict:
 
 
 async def _maintenance(pipeline: Pipeline) -> None:
-    """Off the hot path: apply pending index writes, optimize now and then."""
+    """Off the hot path: apply pending index writes; optimize (compact fragments,
+    fold new rows into the indices) every OPTIMIZE_EVERY_S seconds, or sooner once
+    OPTIMIZE_AFTER_WRITES index writes have piled up (each write is a fragment and
+    an unoptimized table makes every search slower)."""
     last_opt = asyncio.get_running_loop().time()
     while True:
         await asyncio.sleep(MAINTAIN_EVERY_S)
         try:
             await asyncio.to_thread(pipeline.core.maintain)
             now = asyncio.get_running_loop().time()
-            if now - last_opt >= OPTIMIZE_EVERY_S:
+            if (now - last_opt >= OPTIMIZE_EVERY_S
+                    or pipeline.core.index.writes_since_optimize >= OPTIMIZE_AFTER_WRITES):
                 await asyncio.to_thread(pipeline.core.index.optimize)
                 last_opt = now
         except Exception as exc:  # noqa: BLE001 - keep maintaining

@@ -70,7 +70,8 @@ def reindex(core, authority: Authority, *, batch: int = 256, progress: bool | No
     ops = core.store.pending_ops(100_000)
     core.store.clear_ops([o.id for o in ops if o.op != "purge"
                           and (authority.tenant is None or o.namespace.tenant == authority.tenant)])
-    core.index.optimize()
+    if authority.tenant is None:
+        core.index.optimize()  # a tenant's rebuild leaves compaction to the maintenance task
     log.info("reindex: %d memories in %d namespaces", total, len(ns_list))
     return total
 

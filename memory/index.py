@@ -126,6 +126,9 @@ class SearchIndex:
         self.path = str(path)
         self.embedder = embedder
         self._lock = threading.RLock()
+        #: index writes since the last optimize: each write is a new fragment, and
+        #: searches slow down with the fragment count (maintenance compacts early)
+        self.writes_since_optimize = 0
         self._files = _SharedExclusive()
         try:
             self._db = lancedb.connect(self.path)
@@ -227,6 +230,7 @@ class SearchIndex:
         try:
             with self._lock:
                 (self._table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(rows))
+                self.writes_since_optimize += 1
         except Exception as exc:
             raise SearchIndexError(f"index upsert failed: {exc}") from exc
 
@@ -241,6 +245,7 @@ class SearchIndex:
         try:
             with self._lock:
                 self._table.delete(where)
+                self.writes_since_optimize += 1
         except Exception as exc:
             raise SearchIndexError(f"index delete failed: {exc}") from exc
 
@@ -268,6 +273,7 @@ class SearchIndex:
 
         with self._lock:
             self._table.optimize(cleanup_older_than=timedelta(minutes=5))
+            self.writes_since_optimize = 0
 
     def purge(self) -> None:
         """Remove deleted rows from the files on disk: compact every fragment that
