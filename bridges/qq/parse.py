@@ -16,10 +16,10 @@ dropped. The result is stripped at both ends.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 from bridges.qq.cqcode import decode_cq
+from bridges.common import epoch_utc
 from gateway.messages import InboundMessage, ReplyRef
 from memory.types import ID_RE, ChatKind
 
@@ -106,14 +106,8 @@ def parse_event(event: dict) -> InboundMessage | None:
         log.debug("onebot: message_type %r (message %s) ignored", message_type, message_id)
         return None
 
-    when = event.get("time")
-    if isinstance(when, bool) or not isinstance(when, int | float):
-        log.warning("onebot: message %s without numeric time, ignored", message_id)
-        return None
-    try:
-        timestamp = datetime.fromtimestamp(when, tz=UTC)
-    except (OverflowError, OSError, ValueError):
-        log.warning("onebot: message %s has out-of-range time, ignored", message_id)
+    timestamp = epoch_utc(event.get("time"), log, f"onebot: message {message_id}")
+    if timestamp is None:
         return None
 
     message = event.get("message")

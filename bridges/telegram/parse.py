@@ -23,9 +23,9 @@ before an entity are handled.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
+from bridges.common import epoch_utc
 from gateway.messages import InboundMessage, ReplyRef
 from memory.types import ID_RE, ChatKind
 
@@ -207,14 +207,8 @@ def parse_update(
                   message_id, chat_id, service or "media or empty")
         return None
 
-    date = msg.get("date")
-    if isinstance(date, bool) or not isinstance(date, int | float):
-        log.warning("telegram: message %s without numeric date, ignored", message_id)
-        return None
-    try:
-        timestamp = datetime.fromtimestamp(date, tz=UTC)
-    except (OverflowError, OSError, ValueError):
-        log.warning("telegram: message %s has out-of-range date, ignored", message_id)
+    timestamp = epoch_utc(msg.get("date"), log, f"telegram: message {message_id}")
+    if timestamp is None:
         return None
 
     thread_id = None
