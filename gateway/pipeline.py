@@ -14,6 +14,7 @@ import asyncio
 import functools
 import hashlib
 import logging
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
@@ -155,7 +156,7 @@ class Pipeline:
         if res.addressed or not chat.is_group or t.capture_all_group_messages:
             t0 = time.perf_counter()
             try:
-                results = await asyncio.to_thread(capture, self.core, ns, msg.text,
+                results = await asyncio.to_thread(capture, self.core, ns, _without_bot_mention(msg.text, t),
                                                   chat=chat, said_at=msg.timestamp, message_id=msg.message_id,
                                                   extractor=self.extractor(tenant), tz=t.tz)
                 res.captured = [r.memory.id for r in results
@@ -273,6 +274,15 @@ class Pipeline:
         log.info("chat %s migrated to %s for tenant %s: %d lines, %d memories", old.key, new.key, tenant,
                  moved.chat_lines, moved.memories)
         return moved.memories
+
+
+def _without_bot_mention(text: str, t: TenantSettings) -> str:
+    """The message without the @-mention of this tenant's Telegram bot: "@mochi_bot
+    我养了只猫" is a fact about the cat, not about the bot's handle."""
+    name = (t.telegram.bot_username or t.telegram_bot_username or "").lstrip("@")
+    if not name:
+        return text
+    return re.sub(rf"(?i)@{re.escape(name)}\b", "", text).strip()
 
 
 def _ms(t0: float) -> float:

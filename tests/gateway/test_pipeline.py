@@ -106,3 +106,12 @@ async def test_memory_commands_are_never_captured(pipeline):
     """/memory commands are not facts about the speaker."""
     r = await pipeline.handle("default", msg("/memory list 我的猫", mid="3", is_command=True))
     assert r.command and r.captured == []
+
+
+async def test_bot_mention_is_not_part_of_the_captured_fact(sqlite_core, monkeypatch):
+    """'@mochi_bot 我养了一只猫' in a group is captured as '我养了一只猫'."""
+    monkeypatch.setenv("HUIYI_TENANTS__DEFAULT__TELEGRAM_BOT_USERNAME", "mochi_bot")
+    p = Pipeline(load_settings(), sqlite_core)
+    r = await p.handle("default", msg("@Mochi_Bot 我养了一只叫煤球的猫", kind=ChatKind.GROUP, chat_id="-100500",
+                                      mid="77", mentions_bot=True))
+    assert [p.core.get(Namespace("default", "tg:1001"), i).text for i in r.captured] == ["我养了一只叫煤球的猫"]
