@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ValidationError
 
 from gateway.config import Settings, load_settings
-from gateway.errors import BadPayload, Unauthorized, install_handlers
+from gateway.errors import BadPayload, PayloadTooLarge, Unauthorized, install_handlers
 from gateway.messages import InboundMessage
 from gateway.pipeline import Pipeline
 
@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 MAINTAIN_EVERY_S = 15.0
 OPTIMIZE_EVERY_S = 600.0
+MAX_BODY_BYTES = 1 << 20  # 1 MiB: far above any message (InboundMessage caps text at 20,000 chars)
 OPTIMIZE_AFTER_WRITES = 32
 
 
@@ -50,9 +51,11 @@ class TurnRequest(BaseModel):
 
 async def _json_body(request: Request) -> dict:
     raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise PayloadTooLarge(f"body of {len(raw)} bytes is above the limit of {MAX_BODY_BYTES}")
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise BadPayload(f"body is not JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise BadPayload("body must be a JSON object")

@@ -6,6 +6,7 @@ Exception tree::
     GatewayError                 base of gateway errors
     ├── UnknownTenant            404: no such tenant configured
     ├── BadPayload               400/422: malformed body or unparsable platform payload
+    │   └── PayloadTooLarge      413: body above the size limit
     ├── Unauthorized             401: missing or wrong signature / secret / token
     └── LLMError                 502 when surfaced: the chat model failed (the pipeline
                                  normally degrades instead of surfacing it)
@@ -20,7 +21,7 @@ import logging
 
 from memory.errors import CoreError, EmbedderError, NamespaceError, NotFoundError, SearchIndexError, StoreError
 
-__all__ = ["GatewayError", "UnknownTenant", "BadPayload", "Unauthorized", "LLMError", "status_of", "install_handlers"]
+__all__ = ["GatewayError", "UnknownTenant", "BadPayload", "PayloadTooLarge", "Unauthorized", "LLMError", "status_of", "install_handlers"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,10 @@ class BadPayload(GatewayError, ValueError):
     """The request body is malformed or is not a platform payload."""
 
 
+class PayloadTooLarge(BadPayload):
+    """The request body is larger than the gateway accepts."""
+
+
 class Unauthorized(GatewayError):
     """Signature, secret token or access token missing or wrong."""
 
@@ -47,6 +52,7 @@ class LLMError(GatewayError):
 
 _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (UnknownTenant, 404),
+    (PayloadTooLarge, 413),
     (BadPayload, 400),
     (Unauthorized, 401),
     (LLMError, 502),

@@ -6,13 +6,18 @@ nothing else. Ids are strings; a display name is never an id.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memory.types import ChatKind, ChatRef
 
-__all__ = ["InboundMessage", "ReplyRef", "Outbound", "Attachment"]
+__all__ = ["InboundMessage", "ReplyRef", "Outbound", "Attachment", "MAX_TEXT_CHARS"]
+
+#: Longest message text accepted (characters): far above any IM platform's own
+#: limit (Telegram 4096, QQ ~4500), small enough that one request cannot tie up
+#: tokenising and embedding for minutes.
+MAX_TEXT_CHARS = 20_000
 
 
 class ReplyRef(BaseModel):
@@ -36,6 +41,11 @@ class InboundMessage(BaseModel):
     message, if any. ``timestamp`` is timezone-aware (UTC when the platform
     gives epoch seconds). ``language`` is the platform's language code when it
     gives one (Telegram), else None.
+
+    Validation (pydantic ValidationError, a 400 at the HTTP edge): ``message_id``
+    at most 128 characters; ``text`` at most MAX_TEXT_CHARS characters and valid
+    Unicode (no lone surrogates); ``timestamp`` between 1970 and 2100 — a naive
+    timestamp is taken as UTC.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -56,6 +66,33 @@ class InboundMessage(BaseModel):
     is_command: bool = False
     language: str | None = None
     sender_role: str | None = Field(default=None, description="group role when the platform gives one: owner/admin/member")
+
+    @field_validator("message_id")
+    @classmethod
+    def _short_id(cls, v: str) -> str:
+        if not v or len(v) > 128:
+            raise ValueError("message_id must be 1-128 characters")
+        return v
+
+    @field_validator("text")
+    @classmethod
+    def _sane_text(cls, v: str) -> str:
+        if len(v) > MAX_TEXT_CHARS:
+            raise ValueError(f"text longer than {MAX_TEXT_CHARS} characters")
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError("text is not valid Unicode (lone surrogate)") from exc
+        return v
+
+    @field_validator("timestamp")
+    @classmethod
+    def _aware_time(cls, v: datetime) -> datetime:
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=timezone.utc)
+        if not 1970 <= v.astimezone(timezone.utc).year < 2100:
+            raise ValueError("timestamp must lie between 1970 and 2100")
+        return v
 
     @property
     def chat(self) -> ChatRef:

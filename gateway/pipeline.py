@@ -126,6 +126,11 @@ class Pipeline:
         their patterns; everything after identity degrades instead of raising."""
         t = self.tenant(tenant)
         chat = msg.chat
+        if not chat.is_group and msg.chat_id != msg.sender_id:
+            # a private conversation is the person's own: its log and memories are
+            # keyed by the sender, whatever chat id the platform (or a caller) names
+            chat = ChatRef(msg.platform, chat.kind, msg.sender_id, chat.thread_id)
+            msg = msg.model_copy(update={"chat_id": msg.sender_id})
         ns = await asyncio.to_thread(resolve_identity, self.core.store, tenant, msg.platform, msg.sender_id)
         res = TurnResult(tenant=tenant, namespace=str(ns), chat=chat.key, message_id=msg.message_id)
         delivery = f"{tenant}|{msg.platform}|{chat.key}|{msg.message_id}"
@@ -135,6 +140,17 @@ class Pipeline:
             log.info("duplicate delivery %s", delivery)
             res.duplicate = True
             return res
+        try:
+            return await self._turn(tenant, t, msg, ns, res)
+        except BaseException:
+            # the turn did not finish: let the platform's retry through instead of
+            # dropping it as a duplicate (the message must not be lost)
+            await asyncio.to_thread(self.core.store.release_delivery, delivery)
+            raise
+
+    async def _turn(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace,
+                    res: TurnResult) -> TurnResult:
+        chat = msg.chat
         started = time.perf_counter()
         lang = resolve_language(msg.language, t.language)
         if msg.is_command and msg.text.split(maxsplit=1)[0].split("@")[0] in MEMORY_COMMANDS:

@@ -29,9 +29,10 @@ Methods are synchronous and thread-safe; the async gateway calls them through
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -88,6 +89,7 @@ class MemoryCore:
         self.scorer = scorer
         self.audit = AuditLog(store)
         self._ns_locks: dict[str, threading.Lock] = {}
+        self._deferred = threading.local()
         self._ns_locks_guard = threading.Lock()
         if index.needs_rebuild:
             from memory.admin import OPERATOR, reindex
@@ -298,7 +300,30 @@ class MemoryCore:
 
     # -- index maintenance -------------------------------------------------
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Defer the index writes of this thread's core calls until the block ends,
+        then apply them with one index write per namespace (bulk ingest: imports,
+        replays, benchmarks). SQL and the outbox are written at once as usual, so
+        a crash inside the block loses nothing: maintenance applies the outbox.
+        Nested blocks join the outermost one."""
+        if getattr(self._deferred, "ids", None) is not None:
+            yield
+            return
+        self._deferred.ids = {}
+        try:
+            yield
+        finally:
+            pending: dict[Namespace, set[str]] = self._deferred.ids
+            self._deferred.ids = None
+            for ns, ids in pending.items():
+                self._apply_outbox_for(ns, ids)
+
     def _apply_outbox_for(self, ns: Namespace, ids: Sequence[str]) -> None:
+        deferred = getattr(self._deferred, "ids", None)
+        if deferred is not None:
+            deferred.setdefault(ns, set()).update(ids)
+            return
         try:
             self.maintain(only=(ns, set(ids)))
         except SearchIndexError as exc:

@@ -737,6 +737,12 @@ class Store:
         except IntegrityError:
             return False
 
+    def release_delivery(self, key: str) -> None:
+        """Forget that a delivery was claimed (its turn failed before finishing), so
+        the platform's retry is processed instead of dropped as a duplicate."""
+        with self._write() as s:
+            s.exec(delete(_DeliveryRow).where(_DeliveryRow.key == key[:600]))  # type: ignore[call-overload]
+
     def append_chat(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int = 200) -> bool:
         """Append a line to the chat's recent log, keeping at most ``keep`` lines.
         A person's line that a forget redacted (same chat, message id and sender)

@@ -89,3 +89,30 @@ def test_app_import_does_not_load_platform_frameworks():
     root = str(Path(__file__).resolve().parents[2])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("patch,code", [
+    ({"timestamp": "0001-01-01T00:00:00Z"}, 400),
+    ({"text": "\ud800x"}, 400),
+    ({"text": "a" * 20_001}, 400),
+    ({"message_id": "x" * 200}, 400),
+])
+def test_out_of_range_fields_answer_400_not_500(client, patch, code):
+    """Ancient timestamps, lone surrogates, oversized text and ids are refused at the edge."""
+    base = {"platform": "tg", "message_id": "1", "sender_id": "1", "chat_kind": "private", "chat_id": "1", "text": "hi"}
+    body = json.dumps({"message": {**base, **patch}}).encode()
+    r = client.post("/v1/turns", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == code and "error" in r.json()
+
+
+def test_oversized_and_deeply_nested_bodies_are_refused(client):
+    """A body over 1 MiB answers 413; a pathologically nested one 400 — never 500."""
+    assert client.post("/v1/turns", content=b'{"x": "' + b"a" * (2 << 20) + b'"}').status_code == 413
+    assert client.post("/v1/turns", content=b"[" * 100_000 + b"]" * 100_000).status_code == 400
+
+
+def test_naive_timestamp_is_taken_as_utc(client):
+    """An ISO timestamp without a zone is accepted as UTC (README promises ISO 8601)."""
+    base = {"platform": "tg", "message_id": "5", "sender_id": "1", "chat_kind": "private", "chat_id": "1",
+            "text": "我喜欢喝乌龙茶", "timestamp": "2026-01-01T00:00:00"}
+    assert client.post("/v1/turns", json={"message": base}).status_code == 200

@@ -115,3 +115,24 @@ async def test_bot_mention_is_not_part_of_the_captured_fact(sqlite_core, monkeyp
     r = await p.handle("default", msg("@Mochi_Bot 我养了一只叫煤球的猫", kind=ChatKind.GROUP, chat_id="-100500",
                                       mid="77", mentions_bot=True))
     assert [p.core.get(Namespace("default", "tg:1001"), i).text for i in r.captured] == ["我养了一只叫煤球的猫"]
+
+
+async def test_private_chat_log_is_keyed_by_the_sender(pipeline):
+    """A private message naming someone else's chat id never sees that person's chat log."""
+    await pipeline.handle("default", msg("我养了一只叫煤球的黑猫", sender="42", mid="1"))
+    r = await pipeline.handle("default", msg("我说过什么？", sender="43", chat_id="42", mid="2"))
+    assert r.chat == "tg:private:43"
+    assert all("煤球" not in m["content"] for m in r.prompt)
+
+
+async def test_failed_turn_releases_its_delivery_for_the_retry(pipeline, monkeypatch):
+    """A turn that crashes midway is not recorded as delivered: the platform's retry runs."""
+    def boom(*a, **kw):
+        raise RuntimeError("store down")
+
+    monkeypatch.setattr(pipeline, "addressed", boom)
+    with pytest.raises(RuntimeError):
+        await pipeline.handle("default", msg("我喜欢喝美式咖啡", mid="9"))
+    monkeypatch.undo()
+    again = await pipeline.handle("default", msg("我喜欢喝美式咖啡", mid="9"))
+    assert not again.duplicate and len(again.captured) == 1
