@@ -150,3 +150,16 @@ def test_chinese_queries_find_simplified_memory(sqlite_core):
     assert top("wifi 密码") == wifi
     assert top("ＷｉＦｉ") == wifi
     assert top("爬山") == odd
+
+
+def test_batch_defers_index_writes_to_one_per_namespace(sqlite_core):
+    """Inside core.batch() writes land in SQL and the outbox at once; the index gets
+    them in one write per namespace when the block ends."""
+    a, b = Namespace("default", "tg:1"), Namespace("default", "tg:2")
+    with sqlite_core.batch():
+        ids = [sqlite_core.add(ns, sqlite_core.new(ns, t)).memory.id
+               for ns in (a, b) for t in ("我喜欢喝美式咖啡", "I run every morning")]
+        assert len(sqlite_core.store.pending_ops()) == 4 and sqlite_core.index.ids(a) == set()
+    assert sqlite_core.store.pending_ops() == []
+    assert sqlite_core.index.ids(a) | sqlite_core.index.ids(b) == set(ids)
+    assert {h.memory.namespace for h in sqlite_core.recall(b, ["咖啡"])} == {b}
