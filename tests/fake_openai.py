@@ -36,7 +36,40 @@ class Scripted:
     raw: object | None = None
 
 
-class FakeLLM:
+class LoopbackServer:
+    """A FastAPI app served by uvicorn in a daemon thread on a free 127.0.0.1 port.
+    Subclasses build ``self.app`` (``_make_app``); ``base_url`` is the server root."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.app = self._make_app()
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def _make_app(self) -> FastAPI:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def start(self):
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.time() + 10
+        while not self._server.started:
+            if time.time() > deadline:
+                raise RuntimeError(f"{type(self).__name__} did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+class FakeLLM(LoopbackServer):
     """The fake server. ``base_url`` is ``http://127.0.0.1:<port>/v1``."""
 
     def __init__(self, default: str = "好的，我记得。", dim: int = 16) -> None:
@@ -48,11 +81,8 @@ class FakeLLM:
         self.extraction_requests: list[dict] = []
         self.vectors: dict[str, list[float]] = {}
         self.embed_status = 200
-        self.app = self._make_app()
-        self.port = _free_port()
+        super().__init__()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
 
     def enqueue_extraction(self, text: str | None = None, *, status: int = 200, delay: float = 0.0,
                            raw: object | None = None) -> None:
@@ -112,24 +142,6 @@ class FakeLLM:
             h = int(hashlib.md5(text[i:i + 2].encode()).hexdigest(), 16)
             v[h % self.dim] += 1.0
         return v
-
-    def start(self) -> "FakeLLM":
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        deadline = time.time() + 10
-        while not self._server.started:
-            if time.time() > deadline:
-                raise RuntimeError("fake OpenAI server did not start")
-            time.sleep(0.02)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=5)
 
 
 def _free_port() -> int:

@@ -21,49 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections import deque
 from urllib.parse import parse_qsl
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from fake_openai import _free_port
+from fake_openai import LoopbackServer
 
 
-class _Server:
-    """uvicorn in a daemon thread on a free loopback port."""
-
-    def __init__(self) -> None:
-        self.port = _free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.app = self._make_app()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-
-    def _make_app(self) -> FastAPI:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def start(self):
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        deadline = time.time() + 10
-        while not self._server.started:
-            if time.time() > deadline:
-                raise RuntimeError(f"{type(self).__name__} did not start")
-            time.sleep(0.02)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+class _Server(LoopbackServer):
+    """A loopback fake with a polling helper for asynchronous deliveries."""
 
     def wait_for(self, predicate, timeout: float = 10.0) -> bool:
         """Poll ``predicate()`` until true or ``timeout`` seconds pass."""
