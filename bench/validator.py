@@ -24,7 +24,8 @@ import gc
 import os
 import random
 import time
-from collections.abc import Sequence
+
+from bench import percentile
 
 __all__ = ["run", "measure", "workload", "TARGET_P95_MS"]
 
@@ -95,14 +96,6 @@ def workload(lang: str, rng: random.Random, chars: int = 600) -> tuple[dict[str,
     return memories, "".join(out).strip()
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
 def measure(lang: str, *, iterations: int = 200, primed: bool = False, embedder=None, misses: int = 0,
             seed: int = 7) -> dict[str, float]:
     """Time ``validate`` over ``iterations`` fresh workloads; returns wall-clock
@@ -138,8 +131,8 @@ def measure(lang: str, *, iterations: int = 200, primed: bool = False, embedder=
         cpu.append((time.thread_time() - c0) * 1000)
         grounding += v.grounding
         length += len(v.text)
-    return {"p50": _percentile(times, 50), "p95": _percentile(times, 95), "max": max(times),
-            "cpu_p50": _percentile(cpu, 50), "cpu_p95": _percentile(cpu, 95), "grounding": grounding / iterations, "chars": length / iterations}
+    return {"p50": percentile(times, 50), "p95": percentile(times, 95), "max": max(times),
+            "cpu_p50": percentile(cpu, 50), "cpu_p95": percentile(cpu, 95), "grounding": grounding / iterations, "chars": length / iterations}
 
 
 def _with_misses(output: str, memories: dict[str, str], lang: str, n: int) -> str:

@@ -38,6 +38,8 @@ import threading
 import time
 from pathlib import Path
 
+from bench import percentile
+
 __all__ = ["run", "measure", "TARGET_P95_MS", "CHATS", "MESSAGES"]
 
 log = logging.getLogger(__name__)
@@ -49,14 +51,6 @@ WARMUP = 20
 SECRET = "bench-secret"
 TEXTS = ("我养了一只叫煤球的猫", "今天加班好累", "你还记得我的猫吗？", "我喜欢周末去爬山", "I work as a nurse in Leeds",
          "明天要去面试了有点紧张", "what did I say about hiking?", "我最近在学吉他")
-
-
-def _percentile(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def _free_port() -> int:
@@ -143,8 +137,8 @@ def measure(workdir: Path, *, chats: int = CHATS, messages: int = MESSAGES, warm
         xs = [s[name] for s in stages if name in s]
         return statistics.median(xs) if xs else float("nan")
 
-    return {"requests": len(lat), "chats": chats, "p50_ms": _percentile(lat, 50), "p95_ms": _percentile(lat, 95),
-            "p99_ms": _percentile(lat, 99), "max_ms": max(lat), "mean_ms": statistics.fmean(lat),
+    return {"requests": len(lat), "chats": chats, "p50_ms": percentile(lat, 50), "p95_ms": percentile(lat, 95),
+            "p99_ms": percentile(lat, 99), "max_ms": max(lat), "mean_ms": statistics.fmean(lat),
             "per_s": len(lat) / wall, "turn_p50_ms": stage("total"), "recall_p50_ms": stage("recall"),
             "capture_p50_ms": stage("capture")}
 

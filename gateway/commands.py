@@ -345,6 +345,16 @@ def _all_ids(core, scope: _Scope) -> list[str]:
         ids += [m.id for m in batch]
 
 
+def _viewed(core, c: _Caller, sub: str, rest: str) -> tuple[_Scope, Memory]:
+    """The scope and memory a read-only subcommand (show, history, why) names in
+    ``rest``, with the view audited; raises what _take_id/_scope/_memory raise."""
+    token, mid, _ = _take_id(c, sub, rest)
+    scope = _scope(core, c, token, sub)
+    m = _memory(core, c, scope, mid, sub)
+    _audit_view(core, c, scope, sub, m.id)
+    return scope, m
+
+
 def _memory(core, c: _Caller, scope: _Scope, memory_id: str, sub: str) -> Memory:
     """The memory ``memory_id`` of the scope, if this chat may show it."""
     if not ID_RE.fullmatch(memory_id):
@@ -448,10 +458,7 @@ def _cmd_list(core, c: _Caller, rest: str) -> CommandReply:
 
 
 def _cmd_show(core, c: _Caller, rest: str) -> CommandReply:
-    token, mid, _ = _take_id(c, "show", rest)
-    scope = _scope(core, c, token, "show")
-    m = _memory(core, c, scope, mid, "show")
-    _audit_view(core, c, scope, "show", m.id)
+    scope, m = _viewed(core, c, "show", rest)
     vis = (c.say("shown only in private chats") if m.visibility is Visibility.PRIVATE
            else c.say("shown in that group and in private chats"))
     lines = [
@@ -549,10 +556,7 @@ def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandRepl
 
 
 def _cmd_history(core, c: _Caller, rest: str) -> CommandReply:
-    token, mid, _ = _take_id(c, "history", rest)
-    scope = _scope(core, c, token, "history")
-    m = _memory(core, c, scope, mid, "history")
-    _audit_view(core, c, scope, "history", m.id)
+    scope, m = _viewed(core, c, "history", rest)
     versions = core.history(scope.ns, m.id)
     lines = [c.say("Versions of {id} ({n}):", id=m.id, n=len(versions))]
     if len(versions) > HISTORY_SHOWN:
@@ -565,10 +569,7 @@ def _cmd_history(core, c: _Caller, rest: str) -> CommandReply:
 
 
 def _cmd_why(core, c: _Caller, rest: str) -> CommandReply:
-    token, mid, _ = _take_id(c, "why", rest)
-    scope = _scope(core, c, token, "why")
-    m = _memory(core, c, scope, mid, "why")
-    _audit_view(core, c, scope, "why", m.id)
+    scope, m = _viewed(core, c, "why", rest)
     why = explain(core.store.last_recall(scope.ns), m)
     tr = why.trace
     if why.verdict == "no_trace":
