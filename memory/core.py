@@ -76,6 +76,48 @@ class AddResult:
         return f"AddResult({self.action!r}, {self.memory.id if self.memory else None})"
 
 
+class _GroupCommit:
+    """Group commit of index writes: a caller's ids join the batch being collected,
+    and the first caller to find no write running writes everything collected so
+    far in one go while later callers wait for the write that carries their ids.
+    Each caller returns once its own ids were written (or the write failed and
+    was logged), so a memory is searchable when ``add`` returns, while N
+    concurrent adds cost one index write (one LanceDB fragment) instead of N.
+    The idea is the database log's group commit (Gawlick & Kinkade, IMS Fast
+    Path, 1985); ``write`` receives ``{namespace: memory ids}`` and must not raise.
+    """
+
+    def __init__(self, write) -> None:
+        self._write = write
+        self._cond = threading.Condition()
+        self._pending: dict[Namespace, set[str]] = {}
+        self._collecting = 0  # number of the batch now collecting ids
+        self._written = -1  # number of the last batch written
+        self._busy = False
+
+    def submit(self, targets: dict[Namespace, set[str]]) -> None:
+        """Write the outbox ops of ``targets`` to the index, joining concurrent callers."""
+        with self._cond:
+            for ns, ids in targets.items():
+                self._pending.setdefault(ns, set()).update(ids)
+            mine = self._collecting
+            while self._written < mine:
+                if self._busy:
+                    self._cond.wait()
+                    continue
+                self._busy = True
+                batch, self._pending = self._pending, {}
+                number, self._collecting = self._collecting, self._collecting + 1
+                self._cond.release()
+                try:
+                    self._write(batch)
+                finally:
+                    self._cond.acquire()
+                    self._busy = False
+                    self._written = number
+                    self._cond.notify_all()
+
+
 class MemoryCore:
     """Store + index + scorer. ``scorer`` rescales fused hits (memory.scoring).
 
@@ -90,6 +132,7 @@ class MemoryCore:
         self.audit = AuditLog(store)
         self._ns_locks: dict[str, threading.Lock] = {}
         self._deferred = threading.local()
+        self._commits = _GroupCommit(self._write_index)
         self._ns_locks_guard = threading.Lock()
         if index.needs_rebuild:
             from memory.admin import OPERATOR, reindex
@@ -108,15 +151,6 @@ class MemoryCore:
             return self._ns_locks.setdefault(str(ns), threading.Lock())
 
     # -- verbs ------------------------------------------------------------
-
-    def _refused(self, ns: Namespace, memory: Memory, evidence: str | None, said: datetime) -> bool:
-        for text in (memory.text, evidence):
-            if not text:
-                continue
-            forgotten = self.store.tombstoned_at(ns, fingerprint(text))
-            if forgotten is not None and said <= forgotten:
-                return True
-        return False
 
     def add(self, ns: Namespace, memory: Memory, *, said_at: datetime | None = None, actor: str = "capture",
             evidence: str | None = None, replaces: str | None = None) -> AddResult:
@@ -140,10 +174,11 @@ class MemoryCore:
             memory = replace(memory, created_at=said)
         source_fp = fingerprint(evidence) if evidence else ""
         with self._lock(ns):
-            if self._refused(ns, memory, evidence, said):
+            existing, forgotten = self.store.key_and_tombstone(
+                ns, memory.key, [fingerprint(t) for t in (memory.text, evidence) if t])
+            if forgotten is not None and said <= forgotten:
                 self.audit.record(ns, "reject", actor, None, reason="tombstone")
                 return AddResult("rejected", None, "tombstone")
-            existing = self.store.find_by_key(ns, memory.key)
             if replaces is not None and (existing is None or existing.id == replaces):
                 return self._revise(ns, replaces, memory, said, source_fp, actor)
             if existing is not None:
@@ -303,10 +338,10 @@ class MemoryCore:
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
         """Defer the index writes of this thread's core calls until the block ends,
-        then apply them with one index write per namespace (bulk ingest: imports,
-        replays, benchmarks). SQL and the outbox are written at once as usual, so
-        a crash inside the block loses nothing: maintenance applies the outbox.
-        Nested blocks join the outermost one."""
+        then apply them all in one index write (bulk ingest: imports, replays,
+        benchmarks). SQL and the outbox are written at once as usual, so a crash
+        inside the block loses nothing: maintenance applies the outbox. Nested
+        blocks join the outermost one."""
         if getattr(self._deferred, "ids", None) is not None:
             yield
             return
@@ -316,34 +351,47 @@ class MemoryCore:
         finally:
             pending: dict[Namespace, set[str]] = self._deferred.ids
             self._deferred.ids = None
-            for ns, ids in pending.items():
-                self._apply_outbox_for(ns, ids)
+            if pending:
+                self._commits.submit(pending)
 
     def _apply_outbox_for(self, ns: Namespace, ids: Sequence[str]) -> None:
         deferred = getattr(self._deferred, "ids", None)
         if deferred is not None:
             deferred.setdefault(ns, set()).update(ids)
             return
-        try:
-            self.maintain(only=(ns, set(ids)))
-        except SearchIndexError as exc:
-            log.warning("index write deferred for %s (%s); the outbox keeps it", ns, exc)
+        self._commits.submit({ns: set(ids)})
 
-    def maintain(self, *, only: tuple[Namespace, set[str]] | None = None, limit: int = 500) -> int:
+    def _write_index(self, targets: dict[Namespace, set[str]]) -> None:
+        """The group commit's write: the outbox ops of ``targets`` in one index write;
+        a failure is logged and the outbox keeps the ops for maintenance."""
+        try:
+            self.maintain(only=targets)
+        except Exception as exc:  # noqa: BLE001 - SQL has committed; the outbox keeps what failed
+            log.warning("index write deferred for %d namespace(s) (%s); the outbox keeps it", len(targets), exc)
+
+    def maintain(self, *, only: tuple[Namespace, set[str]] | dict[Namespace, set[str]] | None = None,
+                 limit: int = 500) -> int:
         """Apply pending outbox operations to the index; returns how many were applied.
 
-        Upserts are batched per namespace into one index write. Failures stay
-        queued (attempt counted) and raise SearchIndexError after the batch.
-        Without ``only`` (the background pass), queued purges run last, once.
+        ``only``: the ops of these memory ids per namespace (a ``(ns, ids)`` pair or
+        a ``{ns: ids}`` map); None: the oldest ``limit`` ops of the whole outbox (the
+        background pass). Deletes go per namespace; every upsert of the pass, over all
+        its namespaces, goes in one index write (each row keeps its own namespace:
+        rows are read back from SQL per namespace, ``Store.get_many``). Failures stay
+        queued (attempt counted) and raise SearchIndexError after the pass. Without
+        ``only``, queued purges run last, once.
         """
+        if isinstance(only, tuple):
+            only = {only[0]: set(only[1])}
+        purges = []
         if only is not None:
-            ops = self.store.pending_ops(limit, ns=only[0], memory_ids=sorted(only[1]), kinds=("upsert", "delete"))
-            purges = []
+            ops = [op for ns, ids in only.items() if ids
+                   for op in self.store.pending_ops(limit, ns=ns, memory_ids=sorted(ids), kinds=("upsert", "delete"))]
         else:
             ops = self.store.pending_ops(limit, kinds=("upsert", "delete"))
             purges = self.store.pending_ops(1, kinds=("purge",))
         if not ops:
-            if only is None and purges:
+            if purges:
                 self.purge()
             return 0
         by_ns: dict[Namespace, list] = {}
@@ -352,22 +400,28 @@ class MemoryCore:
         done: list[int] = []
         failed: list[int] = []
         error: Exception | None = None
+        upserts: list[Memory] = []
+        upsert_ops: list[int] = []
         for ns, ns_ops in by_ns.items():
-            latest: dict[str, object] = {}
-            for op in ns_ops:  # the last op per memory decides
-                latest[op.memory_id] = op
+            latest = {op.memory_id for op in ns_ops}
             try:
-                live = self.store.get_many(ns, list(latest))
-                gone = [mid for mid in latest if mid not in live]
-                self.index.delete(ns, gone)
-                self.index.upsert(list(live.values()))
-                done += [o.id for o in ns_ops]
+                live = self.store.get_many(ns, sorted(latest))
+                self.index.delete(ns, [mid for mid in latest if mid not in live])
             except Exception as exc:  # noqa: BLE001 - any index failure keeps the ops queued
                 error = exc
                 failed += [o.id for o in ns_ops]
+                continue
+            upserts += live.values()
+            upsert_ops += [o.id for o in ns_ops]
+        try:
+            self.index.upsert(upserts)
+            done += upsert_ops
+        except Exception as exc:  # noqa: BLE001
+            error = exc
+            failed += upsert_ops
         self.store.clear_ops(done)
         self.store.fail_ops(failed)
-        if only is None and purges and error is None:
+        if purges and error is None:
             self.purge()  # after the deletes it compacts away
         if error is not None:
             raise SearchIndexError(f"{len(failed)} index operations still pending: {error}") from error

@@ -40,9 +40,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 
 from sqlalchemy import Index as SAIndex
-from sqlalchemy import UniqueConstraint, event, text
+from sqlalchemy import UniqueConstraint, event, insert, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
 
@@ -403,7 +404,7 @@ class Store:
 
         now = utcnow()
         created = memory.created_at or now
-        row = _MemoryRow(
+        values = dict(
             id=memory.id,
             namespace=str(ns),
             tenant=ns.tenant,
@@ -426,10 +427,13 @@ class Store:
             access_times=json.dumps([created.isoformat()]),
             source_fp=source_fp,
         )
+        # Core inserts, not ORM objects: this is the capture hot path, and building
+        # SQLModel rows (validation, attribute instrumentation) cost more than the SQL
         with self._write() as s:
-            s.add(row)
-            s.add(_IndexOpRow(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now))
-        return _to_memory(row)
+            s.execute(insert(_MemoryRow.__table__), [values])  # type: ignore[attr-defined]
+            s.execute(insert(_IndexOpRow.__table__),  # type: ignore[attr-defined]
+                      [dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0)])
+        return _to_memory(SimpleNamespace(**values))  # type: ignore[arg-type]
 
     def get(self, ns: Namespace, memory_id: str) -> Memory:
         """The live memory ``memory_id`` of ``ns``; NotFoundError if it is not in ``ns``."""
@@ -454,6 +458,17 @@ class Store:
         with self._read() as s:
             row = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.key == key)).first()
         return _to_memory(row) if row else None
+
+    def key_and_tombstone(self, ns: Namespace, key: str, fingerprints: Sequence[str]) -> tuple[Memory | None, datetime | None]:
+        """What an add in ``ns`` checks first, read in one session: the live memory
+        with canonical ``key`` (or None) and the latest forget of any of
+        ``fingerprints`` (``tombstoned_at``; None when none was forgotten)."""
+        prints = sorted(set(fingerprints))
+        with self._read() as s:
+            row = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.key == key)).first()
+            forgotten = s.exec(select(_TombstoneRow.forgotten_at).where(
+                _TombstoneRow.namespace == str(ns), _TombstoneRow.fingerprint.in_(prints))).all() if prints else []  # type: ignore[attr-defined]
+        return (_to_memory(row) if row else None), max((_aware(r) for r in forgotten), default=None)  # type: ignore[type-var]
 
     def list(self, ns: Namespace, limit: int = 50, offset: int = 0) -> list[Memory]:
         """Live memories of ``ns``, newest first."""
@@ -624,12 +639,14 @@ class Store:
         with self._write() as s:
             self._put_tombstone(s, ns, fingerprint, utcnow())
 
-    def tombstoned_at(self, ns: Namespace, fingerprint: str) -> datetime | None:
-        """When a memory with this fingerprint was last forgotten in ``ns``, or None."""
+    def tombstoned_at(self, ns: Namespace, fingerprint: str, *more: str) -> datetime | None:
+        """When a memory with any of these fingerprints was last forgotten in ``ns``
+        (the latest such forget, aware UTC), or None. One query for all of them."""
+        prints = sorted({fingerprint, *more})
         with self._read() as s:
-            row = s.exec(select(_TombstoneRow).where(
-                _TombstoneRow.namespace == str(ns), _TombstoneRow.fingerprint == fingerprint)).first()
-        return _aware(row.forgotten_at) if row else None
+            rows = s.exec(select(_TombstoneRow.forgotten_at).where(
+                _TombstoneRow.namespace == str(ns), _TombstoneRow.fingerprint.in_(prints))).all()  # type: ignore[attr-defined]
+        return max((_aware(r) for r in rows), default=None)  # type: ignore[type-var]
 
     def redact_speaker(self, ns: Namespace) -> int:
         """Delete every chat-log line the subject of ``ns`` said in its tenant
@@ -779,8 +796,13 @@ class Store:
     def audit(self, ns: Namespace, action: str, actor: str, memory_id: str | None = None, **detail: object) -> None:
         """Append an audit record (append-only). Never pass memory text of a forget."""
         with self._write() as s:
-            s.add(_AuditRow(at=utcnow(), actor=actor, action=action, namespace=str(ns), memory_id=memory_id,
-                            detail=json.dumps(detail, ensure_ascii=False, default=str)))
+            s.execute(insert(_AuditRow.__table__), [self._audit_values(ns, action, actor, memory_id, detail)])  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _audit_values(ns: Namespace, action: str, actor: str, memory_id: str | None,
+                      detail: dict[str, object]) -> dict[str, object]:
+        return dict(at=utcnow(), actor=actor, action=action, namespace=str(ns), memory_id=memory_id,
+                    detail=json.dumps(detail, ensure_ascii=False, default=str))
 
     def audit_records(self, ns: Namespace, limit: int = 100) -> list[dict]:
         """Audit records of ``ns``, newest first, as plain records (for admin views)."""

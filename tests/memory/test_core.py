@@ -3,6 +3,8 @@ after a failure between SQL and index."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from memory.errors import SearchIndexError
@@ -152,14 +154,49 @@ def test_chinese_queries_find_simplified_memory(sqlite_core):
     assert top("爬山") == odd
 
 
-def test_batch_defers_index_writes_to_one_per_namespace(sqlite_core):
+def test_batch_defers_index_writes_to_one_write(sqlite_core):
     """Inside core.batch() writes land in SQL and the outbox at once; the index gets
-    them in one write per namespace when the block ends."""
+    them all, over both namespaces, in one write when the block ends."""
     a, b = Namespace("default", "tg:1"), Namespace("default", "tg:2")
+    writes = sqlite_core.index.writes_since_optimize
     with sqlite_core.batch():
         ids = [sqlite_core.add(ns, sqlite_core.new(ns, t)).memory.id
                for ns in (a, b) for t in ("我喜欢喝美式咖啡", "I run every morning")]
         assert len(sqlite_core.store.pending_ops()) == 4 and sqlite_core.index.ids(a) == set()
     assert sqlite_core.store.pending_ops() == []
+    assert sqlite_core.index.writes_since_optimize == writes + 1
     assert sqlite_core.index.ids(a) | sqlite_core.index.ids(b) == set(ids)
     assert {h.memory.namespace for h in sqlite_core.recall(b, ["咖啡"])} == {b}
+
+
+def test_concurrent_adds_share_index_writes_and_each_is_searchable_on_return(core):
+    """Group commit: adds racing in 12 threads (12 namespaces) coalesce into fewer
+    index writes than adds, and every add finds its own memory in the index, in its
+    own namespace only, the moment it returns."""
+    n = 12
+    start = threading.Barrier(n)
+    found: dict[int, set[str]] = {}
+    errors: list[BaseException] = []
+    writes = core.index.writes_since_optimize
+
+    def person(i: int) -> None:
+        ns = Namespace("default", f"tg:{500 + i}")
+        try:
+            start.wait()
+            mid = core.add(ns, core.new(ns, f"我的幸运数字是{i} lucky number {i}")).memory.id
+            found[i] = core.index.ids(ns) & {mid}
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=person, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(len(found[i]) == 1 for i in range(n))
+    assert core.index.writes_since_optimize - writes < n
+    assert core.store.pending_ops() == []
+    for i in range(n):
+        ns = Namespace("default", f"tg:{500 + i}")
+        assert [h.memory.namespace for h in core.recall(ns, [f"幸运数字 {i}"])] == [ns]
