@@ -42,11 +42,14 @@ OPTIMIZE_AFTER_WRITES = 32
 
 
 class TurnRequest(BaseModel):
-    """Body of ``POST /v1/turns``: the tenant and one platform-neutral message.
-    ``timestamp`` defaults to now (UTC)."""
+    """Body of ``POST /v1/turns``: the tenant and one platform-neutral message
+    (``timestamp`` defaults to now, UTC), and whether to capture after answering."""
 
     tenant: str = "default"
     message: dict
+    #: answer as soon as the prompt is ready and capture afterwards (``captured``
+    #: is then empty and ``capture_pending`` true)
+    background_capture: bool = False
 
 
 async def _json_body(request: Request) -> dict:
@@ -63,13 +66,18 @@ async def _json_body(request: Request) -> dict:
 
 
 async def _maintenance(pipeline: Pipeline) -> None:
-    """Off the hot path: apply pending index writes; optimize (compact fragments,
+    """Off the hot path: resume captures a crash or failure left pending
+    (``Pipeline.resume_captures``); apply pending index writes; optimize (compact fragments,
     fold new rows into the indices) every OPTIMIZE_EVERY_S seconds, or sooner once
     OPTIMIZE_AFTER_WRITES index writes have piled up (each write is a fragment and
     an unoptimized table makes every search slower)."""
     last_opt = asyncio.get_running_loop().time()
     while True:
         await asyncio.sleep(MAINTAIN_EVERY_S)
+        try:
+            await pipeline.resume_captures()
+        except Exception as exc:  # noqa: BLE001 - keep maintaining
+            log.warning("resuming pending captures: %s", exc)
         try:
             await asyncio.to_thread(pipeline.core.maintain)
             now = asyncio.get_running_loop().time()
@@ -120,6 +128,8 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
             async with qq_host.running(pipeline) if qq_host else contextlib.nullcontext():
                 yield
         finally:
+            if not await pipeline.drain(timeout=30):
+                log.warning("shutdown: captures still running; they resume at the next start")
             for task in tasks:
                 task.cancel()
             for task in tasks:
@@ -151,7 +161,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
             msg.chat  # validates ids against their patterns
         except ValidationError as exc:
             raise BadPayload(f"invalid turn: {exc.errors(include_url=False)}") from exc
-        result = await pl(request).handle(req.tenant, msg)
+        result = await pl(request).handle(req.tenant, msg, background_capture=req.background_capture)
         return result.to_json()
 
     @app.post("/telegram/{tenant}")

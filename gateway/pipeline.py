@@ -16,6 +16,7 @@ import hashlib
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
@@ -33,7 +34,7 @@ from memory.explain import TRACE_DEPTH, record_recall
 from memory.identity import resolve as resolve_identity
 from memory.reconstruct import Recollection, reconstruct
 from memory.emotion import analyse
-from memory.store import ChatLine, utcnow
+from memory.store import ChatLine, PendingCapture, utcnow
 from memory.types import ChatRef, Namespace
 
 __all__ = ["Pipeline", "TurnResult"]
@@ -41,6 +42,10 @@ __all__ = ["Pipeline", "TurnResult"]
 log = logging.getLogger(__name__)
 
 APOLOGY = "Sorry, I can't answer right now. Please try again in a moment."
+CAPTURE_CONCURRENCY = 4
+"""Background captures running at once per pipeline (more wait their turn)."""
+RESUME_AFTER_S = 60.0
+"""A capture queued this many seconds ago and still not done is resumed."""
 MEMORY_COMMANDS = ("/memory", "/记忆")
 
 
@@ -49,7 +54,8 @@ class TurnResult:
     """What one turn did. ``recalled``/``captured`` are memory ids; ``prompt`` is the
     chat messages sent (or that would be sent) to the model; ``reply`` None when no
     model is configured or the bot stays silent; ``duplicate`` True for a
-    re-delivered message (nothing else was done)."""
+    re-delivered message (nothing else was done); ``capture_pending`` True when
+    the capture runs after the turn returned (``captured`` is then empty)."""
 
     tenant: str
     namespace: str
@@ -64,6 +70,7 @@ class TurnResult:
     prompt: list[dict[str, str]] = field(default_factory=list)
     reply: str | None = None
     captured: list[str] = field(default_factory=list)
+    capture_pending: bool = False
     attachment: dict | None = None
     latency_ms: dict[str, float] = field(default_factory=dict)
 
@@ -82,6 +89,9 @@ class Pipeline:
         self.settings = settings
         self.core = core
         self._models: dict[str, ChatModel] = {}
+        self._captures: set[asyncio.Task] = set()
+        self._capturing: set[int] = set()  # chat-log line ids whose capture runs in this process
+        self._capture_slots: asyncio.Semaphore | None = None
 
     def tenant(self, name: str) -> TenantSettings:
         """Settings of tenant ``name``; UnknownTenant if it is not configured."""
@@ -121,9 +131,15 @@ class Pipeline:
         low = msg.text.casefold()
         return any(k.casefold() in low for k in t.group_keywords if k)
 
-    async def handle(self, tenant: str, msg: InboundMessage) -> TurnResult:
+    async def handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False) -> TurnResult:
         """Run one turn. Raises UnknownTenant, or NamespaceError for ids outside
-        their patterns; everything after identity degrades instead of raising."""
+        their patterns; everything after identity degrades instead of raising.
+
+        ``background_capture``: return as soon as the reply is ready and capture the
+        message in a task of this pipeline (``drain`` awaits them): for bridges whose
+        reply travels in their own HTTP answer. The capture is durable either way:
+        the person's chat-log line carries it until it is done, and
+        ``resume_captures`` runs what a crash or failure left behind."""
         t = self.tenant(tenant)
         chat = msg.chat
         if not chat.is_group and msg.chat_id != msg.sender_id:
@@ -141,7 +157,7 @@ class Pipeline:
             res.duplicate = True
             return res
         try:
-            return await self._turn(tenant, t, msg, ns, res)
+            return await self._turn(tenant, t, msg, ns, res, background_capture)
         except BaseException:
             # the turn did not finish: let the platform's retry through instead of
             # dropping it as a duplicate (the message must not be lost)
@@ -149,7 +165,7 @@ class Pipeline:
             raise
 
     async def _turn(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace,
-                    res: TurnResult) -> TurnResult:
+                    res: TurnResult, background_capture: bool = False) -> TurnResult:
         chat = msg.chat
         started = time.perf_counter()
         lang = resolve_language(msg.language, t.language)
@@ -164,26 +180,122 @@ class Pipeline:
             await self._apply_edit(tenant, t, msg, ns, res)
             res.latency_ms["total"] = _ms(started)
             return res
-        await asyncio.to_thread(self.core.store.append_chat, tenant, chat,
-                                ChatLine("user", msg.sender_id, msg.text, msg.timestamp, msg.message_id, msg.sender_name))
+        due = res.addressed or not chat.is_group or t.capture_all_group_messages
+        line_id = await asyncio.to_thread(
+            self.core.store.append_chat, tenant, chat,
+            ChatLine("user", msg.sender_id, msg.text, msg.timestamp, msg.message_id, msg.sender_name),
+            capture=ns if due else None)
+        if due and line_id is not None:
+            self._capturing.add(line_id)  # before the answer: maintenance must not resume it meanwhile
         rec: Recollection | None = None
-        if res.addressed:
-            rec = await self._answer(tenant, t, msg, ns, lang, res)
-        if res.addressed or not chat.is_group or t.capture_all_group_messages:
+        after: list[Callable[[], None]] | None = [] if background_capture else None
+        try:
+            if res.addressed:
+                rec = await self._answer(tenant, t, msg, ns, lang, res, after)
+        except BaseException:
+            self._capturing.discard(line_id or 0)  # the line keeps its capture for resume_captures
+            raise
+        job = PendingCapture(line_id or 0, tenant, ns, chat, msg.message_id, msg.text, msg.timestamp) if due else None
+        if background_capture:
+            res.latency_ms["total"] = _ms(started)
+            res.capture_pending = job is not None
+            if job is not None or after or rec is not None:
+                self._spawn_after(after or [], job, res, rec)
+            return res
+        if job is not None:
             t0 = time.perf_counter()
-            try:
-                results = await asyncio.to_thread(capture, self.core, ns, _without_bot_mention(msg.text, t),
-                                                  chat=chat, said_at=msg.timestamp, message_id=msg.message_id,
-                                                  extractor=self.extractor(tenant), tz=t.tz)
-                res.captured = [r.memory.id for r in results
-                                if r.memory is not None and r.action not in ("rejected", "conflict")]
-            except Exception:  # noqa: BLE001 - capture must never break the turn; the message is in the chat log
-                log.exception("capture failed for %s message %s", ns, msg.message_id)
+            res.captured = await self._capture(job)
             res.latency_ms["capture"] = _ms(t0)
         res.latency_ms["total"] = _ms(started)
         if rec is not None:
             await self._audit(res, rec)
         return res
+
+    # -- capture after the reply --------------------------------------------
+
+    async def _capture(self, job: PendingCapture, *, last_try: bool = False) -> list[str]:
+        """Capture one person's line into its namespace and mark its chat-log line
+        done; returns the ids stored or updated. A failure is logged and leaves the
+        line for ``resume_captures`` — unless ``last_try``, which gives it up (logged
+        at ERROR) so that a message that always fails is not retried forever."""
+        t = self.tenant(job.tenant)
+        try:
+            try:
+                results = await asyncio.to_thread(capture, self.core, job.namespace, _without_bot_mention(job.text, t),
+                                                  chat=job.chat, said_at=job.at, message_id=job.message_id,
+                                                  extractor=self.extractor(job.tenant), tz=t.tz)
+            except Exception:  # noqa: BLE001 - capture never breaks the turn; the line keeps it for a retry
+                if not last_try:
+                    log.exception("capture failed for %s message %s; it will be retried", job.namespace,
+                                  job.message_id)
+                    return []
+                log.exception("capture of %s message %s failed again; given up", job.namespace, job.message_id)
+                results = []
+            if job.line_id:
+                await asyncio.to_thread(self.core.store.capture_done, job.line_id)
+            return [r.memory.id for r in results if r.memory is not None and r.action not in ("rejected", "conflict")]
+        finally:
+            self._capturing.discard(job.line_id)
+
+    def _spawn_after(self, after: list[Callable[[], None]], job: PendingCapture | None, res: TurnResult,
+                     rec: Recollection | None) -> None:
+        """What follows a turn answered first: its bookkeeping (recall trace, ACT-R
+        access times), the capture, and the turn's audit line (with what was captured)."""
+        if self._capture_slots is None:
+            self._capture_slots = asyncio.Semaphore(CAPTURE_CONCURRENCY)
+        slots = self._capture_slots
+
+        async def run() -> None:
+            async with slots:
+                if after:
+                    await asyncio.to_thread(lambda: [f() for f in after])
+                if job is not None:
+                    res.captured = await self._capture(job)
+                if rec is not None:
+                    await self._audit(res, rec)
+
+        task = asyncio.create_task(run())
+        self._captures.add(task)
+        task.add_done_callback(self._captures.discard)
+
+    async def drain(self, timeout: float | None = None) -> bool:
+        """Wait for the captures running after their turns (at most ``timeout``
+        seconds); True when none is left. What is not done stays durable in the
+        chat log for ``resume_captures``."""
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        while self._captures:
+            left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+            if left is not None and left <= 0:
+                return False
+            await asyncio.wait(set(self._captures), timeout=left)
+        return True
+
+    async def resume_captures(self, older_than_s: float = RESUME_AFTER_S, limit: int = 100) -> int:
+        """Run the captures that were queued more than ``older_than_s`` seconds ago
+        and never finished (the process died after the reply, or the capture
+        failed), one at a time, each tried one last time; returns how many ran.
+        Captures in flight in this process are left alone; one running in another
+        replica at the same moment would dedupe (same key and text) rather than
+        store twice."""
+        jobs = await asyncio.to_thread(self.core.store.pending_captures,
+                                       utcnow() - timedelta(seconds=older_than_s), limit)
+        ran = 0
+        for job in jobs:
+            if job.line_id in self._capturing:
+                continue
+            try:
+                self.tenant(job.tenant)
+            except UnknownTenant:
+                log.warning("pending capture of line %d: tenant %s is no longer configured; dropped",
+                            job.line_id, job.tenant)
+                await asyncio.to_thread(self.core.store.capture_done, job.line_id)
+                continue
+            self._capturing.add(job.line_id)
+            await self._capture(job, last_try=True)
+            ran += 1
+        if ran:
+            log.info("resumed %d pending capture(s)", ran)
+        return ran
 
     async def _audit(self, res: TurnResult, rec: Recollection) -> None:
         """Append the turn's audit record (gateway.observability); a failure is logged, never raised."""
@@ -194,7 +306,11 @@ class Pipeline:
             log.exception("turn audit failed for %s message %s", res.namespace, res.message_id)
 
     async def _answer(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace, lang: str,
-                      res: TurnResult) -> Recollection:
+                      res: TurnResult, after: list[Callable[[], None]] | None = None) -> Recollection:
+        """Recall, recollection, prompt and (with a model) the reply. The turn's
+        bookkeeping — the recall trace for ``/memory why`` and the recalled
+        memories' access times — is appended to ``after`` when given (run after the
+        answer), else done here; a failure there is logged, never raised."""
         chat = msg.chat
         tail = await asyncio.to_thread(self.core.store.chat_tail, tenant, chat, t.tail,
                                        max_age=timedelta(seconds=t.tail_max_age) if t.tail_max_age > 0 else None,
@@ -226,18 +342,24 @@ class Pipeline:
                                 embedder=self.core.index.embedder if rc.embedding_check else None,
                                 limit=t.recall_k, reason=reason)
         res.latency_ms["recollection"] = rec.latency_ms
-        await asyncio.to_thread(record_recall, self.core.store, ns, chat, ranked, t.recall_k, rec.fallback_reason,
-                                msg.timestamp)
+
+        def book() -> None:
+            try:
+                record_recall(self.core.store, ns, chat, ranked, t.recall_k, rec.fallback_reason, msg.timestamp)
+                if rec.sources:
+                    self.core.mark_recalled(ns, list(rec.sources), now)
+            except Exception:  # noqa: BLE001 - bookkeeping never breaks the turn
+                log.exception("could not record the recall of %s", ns)
+
+        if after is None:
+            await asyncio.to_thread(book)
+        else:
+            after.append(book)
         res.recalled = [h.memory.id for h in hits]
         res.recollection = rec.text
         res.fallback_reason = rec.fallback_reason
         res.prompt = build_messages(persona=t.persona, recollection=rec.text, tail=tail, lang=lang,
                                     group=chat.is_group)
-        if rec.sources:
-            try:
-                await asyncio.to_thread(self.core.mark_recalled, ns, list(rec.sources), now)
-            except Exception:  # noqa: BLE001
-                log.exception("could not record recall access for %s", ns)
         if model is None:
             return rec
         t1 = time.perf_counter()

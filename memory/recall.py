@@ -5,6 +5,13 @@ RRF (Cormack, Clarke & Büttcher 2009, "Reciprocal Rank Fusion outperforms
 Condorcet and individual rank learning methods"): ``rrf(d) = Σ_c 1 / (k + rank_c(d))``
 with k = 60 over the channels c that returned d.
 
+Two ways to run the channels, same fusion and scoring after: a namespace of at
+most ``EXACT_MAX`` live memories is searched exactly in process — its rows read
+from SQL in that namespace, BM25 over their jieba tokens with the namespace's
+own statistics, cosine against every vector (cached per text by the index) —
+and a larger one through the LanceDB index (full-text + vector search, both
+prefiltered on the namespace).
+
 The query is the conversation tail: the latest user message weighs most
 (weight 1.0), older lines less (``TAIL_DECAY`` per step back). Both channels
 are prefiltered by the namespace inside the index; ids are then resolved
@@ -16,6 +23,7 @@ widens a search that found nothing (DESIGN rule 4).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,14 +35,22 @@ from memory.scoring import final
 from memory.scoring import score as default_score
 from memory.store import Store, utcnow
 from memory.text import tokens
-from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts
+from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
-__all__ = ["RecallParams", "recall", "rrf_fuse", "Scorer"]
+__all__ = ["RecallParams", "recall", "rrf_fuse", "bm25_scores", "Scorer", "EXACT_MAX"]
 
 log = logging.getLogger(__name__)
 
 RRF_K = 60
 TAIL_DECAY = 0.5
+EXACT_MAX = 256
+"""Namespaces with at most this many live memories are searched exactly in
+process (BM25 over the namespace's own documents, cosine over every vector);
+larger ones go through the LanceDB index. A companion's person typically holds
+tens of memories, where the index's fixed cost per query (planning, manifest,
+fragments) is most of a recall."""
+BM25_K1 = 1.2
+BM25_B = 0.75
 
 Scorer = Callable[[float, Memory, datetime, float], ScoreParts]
 """(rrf score, memory, now, query valence in [-1, 1]) -> ScoreParts; the final
@@ -45,13 +61,15 @@ score is ``memory.scoring.final(parts)``. Default: ``memory.scoring.score``."""
 class RecallParams:
     """k: hits returned; candidates: per-channel depth before fusion;
     channels: which of ``bm25``/``vector`` run (benchmarks compare them);
-    tail: how many tail lines form the query."""
+    tail: how many tail lines form the query; exact_max: namespaces up to this
+    many memories are searched exactly in process (0: always the index)."""
 
     k: int = 8
     candidates: int = 40
     channels: tuple[str, ...] = ("bm25", "vector")
     tail: int = 3
     rrf_k: int = RRF_K
+    exact_max: int = EXACT_MAX
 
 
 def rrf_fuse(channels: dict[str, Sequence[str]], k: int = RRF_K) -> list[tuple[str, float, dict[str, int]]]:
@@ -82,30 +100,17 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     if not lines:
         return []
     weights = [TAIL_DECAY ** (len(lines) - 1 - i) for i in range(len(lines))]
-    ranked: dict[str, list[str]] = {}
-    if "bm25" in params.channels:
-        q_tokens: list[str] = []
-        q_weights: list[float] = []
-        for line, w in zip(lines, weights):
-            toks = tokens(line)
-            q_tokens += toks
-            q_weights += [w] * len(toks)
-        hits = index.search_bm25(ns, q_tokens, params.candidates, chat=chat,
-                                 weights=q_weights if len(lines) > 1 else None)
-        ranked["bm25"] = [h.id for h in hits]
-    if "vector" in params.channels:
-        vecs = index.embedder.embed_documents(lines) if len(lines) > 1 else index.embedder.embed_query(lines[0])[None, :]
-        if len(lines) > 1:
-            # the latest line is embedded as a query (e5 prefixes matter), older lines as context
-            vecs[-1] = index.embedder.embed_query(lines[-1])
-        q = np.average(vecs, axis=0, weights=weights)
-        n = np.linalg.norm(q)
-        if n > 0:
-            ranked["vector"] = [h.id for h in index.search_vector(ns, q / n, params.candidates, chat=chat)]
+    small = store.live_if_at_most(ns, params.exact_max) if params.exact_max > 0 else None
+    if small is not None:
+        ranked, memories = _exact(index, small, lines, weights, params, chat)
+    else:
+        ranked = _indexed(index, ns, lines, weights, params, chat)
+        memories = {}
     fused = rrf_fuse(ranked, params.rrf_k)
     if not fused:
         return []
-    memories = store.get_many(ns, [m for m, _, _ in fused])
+    if small is None:
+        memories = store.get_many(ns, [m for m, _, _ in fused])
     now = now or utcnow()
     scorer = scorer or default_score
     out: list[Hit] = []
@@ -119,3 +124,96 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     return out[: params.k]
 
 
+def _query_terms(lines: Sequence[str], weights: Sequence[float]) -> dict[str, float]:
+    """Query tokens with their weight: a token's best weight over the tail lines."""
+    best: dict[str, float] = {}
+    for line, w in zip(lines, weights):
+        for t in tokens(line):
+            if t:
+                best[t] = max(best.get(t, 0.0), w)
+    return best
+
+
+def _query_vector(index: SearchIndex, lines: Sequence[str], weights: Sequence[float]) -> np.ndarray | None:
+    """Weighted mean of the tail's embeddings, L2-normalised: the latest line is
+    embedded as a query (e5's prefixes matter), older lines as context; None when
+    it is the zero vector."""
+    v = np.average(index.embed_tail(lines), axis=0, weights=weights)
+    n = np.linalg.norm(v)
+    return v / n if n > 0 else None
+
+
+def _indexed(index: SearchIndex, ns: Namespace, lines: Sequence[str], weights: Sequence[float],
+             params: RecallParams, chat: ChatRef | None) -> dict[str, list[str]]:
+    """Both channels through the LanceDB index, prefiltered on ``ns`` (large namespaces)."""
+    ranked: dict[str, list[str]] = {}
+    if "bm25" in params.channels:
+        terms = _query_terms(lines, weights)
+        hits = index.search_bm25(ns, list(terms), params.candidates, chat=chat,
+                                 weights=list(terms.values()) if len(lines) > 1 else None)
+        ranked["bm25"] = [h.id for h in hits]
+    if "vector" in params.channels:
+        q = _query_vector(index, lines, weights)
+        if q is not None:
+            ranked["vector"] = [h.id for h in index.search_vector(ns, q, params.candidates, chat=chat)]
+    return ranked
+
+
+def _disclosed(m: Memory, chat: ChatRef | None) -> bool:
+    """DESIGN rule 6, as the index's prefilter applies it: in a group chat only
+    what was learned in that group; in private everything of the person."""
+    if chat is None or not chat.is_group:
+        return True
+    return m.visibility is Visibility.GROUP and m.origin is not None and m.origin.group_key == chat.group_key
+
+
+def bm25_scores(docs: Sequence[Sequence[str]], terms: dict[str, float], *, k1: float = BM25_K1,
+                b: float = BM25_B) -> list[float]:
+    """Okapi BM25 of each tokenised document for weighted query ``terms``
+    (Robertson & Zaragoza 2009, "The Probabilistic Relevance Framework: BM25 and
+    Beyond"), with Lucene's non-negative IDF ``ln(1 + (N - df + 0.5) / (df + 0.5))``:
+    ``Σ_t w_t · idf_t · tf·(k1 + 1) / (tf + k1·(1 - b + b·|d| / avgdl))``. Statistics
+    are over ``docs`` only (one namespace). 0.0 for a document without a query term."""
+    n = len(docs)
+    if not n or not terms:
+        return [0.0] * n
+    avgdl = sum(len(d) for d in docs) / n or 1.0
+    tfs = []
+    df: dict[str, int] = {}
+    for d in docs:
+        tf: dict[str, int] = {}
+        for t in d:
+            if t in terms:
+                tf[t] = tf.get(t, 0) + 1
+        for t in tf:
+            df[t] = df.get(t, 0) + 1
+        tfs.append(tf)
+    idf = {t: math.log(1.0 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
+    out = []
+    for d, tf in zip(docs, tfs):
+        norm = k1 * (1.0 - b + b * len(d) / avgdl)
+        out.append(sum(terms[t] * idf[t] * c * (k1 + 1.0) / (c + norm) for t, c in tf.items()))
+    return out
+
+
+def _exact(index: SearchIndex, small: Sequence[Memory], lines: Sequence[str], weights: Sequence[float],
+           params: RecallParams, chat: ChatRef | None) -> tuple[dict[str, list[str]], dict[str, Memory]]:
+    """Both channels computed exactly over a small namespace's live memories (read
+    from SQL in that namespace, disclosure applied here): BM25 with the
+    namespace's own statistics, cosine against every vector (``SearchIndex.vectors``)."""
+    docs = [m for m in small if _disclosed(m, chat)]
+    memories = {m.id: m for m in docs}
+    ranked: dict[str, list[str]] = {}
+    if not docs:
+        return ranked, memories
+    if "bm25" in params.channels:
+        scores = bm25_scores([tokens(m.text) for m in docs], _query_terms(lines, weights))
+        order = sorted((i for i, sc in enumerate(scores) if sc > 0), key=lambda i: (-scores[i], docs[i].id))
+        ranked["bm25"] = [docs[i].id for i in order[: params.candidates]]
+    if "vector" in params.channels:
+        q = _query_vector(index, lines, weights)
+        if q is not None:
+            sims = index.vectors(docs) @ q.astype(np.float32)
+            order = sorted(range(len(docs)), key=lambda i: (-float(sims[i]), docs[i].id))
+            ranked["vector"] = [docs[i].id for i in order[: params.candidates]]
+    return ranked, memories

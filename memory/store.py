@@ -43,14 +43,14 @@ from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
 from sqlalchemy import Index as SAIndex
-from sqlalchemy import UniqueConstraint, event, insert, text
+from sqlalchemy import UniqueConstraint, event, insert, text, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
 
 from memory.errors import NotFoundError, StoreError
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility
 
-__all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration"]
+__all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture"]
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +150,10 @@ class _ChatLogRow(SQLModel, table=True):
     message_id: str = ""
     text: str
     at: datetime
+    #: the namespace this line still has to be captured into ("" when none is due)
+    capture_ns: str = Field(default="", max_length=260)
+    #: when the capture was queued (the age a stalled capture is resumed after)
+    capture_queued: datetime | None = None
 
 
 class _RedactionRow(SQLModel, table=True):
@@ -238,6 +242,20 @@ class ChatLine:
     at: datetime
     message_id: str = ""
     sender_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCapture:
+    """A person's chat-log line whose capture into ``namespace`` is still due:
+    ``line_id`` (for ``Store.capture_done``), where and when it was said, its text."""
+
+    line_id: int
+    tenant: str
+    namespace: Namespace
+    chat: ChatRef
+    message_id: str
+    text: str
+    at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,6 +470,16 @@ class Store:
                 select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id.in_(list(ids)))  # type: ignore[attr-defined]
             ).all()
         return {r.id: _to_memory(r) for r in rows}
+
+    def live_if_at_most(self, ns: Namespace, n: int) -> list[Memory] | None:
+        """Every live memory of ``ns`` when it holds at most ``n``, else None (one
+        query of at most ``n + 1`` rows; for the exact recall of small namespaces)."""
+        table = _MemoryRow.__table__  # type: ignore[attr-defined]
+        with self._read() as s:
+            rows = s.execute(select(table).where(table.c.namespace == str(ns)).limit(n + 1)).all()
+        if len(rows) > n:
+            return None
+        return [_to_memory(r) for r in rows]  # type: ignore[arg-type]
 
     def find_by_key(self, ns: Namespace, key: str) -> Memory | None:
         """The live memory of ``ns`` with canonical ``key``, or None."""
@@ -760,26 +788,50 @@ class Store:
         with self._write() as s:
             s.exec(delete(_DeliveryRow).where(_DeliveryRow.key == key[:600]))  # type: ignore[call-overload]
 
-    def append_chat(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int = 200) -> bool:
-        """Append a line to the chat's recent log, keeping at most ``keep`` lines.
-        A person's line that a forget redacted (same chat, message id and sender)
-        is not appended again — a replay cannot bring it back; returns False then."""
+    def append_chat(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int = 200, *,
+                    capture: Namespace | None = None) -> int | None:
+        """Append a line to the chat's recent log, keeping at most ``keep`` lines;
+        returns the line's id. A person's line that a forget redacted (same chat,
+        message id and sender) is not appended again — a replay cannot bring it
+        back; returns None then.
+
+        ``capture``: the line still has to be captured into this namespace (the
+        durable half of a capture that runs after the reply: ``pending_captures``
+        finds it until ``capture_done``). A line with a capture due is not pruned."""
+        table = _ChatLogRow.__table__  # type: ignore[attr-defined]
         with self._write() as s:
             if line.role == "user" and line.message_id and s.exec(select(_RedactionRow.id).where(
                     _RedactionRow.tenant == tenant, _RedactionRow.chat == chat.key,
                     _RedactionRow.message_id == line.message_id, _RedactionRow.sender_id == line.sender_id)).first():
-                return False
-            s.add(_ChatLogRow(tenant=tenant, chat=chat.key, role=line.role, sender_id=line.sender_id,
-                              sender_name=line.sender_name, message_id=line.message_id, text=line.text, at=line.at))
-            s.flush()
+                return None
+            line_id = s.execute(insert(table).returning(table.c.id), [dict(
+                tenant=tenant, chat=chat.key, role=line.role, sender_id=line.sender_id, sender_name=line.sender_name,
+                message_id=line.message_id, text=line.text, at=line.at, capture_ns=str(capture) if capture else "",
+                capture_queued=utcnow() if capture else None)]).scalar_one()
             cutoff = s.exec(
                 select(_ChatLogRow.id).where(_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat.key)
                 .order_by(_ChatLogRow.id.desc()).offset(keep).limit(1)  # type: ignore[union-attr]
             ).first()
             if cutoff is not None:
                 s.exec(delete(_ChatLogRow).where(_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat.key,  # type: ignore[call-overload]
-                                                 _ChatLogRow.id <= cutoff))
-        return True
+                                                 _ChatLogRow.id <= cutoff, _ChatLogRow.capture_ns == ""))
+        return int(line_id)
+
+    def pending_captures(self, older_than: datetime, limit: int = 100) -> list[PendingCapture]:
+        """Chat-log lines whose capture was queued before ``older_than`` and has not
+        been marked done (a crash or a failure after the reply), oldest first."""
+        with self._read() as s:
+            rows = s.exec(select(_ChatLogRow).where(_ChatLogRow.capture_ns != "",
+                                                    _ChatLogRow.capture_queued < older_than)  # type: ignore[operator]
+                          .order_by(_ChatLogRow.id).limit(limit)).all()  # type: ignore[arg-type]
+        return [PendingCapture(r.id, r.tenant, Namespace.parse(r.capture_ns), ChatRef.parse(r.chat), r.message_id,  # type: ignore[arg-type]
+                               r.text, _aware(r.at)) for r in rows]  # type: ignore[arg-type]
+
+    def capture_done(self, line_id: int) -> None:
+        """Mark the capture of chat-log line ``line_id`` done (a line pruned or
+        redacted meanwhile is simply gone)."""
+        with self._write() as s:
+            s.exec(update(_ChatLogRow).where(_ChatLogRow.id == line_id).values(capture_ns="", capture_queued=None))  # type: ignore[call-overload,arg-type]
 
     def chat_tail(self, tenant: str, chat: ChatRef, n: int = 8, *, max_age: timedelta | None = None,
                   now: datetime | None = None) -> list[ChatLine]:

@@ -50,7 +50,8 @@ class WebhookRuntime:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             return 202, {"ok": True, "accepted": True}
-        result = await self.pipeline.handle(tenant, msg)
+        # the reply travels in this answer: capture after it (durably, see Pipeline.handle)
+        result = await self.pipeline.handle(tenant, msg, background_capture=True)
         return 200, self.reply_of(tenant, msg, result).model_dump()
 
     @staticmethod

@@ -20,12 +20,18 @@ from memory.types import ChatKind, ChatRef, Namespace
 SECRET = "whsec-test"
 
 
-def post(client, body: dict, *, secret: str = SECRET, ts: int | None = None, tenant: str = "default"):
+def post(client, body: dict, *, secret: str = SECRET, ts: int | None = None, tenant: str = "default",
+         drain: bool = True):
+    """POST a signed webhook body; with ``drain`` wait for the capture that runs
+    after the answer (the webhook answers first) so the store can be inspected."""
     raw = json.dumps(body, ensure_ascii=False).encode()
     stamp = str(ts if ts is not None else int(time.time()))
-    return client.post(f"/webhook/{tenant}", content=raw,
-                       headers={TIMESTAMP_HEADER: stamp, SIGNATURE_HEADER: sign(secret, stamp, raw),
-                                "Content-Type": "application/json"})
+    r = client.post(f"/webhook/{tenant}", content=raw,
+                    headers={TIMESTAMP_HEADER: stamp, SIGNATURE_HEADER: sign(secret, stamp, raw),
+                             "Content-Type": "application/json"})
+    if drain:
+        assert client.portal.call(client.app.state.pipeline.drain, 30)
+    return r
 
 
 def msg(text: str, *, sender: str = "u1", chat: str | None = None, mid: str = "m1", group: bool = False, **kw) -> dict:

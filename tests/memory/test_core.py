@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from memory.errors import SearchIndexError
+from memory.recall import RecallParams
 from memory.types import Namespace
 
 
@@ -89,9 +90,13 @@ def test_reindex_rebuilds_from_sql(sqlite_core, namespace):
     ids = {sqlite_core.add(namespace, sqlite_core.new(namespace, t)).memory.id
            for t in ["我喜欢喝美式咖啡", "I run every morning", "我的生日是五月三日"]}
     sqlite_core.index.reset()
-    assert sqlite_core.recall(namespace, ["咖啡"]) == []
+    assert sqlite_core.recall(namespace, ["咖啡"], params=RecallParams(exact_max=0)) == []
+    # a small namespace is searched from SQL: losing the index does not lose its recall
+    assert [h.memory.text for h in sqlite_core.recall(namespace, ["咖啡"])][:1] == ["我喜欢喝美式咖啡"]
     assert reindex(sqlite_core, OPERATOR, progress=False) == 3
     assert sqlite_core.index.ids(namespace) == ids
+    assert [h.memory.text for h in sqlite_core.recall(namespace, ["咖啡"], params=RecallParams(exact_max=0))][:1] \
+        == ["我喜欢喝美式咖啡"]
 
 
 def test_changed_embedder_triggers_reembed_not_crash(tmp_path, embedder, namespace):

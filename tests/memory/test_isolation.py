@@ -11,15 +11,20 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from memory.admin import Authority, reindex
 from memory.errors import NamespaceError, NotFoundError
-from memory.recall import RecallParams
+from memory.recall import EXACT_MAX, RecallParams
 from memory.types import ChatKind, ChatRef, Namespace
 
 TEXTS = ["我养了一只叫煤球的黑猫", "我喜欢喝美式咖啡", "I love hiking in the Alps", "我的WiFi密码忘了",
          "My sister lives in Paris 🗼", "我在上海做程序员", "我對花生過敏", "週末我常去爬山"]
 
 
+PATHS = pytest.mark.parametrize("exact_max", [0, EXACT_MAX], ids=["index", "exact"])
+"""Recall through the LanceDB index (0) and the exact in-process search of small namespaces."""
+
+
+@PATHS
 @pytest.mark.parametrize("channels", [("bm25",), ("vector",), ("bm25", "vector")])
-def test_near_identical_texts_never_cross(core, channels):
+def test_near_identical_texts_never_cross(core, channels, exact_max):
     """Two subjects store near-identical texts; each recall returns only the asker's rows."""
     a, b = Namespace("default", "tg:1"), Namespace("default", "tg:2")
     for t in TEXTS:
@@ -27,17 +32,19 @@ def test_near_identical_texts_never_cross(core, channels):
         core.add(b, core.new(b, t + "。"))
     for q in ["猫", "煤球", "咖啡", "hiking", "Paris", "過敏", "爬山"]:
         for ns in (a, b):
-            hits = core.recall(ns, [q], params=RecallParams(k=20, channels=channels))
+            hits = core.recall(ns, [q], params=RecallParams(k=20, channels=channels, exact_max=exact_max))
             assert hits, f"{q} found nothing in {ns}"
             assert {h.memory.namespace for h in hits} == {ns}
 
 
-def test_empty_namespace_recalls_nothing(core):
+@PATHS
+def test_empty_namespace_recalls_nothing(core, exact_max):
     """A namespace with no memories gets [] even when others match the query exactly."""
     a = Namespace("default", "tg:1")
     core.add(a, core.new(a, "我养了一只叫煤球的黑猫"))
-    assert core.recall(Namespace("default", "tg:999"), ["我养了一只叫煤球的黑猫"]) == []
-    assert core.recall(Namespace("other", "tg:1"), ["煤球"]) == []
+    params = RecallParams(exact_max=exact_max)
+    assert core.recall(Namespace("default", "tg:999"), ["我养了一只叫煤球的黑猫"], params=params) == []
+    assert core.recall(Namespace("other", "tg:1"), ["煤球"], params=params) == []
 
 
 def test_get_update_forget_history_refuse_other_namespaces(core):
@@ -70,7 +77,8 @@ def test_forget_in_one_namespace_does_not_block_another(core):
     assert core.add(b, core.new(b, "我养了一只叫煤球的黑猫")).action == "stored"
 
 
-def test_group_disclosure_private_memories_stay_out_of_groups(core):
+@PATHS
+def test_group_disclosure_private_memories_stay_out_of_groups(core, exact_max):
     """A memory learned in private is never recalled in a group; a group memory is
     recalled in its group and in private, not in another group."""
     from memory.types import Visibility
@@ -81,7 +89,8 @@ def test_group_disclosure_private_memories_stay_out_of_groups(core):
     dm = ChatRef("tg", ChatKind.PRIVATE, "1")
     p = core.add(a, core.new(a, "我养了一只叫煤球的黑猫", origin=dm, visibility=Visibility.PRIVATE)).memory
     g = core.add(a, core.new(a, "我家的猫喜欢晒太阳", origin=g1, visibility=Visibility.GROUP)).memory
-    ids = lambda chat: {h.memory.id for h in core.recall(a, ["猫"], chat=chat)}  # noqa: E731
+    ids = lambda chat: {h.memory.id for h in core.recall(a, ["猫"], chat=chat,  # noqa: E731
+                                                        params=RecallParams(exact_max=exact_max))}
     assert ids(dm) == {p.id, g.id}
     assert ids(g1) == {g.id}
     assert ids(g2) == set()
@@ -160,10 +169,11 @@ class IsolationMachine(RuleBasedStateMachine):
                     op()
 
     @rule(i=st.integers(0, 4), q=st.sampled_from(["猫", "咖啡", "hiking", "密码", "Paris", "花生", "山", "我", "edited"]),
-          channels=st.sampled_from([("bm25",), ("vector",), ("bm25", "vector")]))
-    def recall(self, i, q, channels):
+          channels=st.sampled_from([("bm25",), ("vector",), ("bm25", "vector")]),
+          exact_max=st.sampled_from([0, EXACT_MAX]))
+    def recall(self, i, q, channels, exact_max):
         ns = self.spaces[i]
-        hits = self.core.recall(ns, [q], params=RecallParams(k=10, channels=channels))
+        hits = self.core.recall(ns, [q], params=RecallParams(k=10, channels=channels, exact_max=exact_max))
         for h in hits:
             assert h.memory.namespace == ns
             assert h.memory.id in self.live[ns]

@@ -1,0 +1,169 @@
+"""Capture after the reply: a bridge that answers in its own HTTP response gets
+the reply before the capture has run, and the capture is durable — the person's
+chat-log line carries it until it is done, a crash or a failure leaves it for
+``resume_captures``, and a forget of the person removes it with the line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from bridges.webhook.protocol import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+from gateway.config import load_settings
+from gateway.messages import InboundMessage
+from gateway.pipeline import Pipeline
+from memory.store import ChatLine
+from memory.types import ChatKind, ChatRef, Namespace
+
+NS = Namespace("default", "tg:1001")
+DM = ChatRef("tg", ChatKind.PRIVATE, "1001")
+SECRET = "whsec-bg"
+
+
+def msg(text: str, mid: str) -> InboundMessage:
+    return InboundMessage(platform="tg", message_id=mid, sender_id="1001", sender_name="阿杰",
+                          chat_kind=ChatKind.PRIVATE, chat_id="1001", text=text,
+                          timestamp=datetime.now(timezone.utc))
+
+
+@pytest.fixture
+def pipeline(sqlite_core):
+    return Pipeline(load_settings(), sqlite_core)
+
+
+async def test_background_turn_returns_before_the_capture_and_drain_finishes_it(pipeline):
+    """The turn result says the capture is pending; after drain the fact is stored
+    and its chat-log line is no longer pending."""
+    res = await pipeline.handle("default", msg("我养了一只叫煤球的黑猫🐈", "1"), background_capture=True)
+    assert res.capture_pending and res.captured == []
+    assert await pipeline.drain(10)
+    assert [m.text for m in pipeline.core.list(NS)] == ["我养了一只叫煤球的黑猫🐈"]
+    assert pipeline.core.store.pending_captures(datetime.now(timezone.utc) + timedelta(seconds=1)) == []
+
+
+async def test_a_capture_lost_in_a_crash_is_resumed(pipeline):
+    """A line whose capture was queued but never ran (the process died after the
+    reply) is captured by resume_captures, once; a fresh one is left to its task."""
+    store = pipeline.core.store
+    said = datetime.now(timezone.utc) - timedelta(minutes=5)
+    store.append_chat("default", DM, ChatLine("user", "1001", "I work as a nurse in Leeds", said, "7"), capture=NS)
+    assert await pipeline.resume_captures(older_than_s=60) == 0  # queued just now: maybe still running elsewhere
+    assert await pipeline.resume_captures(older_than_s=0) == 1
+    mem = pipeline.core.list(NS)
+    assert [m.text for m in mem] == ["I work as a nurse in Leeds"]
+    assert mem[0].source_message_id == "7" and mem[0].origin == DM and mem[0].created_at == said
+    assert await pipeline.resume_captures(older_than_s=0) == 0
+
+
+async def test_a_failed_capture_stays_pending_and_a_retry_stores_it(pipeline, monkeypatch):
+    """A capture that fails after the reply is logged and left on its line; the
+    resume stores it. A capture that fails on its last try is given up (logged)."""
+    import gateway.pipeline as gp
+
+    real = gp.capture
+    calls = {"n": 0}
+
+    def flaky(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("database went away")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gp, "capture", flaky)
+    await pipeline.handle("default", msg("我对花生过敏", "2"), background_capture=True)
+    assert await pipeline.drain(10)
+    assert pipeline.core.list(NS) == []
+    assert await pipeline.resume_captures(older_than_s=0) == 1
+    assert [m.text for m in pipeline.core.list(NS)] == ["我对花生过敏"]
+
+    monkeypatch.setattr(gp, "capture", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("always")))
+    await pipeline.handle("default", msg("我喜欢周末去爬山", "3"), background_capture=True)
+    assert await pipeline.drain(10)
+    assert await pipeline.resume_captures(older_than_s=0) == 1  # last try: fails, given up
+    assert await pipeline.resume_captures(older_than_s=0) == 0
+
+
+async def test_forgetting_the_person_removes_a_pending_capture(pipeline):
+    """forget_subject deletes the person's chat lines, pending captures with them:
+    nothing they said comes back afterwards."""
+    from memory.admin import Authority, forget_subject
+
+    store = pipeline.core.store
+    store.append_chat("default", DM, ChatLine("user", "1001", "我的秘密是我怕黑", datetime.now(timezone.utc), "9"),
+                      capture=NS)
+    forget_subject(pipeline.core, NS, Authority("admin:1", "default"))
+    assert await pipeline.resume_captures(older_than_s=0) == 0
+    assert pipeline.core.list(NS) == []
+
+
+def test_a_pending_line_is_not_pruned_from_the_chat_log(sqlite_core):
+    """The chat log keeps its bounded length, but not by dropping a line whose
+    capture is still due."""
+    store = sqlite_core.store
+    t0 = datetime.now(timezone.utc)
+    store.append_chat("default", DM, ChatLine("user", "1001", "我叫阿杰", t0, "1"), keep=2, capture=NS)
+    for i in range(2, 6):
+        store.append_chat("default", DM, ChatLine("user", "1001", f"line {i}", t0, str(i)), keep=2)
+    pending = store.pending_captures(t0 + timedelta(minutes=1))
+    assert [(p.text, p.namespace, p.chat) for p in pending] == [("我叫阿杰", NS, DM)]
+    assert [line.text for line in store.chat_tail("default", DM, 10)] == ["我叫阿杰", "line 4", "line 5"]
+
+
+def test_webhook_answers_before_a_slow_capture_finishes(gateway, llm):
+    """Through the real app: with LLM fact extraction taking 1.5 s, the webhook's
+    answer (with the reply) comes back well before it; the fact lands afterwards."""
+    client = gateway(webhook={"secret": SECRET})
+
+    def post(mid: str, text: str):
+        raw = json.dumps({"sender_id": "u1", "chat_id": "u1", "message_id": mid, "text": text},
+                         ensure_ascii=False).encode()
+        ts = str(int(time.time()))
+        return client.post("/webhook/default", content=raw, headers={
+            TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: sign(SECRET, ts, raw), "Content-Type": "application/json"})
+
+    llm.enqueue_extraction(json.dumps({"facts": []}))
+    assert post("m0", "你好").status_code == 200  # warm-up: first tokenisation, clients
+    assert client.portal.call(client.app.state.pipeline.drain, 30)
+    llm.enqueue("你好阿杰")
+    llm.enqueue_extraction(json.dumps({"facts": [{"text": "我叫阿杰", "category": "profile", "key": "name",
+                                                   "importance": 0.9}]}, ensure_ascii=False), delay=1.5)
+    t0 = time.perf_counter()
+    r = post("m1", "我叫阿杰")
+    answered = time.perf_counter() - t0
+    assert r.status_code == 200 and r.json()["reply"] == "你好阿杰"
+    assert answered < 1.0
+    ns = Namespace("default", "web:u1")
+    assert client.app.state.pipeline.core.store.count(ns) == 0
+    assert client.portal.call(client.app.state.pipeline.drain, 30)
+    assert [m.text for m in client.app.state.pipeline.core.list(ns)] == ["我叫阿杰"]
+
+
+def test_v1_turns_can_capture_in_the_background(gateway):
+    """``background_capture`` on the HTTP API: the answer says the capture is
+    pending; without it the answer lists what was captured, as before."""
+    client = gateway()
+    body = {"tenant": "default", "message": {"platform": "tg", "message_id": "1", "sender_id": "1001",
+                                             "chat_kind": "private", "chat_id": "1001", "text": "我在上海做程序员"}}
+    r = client.post("/v1/turns", json={**body, "background_capture": True})
+    assert r.status_code == 200 and r.json()["capture_pending"] is True and r.json()["captured"] == []
+    assert client.portal.call(client.app.state.pipeline.drain, 30)
+    assert [m.text for m in client.app.state.pipeline.core.list(NS)] == ["我在上海做程序员"]
+    body["message"] = {**body["message"], "message_id": "2", "text": "我喜欢喝美式咖啡"}
+    r = client.post("/v1/turns", json=body)
+    assert r.json()["capture_pending"] is False and len(r.json()["captured"]) == 1
+
+
+async def test_two_background_captures_of_one_person_keep_the_latest_fact(pipeline):
+    """Captures of one person may finish in any order; latest-wins still holds
+    because it compares when the facts were said."""
+    t0 = datetime.now(timezone.utc)
+    first = msg("我的猫叫煤球", "a").model_copy(update={"timestamp": t0})
+    second = msg("我的猫叫雪球", "b").model_copy(update={"timestamp": t0 + timedelta(seconds=2)})
+    await asyncio.gather(pipeline.handle("default", second, background_capture=True),
+                         pipeline.handle("default", first, background_capture=True))
+    assert await pipeline.drain(10)
+    assert [m.text for m in pipeline.core.list(NS)] == ["我的猫叫雪球"]

@@ -1,0 +1,98 @@
+"""The two ways recall runs its channels: the exact in-process search of a small
+namespace and the LanceDB index of a large one. Same memories, same fusion;
+vectors always belong to the text they embed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memory.recall import EXACT_MAX, RecallParams, bm25_scores
+from memory.types import Namespace
+
+FACTS = ["我养了一只叫煤球的黑猫", "我喜欢喝美式咖啡", "I love hiking in the Alps", "我的WiFi密码忘了",
+         "My sister lives in Paris 🗼", "我在上海做程序员", "我對花生過敏", "週末我常去爬山",
+         "明天要去面试了有点紧张", "我最近在学吉他 🎸", "我女朋友叫小丽", "I work as a nurse in Leeds"]
+QUERIES = ["你还记得我的猫吗？", "咖啡", "hiking", "wifi 密码", "Where does my sister live?", "上海",
+           "花生过敏", "爬山", "面试", "吉他", "小丽是谁", "nurse", "程序員", "煤球 🐱"]
+
+
+def _fill(core, ns: Namespace) -> dict[str, str]:
+    return {core.add(ns, core.new(ns, t)).memory.id: t for t in FACTS}
+
+
+def test_exact_and_index_paths_agree_on_the_best_memory(core):
+    """For zh / en / mixed / traditional / emoji queries both paths return the same
+    memories, and the same one first (per-namespace BM25 statistics may reorder the tail)."""
+    ns = Namespace("default", "tg:42")
+    other = Namespace("default", "tg:43")
+    _fill(core, ns)
+    _fill(core, other)  # the index holds another person's copy of every text
+    for q in QUERIES:
+        exact = core.recall(ns, [q], params=RecallParams(k=5, exact_max=EXACT_MAX))
+        indexed = core.recall(ns, [q], params=RecallParams(k=5, exact_max=0))
+        assert exact and indexed, q
+        assert exact[0].memory.id == indexed[0].memory.id, q
+        assert {h.memory.namespace for h in exact + indexed} == {ns}
+
+
+def test_a_namespace_above_the_threshold_uses_the_index(sqlite_core):
+    """Over ``exact_max`` memories the index path runs: dropping the index then
+    empties recall, while at the threshold recall still reads SQL."""
+    ns = Namespace("default", "tg:7")
+    _fill(sqlite_core, ns)
+    sqlite_core.index.reset()
+    n = len(FACTS)
+    assert sqlite_core.recall(ns, ["咖啡"], params=RecallParams(exact_max=n - 1)) == []
+    assert sqlite_core.recall(ns, ["咖啡"], params=RecallParams(exact_max=n))[0].memory.text == "我喜欢喝美式咖啡"
+
+
+def test_vectors_follow_the_text_not_the_id(sqlite_core, embedder, tmp_path):
+    """A cached or stored vector is used only for the exact text it embeds: after an
+    update whose index write has not happened yet, a fresh process embeds the new
+    text instead of reading the stale row."""
+    from memory.index import SearchIndex
+
+    ns = Namespace("default", "tg:9")
+    mid = sqlite_core.add(ns, sqlite_core.new(ns, "我养了一只叫煤球的黑猫")).memory.id
+    mem = sqlite_core.get(ns, mid)
+    cold = SearchIndex(tmp_path / "index", embedder)  # empty cache: reads the stored row
+    np.testing.assert_allclose(cold.vectors([mem]), embedder.embed_documents([mem.text]), atol=1e-5)
+    # SQL moves on, the index does not (its outbox op is still pending)
+    new = sqlite_core.store.supersede(ns, mid, sqlite_core.new(ns, "I moved to Berlin last spring"))
+    colder = SearchIndex(tmp_path / "index", embedder)
+    np.testing.assert_allclose(colder.vectors([new]), embedder.embed_documents([new.text]), atol=1e-5)
+    assert not np.allclose(colder.vectors([new]), embedder.embed_documents([mem.text]), atol=1e-3)
+    hits = sqlite_core.recall(ns, ["Berlin"], params=RecallParams(channels=("vector",)))
+    assert [h.memory.text for h in hits] == ["I moved to Berlin last spring"]
+
+
+def test_group_chat_sees_only_its_group_on_the_exact_path(sqlite_core):
+    """Disclosure is applied to the rows read from SQL before either channel runs."""
+    from memory.types import ChatKind, ChatRef, Visibility
+
+    ns = Namespace("default", "tg:5")
+    g = ChatRef("tg", ChatKind.GROUP, "-1001", "77")  # a forum topic of group -1001
+    same_group_other_topic = ChatRef("tg", ChatKind.GROUP, "-1001", "78")
+    dm = ChatRef("tg", ChatKind.PRIVATE, "5")
+    sqlite_core.add(ns, sqlite_core.new(ns, "我的猫叫煤球", origin=dm, visibility=Visibility.PRIVATE))
+    grp = sqlite_core.add(ns, sqlite_core.new(ns, "我家的猫喜欢晒太阳", origin=g, visibility=Visibility.GROUP)).memory
+    for chat in (g, same_group_other_topic):
+        for channels in (("bm25",), ("vector",), ("bm25", "vector")):
+            hits = sqlite_core.recall(ns, ["猫"], chat=chat, params=RecallParams(channels=channels))
+            assert [h.memory.id for h in hits] == [grp.id]
+
+
+def test_bm25_scores():
+    """Okapi BM25 with Lucene's IDF: rarer terms weigh more, repeated terms saturate,
+    longer documents are normalised, query weights scale, no match scores 0."""
+    docs = [["猫", "煤球"], ["猫", "咖啡"], ["咖啡", "咖啡", "咖啡"], ["hiking", "alps", "hiking", "trail", "long", "walk"]]
+    s = bm25_scores(docs, {"煤球": 1.0})
+    assert s[0] > 0 and s[1:] == [0.0, 0.0, 0.0]
+    rare, common = bm25_scores(docs, {"煤球": 1.0})[0], bm25_scores(docs, {"猫": 1.0})[0]
+    assert rare > common > 0
+    one, three = bm25_scores(docs, {"咖啡": 1.0})[1:3]
+    assert three > one and three < 3 * one  # saturation (k1)
+    half = bm25_scores(docs, {"煤球": 0.5})[0]
+    assert half == pytest.approx(rare / 2)
+    assert bm25_scores([], {"x": 1.0}) == [] and bm25_scores(docs, {}) == [0.0] * 4
