@@ -48,12 +48,16 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memory.embed import Embedder
 from memory.errors import NamespaceError, SearchIndexError
 from memory.types import ChatRef, Memory, Namespace, Visibility
+
+if TYPE_CHECKING:
+    from memory.store import MemoryText
 
 __all__ = ["text_hash", "SearchIndex", "IndexHit"]
 
@@ -350,7 +354,7 @@ class SearchIndex:
             while len(self._vectors) > VECTOR_CACHE:
                 self._vectors.popitem(last=False)
 
-    def vectors(self, memories: Sequence[Memory], *, fetch: bool = True) -> np.ndarray:
+    def vectors(self, memories: Sequence[Memory | MemoryText], *, fetch: bool = True) -> np.ndarray:
         """Document embeddings of ``memories``' texts: float32 ``(len(memories), dim)``,
         L2-normalised, in order. From the in-process cache (keyed by the text's hash,
         so a vector always belongs to exactly the text it embeds); then, with
@@ -403,7 +407,7 @@ class SearchIndex:
             out[i] = v
         return out
 
-    def _stored_vectors(self, memories: Sequence[Memory]) -> dict[tuple[str, str], np.ndarray]:
+    def _stored_vectors(self, memories: Sequence[Memory | MemoryText]) -> dict[tuple[str, str], np.ndarray]:
         """``{(id, text_hash): vector}`` of these memories' index rows (their own
         namespaces only); {} when the index cannot be read."""
         by_ns: dict[Namespace, list[str]] = {}

@@ -33,7 +33,7 @@ import numpy as np
 from memory.index import SearchIndex
 from memory.scoring import final
 from memory.scoring import score as default_score
-from memory.store import Store, utcnow
+from memory.store import MemoryText, Store, utcnow
 from memory.text import tokens
 from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
@@ -102,15 +102,13 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     weights = [TAIL_DECAY ** (len(lines) - 1 - i) for i in range(len(lines))]
     small = store.live_if_at_most(ns, params.exact_max) if params.exact_max > 0 else None
     if small is not None:
-        ranked, memories = _exact(index, small, lines, weights, params, chat)
+        ranked = _exact(index, small, lines, weights, params, chat)
     else:
         ranked = _indexed(index, ns, lines, weights, params, chat)
-        memories = {}
     fused = rrf_fuse(ranked, params.rrf_k)
     if not fused:
         return []
-    if small is None:
-        memories = store.get_many(ns, [m for m, _, _ in fused])
+    memories = store.get_many(ns, [m for m, _, _ in fused])
     now = now or utcnow()
     scorer = scorer or default_score
     out: list[Hit] = []
@@ -159,12 +157,13 @@ def _indexed(index: SearchIndex, ns: Namespace, lines: Sequence[str], weights: S
     return ranked
 
 
-def _disclosed(m: Memory, chat: ChatRef | None) -> bool:
+def _disclosed(m: MemoryText, chat: ChatRef | None) -> bool:
     """DESIGN rule 6, as the index's prefilter applies it: in a group chat only
-    what was learned in that group; in private everything of the person."""
+    what was learned in that group (any of its topics); in private everything of
+    the person."""
     if chat is None or not chat.is_group:
         return True
-    return m.visibility is Visibility.GROUP and m.origin is not None and m.origin.group_key == chat.group_key
+    return m.visibility is Visibility.GROUP and bool(m.origin) and ChatRef.parse(m.origin).group_key == chat.group_key
 
 
 def bm25_scores(docs: Sequence[Sequence[str]], terms: dict[str, float], *, k1: float = BM25_K1,
@@ -196,16 +195,15 @@ def bm25_scores(docs: Sequence[Sequence[str]], terms: dict[str, float], *, k1: f
     return out
 
 
-def _exact(index: SearchIndex, small: Sequence[Memory], lines: Sequence[str], weights: Sequence[float],
-           params: RecallParams, chat: ChatRef | None) -> tuple[dict[str, list[str]], dict[str, Memory]]:
+def _exact(index: SearchIndex, small: Sequence[MemoryText], lines: Sequence[str], weights: Sequence[float],
+           params: RecallParams, chat: ChatRef | None) -> dict[str, list[str]]:
     """Both channels computed exactly over a small namespace's live memories (read
     from SQL in that namespace, disclosure applied here): BM25 with the
     namespace's own statistics, cosine against every vector (``SearchIndex.vectors``)."""
     docs = [m for m in small if _disclosed(m, chat)]
-    memories = {m.id: m for m in docs}
     ranked: dict[str, list[str]] = {}
     if not docs:
-        return ranked, memories
+        return ranked
     if "bm25" in params.channels:
         scores = bm25_scores([tokens(m.text) for m in docs], _query_terms(lines, weights))
         order = sorted((i for i, sc in enumerate(scores) if sc > 0), key=lambda i: (-scores[i], docs[i].id))
@@ -216,4 +214,4 @@ def _exact(index: SearchIndex, small: Sequence[Memory], lines: Sequence[str], we
             sims = index.vectors(docs) @ q.astype(np.float32)
             order = sorted(range(len(docs)), key=lambda i: (-float(sims[i]), docs[i].id))
             ranked["vector"] = [docs[i].id for i in order[: params.candidates]]
-    return ranked, memories
+    return ranked

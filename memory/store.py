@@ -50,7 +50,8 @@ from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
 from memory.errors import NotFoundError, StoreError
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility
 
-__all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture"]
+__all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
+           "MemoryText"]
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +246,18 @@ class ChatLine:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryText:
+    """What a search needs of a live memory: id, namespace, text, visibility and
+    origin (the chat key it was learned in, "" when none)."""
+
+    id: str
+    namespace: Namespace
+    text: str
+    visibility: Visibility
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
 class PendingCapture:
     """A person's chat-log line whose capture into ``namespace`` is still due:
     ``line_id`` (for ``Store.capture_done``), where and when it was said, its text."""
@@ -293,10 +306,12 @@ class TenantCounts:
     fallbacks: int
 
 
-def _to_memory(row: _MemoryRow) -> Memory:
+def _to_memory(row: _MemoryRow, ns: Namespace | None = None) -> Memory:
+    """A Memory from a row (``ns``: the row's namespace when the caller knows it,
+    saving the parse)."""
     return Memory(
         id=row.id,
-        namespace=Namespace.parse(row.namespace),
+        namespace=ns if ns is not None and row.namespace == str(ns) else Namespace.parse(row.namespace),
         text=row.text,
         category=Category(row.category),
         key=row.key,
@@ -469,17 +484,20 @@ class Store:
             rows = s.exec(
                 select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id.in_(list(ids)))  # type: ignore[attr-defined]
             ).all()
-        return {r.id: _to_memory(r) for r in rows}
+        return {r.id: _to_memory(r, ns) for r in rows}
 
-    def live_if_at_most(self, ns: Namespace, n: int) -> list[Memory] | None:
-        """Every live memory of ``ns`` when it holds at most ``n``, else None (one
-        query of at most ``n + 1`` rows; for the exact recall of small namespaces)."""
-        table = _MemoryRow.__table__  # type: ignore[attr-defined]
+    def live_if_at_most(self, ns: Namespace, n: int) -> list[MemoryText] | None:
+        """Id, text, visibility and origin of every live memory of ``ns`` when it
+        holds at most ``n``, else None (one query of at most ``n + 1`` rows; the
+        exact recall of small namespaces searches these and reads whole memories
+        only for its candidates, ``get_many``)."""
+        t = _MemoryRow.__table__  # type: ignore[attr-defined]
         with self._read() as s:
-            rows = s.execute(select(table).where(table.c.namespace == str(ns)).limit(n + 1)).all()
+            rows = s.execute(select(t.c.id, t.c.text, t.c.visibility, t.c.origin)
+                             .where(t.c.namespace == str(ns)).limit(n + 1)).all()
         if len(rows) > n:
             return None
-        return [_to_memory(r) for r in rows]  # type: ignore[arg-type]
+        return [MemoryText(r.id, ns, r.text, Visibility(r.visibility), r.origin) for r in rows]
 
     def find_by_key(self, ns: Namespace, key: str) -> Memory | None:
         """The live memory of ``ns`` with canonical ``key``, or None."""

@@ -185,10 +185,15 @@ def tokens(text: str) -> list[str]:
     character as a unigram. Tokens never contain whitespace. An input with
     no content gives ``[]``.
     """
+    return list(_text_tokens(text))
+
+
+@lru_cache(maxsize=20_000)
+def _text_tokens(text: str) -> tuple[str, ...]:
+    # keyed by the raw text: recall tokenises the same stored texts turn after turn,
+    # and normalising them again cost more than the search
     norm = normalise(text)
-    if not norm:
-        return []
-    return list(_tokens_cached(norm))
+    return _tokens_cached(norm) if norm else ()
 
 
 def fts_text(text: str) -> str:
