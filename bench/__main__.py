@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.what in ("scoring", "all"):
             from bench import scoring
 
-            scoring.run()
+            scoring.run(1000)  # the LanceDB path
+            scoring.run(100)  # the exact in-process path of small namespaces
             print(flush=True)
         if args.what in ("pipeline", "all"):
             from bench import pipeline

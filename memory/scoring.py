@@ -290,15 +290,17 @@ def score(
     """
     if not (math.isfinite(rrf) and rrf >= 0.0):
         raise ValueError(f"rrf must be finite and >= 0, got {rrf!r}")
-    now = _utc(now)
+    now_s = _utc(now).timestamp()
     written = memory.updated_at or memory.created_at
-    age_days = (now - _utc(written)).total_seconds() / SECONDS_PER_DAY if written else 0.0
+    age_days = (now_s - _utc(written).timestamp()) / SECONDS_PER_DAY if written else 0.0
     r = retention(age_days, memory.category, memory.valence, memory.arousal, params)
 
-    moments = {_utc(m) for m in (memory.created_at, memory.updated_at) if m is not None}
-    moments.update(_utc(m) for m in memory.access_times)
-    recent = sorted(moments, reverse=True)[: params.max_access_times]
-    b = activation([(now - m).total_seconds() for m in recent], params.activation_decay)
+    # POSIX seconds: comparing and subtracting floats is what recall does ~80 times a turn
+    stamps = {_utc(m).timestamp() for m in (memory.created_at, memory.updated_at, *memory.access_times)
+              if m is not None}
+    recent = sorted(stamps, reverse=True)[: params.max_access_times] if len(stamps) > params.max_access_times \
+        else stamps
+    b = activation([now_s - m for m in recent], params.activation_decay)
 
     return ScoreParts(
         rrf=rrf,
