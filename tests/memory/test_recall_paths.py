@@ -4,11 +4,13 @@ vectors always belong to the text they embed."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 import numpy as np
 import pytest
 
 from memory.recall import EXACT_MAX, RecallParams, bm25_scores
-from memory.types import Namespace
+from memory.types import Memory, Namespace
 
 FACTS = ["我养了一只叫煤球的黑猫", "我喜欢喝美式咖啡", "I love hiking in the Alps", "我的WiFi密码忘了",
          "My sister lives in Paris 🗼", "我在上海做程序员", "我對花生過敏", "週末我常去爬山",
@@ -96,3 +98,48 @@ def test_bm25_scores():
     half = bm25_scores(docs, {"煤球": 0.5})[0]
     assert half == pytest.approx(rare / 2)
     assert bm25_scores([], {"x": 1.0}) == [] and bm25_scores(docs, {}) == [0.0] * 4
+
+
+def test_data_root_of_the_previous_version_opens_and_upgrades(tmp_path, embedder):
+    """A chat log without the capture columns gets them (and their index); a
+    LanceDB table without ``text_hash`` is rebuilt from SQL instead of failing."""
+    import json
+    import sqlite3
+
+    import lancedb
+    import pyarrow as pa
+
+    from memory.core import MemoryCore
+    from memory.index import SearchIndex
+    from memory.store import ChatLine, Store
+    from memory.types import ChatKind, ChatRef
+
+    db = tmp_path / "h.db"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE chat_log (id INTEGER PRIMARY KEY, tenant VARCHAR(64) NOT NULL, "
+                    "chat VARCHAR(300) NOT NULL, role VARCHAR(16) NOT NULL, sender_id VARCHAR NOT NULL, "
+                    "sender_name VARCHAR NOT NULL, message_id VARCHAR NOT NULL, text VARCHAR NOT NULL, "
+                    "at DATETIME NOT NULL)")
+        con.execute("INSERT INTO chat_log (tenant, chat, role, sender_id, sender_name, message_id, text, at) "
+                    "VALUES ('default', 'tg:private:9', 'user', '9', '', '1', '旧的一行', '2026-01-01 00:00:00')")
+    store = Store(f"sqlite:///{db}")
+    ns = Namespace("default", "tg:9")
+    dm = ChatRef("tg", ChatKind.PRIVATE, "9")
+    assert [line.text for line in store.chat_tail("default", dm)] == ["旧的一行"]
+    now = datetime.now(timezone.utc)
+    store.append_chat("default", dm, ChatLine("user", "9", "我喜欢喝美式咖啡", now, "2"), capture=ns)
+    assert [p.text for p in store.pending_captures(now + timedelta(minutes=1))] == ["我喜欢喝美式咖啡"]
+    with sqlite3.connect(db) as con:
+        assert "ix_chat_log_capture_queued" in {r[1] for r in con.execute("PRAGMA index_list('chat_log')")}
+
+    mid = store.add(ns, Memory(id="abc123def456", namespace=ns, text="我喜欢喝美式咖啡", key="drink")).id
+    old = pa.schema([pa.field("id", pa.string()), pa.field("namespace", pa.string()),
+                     pa.field("visibility", pa.string()), pa.field("origin", pa.string()),
+                     pa.field("tokens", pa.string()), pa.field("vector", pa.list_(pa.float32(), embedder.dim))])
+    lancedb.connect(tmp_path / "index").create_table("memories", schema=old)
+    (tmp_path / "index" / "index_meta.json").write_text(json.dumps({"model": embedder.name, "dim": embedder.dim}))
+    core = MemoryCore(store, SearchIndex(tmp_path / "index", embedder))
+    assert core.index.ids(ns) == {mid}
+    assert [h.memory.id for h in core.recall(ns, ["咖啡"], params=RecallParams(exact_max=0))] == [mid]
+    core.close()
+
