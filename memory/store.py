@@ -43,7 +43,7 @@ from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
 from sqlalchemy import Index as SAIndex
-from sqlalchemy import UniqueConstraint, event, insert, text, update
+from sqlalchemy import Connection, UniqueConstraint, bindparam, event, insert, text, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
 
@@ -307,6 +307,12 @@ class TenantCounts:
     fallbacks: int
 
 
+_KEY_SQL = select(_MemoryRow.__table__).where(  # type: ignore[attr-defined]
+    _MemoryRow.__table__.c.namespace == bindparam("ns"), _MemoryRow.__table__.c.key == bindparam("key"))  # type: ignore[attr-defined]
+_TOMBSTONE_SQL = select(_TombstoneRow.__table__.c.forgotten_at).where(  # type: ignore[attr-defined]
+    _TombstoneRow.__table__.c.namespace == bindparam("ns"), _TombstoneRow.__table__.c.fingerprint == bindparam("fp"))  # type: ignore[attr-defined]
+
+
 def _to_memory(row: _MemoryRow, ns: Namespace | None = None) -> Memory:
     """A Memory from a row (``ns``: the row's namespace when the caller knows it,
     saving the parse)."""
@@ -415,6 +421,17 @@ class Store:
                 raise StoreError(str(exc)) from exc
 
     @contextmanager
+    def _write_conn(self) -> Iterator[Connection]:
+        """A write transaction on a bare connection (Core statements only): what
+        ``_write`` does without the ORM session's own cost, for the hot paths."""
+        with self._write_lock:
+            try:
+                with self._write_engine.begin() as conn:
+                    yield conn
+            except OperationalError as exc:
+                raise StoreError(str(exc)) from exc
+
+    @contextmanager
     def _read(self) -> Iterator[Session]:
         with Session(self.engine, expire_on_commit=False) as s:
             yield s
@@ -465,10 +482,10 @@ class Store:
         )
         # Core inserts, not ORM objects: this is the capture hot path, and building
         # SQLModel rows (validation, attribute instrumentation) cost more than the SQL
-        with self._write() as s:
-            s.execute(insert(_MemoryRow.__table__), [values])  # type: ignore[attr-defined]
-            s.execute(insert(_IndexOpRow.__table__),  # type: ignore[attr-defined]
-                      [dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0)])
+        with self._write_conn() as conn:
+            conn.execute(insert(_MemoryRow.__table__), [values])  # type: ignore[attr-defined]
+            conn.execute(insert(_IndexOpRow.__table__),  # type: ignore[attr-defined]
+                         [dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0)])
         return _to_memory(SimpleNamespace(**values))  # type: ignore[arg-type]
 
     def get(self, ns: Namespace, memory_id: str) -> Memory:
@@ -513,11 +530,13 @@ class Store:
         with canonical ``key`` (or None) and the latest forget of any of
         ``fingerprints`` (``tombstoned_at``; None when none was forgotten)."""
         prints = sorted(set(fingerprints))
-        with self._read() as s:
-            row = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.key == key)).first()
-            forgotten = s.exec(select(_TombstoneRow.forgotten_at).where(
-                _TombstoneRow.namespace == str(ns), _TombstoneRow.fingerprint.in_(prints))).all() if prints else []  # type: ignore[attr-defined]
-        return (_to_memory(row) if row else None), max((_aware(r) for r in forgotten), default=None)  # type: ignore[type-var]
+        # statements built once (module level) and run on a bare connection: on the
+        # capture hot path, building and hashing ORM statements cost more than SQLite
+        with self.engine.connect() as conn:
+            row = conn.execute(_KEY_SQL, {"ns": str(ns), "key": key}).first()
+            forgotten = [conn.execute(_TOMBSTONE_SQL, {"ns": str(ns), "fp": fp}).scalar() for fp in prints]
+        when = max((_aware(f) for f in forgotten if f is not None), default=None)
+        return (_to_memory(row, ns) if row else None), when  # type: ignore[arg-type]
 
     def list(self, ns: Namespace, limit: int = 50, offset: int = 0) -> list[Memory]:
         """Live memories of ``ns``, newest first."""
@@ -868,8 +887,8 @@ class Store:
 
     def audit(self, ns: Namespace, action: str, actor: str, memory_id: str | None = None, **detail: object) -> None:
         """Append an audit record (append-only). Never pass memory text of a forget."""
-        with self._write() as s:
-            s.execute(insert(_AuditRow.__table__), [self._audit_values(ns, action, actor, memory_id, detail)])  # type: ignore[attr-defined]
+        with self._write_conn() as conn:
+            conn.execute(insert(_AuditRow.__table__), [self._audit_values(ns, action, actor, memory_id, detail)])  # type: ignore[attr-defined]
 
     @staticmethod
     def _audit_values(ns: Namespace, action: str, actor: str, memory_id: str | None,
