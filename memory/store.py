@@ -500,11 +500,14 @@ class Store:
         """Live memories of ``ns`` among ``ids`` (ids of other namespaces are simply absent)."""
         if not ids:
             return {}
-        with self._read() as s:
-            rows = s.exec(
-                select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id.in_(list(ids)))  # type: ignore[attr-defined]
-            ).all()
-        return {r.id: _to_memory(r, ns) for r in rows}
+        t = _MemoryRow.__table__  # type: ignore[attr-defined]
+        # `namespace || ''`: still filtered on the namespace, but not through its index —
+        # SQLite otherwise scans a large namespace for ~80 ids instead of looking each
+        # up by primary key (5 ms vs 0.9 ms at 10k memories)
+        q = select(t).where(t.c.id.in_(list(ids)), t.c.namespace.concat("") == str(ns))
+        with self.engine.connect() as conn:  # plain rows, not ORM objects: recall reads ~80 per turn
+            rows = conn.execute(q).all()
+        return {r.id: _to_memory(r, ns) for r in rows}  # type: ignore[arg-type]
 
     def live_if_at_most(self, ns: Namespace, n: int) -> list[MemoryText] | None:
         """Id, text, visibility and origin of every live memory of ``ns`` when it
