@@ -108,7 +108,11 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     fused = rrf_fuse(ranked, params.rrf_k)
     if not fused:
         return []
-    memories = store.get_many(ns, [m for m, _, _ in fused])
+    if small is not None:  # the rows are at hand: build only the candidates
+        wanted = {m for m, _, _ in fused}
+        memories = {t.id: t.memory() for t in small if t.id in wanted}
+    else:
+        memories = store.get_many(ns, [m for m, _, _ in fused])
     now = now or utcnow()
     scorer = scorer or default_score
     out: list[Hit] = []

@@ -38,7 +38,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
@@ -256,6 +256,13 @@ class MemoryText:
     text: str
     visibility: Visibility
     origin: str
+    _row: object = field(default=None, repr=False, compare=False)
+
+    def memory(self) -> Memory:
+        """The whole memory, built from the row this was read from (no query)."""
+        if self._row is None:
+            raise ValueError("MemoryText without its row")
+        return _to_memory(self._row, self.namespace)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -510,17 +517,16 @@ class Store:
         return {r.id: _to_memory(r, ns) for r in rows}  # type: ignore[arg-type]
 
     def live_if_at_most(self, ns: Namespace, n: int) -> list[MemoryText] | None:
-        """Id, text, visibility and origin of every live memory of ``ns`` when it
-        holds at most ``n``, else None (one query of at most ``n + 1`` rows; the
-        exact recall of small namespaces searches these and reads whole memories
-        only for its candidates, ``get_many``)."""
+        """Every live memory of ``ns`` when it holds at most ``n``, else None (one
+        query of at most ``n + 1`` rows), as ``MemoryText``: what a search reads,
+        with the whole memory built on demand (``MemoryText.memory()``) — the exact
+        recall of small namespaces builds only its candidates."""
         t = _MemoryRow.__table__  # type: ignore[attr-defined]
-        with self._read() as s:
-            rows = s.execute(select(t.c.id, t.c.text, t.c.visibility, t.c.origin)
-                             .where(t.c.namespace == str(ns)).limit(n + 1)).all()
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(t).where(t.c.namespace == str(ns)).limit(n + 1)).all()
         if len(rows) > n:
             return None
-        return [MemoryText(r.id, ns, r.text, Visibility(r.visibility), r.origin) for r in rows]
+        return [MemoryText(r.id, ns, r.text, Visibility(r.visibility), r.origin, r) for r in rows]
 
     def find_by_key(self, ns: Namespace, key: str) -> Memory | None:
         """The live memory of ``ns`` with canonical ``key``, or None."""
