@@ -43,7 +43,9 @@ log = logging.getLogger(__name__)
 
 APOLOGY = "Sorry, I can't answer right now. Please try again in a moment."
 CAPTURE_CONCURRENCY = 4
-"""Background captures running at once per pipeline (more wait their turn)."""
+"""Background captures with LLM extraction running at once per pipeline."""
+AFTER_BATCH = 32
+"""Turns whose after-work (bookkeeping, heuristic capture) one worker batch takes."""
 RESUME_AFTER_S = 60.0
 """A capture queued this many seconds ago and still not done is resumed."""
 MEMORY_COMMANDS = ("/memory", "/记忆")
@@ -92,6 +94,8 @@ class Pipeline:
         self._captures: set[asyncio.Task] = set()
         self._capturing: set[int] = set()  # chat-log line ids whose capture runs in this process
         self._capture_slots: asyncio.Semaphore | None = None
+        self._after: list[_After] = []  # queued for the worker (_spawn_after)
+        self._worker: asyncio.Task | None = None
 
     def tenant(self, name: str) -> TenantSettings:
         """Settings of tenant ``name``; UnknownTenant if it is not configured."""
@@ -213,61 +217,106 @@ class Pipeline:
 
     # -- capture after the reply --------------------------------------------
 
-    async def _capture(self, job: PendingCapture, *, last_try: bool = False) -> list[str]:
-        """Capture one person's line into its namespace and mark its chat-log line
-        done; returns the ids stored or updated. A failure is logged and leaves the
-        line for ``resume_captures`` — unless ``last_try``, which gives it up (logged
-        at ERROR) so that a message that always fails is not retried forever."""
+    def _capture_sync(self, job: PendingCapture, extractor: LLMExtractor | None, last_try: bool, *,
+                      done: list[int] | None = None) -> list[str]:
+        """In a worker thread: capture one person's line into its namespace and mark
+        its chat-log line done; returns the ids stored or updated. A failure is
+        logged and leaves the line for ``resume_captures`` — unless ``last_try``,
+        which gives it up (logged at ERROR) so that a message that always fails is
+        not retried forever. ``done``: collect the line id there instead of marking
+        it (the caller marks a batch at once)."""
         t = self.tenant(job.tenant)
         try:
-            try:
-                results = await asyncio.to_thread(capture, self.core, job.namespace, _without_bot_mention(job.text, t),
-                                                  chat=job.chat, said_at=job.at, message_id=job.message_id,
-                                                  extractor=self.extractor(job.tenant), tz=t.tz)
-            except Exception:  # noqa: BLE001 - capture never breaks the turn; the line keeps it for a retry
-                if not last_try:
-                    log.exception("capture failed for %s message %s; it will be retried", job.namespace,
-                                  job.message_id)
-                    return []
-                log.exception("capture of %s message %s failed again; given up", job.namespace, job.message_id)
-                results = []
-            if job.line_id:
-                await asyncio.to_thread(self.core.store.capture_done, job.line_id)
-            return [r.memory.id for r in results if r.memory is not None and r.action not in ("rejected", "conflict")]
+            results = capture(self.core, job.namespace, _without_bot_mention(job.text, t), chat=job.chat,
+                              said_at=job.at, message_id=job.message_id, extractor=extractor, tz=t.tz)
+        except Exception:  # noqa: BLE001 - capture never breaks the turn; the line keeps it for a retry
+            if not last_try:
+                log.exception("capture failed for %s message %s; it will be retried", job.namespace, job.message_id)
+                return []
+            log.exception("capture of %s message %s failed again; given up", job.namespace, job.message_id)
+            results = []
+        if job.line_id and done is not None:
+            done.append(job.line_id)
+        elif job.line_id:
+            self.core.store.capture_done(job.line_id)
+        return [r.memory.id for r in results if r.memory is not None and r.action not in ("rejected", "conflict")]
+
+    async def _capture(self, job: PendingCapture, *, last_try: bool = False) -> list[str]:
+        """``_capture_sync`` in a thread (the extractor is made here, on the loop)."""
+        try:
+            return await asyncio.to_thread(self._capture_sync, job, self.extractor(job.tenant), last_try)
         finally:
             self._capturing.discard(job.line_id)
 
     def _spawn_after(self, after: list[Callable[[], None]], job: PendingCapture | None, res: TurnResult,
                      rec: Recollection | None) -> None:
-        """What follows a turn answered first: its bookkeeping (recall trace, ACT-R
-        access times), the capture, and the turn's audit line (with what was captured)."""
-        if self._capture_slots is None:
-            self._capture_slots = asyncio.Semaphore(CAPTURE_CONCURRENCY)
-        slots = self._capture_slots
+        """Queue what follows a turn answered first: its bookkeeping (recall trace,
+        ACT-R access times), the capture, and the turn's audit line (with what was
+        captured). One worker runs the queue in batches, each batch in one thread
+        and one ``MemoryCore.batch()`` (one index write), so that the answers of
+        the next turns compete with one background thread, not one per message.
+        Captures that need the tenant's model (LLM extraction: a network call each)
+        run as their own tasks instead, ``CAPTURE_CONCURRENCY`` at a time."""
+        item = _After(after, job, res, rec)
+        if job is not None and self.model(job.tenant) is not None:
+            if self._capture_slots is None:
+                self._capture_slots = asyncio.Semaphore(CAPTURE_CONCURRENCY)
+            task = asyncio.create_task(self._run_model_capture(item, self._capture_slots))
+            self._captures.add(task)
+            task.add_done_callback(self._captures.discard)
+            return
+        self._after.append(item)
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._after_worker())
+            self._captures.add(self._worker)
+            self._worker.add_done_callback(self._captures.discard)
 
-        async def run() -> None:
-            async with slots:
-                if after:
-                    await asyncio.to_thread(lambda: [f() for f in after])
-                if job is not None:
-                    res.captured = await self._capture(job)
-                if rec is not None:
-                    await self._audit(res, rec)
+    async def _run_model_capture(self, item: _After, slots: asyncio.Semaphore) -> None:
+        async with slots:
+            if item.after:
+                await asyncio.to_thread(_run_all, item.after)
+            item.res.captured = await self._capture(item.job)  # type: ignore[arg-type]
+            if item.rec is not None:
+                await self._audit(item.res, item.rec)
 
-        task = asyncio.create_task(run())
-        self._captures.add(task)
-        task.add_done_callback(self._captures.discard)
+    async def _after_worker(self) -> None:
+        while self._after:
+            batch = self._after[:AFTER_BATCH]
+            del self._after[:AFTER_BATCH]
+
+            def work() -> None:
+                done: list[int] = []
+                with self.core.batch():
+                    for item in batch:
+                        _run_all(item.after)
+                        if item.job is not None:
+                            item.res.captured = self._capture_sync(item.job, None, last_try=False, done=done)
+                self.core.store.capture_done(*done)  # after the batch's index write
+                self._capturing.difference_update(item.job.line_id for item in batch if item.job is not None)
+                # after the batch's index write: the audit lines say what was captured
+                for item in batch:
+                    if item.rec is not None:
+                        self._audit_sync(item.res, item.rec)
+
+            try:
+                await asyncio.to_thread(work)
+            except Exception:  # noqa: BLE001 - the lines keep their captures for resume_captures
+                log.exception("background capture batch of %d failed", len(batch))
+                self._capturing.difference_update(item.job.line_id for item in batch if item.job is not None)
 
     async def drain(self, timeout: float | None = None) -> bool:
         """Wait for the captures running after their turns (at most ``timeout``
         seconds); True when none is left. What is not done stays durable in the
         chat log for ``resume_captures``."""
         deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
-        while self._captures:
+        while self._captures or self._after:
             left = None if deadline is None else deadline - asyncio.get_running_loop().time()
             if left is not None and left <= 0:
                 return False
-            await asyncio.wait(set(self._captures), timeout=left)
+            if self._captures:
+                await asyncio.wait(set(self._captures), timeout=left)
+            else:
+                await asyncio.sleep(0)
         return True
 
     async def resume_captures(self, older_than_s: float = RESUME_AFTER_S, limit: int = 100) -> int:
@@ -298,10 +347,13 @@ class Pipeline:
         return ran
 
     async def _audit(self, res: TurnResult, rec: Recollection) -> None:
+        """``_audit_sync`` in a thread."""
+        await asyncio.to_thread(self._audit_sync, res, rec)
+
+    def _audit_sync(self, res: TurnResult, rec: Recollection) -> None:
         """Append the turn's audit record (gateway.observability); a failure is logged, never raised."""
         try:
-            record = turn_record(res, rec, fragments=self.settings.audit_fragments)
-            await asyncio.to_thread(write_turn, self.settings.data_dir, record)
+            write_turn(self.settings.data_dir, turn_record(res, rec, fragments=self.settings.audit_fragments))
         except Exception:  # noqa: BLE001 - the audit must never break the turn
             log.exception("turn audit failed for %s message %s", res.namespace, res.message_id)
 
@@ -412,6 +464,21 @@ class Pipeline:
         log.info("chat %s migrated to %s for tenant %s: %d lines, %d memories", old.key, new.key, tenant,
                  moved.chat_lines, moved.memories)
         return moved.memories
+
+
+@dataclass
+class _After:
+    """What is left of a turn answered first (``Pipeline._spawn_after``)."""
+
+    after: list[Callable[[], None]]
+    job: PendingCapture | None
+    res: TurnResult
+    rec: Recollection | None
+
+
+def _run_all(fns: list[Callable[[], None]]) -> None:
+    for f in fns:
+        f()
 
 
 def _without_bot_mention(text: str, t: TenantSettings) -> str:

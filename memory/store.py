@@ -763,13 +763,16 @@ class Store:
         if not ids:
             return
         at = at or utcnow()
-        with self._write() as s:
-            rows = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id.in_(list(ids)))).all()  # type: ignore[attr-defined]
-            for row in rows:
-                times = json.loads(row.access_times or "[]")
-                times.append(at.isoformat())
-                row.access_times = json.dumps(times[-ACCESS_TIMES_KEPT:])
-                s.add(row)
+        t = _MemoryRow.__table__  # type: ignore[attr-defined]
+        with self._write_conn() as conn:
+            rows = conn.execute(select(t.c.id, t.c.access_times).where(t.c.namespace == str(ns),
+                                                                       t.c.id.in_(list(ids)))).all()
+            if rows:
+                conn.execute(update(t).where(t.c.namespace == str(ns), t.c.id == bindparam("mid"))
+                             .values(access_times=bindparam("times")),
+                             [{"mid": r.id, "times": json.dumps((json.loads(r.access_times or "[]")
+                                                                 + [at.isoformat()])[-ACCESS_TIMES_KEPT:])}
+                              for r in rows])
 
     def iter_ids(self, ns: Namespace) -> list[str]:
         """Ids of every live memory of ``ns`` (for index repair)."""
@@ -876,11 +879,14 @@ class Store:
         return [PendingCapture(r.id, r.tenant, Namespace.parse(r.capture_ns), ChatRef.parse(r.chat), r.message_id,  # type: ignore[arg-type]
                                r.text, _aware(r.at)) for r in rows]  # type: ignore[arg-type]
 
-    def capture_done(self, line_id: int) -> None:
-        """Mark the capture of chat-log line ``line_id`` done (a line pruned or
-        redacted meanwhile is simply gone)."""
-        with self._write() as s:
-            s.exec(update(_ChatLogRow).where(_ChatLogRow.id == line_id).values(capture_ns="", capture_queued=None))  # type: ignore[call-overload,arg-type]
+    def capture_done(self, *line_ids: int) -> None:
+        """Mark the captures of these chat-log lines done, in one transaction (a
+        line pruned or redacted meanwhile is simply gone)."""
+        if not line_ids:
+            return
+        t = _ChatLogRow.__table__  # type: ignore[attr-defined]
+        with self._write_conn() as conn:
+            conn.execute(update(t).where(t.c.id.in_(list(line_ids))).values(capture_ns="", capture_queued=None))
 
     def chat_tail(self, tenant: str, chat: ChatRef, n: int = 8, *, max_age: timedelta | None = None,
                   now: datetime | None = None) -> list[ChatLine]:
@@ -1039,17 +1045,13 @@ class Store:
                                                                       e.parts.importance]}
                               for e in trace.entries])
         ns = trace.namespace
+        t = _LastRecallRow.__table__  # type: ignore[attr-defined]
+        values = dict(chat=trace.chat, at=trace.at, k=trace.k, fallback_reason=trace.fallback_reason, entries=entries)
         for attempt in (1, 2):  # two replicas may insert the first record at once
             try:
-                with self._write() as s:
-                    row = s.get(_LastRecallRow, str(ns))
-                    if row is None:
-                        row = _LastRecallRow(namespace=str(ns), tenant=ns.tenant, chat=trace.chat, at=trace.at,
-                                             k=trace.k, fallback_reason=trace.fallback_reason, entries=entries)
-                    else:
-                        row.chat, row.at, row.k = trace.chat, trace.at, trace.k
-                        row.fallback_reason, row.entries = trace.fallback_reason, entries
-                    s.add(row)
+                with self._write_conn() as conn:
+                    if conn.execute(update(t).where(t.c.namespace == str(ns)).values(**values)).rowcount == 0:
+                        conn.execute(insert(t), [dict(namespace=str(ns), tenant=ns.tenant, **values)])
                 return
             except IntegrityError:
                 if attempt == 2:
