@@ -534,6 +534,7 @@ def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandRepl
         if not (asked - timedelta(seconds=5) <= c.now <= asked + CONFIRM_WINDOW):
             return CommandReply(c.say("That confirmation has expired. Send {command} again.", command=again),
                                 "forget_all")
+        core.forget_everything_said_before_now(scope.ns, scope.group_key)  # queued captures included
         ids = _all_ids(core, scope)
         for mid in ids:
             try:

@@ -44,8 +44,9 @@ class InboundMessage(BaseModel):
 
     Validation (pydantic ValidationError, a 400 at the HTTP edge): ``message_id``
     at most 128 characters; ``text`` at most MAX_TEXT_CHARS characters and valid
-    Unicode (no lone surrogates); ``timestamp`` between 1970 and 2100 — a naive
-    timestamp is taken as UTC.
+    Unicode (no lone surrogates; NUL characters are dropped from ``text`` and
+    ``sender_name``); ``timestamp`` between 1970 and 2100 — a naive timestamp is
+    taken as UTC.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -83,7 +84,14 @@ class InboundMessage(BaseModel):
             v.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise ValueError("text is not valid Unicode (lone surrogate)") from exc
-        return v
+        # NUL carries nothing a person said, and PostgreSQL refuses it in text
+        # columns: a platform would redeliver such a message forever
+        return v.replace("\x00", "")
+
+    @field_validator("sender_name")
+    @classmethod
+    def _no_nul(cls, v: str) -> str:
+        return v.replace("\x00", "")
 
     @field_validator("timestamp")
     @classmethod

@@ -34,6 +34,7 @@ from memory.explain import TRACE_DEPTH, record_recall
 from memory.identity import resolve as resolve_identity
 from memory.reconstruct import Recollection, reconstruct
 from memory.emotion import analyse
+from memory.errors import DuplicateDelivery
 from memory.store import ChatLine, PendingCapture, utcnow
 from memory.types import ChatRef, Namespace
 
@@ -156,12 +157,19 @@ class Pipeline:
         delivery = f"{tenant}|{msg.platform}|{chat.key}|{msg.message_id}"
         if msg.is_edit:  # a stable digest: replays in another process must find the same key
             delivery += f"|edit|{msg.timestamp.isoformat()}|{hashlib.sha256(msg.text.encode()).hexdigest()[:16]}"
-        if not await asyncio.to_thread(self.core.store.claim_delivery, delivery):
+        # a plain message claims its delivery in the transaction that logs its line
+        # (Store.append_chat): a crash can then not leave it claimed but unrecorded
+        plain = not msg.is_edit and not _is_memory_command(msg)
+        if not plain and not await asyncio.to_thread(self.core.store.claim_delivery, delivery):
             log.info("duplicate delivery %s", delivery)
             res.duplicate = True
             return res
         try:
-            return await self._turn(tenant, t, msg, ns, res, background_capture)
+            return await self._turn(tenant, t, msg, ns, res, background_capture, delivery if plain else None)
+        except DuplicateDelivery:
+            log.info("duplicate delivery %s", delivery)
+            res.duplicate = True
+            return res
         except BaseException:
             # the turn did not finish: let the platform's retry through instead of
             # dropping it as a duplicate (the message must not be lost)
@@ -169,11 +177,11 @@ class Pipeline:
             raise
 
     async def _turn(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace,
-                    res: TurnResult, background_capture: bool = False) -> TurnResult:
+                    res: TurnResult, background_capture: bool = False, claim: str | None = None) -> TurnResult:
         chat = msg.chat
         started = time.perf_counter()
         lang = resolve_language(msg.language, t.language)
-        if msg.is_command and msg.text.split(maxsplit=1)[0].split("@")[0] in MEMORY_COMMANDS:
+        if _is_memory_command(msg):
             res.command = True  # commands and their replies are never captured
             answer = await run_command(self.core, tenant, t, msg, ns, lang)
             res.reply = answer.text
@@ -188,7 +196,7 @@ class Pipeline:
         line_id = await asyncio.to_thread(
             self.core.store.append_chat, tenant, chat,
             ChatLine("user", msg.sender_id, msg.text, msg.timestamp, msg.message_id, msg.sender_name),
-            capture=ns if due else None)
+            capture=ns if due else None, claim=claim)
         if due and line_id is not None:
             self._capturing.add(line_id)  # before the answer: maintenance must not resume it meanwhile
         rec: Recollection | None = None
@@ -474,6 +482,10 @@ class _After:
     job: PendingCapture | None
     res: TurnResult
     rec: Recollection | None
+
+
+def _is_memory_command(msg: InboundMessage) -> bool:
+    return msg.is_command and msg.text.split(maxsplit=1)[0].split("@")[0] in MEMORY_COMMANDS
 
 
 def _run_all(fns: list[Callable[[], None]]) -> None:

@@ -77,13 +77,15 @@ def reindex(core, authority: Authority, *, batch: int = 256, progress: bool | No
 
 
 def forget_subject(core, ns: Namespace, authority: Authority) -> int:
-    """Forget everything of one person: every memory of ``ns`` (each leaving its
-    tombstones, so no replay re-creates them), every chat-log line they said in the
+    """Forget everything of one person: a subject-wide tombstone (nothing they said
+    before now is stored again, ``MemoryCore.forget_everything_said_before_now``),
+    every memory of ``ns`` (each leaving its tombstones), every chat-log line they said in the
     tenant, and then one index purge. Returns the number of memories forgotten.
     Audited per memory (``forget``) and once as ``forget_subject``. Raises
     PermissionError when ``ns`` is outside the authority's tenant."""
     if authority.tenant is not None and authority.tenant != ns.tenant:
         raise PermissionError(f"{authority.actor} may not act on tenant {ns.tenant}")
+    core.forget_everything_said_before_now(ns)  # first: captures queued or running now must not bring anything back
     n = 0
     while True:
         batch = core.store.list(ns, limit=200)

@@ -30,6 +30,7 @@ Methods are synchronous and thread-safe; the async gateway calls them through
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -44,13 +45,22 @@ from memory.index import SearchIndex
 from memory.recall import RecallParams, Scorer, recall
 from memory.store import Store, new_memory_id, utcnow
 from memory.text import fingerprint, normalise
-from memory.types import Hit, Memory, Namespace
+from memory.types import Hit, Memory, Namespace, Visibility
 
 __all__ = ["MemoryCore", "AddResult", "default_key"]
 
 log = logging.getLogger(__name__)
 
 KEY_CHARS = 500
+
+
+def subject_mark(group_key: str | None = None) -> str:
+    """Tombstone "fingerprint" of a forget of everything of a subject (``*``) or of
+    everything they said in one group (``*`` + 63 hex digits of the group key's
+    SHA-256); no text fingerprint (a hex digest) starts with ``*``."""
+    if group_key is None:
+        return "*"
+    return "*" + hashlib.sha256(group_key.encode("utf-8")).hexdigest()[:63]
 
 
 def default_key(memory: Memory) -> str:
@@ -173,9 +183,12 @@ class MemoryCore:
         if memory.created_at is None:
             memory = replace(memory, created_at=said)
         source_fp = fingerprint(evidence) if evidence else ""
+        marks = [subject_mark()]
+        if memory.origin is not None and memory.visibility is Visibility.GROUP:
+            marks.append(subject_mark(memory.origin.group_key))
         with self._lock(ns):
             existing, forgotten = self.store.key_and_tombstone(
-                ns, memory.key, [fingerprint(t) for t in (memory.text, evidence) if t])
+                ns, memory.key, [fingerprint(t) for t in (memory.text, evidence) if t] + marks)
             if forgotten is not None and said <= forgotten:
                 self.audit.record(ns, "reject", actor, None, reason="tombstone")
                 return AddResult("rejected", None, "tombstone")
@@ -328,6 +341,14 @@ class MemoryCore:
             return 0
         self.store.clear_ops([o.id for o in ops])
         return len(ops)
+
+    def forget_everything_said_before_now(self, ns: Namespace, group_key: str | None = None) -> None:
+        """A tombstone for the whole subject of ``ns`` (or, with ``group_key``, for
+        what they said in that group): from now on no write path stores anything
+        of theirs learned from a message said before now — a capture still queued
+        or running, a replay, an edit. Said again later, it is new. Set it before
+        forgetting the existing memories of a "forget everything"."""
+        self.store.add_tombstone(ns, subject_mark(group_key))
 
     def mark_recalled(self, ns: Namespace, ids: Sequence[str], at: datetime | None = None) -> None:
         """Record that these memories went into a prompt (ACT-R access times)."""

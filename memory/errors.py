@@ -47,3 +47,8 @@ class SearchIndexError(CoreError):
 
 class EmbedderError(CoreError):
     """The embedder could not produce vectors."""
+
+
+class DuplicateDelivery(CoreError):
+    """A platform delivery that was already claimed (``Store.append_chat`` with
+    ``claim``): the message was processed before and nothing was written."""

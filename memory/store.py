@@ -47,7 +47,7 @@ from sqlalchemy import Connection, UniqueConstraint, bindparam, event, insert, t
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
 
-from memory.errors import NotFoundError, StoreError
+from memory.errors import DuplicateDelivery, NotFoundError, StoreError
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
@@ -841,7 +841,7 @@ class Store:
             s.exec(delete(_DeliveryRow).where(_DeliveryRow.key == key[:600]))  # type: ignore[call-overload]
 
     def append_chat(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int = 200, *,
-                    capture: Namespace | None = None) -> int | None:
+                    capture: Namespace | None = None, claim: str | None = None) -> int | None:
         """Append a line to the chat's recent log, keeping at most ``keep`` lines;
         returns the line's id. A person's line that a forget redacted (same chat,
         message id and sender) is not appended again — a replay cannot bring it
@@ -849,9 +849,24 @@ class Store:
 
         ``capture``: the line still has to be captured into this namespace (the
         durable half of a capture that runs after the reply: ``pending_captures``
-        finds it until ``capture_done``). A line with a capture due is not pruned."""
+        finds it until ``capture_done``). A line with a capture due is not pruned.
+        ``claim``: claim this delivery key (``claim_delivery``) in the same
+        transaction, so that a crash cannot leave a claimed delivery without its
+        line; raises DuplicateDelivery (and writes nothing) when it was claimed before."""
         table = _ChatLogRow.__table__  # type: ignore[attr-defined]
+        try:
+            return self._append_chat(table, tenant, chat, line, keep, capture, claim)
+        except IntegrityError:
+            if claim is None:
+                raise
+            raise DuplicateDelivery(claim) from None
+
+    def _append_chat(self, table, tenant: str, chat: ChatRef, line: ChatLine, keep: int, capture: Namespace | None,
+                     claim: str | None) -> int | None:
         with self._write() as s:
+            if claim is not None:
+                s.add(_DeliveryRow(key=claim[:600], processed_at=utcnow()))
+                s.flush()
             if line.role == "user" and line.message_id and s.exec(select(_RedactionRow.id).where(
                     _RedactionRow.tenant == tenant, _RedactionRow.chat == chat.key,
                     _RedactionRow.message_id == line.message_id, _RedactionRow.sender_id == line.sender_id)).first():

@@ -167,3 +167,100 @@ async def test_two_background_captures_of_one_person_keep_the_latest_fact(pipeli
                          pipeline.handle("default", first, background_capture=True))
     assert await pipeline.drain(10)
     assert [m.text for m in pipeline.core.list(NS)] == ["我的猫叫雪球"]
+
+
+@pytest.fixture
+def any_pipeline(core):
+    """A pipeline over the SQLite and the PostgreSQL core."""
+    return Pipeline(load_settings(), core)
+
+
+async def test_forget_subject_while_captures_are_queued_brings_nothing_back(any_pipeline):
+    """Facts whose capture is still queued when the person is forgotten are not
+    stored afterwards (the queue runs after the forget); said again later, they are."""
+    from memory.admin import Authority, forget_subject
+
+    p = any_pipeline
+    for i, text in enumerate(["我的生日是6月14日", "我养了一只叫团子的猫", "I live in Leeds"]):
+        res = await p.handle("default", msg(text, f"q{i}"), background_capture=True)
+        assert res.capture_pending
+    # the worker has not run yet: nothing awaited since the turns returned
+    forget_subject(p.core, NS, Authority("admin:1", "default"))
+    assert await p.drain(10)
+    assert await p.resume_captures(older_than_s=0) == 0
+    assert p.core.list(NS) == []
+    later = msg("我养了一只叫团子的猫", "q9").model_copy(update={"timestamp": datetime.now(timezone.utc)
+                                                                    + timedelta(seconds=1)})
+    await p.handle("default", later, background_capture=True)
+    assert await p.drain(10)
+    assert [m.text for m in p.core.list(NS)] == ["我养了一只叫团子的猫"]
+
+
+async def test_memory_forget_all_covers_captures_still_pending(pipeline):
+    """/memory forget all + confirm: a line whose capture is still due (a crash
+    before it ran) is resumed afterwards and stores nothing."""
+    store = pipeline.core.store
+    said = datetime.now(timezone.utc) - timedelta(minutes=2)
+    store.append_chat("default", DM, ChatLine("user", "1001", "我对花生过敏", said, "p1"), capture=NS)
+    await pipeline.handle("default", msg("我喜欢喝美式咖啡", "p2"))
+    assert len(pipeline.core.list(NS)) == 1
+    ask = await pipeline.handle("default", msg("/memory forget all", "p3").model_copy(update={"is_command": True}))
+    assert ask.command
+    done = await pipeline.handle("default", msg("/memory forget all confirm", "p4").model_copy(
+        update={"is_command": True}))
+    assert done.command and pipeline.core.list(NS) == []
+    assert await pipeline.resume_captures(older_than_s=0) == 1
+    assert pipeline.core.list(NS) == []
+
+
+def test_group_forget_all_stops_that_groups_pending_captures_only(sqlite_core):
+    """A tombstone for what someone said in one group refuses that group's queued
+    facts and leaves their private ones and another group's alone."""
+    from memory.types import Visibility
+
+    core = sqlite_core
+    g1, g2 = ChatRef("tg", ChatKind.GROUP, "-1001"), ChatRef("tg", ChatKind.GROUP, "-1002")
+    said = datetime.now(timezone.utc) - timedelta(minutes=1)
+    core.forget_everything_said_before_now(NS, g1.group_key)
+
+    def add(text, chat, vis):
+        return core.add(NS, core.new(NS, text, origin=chat, visibility=vis, created_at=said), said_at=said).action
+
+    assert add("我家的猫叫煤球", g1, Visibility.GROUP) == "rejected"
+    assert add("我喜欢爬山", g2, Visibility.GROUP) == "stored"
+    assert add("我对花生过敏", DM, Visibility.PRIVATE) == "stored"
+
+
+async def test_claim_and_chat_line_commit_together(pipeline):
+    """The delivery of a plain message is claimed in the transaction that logs its
+    line: a re-delivery is a duplicate and writes no second line."""
+    first = await pipeline.handle("default", msg("我在上海做程序员", "c1"), background_capture=True)
+    again = await pipeline.handle("default", msg("我在上海做程序员", "c1"), background_capture=True)
+    assert not first.duplicate and again.duplicate and not again.capture_pending
+    assert await pipeline.drain(10)
+    lines = pipeline.core.store.chat_tail("default", DM, 10)
+    assert [line.message_id for line in lines] == ["c1"]
+    assert [m.text for m in pipeline.core.list(NS)] == ["我在上海做程序员"]
+
+
+async def test_nul_in_a_message_is_dropped_not_fatal(any_pipeline):
+    """A NUL character (PostgreSQL refuses it in text) is dropped from the text."""
+    res = await any_pipeline.handle("default", msg("我喜欢\x00猫", "n1"))
+    assert not res.duplicate
+    assert [m.text for m in any_pipeline.core.list(NS)] == ["我喜欢猫"]
+
+
+def test_oversized_bodies_are_refused_before_they_are_read(gateway):
+    """Over 1 MiB: 413 from the declared length, before signature or parsing; the
+    error never echoes what was sent."""
+    client = gateway(webhook={"secret": SECRET})
+    big = b'{"text": "' + b"x" * (1024 * 1024 + 10) + b'"}'
+    for path in ("/webhook/default", "/v1/turns"):
+        r = client.post(path, content=big, headers={"Content-Type": "application/json"})
+        assert r.status_code == 413 and len(r.content) < 1000
+    raw = json.dumps({"sender_id": "u1", "chat_id": "u1", "message_id": "m1", "text": "字" * 16_001},
+                     ensure_ascii=False).encode()
+    ts = str(int(time.time()))
+    r = client.post("/webhook/default", content=raw, headers={
+        TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: sign(SECRET, ts, raw), "Content-Type": "application/json"})
+    assert r.status_code == 400 and "字字字" not in r.text
