@@ -52,7 +52,7 @@ from typing import Protocol
 from memory.dates import DEFAULT_TZ, resolve_when, zone
 from memory.emotion import LABELS, analyse
 from memory.prompts import escape_block, extraction_messages
-from memory.text import normalise
+from memory.text import normalise, to_simplified
 from memory.types import Category, ChatRef, Namespace, Visibility
 
 __all__ = [
@@ -345,23 +345,24 @@ class HeuristicExtractor:
         """The fact of one sentence, or None when it is not a first-person statement."""
         if len(sent) < MIN_CHARS or sent.startswith("/"):
             return None
-        if not (_FIRST_ZH.search(sent) or _FIRST_EN.search(sent)):
+        plain = to_simplified(sent)  # the patterns are written in simplified Chinese; the memory keeps the original
+        if not (_FIRST_ZH.search(plain) or _FIRST_EN.search(plain)):
             return None
-        if _QUESTION_RE.search(sent):
+        if _QUESTION_RE.search(plain):
             return None
         if is_instruction_like(sent):
             return Fact(text=_quoted(sent), category=Category.OTHER, importance=0.1, source=sent, quoted=True)
         emo = analyse(sent)
-        slot = _slot(sent)
+        slot = _slot(plain)
         text, event_time = sent, None
         if slot is not None:
             category, key = slot
         else:
             key = ""
-            category = guess_category(sent)
-            if category is not Category.ROUTINE and not _ROUTINE_RE.search(sent):
+            category = guess_category(plain)
+            if category is not Category.ROUTINE and not _ROUTINE_RE.search(plain):
                 try:
-                    when = resolve_when(sent, said_at, tz)
+                    when = resolve_when(plain, said_at, tz)
                 except ValueError:
                     when = None
                 if when is not None:

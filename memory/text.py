@@ -27,7 +27,7 @@ import threading
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["initialise", "normalise", "tokens", "fts_text", "is_cjk", "fingerprint"]
+__all__ = ["initialise", "normalise", "to_simplified", "tokens", "fts_text", "is_cjk", "fingerprint"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,16 @@ def _strip_invisible(text: str) -> str:
             continue
         out.append(ch)
     return "".join(out)
+
+
+def to_simplified(text: str) -> str:
+    """``text`` with traditional characters as simplified ones (OpenCC t2s) and
+    nothing else changed: what the extractor's zh patterns are written against."""
+    if not text:
+        return ""
+    initialise()
+    assert _converter is not None
+    return _converter.convert(text)
 
 
 def normalise(text: str) -> str:

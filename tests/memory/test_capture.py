@@ -318,3 +318,21 @@ def test_edit_onto_a_statement_another_message_made_retracts_the_old_one(core, n
     assert [(x.action, x.memory.id) for x in e] == [("deduped", dog.id)]
     assert [m.id for m in core.list(namespace)] == [dog.id]
     assert core.index.ids(namespace) == {dog.id} and cat.id != dog.id
+
+
+@pytest.mark.parametrize("traditional, simplified", [
+    ("我最喜歡的飲料是烏龍茶", "我最喜欢的饮料是乌龙茶"),
+    ("我養了一隻叫煤球的貓", "我养了一只叫煤球的猫"),
+    ("我上週五去了台北", "我上周五去了台北"),
+])
+def test_traditional_chinese_gets_the_slots_and_dates_of_simplified(traditional, simplified):
+    """Slots, categories and relative dates do not depend on the script; the
+    memory keeps the person's own characters."""
+    from datetime import datetime, timezone
+
+    from memory.capture import HeuristicExtractor
+
+    at = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
+    (t,), (s,) = (HeuristicExtractor().extract(x, at, "Asia/Shanghai") for x in (traditional, simplified))
+    assert (t.category, t.key, t.event_time) == (s.category, s.key, s.event_time)
+    assert t.text.startswith(traditional)
