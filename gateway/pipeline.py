@@ -259,8 +259,7 @@ class Pipeline:
     def _spawn_after(self, after: list[Callable[[], None]], job: PendingCapture | None, res: TurnResult,
                      rec: Recollection | None) -> None:
         """Queue what follows a turn answered first: its bookkeeping (recall trace,
-        ACT-R access times), the capture, and the turn's audit line (with what was
-        captured). One worker runs the queue in batches, each batch in one thread
+        ACT-R access times), the capture, and the turn's audit line. One worker runs the queue in batches, each batch in one thread
         and one ``MemoryCore.batch()`` (one index write), so that the answers of
         the next turns compete with one background thread, not one per message.
         Captures that need the tenant's model (LLM extraction: a network call each)
@@ -301,7 +300,7 @@ class Pipeline:
                             item.res.captured = self._capture_sync(item.job, None, last_try=False, done=done)
                 self.core.store.capture_done(*done)  # after the batch's index write
                 self._capturing.difference_update(item.job.line_id for item in batch if item.job is not None)
-                # after the batch's index write: the audit lines say what was captured
+                # the turn audit lines last, once the batch is written
                 for item in batch:
                     if item.rec is not None:
                         self._audit_sync(item.res, item.rec)
