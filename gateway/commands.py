@@ -534,17 +534,24 @@ def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandRepl
         if not (asked - timedelta(seconds=5) <= c.now <= asked + CONFIRM_WINDOW):
             return CommandReply(c.say("That confirmation has expired. Send {command} again.", command=again),
                                 "forget_all")
-        core.forget_everything_said_before_now(scope.ns, scope.group_key)  # queued captures included
+        # first the tombstone, so that captures still queued or running store nothing
+        core.forget_everything_said_before_now(scope.ns, scope.group_key)
+        queued = core.store.pending_capture_count(scope.ns, scope.group_key)
         ids = _all_ids(core, scope)
         for mid in ids:
             try:
                 core.forget(scope.ns, mid, actor=scope.actor)
             except NotFoundError:
                 continue  # forgotten meanwhile
-        core.store.audit(scope.ns, "forget_all", scope.actor, count=len(ids), chat=c.chat.key,
-                         group=scope.group_key)
-        return CommandReply(c.say("Forgotten {n} memories of {who}.", n=len(ids), who=_who(c, scope)), "forget_all")
-    n = _count(core, scope)
+        # what they said stays out of later prompts too (the conversation tail)
+        lines = core.store.redact_speaker(scope.ns, scope.group_key)
+        core.store.scrub()
+        core.store.audit(scope.ns, "forget_all", scope.actor, count=len(ids), queued=queued, chat_lines=lines,
+                         chat=c.chat.key, group=scope.group_key)
+        return CommandReply(c.say("Forgotten {n} memories of {who}.", n=len(ids) + queued, who=_who(c, scope)),
+                            "forget_all")
+    # facts whose capture is still queued count: they are about to become memories
+    n = _count(core, scope) + core.store.pending_capture_count(scope.ns, scope.group_key)
     if n == 0:
         return CommandReply(c.say("There is nothing to forget."), "forget_all")
     core.store.put_pending(scope.ns, key, c.now)

@@ -43,7 +43,7 @@ from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
 from sqlalchemy import Index as SAIndex
-from sqlalchemy import Connection, UniqueConstraint, bindparam, event, insert, text, update
+from sqlalchemy import Connection, UniqueConstraint, bindparam, event, func, insert, or_, text, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
 
@@ -725,21 +725,36 @@ class Store:
                 _TombstoneRow.namespace == str(ns), _TombstoneRow.fingerprint.in_(prints))).all()  # type: ignore[attr-defined]
         return max((_aware(r) for r in rows), default=None)  # type: ignore[type-var]
 
-    def redact_speaker(self, ns: Namespace) -> int:
-        """Delete every chat-log line the subject of ``ns`` said in its tenant
-        (``forget_subject``); returns the number of lines. A subject that is not a
-        platform identity (``person:…``) has none."""
+    def _speaker_lines(self, ns: Namespace, group_key: str | None) -> list:
+        """Filter on the chat-log lines the subject of ``ns`` said in its tenant (in
+        group ``group_key`` and its topics only, when given)."""
         platform, _, user_id = ns.subject.partition(":")
+        where = [_ChatLogRow.tenant == ns.tenant, _ChatLogRow.role == "user", _ChatLogRow.sender_id == user_id,
+                 _ChatLogRow.chat.startswith(f"{platform}:")]  # type: ignore[attr-defined]
+        if group_key is not None:
+            where.append(or_(_ChatLogRow.chat == group_key, _ChatLogRow.chat.startswith(f"{group_key}:")))  # type: ignore[attr-defined]
+        return where
+
+    def redact_speaker(self, ns: Namespace, group_key: str | None = None) -> int:
+        """Delete every chat-log line the subject of ``ns`` said in its tenant, or in
+        group ``group_key`` (any topic) only — captures still due on them included
+        (``forget_subject``, ``/memory forget all``); returns the number of lines.
+        A subject that is not a platform identity (``person:…``) has none."""
+        where = self._speaker_lines(ns, group_key)
         with self._write() as s:
-            rows = s.exec(select(_ChatLogRow.chat, _ChatLogRow.message_id).where(
-                _ChatLogRow.tenant == ns.tenant, _ChatLogRow.role == "user", _ChatLogRow.sender_id == user_id,
-                _ChatLogRow.chat.startswith(f"{platform}:"))).all()  # type: ignore[attr-defined]
+            rows = s.exec(select(_ChatLogRow.chat, _ChatLogRow.message_id).where(*where)).all()
             for chat, message_id in set(rows):
                 self._redact(s, ns, chat, message_id)
-            s.exec(delete(_ChatLogRow).where(_ChatLogRow.tenant == ns.tenant, _ChatLogRow.role == "user",  # type: ignore[call-overload]
-                                             _ChatLogRow.sender_id == user_id,
-                                             _ChatLogRow.chat.startswith(f"{platform}:")))  # type: ignore[attr-defined]
+            s.exec(delete(_ChatLogRow).where(*where))  # type: ignore[call-overload]
         return len(rows)
+
+    def pending_capture_count(self, ns: Namespace, group_key: str | None = None) -> int:
+        """How many of the lines the subject of ``ns`` said (in group ``group_key``
+        only, when given) still have their capture into ``ns`` due."""
+        with self._read() as s:
+            return int(s.exec(select(func.count()).select_from(_ChatLogRow).where(
+                *self._speaker_lines(ns, group_key), _ChatLogRow.capture_queued.is_not(None),  # type: ignore[union-attr]
+                _ChatLogRow.capture_ns == str(ns))).one())
 
     def scrub(self) -> None:
         """After a forget: on SQLite, checkpoint and truncate the WAL so that no old

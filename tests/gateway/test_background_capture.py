@@ -196,21 +196,29 @@ async def test_forget_subject_while_captures_are_queued_brings_nothing_back(any_
     assert [m.text for m in p.core.list(NS)] == ["我养了一只叫团子的猫"]
 
 
-async def test_memory_forget_all_covers_captures_still_pending(pipeline):
-    """/memory forget all + confirm: a line whose capture is still due (a crash
-    before it ran) is resumed afterwards and stores nothing."""
+def command(text: str, mid: str) -> InboundMessage:
+    return msg(text, mid).model_copy(update={"is_command": True, "language": "en"})
+
+
+@pytest.mark.parametrize("stored_first", [True, False], ids=["with-a-memory", "only-queued"])
+async def test_memory_forget_all_covers_captures_still_pending(pipeline, stored_first):
+    """/memory forget all + confirm with facts whose capture is still due (a crash
+    before it ran, or simply not run yet): they count as something to forget, none
+    of them is stored afterwards, and none of the person's lines stays in the
+    conversation tail that prompts are built from."""
     store = pipeline.core.store
     said = datetime.now(timezone.utc) - timedelta(minutes=2)
     store.append_chat("default", DM, ChatLine("user", "1001", "我对花生过敏", said, "p1"), capture=NS)
-    await pipeline.handle("default", msg("我喜欢喝美式咖啡", "p2"))
-    assert len(pipeline.core.list(NS)) == 1
-    ask = await pipeline.handle("default", msg("/memory forget all", "p3").model_copy(update={"is_command": True}))
-    assert ask.command
-    done = await pipeline.handle("default", msg("/memory forget all confirm", "p4").model_copy(
-        update={"is_command": True}))
+    if stored_first:
+        await pipeline.handle("default", msg("我喜欢喝美式咖啡", "p2"))
+        assert len(pipeline.core.list(NS)) == 1
+    ask = await pipeline.handle("default", command("/memory forget all", "p3"))
+    assert ask.command and "confirm" in (ask.reply or "")
+    done = await pipeline.handle("default", command("/memory forget all confirm", "p4"))
     assert done.command and pipeline.core.list(NS) == []
-    assert await pipeline.resume_captures(older_than_s=0) == 1
+    assert await pipeline.resume_captures(older_than_s=0) == 0
     assert pipeline.core.list(NS) == []
+    assert [line for line in store.chat_tail("default", DM, 20) if line.role == "user"] == []
 
 
 def test_group_forget_all_stops_that_groups_pending_captures_only(sqlite_core):
@@ -264,3 +272,21 @@ def test_oversized_bodies_are_refused_before_they_are_read(gateway):
     r = client.post("/webhook/default", content=raw, headers={
         TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: sign(SECRET, ts, raw), "Content-Type": "application/json"})
     assert r.status_code == 400 and "字字字" not in r.text
+
+
+def test_group_scoped_redaction_and_pending_count(sqlite_core):
+    """Redacting what someone said in one group removes their lines there (every
+    topic) and nothing else; the pending count follows the same scope."""
+    store = sqlite_core.store
+    now = datetime.now(timezone.utc)
+    g1, g1_topic = ChatRef("tg", ChatKind.GROUP, "-1001"), ChatRef("tg", ChatKind.GROUP, "-1001", "7")
+    g2 = ChatRef("tg", ChatKind.GROUP, "-1002")
+    for i, chat in enumerate((g1, g1_topic, g2, DM)):
+        store.append_chat("default", chat, ChatLine("user", "1001", f"line {i}", now, f"l{i}"), capture=NS)
+    store.append_chat("default", g1, ChatLine("user", "2002", "someone else", now, "o1"))
+    assert store.pending_capture_count(NS) == 4 and store.pending_capture_count(NS, g1.group_key) == 2
+    assert store.redact_speaker(NS, g1.group_key) == 2
+    assert [x.text for x in store.chat_tail("default", g1, 10)] == ["someone else"]
+    assert store.chat_tail("default", g1_topic, 10) == []
+    assert [x.text for x in store.chat_tail("default", g2, 10)] == ["line 2"]
+    assert store.pending_capture_count(NS) == 2
