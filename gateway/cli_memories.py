@@ -95,8 +95,15 @@ class _Session:
         typer.echo(translate(self.lang, msgid, **params), err=True)
         raise typer.Exit(code)
 
-    def missing(self, memory_id: str) -> None:
-        self.fail(1, "No memory {id} in {namespace}.", id=memory_id, namespace=str(self.ns))
+    def of(self, verb, memory_id: str, **kwargs):
+        """``verb(ns, memory_id, **kwargs)`` on this session's namespace (a
+        ``MemoryCore`` method); exits 1 with "No memory …" when it is not there."""
+        from memory.errors import NotFoundError
+
+        try:
+            return verb(self.ns, memory_id, **kwargs)
+        except NotFoundError:
+            self.fail(1, "No memory {id} in {namespace}.", id=memory_id, namespace=str(self.ns))
 
 
 def _dump(obj: object) -> None:
@@ -123,14 +130,8 @@ def list_(tenant: TenantOpt = "default", subject: SubjectOpt = ...,  # type: ign
 def show(memory_id: IdArg, tenant: TenantOpt = "default", subject: SubjectOpt = ...,  # type: ignore[assignment]
          as_json: JsonOpt = False) -> None:
     """One live memory with every field."""
-    from memory.errors import NotFoundError
-
     with _Session(tenant, subject) as s:
-        try:
-            m = s.core.get(s.ns, memory_id)
-        except NotFoundError:
-            s.missing(memory_id)
-        rec = _record(m)
+        rec = _record(s.of(s.core.get, memory_id))
         if as_json:
             _dump(rec)
         else:
@@ -142,13 +143,8 @@ def show(memory_id: IdArg, tenant: TenantOpt = "default", subject: SubjectOpt = 
 def history(memory_id: IdArg, tenant: TenantOpt = "default", subject: SubjectOpt = ...,  # type: ignore[assignment]
             as_json: JsonOpt = False) -> None:
     """Every version of a memory, oldest first, with its validity interval."""
-    from memory.errors import NotFoundError
-
     with _Session(tenant, subject) as s:
-        try:
-            versions = s.core.history(s.ns, memory_id)
-        except NotFoundError:
-            s.missing(memory_id)
+        versions = s.of(s.core.history, memory_id)
         if as_json:
             _dump({"id": memory_id, "namespace": str(s.ns), "versions": [
                 {"version": v.version, "text": v.text, "category": v.category.value,
@@ -163,13 +159,8 @@ def forget(memory_id: IdArg, tenant: TenantOpt = "default", subject: SubjectOpt 
            as_json: JsonOpt = False) -> None:
     """Forget one memory: no copy of its text stays in SQL, the chat log, the
     index or the audit log, and a tombstone refuses it from older messages."""
-    from memory.errors import NotFoundError
-
     with _Session(tenant, subject) as s:
-        try:
-            s.core.forget(s.ns, memory_id, actor="operator:cli")
-        except NotFoundError:
-            s.missing(memory_id)
+        s.of(s.core.forget, memory_id, actor="operator:cli")
         if as_json:
             _dump({"id": memory_id, "namespace": str(s.ns), "forgotten": True})
         else:
