@@ -316,8 +316,9 @@ class TenantCounts:
 
 _KEY_SQL = select(_MemoryRow.__table__).where(  # type: ignore[attr-defined]
     _MemoryRow.__table__.c.namespace == bindparam("ns"), _MemoryRow.__table__.c.key == bindparam("key"))  # type: ignore[attr-defined]
-_TOMBSTONE_SQL = select(_TombstoneRow.__table__.c.forgotten_at).where(  # type: ignore[attr-defined]
-    _TombstoneRow.__table__.c.namespace == bindparam("ns"), _TombstoneRow.__table__.c.fingerprint == bindparam("fp"))  # type: ignore[attr-defined]
+_TOMBSTONE_SQL = select(func.max(_TombstoneRow.__table__.c.forgotten_at)).where(  # type: ignore[attr-defined]
+    _TombstoneRow.__table__.c.namespace == bindparam("ns"),  # type: ignore[attr-defined]
+    _TombstoneRow.__table__.c.fingerprint.in_(bindparam("fps", expanding=True)))  # type: ignore[attr-defined]
 
 
 def _to_memory(row: _MemoryRow, ns: Namespace | None = None) -> Memory:
@@ -537,14 +538,14 @@ class Store:
     def key_and_tombstone(self, ns: Namespace, key: str, fingerprints: Sequence[str]) -> tuple[Memory | None, datetime | None]:
         """What an add in ``ns`` checks first, read in one session: the live memory
         with canonical ``key`` (or None) and the latest forget of any of
-        ``fingerprints`` (``tombstoned_at``; None when none was forgotten)."""
+        ``fingerprints`` (None when none was forgotten)."""
         prints = sorted(set(fingerprints))
         # statements built once (module level) and run on a bare connection: on the
         # capture hot path, building and hashing ORM statements cost more than SQLite
         with self.engine.connect() as conn:
             row = conn.execute(_KEY_SQL, {"ns": str(ns), "key": key}).first()
-            forgotten = [conn.execute(_TOMBSTONE_SQL, {"ns": str(ns), "fp": fp}).scalar() for fp in prints]
-        when = max((_aware(f) for f in forgotten if f is not None), default=None)
+            forgotten = conn.execute(_TOMBSTONE_SQL, {"ns": str(ns), "fps": prints}).scalar() if prints else None
+        when = _aware(forgotten)
         return (_to_memory(row, ns) if row else None), when  # type: ignore[arg-type]
 
     def list(self, ns: Namespace, limit: int = 50, offset: int = 0) -> list[Memory]:
@@ -715,15 +716,6 @@ class Store:
         """Record a tombstone fingerprint in ``ns`` (a repeated one moves forward to now)."""
         with self._write() as s:
             self._put_tombstone(s, ns, fingerprint, utcnow())
-
-    def tombstoned_at(self, ns: Namespace, fingerprint: str, *more: str) -> datetime | None:
-        """When a memory with any of these fingerprints was last forgotten in ``ns``
-        (the latest such forget, aware UTC), or None. One query for all of them."""
-        prints = sorted({fingerprint, *more})
-        with self._read() as s:
-            rows = s.exec(select(_TombstoneRow.forgotten_at).where(
-                _TombstoneRow.namespace == str(ns), _TombstoneRow.fingerprint.in_(prints))).all()  # type: ignore[attr-defined]
-        return max((_aware(r) for r in rows), default=None)  # type: ignore[type-var]
 
     def _speaker_lines(self, ns: Namespace, group_key: str | None) -> list:
         """Filter on the chat-log lines the subject of ``ns`` said in its tenant (in
