@@ -405,9 +405,11 @@ class MemoryCore:
         if isinstance(only, tuple):
             only = {only[0]: set(only[1])}
         purges = []
-        if only is not None:
-            ops = [op for ns, ids in only.items() if ids
-                   for op in self.store.pending_ops(limit, ns=ns, memory_ids=sorted(ids), kinds=("upsert", "delete"))]
+        if only is not None:  # one outbox query for the whole batch, each op kept only for its own namespace
+            wanted = {(ns, mid) for ns, ids in only.items() for mid in ids}
+            ops = [op for op in self.store.pending_ops(limit + 8 * len(wanted), memory_ids=sorted({m for _, m in wanted}),
+                                                       kinds=("upsert", "delete"))
+                   if (op.namespace, op.memory_id) in wanted]
         else:
             ops = self.store.pending_ops(limit, kinds=("upsert", "delete"))
             purges = self.store.pending_ops(1, kinds=("purge",))
