@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from gateway.config import Settings, load_settings
 from gateway.errors import BadPayload, PayloadTooLarge, Unauthorized, install_handlers
-from gateway.messages import InboundMessage
+from bridges.contract import InboundMessage
 from gateway.pipeline import Pipeline
 
 __all__ = ["create_app", "TurnRequest"]

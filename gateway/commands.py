@@ -55,7 +55,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.config import TenantSettings
-from gateway.messages import Attachment, InboundMessage, Outbound
+from bridges.contract import Attachment, InboundMessage, Outbound
 from locales import translate
 from memory import admin
 from memory.errors import CoreError, NamespaceError, NotFoundError

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gateway.pipeline import TurnResult
+    from bridges.contract import TurnResult
     from memory.reconstruct import Recollection
 
 __all__ = ["audit_file", "turn_record", "write_turn", "read_turns", "summarise", "DaySummary", "percentile", "STAGES"]

@@ -16,15 +16,15 @@ import hashlib
 import logging
 import re
 import time
+from dataclasses import dataclass
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
 from gateway.commands import run_command
 from gateway.config import Settings, TenantSettings
 from gateway.errors import LLMError, UnknownTenant
 from gateway.llm import ChatModel
-from gateway.messages import InboundMessage
+from bridges.contract import InboundMessage, TurnResult
 from gateway.observability import turn_record, write_turn
 from gateway.prompt import build_messages
 from locales import resolve_language, translate
@@ -50,36 +50,6 @@ AFTER_BATCH = 32
 RESUME_AFTER_S = 60.0
 """A capture queued this many seconds ago and still not done is resumed."""
 MEMORY_COMMANDS = ("/memory", "/记忆")
-
-
-@dataclass
-class TurnResult:
-    """What one turn did. ``recalled``/``captured`` are memory ids; ``prompt`` is the
-    chat messages sent (or that would be sent) to the model; ``reply`` None when no
-    model is configured or the bot stays silent; ``duplicate`` True for a
-    re-delivered message (nothing else was done); ``capture_pending`` True when
-    the capture runs after the turn returned (``captured`` is then empty)."""
-
-    tenant: str
-    namespace: str
-    chat: str
-    message_id: str
-    addressed: bool = False
-    duplicate: bool = False
-    command: bool = False
-    recalled: list[str] = field(default_factory=list)
-    recollection: str = ""
-    fallback_reason: str | None = ""
-    prompt: list[dict[str, str]] = field(default_factory=list)
-    reply: str | None = None
-    captured: list[str] = field(default_factory=list)
-    capture_pending: bool = False
-    attachment: dict | None = None
-    latency_ms: dict[str, float] = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        """Plain JSON-able dict (the replay line and the HTTP answer)."""
-        return asdict(self)
 
 
 class Pipeline:

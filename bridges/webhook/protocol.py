@@ -33,7 +33,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.messages import InboundMessage, ReplyRef
+from bridges.contract import InboundMessage, ReplyRef
 from memory.types import ID_RE, ChatKind
 
 __all__ = ["WebhookMessage", "WebhookReplyTo", "WebhookReply", "sign", "verify", "SignatureError",

@@ -11,16 +11,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import httpx
 
 from bridges.webhook.protocol import (SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookMessage, WebhookReply, sign,
                                       verify)
-from gateway.messages import InboundMessage
+from bridges.contract import InboundMessage, TurnHandler, TurnResult
 
-if TYPE_CHECKING:
-    from gateway.pipeline import Pipeline, TurnResult
 
 __all__ = ["WebhookRuntime"]
 
@@ -32,7 +29,7 @@ _RETRY_DELAYS_S = (0.0, 0.5, 2.0)
 class WebhookRuntime:
     """The generic webhook of the tenants of ``pipeline``; ``client`` posts callbacks."""
 
-    def __init__(self, pipeline: Pipeline, client: httpx.AsyncClient) -> None:
+    def __init__(self, pipeline: TurnHandler, client: httpx.AsyncClient) -> None:
         self.pipeline = pipeline
         self.client = client
         self._tasks: set[asyncio.Task] = set()

@@ -25,7 +25,7 @@ import logging
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
-from gateway.messages import InboundMessage
+from bridges.contract import InboundMessage
 from memory.types import ID_RE, ChatKind
 
 __all__ = ["parse_xml", "parse_message", "PLATFORM_OA", "PLATFORM_WECOM", "MAX_BODY_BYTES"]

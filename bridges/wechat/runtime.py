@@ -21,16 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import httpx
 
 from bridges.wechat.api import TEXT_LIMIT_BYTES, WeChatAPI
 from bridges.wechat.callback import WeChatCallback
 from bridges.wechat.parse import parse_message
+from bridges.contract import TurnHandler, TurnResult
 
-if TYPE_CHECKING:
-    from gateway.pipeline import Pipeline, TurnResult
 
 __all__ = ["WeChatRuntime", "SUCCESS"]
 
@@ -44,7 +42,7 @@ class WeChatRuntime:
     """WeChat callbacks for the tenants of ``pipeline``; ``client`` is the shared
     httpx client of the reply API. Use inside one event loop."""
 
-    def __init__(self, pipeline: Pipeline, client: httpx.AsyncClient) -> None:
+    def __init__(self, pipeline: TurnHandler, client: httpx.AsyncClient) -> None:
         self.pipeline = pipeline
         self.client = client
         self._apis: dict[str, WeChatAPI] = {}

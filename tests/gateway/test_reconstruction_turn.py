@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from gateway.config import LLMSettings, ReconstructionSettings, TenantSettings, load_settings
-from gateway.messages import InboundMessage
+from bridges.contract import InboundMessage
 from gateway.observability import audit_file
 from gateway.pipeline import Pipeline
 from memory.prompts import RECOLLECTION_CLOSE
