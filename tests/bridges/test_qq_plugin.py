@@ -15,7 +15,7 @@ import pytest
 from nonebot.adapters.onebot.v11 import Adapter, Bot, Message, MessageSegment
 from nonebug import App
 
-from conftest import SHARED_DATA
+from conftest import TEST_DATA
 from fake_platforms import ONEBOT_SECRET, ONEBOT_TOKEN
 from gateway.config import OneBotSettings, load_settings
 from gateway.pipeline import Pipeline
@@ -69,7 +69,7 @@ async def test_group_mention_is_answered_with_a_reply_segment(app: App, plugin, 
 
 async def test_private_message_reply_has_no_reply_segment(app: App, plugin, llm):
     """A private message (the real go-cqhttp doc event) is answered without a reply segment."""
-    raw = json.loads((SHARED_DATA / "im/onebot/gocqhttp_docs_private_message_event.json").read_text("utf-8"))
+    raw = json.loads((TEST_DATA / "im/onebot/gocqhttp_docs_private_message_event.json").read_text("utf-8"))
     raw["self_id"] = int(SELF_ID)
     llm.enqueue("你好")
     await run(app, raw, Message(MessageSegment.text("你好")))
@@ -99,6 +99,32 @@ async def test_escaped_brackets_in_a_cq_string_stay_text(app: App, plugin, llm):
     await run(app, raw, MessageSegment.reply(555) + MessageSegment.text("好"))
     (mem,) = plugin.core.list(Namespace("default", "qq:42"))
     assert "[CQ:at,qq=1]" in mem.text and "&" in mem.text
+
+
+async def test_standalone_plugin_builds_a_pipeline_from_settings(app: App, llm, monkeypatch, tmp_path):
+    """In a bot of its own (gateway.huiyi_nonebot loaded, nothing bound) the first message builds a
+    pipeline from HUIYI_* settings: the person is answered and their fact lands in the configured data root."""
+    from bridges.qq import huiyi_plugin
+    from memory.store import Store
+
+    monkeypatch.setenv("HUIYI_LLM_BASE_URL", llm.base_url)
+    monkeypatch.setenv("HUIYI_LLM_MODEL", "fake-chat")
+    nonebot.require("gateway.huiyi_nonebot")
+    llm.enqueue("记住了")
+    raw = event([{"type": "text", "data": {"text": "我喜欢吃榴莲🍈"}}], group=None, user=4242, mid=4243)
+    try:
+        await run(app, raw, Message(MessageSegment.text("记住了")))
+    finally:
+        built = huiyi_plugin._state["pipeline"]
+        if built is not None and huiyi_plugin._state["owned"]:
+            huiyi_plugin.unbind(built)
+            built.core.close()
+    assert built is not None
+    store = Store(f"sqlite:///{tmp_path / 'data' / 'huiyi.db'}")
+    try:
+        assert [m.text for m in store.list(Namespace("default", "qq:4242"))] == ["我喜欢吃榴莲🍈"]
+    finally:
+        store.close()
 
 
 def _sign(body: bytes) -> str:

@@ -16,10 +16,10 @@ import pytest
 
 from bridges.wechat.callback import WeChatCallback, cdata, sha1_signature
 from bridges.wechat.parse import parse_message, parse_xml
-from conftest import SHARED_DATA
+from conftest import TEST_DATA
 from memory.types import Namespace
 
-IM = SHARED_DATA / "im"
+IM = TEST_DATA / "im"
 EXPECTED = json.loads((Path(__file__).resolve().parents[1] / "data" / "wechat_expected.json").read_text("utf-8"))
 VECTORS = json.loads((IM / "wechat" / "wecom_crypto_vectors_wechatpy.json").read_text("utf-8"))
 OA_TOKEN = "oa-token"
@@ -41,7 +41,7 @@ def test_every_recorded_callback_parses_as_indexed(rel):
 
 
 def test_every_fixture_file_is_indexed():
-    """The index names every XML file under shared/data/im/wechat."""
+    """The index names every XML file under tests/data/im/wechat."""
     on_disk = {str(p.relative_to(IM)) for p in (IM / "wechat").rglob("*.xml")}
     assert on_disk == set(EXPECTED["files"])
 

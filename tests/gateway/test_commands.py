@@ -1,5 +1,5 @@
 """/memory commands end to end: real Telegram Update and OneBot v11 event shapes
-(from ../shared/data/im) → parser → Pipeline.handle → gateway.commands, over
+(from tests/data/im) → parser → Pipeline.handle → gateway.commands, over
 real SQLite + LanceDB stores."""
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ from gateway.commands import MAX_REPLY_UTF16, PAGE_SIZE
 from gateway.config import load_settings
 from gateway.pipeline import Pipeline
 from memory.core import MemoryCore
+from conftest import TEST_DATA
 from memory.index import SearchIndex
 from memory.store import Store
 from memory.types import Category, ChatKind, ChatRef, Namespace, Visibility
 
-IM = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "im"
+IM = TEST_DATA / "im"
 TG_PRIVATE = json.loads((IM / "telegram" / "teloxide_update_private_text.json").read_text("utf-8"))
 OB_EVENTS = {e["_model"]: e for e in json.loads((IM / "onebot" / "nonebot_adapter_onebot_v11_test_events.json")
                                                 .read_text("utf-8"))}
