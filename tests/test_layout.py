@@ -73,6 +73,14 @@ def test_imports_run_one_way(package):
     assert bad == []
 
 
+def test_bridges_reach_the_core_only_through_its_value_types():
+    """A bridge parses and sends; the memory core is the pipeline's business (memory.types is the shared vocabulary)."""
+    bad = sorted(f"{mod} imports {imp}" for mod, imps in IMPORTS.items() if _top(mod) == "bridges"
+                 for imp in imps if _top(imp) == "memory" and imp not in ("memory", "memory.types")
+                 and not imp.startswith("memory.types."))
+    assert bad == []
+
+
 def test_sql_and_index_libraries_stay_in_the_store_and_index_modules():
     """SQLModel only in memory/store, LanceDB/Lance only in memory/index (STYLE practice 1)."""
     allowed = {"sqlmodel": "memory.store", "lancedb": "memory.index", "lance": "memory.index"}
