@@ -12,7 +12,7 @@ raising on odd text. Two implementations:
   (``memory.dates``), and takes emotion from ``memory.emotion.analyse``.
 - ``LLMExtractor`` — an OpenAI-compatible model asked for JSON facts (category,
   key, importance, valence, arousal, emotion, event time; prompt in
-  ``memory.prompts``) through an injected callable. Malformed, truncated or
+  ``memory.model_prompts``) through an injected callable. Malformed, truncated or
   non-JSON output, Chinese text with broken escapes, a timeout or a transport
   error all fall back to the heuristic result: never an error, never a lost
   message. Emotion comes from the model's answer (no extra call); a fact it
@@ -25,7 +25,7 @@ with ``>``, and speech quoted from someone else ("她说“我喜欢猫”"). Te
 tries to act as instructions ("忽略之前的设定", "ignore previous instructions",
 ``system:``/``<|im_start|>`` role tags) is kept only as a quoted statement
 (``「…」``, escaped, category ``other``, low importance) — and is escaped again
-by ``memory.prompts.escape_block`` when it reaches a prompt.
+by ``memory.model_prompts.escape_block`` when it reaches a prompt.
 
 Long messages: sentences longer than ``MAX_FACT_CHARS`` are split at clause
 breaks (then hard-split), so no fact reaches the embedder over its limit
@@ -51,7 +51,7 @@ from typing import Protocol
 
 from memory.dates import DEFAULT_TZ, resolve_when, zone
 from memory.emotion import LABELS, analyse
-from memory.prompts import escape_block, extraction_messages
+from memory.model_prompts import escape_block, extraction_messages
 from memory.text import normalise, to_simplified
 from memory.types import Category, ChatRef, Namespace, Visibility
 

@@ -57,7 +57,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
 from locales import translate
-from memory.prompts import reconstruction_messages
+from memory.model_prompts import reconstruction_messages
 from memory.text import tokens
 from memory.types import Hit
 

@@ -14,7 +14,7 @@ from memory.capture import (MAX_FACT_CHARS, HeuristicExtractor, LLMExtractor, ca
                             is_instruction_like, parse_extraction, split_sentences)
 from memory.dates import resolve_when
 from memory.embed import MAX_CHARS
-from memory.prompts import EXTRACTION_SYSTEM
+from memory.model_prompts import EXTRACTION_SYSTEM
 from memory.types import Category, ChatKind, ChatRef, Namespace
 
 # Monday 2026-11-30 17:00 UTC is Tuesday 2026-12-01 01:00 in Shanghai

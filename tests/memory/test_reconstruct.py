@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memory.prompts import MEMORIES_CLOSE, MEMORIES_OPEN, reconstruction_messages
+from memory.model_prompts import MEMORIES_CLOSE, MEMORIES_OPEN, reconstruction_messages
 from memory.reconstruct import (parse_citations, reconstruct, split_sentences, template_recollection,
                                 token_coverage, validate)
 from memory.store import ChatLine
