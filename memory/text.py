@@ -61,7 +61,21 @@ STOPWORDS = STOPWORDS_ZH | STOPWORDS_EN
 
 _init_lock = threading.Lock()
 _initialised = False
+_converter_lock = threading.Lock()
 _converter = None
+
+
+def _t2s():
+    """The one OpenCC ``t2s`` converter of the process, loaded on first use
+    (thread-safe; ``convert`` may be called from any thread)."""
+    global _converter
+    if _converter is None:
+        with _converter_lock:
+            if _converter is None:
+                import opencc
+
+                _converter = opencc.OpenCC("t2s")
+    return _converter
 
 
 def initialise() -> None:
@@ -69,18 +83,17 @@ def initialise() -> None:
 
     Idempotent and thread-safe; later calls return at once.
     """
-    global _initialised, _converter
+    global _initialised
     if _initialised:
         return
     with _init_lock:
         if _initialised:
             return
         import jieba
-        import opencc
 
         jieba.setLogLevel(logging.WARNING)
         jieba.initialize()
-        _converter = opencc.OpenCC("t2s")
+        _t2s()
         _initialised = True
         log.info("text: jieba and OpenCC t2s loaded")
 
@@ -117,12 +130,11 @@ def _strip_invisible(text: str) -> str:
 
 def to_simplified(text: str) -> str:
     """``text`` with traditional characters as simplified ones (OpenCC t2s) and
-    nothing else changed: what the extractor's zh patterns are written against."""
+    nothing else changed: what the extractor's zh patterns and the emotion
+    lexicon are written against. Loads OpenCC (not jieba) on first use."""
     if not text:
         return ""
-    initialise()
-    assert _converter is not None
-    return _converter.convert(text)
+    return _t2s().convert(text)
 
 
 def normalise(text: str) -> str:
@@ -137,8 +149,7 @@ def normalise(text: str) -> str:
     initialise()
     s = unicodedata.normalize("NFKC", text)
     s = _strip_invisible(s)
-    assert _converter is not None
-    s = _converter.convert(s)
+    s = _t2s().convert(s)
     s = s.casefold()
     return _WS_RE.sub(" ", s).strip()
 
