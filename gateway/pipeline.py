@@ -26,7 +26,7 @@ from gateway.errors import LLMError, UnknownTenant
 from gateway.llm import ChatModel
 from bridges.contract import InboundMessage, TurnResult
 from gateway.observability import turn_record, write_turn
-from gateway.prompt import build_messages
+from gateway.character_prompt import build_messages
 from locales import resolve_language, translate
 from memory.capture import LLMExtractor, capture, capture_edit
 from memory.core import MemoryCore

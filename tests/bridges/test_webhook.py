@@ -47,7 +47,7 @@ def client(gateway):
 def prompts(llm) -> list[str]:
     """Every reply prompt the fake model received (fact-extraction calls left out),
     flattened to one string each."""
-    from memory.prompts import EXTRACTION_SYSTEM
+    from memory.model_prompts import EXTRACTION_SYSTEM
 
     return [" | ".join(m["content"] for m in r["messages"]) for r in llm.requests
             if "messages" in r and r["messages"][0]["content"] != EXTRACTION_SYSTEM]
