@@ -6,9 +6,9 @@ drains them). A delete removes the live row and its history, records the
 tombstones it is given and, when asked, redacts the chat-log lines the memory
 was learned from (``memory.store.chatlog._redact_line``), all in one
 transaction. Also here: recall's reads (``get_many``, ``live_if_at_most``,
-``touch``), the group-scoped listings (DESIGN rule 6), and the two tenant-wide
-reads that only ``memory.admin`` and index repair use (``admin_namespaces``,
-``iter_ids``).
+``touch``), the group-scoped listings (DESIGN rule 6), the ids of a namespace
+for index repair (``iter_ids``) and the one tenant-wide read,
+``admin_namespaces`` (``memory.admin`` only).
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ _TOMBSTONE_SQL = select(func.max(_TombstoneRow.__table__.c.forgotten_at)).where(
 
 
 class MemoryRows(StoreBase):
-    """Memories, history and tombstones of one namespace at a time."""
+    """Memories, history and tombstones, one namespace per call (``admin_namespaces``
+    aside, which lists the namespaces of a tenant)."""
 
     def add(self, ns: Namespace, memory: Memory, source_fp: str = "") -> Memory:
         """Insert ``memory`` into ``ns`` with an index upsert in the outbox.
