@@ -47,7 +47,7 @@ from sqlalchemy import Connection, UniqueConstraint, bindparam, event, func, ins
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
 
-from memory.errors import DuplicateDelivery, NotFoundError, StoreError
+from memory.errors import DuplicateDelivery, NamespaceError, NotFoundError, StoreError
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
@@ -115,6 +115,9 @@ class _HistoryRow(SQLModel, table=True):
     category: str
     key: str = ""
     origin: str = ""
+    #: the version's own disclosure (``Visibility`` value); "" on rows written
+    #: before it was kept, read as PRIVATE so that they fail closed in groups
+    visibility: str = ""
     source_message_id: str | None = None
     source_fp: str = Field(default="", max_length=64)
     valid_from: datetime
@@ -321,6 +324,22 @@ _TOMBSTONE_SQL = select(func.max(_TombstoneRow.__table__.c.forgotten_at)).where(
     _TombstoneRow.__table__.c.fingerprint.in_(bindparam("fps", expanding=True)))  # type: ignore[attr-defined]
 
 
+def _origin_or_none(key: str) -> ChatRef | None:
+    """The origin chat of a stored version; None when it was not kept or does not parse."""
+    try:
+        return ChatRef.parse(key) if key else None
+    except NamespaceError:
+        return None
+
+
+def _visibility_or_private(value: str) -> Visibility:
+    """A stored version's visibility; PRIVATE when it was not kept (fails closed in groups)."""
+    try:
+        return Visibility(value)
+    except ValueError:
+        return Visibility.PRIVATE
+
+
 def _to_memory(row: _MemoryRow, ns: Namespace | None = None) -> Memory:
     """A Memory from a row (``ns``: the row's namespace when the caller knows it,
     saving the parse)."""
@@ -353,6 +372,8 @@ def _normalise_url(url: str) -> str:
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://") :]
     return url
+
+
 
 
 class Store:
@@ -584,8 +605,8 @@ class Store:
                 raise NotFoundError(f"no memory {memory_id!r} in {ns}")
             s.add(_HistoryRow(memory_id=row.id, namespace=row.namespace, version=row.version, text=row.text,
                               category=row.category, key=row.key, origin=row.origin,
-                              source_message_id=row.source_message_id, source_fp=row.source_fp,
-                              valid_from=row.valid_from, valid_to=at))
+                              visibility=row.visibility, source_message_id=row.source_message_id,
+                              source_fp=row.source_fp, valid_from=row.valid_from, valid_to=at))
             row.text = new.text
             row.norm = normalise(new.text)
             row.category = new.category.value
@@ -593,9 +614,11 @@ class Store:
                 row.key = key
             row.importance = new.importance
             row.valence, row.arousal, row.emotion = new.valence, new.arousal, new.emotion
-            if new.source_message_id:
+            if new.source_message_id:  # new evidence: the text now discloses as where it was said
                 row.source_message_id = new.source_message_id
-                row.origin = new.origin.key if new.origin else row.origin
+                if new.origin is not None:
+                    row.origin = new.origin.key
+                    row.visibility = new.visibility.value
             row.source_fp = source_fp or row.source_fp
             row.event_time = new.event_time or row.event_time
             row.version += 1
@@ -628,7 +651,11 @@ class Store:
 
     def history(self, ns: Namespace, memory_id: str) -> list[Memory]:
         """All versions of ``memory_id`` in ``ns``, oldest first, the live one last
-        (``valid_to`` None). NotFoundError when neither live nor historic rows exist."""
+        (``valid_to`` None). Each version carries its own ``origin`` and
+        ``visibility`` (the chat that text was said in), so a chat can apply the
+        disclosure rule per version (``memory.explain.visible_in``); a version
+        stored without them reads as origin None / PRIVATE (fails closed in
+        groups). NotFoundError when neither live nor historic rows exist."""
         with self._read() as s:
             hist = s.exec(
                 select(_HistoryRow)
@@ -638,8 +665,8 @@ class Store:
             live = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id == memory_id)).first()
         out = [
             Memory(id=h.memory_id, namespace=ns, text=h.text, category=Category(h.category), key=h.key,
-                   version=h.version, origin=ChatRef.parse(h.origin) if h.origin else None,
-                   source_message_id=h.source_message_id, valid_from=_aware(h.valid_from),
+                   version=h.version, origin=_origin_or_none(h.origin),
+                   visibility=_visibility_or_private(h.visibility), source_message_id=h.source_message_id, valid_from=_aware(h.valid_from),
                    valid_to=_aware(h.valid_to))
             for h in hist
         ]
@@ -1012,10 +1039,15 @@ class Store:
                 if r.norm != other.norm:
                     newer, older = (r, other) if _aware(r.updated_at) > _aware(other.updated_at) else (other, r)
                     s.add(_HistoryRow(memory_id=other.id, namespace=str(dst), version=other.version,
-                                      text=older.text, category=older.category, valid_from=older.valid_from,
-                                      valid_to=newer.valid_from))
+                                      text=older.text, category=older.category, key=older.key,
+                                      origin=older.origin, visibility=older.visibility,
+                                      source_message_id=older.source_message_id, source_fp=older.source_fp,
+                                      valid_from=older.valid_from, valid_to=newer.valid_from))
                     if newer is r:
                         other.text, other.norm, other.category = r.text, r.norm, r.category
+                        # the text discloses as where it was said, not as the row it lands in
+                        other.origin, other.visibility = r.origin, r.visibility
+                        other.source_message_id, other.source_fp = r.source_message_id, r.source_fp
                         other.importance, other.valence, other.arousal, other.emotion = (
                             r.importance, r.valence, r.arousal, r.emotion)
                         other.updated_at, other.valid_from = r.updated_at, r.valid_from
