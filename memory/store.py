@@ -374,9 +374,59 @@ def _normalise_url(url: str) -> str:
     return url
 
 
+# == signed callbacks: nonces already seen (issue 13 B) =========================
+# Self-contained block (one table, one mixin with its two methods), kept apart
+# so that it can move as a unit. It lives in SQL, not in a process, so that a
+# nonce one gateway replica accepted is refused by every other one.
 
 
-class Store:
+class _SeenNonceRow(SQLModel, table=True):
+    __tablename__ = "seen_nonces"
+    __table_args__ = (UniqueConstraint("tenant", "platform", "nonce", name="uq_seen_nonce"),
+                      SAIndex("ix_seen_nonces_seen_at", "seen_at"))
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant: str = Field(max_length=64)
+    platform: str = Field(max_length=32)
+    nonce: str = Field(max_length=128)
+    digest: str = Field(default="", max_length=128)
+    seen_at: datetime
+
+
+class _SeenNonces:
+    """Store methods for replay protection of signed callbacks (``bridges.replay``)."""
+
+    def claim_nonce(self, tenant: str, platform: str, nonce: str, digest: str = "",
+                    at: datetime | None = None) -> str | None:
+        """Record that a signed request with ``nonce`` (at most 128 characters; the
+        caller hashes what the platform signs, e.g. timestamp + nonce) reached
+        ``tenant`` on ``platform``. Returns None the first time; on a replay, the
+        ``digest`` (at most 128 characters, e.g. a body hash) recorded the first time.
+        Safe under concurrency and across replicas (unique constraint)."""
+        try:
+            with self._write() as s:  # type: ignore[attr-defined]
+                s.add(_SeenNonceRow(tenant=tenant[:64], platform=platform[:32], nonce=nonce[:128],
+                                    digest=digest[:128], seen_at=at or utcnow()))
+            return None
+        except IntegrityError:
+            with self._read() as s:  # type: ignore[attr-defined]
+                first = s.exec(select(_SeenNonceRow.digest).where(
+                    _SeenNonceRow.tenant == tenant[:64], _SeenNonceRow.platform == platform[:32],
+                    _SeenNonceRow.nonce == nonce[:128])).first()
+            return first if first is not None else ""
+
+    def prune_nonces(self, before: datetime) -> int:
+        """Drop nonces recorded before ``before`` (older than every replay window:
+        their timestamps are refused as stale anyway); returns how many."""
+        with self._write() as s:  # type: ignore[attr-defined]
+            result = s.exec(delete(_SeenNonceRow).where(_SeenNonceRow.seen_at < before))  # type: ignore[call-overload]
+            return int(result.rowcount or 0)
+
+
+# == end of the signed-callback block =========================================
+
+
+class Store(_SeenNonces):
     """SQL source of truth. Thread-safe; methods are synchronous (call them in a
     thread from async code).
 
