@@ -317,3 +317,42 @@ def test_isolation_state_machine_sqlite(sqlite_core):
 def test_isolation_state_machine_postgres(core):
     """The same property on PostgreSQL (fewer examples: the SQL layer is the difference)."""
     _run_machine(core, 200)
+
+
+def test_linking_identities_keeps_each_texts_own_disclosure(core):
+    """Issue 13 A: merging a private-chat fact (newer) onto a group fact of the same key keeps where each text was
+    said — the private text does not take the group row's origin, and the group text in history keeps its own."""
+    from memory.admin import link
+
+    tg, qq = Namespace("default", "tg:501"), Namespace("default", "qq:501")
+    group = ChatRef("qq", ChatKind.GROUP, "5551")
+    dm = ChatRef("tg", ChatKind.PRIVATE, "501")
+    core.add(qq, core.new(qq, "我的狗叫旺财", key="pet.dog.name", origin=group, visibility=Visibility.GROUP,
+                          source_message_id="m1"))
+    core.add(tg, core.new(tg, "我的狗叫來福", key="pet.dog.name", origin=dm, visibility=Visibility.PRIVATE,
+                          source_message_id="m2"))
+    person = link(core, Authority("test", "default"), "default", ["tg:501", "qq:501"]).person
+    (live,) = core.list(person)
+    versions = core.history(person, live.id)
+    assert [v.text for v in versions] == ["我的狗叫旺财", "我的狗叫來福"]
+    assert [visible_in(v, group) for v in versions] == [True, False]
+    assert [visible_in(v, dm) for v in versions] == [True, True]
+    assert live.origin == dm and live.visibility is Visibility.PRIVATE
+    assert [h.memory.id for h in core.recall(person, ["狗"], chat=group)] == []
+
+
+def test_history_rows_without_a_visibility_fail_closed_in_groups(core):
+    """A version stored before versions kept their visibility (the column empty) is shown in no group, even its own."""
+    from sqlalchemy import text
+
+    ns = Namespace("default", "tg:502")
+    group = ChatRef("tg", ChatKind.GROUP, "-100502")
+    m = core.add(ns, core.new(ns, "I live in Hangzhou", key="home.city", origin=group, visibility=Visibility.GROUP,
+                              source_message_id="1")).memory
+    core.add(ns, core.new(ns, "I live in Lisbon now 🇵🇹", key="home.city", origin=group, visibility=Visibility.GROUP,
+                          source_message_id="2"))
+    with core.store.engine.begin() as conn:  # what an older huiyi left: no visibility on history rows
+        conn.execute(text("UPDATE memory_history SET visibility = ''"))
+    old, live = core.history(ns, m.id)
+    assert old.origin == group and old.visibility is Visibility.PRIVATE and not visible_in(old, group)
+    assert visible_in(live, group) and visible_in(old, None)
