@@ -17,6 +17,7 @@ import httpx
 from bridges.webhook.protocol import (SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookMessage, WebhookReply, sign,
                                       verify)
 from bridges.contract import InboundMessage, TurnHandler, TurnResult
+from bridges.replay import guard
 
 
 __all__ = ["WebhookRuntime"]
@@ -36,11 +37,15 @@ class WebhookRuntime:
 
     async def receive(self, tenant: str, headers: Mapping[str, str], raw: bytes) -> tuple[int, dict]:
         """``(status, body)`` for one request. Raises UnknownTenant; SignatureError
-        (nothing processed); pydantic ValidationError or NamespaceError for a body
+        or ReplayError (a signature already used; nothing processed); pydantic ValidationError or NamespaceError for a body
         that is not a ``WebhookMessage``."""
         cfg = self.pipeline.tenant(tenant).webhook
-        verify(cfg.secret, headers.get(TIMESTAMP_HEADER), headers.get(SIGNATURE_HEADER), raw,
-               now=time.time(), window=cfg.window)
+        now = time.time()
+        verify(cfg.secret, headers.get(TIMESTAMP_HEADER), headers.get(SIGNATURE_HEADER), raw, now=now, window=cfg.window)
+        # a signed request is accepted once, on any replica (a retry signs again)
+        await asyncio.to_thread(guard, self.pipeline, tenant, "webhook",
+                                timestamp=headers.get(TIMESTAMP_HEADER), nonce=headers.get(SIGNATURE_HEADER) or "",
+                                body=raw, now=now, window=cfg.window)
         msg = WebhookMessage.model_validate_json(raw).to_inbound(cfg.platform)
         if cfg.callback_url:
             task = asyncio.create_task(self._turn_and_call_back(tenant, msg, cfg.callback_url, cfg.secret))
