@@ -82,7 +82,7 @@ _FIRST_EN = re.compile(r"\b(i|i'm|i've|i'd|i'll|im|my|me|mine|myself)\b", re.IGN
 _QUESTION_RE = re.compile(r"([?？]\s*$)|([吗呢么嘛]\s*[。!！~～]*\s*$)")
 
 _CATEGORY_WORDS: tuple[tuple[Category, re.Pattern[str]], ...] = (
-    (Category.PROFILE, re.compile(r"我叫|名字|我是|我今年|岁|生日|住在|老家|工作|上班|职业|学生|毕业|"
+    (Category.PROFILE, re.compile(r"名字|我是|我今年|岁|生日|住在|老家|工作|上班|职业|学生|毕业|"
                                   r"\bmy name\b|\bi am a\b|\bi'm a\b|\bi live\b|\bi work\b|\bbirthday\b|\byears old\b", re.I)),
     (Category.PREFERENCE, re.compile(r"喜欢|爱吃|爱喝|爱看|讨厌|不喜欢|最爱|偏爱|受不了|"
                                      r"\blike\b|\blove\b|\bhate\b|\bfavou?rite\b|\bprefer\b|\benjoy\b", re.I)),
@@ -145,7 +145,80 @@ _EN_RELATIONS = ("ex-girlfriend|ex-boyfriend|girlfriend|boyfriend|wife|husband|m
 _JOB_SUFFIX = (r"(?:师|员|生|家|工|手|者|士|长|警|官|主播|博主|老板|会计|护士|医生|律师|记者|司机|厨师|"
                r"模特|保安|快递|外卖小哥|程序猿)")
 
-_SLOTS: tuple[tuple[re.Pattern[str], Category, Callable[[re.Match[str]], str | None]], ...] = (
+# -- the shape of a slot's value ------------------------------------------------
+# A slot takes only a value of its own shape: "我叫妈妈来接我" (叫 = ask someone
+# to) is no name, "我的猫叫了一晚上" no cat's name, "call me later" no nickname.
+
+_PRONOUNS = set("我你您他她它咱")
+# a character of a clause going on after a name: 叫妈妈来接我, 叫小明帮我拿快递
+_CLAUSE_CHARS = set("来去帮给接送陪拿买做打看让到回跟起吃喝玩走过了着得地在把被和一")
+_NOT_NAME_START = set("了过着得地的是不在都也就还很太快别先再")
+_NOT_A_NAME_ZH = re.compile(r"^(?:" + "|".join(sorted(set(_ZH_RELATIONS.split("|")) | {
+    "爸", "妈", "爷爷", "奶奶", "外公", "外婆", "姥姥", "姥爷", "叔叔", "阿姨", "舅舅", "姑姑", "老师", "医生", "师傅",
+    "大家", "别人", "人家", "外卖", "车", "醒", "起", "救护车", "警察", "快递"}, key=len, reverse=True)) + ")")
+_NOT_A_NAME_EN = frozenset((
+    "a an the and or but if then so of to in on at by for with from as is am are was were be been do does did "
+    "have has had me my you your he him his she her it its we us our they them this that what who when where why how "
+    "not no yes back later tomorrow tonight today now soon maybe anytime anything whenever sometime sometimes please "
+    "again out up down home over here there if once first asap crazy names everyone everybody anybody somebody").split())
+_NAME_TAIL_RE = re.compile(r"(?:就行了?|就好了?|就可以了?|好了|就是了|吧|哦|喔|啦|呀|啊|呢|嘛|哈+|哒|~+|～+)$")
+
+
+def _name_value(m: re.Match[str]) -> str:
+    """The name a slot's match names, without trailing particles ("叫我小杰就行" → 小杰)."""
+    groups = m.groupdict()
+    value = next((groups[g] for g in ("v", "v2") if groups.get(g)), "") or ""
+    prev = None
+    while value and value != prev:
+        prev, value = value, _NAME_TAIL_RE.sub("", value)
+    return value
+
+
+def _name_shaped(value: str) -> bool:
+    """True when ``value`` reads as a name: 1-6 CJK characters that are no pronoun,
+    kinship word or clause (no verb or particle after the first character), or one
+    Latin word (letters, digits, ' and -) that is no function word ("later", "back")."""
+    if not value:
+        return False
+    if re.fullmatch(r"[A-Za-z][A-Za-z0-9'_-]{0,39}", value):
+        return value.lower() not in _NOT_A_NAME_EN
+    if not re.fullmatch(r"[\u4e00-\u9fffA-Za-z0-9·•]{1,6}", value):
+        return False
+    if _PRONOUNS & set(value) or value[0] in _NOT_NAME_START or _NOT_A_NAME_ZH.match(value):
+        return False
+    return not any(ch in _CLAUSE_CHARS for ch in value[1:])
+
+
+def _if_name(m: re.Match[str], key: str, strength: int = 2) -> tuple[str, int] | None:
+    """``(key, strength)`` when the match's value is name-shaped, else None (the
+    sentence is then read without this slot)."""
+    return (key, strength) if _name_shaped(_name_value(m)) else None
+
+
+# a birthday is a date: 3月14日, 三月十四, 农历八月十五, 1990-03-14, 03/14, March 14th, 14 March, the 14th
+_DATE_SHAPE_RE = re.compile(
+    r"\s*(?:在|是)?\s*(?:on\s+)?(?:the\s+)?(?:"
+    r"(?:农历|阴历|公历|阳历)?(?:\d{2,4}\s*年\s*)?(?:\d{1,2}|[一二三四五六七八九十正腊冬]{1,2})\s*月\s*(?:\d{1,2}|[初一二三四五六七八九十廿]{1,3})"
+    r"|\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}(?![\d.])"
+    r"|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}"
+    r"|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*"
+    r"|\d{1,2}(?:st|nd|rd|th)\b"
+    r"|(?:这|本|下|下个|上)?(?:周|星期|礼拜)[一二三四五六日天]|明天|后天|今天|tomorrow|today"
+    r"|(?:next|this|on)?\s*(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday))", re.I)
+_NOT_A_PLACE = re.compile(r"^(?:哪|那|这|什么|外地|外面|别处|work|school|home|the office|there|here|now on|then on|"
+                          r"today|yesterday|the future|the past)\b|^(?:哪|那|这|什么)", re.I)
+
+
+def _place_shaped(value: str | None) -> bool:
+    """True when ``value`` (None: the pattern names no value, "我是四川人") reads
+    as a place: not a question word, not "work"/"home"/"the future"."""
+    if value is None:
+        return True
+    value = value.strip()
+    return bool(value) and not _NOT_A_PLACE.match(value) and not (_PRONOUNS & set(value))
+
+
+_SLOTS: tuple[tuple[re.Pattern[str], Category, Callable[[re.Match[str]], str | tuple[str, int] | None]], ...] = (
     # favourites before likes: 我最喜欢的饮料是… / my favourite drink is …
     (re.compile(r"我最(?:喜欢|爱)的(?P<t>[\u4e00-\u9fff]{1,4})是(?P<v>" + _ZH_VALUE + ")"), Category.PREFERENCE,
      lambda m: f"{_THINGS.get(m['t'], m['t'])}.favorite"),
@@ -153,39 +226,43 @@ _SLOTS: tuple[tuple[re.Pattern[str], Category, Callable[[re.Match[str]], str | N
      lambda m: "drink.favorite" if m["t"] == "喝" else "food.favorite"),
     (re.compile(r"\bmy fav(?:ou?rite)? (?P<t>[a-z]+) is (?P<v>[^.,!?;]{1,40})", re.I), Category.PREFERENCE,
      lambda m: f"{_THINGS.get(m['t'].lower(), m['t'].lower())}.favorite"),
-    # names
+    # names: "我叫X" / "my name is X" read firmer than a nickname ("叫我X就行", "call me X")
     (re.compile(r"我(?:的名字)?叫(?![" + _NAME_STOP + r"])(?P<v>" + _ZH_VALUE + ")|我的名字是(?P<v2>" + _ZH_VALUE + ")"),
-     Category.PROFILE, lambda m: "profile.name"),
-    (re.compile(r"\bmy name is (?P<v>[A-Za-z][\w'-]*)|\b(?:call me|i'?m called) (?P<v2>[A-Za-z][\w'-]*)", re.I),
-     Category.PROFILE, lambda m: "profile.name"),
+     Category.PROFILE, lambda m: _if_name(m, "profile.name")),
+    (re.compile(r"\bmy name is (?P<v>[A-Za-z][\w'-]*)", re.I), Category.PROFILE, lambda m: _if_name(m, "profile.name")),
+    (re.compile(r"(?:^|(?<=[\s，,。！!]))(?:你)?(?:可以)?叫我(?P<v>" + _ZH_VALUE + ")"
+                r"|\b(?:call me|i'?m called) (?P<v2>[A-Za-z][\w'-]*)", re.I),
+     Category.PROFILE, lambda m: _if_name(m, "profile.name", strength=1)),
     # pets
     (re.compile(r"我(?:的|家的?|养的)?(?P<s>" + _ZH_PETS + r")(?:的名字)?叫(?P<v>" + _ZH_VALUE + ")"),
-     Category.RELATIONSHIP, lambda m: f"pet.{_SPECIES[m['s']]}.name"),
+     Category.RELATIONSHIP, lambda m: _if_name(m, f"pet.{_SPECIES[m['s']]}.name")),
     (re.compile(r"我养了?(?:一|两|几)?[只条个]叫(?P<v>[^\s，,。的]{1,8})的(?P<s>" + _ZH_PETS + ")"),
      Category.RELATIONSHIP, lambda m: f"pet.{_SPECIES[m['s']]}.name"),
     (re.compile(r"\bmy (?P<s>" + _EN_PETS + r")(?:'s name is| is called| is named| named) (?P<v>[A-Za-z][\w'-]*)"
                 r"|\bi have an? (?P<s2>" + _EN_PETS + r") (?:called|named) (?P<v2>[A-Za-z][\w'-]*)", re.I),
-     Category.RELATIONSHIP, lambda m: f"pet.{_SPECIES[(m['s'] or m['s2']).lower()]}.name"),
+     Category.RELATIONSHIP, lambda m: _if_name(m, f"pet.{_SPECIES[(m['s'] or m['s2']).lower()]}.name")),
     # people
     (re.compile(r"(?:^|(?<=[\s，,。！!？?：:]))(?P<v>[\u4e00-\u9fff]{1,4}|[A-Z][a-z]+)是我(?:的)?(?P<r>" + _ZH_RELATIONS + ")"),
      Category.RELATIONSHIP, lambda m: None if m["v"].startswith(("他", "她", "你", "这", "那", "我")) else
      f"person.{m['v']}.relation"),
     (re.compile(r"我(?:的)?(?P<r>" + _ZH_RELATIONS + r")叫(?P<v>" + _ZH_VALUE + ")"),
-     Category.RELATIONSHIP, lambda m: f"person.{m['v']}.relation"),
+     Category.RELATIONSHIP, lambda m: _if_name(m, f"person.{_name_value(m)}.relation")),
     (re.compile(r"\bmy (?P<r>" + _EN_RELATIONS + r")(?:'s name is| is called| is named| named) (?P<v>[A-Z][\w'-]*)"
                 r"|\b(?P<v2>[A-Z][a-z]+) is my (?P<r2>" + _EN_RELATIONS + r")\b", re.I),
      Category.RELATIONSHIP, lambda m: f"person.{m['v'] or m['v2']}.relation"),
     # age, birthday, job, places
     (re.compile(r"我今年(?P<v>\d{1,3}|[一二两三四五六七八九十]{1,3})岁|\bi'?m (?P<v2>\d{1,3}) years old|"
                 r"\bi am (?P<v3>\d{1,3}) years old", re.I), Category.PROFILE, lambda m: "profile.age"),
-    (re.compile(r"我的生日是|我生日是|\bmy birthday is\b", re.I), Category.PROFILE, lambda m: "profile.birthday"),
+    (re.compile(r"我的?生日(?:是|在)(?P<v>.{1,16})|\bmy birthday is (?P<v2>.{1,24})", re.I), Category.PROFILE,
+     lambda m: "profile.birthday" if _DATE_SHAPE_RE.match(m["v"] or m["v2"]) else None),
     (re.compile(r"我(?:的工作|的职业)是|我是(?:一名|一个|个)?[\u4e00-\u9fffA-Za-z]{0,8}?" + _JOB_SUFFIX +
                 r"(?:[，,。!！~]|$)|\bi work as an?\b|\bmy job is\b", re.I), Category.PROFILE, lambda m: "profile.job"),
     (re.compile(r"我在(?P<v>[^\s，,。]{2,20}?)(?:工作|上班)|\bi work (?:at|for) (?P<v2>[^.,!?;]{2,40})", re.I),
      Category.PROFILE, lambda m: "work.place"),
     (re.compile(r"我(?:现在)?住在|\bi live in\b", re.I), Category.PROFILE, lambda m: "home.city"),
-    (re.compile(r"我(?:的)?老家(?:是|在)|我是(?![个一好坏男女老大小普穷有这那什])(?:[\u4e00-\u9fff]{2,4})人(?:[，,。!！]|$)|\bi'?m from\b|\bi am from\b", re.I),
-     Category.PROFILE, lambda m: "profile.hometown"),
+    (re.compile(r"我(?:的)?老家(?:是|在)(?P<v>" + _ZH_VALUE + r")|我是(?![个一好坏男女老大小普穷有这那什])(?:[\u4e00-\u9fff]{2,4})人(?:[，,。!！]|$)"
+                r"|\bi(?:'?m| am) from (?P<v2>[^.,!?;]{2,40})", re.I),
+     Category.PROFILE, lambda m: "profile.hometown" if _place_shaped(m["v"] or m["v2"]) else None),
     # likes and dislikes of one thing: 我(不|很|超)?喜欢X / 我讨厌X / I (don't) like X
     (re.compile(r"我(?:也|还|更|真的|其实|就)?(?:不|不太|很|超|超级|非常|特别|挺|好|更)?(?:喜欢|爱|讨厌|受不了)"
                 r"(?P<v>[^\s，,。！!？?；;~～]{1,20})"), Category.PREFERENCE,
@@ -281,15 +358,34 @@ def _importance(category: Category, valence: float, slotted: bool, sentence: str
     return round(min(1.0, value), 3)
 
 
-def _slot(sentence: str) -> tuple[Category, str] | None:
+IDENTITY_KEYS = frozenset({"profile.name", "profile.birthday", "profile.hometown"})
+"""Slots that say who a person is: a weaker reading never replaces a firmer one."""
+
+
+def _slot(sentence: str) -> tuple[Category, str, int] | None:
+    """(category, key, strength) of the first slot whose value has its shape;
+    strength 2 is a plain statement ("我叫阿杰"), 1 a weaker reading ("叫我小杰就行",
+    a subject-less "周五生日")."""
     for pattern, category, build in _SLOTS:
-        m = pattern.search(sentence)
-        if m is None:
-            continue
-        key = build(m)
-        if key:
-            return category, key[:200]
+        for m in pattern.finditer(sentence):
+            built = build(m)
+            if not built:
+                continue
+            key, strength = built if isinstance(built, tuple) else (built, 2)
+            return category, key[:200], strength
     return None
+
+
+def reading_strength(text: str, key: str) -> int:
+    """How firmly the heuristic reads ``text`` as a value of slot ``key``: 2 a plain
+    statement, 1 a weaker reading, 0 none (a text another extractor keyed)."""
+    slot = _slot(_slot_text(text))
+    return slot[2] if slot is not None and slot[1] == key else 0
+
+
+def _slot_text(sentence: str) -> str:
+    """What the slot patterns read: simplified Chinese (they are written in it)."""
+    return to_simplified(sentence)
 
 
 def _date_suffix(sentence: str, day: date) -> str:
@@ -326,10 +422,10 @@ class HeuristicExtractor:
         if is_instruction_like(sent):
             return Fact(text=_quoted(sent), category=Category.OTHER, importance=0.1, source=sent, quoted=True)
         emo = analyse(sent)
-        slot = _slot(plain)
-        text, event_time = sent, None
+        slot = _slot(_slot_text(sent))
+        text, event_time, extra = sent, None, {}
         if slot is not None:
-            category, key = slot
+            category, key, extra["strength"] = slot
         else:
             key = ""
             category = guess_category(plain)
@@ -347,7 +443,8 @@ class HeuristicExtractor:
             if category is Category.OTHER and emo.intensity >= 0.3:
                 category = Category.MOOD
         return Fact(text=text, category=category, key=key, importance=_importance(category, emo.valence, bool(slot), sent),
-                    valence=emo.valence, arousal=emo.arousal, emotion=emo.label, event_time=event_time, source=sent)
+                    valence=emo.valence, arousal=emo.arousal, emotion=emo.label, event_time=event_time, source=sent,
+                    extra=extra)
 
 
 # -- the LLM extractor ------------------------------------------------------------
@@ -518,6 +615,24 @@ def _memory(core, ns: Namespace, f: Fact, chat: ChatRef | None, said_at: datetim
                     source_message_id=message_id, created_at=said_at, event_time=f.event_time)
 
 
+def _weaker_than_live(core, ns: Namespace, f: Fact):
+    """An ``AddResult("rejected", None, "weaker")`` when ``f`` is an identity slot
+    (IDENTITY_KEYS) read less firmly than the live memory holding that slot ("叫我
+    小杰就行" after "我叫阿杰"); None when ``f`` may be added."""
+    if f.key not in IDENTITY_KEYS:
+        return None
+    live = core.store.find_by_key(ns, f.key)
+    if live is None:
+        return None
+    new = f.extra.get("strength", 2)
+    if reading_strength(live.text, f.key) <= new:
+        return None
+    from memory.core import AddResult
+
+    log.info("capture %s: %s kept; a weaker reading (%d) does not replace memory %s", ns, f.key, new, live.id)
+    return AddResult("rejected", None, "weaker")
+
+
 def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: datetime,
             message_id: str | None = None, extractor: Extractor | None = None, tz: str = DEFAULT_TZ) -> list:
     """Extract facts from the speaker's own ``text`` and add them to ``ns``.
@@ -526,12 +641,19 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
     tombstones); ``tz``: the tenant's IANA zone for relative dates. Visibility
     follows the chat (group → GROUP with the group as origin, else PRIVATE).
     Returns the ``AddResult`` of each fact (stored / deduped / superseded /
-    conflict / rejected).
+    conflict / rejected; reason ``weaker`` when an identity slot would be
+    replaced by a weaker reading, see IDENTITY_KEYS).
     """
     extractor = extractor or HeuristicExtractor()
     facts = extractor.extract(text, said_at, tz)
-    results = [core.add(ns, _memory(core, ns, f, chat, said_at, message_id), said_at=said_at,
-                        evidence=f.source or text) for f in facts]
+    results = []
+    for f in facts:
+        weaker = _weaker_than_live(core, ns, f)
+        if weaker is not None:
+            results.append(weaker)
+            continue
+        results.append(core.add(ns, _memory(core, ns, f, chat, said_at, message_id), said_at=said_at,
+                                evidence=f.source or text))
     if results:
         log.info("capture %s: %s", ns, ",".join(r.action for r in results))
     return results

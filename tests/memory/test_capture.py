@@ -337,3 +337,56 @@ def test_traditional_chinese_gets_the_slots_and_dates_of_simplified(traditional,
     (t,), (s,) = (HeuristicExtractor().extract(x, at, "Asia/Shanghai") for x in (traditional, simplified))
     assert (t.category, t.key, t.event_time) == (s.category, s.key, s.event_time)
     assert t.text.startswith(traditional)
+
+
+# -- issue 12: the faults real chats expose -----------------------------------------
+
+
+@pytest.mark.parametrize("text", [
+    "我叫妈妈来接我。", "我叫小明帮我拿快递", "我叫了外卖", "我叫他别来了", "我叫車去機場",
+    "Call me later.", "call me when you land", "I'm called in to work tomorrow",
+])
+def test_a_misread_verb_is_no_name(text):
+    """叫 = "ask someone to", "call me later": no profile.name slot, still a fact if first-person."""
+    assert all(f.key != "profile.name" for f in H.extract(text, AT)), text
+
+
+@pytest.mark.parametrize("text, key", [
+    ("我的猫叫了一晚上", "pet.cat.name"), ("我家狗叫得很大声", "pet.dog.name"),
+    ("我妈妈叫我回家吃饭", "person.我回家吃饭.relation"), ("我的生日是个秘密", "profile.birthday"),
+    ("My birthday is coming up", "profile.birthday"), ("我老家在哪", "profile.hometown"),
+    ("I'm from work, tired", "profile.hometown"),
+])
+def test_slots_take_only_values_of_their_own_shape(text, key):
+    """A pet's or person's name is a name, a birthday a date, a hometown a place."""
+    assert [f.key for f in H.extract(text, AT) if f.key == key] == [], text
+
+
+@pytest.mark.parametrize("text, key", [
+    ("我叫阿杰哦", "profile.name"), ("叫我小杰就行", "profile.name"), ("Call me Ishmael.", "profile.name"),
+    ("我的生日是3月14日", "profile.birthday"), ("我生日在农历八月十五", "profile.birthday"),
+    ("My birthday is March 14th", "profile.birthday"), ("my birthday is on the 14th of March", "profile.birthday"),
+    ("我老家在四川", "profile.hometown"), ("I'm from Lisbon", "profile.hometown"), ("我的狗叫旺财", "pet.dog.name"),
+])
+def test_values_of_the_right_shape_still_fill_their_slot(text, key):
+    """Names with particles, nicknames and dates in zh/en forms keep their slot."""
+    assert one(text).key == key
+
+
+@pytest.mark.parametrize("first, misread, weaker, firmer", [
+    ("我叫阿杰。", "我叫妈妈来接我。", "叫我小杰就行", "我叫阿明"),
+    ("My name is Jack.", "Call me when you land.", "Call me Jacky.", "My name is John."),
+])
+def test_a_misread_or_weaker_reading_never_replaces_who_the_person_is(core, namespace, first, misread, weaker, firmer):
+    """The name slot keeps "我叫阿杰" against 叫 = "ask someone to" and against a
+    nickname; a plain new statement of the name still supersedes it."""
+    t0 = datetime.now(timezone.utc) - timedelta(days=1)
+    stored = capture(core, namespace, first, chat=DM, said_at=t0, message_id="1")[0].memory
+    capture(core, namespace, misread, chat=DM, said_at=t0 + timedelta(minutes=1), message_id="2")
+    assert core.store.find_by_key(namespace, "profile.name").text == first
+    r = capture(core, namespace, weaker, chat=DM, said_at=t0 + timedelta(minutes=2), message_id="3")
+    assert [(x.action, x.reason) for x in r] == [("rejected", "weaker")]
+    assert core.get(namespace, stored.id).text == first
+    r = capture(core, namespace, firmer, chat=DM, said_at=t0 + timedelta(minutes=3), message_id="4")
+    assert [(x.action, x.memory.id) for x in r] == [("superseded", stored.id)]
+    assert core.get(namespace, stored.id).text == firmer
