@@ -383,9 +383,24 @@ def reading_strength(text: str, key: str) -> int:
     return slot[2] if slot is not None and slot[1] == key else 0
 
 
+_SPACE_RUN_RE = re.compile(r"[ \t\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
+_CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_AFTER_CJK_SPACE_RE = re.compile(rf"(?<=[{_CJK}\u3000-\u303f\uff01-\uff0f\uff1a-\uff20]) ")
+_BEFORE_CJK_SPACE_RE = re.compile(rf" (?=[{_CJK}\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])")
+
+
 def _slot_text(sentence: str) -> str:
-    """What the slot patterns read: simplified Chinese (they are written in it)."""
-    return to_simplified(sentence)
+    """What the slot patterns read: simplified Chinese (they are written in it),
+    runs of spaces (also NBSP, ideographic space) as one, and no space next to a
+    CJK character in a Chinese sentence (more CJK characters than Latin words):
+    "我家猫叫 Apple123" reads as "我家猫叫Apple123", the usual CJK–Latin spacing
+    is no part of a value. An English sentence keeps its spaces before CJK
+    ("I live in 上海")."""
+    text = _SPACE_RUN_RE.sub(" ", to_simplified(sentence)).strip()
+    text = _AFTER_CJK_SPACE_RE.sub("", text)
+    if len(re.findall(rf"[{_CJK}]", text)) > len(re.findall(r"[A-Za-z]+", text)):  # a Chinese sentence
+        text = _BEFORE_CJK_SPACE_RE.sub("", text)
+    return text
 
 
 def _date_suffix(sentence: str, day: date) -> str:

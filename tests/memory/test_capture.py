@@ -390,3 +390,31 @@ def test_a_misread_or_weaker_reading_never_replaces_who_the_person_is(core, name
     r = capture(core, namespace, firmer, chat=DM, said_at=t0 + timedelta(minutes=3), message_id="4")
     assert [(x.action, x.memory.id) for x in r] == [("superseded", stored.id)]
     assert core.get(namespace, stored.id).text == firmer
+
+
+@pytest.mark.parametrize("text, key", [
+    ("我家猫叫 Apple123", "pet.cat.name"), ("我家猫叫Apple123", "pet.cat.name"), ("我的狗叫\u3000Lucky", "pet.dog.name"),
+    ("我女朋友叫 Amy", "person.Amy.relation"), ("我女朋友叫Amy", "person.Amy.relation"),
+    ("Amy 是我女朋友", "person.Amy.relation"), ("我叫 Alice", "profile.name"), ("我最喜欢的乐队是 Coldplay", "band.favorite"),
+    ("My name is\u00a0 Jack", "profile.name"), ("My  cat is called  Luna", "pet.cat.name"), ("I live in 上海", "home.city"),
+])
+def test_cjk_latin_spacing_is_no_part_of_a_slot(text, key):
+    """A space (also NBSP, ideographic space, a double space) between Chinese and
+    Latin text gives the slot of the unspaced sentence; the memory keeps the text as said."""
+    f = one(text)
+    assert f.key == key and f.text == text
+
+
+@pytest.mark.parametrize("first, second", [
+    ("我家猫叫 Apple123", "我家猫叫 Apple456"), ("我家猫叫Apple123", "我家猫叫 Apple456"),
+    ("My cat is called  Apple123", "My cat is called Apple456"),
+])
+def test_a_spaced_new_value_supersedes_the_old_one(core, namespace, first, second):
+    """Two values of one slot, written with and without CJK–Latin spacing, leave one
+    live memory whose history holds both."""
+    t0 = datetime.now(timezone.utc) - timedelta(days=1)
+    r1 = capture(core, namespace, first, chat=DM, said_at=t0, message_id="1")
+    r2 = capture(core, namespace, second, chat=DM, said_at=t0 + timedelta(minutes=1), message_id="2")
+    assert [r.action for r in r1 + r2] == ["stored", "superseded"]
+    assert [m.text for m in core.list(namespace)] == [second]
+    assert [v.text for v in core.history(namespace, r1[0].memory.id)] == [first, second]
