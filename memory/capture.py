@@ -89,8 +89,17 @@ _CATEGORY_WORDS: tuple[tuple[Category, re.Pattern[str]], ...] = (
     (Category.RELATIONSHIP, re.compile(r"妈妈|爸爸|父母|老婆|老公|女朋友|男朋友|对象|孩子|儿子|女儿|哥哥|姐姐|弟弟|妹妹|朋友|同事|"
                                        r"猫|狗|宠物|\bmom\b|\bdad\b|\bwife\b|\bhusband\b|\bgirlfriend\b|\bboyfriend\b|"
                                        r"\bkids?\b|\bson\b|\bdaughter\b|\bfriend\b|\bcat\b|\bdog\b|\bpet\b", re.I)),
-    (Category.ROUTINE, re.compile(r"每天|每周|每晚|每早|经常|(?<!非)常(?!识)|总是|习惯|平时|\bevery (day|week|morning|night)\b|"
-                                  r"\busually\b|\balways\b|\boften\b", re.I)),
+    # recurring expressions: a routine, never dated ("每个周末" is no particular Saturday)
+    (Category.ROUTINE, re.compile(r"每(?:个|一个?|隔一?)?(?:天|日|晚|早|周|星期|礼拜|月|年|次|回|季|逢|年的|个月)|每逢|逢年过节|"
+                                  r"隔天|天天|周周|年年|月月|一到(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|晚上|假期)就?|"
+                                  r"(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|礼拜[一二三四五六日天])(?:一般|通常|都|总|常常?|经常)|"
+                                  r"经常|(?<!非)常(?!识)|总是|习惯|平时|平常|通常|一般都|向来|"
+                                  r"\bevery\s+(?:other\s+|single\s+)?(?:day|night|morning|evening|afternoon|week|weekend|month|year|time|"
+                                  r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|summer|winter|spring|autumn|fall)s?\b|"
+                                  r"\beach\s+(?:day|night|morning|evening|week|weekend|month|year)\b|"
+                                  r"\b(?:on\s+)?(?:mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays|weekends)\b|"
+                                  r"\b(?:daily|nightly|weekly|monthly|yearly|annually)\b|\bmost\s+(?:days|nights|mornings|weekends)\b|"
+                                  r"\busually\b|\balways\b|\boften\b|\busually\b|\bevery so often\b", re.I)),
     (Category.EVENT, re.compile(r"明天|昨天|今天|上周|下周|周末|下个月|去年|刚刚|考试|面试|旅行|搬家|"
                                 r"\btomorrow\b|\byesterday\b|\btoday\b|\bnext week\b|\blast week\b|\bweekend\b", re.I)),
     (Category.MOOD, re.compile(r"开心|难过|伤心|焦虑|累|烦|生气|孤独|害怕|紧张|"
@@ -479,6 +488,8 @@ def _clip(value: object, low: float, high: float) -> float | None:
 
 
 def _event_time(value: object, sentence: str, said_at: datetime, tz: str) -> datetime | None:
+    if _ROUTINE_RE.search(to_simplified(sentence)):
+        return None  # a routine has no event date, whatever the model says
     if isinstance(value, str) and value.strip():
         try:
             parsed = datetime.fromisoformat(value.strip())

@@ -418,3 +418,31 @@ def test_a_spaced_new_value_supersedes_the_old_one(core, namespace, first, secon
     assert [r.action for r in r1 + r2] == ["stored", "superseded"]
     assert [m.text for m in core.list(namespace)] == [second]
     assert [v.text for v in core.history(namespace, r1[0].memory.id)] == [first, second]
+
+
+@pytest.mark.parametrize("text", [
+    "我每个周末都去打棒球", "我每周六都去游泳", "每逢周五我都会吃火锅", "我每个月15号还房贷", "周末我一般都去爬山",
+    "我每個週末都去打棒球", "一到周末我就去钓鱼", "我隔天去一次健身房",
+    "I play baseball every weekend", "On Mondays I go swimming", "I visit my mom every other Sunday",
+    "Every Friday I eat hot pot with my team", "I go hiking most weekends",
+])
+def test_routines_get_no_event_date(text):
+    """Recurring expressions (每个周末, 每逢, every weekend, on Mondays) make a routine
+    without an event date and without a date appended to its text."""
+    f = one(text)
+    assert f.event_time is None and f.text == text
+    assert f.category is not Category.EVENT
+
+
+@pytest.mark.parametrize("text, day", [("我这个周末去打棒球", date(2026, 12, 5)), ("I play baseball this Saturday", date(2026, 12, 5))])
+def test_a_one_off_weekend_still_gets_its_date(text, day):
+    """Without a recurring word the weekend is this week's: an event with its date."""
+    f = one(text)
+    assert f.event_time is not None and day.isoformat() in f.text
+
+
+def test_model_routines_get_no_event_date():
+    """A model that dates a routine is overruled: a routine has no event time."""
+    raw = json.dumps({"facts": [{"text": "我每个周末都去打棒球", "category": "routine", "event_time": "2026-12-05"}]})
+    (f,) = parse_extraction(raw, "我每个周末都去打棒球", AT, "Asia/Shanghai")
+    assert f.event_time is None
