@@ -177,7 +177,8 @@ class Pipeline:
         except BaseException:
             self._capturing.discard(line_id or 0)  # the line keeps its capture for resume_captures
             raise
-        job = PendingCapture(line_id or 0, tenant, ns, chat, msg.message_id, msg.text, msg.timestamp) if due else None
+        job = PendingCapture(line_id or 0, tenant, ns, chat, msg.message_id, msg.text, msg.timestamp,
+                             addressed=res.addressed) if due else None
         if background_capture:
             res.latency_ms["total"] = _ms(started)
             res.capture_pending = job is not None
@@ -206,7 +207,8 @@ class Pipeline:
         t = self.tenant(job.tenant)
         try:
             results = capture(self.core, job.namespace, _without_bot_mention(job.text, t), chat=job.chat,
-                              said_at=job.at, message_id=job.message_id, extractor=extractor, tz=t.tz)
+                              said_at=job.at, message_id=job.message_id, extractor=extractor, tz=t.tz,
+                              addressed=_said_to_bot(job, t))
         except Exception:  # noqa: BLE001 - capture never breaks the turn; the line keeps it for a retry
             if not last_try:
                 log.exception("capture failed for %s message %s; it will be retried", job.namespace, job.message_id)
@@ -418,7 +420,7 @@ class Pipeline:
 
         def recapture() -> list[str]:
             results = capture_edit(self.core, ns, msg.text, chat=chat, said_at=msg.timestamp,
-                                   message_id=msg.message_id, extractor=extractor, tz=t.tz)
+                                   message_id=msg.message_id, extractor=extractor, tz=t.tz, addressed=res.addressed)
             return [r.memory.id for r in results if r.memory is not None and r.action not in ("rejected", "conflict")]
 
         try:
@@ -460,6 +462,18 @@ def _is_memory_command(msg: InboundMessage) -> bool:
 def _run_all(fns: list[Callable[[], None]]) -> None:
     for f in fns:
         f()
+
+
+def _said_to_bot(job: PendingCapture, t: TenantSettings) -> bool:
+    """Was the line said to the bot (its subject-less statements are then the
+    speaker's, memory.capture)? Private chats always; in a group what the turn
+    decided, or for a line read back from the store, true when the tenant does not
+    capture all group messages (then only addressed ones were queued)."""
+    if not job.chat.is_group:
+        return True
+    if job.addressed is not None:
+        return job.addressed
+    return not t.capture_all_group_messages
 
 
 def _without_bot_mention(text: str, t: TenantSettings) -> str:

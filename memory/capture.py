@@ -88,7 +88,7 @@ _CATEGORY_WORDS: tuple[tuple[Category, re.Pattern[str]], ...] = (
                                      r"\blike\b|\blove\b|\bhate\b|\bfavou?rite\b|\bprefer\b|\benjoy\b", re.I)),
     (Category.RELATIONSHIP, re.compile(r"妈妈|爸爸|父母|老婆|老公|女朋友|男朋友|对象|孩子|儿子|女儿|哥哥|姐姐|弟弟|妹妹|朋友|同事|"
                                        r"猫|狗|宠物|\bmom\b|\bdad\b|\bwife\b|\bhusband\b|\bgirlfriend\b|\bboyfriend\b|"
-                                       r"\bkids?\b|\bson\b|\bdaughter\b|\bfriend\b|\bcat\b|\bdog\b|\bpet\b", re.I)),
+                                       r"\bkids?\b|\bson\b|\bdaughter\b|\bfriend\b|\bcats?\b|\bkittens?\b|\bdogs?\b|\bpupp(?:y|ies)\b|\bpets?\b", re.I)),
     # recurring expressions: a routine, never dated ("每个周末" is no particular Saturday)
     (Category.ROUTINE, re.compile(r"每(?:个|一个?|隔一?)?(?:天|日|晚|早|周|星期|礼拜|月|年|次|回|季|逢|年的|个月)|每逢|逢年过节|"
                                   r"隔天|天天|周周|年年|月月|一到(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|晚上|假期)就?|"
@@ -128,6 +128,95 @@ _INSTRUCTION_RE = re.compile(
     r"|<\|?\s*(system|im_start|im_end|assistant|user|endoftext)\s*\|?>|\[/?\s*(system|inst)\s*\]|<<\s*/?sys\s*>>"
     r"|(^|\n)\s*(system|assistant|developer)\s*[:：]"
     r"|<\s*/?\s*recollection\s*>", re.I)
+
+# -- statements without a subject (private chats, or the bot addressed) ---------
+# Chinese drops the subject all the time: to the bot, "周五生日" or "上周用 docker
+# 部署了个人博客" is about the speaker. Not so a question, a greeting, small talk
+# ("今天天气不错", "挺好的", "知道了"), a remark to the bot ("你真好") or a
+# sentence with another subject ("小美周五生日", "电影很好看", "It rains").
+
+_SMALL_TALK_ZH = re.compile(
+    r"^(?:(?:你好|您好|早上好|早安|中午好|午安|下午好|晚上好|晚安|哈喽|嗨|嘿|哈+|嘿+|呵+|嘻+|嗯+|哦+|噢+|喔+|啊+|诶|欸|"
+    r"好的?|好吧|好嘞|行吧?|可以|对|对啊|是啊|是的|没错|确实|真的|收到|了解|明白了?|懂了|知道了|谢谢|多谢|感谢|不客气|"
+    r"没事|没关系|拜拜|再见|回头见|晚点聊|加油|辛苦了|厉害|牛|绝了|笑死|晚安啦|早|在吗|在不在|OK|ok|好滴|不错|挺好|还行|还好|太好了)"
+    r"[啊呀啦哦吧嘛哈呢~～!！。.，,、\s]*)+$")
+_WEATHER_ZH = re.compile(r"天气|下雨|下雪|刮风|好热|好冷|太热|太冷|热死|冷死|晴天|阴天|雾霾|气温|降温|升温")
+# person, pronoun, place or organisation names as the first content word: another subject
+_OTHER_SUBJECT_FLAGS = ("r", "nr", "nrfg", "nrt", "ns", "nt", "nz")
+_LEADING_FLAGS = ("t", "tg", "f", "d", "zg", "c", "y", "e", "o", "x", "m", "mq", "uj", "ul")
+_SPEAKER_HEAD_FLAGS = ("v", "vd", "vn", "vg", "a", "ad", "an", "ag", "p", "i", "l")
+_DISCOURSE_ZH = re.compile(r"^(?:对了|话说|其实|说真的|顺便说一下|顺便|另外|还有|然后|所以|不过|哎|唉|诶|嗯)[，,、\s]*")
+_LEADING_DATE_ZH = re.compile(r"^(?:这|本|下下?|上上?)个?(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|礼拜[一二三四五六日天]|"
+                              r"周|星期|礼拜|月|学期|季度)")
+_PERSONAL_NOUNS_ZH = re.compile(r"生日|考试|面试|婚礼|手术|体检|航班|约会|毕业|入职|离职|出差|搬家|旅行|旅游|加班|上班|下班|"
+                                r"放假|休假|请假|感冒|发烧|生病|住院|失眠|减肥|健身|纪念日|答辩|考研|高考|驾照")
+_NOT_SPEAKER_EN = frozenset((
+    "you your yours he she it they we him her them his its their this that these those there here what who which "
+    "the a an my our hi hello hey thanks thank thx ty good morning night evening afternoon lol lmao haha hahaha ok okay "
+    "sure yes yeah yep nope no nice cool great awesome bye see sounds welcome np hmm hm oh wow omg please sorry "
+    "well maybe congrats").split())
+_LEADING_EN = frozenset((
+    "just finally also still really so totally actually recently lately today yesterday tonight tomorrow btw anyway "
+    "anyways again already then now last next this soon currently").split())
+_SPEAKER_VERBS_EN = frozenset((
+    "went got had made took saw met bought lost found quit left began started came ran won ate drank wrote read built "
+    "sold spent felt slept broke flew drove gave kept paid thought taught caught fell forgot moved adopted love loves "
+    "loved hate hated like liked enjoy enjoyed prefer have need want miss missed live lived work worked study studied "
+    "own owned off back birthday exam exams interview flight wedding surgery moving starting heading going working "
+    "studying feeling learning leaving flying visiting getting having starting trying planning been gonna can't cant "
+    "cannot don't dont didn't didnt won't wont am").split())
+_EN_NOT_VERB_ING = frozenset("thing something nothing anything everything morning evening king ring string spring "
+                             "wedding building ceiling during".split())
+
+
+def _posseg(sentence: str) -> list[tuple[str, str]]:
+    import jieba.posseg
+
+    return [(w.word, w.flag) for w in jieba.posseg.cut(sentence)]
+
+
+def _subjectless_about_speaker(plain: str) -> bool:
+    """True when ``plain`` (simplified, no first-person word) is a declarative
+    statement with no other subject, so that — said to the bot — it is about the
+    speaker: "周五生日", "上周用 docker 部署了个人博客", "Went hiking yesterday".
+    False for questions, greetings, small talk (weather, acknowledgements), a
+    remark to the bot (你/you) or another subject (他, 小美, 电影, It)."""
+    text = plain.strip().rstrip("。.!！~～…").strip()
+    if len(text) < 2 or _QUESTION_RE.search(plain) or is_instruction_like(text):
+        return False
+    cjk = len(re.findall(r"[\u4e00-\u9fff]", text))
+    words = re.findall(r"[A-Za-z][A-Za-z'’]*", text)
+    if cjk >= len(words):
+        text = _DISCOURSE_ZH.sub("", text)
+        if not text or _SMALL_TALK_ZH.match(text) or _WEATHER_ZH.search(text) or re.search(r"你|您|咱们|大家", text):
+            return False
+        if cjk < 3 and guess_category(text) is Category.OTHER:
+            return False
+        tagged = [(w, f) for w, f in _posseg(_LEADING_DATE_ZH.sub("", text)) if w.strip()]
+        head = next(((w, f) for w, f in tagged if f not in _LEADING_FLAGS), None)
+        personal = bool(_PERSONAL_NOUNS_ZH.search(text))
+        if head is None:  # only time words and particles: "周五生日" (生日 is tagged as a time word)
+            return personal
+        word, flag = head
+        if flag in _OTHER_SUBJECT_FLAGS or _NOT_A_NAME_ZH.match(word) or word in _SPECIES:
+            return False
+        if flag.startswith(_SPEAKER_HEAD_FLAGS) or personal:
+            has_content = any(f.startswith("v") for _w, f in tagged) or personal or cjk >= 4 or \
+                guess_category(text) is not Category.OTHER
+            return has_content
+        return False
+    lowered = [w.lower().replace("’", "'") for w in words]
+    if any(w in ("you", "your", "yours", "u", "ur") for w in lowered):
+        return False
+    rest = [w for w in lowered]
+    while rest and rest[0] in _LEADING_EN:
+        rest = rest[1:]
+    if not rest or rest[0] in _NOT_SPEAKER_EN:
+        return False
+    head = rest[0]
+    return head in _SPEAKER_VERBS_EN or (len(head) > 4 and head.endswith("ed")) or \
+        (len(head) > 5 and head.endswith("ing") and head not in _EN_NOT_VERB_ING)
+
 
 # -- slots: (pattern, category, key builder) -----------------------------------
 
@@ -264,6 +353,10 @@ _SLOTS: tuple[tuple[re.Pattern[str], Category, Callable[[re.Match[str]], str | t
                 r"\bi am (?P<v3>\d{1,3}) years old", re.I), Category.PROFILE, lambda m: "profile.age"),
     (re.compile(r"我的?生日(?:是|在)(?P<v>.{1,16})|\bmy birthday is (?P<v2>.{1,24})", re.I), Category.PROFILE,
      lambda m: "profile.birthday" if _DATE_SHAPE_RE.match(m["v"] or m["v2"]) else None),
+    # without a subject (only read so when the sentence is about the speaker): 周五生日, 生日是3月14日, birthday on Friday
+    (re.compile(r"^(?:对了|话说|其实)?[，,\s]*(?:(?P<v>.{1,12}?)(?:过|是)?生日(?:哦|啦|呀|了)?[。!！~～]*$|生日(?:是|在)(?P<v2>.{1,16}))"
+                r"|^(?:my\s+)?birthday(?:'s| is)?\s+(?P<v3>.{1,24})", re.I), Category.PROFILE,
+     lambda m: ("profile.birthday", 1) if _DATE_SHAPE_RE.match(m["v"] or m["v2"] or m["v3"] or "") else None),
     (re.compile(r"我(?:的工作|的职业)是|我是(?:一名|一个|个)?[\u4e00-\u9fffA-Za-z]{0,8}?" + _JOB_SUFFIX +
                 r"(?:[，,。!！~]|$)|\bi work as an?\b|\bmy job is\b", re.I), Category.PROFILE, lambda m: "profile.job"),
     (re.compile(r"我在(?P<v>[^\s，,。]{2,20}?)(?:工作|上班)|\bi work (?:at|for) (?P<v2>[^.,!?;]{2,40})", re.I),
@@ -322,10 +415,12 @@ class Extractor(Protocol):
     """Turns one message into facts about its speaker. Never raises on odd text.
 
     ``said_at``: timezone-aware message time; ``tz``: IANA zone of the tenant in
-    which relative dates are resolved.
+    which relative dates are resolved; ``addressed``: the message was said to the
+    bot (a private chat, or a group message addressing it), so that a statement
+    without a subject ("周五生日") is about the speaker.
     """
 
-    def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ) -> list[Fact]: ...
+    def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ, *, addressed: bool = False) -> list[Fact]: ...
 
 
 def _sentences(text: str) -> list[str]:
@@ -422,25 +517,27 @@ class HeuristicExtractor:
     MIN_CHARS characters, with slots, category, importance, emotion and dates
     (see the module docstring). Deterministic and pure."""
 
-    def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ) -> list[Fact]:
+    def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ, *, addressed: bool = False) -> list[Fact]:
         facts: list[Fact] = []
         for sent in _sentences(clean_text(text)):
             if len(facts) >= MAX_FACTS:
                 log.info("capture: message has more than %d facts; the rest stays in the chat log only", MAX_FACTS)
                 break
-            fact = self.sentence_fact(sent, said_at, tz)
+            fact = self.sentence_fact(sent, said_at, tz, addressed=addressed)
             if fact is not None:
                 facts.append(fact)
         return facts
 
     @staticmethod
-    def sentence_fact(sent: str, said_at: datetime, tz: str = DEFAULT_TZ) -> Fact | None:
-        """The fact of one sentence, or None when it is not a first-person statement."""
+    def sentence_fact(sent: str, said_at: datetime, tz: str = DEFAULT_TZ, *, addressed: bool = False) -> Fact | None:
+        """The fact of one sentence, or None when it is not a first-person statement
+        (nor, when ``addressed``, a subject-less statement about the speaker)."""
         if len(sent) < MIN_CHARS or sent.startswith("/"):
             return None
         plain = to_simplified(sent)  # the patterns are written in simplified Chinese; the memory keeps the original
         if not (_FIRST_ZH.search(plain) or _FIRST_EN.search(plain)):
-            return None
+            if not (addressed and _subjectless_about_speaker(_slot_text(sent))):
+                return None
         if _QUESTION_RE.search(plain):
             return None
         if is_instruction_like(sent):
@@ -450,6 +547,15 @@ class HeuristicExtractor:
         text, event_time, extra = sent, None, {}
         if slot is not None:
             category, key, extra["strength"] = slot
+            if key == "profile.birthday":  # "周五生日": the day it names, as for an event
+                try:
+                    when = resolve_when(plain, said_at, tz)
+                except ValueError:
+                    when = None
+                if when is not None:
+                    event_time = when.at
+                    if when.relative:
+                        text = _date_suffix(sent, when.day)
         else:
             key = ""
             category = guess_category(plain)
@@ -611,23 +717,23 @@ class LLMExtractor:
             result.close()
         raise RuntimeError("LLMExtractor.extract was called on an event-loop thread; run capture in a worker thread")
 
-    def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ) -> list[Fact]:
+    def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ, *, addressed: bool = False) -> list[Fact]:
         cleaned = " ".join(clean_text(text).split())
         if not cleaned:
             return []
         if len(cleaned) > LLM_MAX_CHARS:
             log.info("capture: message of %d chars is extracted by the heuristic", len(cleaned))
-            return self.fallback.extract(text, said_at, tz)
+            return self.fallback.extract(text, said_at, tz, addressed=addressed)
         try:
             local = said_at.astimezone(zone(tz))
             raw = self._call(extraction_messages(cleaned, local.strftime("%Y-%m-%d %H:%M %A"), str(tz)))
         except Exception as exc:  # noqa: BLE001 - any model failure falls back, the message is never lost
             log.warning("capture: model extraction failed (%s); heuristic used", type(exc).__name__)
-            return self.fallback.extract(text, said_at, tz)
+            return self.fallback.extract(text, said_at, tz, addressed=addressed)
         facts = parse_extraction(raw, cleaned, said_at, tz)
         if facts is None:
             log.warning("capture: model answer unusable (%d chars); heuristic used", len(raw) if isinstance(raw, str) else 0)
-            return self.fallback.extract(text, said_at, tz)
+            return self.fallback.extract(text, said_at, tz, addressed=addressed)
         return facts
 
 
@@ -639,6 +745,10 @@ def _memory(core, ns: Namespace, f: Fact, chat: ChatRef | None, said_at: datetim
     return core.new(ns, f.text, category=f.category, key=f.key, importance=f.importance, valence=f.valence,
                     arousal=f.arousal, emotion=f.emotion, origin=chat, visibility=visibility,
                     source_message_id=message_id, created_at=said_at, event_time=f.event_time)
+
+
+def _addressed(chat: ChatRef | None, addressed: bool | None) -> bool:
+    return (chat is None or not chat.is_group) if addressed is None else addressed
 
 
 def _weaker_than_live(core, ns: Namespace, f: Fact):
@@ -660,18 +770,21 @@ def _weaker_than_live(core, ns: Namespace, f: Fact):
 
 
 def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: datetime,
-            message_id: str | None = None, extractor: Extractor | None = None, tz: str = DEFAULT_TZ) -> list:
+            message_id: str | None = None, extractor: Extractor | None = None, tz: str = DEFAULT_TZ,
+            addressed: bool | None = None) -> list:
     """Extract facts from the speaker's own ``text`` and add them to ``ns``.
 
     ``said_at``: timezone-aware message time (the evidence time checked against
-    tombstones); ``tz``: the tenant's IANA zone for relative dates. Visibility
+    tombstones); ``tz``: the tenant's IANA zone for relative dates; ``addressed``:
+    said to the bot, so that subject-less statements are the speaker's (None: true
+    in a private chat, false in a group). Visibility
     follows the chat (group → GROUP with the group as origin, else PRIVATE).
     Returns the ``AddResult`` of each fact (stored / deduped / superseded /
     conflict / rejected; reason ``weaker`` when an identity slot would be
     replaced by a weaker reading, see IDENTITY_KEYS).
     """
     extractor = extractor or HeuristicExtractor()
-    facts = extractor.extract(text, said_at, tz)
+    facts = extractor.extract(text, said_at, tz, addressed=_addressed(chat, addressed))
     results = []
     for f in facts:
         weaker = _weaker_than_live(core, ns, f)
@@ -686,7 +799,7 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
 
 
 def capture_edit(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: datetime, message_id: str,
-                 extractor: Extractor | None = None, tz: str = DEFAULT_TZ) -> list:
+                 extractor: Extractor | None = None, tz: str = DEFAULT_TZ, addressed: bool | None = None) -> list:
     """Apply an edited message to the memories of ``ns`` derived from it (same chat,
     same ``message_id``).
 
@@ -702,7 +815,7 @@ def capture_edit(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_a
 
     extractor = extractor or HeuristicExtractor()
     remaining = core.store.find_by_source(ns, chat, message_id)
-    mems = [(f, _memory(core, ns, f, chat, said_at, message_id)) for f in extractor.extract(text, said_at, tz)]
+    mems = [(f, _memory(core, ns, f, chat, said_at, message_id)) for f in extractor.extract(text, said_at, tz, addressed=_addressed(chat, addressed))]
     pairs: list[tuple[str, str | None]] = [("new", None)] * len(mems)
     for i, (_f, mem) in enumerate(mems):  # first: the same key
         key = mem.key or default_key(mem)

@@ -41,7 +41,9 @@ class ChatLine:
 @dataclass(frozen=True, slots=True)
 class PendingCapture:
     """A person's chat-log line whose capture into ``namespace`` is still due:
-    ``line_id`` (for ``Store.capture_done``), where and when it was said, its text."""
+    ``line_id`` (for ``Store.capture_done``), where and when it was said, its text;
+    ``addressed``: said to the bot (None when not known, as for a line read back
+    from the store: the pipeline then decides from the chat and the tenant)."""
 
     line_id: int
     tenant: str
@@ -50,6 +52,7 @@ class PendingCapture:
     message_id: str
     text: str
     at: datetime
+    addressed: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

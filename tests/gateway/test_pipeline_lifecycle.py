@@ -150,3 +150,38 @@ async def test_malformed_llm_extraction_still_captures(pipeline_llm, llm):
     r = await pipeline_llm.handle("default", msg("我叫阿杰", "1"))
     assert r.reply == "好的" and len(r.captured) == 1
     assert pipeline_llm.core.get(NS, r.captured[0]).key == "profile.name"
+
+
+@pytest.mark.parametrize("said, asked, day", [
+    ("周五生日", "我什么时候生日？", "生日"), ("Birthday on Friday.", "When is my birthday?", "Birthday"),
+])
+async def test_a_subjectless_statement_in_private_is_recalled_later(pipeline, said, asked, day):
+    """A private 「周五生日」 is the speaker's birthday (dated in the tenant's zone) and
+    「我什么时候生日？」 recalls it."""
+    at = datetime(2026, 11, 30, 17, 0, tzinfo=timezone.utc)  # Tuesday 2026-12-01 01:00 in Shanghai
+    first = await pipeline.handle("default", msg(said, "40", at=at))
+    (mid,) = first.captured
+    memory = pipeline.core.get(NS, mid)
+    assert memory.key == "profile.birthday" and day in memory.text and "2026-12-04" in memory.text
+    later = await pipeline.handle("default", msg(asked, "41", at=at + timedelta(hours=1)))
+    assert later.captured == [] and mid in later.recalled
+
+
+async def test_subjectless_statements_in_groups_count_only_when_the_bot_is_addressed(sqlite_core, tmp_path, monkeypatch):
+    """In a group that captures every message, 「上周用 docker 部署了个人博客」 not
+    addressed to the bot is nobody's statement; addressed (a mention), it is the speaker's."""
+    cfg = tmp_path / "huiyi.toml"
+    cfg.write_text('[tenants.default]\ncapture_all_group_messages = true\n', encoding="utf-8")
+    monkeypatch.setenv("HUIYI_CONFIG", str(cfg))
+    p = Pipeline(load_settings(), sqlite_core)
+    def said(text, mid, **kw):  # Tuesday 2026-12-01 01:00 in Shanghai: last week began on 2026-11-23
+        return msg(text, mid, at=datetime(2026, 11, 30, 17, 0, tzinfo=timezone.utc), **kw).model_copy(update={"chat_kind": ChatKind.GROUP, "chat_id": "-100500"})
+
+    text = "上周用 docker 部署了个人博客"
+    quiet = [await p.handle("default", said(t, f"5{i}")) for i, t in enumerate([text, "Went hiking in the Alps last week"])]
+    assert [r.captured for r in quiet] == [[], []] and sqlite_core.list(NS) == []
+    loud = [await p.handle("default", said(t, f"6{i}", mentions_bot=True))
+            for i, t in enumerate([text, "Went hiking in the Alps last week"])]
+    assert [len(r.captured) for r in loud] == [1, 1]
+    assert sorted(m.text for m in sqlite_core.list(NS)) == \
+        ["Went hiking in the Alps last week (2026-11-23)", text + "（2026-11-23）"]

@@ -446,3 +446,38 @@ def test_model_routines_get_no_event_date():
     raw = json.dumps({"facts": [{"text": "我每个周末都去打棒球", "category": "routine", "event_time": "2026-12-05"}]})
     (f,) = parse_extraction(raw, "我每个周末都去打棒球", AT, "Asia/Shanghai")
     assert f.event_time is None
+
+
+@pytest.mark.parametrize("text, key, category, shown", [
+    ("周五生日", "profile.birthday", Category.PROFILE, "周五生日（2026-12-04）"),
+    ("對了，週五生日", "profile.birthday", Category.PROFILE, "對了，週五生日（2026-12-04）"),
+    ("生日是3月14日", "profile.birthday", Category.PROFILE, "生日是3月14日"),
+    ("上周用 docker 部署了个人博客", "", Category.EVENT, "上周用 docker 部署了个人博客（2026-11-23）"),
+    ("这周末搬家", "", Category.EVENT, "这周末搬家（2026-12-05）"),
+    ("最近在学吉他", "", Category.OTHER, "最近在学吉他"),
+    ("好累啊", "", Category.MOOD, "好累啊"),
+    ("喜欢爵士乐🎷", "", Category.PREFERENCE, "喜欢爵士乐🎷"),
+    ("Birthday on Friday.", "profile.birthday", Category.PROFILE, "Birthday on Friday. (2026-12-04)"),
+    ("Went hiking yesterday.", "", Category.EVENT, "Went hiking yesterday. (2026-11-30)"),
+    ("Just adopted a kitten", "", Category.RELATIONSHIP, "Just adopted a kitten"),
+    ("Moving to Berlin next month", "", Category.EVENT, "Moving to Berlin next month (2027-01-01)"),
+])
+def test_subjectless_statements_said_to_the_bot_are_the_speakers(text, key, category, shown):
+    """In a private chat (or addressed in a group) a declarative statement without
+    another subject is about the speaker: stored with its slot, category and date;
+    the same sentence not said to the bot stores nothing."""
+    (f,) = H.extract(text, AT, "Asia/Shanghai", addressed=True)
+    assert (f.key, f.category, f.text) == (key, category, shown)
+    assert H.extract(text, AT, "Asia/Shanghai") == []
+
+
+@pytest.mark.parametrize("text", [
+    "你好", "晚安～", "哈哈哈", "嗯嗯，知道了", "好的", "谢谢你！", "不错不错", "挺好的", "在吗？", "今天天气不错", "北京今天好冷",
+    "周五生日吗", "什么时候有空？", "你真好", "小美周五生日", "他周五生日", "妈妈明天生日", "电影很好看", "这部电影很好看",
+    "Thanks!", "Good morning", "Nice weather today", "It is raining", "Sounds good", "Love you", "lol", "Birthday on Friday?",
+    "Anna moved to Berlin", "The movie was great",
+])
+def test_subjectless_questions_greetings_and_small_talk_stay_out(text):
+    """Said to the bot, questions, greetings, acknowledgements, weather talk, remarks
+    to the bot and sentences with another subject are still not the speaker's facts."""
+    assert H.extract(text, AT, "Asia/Shanghai", addressed=True) == [], text
