@@ -44,9 +44,10 @@ import inspect
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timezone
+from functools import lru_cache
 from typing import Protocol
 
 from memory.dates import DEFAULT_TZ, resolve_when, zone
@@ -65,6 +66,8 @@ __all__ = [
     "clean_text",
     "guess_category",
     "is_instruction_like",
+    "is_gateway_text",
+    "without_gateway_text",
     "parse_extraction",
     "MAX_FACT_CHARS",
     "MAX_FACTS",
@@ -442,13 +445,112 @@ def is_instruction_like(text: str) -> bool:
     return bool(_INSTRUCTION_RE.search(text or ""))
 
 
-def clean_text(text: str) -> str:
+def clean_text(text: str, own_texts: Sequence[str] = ()) -> str:
     """The speaker's own words of a message: pasted ``<recollection>`` blocks,
-    ``>``-quoted lines and speech quoted from someone else (after 说/said/told me…)
-    are removed (the quote becomes "…")."""
+    ``>``-quoted lines, the gateway's own shapes (``without_gateway_text``; with
+    ``own_texts``, e.g. the tenant's persona prompt) and speech quoted from someone
+    else (after 说/said/told me…) are removed (the quote becomes "…")."""
     text = _RECOLLECTION_BLOCK_RE.sub(" ", text or "")
     text = _QUOTE_LINE_RE.sub("", text)
+    text = without_gateway_text(text, own_texts)
     return _SPEECH_QUOTE_RE.sub(lambda m: f"{m.group(1)}…", text)
+
+
+# -- the gateway's own words --------------------------------------------------------
+# A client echoing the recollection, or a person pasting it or the persona prompt,
+# must not teach the gateway its own output. Recognised: any [src:…] citation
+# marker, the template's header and lines in every catalogue language (built from
+# the catalogues, so they follow any change there), the model's memory lines
+# "[ID] text (date, emotion)", the prompt blocks' tags, and sentences of the
+# prompts huiyi sends (memory.model_prompts) or of ``own_texts``.
+
+_SRC_MARKER_RE = re.compile(r"[\[［【]\s*src\s*[:：]", re.I)
+_MEMORY_LINE_RE = re.compile(r"^\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s+.*[(（]\s*(?:\d{4}-\d{2}-\d{2}|\?)\s*[,，].*[)）]\s*$",
+                             re.I)
+_BLOCK_TAG_RE = re.compile(r"^\s*[<＜]\s*/?\s*(?:memories|conversation|recollection|message)\s*[>＞]\s*$", re.I)
+_FORMAT_FIELD_RE = re.compile(r"\{[a-z_]+\}")
+MIN_ECHO_CHARS = 10
+"""Shortest normalised sentence (characters) matched against the gateway's prompt texts."""
+
+
+@lru_cache(maxsize=1)
+def _template_line_res() -> tuple[re.Pattern[str], ...]:
+    from locales import LANGUAGES, translate
+
+    out = []
+    for lang in LANGUAGES:
+        for msgid in ("What you remember about {name}:", '- {when}, {name} said: "{text}"'):
+            shape = translate(lang, msgid)
+            pattern = re.escape(shape.lstrip("- "))
+            for field_name, any_text in (("name", ".{1,64}?"), ("when", ".{1,40}?"), ("text", ".*")):
+                pattern = pattern.replace(re.escape("{" + field_name + "}"), any_text)
+            out.append(re.compile(r"^\s*(?:[-*•·]\s*)?" + pattern + r"\s*$"))
+    return tuple(out)
+
+
+def _prompt_fragments(texts: Sequence[str]) -> list[str]:
+    """Normalised sentences of prompt texts, their ``{fields}`` cut out."""
+    out: list[str] = []
+    for text in texts:
+        for piece in _FORMAT_FIELD_RE.split(text or ""):
+            for sent in split_sentences(piece, semicolons=True):
+                norm = normalise(sent).strip(" -:：,，。.")
+                if len(norm) >= MIN_ECHO_CHARS:
+                    out.append(norm)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _gateway_fragments() -> tuple[str, ...]:
+    from memory import model_prompts as mp
+
+    texts = [*mp._RECOLLECTION_RULES.values(), *mp._RECONSTRUCTION_SYSTEM.values(),
+             *mp._RECONSTRUCTION_USER.values(), mp.EXTRACTION_SYSTEM]
+    return tuple(_prompt_fragments(texts))
+
+
+def _is_echo(norm: str, fragments: Sequence[str]) -> bool:
+    # a whole prompt sentence inside it, or a long piece of one (short ones could be
+    # the prompts' own examples, "我养了一只叫煤球的黑猫", which people do say)
+    if len(norm) < MIN_ECHO_CHARS:
+        return False
+    return any(frag in norm or (len(norm) >= 2 * MIN_ECHO_CHARS and norm in frag) for frag in fragments)
+
+
+def _is_gateway_line(line: str) -> bool:
+    """A whole line of the template (header, item), a model memory line or a block tag."""
+    if _MEMORY_LINE_RE.match(line) or _BLOCK_TAG_RE.match(line):
+        return True
+    simple = to_simplified(line)  # the catalogues are simplified Chinese
+    return any(p.match(simple) for p in _template_line_res())
+
+
+def is_gateway_text(sentence: str, own_texts: Sequence[str] = ()) -> bool:
+    """True when ``sentence`` (one sentence or line) is a shape the gateway itself
+    produces: a ``[src:…]`` marker, a template header or line (any catalogue
+    language), a model memory line, a prompt block tag, or a sentence of huiyi's
+    prompts or of ``own_texts`` (at least MIN_ECHO_CHARS normalised characters)."""
+    if not sentence or not sentence.strip():
+        return False
+    if _SRC_MARKER_RE.search(sentence) or _is_gateway_line(sentence):
+        return True
+    norm = normalise(sentence).strip(" -:：,，。.")
+    return _is_echo(norm, _gateway_fragments()) or (bool(own_texts) and _is_echo(norm, _prompt_fragments(own_texts)))
+
+
+def without_gateway_text(text: str, own_texts: Sequence[str] = ()) -> str:
+    """``text`` without the lines and sentences ``is_gateway_text`` recognises;
+    lines with none of them are kept exactly as they were."""
+    if not text:
+        return ""
+    lines = []
+    for line in text.split("\n"):
+        if _is_gateway_line(line):
+            continue
+        sentences = split_sentences(line)
+        kept = [sent for sent in sentences if not is_gateway_text(sent, own_texts)]
+        lines.append(line if len(kept) == len(sentences) else " ".join(kept))
+    return "\n".join(lines)
 
 
 def _quoted(sentence: str) -> str:
@@ -771,19 +873,22 @@ def _weaker_than_live(core, ns: Namespace, f: Fact):
 
 def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: datetime,
             message_id: str | None = None, extractor: Extractor | None = None, tz: str = DEFAULT_TZ,
-            addressed: bool | None = None) -> list:
+            addressed: bool | None = None, own_texts: Sequence[str] = ()) -> list:
     """Extract facts from the speaker's own ``text`` and add them to ``ns``.
 
     ``said_at``: timezone-aware message time (the evidence time checked against
     tombstones); ``tz``: the tenant's IANA zone for relative dates; ``addressed``:
     said to the bot, so that subject-less statements are the speaker's (None: true
-    in a private chat, false in a group). Visibility
+    in a private chat, false in a group); ``own_texts``: the tenant's own prompt
+    texts (persona), never captured when echoed (``is_gateway_text``). Visibility
     follows the chat (group → GROUP with the group as origin, else PRIVATE).
     Returns the ``AddResult`` of each fact (stored / deduped / superseded /
     conflict / rejected; reason ``weaker`` when an identity slot would be
     replaced by a weaker reading, see IDENTITY_KEYS).
     """
     extractor = extractor or HeuristicExtractor()
+    if own_texts:
+        text = without_gateway_text(text, own_texts)
     facts = extractor.extract(text, said_at, tz, addressed=_addressed(chat, addressed))
     results = []
     for f in facts:

@@ -185,3 +185,21 @@ async def test_subjectless_statements_in_groups_count_only_when_the_bot_is_addre
     assert [len(r.captured) for r in loud] == [1, 1]
     assert sorted(m.text for m in sqlite_core.list(NS)) == \
         ["Went hiking in the Alps last week (2026-11-23)", text + "（2026-11-23）"]
+
+
+async def test_the_gateways_own_words_sent_back_store_nothing(sqlite_core, tmp_path, monkeypatch):
+    """The tenant's persona prompt pasted back, a recollection with its [src:…]
+    markers and the template's lines echoed by a client store nothing; the
+    person's own sentence in the same message does."""
+    persona = "I am Momo, a gentle friend with a good memory. My favourite drink is oolong tea and I live in Hangzhou."
+    cfg = tmp_path / "huiyi.toml"
+    cfg.write_text(f'[tenants.default]\npersona = "{persona}"\n', encoding="utf-8")
+    monkeypatch.setenv("HUIYI_CONFIG", str(cfg))
+    p = Pipeline(load_settings(), sqlite_core)
+    echoes = [persona, "（回忆）你之前说过我喜欢爵士乐[src:abcdef123456]",
+              "你记得关于阿杰的这些事：\n- 23个月前，阿杰说过：「我喜欢爵士乐」",
+              "What you remember about 阿杰:\n- yesterday, 阿杰 said: \"I love jazz\""]
+    results = [await p.handle("default", msg(t, f"7{i}")) for i, t in enumerate(echoes)]
+    assert [r.captured for r in results] == [[], [], [], []] and sqlite_core.list(NS) == []
+    mine = await p.handle("default", msg(persona + "\nI live in Chengdu.", "79"))
+    assert [sqlite_core.get(NS, i).text for i in mine.captured] == ["I live in Chengdu."]

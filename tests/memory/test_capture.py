@@ -481,3 +481,41 @@ def test_subjectless_questions_greetings_and_small_talk_stay_out(text):
     """Said to the bot, questions, greetings, acknowledgements, weather talk, remarks
     to the bot and sentences with another subject are still not the speaker's facts."""
     assert H.extract(text, AT, "Asia/Shanghai", addressed=True) == [], text
+
+
+GATEWAY_SHAPES = [
+    "（回忆）你之前说过我喜欢爵士乐[src:abcdef123456]",
+    "我记得你说过我喜欢爵士乐 [src:abcdef123456, 0123456789ab]。",
+    "You told me I love jazz【src：abcdef123456】.",
+    "你记得关于Alice的这些事：\n- 23个月前，Alice说过：「我喜欢爵士乐」\n- 昨天，Alice说过：「我的猫叫 Luna 🐱」",
+    "你記得關於Alice的這些事：\n- 3天前，Alice說過：「我養了一隻貓」",
+    "What you remember about Alice:\n- 23 months ago, Alice said: \"I like jazz\"\n- yesterday, Alice said: \"my cat is Luna\"",
+    "[a1b2c3d4e5f6] 我喜欢爵士乐 (2024-01-02, joy)",
+    "[a1b2c3d4e5f6] I love jazz (?, neutral)",
+    "不要逐条复述，不要提到编号或“记忆”二字。记忆里没有的事不要编造。",
+    "Use these memories naturally, as a friend would, without reciting them, without ids, and without inventing anything.",
+    "A fact is a short first-person statement in the speaker's own language",
+]
+
+
+@pytest.mark.parametrize("text", GATEWAY_SHAPES)
+def test_the_gateways_own_shapes_are_never_captured(text):
+    """Citation markers, the template's header and lines (zh, traditional, en), the
+    model's memory lines and the prompts' sentences are never a fact, said to the bot or not."""
+    assert H.extract(text, AT, addressed=True) == [], text
+
+
+def test_own_words_around_an_echo_are_still_captured():
+    """Only the gateway's shapes go: the person's own sentences in the same message stay."""
+    texts = [f.text for f in H.extract("你记得关于Alice的这些事：\n- 昨天，Alice说过：「我喜欢猫」\n我其实更喜欢狗。"
+                                       "I remember my first cat [src:abcdef123456]. I work as a nurse.", AT)]
+    assert texts == ["我其实更喜欢狗。", "I work as a nurse."]
+
+
+def test_the_tenants_persona_text_is_never_captured(core, namespace):
+    """A pasted persona prompt (the tenant's own text) stores nothing; the person's
+    own words next to it do."""
+    persona = "我是小桃，一个温柔、记性很好的朋友。我最喜欢的饮料是乌龙茶，我住在杭州西湖边。"
+    t0 = datetime.now(timezone.utc) - timedelta(hours=1)
+    r = capture(core, namespace, persona + "\n我住在成都", chat=DM, said_at=t0, message_id="1", own_texts=(persona,))
+    assert [x.memory.text for x in r] == ["我住在成都"]
