@@ -431,6 +431,37 @@ def _sentences(text: str) -> list[str]:
     return split_sentences(text, semicolons=True, max_chars=MAX_FACT_CHARS)
 
 
+def _is_speaker_statement(sentence: str, addressed: bool) -> bool:
+    """The filters every extracted fact passes, whichever extractor made it: a
+    first-person statement (or, said to the bot, one without another subject),
+    not a question, greeting or small talk, not the gateway's own words."""
+    plain = to_simplified(sentence)
+    if len(sentence.strip()) < MIN_CHARS or sentence.lstrip().startswith("/") or _QUESTION_RE.search(plain):
+        return False
+    if _SMALL_TALK_ZH.match(plain.strip()) or is_gateway_text(sentence):
+        return False
+    if _FIRST_ZH.search(plain) or _FIRST_EN.search(plain):
+        return True
+    return addressed and _subjectless_about_speaker(_slot_text(sentence))
+
+
+SUPPORT_MIN = 0.5
+"""Least share of a model fact's tokens (memory.text.tokens) found in the message."""
+
+
+def supported_by(fact_text: str, message: str) -> float:
+    """Share in [0, 1] of the full-text tokens of ``fact_text`` (jieba words and
+    CJK unigrams, stopwords dropped; memory.text.tokens) that occur in ``message``;
+    1.0 for a text without tokens. A model fact below SUPPORT_MIN is not in the
+    message (an invention) and is dropped."""
+    from memory.text import tokens
+
+    fact_tokens = set(tokens(fact_text))
+    if not fact_tokens:
+        return 1.0
+    return len(fact_tokens & set(tokens(message))) / len(fact_tokens)
+
+
 def guess_category(sentence: str) -> Category:
     """First matching keyword group, else OTHER."""
     for cat, pat in _CATEGORY_WORDS:
@@ -637,10 +668,7 @@ class HeuristicExtractor:
         if len(sent) < MIN_CHARS or sent.startswith("/"):
             return None
         plain = to_simplified(sent)  # the patterns are written in simplified Chinese; the memory keeps the original
-        if not (_FIRST_ZH.search(plain) or _FIRST_EN.search(plain)):
-            if not (addressed and _subjectless_about_speaker(_slot_text(sent))):
-                return None
-        if _QUESTION_RE.search(plain):
+        if not _is_speaker_statement(sent, addressed):
             return None
         if is_instruction_like(sent):
             return Fact(text=_quoted(sent), category=Category.OTHER, importance=0.1, source=sent, quoted=True)
@@ -784,7 +812,10 @@ class LLMExtractor:
     runs capture), else in a fresh loop (``asyncio.run``). ``timeout`` seconds
     bound an awaitable call. ``fallback`` (default HeuristicExtractor) answers
     whenever the model cannot: any exception, a timeout, unusable output, or a
-    message longer than LLM_MAX_CHARS. Never raises.
+    message longer than LLM_MAX_CHARS. The model's facts pass the heuristic's
+    filters (first person or, ``addressed``, no other subject; no question,
+    greeting, small talk or gateway text) and must be supported by the message
+    (``supported_by`` >= SUPPORT_MIN). Never raises.
     """
 
     def __init__(self, complete: Callable[[list[dict[str, str]]], str | Awaitable[str]], *,
@@ -836,7 +867,13 @@ class LLMExtractor:
         if facts is None:
             log.warning("capture: model answer unusable (%d chars); heuristic used", len(raw) if isinstance(raw, str) else 0)
             return self.fallback.extract(text, said_at, tz, addressed=addressed)
-        return facts
+        # the offline extractor's filters, and the model's words must be the message's
+        kept = [f for f in facts if f.quoted or (_is_speaker_statement(f.text, addressed)
+                                                  and supported_by(f.text, cleaned) >= SUPPORT_MIN)]
+        if len(kept) < len(facts):
+            log.info("capture: %d of %d model facts failed the filters (question, greeting, small talk, "
+                     "not the speaker, gateway text, not in the message)", len(facts) - len(kept), len(facts))
+        return kept
 
 
 # -- storing ---------------------------------------------------------------------------

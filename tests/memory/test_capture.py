@@ -519,3 +519,30 @@ def test_the_tenants_persona_text_is_never_captured(core, namespace):
     t0 = datetime.now(timezone.utc) - timedelta(hours=1)
     r = capture(core, namespace, persona + "\n我住在成都", chat=DM, said_at=t0, message_id="1", own_texts=(persona,))
     assert [x.memory.text for x in r] == ["我住在成都"]
+
+
+@pytest.mark.parametrize("message, answer, kept", [
+    ("你好呀！我叫阿杰。小美周五生日，今天天气不错。我什么时候生日？",
+     ["我叫阿杰", "你好呀", "小美周五生日", "今天天气不错", "我什么时候生日？", "我喜欢爵士乐", "我喜欢爵士乐[src:abcdef123456]"],
+     ["我叫阿杰"]),
+    ("Hi there! My name is Jack. Anna's birthday is on Friday. When is my birthday?",
+     ["My name is Jack", "Hi there!", "Anna's birthday is on Friday", "When is my birthday?", "I love jazz",
+      "What you remember about Jack:"],
+     ["My name is Jack"]),
+])
+def test_model_facts_pass_the_offline_filters(llm, message, answer, kept):
+    """With a chat model, its facts go through the heuristic's filters: questions,
+    greetings, small talk, other people's facts, the gateway's own shapes and text
+    that is not in the message are dropped."""
+    llm.enqueue_extraction(json.dumps({"facts": [{"text": t, "category": "other"} for t in answer]}, ensure_ascii=False))
+    facts = LLMExtractor(sync_complete(llm)).extract(message, AT, addressed=True)
+    assert [f.text for f in facts] == kept
+
+
+def test_model_subjectless_facts_count_only_when_said_to_the_bot(llm):
+    """A model fact without a subject is the speaker's only when the message was said to the bot."""
+    answer = json.dumps({"facts": [{"text": "周五生日", "category": "profile", "key": "profile.birthday"}]}, ensure_ascii=False)
+    llm.enqueue_extraction(answer)
+    llm.enqueue_extraction(answer)
+    assert [f.text for f in LLMExtractor(sync_complete(llm)).extract("周五生日", AT, addressed=True)] == ["周五生日"]
+    assert LLMExtractor(sync_complete(llm)).extract("周五生日", AT) == []
