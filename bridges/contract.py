@@ -55,6 +55,11 @@ class InboundMessage(BaseModel):
     Unicode (no lone surrogates; NUL characters are dropped from ``text`` and
     ``sender_name``); ``timestamp`` between 1970 and 2100 — a naive timestamp is
     taken as UTC.
+
+    ``forwarded``: the text is forwarded content (Telegram ``forward_origin`` or
+    the older ``forward_from*`` fields, a OneBot ``forward`` segment): someone
+    else's words, never the sender's first-person statement. The pipeline keeps
+    it in the chat log marked as forwarded and captures nothing from it.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -73,6 +78,7 @@ class InboundMessage(BaseModel):
     reply_to: ReplyRef | None = None
     is_edit: bool = False
     is_command: bool = False
+    forwarded: bool = False
     language: str | None = None
     sender_role: str | None = Field(default=None, description="group role when the platform gives one: owner/admin/member")
 

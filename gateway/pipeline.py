@@ -162,10 +162,12 @@ class Pipeline:
             await self._apply_edit(tenant, t, msg, ns, res)
             res.latency_ms["total"] = _ms(started)
             return res
-        due = res.addressed or not chat.is_group or t.capture_all_group_messages
+        # forwarded text is someone else's words: logged as such, never captured
+        due = (res.addressed or not chat.is_group or t.capture_all_group_messages) and not msg.forwarded
+        logged = translate(lang, "[forwarded] {text}", text=msg.text) if msg.forwarded else msg.text
         line_id = await asyncio.to_thread(
             self.core.store.append_chat, tenant, chat,
-            ChatLine("user", msg.sender_id, msg.text, msg.timestamp, msg.message_id, msg.sender_name),
+            ChatLine("user", msg.sender_id, logged, msg.timestamp, msg.message_id, msg.sender_name),
             capture=ns if due else None, claim=claim)
         if due and line_id is not None:
             self._capturing.add(line_id)  # before the answer: maintenance must not resume it meanwhile

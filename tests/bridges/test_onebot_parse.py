@@ -328,3 +328,36 @@ def test_parse_event_never_raises(event: object) -> None:
     """SYNTHETIC (property): any JSON value gives an InboundMessage or None, never an exception."""
     result = parse_event(event)  # type: ignore[arg-type]
     assert result is None or isinstance(result, InboundMessage)
+
+
+# -- forwards (issue 12, item 3) — SYNTHETIC: NapCat/LLOneBot inline forward content
+
+def _private(message: object) -> dict:
+    return {"post_type": "message", "message_type": "private", "sub_type": "friend", "time": 1764500100,
+            "self_id": 10000, "user_id": 20001, "message_id": 9003, "message": message,
+            "sender": {"user_id": 20001, "nickname": "阿杰"}}
+
+
+_NODES = [{"message_id": 1, "user_id": 20002, "sender": {"nickname": "小周"},
+           "message": [{"type": "text", "data": {"text": "我叫小周。"}}]},
+          {"message_id": 2, "user_id": 20002, "message": "I love jazz 🎷"}]
+
+
+def test_an_inline_forward_is_someone_elses_words():
+    """A message that is only a forward with inline content carries its texts,
+    marked forwarded (never a command)."""
+    msg = parse_event(_private([{"type": "forward", "data": {"id": "fw1", "content": _NODES}}]))
+    assert msg is not None and msg.forwarded and msg.text == "我叫小周。\nI love jazz 🎷" and not msg.is_command
+
+
+def test_own_text_next_to_a_forward_keeps_only_the_senders_words():
+    """With text of its own, the forwarded part is dropped, and the message is the sender's."""
+    msg = parse_event(_private([{"type": "text", "data": {"text": "看看这个"}},
+                                {"type": "forward", "data": {"id": "fw1", "content": _NODES}}]))
+    assert msg is not None and not msg.forwarded and msg.text == "看看这个"
+
+
+def test_a_bare_forward_id_is_ignored():
+    """go-cqhttp sends only the forward's id: no text, nothing to parse."""
+    assert parse_event(_private([{"type": "forward", "data": {"id": "fw1"}}])) is None
+    assert parse_event(_private("[CQ:forward,id=fw1]")) is None

@@ -190,3 +190,15 @@ def test_wecom_slow_reply_uses_the_app_message_api(gateway, llm, fake_wechat):
     assert fake_wechat.wait_for(lambda: len(fake_wechat.sends) == 1, timeout=40)
     assert fake_wechat.sends[0] == {"touser": "messense", "msgtype": "text", "agentid": 1,
                                     "text": {"content": "稍等回复"}}
+
+
+@pytest.mark.parametrize("msg_type", ["link", "chatrecord", "merged_msg"])
+def test_a_forwarded_chat_record_is_not_the_senders_text(msg_type):
+    """WeChat marks no forwarded text; a forwarded chat record arrives as a non-text
+    type and is ignored, so its content never becomes the sender's words (issue 12)."""
+    from bridges.wechat.parse import parse_message
+
+    xml = (f"<xml><ToUserName>gh_1</ToUserName><FromUserName>oUser1</FromUserName><CreateTime>1764500100</CreateTime>"
+           f"<MsgType>{msg_type}</MsgType><Title>群聊的聊天记录</Title><Description>小周：我叫小周。</Description>"
+           f"<MsgId>123456</MsgId></xml>")
+    assert parse_message(xml) is None

@@ -203,3 +203,27 @@ async def test_the_gateways_own_words_sent_back_store_nothing(sqlite_core, tmp_p
     assert [r.captured for r in results] == [[], [], [], []] and sqlite_core.list(NS) == []
     mine = await p.handle("default", msg(persona + "\nI live in Chengdu.", "79"))
     assert [sqlite_core.get(NS, i).text for i in mine.captured] == ["I live in Chengdu."]
+
+
+@pytest.mark.parametrize("origin, text", [
+    ({"forward_origin": {"type": "user", "date": 1764500000, "sender_user": {"id": 3003, "is_bot": False,
+                                                                             "first_name": "周"}}}, "我叫小周。"),
+    ({"forward_from": {"id": 3003, "is_bot": False, "first_name": "Zhou"}, "forward_date": 1764500000},
+     "My name is Zhou. I love jazz."),
+    ({"forward_origin": {"type": "hidden_user", "date": 1764500000, "sender_user_name": "小周"}}, "周五生日"),
+])
+async def test_forwarded_text_is_not_the_forwarders_statement(pipeline, origin, text):
+    """A forwarded message teaches nothing about the forwarder: no memory (their own
+    name stays), and the chat log keeps the line marked as forwarded."""
+    from bridges.telegram.parse import parse_update
+
+    core = pipeline.core
+    ns = Namespace("default", "tg:3002")
+    own = {"message_id": 1, "date": 1764500000, "text": "我叫阿杰。", "chat": {"id": 3002, "type": "private"},
+           "from": {"id": 3002, "is_bot": False, "first_name": "A", "language_code": "zh-hans"}}
+    await pipeline.handle("default", parse_update(own))
+    fwd = parse_update({**own, "message_id": 2, "date": 1764500100, "text": text, **origin})
+    res = await pipeline.handle("default", fwd)
+    assert res.captured == [] and [m.text for m in core.list(ns)] == ["我叫阿杰。"]
+    tail = [line.text for line in core.store.chat_tail("default", fwd.chat, 10) if line.role == "user"]
+    assert tail[:1] == ["我叫阿杰。"] and tail[1] == "［转发］" + text
