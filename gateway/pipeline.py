@@ -373,7 +373,7 @@ class Pipeline:
                                 min_hits=rc.min_hits, max_chars=rc.max_chars, timeout_s=rc.timeout_s,
                                 min_grounding=rc.min_grounding,
                                 embedder=self.core.index.embedder if rc.embedding_check else None,
-                                limit=t.recall_k, reason=reason)
+                                limit=t.recall_k, reason=reason, tz=t.tz)
         res.latency_ms["recollection"] = rec.latency_ms
 
         def book() -> None:
