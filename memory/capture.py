@@ -29,7 +29,9 @@ by ``memory.model_prompts.escape_block`` when it reaches a prompt.
 
 Long messages: sentences longer than ``MAX_FACT_CHARS`` are split at clause
 breaks (then hard-split), so no fact reaches the embedder over its limit
-(``memory.embed.MAX_CHARS``); at most ``MAX_FACTS`` facts per message.
+(``memory.embed.MAX_CHARS``); every part of a speaker's sentence is theirs, so
+no remainder is lost. At most ``MAX_FACTS`` facts per message (``cap_facts``):
+identity, relationships and dated facts first, and what is left out is logged.
 
 ``capture`` stores the facts of a new message; ``capture_edit`` applies an
 edited message to the memories derived from the original (same key → new
@@ -71,6 +73,7 @@ __all__ = [
     "parse_extraction",
     "MAX_FACT_CHARS",
     "MAX_FACTS",
+    "cap_facts",
 ]
 
 log = logging.getLogger(__name__)
@@ -426,9 +429,31 @@ class Extractor(Protocol):
     def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ, *, addressed: bool = False) -> list[Fact]: ...
 
 
-def _sentences(text: str) -> list[str]:
-    """Candidate fact sentences: split also at semicolons, none over MAX_FACT_CHARS."""
-    return split_sentences(text, semicolons=True, max_chars=MAX_FACT_CHARS)
+def _priority(f: Fact) -> int:
+    """0 identity (profile.*), 1 relationships (people, pets), 2 dated facts, 3 other
+    slots, 4 the rest: the order in which a capped message keeps its facts."""
+    if f.key.startswith("profile.") or f.key in IDENTITY_KEYS:
+        return 0
+    if f.key.startswith(("person.", "pet.")) or f.category is Category.RELATIONSHIP:
+        return 1
+    if f.event_time is not None:
+        return 2
+    return 3 if f.key else 4
+
+
+def cap_facts(facts: list[Fact], limit: int = MAX_FACTS) -> list[Fact]:
+    """At most ``limit`` facts, in message order, chosen by ``_priority`` then
+    importance (identity, relationships and dates first); what is left is logged
+    (how many, with their categories and keys — no text). The message itself stays
+    whole in the chat log."""
+    if len(facts) <= limit:
+        return facts
+    ranked = sorted(range(len(facts)), key=lambda i: (_priority(facts[i]), -facts[i].importance, i))
+    kept = sorted(ranked[:limit])
+    left = [facts[i] for i in ranked[limit:]]
+    log.info("capture: %d facts in one message, cap %d; left out (in the chat log only): %s", len(facts), limit,
+             ", ".join(f"{f.category.value}:{f.key or '-'}" for f in left))
+    return [facts[i] for i in kept]
 
 
 def _is_speaker_statement(sentence: str, addressed: bool) -> bool:
@@ -652,23 +677,30 @@ class HeuristicExtractor:
 
     def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ, *, addressed: bool = False) -> list[Fact]:
         facts: list[Fact] = []
-        for sent in _sentences(clean_text(text)):
-            if len(facts) >= MAX_FACTS:
-                log.info("capture: message has more than %d facts; the rest stays in the chat log only", MAX_FACTS)
-                break
-            fact = self.sentence_fact(sent, said_at, tz, addressed=addressed)
-            if fact is not None:
-                facts.append(fact)
-        return facts
+        for whole in split_sentences(clean_text(text), semicolons=True):
+            parts = split_sentences(whole, max_chars=MAX_FACT_CHARS) if len(whole) > MAX_FACT_CHARS else [whole]
+            # the parts of a long sentence are the speaker's when the sentence is: its
+            # remainder has no 我 of its own ("我第1次…，第2次…，…最后去了杭州")
+            continued = len(parts) > 1 and _is_speaker_statement(whole, addressed)
+            if len(parts) > 1 and not continued:
+                continue
+            for part in parts:
+                fact = self.sentence_fact(part, said_at, tz, addressed=addressed, continued=continued)
+                if fact is not None:
+                    facts.append(fact)
+        return cap_facts(facts)
 
     @staticmethod
-    def sentence_fact(sent: str, said_at: datetime, tz: str = DEFAULT_TZ, *, addressed: bool = False) -> Fact | None:
+    def sentence_fact(sent: str, said_at: datetime, tz: str = DEFAULT_TZ, *, addressed: bool = False,
+                      continued: bool = False) -> Fact | None:
         """The fact of one sentence, or None when it is not a first-person statement
-        (nor, when ``addressed``, a subject-less statement about the speaker)."""
+        (nor, when ``addressed``, a subject-less statement about the speaker).
+        ``continued``: ``sent`` is a part of a longer sentence already found to be
+        the speaker's statement."""
         if len(sent) < MIN_CHARS or sent.startswith("/"):
             return None
         plain = to_simplified(sent)  # the patterns are written in simplified Chinese; the memory keeps the original
-        if not _is_speaker_statement(sent, addressed):
+        if not continued and not _is_speaker_statement(sent, addressed):
             return None
         if is_instruction_like(sent):
             return Fact(text=_quoted(sent), category=Category.OTHER, importance=0.1, source=sent, quoted=True)
@@ -763,7 +795,7 @@ def parse_extraction(raw: str, message: str, said_at: datetime, tz: str = DEFAUL
     if not isinstance(items, list):
         return None
     facts: list[Fact] = []
-    for item in items[:MAX_FACTS]:
+    for item in items[:4 * MAX_FACTS]:
         if not isinstance(item, dict):
             continue
         text = item.get("text")
@@ -873,7 +905,7 @@ class LLMExtractor:
         if len(kept) < len(facts):
             log.info("capture: %d of %d model facts failed the filters (question, greeting, small talk, "
                      "not the speaker, gateway text, not in the message)", len(facts) - len(kept), len(facts))
-        return kept
+        return cap_facts(kept)
 
 
 # -- storing ---------------------------------------------------------------------------

@@ -546,3 +546,40 @@ def test_model_subjectless_facts_count_only_when_said_to_the_bot(llm):
     llm.enqueue_extraction(answer)
     assert [f.text for f in LLMExtractor(sync_complete(llm)).extract("周五生日", AT, addressed=True)] == ["周五生日"]
     assert LLMExtractor(sync_complete(llm)).extract("周五生日", AT) == []
+
+
+@pytest.mark.parametrize("lead, closing, key", [
+    ("我喜欢第{i}种茶。", "对了，我的生日是3月14日", "profile.birthday"),
+    ("I like tea number {i}. ", "By the way, my birthday is March 14th.", "profile.birthday"),
+    ("我去过第{i}个城市。", "我女朋友叫小美。", "person.小美.relation"),
+])
+def test_a_cap_keeps_identity_relationships_and_dates_first(lead, closing, key, caplog):
+    """24 short first-person sentences then the birthday (or a relationship): the cap
+    keeps the important fact, drops the least important one, and logs what it left."""
+    text = "".join(lead.format(i=i) for i in range(24)) + closing
+    with caplog.at_level("INFO", logger="memory.capture"):
+        facts = H.extract(text, AT)
+    assert len(facts) == 24 and key in [f.key for f in facts]
+    assert facts[-1].key == key  # message order is kept
+    assert any("cap 24" in r.getMessage() and "left out" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("text, tail", [
+    ("我" + "，".join(f"第{i}次去了杭州西湖边散步" for i in range(60)) + "，最后搬去了成都", "最后搬去了成都"),
+    ("I " + ", then ".join(f"walked around the lake for the {i}th time" for i in range(20)) + ", and finally moved to Lisbon",
+     "finally moved to Lisbon"),
+])
+def test_the_remainder_of_a_long_sentence_is_kept(text, tail):
+    """A first-person sentence over MAX_FACT_CHARS is split; its parts without 我/I
+    are still the speaker's, so its end is captured."""
+    facts = H.extract(text, AT)
+    assert len(text) > MAX_FACT_CHARS and len(facts) > 1
+    assert all(len(f.text) <= MAX_FACT_CHARS for f in facts)
+    assert tail in facts[-1].text
+    assert "".join(f.source for f in facts).replace(" ", "") == text.replace(" ", "")
+
+
+def test_a_long_sentence_about_someone_else_is_still_no_fact():
+    """Splitting does not turn the parts of someone else's long sentence into the speaker's."""
+    text = "她" + "，".join(f"第{i}次去了杭州西湖边散步" for i in range(60)) + "。"
+    assert H.extract(text, AT) == []
