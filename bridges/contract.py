@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memory.types import ChatKind, ChatRef
 
-__all__ = ["InboundMessage", "ReplyRef", "Outbound", "Attachment", "MAX_TEXT_CHARS", "TurnResult", "TurnHandler"]
+__all__ = ["InboundMessage", "Withdrawal", "ReplyRef", "Outbound", "Attachment", "MAX_TEXT_CHARS", "TurnResult", "TurnHandler"]
 
 #: Longest message text accepted (characters): far above any IM platform's own
 #: limit (Telegram 4096, QQ ~4500), small enough that one request cannot tie up
@@ -122,6 +122,28 @@ class InboundMessage(BaseModel):
         return ChatRef(self.platform, self.chat_kind, self.chat_id, self.thread_id)
 
 
+class Withdrawal(BaseModel):
+    """A person withdrew (recalled) one of their messages: OneBot v11
+    ``friend_recall`` / ``group_recall`` notices. ``sender_id`` is the message's
+    author (the subject whose memories it taught), ``operator_id`` who withdrew
+    it (an admin in a group; the author otherwise). Ids are strings."""
+
+    model_config = ConfigDict(frozen=True)
+
+    platform: str
+    message_id: str
+    sender_id: str
+    chat_kind: ChatKind
+    chat_id: str
+    operator_id: str | None = None
+    timestamp: datetime | None = None
+
+    @property
+    def chat(self) -> ChatRef:
+        """The chat as a core ChatRef (validated)."""
+        return ChatRef(self.platform, self.chat_kind, self.chat_id)
+
+
 class Attachment(BaseModel):
     """A file to send with a reply (e.g. a ``/memory export``): ``data`` is the
     file's bytes; ``mime_type`` e.g. ``application/json``."""
@@ -198,3 +220,5 @@ class TurnHandler(Protocol):
     def handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False) -> Awaitable[TurnResult]: ...
 
     def migrate_chat(self, tenant: str, old: ChatRef, new: ChatRef) -> Awaitable[Any]: ...
+
+    def withdraw(self, tenant: str, withdrawal: Withdrawal) -> Awaitable[list[str]]: ...

@@ -24,7 +24,7 @@ from gateway.commands import run_command
 from gateway.config import Settings, TenantSettings
 from gateway.errors import LLMError, UnknownTenant
 from gateway.llm import ChatModel
-from bridges.contract import InboundMessage, TurnResult
+from bridges.contract import InboundMessage, TurnResult, Withdrawal
 from gateway.observability import turn_record, write_turn
 from gateway.character_prompt import build_messages
 from locales import resolve_language, translate
@@ -207,6 +207,11 @@ class Pipeline:
         not retried forever. ``done``: collect the line id there instead of marking
         it (the caller marks a batch at once)."""
         t = self.tenant(job.tenant)
+        if self.core.store.is_redacted(job.tenant, job.chat, job.message_id):
+            log.info("capture of %s message %s skipped: the message was withdrawn", job.namespace, job.message_id)
+            if job.line_id:
+                self.core.store.capture_done(job.line_id)
+            return []
         try:
             results = capture(self.core, job.namespace, _without_bot_mention(job.text, t), chat=job.chat,
                               said_at=job.at, message_id=job.message_id, extractor=extractor, tz=t.tz,
@@ -221,7 +226,44 @@ class Pipeline:
             done.append(job.line_id)
         elif job.line_id:
             self.core.store.capture_done(job.line_id)
+        if results and self.core.store.is_redacted(job.tenant, job.chat, job.message_id):
+            # withdrawn while this capture ran: what it just stored goes too
+            self._retract_from(job.namespace, job.chat, job.message_id)
+            return []
         return [r.memory.id for r in results if r.memory is not None and r.action not in ("rejected", "conflict")]
+
+    def _retract_from(self, ns: Namespace, chat: ChatRef, message_id: str) -> list[str]:
+        """Retract every live memory of ``ns`` learned from ``message_id`` of ``chat``."""
+        gone = []
+        for memory in self.core.store.find_by_source(ns, chat, message_id):
+            try:
+                self.core.retract(ns, memory.id, actor="withdraw")
+            except LookupError:  # retracted meanwhile
+                continue
+            gone.append(memory.id)
+        return gone
+
+    async def withdraw(self, tenant: str, w: Withdrawal) -> list[str]:
+        """A person withdrew message ``w.message_id``: its chat-log line is redacted
+        (and a message that arrives after its withdrawal is neither logged nor
+        captured), a capture still due on it never runs, one running now is undone,
+        and every memory it taught is retracted, as an edit to nothing would
+        (history gone, no tombstone: said again, it is new). Idempotent. Returns
+        the ids retracted. Raises UnknownTenant, or NamespaceError for ids outside
+        their patterns."""
+        self.tenant(tenant)
+        chat = w.chat
+        if not chat.is_group and w.chat_id != w.sender_id:  # a private chat is keyed by its person
+            chat = ChatRef(w.platform, chat.kind, w.sender_id, chat.thread_id)
+        ns = await asyncio.to_thread(resolve_identity, self.core.store, tenant, w.platform, w.sender_id)
+
+        def work() -> list[str]:
+            self.core.store.withdraw_line(ns, chat, w.message_id)
+            return self._retract_from(ns, chat, w.message_id)
+
+        gone = await asyncio.to_thread(work)
+        log.info("withdrawal of %s message %s in %s: %d memories retracted", ns, w.message_id, chat.key, len(gone))
+        return gone
 
     async def _capture(self, job: PendingCapture, *, last_try: bool = False) -> list[str]:
         """``_capture_sync`` in a thread (the extractor is made here, on the loop)."""

@@ -26,10 +26,10 @@ from typing import Any
 
 from bridges.qq.cqcode import decode_cq
 from bridges.common import epoch_utc
-from bridges.contract import InboundMessage, ReplyRef
+from bridges.contract import InboundMessage, ReplyRef, Withdrawal
 from memory.types import ID_RE, ChatKind
 
-__all__ = ["parse_event", "PLATFORM", "ANONYMOUS_USER_ID"]
+__all__ = ["parse_event", "parse_recall", "PLATFORM", "ANONYMOUS_USER_ID"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,34 @@ def _segments(message: Any) -> list[dict]:
     if isinstance(message, list):
         return [seg for seg in message if isinstance(seg, dict)]
     return []
+
+
+def parse_recall(event: dict) -> Withdrawal | None:
+    """A OneBot v11 withdrawal notice as a Withdrawal, or None for anything else.
+
+    ``friend_recall`` (``user_id`` wrote and withdrew ``message_id`` in a private
+    chat) and ``group_recall`` (``user_id`` wrote it in ``group_id``;
+    ``operator_id`` withdrew it). ``time`` as UTC when valid. Never raises."""
+    if not isinstance(event, dict) or event.get("post_type") != "notice":
+        return None
+    kind = event.get("notice_type")
+    if kind not in ("friend_recall", "group_recall"):
+        return None
+    user_id, message_id = _id(event.get("user_id")), _id(event.get("message_id"))
+    if user_id is None or message_id is None:
+        log.warning("onebot: %s notice without valid user_id/message_id, ignored", kind)
+        return None
+    if kind == "group_recall":
+        group_id = _id(event.get("group_id"))
+        if group_id is None:
+            log.warning("onebot: group_recall of message %s without valid group_id, ignored", message_id)
+            return None
+        chat_kind, chat_id = ChatKind.GROUP, group_id
+    else:
+        chat_kind, chat_id = ChatKind.PRIVATE, user_id
+    return Withdrawal(platform=PLATFORM, message_id=message_id, sender_id=user_id, chat_kind=chat_kind,
+                      chat_id=chat_id, operator_id=_id(event.get("operator_id")) or user_id,
+                      timestamp=epoch_utc(event.get("time"), log, f"onebot: recall of {message_id}"))
 
 
 def _forward_text(data: dict, depth: int = 0) -> list[str]:

@@ -227,3 +227,68 @@ async def test_forwarded_text_is_not_the_forwarders_statement(pipeline, origin, 
     assert res.captured == [] and [m.text for m in core.list(ns)] == ["我叫阿杰。"]
     tail = [line.text for line in core.store.chat_tail("default", fwd.chat, 10) if line.role == "user"]
     assert tail[:1] == ["我叫阿杰。"] and tail[1] == "［转发］" + text
+
+
+# -- withdrawals (issue 12, item 4) ------------------------------------------------------
+
+QQ = Namespace("default", "qq:20001")
+
+
+def qq_msg(text, mid, *, group=False, at=None):
+    from bridges.qq.parse import parse_event
+
+    event = {"post_type": "message", "message_type": "group" if group else "private", "sub_type": "friend",
+             "time": int((at or T0).timestamp()), "self_id": 10000, "user_id": 20001, "message_id": mid,
+             "message": ([{"type": "at", "data": {"qq": "10000"}}] if group else []) + [{"type": "text", "data": {"text": text}}],
+             "sender": {"user_id": 20001, "nickname": "阿杰"}}
+    if group:
+        event["group_id"] = 30001
+    return parse_event(event)
+
+
+def recall(mid, *, group=False):
+    from bridges.qq.parse import parse_recall
+
+    notice = {"post_type": "notice", "notice_type": "group_recall" if group else "friend_recall", "time": 1764500200,
+              "self_id": 10000, "user_id": 20001, "message_id": mid}
+    if group:
+        notice.update(group_id=30001, operator_id=20009)
+    return parse_recall(notice)
+
+
+@pytest.mark.parametrize("text, query", [("我对芒果过敏。", "我对什么过敏？"), ("I'm allergic to mangoes.", "What am I allergic to?")])
+@pytest.mark.parametrize("group", [False, True])
+async def test_a_withdrawn_message_unteaches_what_it_taught(pipeline, text, query, group):
+    """friend_recall / group_recall of 9002 retracts its memory, takes its line out of
+    the tail and out of recall; a second notice changes nothing; another message's
+    memory stays."""
+    core = pipeline.core
+    await pipeline.handle("default", qq_msg("我叫阿杰。", 9001, group=group))
+    taught = await pipeline.handle("default", qq_msg(text, 9002, group=group, at=T0 + timedelta(minutes=1)))
+    (mid,) = taught.captured
+    assert await pipeline.withdraw("default", recall(9002, group=group)) == [mid]
+    assert await pipeline.withdraw("default", recall(9002, group=group)) == []
+    assert [m.text for m in core.list(QQ)] == ["我叫阿杰。"]
+    later = await pipeline.handle("default", qq_msg(query, 9003, group=group, at=T0 + timedelta(minutes=2)))
+    assert mid not in later.recalled
+    from memory.types import ChatRef
+
+    tail = [line.text for line in core.store.chat_tail("default", ChatRef.parse(taught.chat), 20)]
+    assert text not in tail and "我叫阿杰。" in tail
+    assert core.index.ids(QQ) == {m.id for m in core.list(QQ)}
+
+
+async def test_a_withdrawal_before_the_capture_ran_stores_nothing(pipeline):
+    """The notice arrives while the capture is still queued (background capture), or
+    even before the message itself: nothing is learned and nothing is logged."""
+    core = pipeline.core
+    queued = await pipeline.handle("default", qq_msg("我对芒果过敏。", 9102), background_capture=True)
+    assert queued.capture_pending
+    await pipeline.withdraw("default", recall(9102))
+    await pipeline.drain()
+    assert core.list(QQ) == []
+    await pipeline.withdraw("default", recall(9103))  # the notice overtakes its message
+    late = await pipeline.handle("default", qq_msg("I'm allergic to mangoes.", 9103))
+    assert late.captured == [] and core.list(QQ) == []
+    tail = [line.text for line in core.store.chat_tail("default", qq_msg("x", 1).chat, 20)]
+    assert "我对芒果过敏。" not in tail and "I'm allergic to mangoes." not in tail
