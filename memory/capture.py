@@ -918,6 +918,37 @@ def _memory(core, ns: Namespace, f: Fact, chat: ChatRef | None, said_at: datetim
                     source_message_id=message_id, created_at=said_at, event_time=f.event_time)
 
 
+CONTRADICTION_WINDOW = 200
+"""Newest live memories of the namespace a new fact is checked against (memory.contradiction)."""
+
+
+def _contradicted(core, ns: Namespace, f: Fact, said_at: datetime):
+    """The live memory of ``ns`` that ``f`` updates or contradicts in other words
+    ("I love coffee." → "I hate coffee now.", 我住在上海 → 我上个月搬到杭州了), judged
+    by ``memory.contradiction.judge`` (the closest topic wins); None when none, when
+    a memory already holds ``f``'s key (the slot supersedes it by itself), or when
+    ``f`` is a quoted statement. The caller revises it in place: history keeps the
+    old text."""
+    from memory.contradiction import judge
+
+    if f.quoted:
+        return None
+    best = None
+    for live in core.list(ns, limit=CONTRADICTION_WINDOW):
+        if f.key and live.key == f.key:
+            return None
+        if live.created_at is not None and live.created_at > said_at:
+            continue  # a newer statement is not replaced by an older one
+        verdict = judge(live.text, f.text)
+        if verdict.changes and (best is None or verdict.overlap > best[0]):
+            best = (verdict.overlap, live, verdict)
+    if best is None:
+        return None
+    log.info("capture %s: new fact %s memory %s (%s, topic overlap %.2f)", ns, best[2].kind, best[1].id,
+             best[2].family or "-", best[0])
+    return best[1]
+
+
 def _addressed(chat: ChatRef | None, addressed: bool | None) -> bool:
     return (chat is None or not chat.is_group) if addressed is None else addressed
 
@@ -953,7 +984,9 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
     follows the chat (group → GROUP with the group as origin, else PRIVATE).
     Returns the ``AddResult`` of each fact (stored / deduped / superseded /
     conflict / rejected; reason ``weaker`` when an identity slot would be
-    replaced by a weaker reading, see IDENTITY_KEYS).
+    replaced by a weaker reading, see IDENTITY_KEYS; ``revised`` when the fact
+    updates or contradicts a live memory in other words, ``memory.contradiction``:
+    that memory takes the new text, its history keeps the old one).
     """
     extractor = extractor or HeuristicExtractor()
     if own_texts:
@@ -965,8 +998,9 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
         if weaker is not None:
             results.append(weaker)
             continue
+        old = _contradicted(core, ns, f, said_at)
         results.append(core.add(ns, _memory(core, ns, f, chat, said_at, message_id), said_at=said_at,
-                                evidence=f.source or text))
+                                evidence=f.source or text, replaces=old.id if old is not None else None))
     if results:
         log.info("capture %s: %s", ns, ",".join(r.action for r in results))
     return results

@@ -583,3 +583,35 @@ def test_a_long_sentence_about_someone_else_is_still_no_fact():
     """Splitting does not turn the parts of someone else's long sentence into the speaker's."""
     text = "她" + "，".join(f"第{i}次去了杭州西湖边散步" for i in range(60)) + "。"
     assert H.extract(text, AT) == []
+
+
+@pytest.mark.parametrize("old, new", [
+    ("I love coffee.", "I hate coffee now."),
+    ("我住在上海", "我上个月搬到杭州了"),
+    ("我喜欢猫", "我不喜欢猫了"),
+    ("I work at Google", "I switched jobs and now work at Stripe"),
+    ("我女朋友叫小美", "我和小美分手了"),
+])
+def test_a_contradiction_in_other_words_supersedes_with_history(core, namespace, old, new):
+    """A new statement that updates or contradicts a live one on the same topic
+    (opposite polarity, or a change verb) leaves one live memory; history keeps both."""
+    t0 = datetime.now(timezone.utc) - timedelta(days=40)
+    first = capture(core, namespace, old, chat=DM, said_at=t0, message_id="1")[0].memory
+    r = capture(core, namespace, new, chat=DM, said_at=t0 + timedelta(days=30), message_id="2")
+    # revised in place by the judge, or superseded when both share a slot key (like.猫)
+    assert [(x.action in ("revised", "superseded"), x.memory.id) for x in r] == [(True, first.id)]
+    (live,) = core.list(namespace)
+    assert live.id == first.id and live.text.startswith(new.rstrip("。"))
+    assert [v.text for v in core.history(namespace, first.id)][0] == old
+    assert core.index.ids(namespace) == {first.id}
+
+
+@pytest.mark.parametrize("old, new", [
+    ("我住在上海", "我喜欢咖啡"), ("I love coffee.", "I love my cat Luna."), ("我喜欢猫", "我讨厌下雨天"),
+])
+def test_unrelated_statements_both_stay_live(core, namespace, old, new):
+    """Another topic, even with the opposite polarity, supersedes nothing."""
+    t0 = datetime.now(timezone.utc) - timedelta(days=2)
+    capture(core, namespace, old, chat=DM, said_at=t0, message_id="1")
+    r = capture(core, namespace, new, chat=DM, said_at=t0 + timedelta(hours=1), message_id="2")
+    assert [x.action for x in r] == ["stored"] and len(core.list(namespace)) == 2
