@@ -918,7 +918,7 @@ def _memory(core, ns: Namespace, f: Fact, chat: ChatRef | None, said_at: datetim
                     source_message_id=message_id, created_at=said_at, event_time=f.event_time)
 
 
-CONTRADICTION_WINDOW = 200
+CONTRADICTION_WINDOW = 100
 """Newest live memories of the namespace a new fact is checked against (memory.contradiction)."""
 
 
@@ -929,10 +929,10 @@ def _contradicted(core, ns: Namespace, f: Fact, said_at: datetime):
     a memory already holds ``f``'s key (the slot supersedes it by itself), or when
     ``f`` is a quoted statement. The caller revises it in place: history keeps the
     old text."""
-    from memory.contradiction import judge
+    from memory.contradiction import can_change, judge
 
-    if f.quoted:
-        return None
+    if f.quoted or not can_change(f.text):
+        return None  # no slot family, polarity or change verb: nothing it could update
     best = None
     for live in core.list(ns, limit=CONTRADICTION_WINDOW):
         if f.key and live.key == f.key:

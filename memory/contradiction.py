@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from memory.text import to_simplified, tokens
 
-__all__ = ["Verdict", "judge", "CHANGES", "TOPIC_OVERLAP"]
+__all__ = ["Verdict", "judge", "can_change", "CHANGES", "TOPIC_OVERLAP"]
 
 TOPIC_OVERLAP = 0.5
 """Least overlap coefficient of two statements' topic tokens for one topic."""
@@ -112,14 +113,29 @@ def _polarity(text: str) -> int:
     return 1 if _POSITIVE_RE.search(text) else 0
 
 
+@lru_cache(maxsize=8192)
+def _read(text: str) -> tuple[str, frozenset[str], tuple[str, str] | None, int, bool]:
+    """(simplified text, topic tokens, family, polarity, says a change) of one
+    statement; cached, as capture judges each new fact against the same live
+    memories message after message."""
+    plain = to_simplified(text or "").strip()
+    return plain, frozenset(_topic(plain)), _family(plain), _polarity(plain), bool(_CHANGE_RE.search(plain))
+
+
+def can_change(new: str) -> bool:
+    """False when ``new`` has no slot family, no polarity and no change verb: then
+    ``judge`` can only call it a restatement or unrelated, whatever the old one."""
+    _plain, _topic_tokens, family, polarity, changed = _read(new)
+    return family is not None or polarity != 0 or changed
+
+
 def judge(old: str, new: str) -> Verdict:
     """What the statement ``new`` does to the live statement ``old`` (both the
     same person's, zh/en/mixed, traditional folded to simplified). Never raises."""
-    a, b = to_simplified(old or "").strip(), to_simplified(new or "").strip()
-    ta, tb = _topic(a), _topic(b)
+    _a, ta, fa, pa, change_a = _read(old)
+    _b, tb, fb, pb, change_b = _read(new)
     overlap = len(ta & tb) / min(len(ta), len(tb)) if ta and tb else 0.0
-    fa, fb = _family(a), _family(b)
-    changed = bool(_CHANGE_RE.search(b)) and not _CHANGE_RE.search(a)
+    changed = change_b and not change_a
     if fa is not None and fb is not None and fa[0] == fb[0]:
         same_value = fa[1] == fb[1] or (fa[1] and fb[1] and (fa[1] in fb[1] or fb[1] in fa[1]))
         if not same_value or changed:
@@ -127,7 +143,6 @@ def judge(old: str, new: str) -> Verdict:
         return Verdict("restatement", overlap, fa[0])
     if overlap < (CHANGE_OVERLAP if changed else TOPIC_OVERLAP):
         return Verdict("unrelated", overlap)
-    pa, pb = _polarity(a), _polarity(b)
     if pa and pb and pa != pb:
         return Verdict("contradiction", overlap)
     if changed:
