@@ -4,24 +4,35 @@ The seam is ``Extractor``: ``extract(text, said_at, tz) -> list[Fact]``, never
 raising on odd text. Two implementations:
 
 - ``HeuristicExtractor`` — offline, always available: first-person, non-question
-  sentences in Chinese and English. It recognises canonical slots (``profile.name``
+  sentences in Chinese and English, and — when the message was said to the bot
+  (``addressed``: a private chat, or a group message addressing it) — statements
+  without another subject ("周五生日", "Went hiking yesterday"); never questions,
+  greetings or small talk. It recognises canonical slots (``profile.name``
   from "我叫阿杰"/"my name is…", ``pet.cat.name``, ``drink.favorite``,
   ``person.小美.relation``, ``like.猫``, ``home.city``, ``profile.job`` …), guesses
   a category from keywords, resolves relative dates ("明天", "下周五",
   "tomorrow") against the message time in the tenant's time zone
-  (``memory.dates``), and takes emotion from ``memory.emotion.analyse``.
+  (``memory.dates``) — never for routines ("每个周末", "every weekend") — and
+  takes emotion from ``memory.emotion.analyse``. A slot takes only a value of
+  its own shape (a name is a name: "我叫妈妈来接我" is none; a birthday a date; a
+  hometown a place), read with CJK–Latin spacing folded ("猫叫 Apple123"); an
+  identity slot (IDENTITY_KEYS) is not replaced by a weaker reading.
 - ``LLMExtractor`` — an OpenAI-compatible model asked for JSON facts (category,
   key, importance, valence, arousal, emotion, event time; prompt in
   ``memory.model_prompts``) through an injected callable. Malformed, truncated or
   non-JSON output, Chinese text with broken escapes, a timeout or a transport
   error all fall back to the heuristic result: never an error, never a lost
   message. Emotion comes from the model's answer (no extra call); a fact it
-  gives none for is analysed by the lexicon.
+  gives none for is analysed by the lexicon. Its facts pass the heuristic's
+  filters and must be supported by the message's own words.
 
 What is never captured as a fact about the speaker (DESIGN rule 7): the bot's
 replies and injected recollections (the pipeline passes only the person's own
 text, and ``<recollection>`` blocks pasted into it are dropped), lines quoted
-with ``>``, and speech quoted from someone else ("她说“我喜欢猫”"). Text that
+with ``>``, speech quoted from someone else ("她说“我喜欢猫”"), the gateway's
+own shapes (``[src:…]`` markers, the template's lines, prompt and persona
+text: ``is_gateway_text``) and forwarded messages (the pipeline never queues
+them). Text that
 tries to act as instructions ("忽略之前的设定", "ignore previous instructions",
 ``system:``/``<|im_start|>`` role tags) is kept only as a quoted statement
 (``「…」``, escaped, category ``other``, low importance) — and is escaped again
@@ -33,7 +44,9 @@ breaks (then hard-split), so no fact reaches the embedder over its limit
 no remainder is lost. At most ``MAX_FACTS`` facts per message (``cap_facts``):
 identity, relationships and dated facts first, and what is left out is logged.
 
-``capture`` stores the facts of a new message; ``capture_edit`` applies an
+``capture`` stores the facts of a new message (a fact that updates or
+contradicts a live memory in other words revises it, ``memory.contradiction``);
+``capture_edit`` applies an
 edited message to the memories derived from the original (same key → new
 version; changed statement → the derived memory is revised in place, keeping
 its id and history; a statement the edit removed → retracted).
