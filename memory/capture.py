@@ -173,7 +173,14 @@ _NOT_SPEAKER_EN = frozenset((
     "you your yours he she it they we him her them his its their this that these those there here what who which "
     "the a an my our hi hello hey thanks thank thx ty good morning night evening afternoon lol lmao haha hahaha ok okay "
     "sure yes yeah yep nope no nice cool great awesome bye see sounds welcome np hmm hm oh wow omg please sorry "
-    "well maybe congrats").split())
+    "well maybe congrats congratulations agreed agree exactly indeed true totally definitely absolutely "
+    "don't dont can't cant have let let's lets keep stay take enjoy be go").split())
+# a gerund subject ("Taking care of ourselves is key"), a name or friend called at the end ("…, John!")
+_GERUND_SUBJECT_EN = re.compile(r"\b(?:is|was|are|were|'s|will|would|can|could|must|should|might|may|makes|pays|helps|"
+                                r"takes|gives|means|feels|seems|sounds|looks|has|have|had|made)\b", re.I)
+_SMALL_TALK_EN = re.compile(r"^\s*(?:got it|sounds? (?:good|great|fun)|looking forward|see you|take care|good luck|no worries|"
+                            r"no problem|my pleasure|just like|totally|so true|same here|fair enough|will do)\b", re.I)
+_VOCATIVE_EN = re.compile(r",\s*(?:[A-Z][a-z]+|buddy|dude|mate|man|bro|girl|guys|friend)\s*[!.?~]*\s*$")
 _LEADING_EN = frozenset((
     "just finally also still really so totally actually recently lately today yesterday tonight tomorrow btw anyway "
     "anyways again already then now last next this soon currently").split())
@@ -182,10 +189,11 @@ _SPEAKER_VERBS_EN = frozenset((
     "sold spent felt slept broke flew drove gave kept paid thought taught caught fell forgot moved adopted love loves "
     "loved hate hated like liked enjoy enjoyed prefer have need want miss missed live lived work worked study studied "
     "own owned off back birthday exam exams interview flight wedding surgery moving starting heading going working "
-    "studying feeling learning leaving flying visiting getting having starting trying planning been gonna can't cant "
-    "cannot don't dont didn't didnt won't wont am").split())
+    "studying feeling learning leaving flying visiting getting having starting trying planning been gonna "
+    "didn't didnt am").split())
 _EN_NOT_VERB_ING = frozenset("thing something nothing anything everything morning evening king ring string spring "
-                             "wedding building ceiling during".split())
+                             "wedding building ceiling during exciting amazing interesting boring annoying relaxing "
+                             "inspiring refreshing touching stunning surprising disappointing charming".split())
 
 
 def _posseg(sentence: str) -> list[tuple[str, str]]:
@@ -224,15 +232,22 @@ def _subjectless_about_speaker(plain: str) -> bool:
                 guess_category(text) is not Category.OTHER
             return has_content
         return False
-    lowered = [w.lower().replace("’", "'") for w in words]
-    if any(w in ("you", "your", "yours", "u", "ur") for w in lowered):
+    if _SMALL_TALK_EN.match(text):
         return False
+    lowered = [w.lower().replace("’", "'") for w in words]
+    if any(w in ("you", "your", "yours", "u", "ur", "we", "our", "ours", "us", "ourselves") for w in lowered) \
+            or _VOCATIVE_EN.search(text + "!"):
+        return False  # said to someone, or about a "we": not the speaker alone
     rest = [w for w in lowered]
     while rest and rest[0] in _LEADING_EN:
         rest = rest[1:]
     if not rest or rest[0] in _NOT_SPEAKER_EN:
         return False
     head = rest[0]
+    if len(rest) > 1 and rest[1] == "and" and not head.endswith("ed"):
+        return False  # "Love and acceptance …": a noun phrase is the subject
+    if head.endswith("ing") and _GERUND_SUBJECT_EN.search(" ".join(rest[1:])):
+        return False  # "Working out together is a great way of bonding": a gerund is the subject
     return head in _SPEAKER_VERBS_EN or (len(head) > 4 and head.endswith("ed")) or \
         (len(head) > 5 and head.endswith("ing") and head not in _EN_NOT_VERB_ING)
 

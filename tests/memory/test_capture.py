@@ -615,3 +615,25 @@ def test_unrelated_statements_both_stay_live(core, namespace, old, new):
     capture(core, namespace, old, chat=DM, said_at=t0, message_id="1")
     r = capture(core, namespace, new, chat=DM, said_at=t0 + timedelta(hours=1), message_id="2")
     assert [x.action for x in r] == ["stored"] and len(core.list(namespace)) == 2
+
+
+@pytest.mark.parametrize("text", [
+    "Taking care of ourselves is key.", "Working out together is a great way of bonding.", "Have a great day!",
+    "Don't quit!", "Agreed, John!", "Can't wait!", "Got it.", "Looking forward to the next chat!",
+    "Love and acceptance really can be found everywhere.", "Letting go of that pressure made a huge difference.",
+    "Chasing our dreams and helping each other out.",
+])
+def test_english_fragments_with_another_subject_or_small_talk_stay_out(text):
+    """Subject-less English that is small talk, an imperative, a vocative, a gerund or
+    noun subject, or about "we" is not the speaker's fact (sentences from LoCoMo's style)."""
+    assert H.extract(text, AT, addressed=True) == [], text
+
+
+@pytest.mark.parametrize("text", [
+    "Checked out an art show with a friend today - really cool stuff.", "Made this tasty soup recently!",
+    "Just finished \"A Dance with Dragons\".", "Got an email about a volunteer gig at a game dev non-profit.",
+])
+def test_english_subjectless_past_events_are_the_speakers(text):
+    """A subject-less English sentence opening with a past verb, said to the bot, is the speaker's."""
+    (f,) = H.extract(text, AT, addressed=True)
+    assert f.source == text
