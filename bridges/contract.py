@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memory.types import ChatKind, ChatRef
 
-__all__ = ["InboundMessage", "ReplyRef", "Outbound", "Attachment", "MAX_TEXT_CHARS", "TurnResult", "TurnHandler"]
+__all__ = ["InboundMessage", "Withdrawal", "ReplyRef", "Outbound", "Attachment", "MAX_TEXT_CHARS", "TurnResult", "TurnHandler"]
 
 #: Longest message text accepted (characters): far above any IM platform's own
 #: limit (Telegram 4096, QQ ~4500), small enough that one request cannot tie up
@@ -55,6 +55,11 @@ class InboundMessage(BaseModel):
     Unicode (no lone surrogates; NUL characters are dropped from ``text`` and
     ``sender_name``); ``timestamp`` between 1970 and 2100 — a naive timestamp is
     taken as UTC.
+
+    ``forwarded``: the text is forwarded content (Telegram ``forward_origin`` or
+    the older ``forward_from*`` fields, a OneBot ``forward`` segment): someone
+    else's words, never the sender's first-person statement. The pipeline keeps
+    it in the chat log marked as forwarded and captures nothing from it.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -73,6 +78,7 @@ class InboundMessage(BaseModel):
     reply_to: ReplyRef | None = None
     is_edit: bool = False
     is_command: bool = False
+    forwarded: bool = False
     language: str | None = None
     sender_role: str | None = Field(default=None, description="group role when the platform gives one: owner/admin/member")
 
@@ -114,6 +120,28 @@ class InboundMessage(BaseModel):
     def chat(self) -> ChatRef:
         """The chat as a core ChatRef (validated)."""
         return ChatRef(self.platform, self.chat_kind, self.chat_id, self.thread_id)
+
+
+class Withdrawal(BaseModel):
+    """A person withdrew (recalled) one of their messages: OneBot v11
+    ``friend_recall`` / ``group_recall`` notices. ``sender_id`` is the message's
+    author (the subject whose memories it taught), ``operator_id`` who withdrew
+    it (an admin in a group; the author otherwise). Ids are strings."""
+
+    model_config = ConfigDict(frozen=True)
+
+    platform: str
+    message_id: str
+    sender_id: str
+    chat_kind: ChatKind
+    chat_id: str
+    operator_id: str | None = None
+    timestamp: datetime | None = None
+
+    @property
+    def chat(self) -> ChatRef:
+        """The chat as a core ChatRef (validated)."""
+        return ChatRef(self.platform, self.chat_kind, self.chat_id)
 
 
 class Attachment(BaseModel):
@@ -199,3 +227,5 @@ class TurnHandler(Protocol):
         first time ``nonce`` reaches ``tenant`` on ``platform``, else the ``digest``
         recorded then. Blocking (SQL): call it in a thread."""
         ...
+
+    def withdraw(self, tenant: str, withdrawal: Withdrawal) -> Awaitable[list[str]]: ...

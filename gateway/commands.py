@@ -404,7 +404,7 @@ def _emotion(c: _Caller, m: Memory) -> str:
 
 def _last_recalled(c: _Caller, m: Memory) -> str:
     times = [t for t in m.access_times if m.created_at is None or t > m.created_at]
-    return when_text(max(times), c.now, c.lang) if times else c.say("never")
+    return when_text(max(times), c.now, c.lang, _tz(c) or "UTC") if times else c.say("never")
 
 
 def _parts_line(c: _Caller, parts: ScoreParts | None, ranks: dict[str, int] | None) -> str:

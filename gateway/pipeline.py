@@ -24,7 +24,7 @@ from gateway.commands import run_command
 from gateway.config import Settings, TenantSettings
 from gateway.errors import LLMError, UnknownTenant
 from gateway.llm import ChatModel
-from bridges.contract import InboundMessage, TurnResult
+from bridges.contract import InboundMessage, TurnResult, Withdrawal
 from gateway.observability import turn_record, write_turn
 from gateway.character_prompt import build_messages
 from locales import resolve_language, translate
@@ -162,10 +162,12 @@ class Pipeline:
             await self._apply_edit(tenant, t, msg, ns, res)
             res.latency_ms["total"] = _ms(started)
             return res
-        due = res.addressed or not chat.is_group or t.capture_all_group_messages
+        # forwarded text is someone else's words: logged as such, never captured
+        due = (res.addressed or not chat.is_group or t.capture_all_group_messages) and not msg.forwarded
+        logged = translate(lang, "[forwarded] {text}", text=msg.text) if msg.forwarded else msg.text
         line_id = await asyncio.to_thread(
             self.core.store.append_chat, tenant, chat,
-            ChatLine("user", msg.sender_id, msg.text, msg.timestamp, msg.message_id, msg.sender_name),
+            ChatLine("user", msg.sender_id, logged, msg.timestamp, msg.message_id, msg.sender_name),
             capture=ns if due else None, claim=claim)
         if due and line_id is not None:
             self._capturing.add(line_id)  # before the answer: maintenance must not resume it meanwhile
@@ -177,7 +179,8 @@ class Pipeline:
         except BaseException:
             self._capturing.discard(line_id or 0)  # the line keeps its capture for resume_captures
             raise
-        job = PendingCapture(line_id or 0, tenant, ns, chat, msg.message_id, msg.text, msg.timestamp) if due else None
+        job = PendingCapture(line_id or 0, tenant, ns, chat, msg.message_id, msg.text, msg.timestamp,
+                             addressed=res.addressed) if due else None
         if background_capture:
             res.latency_ms["total"] = _ms(started)
             res.capture_pending = job is not None
@@ -204,9 +207,15 @@ class Pipeline:
         not retried forever. ``done``: collect the line id there instead of marking
         it (the caller marks a batch at once)."""
         t = self.tenant(job.tenant)
+        if self.core.store.is_redacted(job.tenant, job.chat, job.message_id):
+            log.info("capture of %s message %s skipped: the message was withdrawn", job.namespace, job.message_id)
+            if job.line_id:
+                self.core.store.capture_done(job.line_id)
+            return []
         try:
             results = capture(self.core, job.namespace, _without_bot_mention(job.text, t), chat=job.chat,
-                              said_at=job.at, message_id=job.message_id, extractor=extractor, tz=t.tz)
+                              said_at=job.at, message_id=job.message_id, extractor=extractor, tz=t.tz,
+                              addressed=_said_to_bot(job, t), own_texts=(t.persona,))
         except Exception:  # noqa: BLE001 - capture never breaks the turn; the line keeps it for a retry
             if not last_try:
                 log.exception("capture failed for %s message %s; it will be retried", job.namespace, job.message_id)
@@ -217,7 +226,44 @@ class Pipeline:
             done.append(job.line_id)
         elif job.line_id:
             self.core.store.capture_done(job.line_id)
+        if results and self.core.store.is_redacted(job.tenant, job.chat, job.message_id):
+            # withdrawn while this capture ran: what it just stored goes too
+            self._retract_from(job.namespace, job.chat, job.message_id)
+            return []
         return [r.memory.id for r in results if r.memory is not None and r.action not in ("rejected", "conflict")]
+
+    def _retract_from(self, ns: Namespace, chat: ChatRef, message_id: str) -> list[str]:
+        """Retract every live memory of ``ns`` learned from ``message_id`` of ``chat``."""
+        gone = []
+        for memory in self.core.store.find_by_source(ns, chat, message_id):
+            try:
+                self.core.retract(ns, memory.id, actor="withdraw")
+            except LookupError:  # retracted meanwhile
+                continue
+            gone.append(memory.id)
+        return gone
+
+    async def withdraw(self, tenant: str, w: Withdrawal) -> list[str]:
+        """A person withdrew message ``w.message_id``: its chat-log line is redacted
+        (and a message that arrives after its withdrawal is neither logged nor
+        captured), a capture still due on it never runs, one running now is undone,
+        and every memory it taught is retracted, as an edit to nothing would
+        (history gone, no tombstone: said again, it is new). Idempotent. Returns
+        the ids retracted. Raises UnknownTenant, or NamespaceError for ids outside
+        their patterns."""
+        self.tenant(tenant)
+        chat = w.chat
+        if not chat.is_group and w.chat_id != w.sender_id:  # a private chat is keyed by its person
+            chat = ChatRef(w.platform, chat.kind, w.sender_id, chat.thread_id)
+        ns = await asyncio.to_thread(resolve_identity, self.core.store, tenant, w.platform, w.sender_id)
+
+        def work() -> list[str]:
+            self.core.store.withdraw_line(ns, chat, w.message_id)
+            return self._retract_from(ns, chat, w.message_id)
+
+        gone = await asyncio.to_thread(work)
+        log.info("withdrawal of %s message %s in %s: %d memories retracted", ns, w.message_id, chat.key, len(gone))
+        return gone
 
     async def _capture(self, job: PendingCapture, *, last_try: bool = False) -> list[str]:
         """``_capture_sync`` in a thread (the extractor is made here, on the loop)."""
@@ -369,7 +415,7 @@ class Pipeline:
                                 min_hits=rc.min_hits, max_chars=rc.max_chars, timeout_s=rc.timeout_s,
                                 min_grounding=rc.min_grounding,
                                 embedder=self.core.index.embedder if rc.embedding_check else None,
-                                limit=t.recall_k, reason=reason)
+                                limit=t.recall_k, reason=reason, tz=t.tz)
         res.latency_ms["recollection"] = rec.latency_ms
 
         def book() -> None:
@@ -418,7 +464,7 @@ class Pipeline:
 
         def recapture() -> list[str]:
             results = capture_edit(self.core, ns, msg.text, chat=chat, said_at=msg.timestamp,
-                                   message_id=msg.message_id, extractor=extractor, tz=t.tz)
+                                   message_id=msg.message_id, extractor=extractor, tz=t.tz, addressed=res.addressed)
             return [r.memory.id for r in results if r.memory is not None and r.action not in ("rejected", "conflict")]
 
         try:
@@ -466,6 +512,18 @@ def _is_memory_command(msg: InboundMessage) -> bool:
 def _run_all(fns: list[Callable[[], None]]) -> None:
     for f in fns:
         f()
+
+
+def _said_to_bot(job: PendingCapture, t: TenantSettings) -> bool:
+    """Was the line said to the bot (its subject-less statements are then the
+    speaker's, memory.capture)? Private chats always; in a group what the turn
+    decided, or for a line read back from the store, true when the tenant does not
+    capture all group messages (then only addressed ones were queued)."""
+    if not job.chat.is_group:
+        return True
+    if job.addressed is not None:
+        return job.addressed
+    return not t.capture_all_group_messages
 
 
 def _without_bot_mention(text: str, t: TenantSettings) -> str:

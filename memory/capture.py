@@ -4,24 +4,35 @@ The seam is ``Extractor``: ``extract(text, said_at, tz) -> list[Fact]``, never
 raising on odd text. Two implementations:
 
 - ``HeuristicExtractor`` — offline, always available: first-person, non-question
-  sentences in Chinese and English. It recognises canonical slots (``profile.name``
+  sentences in Chinese and English, and — when the message was said to the bot
+  (``addressed``: a private chat, or a group message addressing it) — statements
+  without another subject ("周五生日", "Went hiking yesterday"); never questions,
+  greetings or small talk. It recognises canonical slots (``profile.name``
   from "我叫阿杰"/"my name is…", ``pet.cat.name``, ``drink.favorite``,
   ``person.小美.relation``, ``like.猫``, ``home.city``, ``profile.job`` …), guesses
   a category from keywords, resolves relative dates ("明天", "下周五",
   "tomorrow") against the message time in the tenant's time zone
-  (``memory.dates``), and takes emotion from ``memory.emotion.analyse``.
+  (``memory.dates``) — never for routines ("每个周末", "every weekend") — and
+  takes emotion from ``memory.emotion.analyse``. A slot takes only a value of
+  its own shape (a name is a name: "我叫妈妈来接我" is none; a birthday a date; a
+  hometown a place), read with CJK–Latin spacing folded ("猫叫 Apple123"); an
+  identity slot (IDENTITY_KEYS) is not replaced by a weaker reading.
 - ``LLMExtractor`` — an OpenAI-compatible model asked for JSON facts (category,
   key, importance, valence, arousal, emotion, event time; prompt in
   ``memory.model_prompts``) through an injected callable. Malformed, truncated or
   non-JSON output, Chinese text with broken escapes, a timeout or a transport
   error all fall back to the heuristic result: never an error, never a lost
   message. Emotion comes from the model's answer (no extra call); a fact it
-  gives none for is analysed by the lexicon.
+  gives none for is analysed by the lexicon. Its facts pass the heuristic's
+  filters and must be supported by the message's own words.
 
 What is never captured as a fact about the speaker (DESIGN rule 7): the bot's
 replies and injected recollections (the pipeline passes only the person's own
 text, and ``<recollection>`` blocks pasted into it are dropped), lines quoted
-with ``>``, and speech quoted from someone else ("她说“我喜欢猫”"). Text that
+with ``>``, speech quoted from someone else ("她说“我喜欢猫”"), the gateway's
+own shapes (``[src:…]`` markers, the template's lines, prompt and persona
+text: ``is_gateway_text``) and forwarded messages (the pipeline never queues
+them). Text that
 tries to act as instructions ("忽略之前的设定", "ignore previous instructions",
 ``system:``/``<|im_start|>`` role tags) is kept only as a quoted statement
 (``「…」``, escaped, category ``other``, low importance) — and is escaped again
@@ -29,9 +40,13 @@ by ``memory.model_prompts.escape_block`` when it reaches a prompt.
 
 Long messages: sentences longer than ``MAX_FACT_CHARS`` are split at clause
 breaks (then hard-split), so no fact reaches the embedder over its limit
-(``memory.embed.MAX_CHARS``); at most ``MAX_FACTS`` facts per message.
+(``memory.embed.MAX_CHARS``); every part of a speaker's sentence is theirs, so
+no remainder is lost. At most ``MAX_FACTS`` facts per message (``cap_facts``):
+identity, relationships and dated facts first, and what is left out is logged.
 
-``capture`` stores the facts of a new message; ``capture_edit`` applies an
+``capture`` stores the facts of a new message (a fact that updates or
+contradicts a live memory in other words revises it, ``memory.contradiction``);
+``capture_edit`` applies an
 edited message to the memories derived from the original (same key → new
 version; changed statement → the derived memory is revised in place, keeping
 its id and history; a statement the edit removed → retracted).
@@ -44,9 +59,10 @@ import inspect
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timezone
+from functools import lru_cache
 from typing import Protocol
 
 from memory.dates import DEFAULT_TZ, resolve_when, zone
@@ -65,9 +81,12 @@ __all__ = [
     "clean_text",
     "guess_category",
     "is_instruction_like",
+    "is_gateway_text",
+    "without_gateway_text",
     "parse_extraction",
     "MAX_FACT_CHARS",
     "MAX_FACTS",
+    "cap_facts",
 ]
 
 log = logging.getLogger(__name__)
@@ -82,15 +101,24 @@ _FIRST_EN = re.compile(r"\b(i|i'm|i've|i'd|i'll|im|my|me|mine|myself)\b", re.IGN
 _QUESTION_RE = re.compile(r"([?？]\s*$)|([吗呢么嘛]\s*[。!！~～]*\s*$)")
 
 _CATEGORY_WORDS: tuple[tuple[Category, re.Pattern[str]], ...] = (
-    (Category.PROFILE, re.compile(r"我叫|名字|我是|我今年|岁|生日|住在|老家|工作|上班|职业|学生|毕业|"
+    (Category.PROFILE, re.compile(r"名字|我是|我今年|岁|生日|住在|老家|工作|上班|职业|学生|毕业|"
                                   r"\bmy name\b|\bi am a\b|\bi'm a\b|\bi live\b|\bi work\b|\bbirthday\b|\byears old\b", re.I)),
     (Category.PREFERENCE, re.compile(r"喜欢|爱吃|爱喝|爱看|讨厌|不喜欢|最爱|偏爱|受不了|"
                                      r"\blike\b|\blove\b|\bhate\b|\bfavou?rite\b|\bprefer\b|\benjoy\b", re.I)),
     (Category.RELATIONSHIP, re.compile(r"妈妈|爸爸|父母|老婆|老公|女朋友|男朋友|对象|孩子|儿子|女儿|哥哥|姐姐|弟弟|妹妹|朋友|同事|"
                                        r"猫|狗|宠物|\bmom\b|\bdad\b|\bwife\b|\bhusband\b|\bgirlfriend\b|\bboyfriend\b|"
-                                       r"\bkids?\b|\bson\b|\bdaughter\b|\bfriend\b|\bcat\b|\bdog\b|\bpet\b", re.I)),
-    (Category.ROUTINE, re.compile(r"每天|每周|每晚|每早|经常|(?<!非)常(?!识)|总是|习惯|平时|\bevery (day|week|morning|night)\b|"
-                                  r"\busually\b|\balways\b|\boften\b", re.I)),
+                                       r"\bkids?\b|\bson\b|\bdaughter\b|\bfriend\b|\bcats?\b|\bkittens?\b|\bdogs?\b|\bpupp(?:y|ies)\b|\bpets?\b", re.I)),
+    # recurring expressions: a routine, never dated ("每个周末" is no particular Saturday)
+    (Category.ROUTINE, re.compile(r"每(?:个|一个?|隔一?)?(?:天|日|晚|早|周|星期|礼拜|月|年|次|回|季|逢|年的|个月)|每逢|逢年过节|"
+                                  r"隔天|天天|周周|年年|月月|一到(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|晚上|假期)就?|"
+                                  r"(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|礼拜[一二三四五六日天])(?:一般|通常|都|总|常常?|经常)|"
+                                  r"经常|(?<!非)常(?!识)|总是|习惯|平时|平常|通常|一般都|向来|"
+                                  r"\bevery\s+(?:other\s+|single\s+)?(?:day|night|morning|evening|afternoon|week|weekend|month|year|time|"
+                                  r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|summer|winter|spring|autumn|fall)s?\b|"
+                                  r"\beach\s+(?:day|night|morning|evening|week|weekend|month|year)\b|"
+                                  r"\b(?:on\s+)?(?:mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays|weekends)\b|"
+                                  r"\b(?:daily|nightly|weekly|monthly|yearly|annually)\b|\bmost\s+(?:days|nights|mornings|weekends)\b|"
+                                  r"\busually\b|\balways\b|\boften\b|\busually\b|\bevery so often\b", re.I)),
     (Category.EVENT, re.compile(r"明天|昨天|今天|上周|下周|周末|下个月|去年|刚刚|考试|面试|旅行|搬家|"
                                 r"\btomorrow\b|\byesterday\b|\btoday\b|\bnext week\b|\blast week\b|\bweekend\b", re.I)),
     (Category.MOOD, re.compile(r"开心|难过|伤心|焦虑|累|烦|生气|孤独|害怕|紧张|"
@@ -120,6 +148,110 @@ _INSTRUCTION_RE = re.compile(
     r"|(^|\n)\s*(system|assistant|developer)\s*[:：]"
     r"|<\s*/?\s*recollection\s*>", re.I)
 
+# -- statements without a subject (private chats, or the bot addressed) ---------
+# Chinese drops the subject all the time: to the bot, "周五生日" or "上周用 docker
+# 部署了个人博客" is about the speaker. Not so a question, a greeting, small talk
+# ("今天天气不错", "挺好的", "知道了"), a remark to the bot ("你真好") or a
+# sentence with another subject ("小美周五生日", "电影很好看", "It rains").
+
+_SMALL_TALK_ZH = re.compile(
+    r"^(?:(?:你好|您好|早上好|早安|中午好|午安|下午好|晚上好|晚安|哈喽|嗨|嘿|哈+|嘿+|呵+|嘻+|嗯+|哦+|噢+|喔+|啊+|诶|欸|"
+    r"好的?|好吧|好嘞|行吧?|可以|对|对啊|是啊|是的|没错|确实|真的|收到|了解|明白了?|懂了|知道了|谢谢|多谢|感谢|不客气|"
+    r"没事|没关系|拜拜|再见|回头见|晚点聊|加油|辛苦了|厉害|牛|绝了|笑死|晚安啦|早|在吗|在不在|OK|ok|好滴|不错|挺好|还行|还好|太好了)"
+    r"[啊呀啦哦吧嘛哈呢~～!！。.，,、\s]*)+$")
+_WEATHER_ZH = re.compile(r"天气|下雨|下雪|刮风|好热|好冷|太热|太冷|热死|冷死|晴天|阴天|雾霾|气温|降温|升温")
+# person, pronoun, place or organisation names as the first content word: another subject
+_OTHER_SUBJECT_FLAGS = ("r", "nr", "nrfg", "nrt", "ns", "nt", "nz")
+_LEADING_FLAGS = ("t", "tg", "f", "d", "zg", "c", "y", "e", "o", "x", "m", "mq", "uj", "ul")
+_SPEAKER_HEAD_FLAGS = ("v", "vd", "vn", "vg", "a", "ad", "an", "ag", "p", "i", "l")
+_DISCOURSE_ZH = re.compile(r"^(?:对了|话说|其实|说真的|顺便说一下|顺便|另外|还有|然后|所以|不过|哎|唉|诶|嗯)[，,、\s]*")
+_LEADING_DATE_ZH = re.compile(r"^(?:这|本|下下?|上上?)个?(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|礼拜[一二三四五六日天]|"
+                              r"周|星期|礼拜|月|学期|季度)")
+_PERSONAL_NOUNS_ZH = re.compile(r"生日|考试|面试|婚礼|手术|体检|航班|约会|毕业|入职|离职|出差|搬家|旅行|旅游|加班|上班|下班|"
+                                r"放假|休假|请假|感冒|发烧|生病|住院|失眠|减肥|健身|纪念日|答辩|考研|高考|驾照")
+_NOT_SPEAKER_EN = frozenset((
+    "you your yours he she it they we him her them his its their this that these those there here what who which "
+    "the a an my our hi hello hey thanks thank thx ty good morning night evening afternoon lol lmao haha hahaha ok okay "
+    "sure yes yeah yep nope no nice cool great awesome bye see sounds welcome np hmm hm oh wow omg please sorry "
+    "well maybe congrats congratulations agreed agree exactly indeed true totally definitely absolutely "
+    "don't dont can't cant have let let's lets keep stay take enjoy be go").split())
+# a gerund subject ("Taking care of ourselves is key"), a name or friend called at the end ("…, John!")
+_GERUND_SUBJECT_EN = re.compile(r"\b(?:is|was|are|were|'s|will|would|can|could|must|should|might|may|makes|pays|helps|"
+                                r"takes|gives|means|feels|seems|sounds|looks|has|have|had|made)\b", re.I)
+_SMALL_TALK_EN = re.compile(r"^\s*(?:got it|sounds? (?:good|great|fun)|looking forward|see you|take care|good luck|no worries|"
+                            r"no problem|my pleasure|just like|totally|so true|same here|fair enough|will do)\b", re.I)
+_VOCATIVE_EN = re.compile(r",\s*(?:[A-Z][a-z]+|buddy|dude|mate|man|bro|girl|guys|friend)\s*[!.?~]*\s*$")
+_LEADING_EN = frozenset((
+    "just finally also still really so totally actually recently lately today yesterday tonight tomorrow btw anyway "
+    "anyways again already then now last next this soon currently").split())
+_SPEAKER_VERBS_EN = frozenset((
+    "went got had made took saw met bought lost found quit left began started came ran won ate drank wrote read built "
+    "sold spent felt slept broke flew drove gave kept paid thought taught caught fell forgot moved adopted love loves "
+    "loved hate hated like liked enjoy enjoyed prefer have need want miss missed live lived work worked study studied "
+    "own owned off back birthday exam exams interview flight wedding surgery moving starting heading going working "
+    "studying feeling learning leaving flying visiting getting having starting trying planning been gonna "
+    "didn't didnt am").split())
+_EN_NOT_VERB_ING = frozenset("thing something nothing anything everything morning evening king ring string spring "
+                             "wedding building ceiling during exciting amazing interesting boring annoying relaxing "
+                             "inspiring refreshing touching stunning surprising disappointing charming".split())
+
+
+def _posseg(sentence: str) -> list[tuple[str, str]]:
+    import jieba.posseg
+
+    return [(w.word, w.flag) for w in jieba.posseg.cut(sentence)]
+
+
+def _subjectless_about_speaker(plain: str) -> bool:
+    """True when ``plain`` (simplified, no first-person word) is a declarative
+    statement with no other subject, so that — said to the bot — it is about the
+    speaker: "周五生日", "上周用 docker 部署了个人博客", "Went hiking yesterday".
+    False for questions, greetings, small talk (weather, acknowledgements), a
+    remark to the bot (你/you) or another subject (他, 小美, 电影, It)."""
+    text = plain.strip().rstrip("。.!！~～…").strip()
+    if len(text) < 2 or _QUESTION_RE.search(plain) or is_instruction_like(text):
+        return False
+    cjk = len(re.findall(r"[\u4e00-\u9fff]", text))
+    words = re.findall(r"[A-Za-z][A-Za-z'’]*", text)
+    if cjk >= len(words):
+        text = _DISCOURSE_ZH.sub("", text)
+        if not text or _SMALL_TALK_ZH.match(text) or _WEATHER_ZH.search(text) or re.search(r"你|您|咱们|大家", text):
+            return False
+        if cjk < 3 and guess_category(text) is Category.OTHER:
+            return False
+        tagged = [(w, f) for w, f in _posseg(_LEADING_DATE_ZH.sub("", text)) if w.strip()]
+        head = next(((w, f) for w, f in tagged if f not in _LEADING_FLAGS), None)
+        personal = bool(_PERSONAL_NOUNS_ZH.search(text))
+        if head is None:  # only time words and particles: "周五生日" (生日 is tagged as a time word)
+            return personal
+        word, flag = head
+        if flag in _OTHER_SUBJECT_FLAGS or _NOT_A_NAME_ZH.match(word) or word in _SPECIES:
+            return False
+        if flag.startswith(_SPEAKER_HEAD_FLAGS) or personal:
+            has_content = any(f.startswith("v") for _w, f in tagged) or personal or cjk >= 4 or \
+                guess_category(text) is not Category.OTHER
+            return has_content
+        return False
+    if _SMALL_TALK_EN.match(text):
+        return False
+    lowered = [w.lower().replace("’", "'") for w in words]
+    if any(w in ("you", "your", "yours", "u", "ur", "we", "our", "ours", "us", "ourselves") for w in lowered) \
+            or _VOCATIVE_EN.search(text + "!"):
+        return False  # said to someone, or about a "we": not the speaker alone
+    rest = [w for w in lowered]
+    while rest and rest[0] in _LEADING_EN:
+        rest = rest[1:]
+    if not rest or rest[0] in _NOT_SPEAKER_EN:
+        return False
+    head = rest[0]
+    if len(rest) > 1 and rest[1] == "and" and not head.endswith("ed"):
+        return False  # "Love and acceptance …": a noun phrase is the subject
+    if head.endswith("ing") and _GERUND_SUBJECT_EN.search(" ".join(rest[1:])):
+        return False  # "Working out together is a great way of bonding": a gerund is the subject
+    return head in _SPEAKER_VERBS_EN or (len(head) > 4 and head.endswith("ed")) or \
+        (len(head) > 5 and head.endswith("ing") and head not in _EN_NOT_VERB_ING)
+
+
 # -- slots: (pattern, category, key builder) -----------------------------------
 
 _NAME_STOP = "了过着他她你您们的人车饭外卖是不醒"
@@ -145,7 +277,80 @@ _EN_RELATIONS = ("ex-girlfriend|ex-boyfriend|girlfriend|boyfriend|wife|husband|m
 _JOB_SUFFIX = (r"(?:师|员|生|家|工|手|者|士|长|警|官|主播|博主|老板|会计|护士|医生|律师|记者|司机|厨师|"
                r"模特|保安|快递|外卖小哥|程序猿)")
 
-_SLOTS: tuple[tuple[re.Pattern[str], Category, Callable[[re.Match[str]], str | None]], ...] = (
+# -- the shape of a slot's value ------------------------------------------------
+# A slot takes only a value of its own shape: "我叫妈妈来接我" (叫 = ask someone
+# to) is no name, "我的猫叫了一晚上" no cat's name, "call me later" no nickname.
+
+_PRONOUNS = set("我你您他她它咱")
+# a character of a clause going on after a name: 叫妈妈来接我, 叫小明帮我拿快递
+_CLAUSE_CHARS = set("来去帮给接送陪拿买做打看让到回跟起吃喝玩走过了着得地在把被和一")
+_NOT_NAME_START = set("了过着得地的是不在都也就还很太快别先再")
+_NOT_A_NAME_ZH = re.compile(r"^(?:" + "|".join(sorted(set(_ZH_RELATIONS.split("|")) | {
+    "爸", "妈", "爷爷", "奶奶", "外公", "外婆", "姥姥", "姥爷", "叔叔", "阿姨", "舅舅", "姑姑", "老师", "医生", "师傅",
+    "大家", "别人", "人家", "外卖", "车", "醒", "起", "救护车", "警察", "快递"}, key=len, reverse=True)) + ")")
+_NOT_A_NAME_EN = frozenset((
+    "a an the and or but if then so of to in on at by for with from as is am are was were be been do does did "
+    "have has had me my you your he him his she her it its we us our they them this that what who when where why how "
+    "not no yes back later tomorrow tonight today now soon maybe anytime anything whenever sometime sometimes please "
+    "again out up down home over here there if once first asap crazy names everyone everybody anybody somebody").split())
+_NAME_TAIL_RE = re.compile(r"(?:就行了?|就好了?|就可以了?|好了|就是了|吧|哦|喔|啦|呀|啊|呢|嘛|哈+|哒|~+|～+)$")
+
+
+def _name_value(m: re.Match[str]) -> str:
+    """The name a slot's match names, without trailing particles ("叫我小杰就行" → 小杰)."""
+    groups = m.groupdict()
+    value = next((groups[g] for g in ("v", "v2") if groups.get(g)), "") or ""
+    prev = None
+    while value and value != prev:
+        prev, value = value, _NAME_TAIL_RE.sub("", value)
+    return value
+
+
+def _name_shaped(value: str) -> bool:
+    """True when ``value`` reads as a name: 1-6 CJK characters that are no pronoun,
+    kinship word or clause (no verb or particle after the first character), or one
+    Latin word (letters, digits, ' and -) that is no function word ("later", "back")."""
+    if not value:
+        return False
+    if re.fullmatch(r"[A-Za-z][A-Za-z0-9'_-]{0,39}", value):
+        return value.lower() not in _NOT_A_NAME_EN
+    if not re.fullmatch(r"[\u4e00-\u9fffA-Za-z0-9·•]{1,6}", value):
+        return False
+    if _PRONOUNS & set(value) or value[0] in _NOT_NAME_START or _NOT_A_NAME_ZH.match(value):
+        return False
+    return not any(ch in _CLAUSE_CHARS for ch in value[1:])
+
+
+def _if_name(m: re.Match[str], key: str, strength: int = 2) -> tuple[str, int] | None:
+    """``(key, strength)`` when the match's value is name-shaped, else None (the
+    sentence is then read without this slot)."""
+    return (key, strength) if _name_shaped(_name_value(m)) else None
+
+
+# a birthday is a date: 3月14日, 三月十四, 农历八月十五, 1990-03-14, 03/14, March 14th, 14 March, the 14th
+_DATE_SHAPE_RE = re.compile(
+    r"\s*(?:在|是)?\s*(?:on\s+)?(?:the\s+)?(?:"
+    r"(?:农历|阴历|公历|阳历)?(?:\d{2,4}\s*年\s*)?(?:\d{1,2}|[一二三四五六七八九十正腊冬]{1,2})\s*月\s*(?:\d{1,2}|[初一二三四五六七八九十廿]{1,3})"
+    r"|\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}(?![\d.])"
+    r"|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}"
+    r"|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*"
+    r"|\d{1,2}(?:st|nd|rd|th)\b"
+    r"|(?:这|本|下|下个|上)?(?:周|星期|礼拜)[一二三四五六日天]|明天|后天|今天|tomorrow|today"
+    r"|(?:next|this|on)?\s*(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday))", re.I)
+_NOT_A_PLACE = re.compile(r"^(?:哪|那|这|什么|外地|外面|别处|work|school|home|the office|there|here|now on|then on|"
+                          r"today|yesterday|the future|the past)\b|^(?:哪|那|这|什么)", re.I)
+
+
+def _place_shaped(value: str | None) -> bool:
+    """True when ``value`` (None: the pattern names no value, "我是四川人") reads
+    as a place: not a question word, not "work"/"home"/"the future"."""
+    if value is None:
+        return True
+    value = value.strip()
+    return bool(value) and not _NOT_A_PLACE.match(value) and not (_PRONOUNS & set(value))
+
+
+_SLOTS: tuple[tuple[re.Pattern[str], Category, Callable[[re.Match[str]], str | tuple[str, int] | None]], ...] = (
     # favourites before likes: 我最喜欢的饮料是… / my favourite drink is …
     (re.compile(r"我最(?:喜欢|爱)的(?P<t>[\u4e00-\u9fff]{1,4})是(?P<v>" + _ZH_VALUE + ")"), Category.PREFERENCE,
      lambda m: f"{_THINGS.get(m['t'], m['t'])}.favorite"),
@@ -153,39 +358,47 @@ _SLOTS: tuple[tuple[re.Pattern[str], Category, Callable[[re.Match[str]], str | N
      lambda m: "drink.favorite" if m["t"] == "喝" else "food.favorite"),
     (re.compile(r"\bmy fav(?:ou?rite)? (?P<t>[a-z]+) is (?P<v>[^.,!?;]{1,40})", re.I), Category.PREFERENCE,
      lambda m: f"{_THINGS.get(m['t'].lower(), m['t'].lower())}.favorite"),
-    # names
+    # names: "我叫X" / "my name is X" read firmer than a nickname ("叫我X就行", "call me X")
     (re.compile(r"我(?:的名字)?叫(?![" + _NAME_STOP + r"])(?P<v>" + _ZH_VALUE + ")|我的名字是(?P<v2>" + _ZH_VALUE + ")"),
-     Category.PROFILE, lambda m: "profile.name"),
-    (re.compile(r"\bmy name is (?P<v>[A-Za-z][\w'-]*)|\b(?:call me|i'?m called) (?P<v2>[A-Za-z][\w'-]*)", re.I),
-     Category.PROFILE, lambda m: "profile.name"),
+     Category.PROFILE, lambda m: _if_name(m, "profile.name")),
+    (re.compile(r"\bmy name is (?P<v>[A-Za-z][\w'-]*)", re.I), Category.PROFILE, lambda m: _if_name(m, "profile.name")),
+    (re.compile(r"(?:^|(?<=[\s，,。！!]))(?:你)?(?:可以)?叫我(?P<v>" + _ZH_VALUE + ")"
+                r"|\b(?:call me|i'?m called) (?P<v2>[A-Za-z][\w'-]*)", re.I),
+     Category.PROFILE, lambda m: _if_name(m, "profile.name", strength=1)),
     # pets
     (re.compile(r"我(?:的|家的?|养的)?(?P<s>" + _ZH_PETS + r")(?:的名字)?叫(?P<v>" + _ZH_VALUE + ")"),
-     Category.RELATIONSHIP, lambda m: f"pet.{_SPECIES[m['s']]}.name"),
+     Category.RELATIONSHIP, lambda m: _if_name(m, f"pet.{_SPECIES[m['s']]}.name")),
     (re.compile(r"我养了?(?:一|两|几)?[只条个]叫(?P<v>[^\s，,。的]{1,8})的(?P<s>" + _ZH_PETS + ")"),
      Category.RELATIONSHIP, lambda m: f"pet.{_SPECIES[m['s']]}.name"),
     (re.compile(r"\bmy (?P<s>" + _EN_PETS + r")(?:'s name is| is called| is named| named) (?P<v>[A-Za-z][\w'-]*)"
                 r"|\bi have an? (?P<s2>" + _EN_PETS + r") (?:called|named) (?P<v2>[A-Za-z][\w'-]*)", re.I),
-     Category.RELATIONSHIP, lambda m: f"pet.{_SPECIES[(m['s'] or m['s2']).lower()]}.name"),
+     Category.RELATIONSHIP, lambda m: _if_name(m, f"pet.{_SPECIES[(m['s'] or m['s2']).lower()]}.name")),
     # people
     (re.compile(r"(?:^|(?<=[\s，,。！!？?：:]))(?P<v>[\u4e00-\u9fff]{1,4}|[A-Z][a-z]+)是我(?:的)?(?P<r>" + _ZH_RELATIONS + ")"),
      Category.RELATIONSHIP, lambda m: None if m["v"].startswith(("他", "她", "你", "这", "那", "我")) else
      f"person.{m['v']}.relation"),
     (re.compile(r"我(?:的)?(?P<r>" + _ZH_RELATIONS + r")叫(?P<v>" + _ZH_VALUE + ")"),
-     Category.RELATIONSHIP, lambda m: f"person.{m['v']}.relation"),
+     Category.RELATIONSHIP, lambda m: _if_name(m, f"person.{_name_value(m)}.relation")),
     (re.compile(r"\bmy (?P<r>" + _EN_RELATIONS + r")(?:'s name is| is called| is named| named) (?P<v>[A-Z][\w'-]*)"
                 r"|\b(?P<v2>[A-Z][a-z]+) is my (?P<r2>" + _EN_RELATIONS + r")\b", re.I),
      Category.RELATIONSHIP, lambda m: f"person.{m['v'] or m['v2']}.relation"),
     # age, birthday, job, places
     (re.compile(r"我今年(?P<v>\d{1,3}|[一二两三四五六七八九十]{1,3})岁|\bi'?m (?P<v2>\d{1,3}) years old|"
                 r"\bi am (?P<v3>\d{1,3}) years old", re.I), Category.PROFILE, lambda m: "profile.age"),
-    (re.compile(r"我的生日是|我生日是|\bmy birthday is\b", re.I), Category.PROFILE, lambda m: "profile.birthday"),
+    (re.compile(r"我的?生日(?:是|在)(?P<v>.{1,16})|\bmy birthday is (?P<v2>.{1,24})", re.I), Category.PROFILE,
+     lambda m: "profile.birthday" if _DATE_SHAPE_RE.match(m["v"] or m["v2"]) else None),
+    # without a subject (only read so when the sentence is about the speaker): 周五生日, 生日是3月14日, birthday on Friday
+    (re.compile(r"^(?:对了|话说|其实)?[，,\s]*(?:(?P<v>.{1,12}?)(?:过|是)?生日(?:哦|啦|呀|了)?[。!！~～]*$|生日(?:是|在)(?P<v2>.{1,16}))"
+                r"|^(?:my\s+)?birthday(?:'s| is)?\s+(?P<v3>.{1,24})", re.I), Category.PROFILE,
+     lambda m: ("profile.birthday", 1) if _DATE_SHAPE_RE.match(m["v"] or m["v2"] or m["v3"] or "") else None),
     (re.compile(r"我(?:的工作|的职业)是|我是(?:一名|一个|个)?[\u4e00-\u9fffA-Za-z]{0,8}?" + _JOB_SUFFIX +
                 r"(?:[，,。!！~]|$)|\bi work as an?\b|\bmy job is\b", re.I), Category.PROFILE, lambda m: "profile.job"),
     (re.compile(r"我在(?P<v>[^\s，,。]{2,20}?)(?:工作|上班)|\bi work (?:at|for) (?P<v2>[^.,!?;]{2,40})", re.I),
      Category.PROFILE, lambda m: "work.place"),
     (re.compile(r"我(?:现在)?住在|\bi live in\b", re.I), Category.PROFILE, lambda m: "home.city"),
-    (re.compile(r"我(?:的)?老家(?:是|在)|我是(?![个一好坏男女老大小普穷有这那什])(?:[\u4e00-\u9fff]{2,4})人(?:[，,。!！]|$)|\bi'?m from\b|\bi am from\b", re.I),
-     Category.PROFILE, lambda m: "profile.hometown"),
+    (re.compile(r"我(?:的)?老家(?:是|在)(?P<v>" + _ZH_VALUE + r")|我是(?![个一好坏男女老大小普穷有这那什])(?:[\u4e00-\u9fff]{2,4})人(?:[，,。!！]|$)"
+                r"|\bi(?:'?m| am) from (?P<v2>[^.,!?;]{2,40})", re.I),
+     Category.PROFILE, lambda m: "profile.hometown" if _place_shaped(m["v"] or m["v2"]) else None),
     # likes and dislikes of one thing: 我(不|很|超)?喜欢X / 我讨厌X / I (don't) like X
     (re.compile(r"我(?:也|还|更|真的|其实|就)?(?:不|不太|很|超|超级|非常|特别|挺|好|更)?(?:喜欢|爱|讨厌|受不了)"
                 r"(?P<v>[^\s，,。！!？?；;~～]{1,20})"), Category.PREFERENCE,
@@ -236,15 +449,70 @@ class Extractor(Protocol):
     """Turns one message into facts about its speaker. Never raises on odd text.
 
     ``said_at``: timezone-aware message time; ``tz``: IANA zone of the tenant in
-    which relative dates are resolved.
+    which relative dates are resolved; ``addressed``: the message was said to the
+    bot (a private chat, or a group message addressing it), so that a statement
+    without a subject ("周五生日") is about the speaker.
     """
 
-    def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ) -> list[Fact]: ...
+    def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ, *, addressed: bool = False) -> list[Fact]: ...
 
 
-def _sentences(text: str) -> list[str]:
-    """Candidate fact sentences: split also at semicolons, none over MAX_FACT_CHARS."""
-    return split_sentences(text, semicolons=True, max_chars=MAX_FACT_CHARS)
+def _priority(f: Fact) -> int:
+    """0 identity (profile.*), 1 relationships (people, pets), 2 dated facts, 3 other
+    slots, 4 the rest: the order in which a capped message keeps its facts."""
+    if f.key.startswith("profile.") or f.key in IDENTITY_KEYS:
+        return 0
+    if f.key.startswith(("person.", "pet.")) or f.category is Category.RELATIONSHIP:
+        return 1
+    if f.event_time is not None:
+        return 2
+    return 3 if f.key else 4
+
+
+def cap_facts(facts: list[Fact], limit: int = MAX_FACTS) -> list[Fact]:
+    """At most ``limit`` facts, in message order, chosen by ``_priority`` then
+    importance (identity, relationships and dates first); what is left is logged
+    (how many, with their categories and keys — no text). The message itself stays
+    whole in the chat log."""
+    if len(facts) <= limit:
+        return facts
+    ranked = sorted(range(len(facts)), key=lambda i: (_priority(facts[i]), -facts[i].importance, i))
+    kept = sorted(ranked[:limit])
+    left = [facts[i] for i in ranked[limit:]]
+    log.info("capture: %d facts in one message, cap %d; left out (in the chat log only): %s", len(facts), limit,
+             ", ".join(f"{f.category.value}:{f.key or '-'}" for f in left))
+    return [facts[i] for i in kept]
+
+
+def _is_speaker_statement(sentence: str, addressed: bool) -> bool:
+    """The filters every extracted fact passes, whichever extractor made it: a
+    first-person statement (or, said to the bot, one without another subject),
+    not a question, greeting or small talk, not the gateway's own words."""
+    plain = to_simplified(sentence)
+    if len(sentence.strip()) < MIN_CHARS or sentence.lstrip().startswith("/") or _QUESTION_RE.search(plain):
+        return False
+    if _SMALL_TALK_ZH.match(plain.strip()) or is_gateway_text(sentence):
+        return False
+    if _FIRST_ZH.search(plain) or _FIRST_EN.search(plain):
+        return True
+    return addressed and _subjectless_about_speaker(_slot_text(sentence))
+
+
+SUPPORT_MIN = 0.5
+"""Least share of a model fact's tokens (memory.text.tokens) found in the message."""
+
+
+def supported_by(fact_text: str, message: str) -> float:
+    """Share in [0, 1] of the full-text tokens of ``fact_text`` (jieba words and
+    CJK unigrams, stopwords dropped; memory.text.tokens) that occur in ``message``;
+    1.0 for a text without tokens. A model fact below SUPPORT_MIN is not in the
+    message (an invention) and is dropped."""
+    from memory.text import tokens
+
+    fact_tokens = set(tokens(fact_text))
+    if not fact_tokens:
+        return 1.0
+    return len(fact_tokens & set(tokens(message))) / len(fact_tokens)
 
 
 def guess_category(sentence: str) -> Category:
@@ -261,13 +529,112 @@ def is_instruction_like(text: str) -> bool:
     return bool(_INSTRUCTION_RE.search(text or ""))
 
 
-def clean_text(text: str) -> str:
+def clean_text(text: str, own_texts: Sequence[str] = ()) -> str:
     """The speaker's own words of a message: pasted ``<recollection>`` blocks,
-    ``>``-quoted lines and speech quoted from someone else (after 说/said/told me…)
-    are removed (the quote becomes "…")."""
+    ``>``-quoted lines, the gateway's own shapes (``without_gateway_text``; with
+    ``own_texts``, e.g. the tenant's persona prompt) and speech quoted from someone
+    else (after 说/said/told me…) are removed (the quote becomes "…")."""
     text = _RECOLLECTION_BLOCK_RE.sub(" ", text or "")
     text = _QUOTE_LINE_RE.sub("", text)
+    text = without_gateway_text(text, own_texts)
     return _SPEECH_QUOTE_RE.sub(lambda m: f"{m.group(1)}…", text)
+
+
+# -- the gateway's own words --------------------------------------------------------
+# A client echoing the recollection, or a person pasting it or the persona prompt,
+# must not teach the gateway its own output. Recognised: any [src:…] citation
+# marker, the template's header and lines in every catalogue language (built from
+# the catalogues, so they follow any change there), the model's memory lines
+# "[ID] text (date, emotion)", the prompt blocks' tags, and sentences of the
+# prompts huiyi sends (memory.model_prompts) or of ``own_texts``.
+
+_SRC_MARKER_RE = re.compile(r"[\[［【]\s*src\s*[:：]", re.I)
+_MEMORY_LINE_RE = re.compile(r"^\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s+.*[(（]\s*(?:\d{4}-\d{2}-\d{2}|\?)\s*[,，].*[)）]\s*$",
+                             re.I)
+_BLOCK_TAG_RE = re.compile(r"^\s*[<＜]\s*/?\s*(?:memories|conversation|recollection|message)\s*[>＞]\s*$", re.I)
+_FORMAT_FIELD_RE = re.compile(r"\{[a-z_]+\}")
+MIN_ECHO_CHARS = 10
+"""Shortest normalised sentence (characters) matched against the gateway's prompt texts."""
+
+
+@lru_cache(maxsize=1)
+def _template_line_res() -> tuple[re.Pattern[str], ...]:
+    from locales import LANGUAGES, translate
+
+    out = []
+    for lang in LANGUAGES:
+        for msgid in ("What you remember about {name}:", '- {when}, {name} said: "{text}"'):
+            shape = translate(lang, msgid)
+            pattern = re.escape(shape.lstrip("- "))
+            for field_name, any_text in (("name", ".{1,64}?"), ("when", ".{1,40}?"), ("text", ".*")):
+                pattern = pattern.replace(re.escape("{" + field_name + "}"), any_text)
+            out.append(re.compile(r"^\s*(?:[-*•·]\s*)?" + pattern + r"\s*$"))
+    return tuple(out)
+
+
+def _prompt_fragments(texts: Sequence[str]) -> list[str]:
+    """Normalised sentences of prompt texts, their ``{fields}`` cut out."""
+    out: list[str] = []
+    for text in texts:
+        for piece in _FORMAT_FIELD_RE.split(text or ""):
+            for sent in split_sentences(piece, semicolons=True):
+                norm = normalise(sent).strip(" -:：,，。.")
+                if len(norm) >= MIN_ECHO_CHARS:
+                    out.append(norm)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _gateway_fragments() -> tuple[str, ...]:
+    from memory import model_prompts as mp
+
+    texts = [*mp._RECOLLECTION_RULES.values(), *mp._RECONSTRUCTION_SYSTEM.values(),
+             *mp._RECONSTRUCTION_USER.values(), mp.EXTRACTION_SYSTEM]
+    return tuple(_prompt_fragments(texts))
+
+
+def _is_echo(norm: str, fragments: Sequence[str]) -> bool:
+    # a whole prompt sentence inside it, or a long piece of one (short ones could be
+    # the prompts' own examples, "我养了一只叫煤球的黑猫", which people do say)
+    if len(norm) < MIN_ECHO_CHARS:
+        return False
+    return any(frag in norm or (len(norm) >= 2 * MIN_ECHO_CHARS and norm in frag) for frag in fragments)
+
+
+def _is_gateway_line(line: str) -> bool:
+    """A whole line of the template (header, item), a model memory line or a block tag."""
+    if _MEMORY_LINE_RE.match(line) or _BLOCK_TAG_RE.match(line):
+        return True
+    simple = to_simplified(line)  # the catalogues are simplified Chinese
+    return any(p.match(simple) for p in _template_line_res())
+
+
+def is_gateway_text(sentence: str, own_texts: Sequence[str] = ()) -> bool:
+    """True when ``sentence`` (one sentence or line) is a shape the gateway itself
+    produces: a ``[src:…]`` marker, a template header or line (any catalogue
+    language), a model memory line, a prompt block tag, or a sentence of huiyi's
+    prompts or of ``own_texts`` (at least MIN_ECHO_CHARS normalised characters)."""
+    if not sentence or not sentence.strip():
+        return False
+    if _SRC_MARKER_RE.search(sentence) or _is_gateway_line(sentence):
+        return True
+    norm = normalise(sentence).strip(" -:：,，。.")
+    return _is_echo(norm, _gateway_fragments()) or (bool(own_texts) and _is_echo(norm, _prompt_fragments(own_texts)))
+
+
+def without_gateway_text(text: str, own_texts: Sequence[str] = ()) -> str:
+    """``text`` without the lines and sentences ``is_gateway_text`` recognises;
+    lines with none of them are kept exactly as they were."""
+    if not text:
+        return ""
+    lines = []
+    for line in text.split("\n"):
+        if _is_gateway_line(line):
+            continue
+        sentences = split_sentences(line)
+        kept = [sent for sent in sentences if not is_gateway_text(sent, own_texts)]
+        lines.append(line if len(kept) == len(sentences) else " ".join(kept))
+    return "\n".join(lines)
 
 
 def _quoted(sentence: str) -> str:
@@ -281,15 +648,49 @@ def _importance(category: Category, valence: float, slotted: bool, sentence: str
     return round(min(1.0, value), 3)
 
 
-def _slot(sentence: str) -> tuple[Category, str] | None:
+IDENTITY_KEYS = frozenset({"profile.name", "profile.birthday", "profile.hometown"})
+"""Slots that say who a person is: a weaker reading never replaces a firmer one."""
+
+
+def _slot(sentence: str) -> tuple[Category, str, int] | None:
+    """(category, key, strength) of the first slot whose value has its shape;
+    strength 2 is a plain statement ("我叫阿杰"), 1 a weaker reading ("叫我小杰就行",
+    a subject-less "周五生日")."""
     for pattern, category, build in _SLOTS:
-        m = pattern.search(sentence)
-        if m is None:
-            continue
-        key = build(m)
-        if key:
-            return category, key[:200]
+        for m in pattern.finditer(sentence):
+            built = build(m)
+            if not built:
+                continue
+            key, strength = built if isinstance(built, tuple) else (built, 2)
+            return category, key[:200], strength
     return None
+
+
+def reading_strength(text: str, key: str) -> int:
+    """How firmly the heuristic reads ``text`` as a value of slot ``key``: 2 a plain
+    statement, 1 a weaker reading, 0 none (a text another extractor keyed)."""
+    slot = _slot(_slot_text(text))
+    return slot[2] if slot is not None and slot[1] == key else 0
+
+
+_SPACE_RUN_RE = re.compile(r"[ \t\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
+_CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_AFTER_CJK_SPACE_RE = re.compile(rf"(?<=[{_CJK}\u3000-\u303f\uff01-\uff0f\uff1a-\uff20]) ")
+_BEFORE_CJK_SPACE_RE = re.compile(rf" (?=[{_CJK}\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])")
+
+
+def _slot_text(sentence: str) -> str:
+    """What the slot patterns read: simplified Chinese (they are written in it),
+    runs of spaces (also NBSP, ideographic space) as one, and no space next to a
+    CJK character in a Chinese sentence (more CJK characters than Latin words):
+    "我家猫叫 Apple123" reads as "我家猫叫Apple123", the usual CJK–Latin spacing
+    is no part of a value. An English sentence keeps its spaces before CJK
+    ("I live in 上海")."""
+    text = _SPACE_RUN_RE.sub(" ", to_simplified(sentence)).strip()
+    text = _AFTER_CJK_SPACE_RE.sub("", text)
+    if len(re.findall(rf"[{_CJK}]", text)) > len(re.findall(r"[A-Za-z]+", text)):  # a Chinese sentence
+        text = _BEFORE_CJK_SPACE_RE.sub("", text)
+    return text
 
 
 def _date_suffix(sentence: str, day: date) -> str:
@@ -302,34 +703,49 @@ class HeuristicExtractor:
     MIN_CHARS characters, with slots, category, importance, emotion and dates
     (see the module docstring). Deterministic and pure."""
 
-    def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ) -> list[Fact]:
+    def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ, *, addressed: bool = False) -> list[Fact]:
         facts: list[Fact] = []
-        for sent in _sentences(clean_text(text)):
-            if len(facts) >= MAX_FACTS:
-                log.info("capture: message has more than %d facts; the rest stays in the chat log only", MAX_FACTS)
-                break
-            fact = self.sentence_fact(sent, said_at, tz)
-            if fact is not None:
-                facts.append(fact)
-        return facts
+        for whole in split_sentences(clean_text(text), semicolons=True):
+            parts = split_sentences(whole, max_chars=MAX_FACT_CHARS) if len(whole) > MAX_FACT_CHARS else [whole]
+            # the parts of a long sentence are the speaker's when the sentence is: its
+            # remainder has no 我 of its own ("我第1次…，第2次…，…最后去了杭州")
+            continued = len(parts) > 1 and _is_speaker_statement(whole, addressed)
+            if len(parts) > 1 and not continued:
+                continue
+            for part in parts:
+                fact = self.sentence_fact(part, said_at, tz, addressed=addressed, continued=continued)
+                if fact is not None:
+                    facts.append(fact)
+        return cap_facts(facts)
 
     @staticmethod
-    def sentence_fact(sent: str, said_at: datetime, tz: str = DEFAULT_TZ) -> Fact | None:
-        """The fact of one sentence, or None when it is not a first-person statement."""
+    def sentence_fact(sent: str, said_at: datetime, tz: str = DEFAULT_TZ, *, addressed: bool = False,
+                      continued: bool = False) -> Fact | None:
+        """The fact of one sentence, or None when it is not a first-person statement
+        (nor, when ``addressed``, a subject-less statement about the speaker).
+        ``continued``: ``sent`` is a part of a longer sentence already found to be
+        the speaker's statement."""
         if len(sent) < MIN_CHARS or sent.startswith("/"):
             return None
         plain = to_simplified(sent)  # the patterns are written in simplified Chinese; the memory keeps the original
-        if not (_FIRST_ZH.search(plain) or _FIRST_EN.search(plain)):
-            return None
-        if _QUESTION_RE.search(plain):
+        if not continued and not _is_speaker_statement(sent, addressed):
             return None
         if is_instruction_like(sent):
             return Fact(text=_quoted(sent), category=Category.OTHER, importance=0.1, source=sent, quoted=True)
         emo = analyse(sent)
-        slot = _slot(plain)
-        text, event_time = sent, None
+        slot = _slot(_slot_text(sent))
+        text, event_time, extra = sent, None, {}
         if slot is not None:
-            category, key = slot
+            category, key, extra["strength"] = slot
+            if key == "profile.birthday":  # "周五生日": the day it names, as for an event
+                try:
+                    when = resolve_when(plain, said_at, tz)
+                except ValueError:
+                    when = None
+                if when is not None:
+                    event_time = when.at
+                    if when.relative:
+                        text = _date_suffix(sent, when.day)
         else:
             key = ""
             category = guess_category(plain)
@@ -347,7 +763,8 @@ class HeuristicExtractor:
             if category is Category.OTHER and emo.intensity >= 0.3:
                 category = Category.MOOD
         return Fact(text=text, category=category, key=key, importance=_importance(category, emo.valence, bool(slot), sent),
-                    valence=emo.valence, arousal=emo.arousal, emotion=emo.label, event_time=event_time, source=sent)
+                    valence=emo.valence, arousal=emo.arousal, emotion=emo.label, event_time=event_time, source=sent,
+                    extra=extra)
 
 
 # -- the LLM extractor ------------------------------------------------------------
@@ -367,6 +784,8 @@ def _clip(value: object, low: float, high: float) -> float | None:
 
 
 def _event_time(value: object, sentence: str, said_at: datetime, tz: str) -> datetime | None:
+    if _ROUTINE_RE.search(to_simplified(sentence)):
+        return None  # a routine has no event date, whatever the model says
     if isinstance(value, str) and value.strip():
         try:
             parsed = datetime.fromisoformat(value.strip())
@@ -404,7 +823,7 @@ def parse_extraction(raw: str, message: str, said_at: datetime, tz: str = DEFAUL
     if not isinstance(items, list):
         return None
     facts: list[Fact] = []
-    for item in items[:MAX_FACTS]:
+    for item in items[:4 * MAX_FACTS]:
         if not isinstance(item, dict):
             continue
         text = item.get("text")
@@ -453,7 +872,10 @@ class LLMExtractor:
     runs capture), else in a fresh loop (``asyncio.run``). ``timeout`` seconds
     bound an awaitable call. ``fallback`` (default HeuristicExtractor) answers
     whenever the model cannot: any exception, a timeout, unusable output, or a
-    message longer than LLM_MAX_CHARS. Never raises.
+    message longer than LLM_MAX_CHARS. The model's facts pass the heuristic's
+    filters (first person or, ``addressed``, no other subject; no question,
+    greeting, small talk or gateway text) and must be supported by the message
+    (``supported_by`` >= SUPPORT_MIN). Never raises.
     """
 
     def __init__(self, complete: Callable[[list[dict[str, str]]], str | Awaitable[str]], *,
@@ -488,24 +910,30 @@ class LLMExtractor:
             result.close()
         raise RuntimeError("LLMExtractor.extract was called on an event-loop thread; run capture in a worker thread")
 
-    def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ) -> list[Fact]:
+    def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ, *, addressed: bool = False) -> list[Fact]:
         cleaned = " ".join(clean_text(text).split())
         if not cleaned:
             return []
         if len(cleaned) > LLM_MAX_CHARS:
             log.info("capture: message of %d chars is extracted by the heuristic", len(cleaned))
-            return self.fallback.extract(text, said_at, tz)
+            return self.fallback.extract(text, said_at, tz, addressed=addressed)
         try:
             local = said_at.astimezone(zone(tz))
             raw = self._call(extraction_messages(cleaned, local.strftime("%Y-%m-%d %H:%M %A"), str(tz)))
         except Exception as exc:  # noqa: BLE001 - any model failure falls back, the message is never lost
             log.warning("capture: model extraction failed (%s); heuristic used", type(exc).__name__)
-            return self.fallback.extract(text, said_at, tz)
+            return self.fallback.extract(text, said_at, tz, addressed=addressed)
         facts = parse_extraction(raw, cleaned, said_at, tz)
         if facts is None:
             log.warning("capture: model answer unusable (%d chars); heuristic used", len(raw) if isinstance(raw, str) else 0)
-            return self.fallback.extract(text, said_at, tz)
-        return facts
+            return self.fallback.extract(text, said_at, tz, addressed=addressed)
+        # the offline extractor's filters, and the model's words must be the message's
+        kept = [f for f in facts if f.quoted or (_is_speaker_statement(f.text, addressed)
+                                                  and supported_by(f.text, cleaned) >= SUPPORT_MIN)]
+        if len(kept) < len(facts):
+            log.info("capture: %d of %d model facts failed the filters (question, greeting, small talk, "
+                     "not the speaker, gateway text, not in the message)", len(facts) - len(kept), len(facts))
+        return cap_facts(kept)
 
 
 # -- storing ---------------------------------------------------------------------------
@@ -518,27 +946,96 @@ def _memory(core, ns: Namespace, f: Fact, chat: ChatRef | None, said_at: datetim
                     source_message_id=message_id, created_at=said_at, event_time=f.event_time)
 
 
+CONTRADICTION_WINDOW = 100
+"""Newest live memories of the namespace a new fact is checked against (memory.contradiction)."""
+
+
+def _contradicted(core, ns: Namespace, f: Fact, said_at: datetime):
+    """The live memory of ``ns`` that ``f`` updates or contradicts in other words
+    ("I love coffee." → "I hate coffee now.", 我住在上海 → 我上个月搬到杭州了), judged
+    by ``memory.contradiction.judge`` (the closest topic wins); None when none, when
+    a memory already holds ``f``'s key (the slot supersedes it by itself), or when
+    ``f`` is a quoted statement. The caller revises it in place: history keeps the
+    old text."""
+    from memory.contradiction import can_change, judge
+
+    if f.quoted or not can_change(f.text):
+        return None  # no slot family, polarity or change verb: nothing it could update
+    best = None
+    for live in core.list(ns, limit=CONTRADICTION_WINDOW):
+        if f.key and live.key == f.key:
+            return None
+        if live.created_at is not None and live.created_at > said_at:
+            continue  # a newer statement is not replaced by an older one
+        verdict = judge(live.text, f.text)
+        if verdict.changes and (best is None or verdict.overlap > best[0]):
+            best = (verdict.overlap, live, verdict)
+    if best is None:
+        return None
+    log.info("capture %s: new fact %s memory %s (%s, topic overlap %.2f)", ns, best[2].kind, best[1].id,
+             best[2].family or "-", best[0])
+    return best[1]
+
+
+def _addressed(chat: ChatRef | None, addressed: bool | None) -> bool:
+    return (chat is None or not chat.is_group) if addressed is None else addressed
+
+
+def _weaker_than_live(core, ns: Namespace, f: Fact):
+    """An ``AddResult("rejected", None, "weaker")`` when ``f`` is an identity slot
+    (IDENTITY_KEYS) read less firmly than the live memory holding that slot ("叫我
+    小杰就行" after "我叫阿杰"); None when ``f`` may be added."""
+    if f.key not in IDENTITY_KEYS:
+        return None
+    live = core.store.find_by_key(ns, f.key)
+    if live is None:
+        return None
+    new = f.extra.get("strength", 2)
+    if reading_strength(live.text, f.key) <= new:
+        return None
+    from memory.core import AddResult
+
+    log.info("capture %s: %s kept; a weaker reading (%d) does not replace memory %s", ns, f.key, new, live.id)
+    return AddResult("rejected", None, "weaker")
+
+
 def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: datetime,
-            message_id: str | None = None, extractor: Extractor | None = None, tz: str = DEFAULT_TZ) -> list:
+            message_id: str | None = None, extractor: Extractor | None = None, tz: str = DEFAULT_TZ,
+            addressed: bool | None = None, own_texts: Sequence[str] = ()) -> list:
     """Extract facts from the speaker's own ``text`` and add them to ``ns``.
 
     ``said_at``: timezone-aware message time (the evidence time checked against
-    tombstones); ``tz``: the tenant's IANA zone for relative dates. Visibility
+    tombstones); ``tz``: the tenant's IANA zone for relative dates; ``addressed``:
+    said to the bot, so that subject-less statements are the speaker's (None: true
+    in a private chat, false in a group); ``own_texts``: the tenant's own prompt
+    texts (persona), never captured when echoed (``is_gateway_text``). Visibility
     follows the chat (group → GROUP with the group as origin, else PRIVATE).
     Returns the ``AddResult`` of each fact (stored / deduped / superseded /
-    conflict / rejected).
+    conflict / rejected; reason ``weaker`` when an identity slot would be
+    replaced by a weaker reading, see IDENTITY_KEYS; ``revised`` when the fact
+    updates or contradicts a live memory in other words, ``memory.contradiction``:
+    that memory takes the new text, its history keeps the old one).
     """
     extractor = extractor or HeuristicExtractor()
-    facts = extractor.extract(text, said_at, tz)
-    results = [core.add(ns, _memory(core, ns, f, chat, said_at, message_id), said_at=said_at,
-                        evidence=f.source or text) for f in facts]
+    if own_texts:
+        text = without_gateway_text(text, own_texts)
+    facts = extractor.extract(text, said_at, tz, addressed=_addressed(chat, addressed))
+    results = []
+    for f in facts:
+        weaker = _weaker_than_live(core, ns, f)
+        if weaker is not None:
+            results.append(weaker)
+            continue
+        old = _contradicted(core, ns, f, said_at)
+        results.append(core.add(ns, _memory(core, ns, f, chat, said_at, message_id), said_at=said_at,
+                                evidence=f.source or text, replaces=old.id if old is not None else None))
     if results:
         log.info("capture %s: %s", ns, ",".join(r.action for r in results))
     return results
 
 
 def capture_edit(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: datetime, message_id: str,
-                 extractor: Extractor | None = None, tz: str = DEFAULT_TZ) -> list:
+                 extractor: Extractor | None = None, tz: str = DEFAULT_TZ, addressed: bool | None = None) -> list:
     """Apply an edited message to the memories of ``ns`` derived from it (same chat,
     same ``message_id``).
 
@@ -554,7 +1051,7 @@ def capture_edit(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_a
 
     extractor = extractor or HeuristicExtractor()
     remaining = core.store.find_by_source(ns, chat, message_id)
-    mems = [(f, _memory(core, ns, f, chat, said_at, message_id)) for f in extractor.extract(text, said_at, tz)]
+    mems = [(f, _memory(core, ns, f, chat, said_at, message_id)) for f in extractor.extract(text, said_at, tz, addressed=_addressed(chat, addressed))]
     pairs: list[tuple[str, str | None]] = [("new", None)] * len(mems)
     for i, (_f, mem) in enumerate(mems):  # first: the same key
         key = mem.key or default_key(mem)

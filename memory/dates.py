@@ -47,7 +47,7 @@ _ZH_DAY_WORDS = {"大后天": 3, "后天": 2, "明天": 1, "明日": 1, "明早"
                  "今早": 0, "今夜": 0, "昨天": -1, "昨日": -1, "昨晚": -1, "昨夜": -1, "大前天": -3, "前天": -2}
 
 _NUM = r"(\d{1,3}|[零〇一二两三四五六七八九十]{1,3})"
-_ZH_PAST = re.compile(r"了|过|昨|刚|已经|那天")
+_ZH_PAST = re.compile(r"(?<![对好算罢])了|过|昨|刚|已经|那天")  # 对了/好了/算了 are discourse, not the past
 _EN_PAST = re.compile(r"\b(was|were|went|did|had|got|saw|met|ago|\w{2,}ed)\b", re.IGNORECASE)
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [

@@ -52,11 +52,12 @@ import time
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime
+from datetime import date, datetime, timezone, tzinfo
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
 from locales import translate
+from memory.dates import DEFAULT_TZ, zone
 from memory.model_prompts import reconstruction_messages
 from memory.text import split_sentences, tokens
 from memory.types import Hit
@@ -73,6 +74,7 @@ __all__ = [
     "TailLine",
     "template_recollection",
     "when_text",
+    "local_date",
     "reconstruct",
     "validate",
     "split_cited_sentences",
@@ -194,11 +196,26 @@ class Recollection:
     attempt: Attempt | None = None
 
 
-def when_text(then: datetime | None, now: datetime, lang: str) -> str:
-    """'today' / 'yesterday' / 'N days ago' / 'N months ago' / 'N years ago', localised."""
+def local_date(moment: datetime, tz: str | tzinfo | None = DEFAULT_TZ) -> date:
+    """The calendar day of ``moment`` in zone ``tz`` (IANA name or tzinfo; an
+    unknown name → UTC, logged); a naive ``moment`` is taken as UTC."""
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    if not isinstance(tz, tzinfo):
+        try:
+            tz = zone(tz)
+        except ValueError:
+            log.warning("unknown time zone %r; dates shown in UTC", tz)
+            tz = timezone.utc
+    return aware.astimezone(tz).date()
+
+
+def when_text(then: datetime | None, now: datetime, lang: str, tz: str | tzinfo | None = DEFAULT_TZ) -> str:
+    """'today' / 'yesterday' / 'N days ago' / 'N months ago' / 'N years ago', localised,
+    counted in calendar days of the tenant's zone ``tz`` (said at 00:30 local time
+    and asked that evening is "today", whatever the UTC dates)."""
     if then is None:
         return translate(lang, "today")
-    days = max(0, (now.date() - then.date()).days)
+    days = max(0, (local_date(now, tz) - local_date(then, tz)).days)
     if days == 0:
         return translate(lang, "today")
     if days == 1:
@@ -211,11 +228,12 @@ def when_text(then: datetime | None, now: datetime, lang: str) -> str:
 
 
 def template_recollection(hits: Sequence[Hit], *, lang: str, name: str | None, now: datetime,
-                          limit: int = 6, reason: str = "") -> Recollection:
+                          limit: int = 6, reason: str = "", tz: str | tzinfo | None = DEFAULT_TZ) -> Recollection:
     """A localised sentence list built from the top ``limit`` hits (empty text for no hits).
 
     ``name`` is how the person is called (display name); None → "them" localised.
-    ``reason`` is recorded as the fallback reason.
+    ``reason`` is recorded as the fallback reason; ``tz`` is the tenant's zone in
+    which "today"/"N days ago" are counted.
     """
     top = list(hits)[:limit]
     if not top:
@@ -224,7 +242,7 @@ def template_recollection(hits: Sequence[Hit], *, lang: str, name: str | None, n
     lines = [translate(lang, "What you remember about {name}:", name=who)]
     for h in top:
         m = h.memory
-        lines.append(translate(lang, '- {when}, {name} said: "{text}"', when=when_text(m.created_at, now, lang),
+        lines.append(translate(lang, '- {when}, {name} said: "{text}"', when=when_text(m.created_at, now, lang, tz),
                                name=who, text=_one_line(m.text)))
     return Recollection(text="\n".join(lines), sources=tuple(h.memory.id for h in top), fallback_reason=reason,
                         raw_hits=tuple(top))
@@ -490,13 +508,14 @@ def _is_wide(ch: str) -> bool:
 
 # -- the reconstruction --------------------------------------------------------
 
-def _when(hit: Hit) -> date | None:
+def _when(hit: Hit, tz: str | tzinfo | None = DEFAULT_TZ) -> date | None:
+    """The memory's day (event day, else the day it was said) in the tenant's zone."""
     when = hit.memory.event_time or hit.memory.created_at
-    return when.date() if when else None
+    return local_date(when, tz) if when else None
 
 
-def _date(hit: Hit) -> str:
-    when = _when(hit)
+def _date(hit: Hit, tz: str | tzinfo | None = DEFAULT_TZ) -> str:
+    when = _when(hit, tz)
     return when.isoformat() if when else "?"
 
 
@@ -516,7 +535,7 @@ async def reconstruct(hits: Sequence[Hit], *, tail: Sequence[TailLine], complete
                       now: datetime, persona_name: str, persona_voice: str, person_name: str | None = None,
                       enabled: bool = True, min_hits: int = 2, max_chars: int = 600, timeout_s: float = 3.0,
                       min_grounding: float = DEFAULT_MIN_GROUNDING, embedder: Embedder | None = None,
-                      limit: int = 6, reason: str = "") -> Recollection:
+                      limit: int = 6, reason: str = "", tz: str | tzinfo | None = DEFAULT_TZ) -> Recollection:
     """The recollection of this turn: a validated reconstruction, or the template.
 
     ``hits``: this turn's recalled memories (the only ones that may be cited);
@@ -526,14 +545,15 @@ async def reconstruct(hits: Sequence[Hit], *, tail: Sequence[TailLine], complete
     ``timeout_s``: bound in seconds on model call plus validation; ``embedder``:
     optional second-chance similarity for grounding; ``limit``: hits in the
     template; ``reason``: the caller's own reason when ``hits`` is empty (e.g. a
-    failed recall). Never raises: every failure is the template with its reason
+    failed recall); ``tz``: the tenant's zone, in which every date the model or
+    the template shows is a calendar day. Never raises: every failure is the template with its reason
     (module docstring) and a log line.
     """
     started = time.perf_counter()
     hits = list(hits)
 
     def fallback(why: str, attempt: Attempt | None = None) -> Recollection:
-        rec = template_recollection(hits, lang=lang, name=person_name, now=now, limit=limit, reason=why)
+        rec = template_recollection(hits, lang=lang, name=person_name, now=now, limit=limit, reason=why, tz=tz)
         return replace(rec, raw_hits=tuple(hits), latency_ms=_ms(started), attempt=attempt)
 
     gate = _gate(hits, enabled, complete, min_hits)
@@ -549,7 +569,7 @@ async def reconstruct(hits: Sequence[Hit], *, tail: Sequence[TailLine], complete
     try:
         attempt = await asyncio.wait_for(
             _attempt(hits, tail, complete, lang, persona_name, persona_voice, person_name, max_chars,
-                     min_grounding, embedder, names, progress), timeout_s)
+                     min_grounding, embedder, names, progress, tz), timeout_s)
     except TimeoutError:
         log.warning("reconstruction for %s timed out after %.1f s; template used", ns, timeout_s)
         return fallback("timeout", Attempt(error="timeout", model_ms=progress.get("model_ms", _ms(started))))
@@ -574,14 +594,15 @@ async def reconstruct(hits: Sequence[Hit], *, tail: Sequence[TailLine], complete
 
 async def _attempt(hits: list[Hit], tail: Sequence[TailLine], complete: Complete, lang: str, persona_name: str,
                    persona_voice: str, person_name: str | None, max_chars: int, min_grounding: float,
-                   embedder: Embedder | None, names: list[str], progress: dict[str, float]) -> Attempt:
-    memories = [(h.memory.id, h.memory.text, _date(h), h.memory.emotion or "neutral") for h in hits]
+                   embedder: Embedder | None, names: list[str], progress: dict[str, float],
+                   tz: str | tzinfo | None = DEFAULT_TZ) -> Attempt:
+    memories = [(h.memory.id, h.memory.text, _date(h, tz), h.memory.emotion or "neutral") for h in hits]
     lines = [(persona_name if line.role == "bot" else (line.sender_name or line.sender_id), line.text) for line in tail]
     messages = reconstruction_messages(persona_name=persona_name, persona_voice=persona_voice,
                                        person_name=person_name, memories=memories, tail=lines, lang=lang,
                                        max_chars=max_chars)
     sources = {h.memory.id: h.memory.text for h in hits}
-    dates = {h.memory.id: _when(h) for h in hits}
+    dates = {h.memory.id: _when(h, tz) for h in hits}
     # tokenise the memories while the model writes: the validator then only tokenises the answer
     primed = asyncio.ensure_future(asyncio.to_thread(prime, sources, dates))
     t0 = time.perf_counter()

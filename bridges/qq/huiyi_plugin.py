@@ -19,6 +19,10 @@ re-delivered event (same message id in the same chat) is a duplicate turn:
 no second reply, no second capture. In groups the reply carries a ``reply``
 segment pointing at the person's message. The matcher does not block:
 other plugins still see every message.
+
+Withdrawals: ``friend_recall`` / ``group_recall`` notices (``parse_recall``)
+go to the pipeline's ``withdraw``: the message's chat-log line is redacted and
+what it taught retracted.
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from nonebot import get_driver, on_message
-from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent, Message, MessageEvent, MessageSegment
+from nonebot import get_driver, on_message, on_notice
+from nonebot.adapters.onebot.v11 import (Bot, FriendRecallNoticeEvent, GroupMessageEvent, GroupRecallNoticeEvent,
+                                         Message, MessageEvent, MessageSegment)
 from nonebot.plugin import PluginMetadata
 
-from bridges.qq.parse import parse_event
+from bridges.qq.parse import parse_event, parse_recall
 
-__all__ = ["bind", "unbind", "build_with", "handle_event", "event_payload", "tenant_for"]
+__all__ = ["bind", "unbind", "build_with", "handle_event", "handle_recall", "event_payload", "tenant_for"]
 
 log = logging.getLogger(__name__)
 
@@ -137,3 +142,24 @@ _matcher = on_message(priority=50, block=False)
 @_matcher.handle()
 async def _on_message(bot: Bot, event: MessageEvent) -> None:
     await handle_event(bot, event)
+
+
+async def handle_recall(bot: Bot, event: FriendRecallNoticeEvent | GroupRecallNoticeEvent) -> list[str] | None:
+    """Withdraw the recalled message from the pipeline; returns the memory ids
+    retracted, or None when no pipeline is bound or the notice is malformed."""
+    pipeline = await _pipeline()
+    if pipeline is None:
+        log.warning("qq: no huiyi pipeline bound; recall notice ignored")
+        return None
+    withdrawal = parse_recall(event.model_dump())
+    if withdrawal is None:
+        return None
+    return await pipeline.withdraw(tenant_for(pipeline, bot.self_id), withdrawal)
+
+
+_recalls = on_notice(priority=50, block=False)
+
+
+@_recalls.handle()
+async def _on_recall(bot: Bot, event: FriendRecallNoticeEvent | GroupRecallNoticeEvent) -> None:
+    await handle_recall(bot, event)

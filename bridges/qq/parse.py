@@ -11,6 +11,12 @@ Text rendering of segments: ``text`` as is; ``at`` the bot or ``all`` dropped,
 ``at`` anyone else as ``@<name or qq>``; ``image`` its ``summary`` when the
 implementation gives one (NapCat/LLOneBot); ``face`` and everything else
 dropped. The result is stripped at both ends.
+
+Forwards: a ``forward`` (or ``node``) segment is someone else's words. When the
+message has text of its own, only that is kept; when the forward is all there
+is and the implementation inlines it (``data.content``: NapCat, LLOneBot,
+Lagrange), its texts become the message, marked ``forwarded``; a bare
+``forward`` id has no text and is ignored.
 """
 
 from __future__ import annotations
@@ -20,10 +26,10 @@ from typing import Any
 
 from bridges.qq.cqcode import decode_cq
 from bridges.common import epoch_utc
-from bridges.contract import InboundMessage, ReplyRef
+from bridges.contract import InboundMessage, ReplyRef, Withdrawal
 from memory.types import ID_RE, ChatKind
 
-__all__ = ["parse_event", "PLATFORM", "ANONYMOUS_USER_ID"]
+__all__ = ["parse_event", "parse_recall", "PLATFORM", "ANONYMOUS_USER_ID"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +55,55 @@ def _segments(message: Any) -> list[dict]:
         return decode_cq(message)
     if isinstance(message, list):
         return [seg for seg in message if isinstance(seg, dict)]
+    return []
+
+
+def parse_recall(event: dict) -> Withdrawal | None:
+    """A OneBot v11 withdrawal notice as a Withdrawal, or None for anything else.
+
+    ``friend_recall`` (``user_id`` wrote and withdrew ``message_id`` in a private
+    chat) and ``group_recall`` (``user_id`` wrote it in ``group_id``;
+    ``operator_id`` withdrew it). ``time`` as UTC when valid. Never raises."""
+    if not isinstance(event, dict) or event.get("post_type") != "notice":
+        return None
+    kind = event.get("notice_type")
+    if kind not in ("friend_recall", "group_recall"):
+        return None
+    user_id, message_id = _id(event.get("user_id")), _id(event.get("message_id"))
+    if user_id is None or message_id is None:
+        log.warning("onebot: %s notice without valid user_id/message_id, ignored", kind)
+        return None
+    if kind == "group_recall":
+        group_id = _id(event.get("group_id"))
+        if group_id is None:
+            log.warning("onebot: group_recall of message %s without valid group_id, ignored", message_id)
+            return None
+        chat_kind, chat_id = ChatKind.GROUP, group_id
+    else:
+        chat_kind, chat_id = ChatKind.PRIVATE, user_id
+    return Withdrawal(platform=PLATFORM, message_id=message_id, sender_id=user_id, chat_kind=chat_kind,
+                      chat_id=chat_id, operator_id=_id(event.get("operator_id")) or user_id,
+                      timestamp=epoch_utc(event.get("time"), log, f"onebot: recall of {message_id}"))
+
+
+def _forward_text(data: dict, depth: int = 0) -> list[str]:
+    """Texts of a forward/node segment's inlined ``content``: a list of message
+    events (each with ``message``) or of segments; nested forwards up to 3 deep."""
+    content = data.get("content")
+    if isinstance(content, (str, list)) and depth < 3:
+        out: list[str] = []
+        items = _segments(content)
+        for item in items:
+            if "type" in item:
+                inner = item.get("data") if isinstance(item.get("data"), dict) else {}
+                if item["type"] == "text" and isinstance(inner.get("text"), str):
+                    out.append(inner["text"])
+                elif item["type"] in ("forward", "node"):
+                    out += _forward_text(inner, depth + 1)
+            elif "message" in item or "raw_message" in item:
+                node = item.get("message") if item.get("message") is not None else item.get("raw_message")
+                out += _forward_text({"content": node}, depth + 1)
+        return out
     return []
 
 
@@ -117,6 +172,7 @@ def parse_event(event: dict) -> InboundMessage | None:
     mentions: list[str] = []
     mentions_bot = False
     reply_to: ReplyRef | None = None
+    forwarded_parts: list[str] = []
     for seg in _segments(message):
         kind = seg.get("type")
         data = seg.get("data") if isinstance(seg.get("data"), dict) else {}
@@ -149,7 +205,14 @@ def parse_event(event: dict) -> InboundMessage | None:
             summary = data.get("summary")
             if isinstance(summary, str) and summary:
                 parts.append(summary)
+        elif kind in ("forward", "node"):
+            forwarded_parts += [t.strip() for t in _forward_text(data) if t.strip()]
     text = "".join(parts).strip()
+    forwarded = False
+    if not text and forwarded_parts:
+        text, forwarded = "\n".join(forwarded_parts), True
+    elif forwarded_parts:
+        log.debug("onebot: message %s keeps its own text; its forwarded part is not the sender's", message_id)
     if not text:
         log.debug("onebot: message %s has no text, ignored", message_id)
         return None
@@ -169,6 +232,7 @@ def parse_event(event: dict) -> InboundMessage | None:
         mentions_bot=mentions_bot,
         mentions=tuple(mentions),
         reply_to=reply_to,
-        is_command=text.startswith("/"),
+        is_command=text.startswith("/") and not forwarded,
+        forwarded=forwarded,
         sender_role=role if isinstance(role, str) and role in _ROLES else None,
     )

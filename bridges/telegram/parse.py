@@ -40,6 +40,10 @@ PLATFORM = "tg"
 SERVICE_USER_IDS = frozenset({"777000", "136817688", "1087968824"})
 _CHAT_KINDS = {"private": ChatKind.PRIVATE, "group": ChatKind.GROUP, "supergroup": ChatKind.GROUP}
 _MESSAGE_UPDATES = {"message": False, "edited_message": True}
+#: A message carrying any of these was forwarded: ``forward_origin`` (Bot API 7.0+,
+#: types user / hidden_user / chat / channel) and the fields it replaced.
+FORWARD_FIELDS = ("forward_origin", "forward_from", "forward_from_chat", "forward_from_message_id",
+                  "forward_signature", "forward_sender_name", "forward_date")
 _SERVICE_FIELDS = (
     "new_chat_members", "left_chat_member", "new_chat_title", "new_chat_photo", "delete_chat_photo",
     "group_chat_created", "supergroup_chat_created", "channel_chat_created", "migrate_to_chat_id",
@@ -160,7 +164,8 @@ def parse_update(
     ``sender_is_bot`` means this bot when ``bot_id`` is given, any bot otherwise);
     ``is_edit`` for ``edited_message`` or a bare Message with ``edit_date``;
     ``timestamp`` is ``date`` as UTC (the original send time, also for
-    edits); ``language`` is ``from.language_code``.
+    edits); ``language`` is ``from.language_code``; ``forwarded`` when the
+    message carries any of FORWARD_FIELDS (a forwarded ``/cmd`` is no command).
 
     Returns None (never raises) for everything listed in the module docstring.
     """
@@ -249,6 +254,7 @@ def parse_update(
                 is_command = True
 
     language = sender.get("language_code")
+    forwarded = any(msg.get(f) is not None for f in FORWARD_FIELDS)
     return InboundMessage(
         platform=PLATFORM,
         message_id=message_id,
@@ -263,7 +269,8 @@ def parse_update(
         mentions=tuple(mentions),
         reply_to=_reply_ref(msg, bot_key),
         is_edit=is_edit,
-        is_command=is_command,
+        is_command=is_command and not forwarded,
+        forwarded=forwarded,
         language=language if isinstance(language, str) and language else None,
     )
 

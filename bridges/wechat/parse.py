@@ -14,6 +14,11 @@ unknown types; malformed XML or a sender id outside ``ID_RE`` is logged at
 WARNING. A ``<!DOCTYPE``/``<!ENTITY`` declaration is refused before parsing
 (no entity expansion from the network). ``parse_message`` never raises.
 
+Forwards: these callbacks mark no forwarded text (a forwarded text message
+arrives as an ordinary ``text``), and a forwarded chat record arrives as a
+non-text type (``link``, WeCom ``chatrecord``/``merged_msg``), which is
+ignored: no forwarded content reaches capture as the sender's words.
+
 Every chat is private: an OA or a WeCom app talks one to one. The chat id is
 the sender, so the pipeline's per-chat delivery key makes ``MsgId`` dedupe
 per sender (MsgId is not unique across users).

@@ -41,7 +41,9 @@ class ChatLine:
 @dataclass(frozen=True, slots=True)
 class PendingCapture:
     """A person's chat-log line whose capture into ``namespace`` is still due:
-    ``line_id`` (for ``Store.capture_done``), where and when it was said, its text."""
+    ``line_id`` (for ``Store.capture_done``), where and when it was said, its text;
+    ``addressed``: said to the bot (None when not known, as for a line read back
+    from the store: the pipeline then decides from the chat and the tenant)."""
 
     line_id: int
     tenant: str
@@ -50,6 +52,7 @@ class PendingCapture:
     message_id: str
     text: str
     at: datetime
+    addressed: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +213,23 @@ class ChatLog(StoreBase):
             return int(s.exec(select(func.count()).select_from(_ChatLogRow).where(
                 *self._speaker_lines(ns, group_key), _ChatLogRow.capture_queued.is_not(None),  # type: ignore[union-attr]
                 _ChatLogRow.capture_ns == str(ns))).one())
+
+    def withdraw_line(self, ns: Namespace, chat: ChatRef, message_id: str) -> None:
+        """Redact the subject's chat-log line ``message_id`` of ``chat`` (a withdrawn
+        message): the line goes, with any capture still due on it, and a redaction
+        record keeps the message from being appended later (a withdrawal that
+        arrives before its message). Idempotent."""
+        with self._write() as s:
+            _redact_line(s, ns, chat.key, message_id)
+
+    def is_redacted(self, tenant: str, chat: ChatRef, message_id: str) -> bool:
+        """Was the person's line ``message_id`` of ``chat`` redacted (withdrawn or forgotten)?"""
+        if not message_id:
+            return False
+        with self._read() as s:
+            return s.exec(select(_RedactionRow.id).where(
+                _RedactionRow.tenant == tenant, _RedactionRow.chat == chat.key,
+                _RedactionRow.message_id == message_id)).first() is not None
 
     # -- edits and chat migration (Telegram) ------------------------------
 

@@ -328,3 +328,65 @@ def test_parse_event_never_raises(event: object) -> None:
     """SYNTHETIC (property): any JSON value gives an InboundMessage or None, never an exception."""
     result = parse_event(event)  # type: ignore[arg-type]
     assert result is None or isinstance(result, InboundMessage)
+
+
+# -- forwards (issue 12, item 3) — SYNTHETIC: NapCat/LLOneBot inline forward content
+
+def _private(message: object) -> dict:
+    return {"post_type": "message", "message_type": "private", "sub_type": "friend", "time": 1764500100,
+            "self_id": 10000, "user_id": 20001, "message_id": 9003, "message": message,
+            "sender": {"user_id": 20001, "nickname": "阿杰"}}
+
+
+_NODES = [{"message_id": 1, "user_id": 20002, "sender": {"nickname": "小周"},
+           "message": [{"type": "text", "data": {"text": "我叫小周。"}}]},
+          {"message_id": 2, "user_id": 20002, "message": "I love jazz 🎷"}]
+
+
+def test_an_inline_forward_is_someone_elses_words():
+    """A message that is only a forward with inline content carries its texts,
+    marked forwarded (never a command)."""
+    msg = parse_event(_private([{"type": "forward", "data": {"id": "fw1", "content": _NODES}}]))
+    assert msg is not None and msg.forwarded and msg.text == "我叫小周。\nI love jazz 🎷" and not msg.is_command
+
+
+def test_own_text_next_to_a_forward_keeps_only_the_senders_words():
+    """With text of its own, the forwarded part is dropped, and the message is the sender's."""
+    msg = parse_event(_private([{"type": "text", "data": {"text": "看看这个"}},
+                                {"type": "forward", "data": {"id": "fw1", "content": _NODES}}]))
+    assert msg is not None and not msg.forwarded and msg.text == "看看这个"
+
+
+def test_a_bare_forward_id_is_ignored():
+    """go-cqhttp sends only the forward's id: no text, nothing to parse."""
+    assert parse_event(_private([{"type": "forward", "data": {"id": "fw1"}}])) is None
+    assert parse_event(_private("[CQ:forward,id=fw1]")) is None
+
+
+# -- withdrawals (issue 12, item 4) — SYNTHETIC: OneBot v11 notice shapes from the spec
+
+def test_friend_and_group_recall_notices_parse():
+    """friend_recall: the author withdrew in private; group_recall: author and operator in the group."""
+    from bridges.qq.parse import parse_recall
+
+    friend = parse_recall({"time": 1764500200, "self_id": 10000, "post_type": "notice", "notice_type": "friend_recall",
+                           "user_id": 20001, "message_id": 9002})
+    assert (friend.sender_id, friend.message_id, friend.chat.key, friend.operator_id) == ("20001", "9002", "qq:private:20001",
+                                                                                          "20001")
+    group = parse_recall({"time": 1764500200, "self_id": 10000, "post_type": "notice", "notice_type": "group_recall",
+                          "group_id": 30001, "user_id": 20001, "operator_id": 20009, "message_id": -12345})
+    assert (group.sender_id, group.message_id, group.chat.is_group, group.operator_id) == ("20001", "-12345", True, "20009")
+
+
+@pytest.mark.parametrize("event", [
+    {"post_type": "notice", "notice_type": "group_increase", "group_id": 1, "user_id": 2},
+    {"post_type": "notice", "notice_type": "friend_recall", "user_id": 20001},
+    {"post_type": "notice", "notice_type": "group_recall", "user_id": 20001, "message_id": 1},
+    {"post_type": "message", "message_type": "private", "user_id": 20001, "message_id": 1},
+    "not an object",
+])
+def test_other_or_malformed_notices_are_no_withdrawal(event):
+    """Anything but a well-formed recall notice gives None, never an error."""
+    from bridges.qq.parse import parse_recall
+
+    assert parse_recall(event) is None

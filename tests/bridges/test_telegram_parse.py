@@ -352,3 +352,39 @@ def test_iter_payloads_containers() -> None:
     assert list(iter_payloads(update)) == [update]
     assert list(iter_labelled_payloads({"UPDATE": update, "LINK": "https://t.me", "_meta": {"a": 1}})) == [("UPDATE", update)]
     assert list(iter_payloads("nope")) == []
+
+
+# -- forwards (issue 12, item 3) — SYNTHETIC: shapes from the Bot API "MessageOrigin" docs
+
+_ORIGINS = [
+    {"forward_origin": {"type": "user", "date": 1764500000, "sender_user": {"id": 3003, "is_bot": False, "first_name": "周"}}},
+    {"forward_origin": {"type": "hidden_user", "date": 1764500000, "sender_user_name": "小周"}},
+    {"forward_origin": {"type": "chat", "date": 1764500000, "sender_chat": {"id": -1001234, "type": "supergroup", "title": "群"}}},
+    {"forward_origin": {"type": "channel", "date": 1764500000, "chat": {"id": -1005678, "type": "channel", "title": "频道"},
+                        "message_id": 42, "author_signature": "编辑"}},
+    {"forward_from": {"id": 3003, "is_bot": False, "first_name": "Zhou"}, "forward_date": 1764500000},
+    {"forward_from_chat": {"id": -1005678, "type": "channel", "title": "News"}, "forward_from_message_id": 7,
+     "forward_date": 1764500000},
+    {"forward_sender_name": "Zhou", "forward_date": 1764500000},
+    {"forward_signature": "editor", "forward_date": 1764500000},
+]
+
+
+@pytest.mark.parametrize("origin", _ORIGINS)
+@pytest.mark.parametrize("text", ["我叫小周。", "My name is Zhou.", "/memory forget all"])
+def test_every_forward_shape_is_marked_forwarded(origin, text):
+    """Each forward_origin type and each older forward_* field marks the message
+    forwarded; a forwarded /command is no command."""
+    payload = {"update_id": 1, "message": {"message_id": 9, "date": 1764500100, "text": text,
+                                           "chat": {"id": 3002, "type": "private"},
+                                           "from": {"id": 3002, "is_bot": False, "first_name": "A"}, **origin}}
+    msg = parse_update(payload, bot_id=BOT_ID, bot_username=BOT_USERNAME)
+    assert msg is not None and msg.forwarded and msg.text == text and msg.sender_id == "3002"
+    assert not msg.is_command
+
+
+def test_a_plain_message_is_not_forwarded():
+    """Without forward fields a message is the sender's own."""
+    payload = {"message_id": 9, "date": 1764500100, "text": "我叫小周。", "chat": {"id": 3002, "type": "private"},
+               "from": {"id": 3002, "is_bot": False, "first_name": "A"}}
+    assert parse_update(payload).forwarded is False

@@ -315,3 +315,14 @@ def test_plaintext_tenant_is_warned_about_at_start_up(gateway, caplog):
     gateway(wechat={"kind": "oa", "token": OA_TOKEN, "encoding_aes_key": VECTORS["encoding_aes_key"],
                     "app_id": "wxsafeapp"})
     assert not [r for r in caplog.records if "plaintext mode" in r.getMessage()]
+
+@pytest.mark.parametrize("msg_type", ["link", "chatrecord", "merged_msg"])
+def test_a_forwarded_chat_record_is_not_the_senders_text(msg_type):
+    """WeChat marks no forwarded text; a forwarded chat record arrives as a non-text
+    type and is ignored, so its content never becomes the sender's words (issue 12)."""
+    from bridges.wechat.parse import parse_message
+
+    xml = (f"<xml><ToUserName>gh_1</ToUserName><FromUserName>oUser1</FromUserName><CreateTime>1764500100</CreateTime>"
+           f"<MsgType>{msg_type}</MsgType><Title>群聊的聊天记录</Title><Description>小周：我叫小周。</Description>"
+           f"<MsgId>123456</MsgId></xml>")
+    assert parse_message(xml) is None

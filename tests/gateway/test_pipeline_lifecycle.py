@@ -150,3 +150,145 @@ async def test_malformed_llm_extraction_still_captures(pipeline_llm, llm):
     r = await pipeline_llm.handle("default", msg("我叫阿杰", "1"))
     assert r.reply == "好的" and len(r.captured) == 1
     assert pipeline_llm.core.get(NS, r.captured[0]).key == "profile.name"
+
+
+@pytest.mark.parametrize("said, asked, day", [
+    ("周五生日", "我什么时候生日？", "生日"), ("Birthday on Friday.", "When is my birthday?", "Birthday"),
+])
+async def test_a_subjectless_statement_in_private_is_recalled_later(pipeline, said, asked, day):
+    """A private 「周五生日」 is the speaker's birthday (dated in the tenant's zone) and
+    「我什么时候生日？」 recalls it."""
+    at = datetime(2026, 11, 30, 17, 0, tzinfo=timezone.utc)  # Tuesday 2026-12-01 01:00 in Shanghai
+    first = await pipeline.handle("default", msg(said, "40", at=at))
+    (mid,) = first.captured
+    memory = pipeline.core.get(NS, mid)
+    assert memory.key == "profile.birthday" and day in memory.text and "2026-12-04" in memory.text
+    later = await pipeline.handle("default", msg(asked, "41", at=at + timedelta(hours=1)))
+    assert later.captured == [] and mid in later.recalled
+
+
+async def test_subjectless_statements_in_groups_count_only_when_the_bot_is_addressed(sqlite_core, tmp_path, monkeypatch):
+    """In a group that captures every message, 「上周用 docker 部署了个人博客」 not
+    addressed to the bot is nobody's statement; addressed (a mention), it is the speaker's."""
+    cfg = tmp_path / "huiyi.toml"
+    cfg.write_text('[tenants.default]\ncapture_all_group_messages = true\n', encoding="utf-8")
+    monkeypatch.setenv("HUIYI_CONFIG", str(cfg))
+    p = Pipeline(load_settings(), sqlite_core)
+    def said(text, mid, **kw):  # Tuesday 2026-12-01 01:00 in Shanghai: last week began on 2026-11-23
+        return msg(text, mid, at=datetime(2026, 11, 30, 17, 0, tzinfo=timezone.utc), **kw).model_copy(update={"chat_kind": ChatKind.GROUP, "chat_id": "-100500"})
+
+    text = "上周用 docker 部署了个人博客"
+    quiet = [await p.handle("default", said(t, f"5{i}")) for i, t in enumerate([text, "Went hiking in the Alps last week"])]
+    assert [r.captured for r in quiet] == [[], []] and sqlite_core.list(NS) == []
+    loud = [await p.handle("default", said(t, f"6{i}", mentions_bot=True))
+            for i, t in enumerate([text, "Went hiking in the Alps last week"])]
+    assert [len(r.captured) for r in loud] == [1, 1]
+    assert sorted(m.text for m in sqlite_core.list(NS)) == \
+        ["Went hiking in the Alps last week (2026-11-23)", text + "（2026-11-23）"]
+
+
+async def test_the_gateways_own_words_sent_back_store_nothing(sqlite_core, tmp_path, monkeypatch):
+    """The tenant's persona prompt pasted back, a recollection with its [src:…]
+    markers and the template's lines echoed by a client store nothing; the
+    person's own sentence in the same message does."""
+    persona = "I am Momo, a gentle friend with a good memory. My favourite drink is oolong tea and I live in Hangzhou."
+    cfg = tmp_path / "huiyi.toml"
+    cfg.write_text(f'[tenants.default]\npersona = "{persona}"\n', encoding="utf-8")
+    monkeypatch.setenv("HUIYI_CONFIG", str(cfg))
+    p = Pipeline(load_settings(), sqlite_core)
+    echoes = [persona, "（回忆）你之前说过我喜欢爵士乐[src:abcdef123456]",
+              "你记得关于阿杰的这些事：\n- 23个月前，阿杰说过：「我喜欢爵士乐」",
+              "What you remember about 阿杰:\n- yesterday, 阿杰 said: \"I love jazz\""]
+    results = [await p.handle("default", msg(t, f"7{i}")) for i, t in enumerate(echoes)]
+    assert [r.captured for r in results] == [[], [], [], []] and sqlite_core.list(NS) == []
+    mine = await p.handle("default", msg(persona + "\nI live in Chengdu.", "79"))
+    assert [sqlite_core.get(NS, i).text for i in mine.captured] == ["I live in Chengdu."]
+
+
+@pytest.mark.parametrize("origin, text", [
+    ({"forward_origin": {"type": "user", "date": 1764500000, "sender_user": {"id": 3003, "is_bot": False,
+                                                                             "first_name": "周"}}}, "我叫小周。"),
+    ({"forward_from": {"id": 3003, "is_bot": False, "first_name": "Zhou"}, "forward_date": 1764500000},
+     "My name is Zhou. I love jazz."),
+    ({"forward_origin": {"type": "hidden_user", "date": 1764500000, "sender_user_name": "小周"}}, "周五生日"),
+])
+async def test_forwarded_text_is_not_the_forwarders_statement(pipeline, origin, text):
+    """A forwarded message teaches nothing about the forwarder: no memory (their own
+    name stays), and the chat log keeps the line marked as forwarded."""
+    from bridges.telegram.parse import parse_update
+
+    core = pipeline.core
+    ns = Namespace("default", "tg:3002")
+    own = {"message_id": 1, "date": 1764500000, "text": "我叫阿杰。", "chat": {"id": 3002, "type": "private"},
+           "from": {"id": 3002, "is_bot": False, "first_name": "A", "language_code": "zh-hans"}}
+    await pipeline.handle("default", parse_update(own))
+    fwd = parse_update({**own, "message_id": 2, "date": 1764500100, "text": text, **origin})
+    res = await pipeline.handle("default", fwd)
+    assert res.captured == [] and [m.text for m in core.list(ns)] == ["我叫阿杰。"]
+    tail = [line.text for line in core.store.chat_tail("default", fwd.chat, 10) if line.role == "user"]
+    assert tail[:1] == ["我叫阿杰。"] and tail[1] == "［转发］" + text
+
+
+# -- withdrawals (issue 12, item 4) ------------------------------------------------------
+
+QQ = Namespace("default", "qq:20001")
+
+
+def qq_msg(text, mid, *, group=False, at=None):
+    from bridges.qq.parse import parse_event
+
+    event = {"post_type": "message", "message_type": "group" if group else "private", "sub_type": "friend",
+             "time": int((at or T0).timestamp()), "self_id": 10000, "user_id": 20001, "message_id": mid,
+             "message": ([{"type": "at", "data": {"qq": "10000"}}] if group else []) + [{"type": "text", "data": {"text": text}}],
+             "sender": {"user_id": 20001, "nickname": "阿杰"}}
+    if group:
+        event["group_id"] = 30001
+    return parse_event(event)
+
+
+def recall(mid, *, group=False):
+    from bridges.qq.parse import parse_recall
+
+    notice = {"post_type": "notice", "notice_type": "group_recall" if group else "friend_recall", "time": 1764500200,
+              "self_id": 10000, "user_id": 20001, "message_id": mid}
+    if group:
+        notice.update(group_id=30001, operator_id=20009)
+    return parse_recall(notice)
+
+
+@pytest.mark.parametrize("text, query", [("我对芒果过敏。", "我对什么过敏？"), ("I'm allergic to mangoes.", "What am I allergic to?")])
+@pytest.mark.parametrize("group", [False, True])
+async def test_a_withdrawn_message_unteaches_what_it_taught(pipeline, text, query, group):
+    """friend_recall / group_recall of 9002 retracts its memory, takes its line out of
+    the tail and out of recall; a second notice changes nothing; another message's
+    memory stays."""
+    core = pipeline.core
+    await pipeline.handle("default", qq_msg("我叫阿杰。", 9001, group=group))
+    taught = await pipeline.handle("default", qq_msg(text, 9002, group=group, at=T0 + timedelta(minutes=1)))
+    (mid,) = taught.captured
+    assert await pipeline.withdraw("default", recall(9002, group=group)) == [mid]
+    assert await pipeline.withdraw("default", recall(9002, group=group)) == []
+    assert [m.text for m in core.list(QQ)] == ["我叫阿杰。"]
+    later = await pipeline.handle("default", qq_msg(query, 9003, group=group, at=T0 + timedelta(minutes=2)))
+    assert mid not in later.recalled
+    from memory.types import ChatRef
+
+    tail = [line.text for line in core.store.chat_tail("default", ChatRef.parse(taught.chat), 20)]
+    assert text not in tail and "我叫阿杰。" in tail
+    assert core.index.ids(QQ) == {m.id for m in core.list(QQ)}
+
+
+async def test_a_withdrawal_before_the_capture_ran_stores_nothing(pipeline):
+    """The notice arrives while the capture is still queued (background capture), or
+    even before the message itself: nothing is learned and nothing is logged."""
+    core = pipeline.core
+    queued = await pipeline.handle("default", qq_msg("我对芒果过敏。", 9102), background_capture=True)
+    assert queued.capture_pending
+    await pipeline.withdraw("default", recall(9102))
+    await pipeline.drain()
+    assert core.list(QQ) == []
+    await pipeline.withdraw("default", recall(9103))  # the notice overtakes its message
+    late = await pipeline.handle("default", qq_msg("I'm allergic to mangoes.", 9103))
+    assert late.captured == [] and core.list(QQ) == []
+    tail = [line.text for line in core.store.chat_tail("default", qq_msg("x", 1).chat, 20)]
+    assert "我对芒果过敏。" not in tail and "I'm allergic to mangoes." not in tail

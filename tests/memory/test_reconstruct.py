@@ -224,3 +224,60 @@ async def test_model_failures_fall_back_to_the_template(model, llm):
     late = await reconstruct(hits_of(ZH), timeout_s=0.3, **args)
     assert late.fallback_reason == "timeout" and time.perf_counter() - t0 < 1.2
     assert late.text == template_recollection(hits_of(ZH), lang="zh_CN", name="阿杰", now=NOW).text
+
+
+# -- local calendar days (issue 12, item 11) ------------------------------------------
+
+from memory.capture import HeuristicExtractor  # noqa: E402
+from memory.reconstruct import when_text  # noqa: E402
+
+
+@pytest.mark.parametrize("tz, said_local, asked_local, zh, en", [
+    # east of UTC: said just after local midnight (the UTC day before), asked that evening
+    ("Asia/Shanghai", (2025, 3, 1, 0, 30), (2025, 3, 1, 20, 0), "今天", "today"),
+    ("Asia/Shanghai", (2025, 2, 28, 23, 50), (2025, 3, 1, 0, 10), "昨天", "yesterday"),
+    ("Asia/Tokyo", (2025, 3, 1, 8, 0), (2025, 3, 3, 10, 0), "2天前", "2 days ago"),
+    # west of UTC: said late in the local evening (the next UTC day), asked next morning
+    ("America/New_York", (2025, 3, 1, 23, 30), (2025, 3, 2, 8, 0), "昨天", "yesterday"),
+    ("America/Los_Angeles", (2025, 3, 1, 15, 0), (2025, 3, 1, 23, 59), "今天", "today"),
+])
+def test_relative_days_are_counted_in_the_tenants_zone(tz, said_local, asked_local, zh, en):
+    """今天/昨天/N天前 count calendar days of the tenant's zone, on both sides of local
+    midnight, east and west of UTC (the UTC dates would say otherwise)."""
+    from zoneinfo import ZoneInfo
+
+    said = datetime(*said_local, tzinfo=ZoneInfo(tz)).astimezone(timezone.utc)
+    asked = datetime(*asked_local, tzinfo=ZoneInfo(tz)).astimezone(timezone.utc)
+    assert when_text(said, asked, "zh_CN", tz) == zh and when_text(said, asked, "en", tz) == en
+    assert when_text(said, asked, "en", "UTC") != en  # the fault: UTC days
+
+
+@pytest.mark.parametrize("tz, said_local, text, day", [
+    ("Asia/Shanghai", (2025, 3, 1, 0, 30), "我明天要面试", "2025-03-02"),
+    ("Asia/Shanghai", (2025, 3, 1, 0, 30), "I have an interview tomorrow", "2025-03-02"),
+    ("America/New_York", (2025, 3, 1, 23, 30), "我明天要面试", "2025-03-02"),
+    ("America/New_York", (2025, 3, 1, 23, 30), "I have an interview tomorrow", "2025-03-02"),
+])
+async def test_memory_lines_sent_to_the_model_carry_the_local_day(tz, said_local, text, day):
+    """「我明天要面试」 said at local 00:30 (east) or 23:30 (west) is stored for the local
+    tomorrow and shown to the model with that day, not the UTC one; the template
+    says "today" for a fact said earlier the same local day."""
+    from zoneinfo import ZoneInfo
+
+    said = datetime(*said_local, tzinfo=ZoneInfo(tz)).astimezone(timezone.utc)
+    (fact,) = HeuristicExtractor().extract(text, said, tz)
+    mem = Memory(id="a1b2c3d4e5f6", namespace=NS, text=fact.text, created_at=said, event_time=fact.event_time)
+    seen = []
+
+    async def complete(messages):
+        seen.append(messages)
+        return "你明天要面试[src:a1b2c3d4e5f6]。"
+
+    hits = [Hit(mem, 0.9), Hit(Memory(id="b1", namespace=NS, text="我养猫", created_at=said), 0.5)]
+    await reconstruct(hits, tail=[], complete=complete, lang="zh_CN", now=said + timedelta(hours=1),
+                      persona_name="小忆", persona_voice="温柔", tz=tz)
+    assert f"[a1b2c3d4e5f6] {fact.text} ({day}, neutral)" in seen[0][1]["content"]
+    local_said = said.astimezone(ZoneInfo(tz)).date().isoformat()
+    assert f"[b1] 我养猫 ({local_said}, neutral)" in seen[0][1]["content"]
+    rec = template_recollection(hits, lang="en", name="Jie", now=said + timedelta(minutes=20), tz=tz)
+    assert rec.text.splitlines()[1].startswith("- today, Jie said:")

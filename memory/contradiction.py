@@ -1,0 +1,150 @@
+"""Does a new statement change what a live memory says? (issue 12, item 10)
+
+``judge(old, new)`` compares two first-person statements of one person and says
+what the new one does to the old one:
+
+- ``update``: the same fact with a new value, or a change said outright — the
+  same slot family (where one lives, works, whom one dates, a favourite thing)
+  with another value, or a change verb (搬到, 换了, 跳槽, 不再, 分手, moved to,
+  switched, no longer, broke up) on the same topic;
+- ``contradiction``: the same topic with the opposite polarity ("I love coffee"
+  / "I hate coffee now", 「我喜欢猫」/「我不喜欢猫了」);
+- ``restatement``: the same topic and polarity, nothing changed;
+- ``unrelated``: another topic.
+
+Topic: the statements' content tokens (``memory.text.tokens``: jieba words and
+CJK unigrams) without polarity, change, intensity and function words; two
+statements share a topic when at least half of the smaller token set is in
+the other (overlap coefficient, Szymkiewicz–Simpson; 0.3 when the new one
+says outright that something changed). Pure and deterministic;
+measured on a labelled set of zh/en pairs by ``python -m bench contradiction``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from memory.text import to_simplified, tokens
+
+__all__ = ["Verdict", "judge", "can_change", "CHANGES", "TOPIC_OVERLAP"]
+
+TOPIC_OVERLAP = 0.5
+"""Least overlap coefficient of two statements' topic tokens for one topic."""
+CHANGE_OVERLAP = 0.3
+"""The same, when the new statement says outright that something changed (换了, no longer)."""
+
+CHANGES = ("update", "contradiction")
+"""Verdicts under which the new statement supersedes the old one."""
+
+# slot families: (name, pattern with the value in group v)
+_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("residence", re.compile(r"(?:住在|住|搬(?:到|去|家到|家去)了?|定居在?)(?P<v>[\u4e00-\u9fffA-Za-z]{2,10}?)(?:了|啦|$|[，,。.!！])"
+                             r"|\b(?:live|living|lived) in (?P<v2>[a-z][a-z ]{1,30}?)\b(?:$|[.,!])"
+                             r"|\b(?:moved|relocated|moving) to (?P<v3>[a-z][a-z ]{1,30}?)(?: last| this| next|$|[.,!])", re.I)),
+    ("work", re.compile(r"在(?P<v>[\u4e00-\u9fffA-Za-z]{2,10}?)(?:上班|工作)|跳槽到(?P<v2>[\u4e00-\u9fffA-Za-z]{2,10}?)(?:了|$|[，,。])"
+                        r"|\bwork (?:at|for) (?P<v3>[a-z][a-z ]{1,30}?)(?:$|[.,!])", re.I)),
+    ("job", re.compile(r"我(?:现在)?(?:改行)?(?:是|当)(?:一名|一个|个)?(?P<v>[\u4e00-\u9fff]{1,6}?)(?:了|$|[，,。])"
+                       r"|\b(?:i'?m|i am) an? (?P<v2>[a-z]+)\b|\bworking as an? (?P<v3>[a-z]+)", re.I)),
+    ("partner", re.compile(r"(?:女朋友|男朋友|老婆|老公|对象)(?:叫|是)(?P<v>[\u4e00-\u9fffA-Za-z]{1,6})"
+                           r"|(?P<v2>[\u4e00-\u9fffA-Za-z]{1,6})是我(?:的)?(?:女朋友|男朋友|老婆|老公|对象)"
+                           r"|\bmy (?:girlfriend|boyfriend|wife|husband|partner) is (?P<v3>[a-z]+)"
+                           r"|\b(?P<v4>[a-z]+) is my (?:girlfriend|boyfriend|wife|husband|partner)", re.I)),
+    ("favourite", re.compile(r"最(?:喜欢|爱)的(?P<t>[\u4e00-\u9fff]{1,4}?)(?:现在)?是(?P<v>[\u4e00-\u9fffA-Za-z]{1,10})"
+                             r"|\bfavou?rite (?P<t2>[a-z]+) is (?P<v2>[a-z ]{1,30}?)(?: now)?(?:$|[.,!])", re.I)),
+)
+_CHANGE_RE = re.compile(r"搬到|搬去|搬家|换了|换成|改成|改学|改行|改当|跳槽|不再|再也不|已经不|戒了|戒掉|已经戒|分手|离婚|毕业|"
+                        r"卖了|走了|去世|现在不|不.了$|"
+                        r"\b(?:moved|relocated|switched|changed|sold|quit|graduated|divorced)\b|\bno longer\b|\banymore\b|"
+                        r"\bbroke up\b|\bnot any ?more\b|\bagain now\b|\bnew job\b", re.I)
+_POSITIVE_RE = re.compile(r"喜欢|爱|迷上|热爱|\blikes?\b|\bloves?\b|\benjoys?\b|\badore\b|\bfan of\b|\binto\b", re.I)
+_NEGATIVE_RE = re.compile(r"讨厌|受不了|烦死|恨|不(?:太|再|怎么)?(?:喜欢|爱|吃|喝|看|玩|听)|再也不|戒|"
+                          r"\bhates?\b|\bdislikes?\b|\bcan'?t stand\b|\bcannot stand\b|\b(?:don'?t|do not|no longer|never)\b"
+                          r"|\bworst\b|\banymore\b", re.I)
+_NOT_TOPIC = frozenset((
+    "我 我们 你 他 她 它 的 了 着 过 是 在 很 超 超级 真的 真 特别 非常 挺 好 太 也 还 都 就 现在 已经 其实 一直 最近 上个月 "
+    "上周 去年 一只 一个 一名 喜欢 爱 讨厌 受不了 不 不再 再也 再 戒 戒掉 戒了 换 换了 改 改成 搬 搬到 搬去 跳槽 分手 "
+    "看 吃 喝 个 叫 家 上 下 月 周 年 又 啦 呀 吧 呢 哦 改学 改行 当 现 已 经 真 特 别 非 常 超 级 "
+    "i i'm im me my mine am is are was be been do does did don't dont not no never now still again really actually "
+    "very so a an the to of and at in for with it its this that these those anymore longer just also too lot much "
+    "like likes love loves enjoy enjoys adore hate hates dislike dislikes can't cant stand cannot moved move switched "
+    "sold quit graduated broke up new started started working work last month week year ago").split())
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What ``new`` does to ``old``: ``kind`` in update / contradiction /
+    restatement / unrelated; ``overlap`` the topic overlap coefficient in [0, 1];
+    ``family`` the slot family both belong to, "" when none."""
+
+    kind: str
+    overlap: float
+    family: str = ""
+
+    @property
+    def changes(self) -> bool:
+        """True when the new statement supersedes the old one."""
+        return self.kind in CHANGES
+
+
+def _family(text: str) -> tuple[str, str] | None:
+    for name, pattern in _FAMILIES:
+        m = pattern.search(text)
+        if m is None:
+            continue
+        groups = m.groupdict()
+        value = next((groups[g] for g in groups if g.startswith("v") and groups[g]), "")
+        topic = next((groups[g] for g in groups if g.startswith("t") and groups[g]), "")
+        if name == "favourite":
+            name = f"favourite.{topic.lower()}"
+        return name, value.strip().lower()
+    return None
+
+
+def _topic(text: str) -> set[str]:
+    return {t for t in tokens(text) if t not in _NOT_TOPIC and not t.isdigit()}
+
+
+def _polarity(text: str) -> int:
+    """+1 positive, -1 negative, 0 neither, about the statement's object."""
+    if _NEGATIVE_RE.search(text):
+        return -1
+    return 1 if _POSITIVE_RE.search(text) else 0
+
+
+@lru_cache(maxsize=8192)
+def _read(text: str) -> tuple[str, frozenset[str], tuple[str, str] | None, int, bool]:
+    """(simplified text, topic tokens, family, polarity, says a change) of one
+    statement; cached, as capture judges each new fact against the same live
+    memories message after message."""
+    plain = to_simplified(text or "").strip()
+    return plain, frozenset(_topic(plain)), _family(plain), _polarity(plain), bool(_CHANGE_RE.search(plain))
+
+
+def can_change(new: str) -> bool:
+    """False when ``new`` has no slot family, no polarity and no change verb: then
+    ``judge`` can only call it a restatement or unrelated, whatever the old one."""
+    _plain, _topic_tokens, family, polarity, changed = _read(new)
+    return family is not None or polarity != 0 or changed
+
+
+def judge(old: str, new: str) -> Verdict:
+    """What the statement ``new`` does to the live statement ``old`` (both the
+    same person's, zh/en/mixed, traditional folded to simplified). Never raises."""
+    _a, ta, fa, pa, change_a = _read(old)
+    _b, tb, fb, pb, change_b = _read(new)
+    overlap = len(ta & tb) / min(len(ta), len(tb)) if ta and tb else 0.0
+    changed = change_b and not change_a
+    if fa is not None and fb is not None and fa[0] == fb[0]:
+        same_value = fa[1] == fb[1] or (fa[1] and fb[1] and (fa[1] in fb[1] or fb[1] in fa[1]))
+        if not same_value or changed:
+            return Verdict("update", overlap, fa[0])
+        return Verdict("restatement", overlap, fa[0])
+    if overlap < (CHANGE_OVERLAP if changed else TOPIC_OVERLAP):
+        return Verdict("unrelated", overlap)
+    if pa and pb and pa != pb:
+        return Verdict("contradiction", overlap)
+    if changed:
+        return Verdict("contradiction" if pa else "update", overlap)
+    return Verdict("restatement", overlap)
