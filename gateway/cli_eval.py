@@ -1,8 +1,10 @@
-"""``huiyi stats`` and ``huiyi eval grounding``: how reconstruction is doing.
+"""``huiyi stats``, ``huiyi eval recall`` and ``huiyi eval grounding``: how recall and reconstruction are doing.
 
 stats             one day of the per-turn audit (gateway.observability): turns,
                   reconstruction success rate, fallback reasons, p50/p95 latency
                   per stage
+eval recall       recall quality on LoCoMo / DuLeMon / LongMemEval (gateway.recall_eval):
+                  any@k, all@k, MRR of the hybrid and of each channel, a PNG plot
 eval grounding    the validator (memory.reconstruct.validate) over a fixture of
                   (memories, context, model output, expected decision) cases:
                   grounding, fallback rate, agreement with the expected decision
@@ -32,7 +34,7 @@ import typer
 
 from gateway.config import load_settings
 
-__all__ = ["stats", "eval_app", "evaluate_grounding", "GroundingReport", "DEFAULT_FIXTURE"]
+__all__ = ["stats", "eval_app", "evaluate_grounding", "GroundingReport", "DEFAULT_FIXTURE", "recall_eval"]
 
 DEFAULT_FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "data" / "grounding_cases.json"
 
@@ -167,3 +169,95 @@ def grounding(fixture: Annotated[Path, typer.Argument(help="cases JSON (default:
         sys.stdout.write(json.dumps(out, ensure_ascii=False, indent=2) + "\n")
     else:
         typer.echo("\n".join(report.lines()))
+
+
+@eval_app.command("recall")
+def recall_eval(
+    dataset: Annotated[str, typer.Option(help="locomo, dulemon or longmemeval")] = "locomo",
+    layout: Annotated[str, typer.Option(help="conversation (one namespace per conversation / dialogue / "
+                                             "question), speaker (LoCoMo: one per person) or pool (DuLeMon: "
+                                             "every fact in one namespace)")] = "conversation",
+    as_of: Annotated[str, typer.Option("--as-of", help="end: recall when the question is asked (memories "
+                                                       "days to months old); now: at the wall clock")] = "end",
+    mode: Annotated[str, typer.Option(help="raw: each turn is a memory; capture: turns go through capture")] = "raw",
+    split: Annotated[str, typer.Option(help="dev, test (held out) or all")] = "all",
+    data_dir: Annotated[Path | None, typer.Option(help="datasets (default: HUIYI_EVAL_DATA_DIR, else "
+                                                       "../shared/data beside the repository)")] = None,
+    k: Annotated[str, typer.Option("--k", help="comma-separated cut-offs")] = "1,3,5,10,20",
+    embedder: Annotated[str | None, typer.Option(help="offline embedder (default: as configured)")] = None,
+    plot_path: Annotated[Path | None, typer.Option("--plot", help="PNG of recall against k "
+                                                                  "(default: recall-<dataset>-<layout>-<split>.png)")]
+    = None,
+    cache_dir: Annotated[str, typer.Option(help="on-disk cache of dataset embeddings ('none' to disable)")]
+    = "/tmp/huiyi-eval-cache",
+) -> None:
+    """Recall quality of the real MemoryCore.recall on a public dataset: any@k / all@k / MRR per
+    category for the shipped hybrid and, in the same run, its BM25-only and vector-only channels."""
+    import logging
+    import shutil
+    import tempfile
+
+    from gateway.recall_eval import (EvalError, CachedEmbedder, default_data_dir, evaluate, ingest, load_suite,
+                                     plot, report_lines, split as split_suite)
+    from memory.core import MemoryCore
+    from memory.embed import make_embedder
+    from memory.errors import EmbedderError
+    from memory.index import SearchIndex
+    from memory.store import Store
+    from memory.text import initialise
+
+    try:
+        ks = sorted({int(x) for x in k.split(",") if x.strip()})
+        if not ks or ks[0] < 1:
+            raise ValueError
+    except ValueError:
+        typer.echo(f"--k must be positive integers separated by commas, not {k!r}", err=True)
+        raise typer.Exit(2) from None
+    if as_of not in ("end", "now"):
+        typer.echo(f"--as-of must be end or now, not {as_of!r}", err=True)
+        raise typer.Exit(2)
+    settings = load_settings()
+    root = data_dir or settings.eval_data_dir or default_data_dir()
+    if not Path(root).is_dir():
+        typer.echo(f"no evaluation data at {root}: pass --data-dir or set HUIYI_EVAL_DATA_DIR "
+                   f"(LoCoMo, DuLeMon and LongMemEval as laid out in shared/data)", err=True)
+        raise typer.Exit(2)
+    try:
+        suite = split_suite(load_suite(dataset, Path(root), layout), split)
+        if mode not in ("raw", "capture"):
+            raise EvalError(f"unknown mode {mode!r} (raw or capture)")
+    except EvalError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        emb = make_embedder(embedder or settings.embed_model, None if embedder else settings.embed_base_url,
+                            settings.embed_api_key)
+    except EmbedderError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    if cache_dir != "none":
+        emb = CachedEmbedder(emb, Path(cache_dir) / "embeddings.sqlite")
+    initialise()
+    work = Path(tempfile.mkdtemp(prefix="huiyi-eval-"))
+    core = MemoryCore(Store(f"sqlite:///{work / 'huiyi.db'}"), SearchIndex(work / "index", emb))
+    try:
+        t0 = time.perf_counter()
+        key_of = ingest(core, suite, mode)
+        ingest_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        runs = evaluate(core, suite, key_of, k=max(ks), as_of=as_of)
+        eval_s = time.perf_counter() - t0
+    finally:
+        core.close()
+        shutil.rmtree(work, ignore_errors=True)
+    title = (f"recall {suite.name} [{emb.name}, mode {mode}, as of {as_of}]: {len(suite.queries)} queries, "
+             f"{suite.n_docs} turns/facts in {len(suite.worlds)} namespaces -> {len(key_of)} memories")
+    typer.echo("\n".join(report_lines(suite, runs, ks, title)))
+    import os
+
+    typer.echo(f"ingest {ingest_s:.1f} s, recall {eval_s:.1f} s; load average "
+               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    out = plot_path or Path(f"recall-{dataset}-{layout}-{split}.png")
+    plot(suite, runs, ks, out, title)
+    typer.echo(f"plot: {out}")
