@@ -10,8 +10,8 @@ One loader per dataset (recipes in ``../shared/data/README.md``), each giving a
   session's date (plus one minute per turn). Queries: questions of categories
   1–4 with resolvable evidence, ``tail = [question]``, asked one day after the
   conversation's last session. Layouts: ``conversation`` (one namespace per
-  conversation, both speakers) or ``speaker`` (one namespace per speaker — the
-  product's real layout; a question is routed to the speaker(s) it names, or to
+  conversation, both speakers) or ``speaker`` (one namespace per speaker, ``<conversation>.a`` /
+  ``.b`` — the product's real layout; a question is routed to the speaker(s) it names, or to
   both when it names neither, and the namespaces' hits are merged by score).
   Split: the first 4 conversations are ``dev``, the other 6 ``test``.
 - **DuLeMon** (``zh/dulemon_samples.jsonl``): each ``user_said_persona`` fact,
@@ -77,6 +77,7 @@ __all__ = [
     "ingest",
     "evaluate",
     "RecallRun",
+    "metrics",
     "report_lines",
     "plot",
     "default_data_dir",
@@ -189,6 +190,13 @@ def _read(path: Path) -> str:
         raise EvalError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
+def _names(person: str, question: str) -> bool:
+    """Whether ``question`` names ``person`` (a whole word in Latin script, a substring in CJK)."""
+    if any("\u4e00" <= c <= "\u9fff" for c in person):
+        return person in question
+    return re.search(rf"\b{re.escape(person)}\b", question) is not None
+
+
 def _locomo_date(value: str) -> datetime:
     return datetime.strptime(value, "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
 
@@ -232,11 +240,12 @@ def load_locomo(path: Path, conversations: int | None = None, max_turns: int | N
         conv_id = sample["sample_id"]
         units.append(conv_id)
         speakers = [conv["speaker_a"], conv["speaker_b"]]
+        person = {conv["speaker_a"]: f"{conv_id}.a", conv["speaker_b"]: f"{conv_id}.b"}
         if layout == "conversation":
             worlds[conv_id] = tuple(docs)
         else:
             for spk in speakers:
-                worlds[f"{conv_id}.{_UNSAFE.sub('_', spk)}"] = tuple(d for d in docs if d.speaker == spk)
+                worlds[person[spk]] = tuple(d for d in docs if d.speaker == spk)
         asked = last + timedelta(days=1)
         for qa in sample["qa"]:
             if qa.get("category") not in (1, 2, 3, 4):
@@ -247,8 +256,8 @@ def load_locomo(path: Path, conversations: int | None = None, max_turns: int | N
             if layout == "conversation":
                 qworlds: tuple[str, ...] = (conv_id,)
             else:
-                named = [s for s in speakers if re.search(rf"\b{re.escape(s)}\b", qa["question"])]
-                qworlds = tuple(f"{conv_id}.{_UNSAFE.sub('_', s)}" for s in (named or speakers))
+                named = [s for s in speakers if _names(s, qa["question"])]
+                qworlds = tuple(person[s] for s in (named or speakers))
             queries.append(Query(qworlds, (qa["question"],), frozenset(gold), str(qa["category"]), conv_id, asked))
     return Suite(f"locomo-{layout}", "locomo", "conv", worlds, tuple(queries), tuple(units), LOCOMO_DEV)
 

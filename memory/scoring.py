@@ -128,6 +128,7 @@ class ScoringParams:
     congruence_threshold: float = 0.2
     retention_floor: float = 0.5
     importance_weight_range: tuple[float, float] = (0.75, 1.25)
+    rescore_strength: float = 1.0
 
     def __post_init__(self) -> None:
         lives = {Category(k): float(v) for k, v in self.half_lives.items()}
@@ -147,6 +148,8 @@ class ScoringParams:
             raise ValueError("congruence_threshold in [0, 1], congruence_max_boost >= 0")
         if not 0 <= self.retention_floor <= 1:
             raise ValueError("retention_floor must be in [0, 1]")
+        if not 0 <= self.rescore_strength <= 1:
+            raise ValueError("rescore_strength must be in [0, 1]")
         for name in ("activation_weight_range", "importance_weight_range"):
             low, high = getattr(self, name)
             if not 0 < low <= high:
@@ -318,4 +321,6 @@ def final(parts: ScoreParts, params: ScoringParams = DEFAULT_PARAMS) -> float:
     activation, emotion and importance."""
     floor = params.retention_floor
     kept = floor + (1.0 - floor) * _clip(parts.retention, 0.0, 1.0)
-    return parts.rrf * kept * activation_weight(parts.activation, params) * parts.emotion * parts.importance
+    factor = kept * activation_weight(parts.activation, params) * parts.emotion * parts.importance
+    s = params.rescore_strength
+    return parts.rrf * (factor if s == 1.0 else factor ** s)
