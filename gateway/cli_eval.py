@@ -180,7 +180,8 @@ def recall_eval(
     as_of: Annotated[str, typer.Option("--as-of", help="end: recall when the question is asked (memories "
                                                        "days to months old); now: at the wall clock")] = "end",
     mode: Annotated[str, typer.Option(help="raw: each turn is a memory; capture: turns go through capture")] = "raw",
-    split: Annotated[str, typer.Option(help="dev, test (held out) or all")] = "all",
+    split: Annotated[str, typer.Option(help="dev, test (held out) or all; several comma-separated (one "
+                                            "ingest, one report each)")] = "all",
     data_dir: Annotated[Path | None, typer.Option(help="datasets (default: HUIYI_EVAL_DATA_DIR, else "
                                                        "../shared/data beside the repository)")] = None,
     k: Annotated[str, typer.Option("--k", help="comma-separated cut-offs")] = "1,3,5,10,20",
@@ -197,8 +198,10 @@ def recall_eval(
     import shutil
     import tempfile
 
-    from gateway.recall_eval import (EvalError, CachedEmbedder, default_data_dir, evaluate, ingest, load_suite,
-                                     plot, report_lines, split as split_suite)
+    from dataclasses import replace
+
+    from gateway.recall_eval import (CachedEmbedder, EvalError, RecallRun, default_data_dir, evaluate, ingest,
+                                     load_suite, plot, report_lines, split as split_suite)
     from memory.core import MemoryCore
     from memory.embed import make_embedder
     from memory.errors import EmbedderError
@@ -223,7 +226,15 @@ def recall_eval(
                    f"(LoCoMo, DuLeMon and LongMemEval as laid out in shared/data)", err=True)
         raise typer.Exit(2)
     try:
-        suite = split_suite(load_suite(dataset, Path(root), layout), split)
+        full = load_suite(dataset, Path(root), layout)
+        splits = [x.strip() for x in split.split(",") if x.strip()]
+        parts = {name: split_suite(full, name) for name in splits}
+        if not parts:
+            raise EvalError("--split names no split")
+        # one ingest for every split asked: the worlds any of them searches
+        suite = replace(full, queries=tuple(q for q in full.queries
+                                            if any(q in set(p.queries) for p in parts.values())),
+                        worlds={w: d for w, d in full.worlds.items() if any(w in p.worlds for p in parts.values())})
         if mode not in ("raw", "capture"):
             raise EvalError(f"unknown mode {mode!r} (raw or capture)")
     except EvalError as exc:
@@ -232,7 +243,7 @@ def recall_eval(
     logging.basicConfig(level=logging.WARNING)
     try:
         emb = make_embedder(embedder or settings.embed_model, None if embedder else settings.embed_base_url,
-                            settings.embed_api_key)
+                            settings.embed_api_key, None if embedder else settings.embed_min_similarity)
     except EmbedderError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
@@ -251,13 +262,19 @@ def recall_eval(
     finally:
         core.close()
         shutil.rmtree(work, ignore_errors=True)
-    title = (f"recall {suite.name} [{emb.name}, mode {mode}, as of {as_of}]: {len(suite.queries)} queries, "
-             f"{suite.n_docs} turns/facts in {len(suite.worlds)} namespaces -> {len(key_of)} memories")
-    typer.echo("\n".join(report_lines(suite, runs, ks, title)))
     import os
 
+    index_of = {q: i for i, q in enumerate(suite.queries)}
+    for name, part in parts.items():
+        sub = {c: RecallRun([r.retrieved[index_of[q]] for q in part.queries],
+                            [r.latency_s[index_of[q]] for q in part.queries]) for c, r in runs.items()}
+        title = (f"recall {part.name} [{emb.name}, mode {mode}, as of {as_of}]: {len(part.queries)} queries; "
+                 f"{suite.n_docs} turns/facts in {len(suite.worlds)} namespaces -> {len(key_of)} memories")
+        typer.echo("\n".join(report_lines(part, sub, ks, title)))
+        out = plot_path if (plot_path and len(parts) == 1) else \
+            (plot_path.with_name(f"{plot_path.stem}-{name}{plot_path.suffix}") if plot_path
+             else Path(f"recall-{dataset}-{layout}-{name}.png"))
+        plot(part, sub, ks, out, title)
+        typer.echo(f"plot: {out}\n")
     typer.echo(f"ingest {ingest_s:.1f} s, recall {eval_s:.1f} s; load average "
                f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    out = plot_path or Path(f"recall-{dataset}-{layout}-{split}.png")
-    plot(suite, runs, ks, out, title)
-    typer.echo(f"plot: {out}")

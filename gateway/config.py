@@ -232,6 +232,9 @@ class Settings(BaseSettings):
     embed_base_url: str | None = None
     embed_api_key: str | None = None
     embed_model: str | None = None
+    #: relevance floor of recall's vector channel (cosine similarity); unset → the
+    #: offline model's own (see memory.embed), 0.0 for an endpoint's model
+    embed_min_similarity: float | None = None
     #: datasets for ``huiyi eval recall`` (LoCoMo, DuLeMon, LongMemEval), env
     #: ``HUIYI_EVAL_DATA_DIR``; unset → ``../shared/data`` beside the repository
     eval_data_dir: Path | None = None

@@ -49,6 +49,7 @@ import json
 import logging
 import re
 import sqlite3
+import textwrap
 import threading
 import time
 from collections.abc import Sequence
@@ -609,7 +610,7 @@ def plot(suite: Suite, runs: dict[str, RecallRun], ks: Sequence[int], path: Path
     ax.set_ylim(0, 1)
     ax.set_xticks(list(ks))
     ax.grid(alpha=0.3)
-    ax.set_title(title, fontsize=9)
+    ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=8)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     path = Path(path)
