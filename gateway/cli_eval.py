@@ -191,6 +191,10 @@ def recall_eval(
     = None,
     cache_dir: Annotated[str, typer.Option(help="on-disk cache of dataset embeddings ('none' to disable)")]
     = "/tmp/huiyi-eval-cache",
+    param: Annotated[list[str] | None, typer.Option(help="override a recall default, NAME=VALUE (repeatable): "
+                                                         "rrf_k, candidates, tail, exact_max, bm25_weight, "
+                                                         "vector_weight, bm25_floor, vector_floor, "
+                                                         "rescore_strength")] = None,
 ) -> None:
     """Recall quality of the real MemoryCore.recall on a public dataset: any@k / all@k / MRR per
     category for the shipped hybrid and, in the same run, its BM25-only and vector-only channels."""
@@ -219,6 +223,11 @@ def recall_eval(
     if as_of not in ("end", "now"):
         typer.echo(f"--as-of must be end or now, not {as_of!r}", err=True)
         raise typer.Exit(2)
+    try:
+        params = recall_params(param or [])
+    except ValueError as exc:
+        typer.echo(f"--param: {exc}", err=True)
+        raise typer.Exit(2) from None
     settings = load_settings()
     root = data_dir or settings.eval_data_dir or default_data_dir()
     if not Path(root).is_dir():
@@ -257,7 +266,7 @@ def recall_eval(
         key_of = ingest(core, suite, mode)
         ingest_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        runs = evaluate(core, suite, key_of, k=max(ks), as_of=as_of)
+        runs = evaluate(core, suite, key_of, k=max(ks), as_of=as_of, params=params)
         eval_s = time.perf_counter() - t0
     finally:
         core.close()
@@ -268,7 +277,8 @@ def recall_eval(
     for name, part in parts.items():
         sub = {c: RecallRun([r.retrieved[index_of[q]] for q in part.queries],
                             [r.latency_s[index_of[q]] for q in part.queries]) for c, r in runs.items()}
-        title = (f"recall {part.name} [{emb.name}, mode {mode}, as of {as_of}]: {len(part.queries)} queries; "
+        title = (f"recall {part.name} [{emb.name}, mode {mode}, as of {as_of}"
+                 f"{', ' + ' '.join(param) if param else ''}]: {len(part.queries)} queries; "
                  f"{suite.n_docs} turns/facts in {len(suite.worlds)} namespaces -> {len(key_of)} memories")
         typer.echo("\n".join(report_lines(part, sub, ks, title)))
         out = plot_path if (plot_path and len(parts) == 1) else \
@@ -278,3 +288,29 @@ def recall_eval(
         typer.echo(f"plot: {out}\n")
     typer.echo(f"ingest {ingest_s:.1f} s, recall {eval_s:.1f} s; load average "
                f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def recall_params(overrides: list[str]):
+    """RecallParams with ``NAME=VALUE`` overrides of its fields (``rescore_strength``
+    sets ``scoring``); raises ValueError on an unknown name or a bad value."""
+    from dataclasses import fields, replace
+
+    from memory.recall import RecallParams
+    from memory.scoring import ScoringParams
+
+    params = RecallParams()
+    names = {f.name for f in fields(RecallParams)}
+    for item in overrides:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep:
+            raise ValueError(f"{item!r} is not NAME=VALUE")
+        if name == "rescore_strength":
+            params = replace(params, scoring=ScoringParams(rescore_strength=float(value)))
+        elif name in ("rrf_k", "candidates", "tail", "exact_max", "k"):
+            params = replace(params, **{name: int(value)})
+        elif name in ("bm25_weight", "vector_weight", "bm25_floor", "vector_floor") and name in names:
+            params = replace(params, **{name: float(value)})
+        else:
+            raise ValueError(f"unknown recall parameter {name!r}")
+    return params

@@ -170,3 +170,25 @@ def test_split_keeps_only_the_worlds_queried():
     assert list(dev.worlds) == ["d00"] and list(test.worlds) == ["d01"]
     assert len(dev.queries) + len(test.queries) == len(s.queries)
     assert split(s, "all") is s
+
+
+@pytest.mark.parametrize("dataset,layout", [("locomo", "conversation"), ("locomo", "speaker"),
+                                            ("dulemon", "conversation"), ("dulemon", "pool"),
+                                            ("longmemeval", "conversation")])
+def test_hybrid_never_below_its_best_channel(tmp_path, dataset, layout):
+    """On every fixture set, with the shipped embedder and recall defaults, the hybrid's
+    any@k and all@k at k = 5 and 10 are at least those of its better single channel."""
+    from memory.core import MemoryCore
+    from memory.embed import make_embedder
+    from memory.index import SearchIndex
+    from memory.store import Store
+
+    suite = load_suite(dataset, DATA, layout)
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 'h.db'}"), SearchIndex(tmp_path / "hi", make_embedder(None)))
+    try:
+        runs = evaluate(core, suite, ingest(core, suite), k=10)
+    finally:
+        core.close()
+    m = {c: metrics(suite, r, [5, 10]) for c, r in runs.items()}
+    for key in ("any@5", "any@10", "all@5", "all@10"):
+        assert m["hybrid"][key] >= max(m["bm25"][key], m["vector"][key]), (key, m)
