@@ -284,8 +284,11 @@ def recall_eval(
         out = plot_path if (plot_path and len(parts) == 1) else \
             (plot_path.with_name(f"{plot_path.stem}-{name}{plot_path.suffix}") if plot_path
              else Path(f"recall-{dataset}-{layout}-{name}.png"))
-        plot(part, sub, ks, out, title)
-        typer.echo(f"plot: {out}\n")
+        try:
+            plot(part, sub, ks, out, title)
+            typer.echo(f"plot: {out}\n")
+        except ImportError:
+            typer.echo("plot skipped: matplotlib is not installed (pip install 'huiyi[eval]')\n")
     typer.echo(f"ingest {ingest_s:.1f} s, recall {eval_s:.1f} s; load average "
                f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
