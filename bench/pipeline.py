@@ -38,7 +38,7 @@ def _fact(rng: random.Random) -> str:
 def run(namespaces: int = 200, per_ns: int = 20, turns: int = 200, seed: int = 5) -> None:
     """Build the store, run the turns, print a table. Uses a temporary data root."""
     from gateway.config import load_settings
-    from gateway.messages import InboundMessage
+    from bridges.contract import InboundMessage
     from gateway.service import build_pipeline
     from memory.core import default_key
     from memory.types import ChatKind, Namespace

@@ -23,18 +23,12 @@ import typer
 
 from gateway.cli_eval import eval_app, stats
 from gateway.config import load_settings
+from gateway.logs import configure_logging
 
 __all__ = ["app"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="huiyi (回忆): a memory gateway for companion bots")
 log = logging.getLogger("huiyi")
-
-
-def _logging(verbose: bool = False) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("jieba", "httpx", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 @app.command()
@@ -46,7 +40,7 @@ def serve(host: Annotated[str | None, typer.Option(help="listen address")] = Non
 
     from gateway.app import create_app
 
-    _logging()
+    configure_logging()
     settings = load_settings()
     uvicorn.run(create_app(settings, telegram_polling=polling), host=host or settings.host, port=port or settings.port,
                 log_config=None)
@@ -76,7 +70,7 @@ def replay(paths: Annotated[list[Path], typer.Argument(help="payload files: one 
     from bridges.telegram.parse import parse_update
     from gateway.service import build_pipeline
 
-    _logging()
+    configure_logging()
     settings = load_settings()
     pipeline = build_pipeline(settings)
     t = pipeline.tenant(tenant)
@@ -119,7 +113,7 @@ def recall(query: Annotated[str, typer.Argument(help="query text")],
     from memory.types import Namespace
     from gateway.service import build_core
 
-    _logging()
+    configure_logging()
     core = build_core(load_settings())
     try:
         from memory.emotion import analyse
@@ -147,7 +141,7 @@ def reindex() -> None:
     from memory.admin import reindex as do_reindex
     from gateway.service import build_core
 
-    _logging()
+    configure_logging()
     core = build_core(load_settings())
     try:
         n = do_reindex(core, OPERATOR)

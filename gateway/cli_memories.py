@@ -60,11 +60,11 @@ class _Session:
     """Settings, language and a core for one command; closes the core on exit."""
 
     def __init__(self, tenant: str, subject: str) -> None:
-        from gateway.cli import _logging
+        from gateway.logs import configure_logging
         from memory.errors import NamespaceError
         from memory.types import Namespace
 
-        _logging()
+        configure_logging()
         self.settings = load_settings()
         tenant_settings = self.settings.tenants.get(tenant)
         self.lang = tenant_settings.language if tenant_settings else "zh_CN"

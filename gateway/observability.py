@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gateway.pipeline import TurnResult
+    from bridges.contract import TurnResult
     from memory.reconstruct import Recollection
 
 __all__ = ["audit_file", "turn_record", "write_turn", "read_turns", "summarise", "DaySummary", "percentile", "STAGES"]
@@ -130,14 +130,15 @@ def read_turns(data_dir: Path, day: date) -> list[dict]:
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
-    """The ``q``-th percentile (q in [0, 100]) by linear interpolation; None for no values."""
+    """The ``q``-th percentile (q in [0, 100]) of ``values`` by linear
+    interpolation between the closest ranks (numpy's default method, type 7 of
+    Hyndman & Fan 1996); None for no values. Raises ValueError for q outside
+    [0, 100]."""
     if not values:
         return None
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    import numpy as np  # deferred: the CLI's other commands do not need numpy
+
+    return float(np.percentile(values, q))
 
 
 @dataclass

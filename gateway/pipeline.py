@@ -16,17 +16,17 @@ import hashlib
 import logging
 import re
 import time
+from dataclasses import dataclass
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from gateway.commands import run_command
 from gateway.config import Settings, TenantSettings
 from gateway.errors import LLMError, UnknownTenant
 from gateway.llm import ChatModel
-from gateway.messages import InboundMessage
+from bridges.contract import InboundMessage, TurnResult
 from gateway.observability import turn_record, write_turn
-from gateway.prompt import build_messages
+from gateway.character_prompt import build_messages
 from locales import resolve_language, translate
 from memory.capture import LLMExtractor, capture, capture_edit
 from memory.core import MemoryCore
@@ -50,36 +50,6 @@ AFTER_BATCH = 32
 RESUME_AFTER_S = 60.0
 """A capture queued this many seconds ago and still not done is resumed."""
 MEMORY_COMMANDS = ("/memory", "/记忆")
-
-
-@dataclass
-class TurnResult:
-    """What one turn did. ``recalled``/``captured`` are memory ids; ``prompt`` is the
-    chat messages sent (or that would be sent) to the model; ``reply`` None when no
-    model is configured or the bot stays silent; ``duplicate`` True for a
-    re-delivered message (nothing else was done); ``capture_pending`` True when
-    the capture runs after the turn returned (``captured`` is then empty)."""
-
-    tenant: str
-    namespace: str
-    chat: str
-    message_id: str
-    addressed: bool = False
-    duplicate: bool = False
-    command: bool = False
-    recalled: list[str] = field(default_factory=list)
-    recollection: str = ""
-    fallback_reason: str | None = ""
-    prompt: list[dict[str, str]] = field(default_factory=list)
-    reply: str | None = None
-    captured: list[str] = field(default_factory=list)
-    capture_pending: bool = False
-    attachment: dict | None = None
-    latency_ms: dict[str, float] = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        """Plain JSON-able dict (the replay line and the HTTP answer)."""
-        return asdict(self)
 
 
 class Pipeline:
@@ -455,6 +425,12 @@ class Pipeline:
             res.captured = await asyncio.to_thread(recapture)
         except Exception:  # noqa: BLE001 - an edit must never break the bridge
             log.exception("re-capture of edited message %s failed for %s", msg.message_id, ns)
+
+    def claim_nonce(self, tenant: str, platform: str, nonce: str, digest: str = "",
+                    at: datetime | None = None) -> str | None:
+        """``bridges.contract.TurnHandler.claim_nonce``: the nonce is kept in SQL
+        (``Store.claim_nonce``) so that every replica refuses a replay."""
+        return self.core.store.claim_nonce(tenant, platform, nonce, digest, at)
 
     async def migrate_chat(self, tenant: str, old: ChatRef, new: ChatRef) -> int:
         """A group chat got a new id (Telegram group → supergroup): its chat log and

@@ -12,7 +12,7 @@ raising on odd text. Two implementations:
   (``memory.dates``), and takes emotion from ``memory.emotion.analyse``.
 - ``LLMExtractor`` — an OpenAI-compatible model asked for JSON facts (category,
   key, importance, valence, arousal, emotion, event time; prompt in
-  ``memory.prompts``) through an injected callable. Malformed, truncated or
+  ``memory.model_prompts``) through an injected callable. Malformed, truncated or
   non-JSON output, Chinese text with broken escapes, a timeout or a transport
   error all fall back to the heuristic result: never an error, never a lost
   message. Emotion comes from the model's answer (no extra call); a fact it
@@ -25,7 +25,7 @@ with ``>``, and speech quoted from someone else ("她说“我喜欢猫”"). Te
 tries to act as instructions ("忽略之前的设定", "ignore previous instructions",
 ``system:``/``<|im_start|>`` role tags) is kept only as a quoted statement
 (``「…」``, escaped, category ``other``, low importance) — and is escaped again
-by ``memory.prompts.escape_block`` when it reaches a prompt.
+by ``memory.model_prompts.escape_block`` when it reaches a prompt.
 
 Long messages: sentences longer than ``MAX_FACT_CHARS`` are split at clause
 breaks (then hard-split), so no fact reaches the embedder over its limit
@@ -51,8 +51,8 @@ from typing import Protocol
 
 from memory.dates import DEFAULT_TZ, resolve_when, zone
 from memory.emotion import LABELS, analyse
-from memory.prompts import escape_block, extraction_messages
-from memory.text import normalise, to_simplified
+from memory.model_prompts import escape_block, extraction_messages
+from memory.text import normalise, split_sentences, to_simplified
 from memory.types import Category, ChatRef, Namespace, Visibility
 
 __all__ = [
@@ -63,7 +63,6 @@ __all__ = [
     "capture",
     "capture_edit",
     "clean_text",
-    "split_sentences",
     "guess_category",
     "is_instruction_like",
     "parse_extraction",
@@ -78,8 +77,6 @@ MAX_FACT_CHARS = 300
 MAX_FACTS = 24
 LLM_MAX_CHARS = 4000
 
-_SENT_RE = re.compile(r"(?<=[。！？!?；;\n])|(?<=\.)\s+")
-_CLAUSE_RE = re.compile(r"(?<=[，,、：:])")
 _FIRST_ZH = re.compile(r"我|咱|本人")
 _FIRST_EN = re.compile(r"\b(i|i'm|i've|i'd|i'll|im|my|me|mine|myself)\b", re.IGNORECASE)
 _QUESTION_RE = re.compile(r"([?？]\s*$)|([吗呢么嘛]\s*[。!！~～]*\s*$)")
@@ -245,33 +242,9 @@ class Extractor(Protocol):
     def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ) -> list[Fact]: ...
 
 
-def split_sentences(text: str) -> list[str]:
-    """Split on sentence-final punctuation (zh and en) and newlines; empty parts
-    dropped; a part longer than MAX_FACT_CHARS is split further at clause breaks
-    (，,、：) and, failing those, hard-split, so no part exceeds MAX_FACT_CHARS."""
-    out: list[str] = []
-    for sent in _SENT_RE.split(text or ""):
-        sent = (sent or "").strip()
-        if not sent:
-            continue
-        if len(sent) <= MAX_FACT_CHARS:
-            out.append(sent)
-            continue
-        buf = ""
-        for clause in _CLAUSE_RE.split(sent):
-            while len(clause) > MAX_FACT_CHARS:
-                if buf:
-                    out.append(buf.strip())
-                    buf = ""
-                out.append(clause[:MAX_FACT_CHARS].strip())
-                clause = clause[MAX_FACT_CHARS:]
-            if len(buf) + len(clause) > MAX_FACT_CHARS:
-                out.append(buf.strip())
-                buf = ""
-            buf += clause
-        if buf.strip():
-            out.append(buf.strip())
-    return [s for s in out if s]
+def _sentences(text: str) -> list[str]:
+    """Candidate fact sentences: split also at semicolons, none over MAX_FACT_CHARS."""
+    return split_sentences(text, semicolons=True, max_chars=MAX_FACT_CHARS)
 
 
 def guess_category(sentence: str) -> Category:
@@ -331,7 +304,7 @@ class HeuristicExtractor:
 
     def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ) -> list[Fact]:
         facts: list[Fact] = []
-        for sent in split_sentences(clean_text(text)):
+        for sent in _sentences(clean_text(text)):
             if len(facts) >= MAX_FACTS:
                 log.info("capture: message has more than %d facts; the rest stays in the chat log only", MAX_FACTS)
                 break

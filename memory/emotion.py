@@ -4,7 +4,8 @@
 Chinese (simplified and the main traditional forms), English and the mix of
 both that people type into IM chats, emoji and kaomoji included. It runs
 on every captured message and every recall query, so it must be cheap (about
-50 µs per chat sentence) and needs no model, no jieba and no IO.
+50 µs per chat sentence) and needs no model and no jieba (OpenCC's t2s table is
+read once, on first use).
 
 Output (Russell 1980, circumplex model of affect):
 
@@ -15,13 +16,16 @@ Output (Russell 1980, circumplex model of affect):
 
 How it works
 
-1. Normalise: NFKC (full-width ``！，（＾`` become ``!,(^``), lower case, the
-   traditional characters that occur in the lexicon mapped to simplified
-   (開心 → 开心), emoji variation selectors / ZWJ / skin tones dropped.
+1. Normalise: NFKC (full-width ``！，（＾`` become ``!,(^``), traditional
+   characters mapped to simplified with OpenCC's t2s (開心 → 开心; the one
+   converter of ``memory.text``), lower case, emoji variation selectors / ZWJ /
+   skin tones dropped.
 2. Tokenise in one left-to-right pass: at each position the longest lexicon
    entry wins (so 超市 is a shop, not the intensifier 超 + 市; 不错 is
-   "good", not 不 + 错). ASCII words are read whole and matched with light
-   suffix stripping (loved → love); they only match at word boundaries.
+   "good", not 不 + 错). ASCII words are read whole and only match at word
+   boundaries; a sentiment word also matches the words that share its Snowball
+   English (Porter2) stem and extend it, the lexicon being stemmed with the
+   same stemmer (loved → love, hopefully → hopeful; help is not helpful).
 3. Each sentiment word takes the modifiers found before it in its clause, up
    to three unrelated tokens away (VADER-style, Hutto & Gilbert 2014):
 
@@ -51,9 +55,12 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import unicodedata
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
+
+from memory.text import to_simplified
 
 __all__ = ["Emotion", "NEUTRAL", "LABELS", "POSITIVE_LABELS", "NEGATIVE_LABELS", "analyse"]
 
@@ -381,26 +388,10 @@ _NEUTRAL_WORDS = (
     "good luck", "how are you",
 )
 
-# Traditional → simplified for characters that occur in the lexicon and the
-# function words around them. Pairs: traditional, simplified.
-_T2S_PAIRS = (
-    "開开 難难 過过 歡欢 愛爱 討讨 厭厌 興兴 傷伤 氣气 煩烦 憂忧 擔担 緊紧 張张 懼惧 驚惊 錯错 "
-    "沒没 別别 極极 謝谢 壓压 鬱郁 慮虑 樂乐 覺觉 還还 點点 較较 實实 總总 壞坏 絕绝 潰溃 瘋疯 "
-    "髒脏 噁恶 惡恶 淚泪 嗚呜 慘惨 獨独 滿满 動动 奮奋 運运 順顺 讚赞 贊赞 誇夸 輕轻 鬆松 離离 "
-    "醫医 應应 該该 單单 嗎吗 麼么 來来 們们 這这 個个 讓让 無无 終终 於于 戀恋 對对 幫帮 聽听 "
-    "說说 與与 為为 會会 後后 從从 時时 間间 學学 話话 問问 題题 關关 係系 見见 現现 發发 頭头 "
-    "親亲 媽妈 恥耻 嚇吓 場场 緒绪 厲厉 優优 憤愤 惱恼 糾纠 結结 嘆叹 歎叹 蠻蛮 當当 夠够 喪丧 "
-    "棄弃 敗败 懷怀 熱热 溫温 悅悦 訝讶 爛烂 勁劲 悶闷 憊惫 睏困 語语 邊边 給给 種种 樣样 風风 "
-    "電电 腦脑 機机 車车 買买 東东 飯饭 網网 業业 員员 錢钱 週周 燈灯 書书 寫写 讀读 聲声 雙双 "
-    "兒儿 師师 長长 門门 試试 課课 記记 憶忆 夢梦 請请 願愿 擁拥 誤误 責责 罵骂 鬧闹 憐怜 懶懒 "
-    "膩腻 羨羡 賀贺 禮礼 謂谓 紀纪 驕骄 榮荣 誒诶 囉啰 麗丽 態态 慟恸 鬥斗 壯壮 靜静 寧宁 閒闲 "
-    "適适 贏赢 輸输 絲丝 裡里 麵面 灑洒 陰阴 雲云 鐘钟 著着 遺遗 辦办 捨舍 虛虚 尷尴 丟丢 臉脸 "
-    "級级 簡简 萬万 並并 區区 類类 識识 認认 凍冻 餓饿"
-)
-_T2S = {ord(pair[0]): pair[1] for pair in _T2S_PAIRS.split() if pair[0] != pair[1]}
-# Emoji presentation selectors, zero-width joiner, skin tones, curly quotes.
-_T2S.update({0xFE0F: None, 0xFE0E: None, 0x200D: None, 0x2019: "'", 0x2018: "'"})
-_T2S.update({cp: None for cp in range(0x1F3FB, 0x1F400)})
+# Emoji presentation selectors, zero-width joiner and skin tones dropped, curly
+# apostrophes made straight (so "don’t" is a negator).
+_FOLD = {0xFE0F: None, 0xFE0E: None, 0x200D: None, 0x2019: "'", 0x2018: "'"}
+_FOLD.update({cp: None for cp in range(0x1F3FB, 0x1F400)})
 
 # Token kinds.
 _S, _A, _D, _PD, _N, _ND, _C, _B, _X = range(9)
@@ -408,6 +399,7 @@ _S, _A, _D, _PD, _N, _ND, _C, _B, _X = range(9)
 _BOUNDARY = frozenset(",.;:?!。、~\n\r\t…()[]\"")
 _WORD_RE = re.compile(r"[a-z0-9_]+(?:'[a-z]+)*")
 _LAUGH_RE = re.compile(r"(?:ha){2,}h?|h{3,}|(?:he){2,}|lo+l|(?:xi){2,}")
+_COMPARATIVE_RE = re.compile(r"i(?:er|est)$")
 _MAX_GAP = 3  # unrelated tokens allowed between a modifier and its word
 
 
@@ -416,8 +408,27 @@ def _is_word_char(ch: str) -> bool:
 
 
 def _normalise(text: str) -> str:
-    """NFKC, lower case, traditional → simplified (lexicon characters only)."""
-    return unicodedata.normalize("NFKC", text).lower().translate(_T2S)
+    """NFKC, traditional → simplified (OpenCC t2s, ``memory.text``), lower case,
+    emoji modifiers dropped."""
+    return to_simplified(unicodedata.normalize("NFKC", text)).lower().translate(_FOLD)
+
+
+_stem_lock = threading.Lock()
+
+
+@cache
+def _stemmer():
+    import Stemmer  # PyStemmer: the Snowball English (Porter2) stemmer in C
+
+    return Stemmer.Stemmer("english", 0)  # 0: no cache of its own, _stem has one
+
+
+@lru_cache(maxsize=16_384)
+def _stem(word: str) -> str:
+    """Snowball English stem of an ASCII word (loved → love, worries → worri).
+    A Stemmer instance holds state and must not be used by two threads at once."""
+    with _stem_lock:
+        return _stemmer().stemWord(word)
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,6 +436,7 @@ class _Lexicon:
     chars: dict[str, tuple]  # entries not starting with an ASCII word character
     lengths: dict[str, tuple[int, ...]]  # first character → candidate lengths, longest first
     words: dict[str, tuple]  # single ASCII words
+    stems: dict[str, tuple[tuple[str, tuple], ...]]  # Snowball stem → (entry's root, entry), longest root first
     phrases: dict[str, tuple[tuple[str, tuple], ...]]  # first word → (phrase, entry), longest first
 
 
@@ -462,6 +474,7 @@ def _lexicon() -> _Lexicon:
     chars: dict[str, tuple] = {}
     lengths: dict[str, set[int]] = {}
     words: dict[str, tuple] = {}
+    stems: dict[str, list[tuple[str, tuple]]] = {}
     phrases: dict[str, list[tuple[str, tuple]]] = {}
     for key, entry in entries.items():
         if _is_word_char(key[0]):
@@ -469,6 +482,8 @@ def _lexicon() -> _Lexicon:
                 phrases.setdefault(key.split(" ")[0].split("-")[0], []).append((key, entry))
             else:
                 words[key] = entry
+                if entry[0] in (_S, _A):
+                    stems.setdefault(_stem(key), []).append((key[:-1] if key[-1] in "ey" else key, entry))
         else:
             chars[key] = entry
             lengths.setdefault(key[0], set()).add(len(key))
@@ -476,6 +491,7 @@ def _lexicon() -> _Lexicon:
         chars=chars,
         lengths={k: tuple(sorted(v, reverse=True)) for k, v in lengths.items()},
         words=words,
+        stems={k: tuple(sorted(v, key=lambda r: -len(r[0]))) for k, v in stems.items()},
         phrases={k: tuple(sorted(v, key=lambda p: -len(p[0]))) for k, v in phrases.items()},
     )
 
@@ -486,7 +502,13 @@ _LAUGH = (_S, 0.4, 0.5, "joy")
 
 
 def _lookup_word(lex: _Lexicon, word: str) -> tuple | None:
-    """An ASCII word, with light suffix stripping for sentiment words."""
+    """An ASCII word: the entry of the word itself, else the first sentiment
+    entry that shares its Snowball stem and that the word extends, longest
+    entry first (loved → love, hopefully → hopeful, thankfully → thankful).
+    "Extends" (the word starts with the entry less a final e or y) keeps a
+    derived entry from lending its sentiment to a neutral base word that stems
+    alike: help is not helpful, touch is not touching. -ier/-iest, which
+    Porter2 leaves alone, are read as -y (happier → happy)."""
     entry = lex.words.get(word)
     if entry is not None:
         return entry
@@ -494,27 +516,15 @@ def _lookup_word(lex: _Lexicon, word: str) -> tuple | None:
         return (_N, 1.0, 0.0, "")
     if _LAUGH_RE.fullmatch(word):
         return _LAUGH
-    stems: list[str] = []
-    if word.endswith("ies") or word.endswith("ied"):
-        stems.append(word[:-3] + "y")
-    if word.endswith("iest"):
-        stems.append(word[:-4] + "y")
-    if word.endswith("ier"):
-        stems.append(word[:-3] + "y")
-    if word.endswith("ing"):
-        stems += [word[:-3], word[:-3] + "e", word[:-4]]
-    if word.endswith("ed"):
-        stems += [word[:-2], word[:-1], word[:-3]]
-    if word.endswith("es"):
-        stems.append(word[:-2])
-    if word.endswith("s"):
-        stems.append(word[:-1])
-    if word.endswith("ly"):
-        stems.append(word[:-2])
-    for stem in stems:
-        entry = lex.words.get(stem)
-        if entry is not None and entry[0] in (_S, _A):
+    for root, entry in lex.stems.get(_stem(word), ()):
+        if word.startswith(root):
             return entry
+    # Porter2 keeps comparatives and superlatives whole (happier, scariest).
+    base = _COMPARATIVE_RE.sub("y", word)
+    if base != word:
+        for root, entry in lex.stems.get(_stem(base), ()):
+            if base.startswith(root):
+                return entry
     return None
 
 

@@ -57,8 +57,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
 from locales import translate
-from memory.prompts import reconstruction_messages
-from memory.text import tokens
+from memory.model_prompts import reconstruction_messages
+from memory.text import split_sentences, tokens
 from memory.types import Hit
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ __all__ = [
     "when_text",
     "reconstruct",
     "validate",
-    "split_sentences",
+    "split_cited_sentences",
     "parse_citations",
     "token_coverage",
     "prime",
@@ -244,9 +244,6 @@ _ID_SPLIT_RE = re.compile(r"[\s,，;；、]+")
 _BROKEN_MARKER_RE = re.compile(r"[\[［【]\s*src\s*[:：][^\]］】]*$", re.IGNORECASE)
 # Markers written after the sentence's final punctuation belong to that sentence.
 _TRAILING_MARKERS_RE = re.compile(rf"([。！？!?.]+[”’」』\"')）]*)([ \t]*)((?:{_MARKER}[ \t]*)+)", re.IGNORECASE)
-# A boundary: CJK/!? terminators always; a full stop only before space, end, a
-# non-ASCII character (CJK) or a closing quote (keeps 3.5 and example.com whole); newlines.
-_BOUNDARY_RE = re.compile(r"[。！？!?]+[”’」』\"')）]*|\.+(?=[\s”’」』\"')）]|$|[^\x00-\x7f])[”’」』\"')）]*|\n+")
 
 
 def _attach_trailing_markers(text: str) -> str:
@@ -256,23 +253,11 @@ def _attach_trailing_markers(text: str) -> str:
     return _TRAILING_MARKERS_RE.sub(move, text)
 
 
-def split_sentences(text: str) -> list[str]:
-    """Split zh, en and mixed text into sentences on 。！？!? , a full stop that
-    ends a sentence, and newlines. Closing quotes stay with their sentence;
-    ``[src:…]`` markers written after the final punctuation are moved before it
-    so they stay with the sentence they cite. Empty parts are dropped."""
-    text = _attach_trailing_markers(text or "")
-    out: list[str] = []
-    start = 0
-    for m in _BOUNDARY_RE.finditer(text):
-        piece = text[start:m.end()].strip()
-        if piece:
-            out.append(piece)
-        start = m.end()
-    tail = text[start:].strip()
-    if tail:
-        out.append(tail)
-    return out
+def split_cited_sentences(text: str) -> list[str]:
+    """Sentences of a model's answer (``memory.text.split_sentences``), with
+    ``[src:…]`` markers written after the final punctuation moved before it so
+    they stay with the sentence they cite. Empty parts are dropped."""
+    return split_sentences(_attach_trailing_markers(text or ""))
 
 
 def parse_citations(sentence: str) -> tuple[str, tuple[str, ...]]:
@@ -426,7 +411,7 @@ def validate(output: str, sources: Mapping[str, str], *, dates: Mapping[str, dat
     dates = dates or {}
     mem_tokens = {mid: _memory_tokens(text, dates.get(mid)) for mid, text in sources.items()}
     checks: list[SentenceCheck] = []
-    for raw in split_sentences(output):
+    for raw in split_cited_sentences(output):
         clean, cited = parse_citations(raw)
         if any(c not in sources for c in cited):
             checks.append(SentenceCheck(clean, cited, "bad_citation"))

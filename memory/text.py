@@ -15,6 +15,10 @@ stopwords dropped) plus every CJK character as a unigram. The unigrams are
 what make "猫" find "黑猫" and "养猫" find "养了一只猫": ``cut_for_search``
 alone misses both (黑猫 is one token, 养猫 another).
 
+``split_sentences(text)`` splits zh, en and mixed text into sentences; capture
+(user messages into candidate facts) and reconstruct (model output into cited
+sentences) both use it.
+
 ``initialise()`` loads jieba's dictionary (about 0.8 s) and OpenCC once; call
 it at start-up. Everything here is thread-safe after that.
 """
@@ -27,7 +31,8 @@ import threading
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["initialise", "normalise", "to_simplified", "tokens", "fts_text", "is_cjk", "fingerprint"]
+__all__ = ["initialise", "normalise", "to_simplified", "tokens", "fts_text", "is_cjk", "fingerprint",
+           "split_sentences"]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +61,21 @@ STOPWORDS = STOPWORDS_ZH | STOPWORDS_EN
 
 _init_lock = threading.Lock()
 _initialised = False
+_converter_lock = threading.Lock()
 _converter = None
+
+
+def _t2s():
+    """The one OpenCC ``t2s`` converter of the process, loaded on first use
+    (thread-safe; ``convert`` may be called from any thread)."""
+    global _converter
+    if _converter is None:
+        with _converter_lock:
+            if _converter is None:
+                import opencc
+
+                _converter = opencc.OpenCC("t2s")
+    return _converter
 
 
 def initialise() -> None:
@@ -64,18 +83,17 @@ def initialise() -> None:
 
     Idempotent and thread-safe; later calls return at once.
     """
-    global _initialised, _converter
+    global _initialised
     if _initialised:
         return
     with _init_lock:
         if _initialised:
             return
         import jieba
-        import opencc
 
         jieba.setLogLevel(logging.WARNING)
         jieba.initialize()
-        _converter = opencc.OpenCC("t2s")
+        _t2s()
         _initialised = True
         log.info("text: jieba and OpenCC t2s loaded")
 
@@ -112,12 +130,11 @@ def _strip_invisible(text: str) -> str:
 
 def to_simplified(text: str) -> str:
     """``text`` with traditional characters as simplified ones (OpenCC t2s) and
-    nothing else changed: what the extractor's zh patterns are written against."""
+    nothing else changed: what the extractor's zh patterns and the emotion
+    lexicon are written against. Loads OpenCC (not jieba) on first use."""
     if not text:
         return ""
-    initialise()
-    assert _converter is not None
-    return _converter.convert(text)
+    return _t2s().convert(text)
 
 
 def normalise(text: str) -> str:
@@ -132,8 +149,7 @@ def normalise(text: str) -> str:
     initialise()
     s = unicodedata.normalize("NFKC", text)
     s = _strip_invisible(s)
-    assert _converter is not None
-    s = _converter.convert(s)
+    s = _t2s().convert(s)
     s = s.casefold()
     return _WS_RE.sub(" ", s).strip()
 
@@ -218,3 +234,61 @@ def fingerprint(text: str) -> str:
     import hashlib
 
     return hashlib.sha256(normalise(text).encode("utf-8")).hexdigest()
+
+
+_CLOSERS = "”’」』\"')）"
+# A boundary: CJK/!? terminators always (a run such as "!?" is one); a full stop
+# only before space, end, a non-ASCII character (CJK) or a closing quote (keeps
+# 3.5, example.com and J.K whole); newlines. Closing quotes stay with the sentence.
+_BOUNDARY = rf"[。！？!?]+[{_CLOSERS}]*|\.+(?=[\s{_CLOSERS}]|$|[^\x00-\x7f])[{_CLOSERS}]*|\n+"
+_BOUNDARY_RE = re.compile(_BOUNDARY)
+_BOUNDARY_SEMICOLON_RE = re.compile(rf"[；;]+[{_CLOSERS}]*|{_BOUNDARY}")
+_CLAUSE_RE = re.compile(r"(?<=[，,、：:])")
+
+
+def split_sentences(text: str, *, semicolons: bool = False, max_chars: int | None = None) -> list[str]:
+    """Sentences of zh, en and mixed ``text``, stripped, empty ones dropped.
+
+    A sentence ends at 。！？!? (a run of them is one end), at a full stop
+    followed by space, the end, a non-ASCII character or a closing quote (so
+    3.5 and example.com stay whole), and at newlines; closing quotes stay with
+    their sentence. ``semicolons``: ；and ; end a sentence too (capture: each
+    clause of "我养猫；我住上海" is its own fact). ``max_chars`` (characters,
+    > 0): a longer sentence is split further at clause breaks (，,、：:) and,
+    failing those, hard-split, so that no part exceeds it (the embedder's
+    input limit). ``""`` gives ``[]``.
+    """
+    boundary = _BOUNDARY_SEMICOLON_RE if semicolons else _BOUNDARY_RE
+    text = text or ""
+    sentences: list[str] = []
+    start = 0
+    for m in boundary.finditer(text):
+        piece = text[start:m.end()].strip()
+        if piece:
+            sentences.append(piece)
+        start = m.end()
+    tail = text[start:].strip()
+    if tail:
+        sentences.append(tail)
+    if max_chars is None:
+        return sentences
+    out: list[str] = []
+    for sent in sentences:
+        if len(sent) <= max_chars:
+            out.append(sent)
+            continue
+        buf = ""
+        for clause in _CLAUSE_RE.split(sent):
+            while len(clause) > max_chars:
+                if buf:
+                    out.append(buf.strip())
+                    buf = ""
+                out.append(clause[:max_chars].strip())
+                clause = clause[max_chars:]
+            if len(buf) + len(clause) > max_chars:
+                out.append(buf.strip())
+                buf = ""
+            buf += clause
+        if buf.strip():
+            out.append(buf.strip())
+    return [s for s in out if s]

@@ -12,7 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-SHARED_DATA = ROOT.parent / "shared" / "data"
+TEST_DATA = ROOT / "tests" / "data"
+"""Payloads and fixtures the tests read: everything lives inside the repository (origins in MANIFEST.md there)."""
 pytest_plugins = ["fake_platforms"]  # fake platform APIs + bridge fixtures (issue 5)
 PG_URL = os.environ.get("HUIYI_TEST_PG_URL", "postgresql://root@127.0.0.1:5432/test")
 

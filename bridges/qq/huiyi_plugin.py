@@ -1,13 +1,12 @@
 """huiyi as a NoneBot2 plugin: OneBot v11 messages → the pipeline → replies.
 
-Loaded by the gateway's own NoneBot2 host (``bridges.qq.host``), or by any
-existing NoneBot2 bot with the OneBot v11 adapter::
-
-    nonebot.load_plugin("bridges.qq.huiyi_plugin")
-
-Hosted, the gateway binds its pipeline (``bind``). In a bot of its own the
-plugin builds one from huiyi's settings (``HUIYI_*`` environment and
-``HUIYI_CONFIG``) on the first message and closes it at driver shutdown.
+Loaded by the gateway's own NoneBot2 host (``bridges.qq.host``), which binds
+its pipeline (``bind``), or — in an existing NoneBot2 bot with the OneBot v11
+adapter — through ``gateway.huiyi_nonebot``, which registers a factory
+(``build_with``) that builds a pipeline from huiyi's settings on the first
+message; a pipeline built that way is closed at driver shutdown. This module
+knows the pipeline only through ``bridges.contract.TurnHandler``: it never
+imports the gateway.
 
 Each message event is turned back into the OneBot v11 JSON the
 implementation sent (with the message as it arrived, before NoneBot strips
@@ -26,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from nonebot import get_driver, on_message
@@ -34,7 +34,7 @@ from nonebot.plugin import PluginMetadata
 
 from bridges.qq.parse import parse_event
 
-__all__ = ["bind", "unbind", "handle_event", "event_payload", "tenant_for"]
+__all__ = ["bind", "unbind", "build_with", "handle_event", "event_payload", "tenant_for"]
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ __plugin_meta__ = PluginMetadata(
     supported_adapters={"~onebot.v11"},
 )
 
-_state: dict[str, Any] = {"pipeline": None, "owned": False}
+_state: dict[str, Any] = {"pipeline": None, "owned": False, "factory": None}
 _build_lock = asyncio.Lock()
 
 
@@ -61,15 +61,18 @@ def unbind(pipeline: Any) -> None:
         _state["pipeline"], _state["owned"] = None, False
 
 
+def build_with(factory: Callable[[], Any]) -> None:
+    """Standalone use: build the pipeline with ``factory()`` (a blocking call, run
+    in a thread) on the first message, unless one was bound first."""
+    _state["factory"] = factory
+
+
 async def _pipeline() -> Any:
     if _state["pipeline"] is not None:
         return _state["pipeline"]
     async with _build_lock:
-        if _state["pipeline"] is None:  # standalone: the plugin runs huiyi itself
-            from gateway.config import load_settings
-            from gateway.service import build_pipeline
-
-            _state["pipeline"] = await asyncio.to_thread(build_pipeline, load_settings())
+        if _state["pipeline"] is None and _state["factory"] is not None:  # standalone: the plugin runs huiyi itself
+            _state["pipeline"] = await asyncio.to_thread(_state["factory"])
             _state["owned"] = True
     return _state["pipeline"]
 
@@ -101,6 +104,9 @@ async def handle_event(bot: Bot, event: MessageEvent) -> Any:
     None when the event is not a person's text message. Send failures are
     logged (the turn, its capture included, is already done)."""
     pipeline = await _pipeline()
+    if pipeline is None:
+        log.warning("qq: no huiyi pipeline bound (load gateway.huiyi_nonebot in a bot of your own); event ignored")
+        return None
     msg = parse_event(event_payload(event))
     if msg is None:
         return None

@@ -20,7 +20,7 @@ from typing import Any
 
 from bridges.qq.cqcode import decode_cq
 from bridges.common import epoch_utc
-from gateway.messages import InboundMessage, ReplyRef
+from bridges.contract import InboundMessage, ReplyRef
 from memory.types import ID_RE, ChatKind
 
 __all__ = ["parse_event", "PLATFORM", "ANONYMOUS_USER_ID"]

@@ -26,7 +26,7 @@ import logging
 from typing import Any
 
 from bridges.common import epoch_utc
-from gateway.messages import InboundMessage, ReplyRef
+from bridges.contract import InboundMessage, ReplyRef
 from memory.types import ID_RE, ChatKind
 
 __all__ = ["parse_update", "parse_migration", "PLATFORM", "SERVICE_USER_IDS"]

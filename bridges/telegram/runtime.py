@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 from bridges.telegram.parse import PLATFORM, parse_migration, parse_update
 from bridges.telegram.send import outbound_for, send_outbound
 from memory.types import ChatKind, ChatRef
+from bridges.contract import TurnHandler, TurnResult
 
 if TYPE_CHECKING:
     from aiogram import Bot
 
-    from gateway.pipeline import Pipeline, TurnResult
 
 __all__ = ["TelegramRuntime", "secret_ok", "make_bot", "set_webhook", "delete_webhook", "ALLOWED_UPDATES",
            "BotNotConfigured"]
@@ -58,7 +58,7 @@ class TelegramRuntime:
     """Telegram for the tenants of ``pipeline``. Create and use it inside one
     event loop (the app's lifespan); ``close()`` releases the HTTP sessions."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
+    def __init__(self, pipeline: TurnHandler) -> None:
         self.pipeline = pipeline
         self._bots: dict[str, Bot] = {}
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from gateway.messages import InboundMessage, Outbound
+from bridges.contract import InboundMessage, Outbound
 
 if TYPE_CHECKING:  # aiogram costs seconds to import; only the runtime needs it
     from aiogram import Bot

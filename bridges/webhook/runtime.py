@@ -11,16 +11,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import httpx
 
 from bridges.webhook.protocol import (SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookMessage, WebhookReply, sign,
                                       verify)
-from gateway.messages import InboundMessage
+from bridges.contract import InboundMessage, TurnHandler, TurnResult
+from bridges.replay import guard
 
-if TYPE_CHECKING:
-    from gateway.pipeline import Pipeline, TurnResult
 
 __all__ = ["WebhookRuntime"]
 
@@ -32,18 +30,22 @@ _RETRY_DELAYS_S = (0.0, 0.5, 2.0)
 class WebhookRuntime:
     """The generic webhook of the tenants of ``pipeline``; ``client`` posts callbacks."""
 
-    def __init__(self, pipeline: Pipeline, client: httpx.AsyncClient) -> None:
+    def __init__(self, pipeline: TurnHandler, client: httpx.AsyncClient) -> None:
         self.pipeline = pipeline
         self.client = client
         self._tasks: set[asyncio.Task] = set()
 
     async def receive(self, tenant: str, headers: Mapping[str, str], raw: bytes) -> tuple[int, dict]:
         """``(status, body)`` for one request. Raises UnknownTenant; SignatureError
-        (nothing processed); pydantic ValidationError or NamespaceError for a body
+        or ReplayError (a signature already used; nothing processed); pydantic ValidationError or NamespaceError for a body
         that is not a ``WebhookMessage``."""
         cfg = self.pipeline.tenant(tenant).webhook
-        verify(cfg.secret, headers.get(TIMESTAMP_HEADER), headers.get(SIGNATURE_HEADER), raw,
-               now=time.time(), window=cfg.window)
+        now = time.time()
+        verify(cfg.secret, headers.get(TIMESTAMP_HEADER), headers.get(SIGNATURE_HEADER), raw, now=now, window=cfg.window)
+        # a signed request is accepted once, on any replica (a retry signs again)
+        await asyncio.to_thread(guard, self.pipeline, tenant, "webhook",
+                                timestamp=headers.get(TIMESTAMP_HEADER), nonce=headers.get(SIGNATURE_HEADER) or "",
+                                body=raw, now=now, window=cfg.window)
         msg = WebhookMessage.model_validate_json(raw).to_inbound(cfg.platform)
         if cfg.callback_url:
             task = asyncio.create_task(self._turn_and_call_back(tenant, msg, cfg.callback_url, cfg.secret))

@@ -17,6 +17,12 @@ WARNING. A ``<!DOCTYPE``/``<!ENTITY`` declaration is refused before parsing
 Every chat is private: an OA or a WeCom app talks one to one. The chat id is
 the sender, so the pipeline's per-chat delivery key makes ``MsgId`` dedupe
 per sender (MsgId is not unique across users).
+
+Why not ``wechatpy.parse_message``: it raises on malformed XML, a missing
+``MsgType`` or an entity declaration, where this parser must return None, and
+the few fields read here are simpler than mapping its message classes back.
+wechatpy is used where it earns its place: the callback crypto
+(``bridges.wechat.callback``).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import logging
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
-from gateway.messages import InboundMessage
+from bridges.contract import InboundMessage
 from memory.types import ID_RE, ChatKind
 
 __all__ = ["parse_xml", "parse_message", "PLATFORM_OA", "PLATFORM_WECOM", "MAX_BODY_BYTES"]

@@ -14,7 +14,7 @@ if str(ROOT) not in sys.path:  # bench/ is a top-level package of the repository
 from bench import DATA_DIR  # noqa: E402
 from gateway.recall_eval import evaluate, ingest, load_dulemon, load_locomo, metrics  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not DATA_DIR.is_dir(), reason="../shared/data is not beside the repository")
+pytestmark = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"no evaluation data at {DATA_DIR} (HUIYI_EVAL_DATA_DIR)")
 
 
 def test_loaders_and_channels_on_real_data(sqlite_core):

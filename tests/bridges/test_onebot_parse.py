@@ -1,6 +1,6 @@
 """OneBot v11 event parsing (bridges.qq.parse) and CQ-code decoding (bridges.qq.cqcode).
 
-Real payloads come from ../shared/data/im/onebot; their expected outcome is
+Real payloads come from tests/data/im/onebot; their expected outcome is
 indexed in tests/data/im_expected.json. Tests marked SYNTHETIC build events by
 hand for cases the recorded data lacks.
 """
@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from bridges.detect import detect_platform, iter_labelled_payloads
 from bridges.qq.cqcode import decode_cq
 from bridges.qq.parse import parse_event
-from gateway.messages import InboundMessage
+from bridges.contract import InboundMessage
+from conftest import TEST_DATA
 from memory.types import ChatKind
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-QQ_DIR = SHARED_DATA / "im" / "onebot"
+QQ_DIR = TEST_DATA / "im" / "onebot"
 EXPECTED = json.loads((Path(__file__).resolve().parents[1] / "data" / "im_expected.json").read_text("utf-8"))["files"]
 
 SELF_ID = 2000000001
@@ -65,7 +65,7 @@ def _at(qq: object, **data: object) -> dict:
 
 
 def test_index_covers_every_onebot_file() -> None:
-    """Every file under shared/data/im/onebot has an entry in im_expected.json, and no entry is stale."""
+    """Every file under tests/data/im/onebot has an entry in im_expected.json, and no entry is stale."""
     on_disk = {f"onebot/{p.name}" for p in QQ_DIR.glob("*.json")}
     indexed = {k for k in EXPECTED if k.startswith("onebot/")}
     assert on_disk == indexed

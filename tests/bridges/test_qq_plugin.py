@@ -15,7 +15,7 @@ import pytest
 from nonebot.adapters.onebot.v11 import Adapter, Bot, Message, MessageSegment
 from nonebug import App
 
-from conftest import SHARED_DATA
+from conftest import TEST_DATA
 from fake_platforms import ONEBOT_SECRET, ONEBOT_TOKEN
 from gateway.config import OneBotSettings, load_settings
 from gateway.pipeline import Pipeline
@@ -27,7 +27,7 @@ NOW = int(time.time())
 
 def event(message, *, group: int | None = 123, user: int = 42, mid: int = 555, anonymous: dict | None = None,
           sub_type: str | None = None) -> dict:
-    base = {"time": NOW, "self_id": int(SELF_ID), "post_type": "message", "message_id": mid, "user_id": user,
+    base = {"time": int(time.time()), "self_id": int(SELF_ID), "post_type": "message", "message_id": mid, "user_id": user,
             "message": message, "raw_message": "", "font": 0,
             "sender": {"user_id": user, "nickname": "阿杰", "card": "", "role": "member"}}
     if group is None:
@@ -69,7 +69,7 @@ async def test_group_mention_is_answered_with_a_reply_segment(app: App, plugin, 
 
 async def test_private_message_reply_has_no_reply_segment(app: App, plugin, llm):
     """A private message (the real go-cqhttp doc event) is answered without a reply segment."""
-    raw = json.loads((SHARED_DATA / "im/onebot/gocqhttp_docs_private_message_event.json").read_text("utf-8"))
+    raw = json.loads((TEST_DATA / "im/onebot/gocqhttp_docs_private_message_event.json").read_text("utf-8"))
     raw["self_id"] = int(SELF_ID)
     llm.enqueue("你好")
     await run(app, raw, Message(MessageSegment.text("你好")))
@@ -99,6 +99,32 @@ async def test_escaped_brackets_in_a_cq_string_stay_text(app: App, plugin, llm):
     await run(app, raw, MessageSegment.reply(555) + MessageSegment.text("好"))
     (mem,) = plugin.core.list(Namespace("default", "qq:42"))
     assert "[CQ:at,qq=1]" in mem.text and "&" in mem.text
+
+
+async def test_standalone_plugin_builds_a_pipeline_from_settings(app: App, llm, monkeypatch, tmp_path):
+    """In a bot of its own (gateway.huiyi_nonebot loaded, nothing bound) the first message builds a
+    pipeline from HUIYI_* settings: the person is answered and their fact lands in the configured data root."""
+    from bridges.qq import huiyi_plugin
+    from memory.store import Store
+
+    monkeypatch.setenv("HUIYI_LLM_BASE_URL", llm.base_url)
+    monkeypatch.setenv("HUIYI_LLM_MODEL", "fake-chat")
+    nonebot.require("gateway.huiyi_nonebot")
+    llm.enqueue("记住了")
+    raw = event([{"type": "text", "data": {"text": "我喜欢吃榴莲🍈"}}], group=None, user=4242, mid=4243)
+    try:
+        await run(app, raw, Message(MessageSegment.text("记住了")))
+    finally:
+        built = huiyi_plugin._state["pipeline"]
+        if built is not None and huiyi_plugin._state["owned"]:
+            huiyi_plugin.unbind(built)
+            built.core.close()
+    assert built is not None
+    store = Store(f"sqlite:///{tmp_path / 'data' / 'huiyi.db'}")
+    try:
+        assert [m.text for m in store.list(Namespace("default", "qq:4242"))] == ["我喜欢吃榴莲🍈"]
+    finally:
+        store.close()
 
 
 def _sign(body: bytes) -> str:
@@ -186,3 +212,44 @@ def test_gateway_owned_nonebot_serves_a_reverse_websocket_bot(llm, tmp_path):
     params = call["params"]
     assert (params["message_type"], params["group_id"], params["user_id"]) == ("group", 123, 42)
     assert params["message"] == [{"type": "reply", "data": {"id": "808"}}, {"type": "text", "data": {"text": "你好呀"}}]
+
+
+# -- freshness and replay on the quick-operation route (issue 13 B) ----------------
+
+
+def test_quick_operation_accepts_a_signed_body_once(gateway, llm, caplog):
+    """OneBot signs the body but no time: the same signed body again is 401 with a reason and a log line, and
+    nothing is processed twice."""
+    c = gateway(settings_overrides={"onebot": {"secret": ONEBOT_SECRET}})
+    raw = json.dumps(event([{"type": "text", "data": {"text": "我喜欢喝奶茶🧋，不加糖"}}], group=None, user=8)).encode()
+    llm.enqueue("记住啦")
+    assert c.post("/onebot/default", content=raw, headers={"X-Signature": _sign(raw)}).json()["reply"] == "记住啦"
+    calls = len(llm.requests)
+    again = c.post("/onebot/default", content=raw, headers={"X-Signature": _sign(raw)})
+    assert again.status_code == 401 and again.json() == {"error": "Unauthorized",
+                                                         "detail": "nonce already used (replayed request)"}
+    assert "refused a onebot callback for tenant default: nonce already used" in caplog.text
+    assert len(llm.requests) == calls
+    assert c.app.state.pipeline.core.store.count(Namespace("default", "qq:8")) == 1
+
+
+@pytest.mark.parametrize("age", [365 * 24 * 3600, 301, -301], ids=["year-old", "stale", "future"])
+@pytest.mark.parametrize("auth", ["secret", "token"])
+def test_quick_operation_refuses_events_outside_the_window(gateway, llm, age, auth):
+    """A correctly signed (or token-bearing) event whose `time` is a year old, just stale or too far ahead: 401,
+    no turn, no memory; the same event re-timed to now is answered."""
+    cfg = {"secret": ONEBOT_SECRET} if auth == "secret" else {"access_token": ONEBOT_TOKEN}
+    c = gateway(settings_overrides={"onebot": cfg})
+    e = event([{"type": "text", "data": {"text": "I have a cat named Mochi 🐱"}}], group=None, user=9)
+
+    def post(body: dict):
+        raw = json.dumps(body).encode()
+        headers = {"X-Signature": _sign(raw)} if auth == "secret" else {"Authorization": f"Bearer {ONEBOT_TOKEN}"}
+        return c.post("/onebot/default", content=raw, headers=headers | {"Content-Type": "application/json"})
+
+    r = post(e | {"time": int(time.time()) - age})
+    assert r.status_code == 401 and r.json()["detail"] == "timestamp outside the 300 s window"
+    assert c.app.state.pipeline.core.store.count(Namespace("default", "qq:9")) == 0
+    assert [x for x in llm.requests if "messages" in x] == []
+    llm.enqueue("Mochi!")
+    assert post(e | {"time": int(time.time())}).status_code == 200

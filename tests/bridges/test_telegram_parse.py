@@ -1,6 +1,6 @@
 """Telegram Update/Message parsing (bridges.telegram.parse) and payload detection (bridges.detect).
 
-Real payloads come from ../shared/data/im/telegram; their expected outcome is
+Real payloads come from tests/data/im/telegram; their expected outcome is
 indexed in tests/data/im_expected.json. Tests marked SYNTHETIC build payloads
 by hand for cases the recorded data lacks.
 """
@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 
 from bridges.detect import detect_platform, iter_labelled_payloads, iter_payloads
 from bridges.telegram.parse import parse_update
-from gateway.messages import InboundMessage
+from bridges.contract import InboundMessage
+from conftest import TEST_DATA
 from memory.types import ChatKind
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-TG_DIR = SHARED_DATA / "im" / "telegram"
+TG_DIR = TEST_DATA / "im" / "telegram"
 EXPECTED = json.loads((Path(__file__).resolve().parents[1] / "data" / "im_expected.json").read_text("utf-8"))["files"]
 
 BOT_ID = "7000000001"
@@ -85,7 +85,7 @@ def _utf16_len(s: str) -> int:
 
 
 def test_index_covers_every_telegram_file() -> None:
-    """Every file under shared/data/im/telegram has an entry in im_expected.json, and no entry is stale."""
+    """Every file under tests/data/im/telegram has an entry in im_expected.json, and no entry is stale."""
     on_disk = {f"telegram/{p.name}" for p in TG_DIR.glob("*.json")}
     indexed = {k for k in EXPECTED if k.startswith("telegram/")}
     assert on_disk == indexed

@@ -2,7 +2,7 @@
 replies sent through aiogram's Bot to a fake Bot API server on 127.0.0.1 —
 reply targets, forum topics, plain-text escaping, splitting, edits, group →
 supergroup migration, ignored updates, redelivery, long polling and
-set-webhook. Real payloads from ../shared/data/im/telegram where they exist."""
+set-webhook. Real payloads from tests/data/im/telegram where they exist."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import time
 import pytest
 
 from bridges.telegram.send import TEXT_LIMIT, split_text, utf16_len
-from conftest import SHARED_DATA
+from conftest import TEST_DATA
 from memory.types import ChatKind, ChatRef, Namespace
 
-TG = SHARED_DATA / "im" / "telegram"
+TG = TEST_DATA / "im" / "telegram"
 SECRET = "s3cret-Token_1"
 HEADERS = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
 NOW = int(time.time())

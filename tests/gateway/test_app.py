@@ -5,12 +5,13 @@ malformed bodies."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from conftest import SHARED_DATA
+from conftest import TEST_DATA
 from gateway.app import create_app
 from gateway.config import TenantSettings, load_settings
 
@@ -59,10 +60,10 @@ def test_malformed_turns_get_4xx_with_reason(client, body, code):
 
 def test_telegram_webhook_real_update_and_ignored_update(client):
     """A real private-text Update runs a turn; a reaction update answers 200 and is ignored."""
-    upd = json.loads((SHARED_DATA / "im/telegram/teloxide_update_private_text.json").read_text())
+    upd = json.loads((TEST_DATA / "im/telegram/teloxide_update_private_text.json").read_text())
     r = client.post("/telegram/default", json=upd, headers=TG_SECRET)
     assert r.status_code == 200 and r.json() == {"ok": True, "ignored": False}
-    react = json.loads((SHARED_DATA / "im/telegram/teloxide_update_message_reaction_user.json").read_text())
+    react = json.loads((TEST_DATA / "im/telegram/teloxide_update_message_reaction_user.json").read_text())
     r2 = client.post("/telegram/default", json=react, headers=TG_SECRET)
     assert r2.json() == {"ok": True, "ignored": True}
     assert client.post("/telegram/default", content=b"{oops", headers=TG_SECRET).status_code == 400
@@ -71,10 +72,11 @@ def test_telegram_webhook_real_update_and_ignored_update(client):
 
 def test_onebot_webhook_real_event(client):
     """A OneBot v11 private message event runs a turn; a meta event is ignored with 200."""
-    event = json.loads((SHARED_DATA / "im/onebot/gocqhttp_docs_private_message_event.json").read_text())
+    event = json.loads((TEST_DATA / "im/onebot/gocqhttp_docs_private_message_event.json").read_text())
+    event["time"] = int(time.time())  # recorded long ago: events outside the window are refused (issue 13 B)
     assert client.post("/onebot/default", json=event, headers=ONEBOT_TOKEN).status_code == 200
     assert client.post("/onebot/default", json=event).status_code == 401
-    meta = {"time": 1, "self_id": 1, "post_type": "meta_event", "meta_event_type": "heartbeat"}
+    meta = {"time": int(time.time()), "self_id": 1, "post_type": "meta_event", "meta_event_type": "heartbeat"}
     r = client.post("/onebot/default", json=meta, headers=ONEBOT_TOKEN)
     assert r.status_code == 200 and r.json() == {}
 

@@ -14,7 +14,7 @@ import pytest
 
 from bridges.webhook.protocol import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from gateway.config import load_settings
-from gateway.messages import InboundMessage
+from bridges.contract import InboundMessage
 from gateway.pipeline import Pipeline
 from memory.store import ChatLine
 from memory.types import ChatKind, ChatRef, Namespace

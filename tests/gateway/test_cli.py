@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from conftest import SHARED_DATA
+from conftest import TEST_DATA
 from gateway.cli import app
 
 runner = CliRunner()
@@ -18,8 +18,8 @@ def test_replay_all_shared_payloads_prints_one_line_per_person_message():
     a JSON line with the required keys for each person-message only."""
     expected = json.loads((Path(__file__).resolve().parents[1] / "data" / "im_expected.json").read_text())["files"]
     want = sum(1 for entries in expected.values() for e in entries.values() if isinstance(e, dict) and "message" in e)
-    result = runner.invoke(app, ["replay", "--tenant", "default", str(SHARED_DATA / "im/telegram"),
-                                 str(SHARED_DATA / "im/onebot")])
+    result = runner.invoke(app, ["replay", "--tenant", "default", str(TEST_DATA / "im/telegram"),
+                                 str(TEST_DATA / "im/onebot")])
     assert result.exit_code == 0, result.output
     lines = [json.loads(x) for x in result.stdout.splitlines() if x.startswith("{")]
     assert len(lines) == want

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from gateway.config import load_settings
-from gateway.messages import InboundMessage, ReplyRef
+from bridges.contract import InboundMessage, ReplyRef
 from gateway.pipeline import Pipeline
 from memory.types import ChatKind, Namespace
 

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import text as sql
 
 from gateway.config import load_settings
-from gateway.messages import InboundMessage
+from bridges.contract import InboundMessage
 from gateway.pipeline import Pipeline
 from memory.scoring import score as default_score
 from memory.types import ChatKind, Namespace

@@ -11,10 +11,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from gateway.config import LLMSettings, ReconstructionSettings, TenantSettings, load_settings
-from gateway.messages import InboundMessage
+from bridges.contract import InboundMessage
 from gateway.observability import audit_file
 from gateway.pipeline import Pipeline
-from memory.prompts import RECOLLECTION_CLOSE
+from memory.model_prompts import RECOLLECTION_CLOSE
 from memory.types import ChatKind, Namespace
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)

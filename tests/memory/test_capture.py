@@ -11,10 +11,11 @@ from datetime import date, datetime, timedelta, timezone
 import pytest
 
 from memory.capture import (MAX_FACT_CHARS, HeuristicExtractor, LLMExtractor, capture, capture_edit,
-                            is_instruction_like, parse_extraction, split_sentences)
+                            is_instruction_like, parse_extraction)
 from memory.dates import resolve_when
 from memory.embed import MAX_CHARS
-from memory.prompts import EXTRACTION_SYSTEM
+from memory.model_prompts import EXTRACTION_SYSTEM
+from memory.text import split_sentences
 from memory.types import Category, ChatKind, ChatRef, Namespace
 
 # Monday 2026-11-30 17:00 UTC is Tuesday 2026-12-01 01:00 in Shanghai
@@ -113,7 +114,7 @@ def test_long_messages_are_split_below_the_embedder_limit():
     """A 5,000-character message becomes facts no longer than MAX_FACT_CHARS, all
     below the embedder's limit, and none of its first-person clauses is cut away."""
     long = "我" + "，".join(f"第{i}次去了杭州西湖边散步" for i in range(400)) + "。"
-    parts = split_sentences(long)
+    parts = split_sentences(long, semicolons=True, max_chars=MAX_FACT_CHARS)
     assert all(len(p) <= MAX_FACT_CHARS <= MAX_CHARS for p in parts)
     assert "".join(parts) == long
     facts = H.extract(long, AT)

@@ -242,3 +242,26 @@ def test_any_text_gives_an_in_range_emotion(text: str) -> None:
     assert -1.0 <= e.valence <= 1.0
     assert 0.0 <= e.arousal <= 1.0
     assert e.label in LABELS
+
+
+@pytest.mark.parametrize(("traditional", "simplified"), [("艱難", "艰难"), ("困擾", "困扰"), ("我最近很困擾，壓力好大", "我最近很困扰，压力好大")])
+def test_every_traditional_character_folds_through_opencc(traditional: str, simplified: str) -> None:
+    """Traditional forms that no hand-kept table listed (艱, 擾) fold through OpenCC t2s."""
+    t, s = analyse(traditional), analyse(simplified)
+    assert t == s
+    assert t.valence < 0
+
+
+def test_english_inflections_share_the_snowball_stem_of_their_entry() -> None:
+    """loved/adored/happier/hopefully read like love/adore/happy/hopeful (Porter2 stems)."""
+    for inflected, entry in [("loved", "love"), ("adored", "adore"), ("worries", "worry"), ("cried", "cry"),
+                             ("happier", "happy"), ("scariest", "scary"), ("hopefully", "hopeful")]:
+        assert analyse(f"so {inflected}").valence == analyse(f"so {entry}").valence != 0, inflected
+
+
+def test_painting_is_not_pain_and_help_is_not_helpful() -> None:
+    """A word that only begins like an entry (painting/pain, funding/fun, wines/win) or a base word
+    that a derived entry stems to (help/helpful, touch/touching) carries no emotion."""
+    for word in ["painting", "painted", "funding", "wines", "winding", "help", "helping", "touch", "hope"]:
+        assert analyse(f"I like {word} 🙂") == analyse("I like 🙂"), word
+    assert analyse("她在画画 painting").valence == 0

@@ -9,10 +9,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memory.prompts import MEMORIES_CLOSE, MEMORIES_OPEN, reconstruction_messages
-from memory.reconstruct import (parse_citations, reconstruct, split_sentences, template_recollection,
+from memory.model_prompts import MEMORIES_CLOSE, MEMORIES_OPEN, reconstruction_messages
+from memory.reconstruct import (parse_citations, reconstruct, split_cited_sentences, template_recollection,
                                 token_coverage, validate)
 from memory.store import ChatLine
+from memory.text import split_sentences
 from memory.types import Hit, Memory, Namespace
 
 NS = Namespace("default", "tg:1001")
@@ -51,9 +52,9 @@ def test_split_sentences_zh_en_and_mixed():
 
 def test_markers_after_the_final_punctuation_stay_with_their_sentence():
     """``Coal is black. [src:a] It...`` keeps [src:a] on the first sentence, not the next."""
-    parts = split_sentences("Coal is black. [src:a] It sleeps a lot [src:b].")
+    parts = split_cited_sentences("Coal is black. [src:a] It sleeps a lot [src:b].")
     assert [parse_citations(p) for p in parts] == [("Coal is black.", ("a",)), ("It sleeps a lot.", ("b",))]
-    zh = split_sentences("你养了煤球。[src:a1]你要出差[src:b2]。")
+    zh = split_cited_sentences("你养了煤球。[src:a1]你要出差[src:b2]。")
     assert [parse_citations(p)[1] for p in zh] == [("a1",), ("b2",)]
 
 

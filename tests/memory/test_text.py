@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory.text import fingerprint, normalise, tokens
+from memory.text import fingerprint, normalise, split_sentences, tokens
 
 
 def test_normalise_folds_full_width_case_and_traditional():
@@ -45,3 +45,29 @@ def test_fingerprint_is_stable_across_scripts_and_widths():
     assert fingerprint("我養貓") == fingerprint("我养猫")
     assert fingerprint("I like ＣＯＦＦＥＥ") == fingerprint("i like coffee")
     assert fingerprint("我养猫") != fingerprint("我养狗")
+
+
+def test_split_sentences_keeps_terminator_runs_and_closing_quotes_whole():
+    """"!!" / "!?" / 。。 end one sentence, and a closing quote stays with its sentence
+    (capture's old splitter left "!" and "”然后…" fragments)."""
+    assert split_sentences("Lucky you!! Mine is plain brown.") == ["Lucky you!!", "Mine is plain brown."]
+    assert split_sentences("Right!? I don't want to hurt them 🐶") == ["Right!?", "I don't want to hurt them 🐶"]
+    assert split_sentences("他说“好。”然后走了") == ["他说“好。”", "然后走了"]
+    assert split_sentences("我喜歡《瓦爾登湖》。。") == ["我喜歡《瓦爾登湖》。。"]
+    assert split_sentences('I called it "Finding Home." It is a script') == ['I called it "Finding Home."', "It is a script"]
+
+
+def test_split_sentences_semicolons_only_when_asked():
+    """；/; end a sentence only with semicolons=True (capture: one fact per clause)."""
+    assert split_sentences("我养猫；我住上海; I like tea") == ["我养猫；我住上海; I like tea"]
+    assert split_sentences("我养猫；我住上海; I like tea", semicolons=True) == ["我养猫；", "我住上海;", "I like tea"]
+
+
+def test_split_sentences_max_chars_splits_at_clause_breaks_then_hard():
+    """No part is longer than max_chars: split at ，,、：: first, then hard; nothing lost."""
+    clauses = "，".join(["我去了西湖散步"] * 10) + "。"
+    parts = split_sentences(clauses, max_chars=20)
+    assert all(len(p) <= 20 for p in parts) and "".join(parts) == clauses and len(parts) > 1
+    solid = "好" * 45
+    assert split_sentences(solid, max_chars=20) == ["好" * 20, "好" * 20, "好" * 5]
+    assert split_sentences("", max_chars=20) == [] and split_sentences("   \n ") == []

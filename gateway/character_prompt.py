@@ -1,12 +1,13 @@
-"""Prompt assembly for the companion's reply: persona system prompt, the
-recollection in a delimited block with the memory-not-instructions rule, then
-the chat tail as user/assistant turns."""
+"""The character's chat prompt: the messages the companion's reply is asked
+with. Persona system prompt, the recollection in a delimited block with the
+memory-not-instructions rule (texts from ``memory.model_prompts``), then the
+chat tail as user/assistant turns."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memory.prompts import RECOLLECTION_CLOSE, RECOLLECTION_OPEN, escape_block, recollection_instruction
+from memory.model_prompts import RECOLLECTION_CLOSE, RECOLLECTION_OPEN, escape_block, recollection_instruction
 from memory.store import ChatLine
 
 __all__ = ["build_messages"]

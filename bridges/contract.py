@@ -1,18 +1,26 @@
-"""What bridges hand to the pipeline and what the pipeline hands back.
+"""The contract between the bridges and the turn pipeline: what a bridge hands
+to the pipeline (``InboundMessage``), what the pipeline hands back
+(``TurnResult``, ``Outbound``) and what a bridge runtime may ask of the
+pipeline (``TurnHandler``).
 
-Bridges may import this module (and the pipeline entry point) from gateway/,
-nothing else. Ids are strings; a display name is never an id.
+It sits below both layers so that imports run one way: ``gateway`` imports
+``bridges`` and this contract; ``bridges`` import this contract and
+``memory.types``, never ``gateway``. Ids are strings; a display name is never
+an id.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memory.types import ChatKind, ChatRef
 
-__all__ = ["InboundMessage", "ReplyRef", "Outbound", "Attachment", "MAX_TEXT_CHARS"]
+__all__ = ["InboundMessage", "ReplyRef", "Outbound", "Attachment", "MAX_TEXT_CHARS", "TurnResult", "TurnHandler"]
 
 #: Longest message text accepted (characters): far above any IM platform's own
 #: limit (Telegram 4096, QQ ~4500), small enough that one request cannot tie up
@@ -138,3 +146,56 @@ class Outbound(BaseModel):
     text: str
     reply_to_message_id: str | None = None
     attachment: Attachment | None = None
+
+
+@dataclass
+class TurnResult:
+    """What one turn did. ``recalled``/``captured`` are memory ids; ``prompt`` is the
+    chat messages sent (or that would be sent) to the model; ``reply`` None when no
+    model is configured or the bot stays silent; ``duplicate`` True for a
+    re-delivered message (nothing else was done); ``capture_pending`` True when
+    the capture runs after the turn returned (``captured`` is then empty)."""
+
+    tenant: str
+    namespace: str
+    chat: str
+    message_id: str
+    addressed: bool = False
+    duplicate: bool = False
+    command: bool = False
+    recalled: list[str] = field(default_factory=list)
+    recollection: str = ""
+    fallback_reason: str | None = ""
+    prompt: list[dict[str, str]] = field(default_factory=list)
+    reply: str | None = None
+    captured: list[str] = field(default_factory=list)
+    capture_pending: bool = False
+    attachment: dict | None = None
+    latency_ms: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """Plain JSON-able dict (the replay line and the HTTP answer)."""
+        return asdict(self)
+
+
+class TurnHandler(Protocol):
+    """What a bridge runtime asks of the turn pipeline (``gateway.pipeline.Pipeline``
+    is the implementation). ``settings`` and ``tenant(name)`` are the gateway's
+    configuration objects; a runtime reads only its own platform's section of a
+    tenant (``.telegram``, ``.wechat``, ``.webhook``). ``tenant`` raises the
+    gateway's ``UnknownTenant`` (a 404 at the HTTP edge) for an unknown name."""
+
+    settings: Any
+
+    def tenant(self, name: str) -> Any: ...
+
+    def handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False) -> Awaitable[TurnResult]: ...
+
+    def migrate_chat(self, tenant: str, old: ChatRef, new: ChatRef) -> Awaitable[Any]: ...
+
+    def claim_nonce(self, tenant: str, platform: str, nonce: str, digest: str = "",
+                    at: datetime | None = None) -> str | None:
+        """Replay protection of signed callbacks (``bridges.replay.guard``): None the
+        first time ``nonce`` reaches ``tenant`` on ``platform``, else the ``digest``
+        recorded then. Blocking (SQL): call it in a thread."""
+        ...

@@ -1,8 +1,10 @@
 """Every prompt text huiyi sends to a model, in one place.
 
-Two prompts live here: the instruction in front of the ``<recollection>`` block
-of the companion's reply (``recollection_instruction``), and the request for a
-cited reconstruction (``reconstruction_messages``, rules in zh_CN and en).
+Three prompts live here: the instruction in front of the ``<recollection>``
+block of the companion's reply (``recollection_instruction``; the reply's
+messages are assembled by ``gateway.character_prompt``), the request for a
+cited reconstruction (``reconstruction_messages``, rules in zh_CN and en) and
+the request for fact extraction from one chat message (``extraction_messages``).
 
 Memory texts inside prompts are data, not instructions: ``escape_block``
 neutralises anything that could close the block or pose as a role tag;

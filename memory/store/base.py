@@ -1,0 +1,141 @@
+"""The store's engine and its one transaction boundary, shared by every part.
+
+``StoreBase`` opens the database (creating tables and adding columns of a newer
+schema in place) and owns the only ways to talk to it: ``_write`` (an ORM
+session in a write transaction), ``_write_conn`` (the same on a bare
+connection, for Core statements on hot paths) and ``_read``. On SQLite every
+write holds a process-wide lock and starts with ``BEGIN IMMEDIATE``; on
+PostgreSQL the lock is a no-op and the database orders writers. The parts of
+``memory.store.Store`` (memories, chat log, outbox, audit, identities, command
+state) subclass it and never open an engine connection for writing themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+
+from sqlalchemy import Connection, event, text
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlmodel import Session, SQLModel, create_engine
+
+from memory.errors import StoreError
+from memory.store.tables import _add_missing_columns, _normalise_url, _sqlite_begin, _sqlite_pragmas
+
+log = logging.getLogger(__name__)
+
+
+def utcnow() -> datetime:
+    """Timezone-aware current UTC time."""
+    return datetime.now(timezone.utc)
+
+
+def new_memory_id() -> str:
+    """A short random id (12 hex chars), safe in filters and in ``[src:ID]`` citations."""
+    return uuid.uuid4().hex[:12]
+
+
+class _NullLock:
+    """The write lock of a PostgreSQL store: none (the database orders writers)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class StoreBase:
+    """Engine, schema and transactions of a ``Store`` (see ``memory.store.Store``
+    for the whole surface).
+
+    ``url``: SQLAlchemy URL (``sqlite:///path``, ``postgres://…`` or
+    ``postgresql://…``; PostgreSQL URLs are driven by psycopg 3);
+    ``schema``: PostgreSQL schema to create and use (None: the default; ignored
+    on SQLite). Raises StoreError when the database cannot be reached.
+    """
+
+    def __init__(self, url: str, schema: str | None = None) -> None:
+        self.url = _normalise_url(url)
+        self.schema = schema
+        self.is_sqlite = self.url.startswith("sqlite")
+        kwargs: dict = {}
+        if self.is_sqlite:
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 10}
+        elif schema:
+            kwargs["connect_args"] = {"options": f"-csearch_path={schema}"}
+        kwargs["pool_pre_ping"] = not self.is_sqlite
+        self.engine = create_engine(self.url, **kwargs)
+        self._write_lock = threading.RLock() if self.is_sqlite else _NullLock()
+        if self.is_sqlite:
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine, "begin", _sqlite_begin)
+        # write sessions carry this option: on SQLite it makes them BEGIN IMMEDIATE
+        self._write_engine = self.engine.execution_options(huiyi_write=True)
+        try:
+            if schema and not self.is_sqlite:
+                with self.engine.begin() as conn:
+                    conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
+            SQLModel.metadata.create_all(self.engine)
+            _add_missing_columns(self.engine, self.schema)
+        except OperationalError as exc:
+            raise StoreError(f"cannot open database {self.engine.url.render_as_string(hide_password=True)}: {exc}") from exc
+
+    # -- sessions: the one transaction boundary ---------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        """A write transaction in an ORM session, committed when the block ends.
+        IntegrityError is rolled back and re-raised as is (callers turn it into
+        their own answer); OperationalError becomes StoreError."""
+        with self._write_lock, Session(self._write_engine, expire_on_commit=False) as s:
+            try:
+                yield s
+                s.commit()
+            except IntegrityError:
+                s.rollback()
+                raise
+            except OperationalError as exc:
+                s.rollback()
+                raise StoreError(str(exc)) from exc
+
+    @contextmanager
+    def _write_conn(self) -> Iterator[Connection]:
+        """A write transaction on a bare connection (Core statements only): what
+        ``_write`` does without the ORM session's own cost, for the hot paths."""
+        with self._write_lock:
+            try:
+                with self._write_engine.begin() as conn:
+                    yield conn
+            except OperationalError as exc:
+                raise StoreError(str(exc)) from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        """A read-only ORM session (no lock; WAL never blocks it on SQLite)."""
+        with Session(self.engine, expire_on_commit=False) as s:
+            yield s
+
+    def close(self) -> None:
+        """Dispose of the connection pool."""
+        self.engine.dispose()
+
+    def scrub(self) -> None:
+        """After a forget: on SQLite, checkpoint and truncate the WAL so that no old
+        page image with forgotten text stays in it (deleted cells are already zeroed
+        by ``secure_delete``). Readers still inside a snapshot can make the truncate
+        partial; that is logged and the next scrub finishes it. No-op on PostgreSQL."""
+        if not self.is_sqlite:
+            return
+        with self._write_lock:
+            raw = self.engine.raw_connection()
+            try:
+                busy, _log, _done = raw.driver_connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                raw.close()
+        if busy:
+            log.warning("store: WAL truncate after a forget was partial (a reader was active)")

@@ -1,0 +1,262 @@
+"""The recent chat log and what hangs off it: redactions, deliveries, captures
+still due, edits and chat migration.
+
+Chat-log lines are keyed by tenant and chat key (``ChatRef.key``), not by
+namespace: a chat holds several speakers and the bot. What is said by the
+subject of a namespace is found through ``_speaker_lines``. A forget deletes
+lines and leaves a ``chat_redactions`` row (ids only) so that a replayed
+message cannot bring the text back. Processed platform deliveries
+(``deliveries``) are claimed here, alone or together with the line they
+carry.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, insert, or_, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, delete, select
+
+from memory.errors import DuplicateDelivery
+from memory.store.base import StoreBase, utcnow
+from memory.store.tables import _aware, _AuditRow, _ChatLogRow, _DeliveryRow, _IndexOpRow, _MemoryRow, _RedactionRow
+from memory.types import ChatRef, Namespace
+
+
+@dataclass(frozen=True, slots=True)
+class ChatLine:
+    """One line of a chat's recent log. role is ``user`` or ``bot``."""
+
+    role: str
+    sender_id: str
+    text: str
+    at: datetime
+    message_id: str = ""
+    sender_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCapture:
+    """A person's chat-log line whose capture into ``namespace`` is still due:
+    ``line_id`` (for ``Store.capture_done``), where and when it was said, its text."""
+
+    line_id: int
+    tenant: str
+    namespace: Namespace
+    chat: ChatRef
+    message_id: str
+    text: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMigration:
+    """What ``Store.migrate_chat`` moved: chat log lines, memories, and the
+    namespaces those memories belong to."""
+
+    chat_lines: int
+    memories: int
+    namespaces: tuple[Namespace, ...] = ()
+
+
+def _redact_line(s: Session, ns: Namespace, origin: str, message_id: str | None) -> None:
+    """Delete the subject's own chat-log line ``message_id`` of chat ``origin``."""
+    if not origin or not message_id:
+        return
+    platform, _, user_id = ns.subject.partition(":")
+    if origin.split(":", 1)[0] != platform:  # a linked person:<id> subject has no platform line
+        return
+    s.exec(delete(_ChatLogRow).where(_ChatLogRow.tenant == ns.tenant, _ChatLogRow.chat == origin,  # type: ignore[call-overload]
+                                     _ChatLogRow.role == "user", _ChatLogRow.sender_id == user_id,
+                                     _ChatLogRow.message_id == message_id))
+    if not s.exec(select(_RedactionRow.id).where(
+            _RedactionRow.tenant == ns.tenant, _RedactionRow.chat == origin, _RedactionRow.message_id == message_id,
+            _RedactionRow.sender_id == user_id)).first():
+        s.add(_RedactionRow(tenant=ns.tenant, chat=origin, message_id=message_id[:128], sender_id=user_id[:128],
+                            at=utcnow()))
+
+
+class ChatLog(StoreBase):
+    """Chat log, redactions, deliveries, pending captures, edits and chat migration."""
+
+    # -- deliveries -------------------------------------------------------
+
+    def claim_delivery(self, key: str) -> bool:
+        """Mark a platform delivery as processed. True the first time, False for a
+        re-delivery of the same key (unique constraint; safe under concurrency)."""
+        try:
+            with self._write() as s:
+                s.add(_DeliveryRow(key=key[:600], processed_at=utcnow()))
+            return True
+        except IntegrityError:
+            return False
+
+    def release_delivery(self, key: str) -> None:
+        """Forget that a delivery was claimed (its turn failed before finishing), so
+        the platform's retry is processed instead of dropped as a duplicate."""
+        with self._write() as s:
+            s.exec(delete(_DeliveryRow).where(_DeliveryRow.key == key[:600]))  # type: ignore[call-overload]
+
+    # -- chat log and captures still due ------------------------------------
+
+    def append_chat(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int = 200, *,
+                    capture: Namespace | None = None, claim: str | None = None) -> int | None:
+        """Append a line to the chat's recent log, keeping at most ``keep`` lines;
+        returns the line's id. A person's line that a forget redacted (same chat,
+        message id and sender) is not appended again — a replay cannot bring it
+        back; returns None then.
+
+        ``capture``: the line still has to be captured into this namespace (the
+        durable half of a capture that runs after the reply: ``pending_captures``
+        finds it until ``capture_done``). A line with a capture due is not pruned.
+        ``claim``: claim this delivery key (``claim_delivery``) in the same
+        transaction, so that a crash cannot leave a claimed delivery without its
+        line; raises DuplicateDelivery (and writes nothing) when it was claimed before."""
+        table = _ChatLogRow.__table__  # type: ignore[attr-defined]
+        try:
+            return self._append_chat(table, tenant, chat, line, keep, capture, claim)
+        except IntegrityError:
+            if claim is None:
+                raise
+            raise DuplicateDelivery(claim) from None
+
+    def _append_chat(self, table, tenant: str, chat: ChatRef, line: ChatLine, keep: int, capture: Namespace | None,
+                     claim: str | None) -> int | None:
+        """``append_chat``'s transaction; IntegrityError when ``claim`` was claimed before."""
+        with self._write() as s:
+            if claim is not None:
+                s.add(_DeliveryRow(key=claim[:600], processed_at=utcnow()))
+                s.flush()
+            if line.role == "user" and line.message_id and s.exec(select(_RedactionRow.id).where(
+                    _RedactionRow.tenant == tenant, _RedactionRow.chat == chat.key,
+                    _RedactionRow.message_id == line.message_id, _RedactionRow.sender_id == line.sender_id)).first():
+                return None
+            line_id = s.execute(insert(table).returning(table.c.id), [dict(
+                tenant=tenant, chat=chat.key, role=line.role, sender_id=line.sender_id, sender_name=line.sender_name,
+                message_id=line.message_id, text=line.text, at=line.at, capture_ns=str(capture) if capture else "",
+                capture_queued=utcnow() if capture else None)]).scalar_one()
+            cutoff = s.exec(
+                select(_ChatLogRow.id).where(_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat.key)
+                .order_by(_ChatLogRow.id.desc()).offset(keep).limit(1)  # type: ignore[union-attr]
+            ).first()
+            if cutoff is not None:
+                s.exec(delete(_ChatLogRow).where(_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat.key,  # type: ignore[call-overload]
+                                                 _ChatLogRow.id <= cutoff, _ChatLogRow.capture_ns == ""))
+        return int(line_id)
+
+    def pending_captures(self, older_than: datetime, limit: int = 100) -> list[PendingCapture]:
+        """Chat-log lines whose capture was queued before ``older_than`` and has not
+        been marked done (a crash or a failure after the reply), oldest first."""
+        with self._read() as s:
+            rows = s.exec(select(_ChatLogRow).where(_ChatLogRow.capture_queued < older_than,  # type: ignore[operator]
+                                                    _ChatLogRow.capture_ns != "")
+                          .order_by(_ChatLogRow.id).limit(limit)).all()  # type: ignore[arg-type]
+        return [PendingCapture(r.id, r.tenant, Namespace.parse(r.capture_ns), ChatRef.parse(r.chat), r.message_id,  # type: ignore[arg-type]
+                               r.text, _aware(r.at)) for r in rows]  # type: ignore[arg-type]
+
+    def capture_done(self, *line_ids: int) -> None:
+        """Mark the captures of these chat-log lines done, in one transaction (a
+        line pruned or redacted meanwhile is simply gone)."""
+        if not line_ids:
+            return
+        t = _ChatLogRow.__table__  # type: ignore[attr-defined]
+        with self._write_conn() as conn:
+            conn.execute(update(t).where(t.c.id.in_(list(line_ids))).values(capture_ns="", capture_queued=None))
+
+    def chat_tail(self, tenant: str, chat: ChatRef, n: int = 8, *, max_age: timedelta | None = None,
+                  now: datetime | None = None) -> list[ChatLine]:
+        """The last ``n`` lines of the chat (of its topic when ``chat`` has a
+        thread), oldest first; with ``max_age`` only lines said after
+        ``now - max_age`` (``now`` defaults to the current UTC time)."""
+        with self._read() as s:
+            q = select(_ChatLogRow).where(_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat.key)
+            if max_age is not None:
+                q = q.where(_ChatLogRow.at >= (now or utcnow()) - max_age)
+            rows = s.exec(q.order_by(_ChatLogRow.id.desc()).limit(n)).all()  # type: ignore[union-attr]
+        return [ChatLine(r.role, r.sender_id, r.text, _aware(r.at), r.message_id, r.sender_name) for r in reversed(rows)]  # type: ignore[arg-type]
+
+    # -- redaction of what a person said ------------------------------------
+
+    def _speaker_lines(self, ns: Namespace, group_key: str | None) -> list:
+        """Filter on the chat-log lines the subject of ``ns`` said in its tenant (in
+        group ``group_key`` and its topics only, when given)."""
+        platform, _, user_id = ns.subject.partition(":")
+        where = [_ChatLogRow.tenant == ns.tenant, _ChatLogRow.role == "user", _ChatLogRow.sender_id == user_id,
+                 _ChatLogRow.chat.startswith(f"{platform}:")]  # type: ignore[attr-defined]
+        if group_key is not None:
+            where.append(or_(_ChatLogRow.chat == group_key, _ChatLogRow.chat.startswith(f"{group_key}:")))  # type: ignore[attr-defined]
+        return where
+
+    def redact_speaker(self, ns: Namespace, group_key: str | None = None) -> int:
+        """Delete every chat-log line the subject of ``ns`` said in its tenant, or in
+        group ``group_key`` (any topic) only — captures still due on them included
+        (``forget_subject``, ``/memory forget all``); returns the number of lines.
+        A subject that is not a platform identity (``person:…``) has none."""
+        where = self._speaker_lines(ns, group_key)
+        with self._write() as s:
+            rows = s.exec(select(_ChatLogRow.chat, _ChatLogRow.message_id).where(*where)).all()
+            for chat, message_id in set(rows):
+                _redact_line(s, ns, chat, message_id)
+            s.exec(delete(_ChatLogRow).where(*where))  # type: ignore[call-overload]
+        return len(rows)
+
+    def pending_capture_count(self, ns: Namespace, group_key: str | None = None) -> int:
+        """How many of the lines the subject of ``ns`` said (in group ``group_key``
+        only, when given) still have their capture into ``ns`` due."""
+        with self._read() as s:
+            return int(s.exec(select(func.count()).select_from(_ChatLogRow).where(
+                *self._speaker_lines(ns, group_key), _ChatLogRow.capture_queued.is_not(None),  # type: ignore[union-attr]
+                _ChatLogRow.capture_ns == str(ns))).one())
+
+    # -- edits and chat migration (Telegram) ------------------------------
+
+    def edit_chat_line(self, tenant: str, chat: ChatRef, message_id: str, text: str) -> bool:
+        """Replace the text of the person's line ``message_id`` in the chat log (an
+        edited message); False when the line is no longer in the log."""
+        with self._write() as s:
+            rows = s.exec(select(_ChatLogRow).where(_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat.key,
+                                                    _ChatLogRow.role == "user", _ChatLogRow.message_id == message_id)).all()
+            for row in rows:
+                row.text = text
+                s.add(row)
+        return bool(rows)
+
+    def migrate_chat(self, tenant: str, old: ChatRef, new: ChatRef, actor: str) -> ChatMigration:
+        """Move one tenant's chat to a new id (Telegram group → supergroup): its chat
+        log lines (every topic) and the origin of its memories follow, in one
+        transaction; each moved memory gets an index upsert in the outbox (the
+        index derives disclosure from the origin) and each namespace touched an
+        audit record ``migrate_chat`` by ``actor``. Rows of other tenants are
+        never read or written.
+
+        ``old`` and ``new`` must be group chats of the same platform, without a
+        thread (ValueError otherwise). Calling it again moves nothing.
+        """
+        if old.platform != new.platform or not (old.is_group and new.is_group) or old.thread_id or new.thread_id:
+            raise ValueError("a chat migrates between group chats of one platform, without a topic")
+        from sqlalchemy import or_
+
+        now = utcnow()
+        base, target = old.group_key, new.group_key
+        touched: dict[str, int] = {}
+        with self._write() as s:
+            lines = s.exec(select(_ChatLogRow).where(_ChatLogRow.tenant == tenant, or_(
+                _ChatLogRow.chat == base, _ChatLogRow.chat.startswith(base + ":", autoescape=True)))).all()  # type: ignore[attr-defined]
+            for line in lines:
+                line.chat = target + line.chat[len(base):]
+                s.add(line)
+            mems = s.exec(select(_MemoryRow).where(_MemoryRow.tenant == tenant, or_(
+                _MemoryRow.origin == base, _MemoryRow.origin.startswith(base + ":", autoescape=True)))).all()  # type: ignore[attr-defined]
+            for mem in mems:
+                mem.origin = target + mem.origin[len(base):]
+                s.add(mem)
+                s.add(_IndexOpRow(namespace=mem.namespace, memory_id=mem.id, op="upsert", created_at=now))
+                touched[mem.namespace] = touched.get(mem.namespace, 0) + 1
+            for ns, n in touched.items():
+                s.add(_AuditRow(at=now, actor=actor, action="migrate_chat", namespace=ns, memory_id=None,
+                                detail=json.dumps({"from": base, "to": target, "memories": n})))
+        return ChatMigration(chat_lines=len(lines), memories=len(mems),
+                             namespaces=tuple(Namespace.parse(n) for n in sorted(touched)))

@@ -1,0 +1,120 @@
+"""State behind the slash commands, shared by every gateway replica: the last
+recall of each namespace (``/memory why``, ``memory.explain``), confirmations
+awaited from a person (``/memory forget all``), and the tenant-wide counts of
+``memory.admin.stats``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import insert, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import delete, select
+
+from memory.store.base import StoreBase
+from memory.store.tables import _aware, _ChatLogRow, _DeliveryRow, _LastRecallRow, _MemoryRow, _PendingRow
+from memory.types import Namespace
+
+
+@dataclass(frozen=True, slots=True)
+class TenantCounts:
+    """Counts over one tenant: live memories; people (namespaces holding
+    memories); chats in the recent chat log; turns (deliveries processed,
+    commands included); recalls (namespaces with a last-recall record) and how
+    many of those last recollections fell back."""
+
+    memories: int
+    people: int
+    chats: int
+    turns: int
+    recalls: int
+    fallbacks: int
+
+
+class CommandState(StoreBase):
+    """Last-recall traces, pending confirmations and tenant counts."""
+
+    # -- last recall per namespace (memory.explain) ----------------------
+
+    def save_last_recall(self, trace) -> None:
+        """Replace the last-recall record of ``trace.namespace`` (a ``memory.explain.RecallTrace``)."""
+        entries = json.dumps([{"id": e.memory_id, "pos": e.position, "score": e.score, "ranks": e.ranks,
+                               "parts": None if e.parts is None else [e.parts.rrf, e.parts.retention,
+                                                                      e.parts.activation, e.parts.emotion,
+                                                                      e.parts.importance]}
+                              for e in trace.entries])
+        ns = trace.namespace
+        t = _LastRecallRow.__table__  # type: ignore[attr-defined]
+        values = dict(chat=trace.chat, at=trace.at, k=trace.k, fallback_reason=trace.fallback_reason, entries=entries)
+        for attempt in (1, 2):  # two replicas may insert the first record at once
+            try:
+                with self._write_conn() as conn:
+                    if conn.execute(update(t).where(t.c.namespace == str(ns)).values(**values)).rowcount == 0:
+                        conn.execute(insert(t), [dict(namespace=str(ns), tenant=ns.tenant, **values)])
+                return
+            except IntegrityError:
+                if attempt == 2:
+                    raise
+
+    def last_recall(self, ns: Namespace):
+        """The last-recall record of ``ns`` (``memory.explain.RecallTrace``), or None."""
+        from memory.explain import RecallTrace, TraceEntry
+        from memory.types import ScoreParts
+
+        with self._read() as s:
+            row = s.get(_LastRecallRow, str(ns))
+        if row is None:
+            return None
+        entries = tuple(TraceEntry(e["id"], e["pos"], e["score"], e["ranks"],
+                                   ScoreParts(*e["parts"]) if e.get("parts") else None)
+                        for e in json.loads(row.entries))
+        return RecallTrace(ns, row.chat, _aware(row.at), row.k, row.fallback_reason, entries)  # type: ignore[arg-type]
+
+    # -- confirmations awaited (shared by every replica) -----------------
+
+    def put_pending(self, ns: Namespace, key: str, at: datetime) -> None:
+        """Record (or renew) a confirmation awaited under ``key`` for ``ns`` at ``at``."""
+        full = f"{ns}|{key}"[:600]
+        with self._write() as s:
+            row = s.get(_PendingRow, full)
+            if row is None:
+                row = _PendingRow(key=full, namespace=str(ns), created_at=at)
+            row.created_at = at
+            s.add(row)
+
+    def take_pending(self, ns: Namespace, key: str) -> datetime | None:
+        """Remove the confirmation awaited under ``key`` for ``ns``; when it was
+        asked for, or None. Only one caller (of any replica) gets it."""
+        full = f"{ns}|{key}"[:600]
+        with self._write() as s:
+            row = s.get(_PendingRow, full)
+            if row is None:
+                return None
+            at = _aware(row.created_at)
+            n = s.exec(delete(_PendingRow).where(_PendingRow.key == full)).rowcount  # type: ignore[call-overload]
+        return at if n else None
+
+    # -- tenant-wide counts (memory.admin.stats only) --------------------
+
+    def tenant_counts(self, tenant: str) -> TenantCounts:
+        """Counts over one tenant for ``memory.admin.stats``: the one tenant-wide
+        aggregate read besides ``admin_namespaces``."""
+        from sqlalchemy import func
+
+        like = tenant.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "|%"
+        with self._read() as s:
+            memories = s.exec(select(func.count()).select_from(_MemoryRow).where(_MemoryRow.tenant == tenant)).one()
+            people = s.exec(select(func.count(func.distinct(_MemoryRow.namespace))).where(
+                _MemoryRow.tenant == tenant)).one()
+            chats = s.exec(select(func.count(func.distinct(_ChatLogRow.chat))).where(
+                _ChatLogRow.tenant == tenant)).one()
+            turns = s.exec(select(func.count()).select_from(_DeliveryRow).where(
+                _DeliveryRow.key.like(like, escape="\\"))).one()  # type: ignore[attr-defined]
+            recalls = s.exec(select(func.count()).select_from(_LastRecallRow).where(
+                _LastRecallRow.tenant == tenant)).one()
+            fallbacks = s.exec(select(func.count()).select_from(_LastRecallRow).where(
+                _LastRecallRow.tenant == tenant, _LastRecallRow.fallback_reason != "")).one()
+        return TenantCounts(int(memories), int(people), int(chats), int(turns), int(recalls), int(fallbacks))

@@ -1,0 +1,118 @@
+"""Identity links and namespace moves (``memory.identity`` and ``memory.admin``).
+
+A platform identity (``tg:123``) of a tenant can be linked by an admin to a
+``person:<id>`` subject; ``move_namespace`` then carries the memories, history
+and tombstones of the old namespace into the new one in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from sqlmodel import delete, select
+
+from memory.store.base import StoreBase, utcnow
+from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IdentityRow, _IndexOpRow, _LastRecallRow,
+                                 _MemoryRow, _TombstoneRow)
+from memory.types import Namespace
+
+
+class Identities(StoreBase):
+    """Identity links of a tenant (written by ``memory.admin`` only) and namespace moves."""
+
+    def resolve_identity(self, tenant: str, platform_subject: str) -> str | None:
+        """The subject a platform identity (``tg:123``) is linked to in ``tenant``, or None."""
+        with self._read() as s:
+            row = s.exec(select(_IdentityRow).where(_IdentityRow.tenant == tenant,
+                                                    _IdentityRow.platform_subject == platform_subject)).first()
+        return row.subject if row else None
+
+    def identities(self, ns: Namespace) -> list[str]:
+        """Platform identities linked to ``ns``'s subject, sorted (empty when none)."""
+        with self._read() as s:
+            rows = s.exec(select(_IdentityRow.platform_subject).where(
+                _IdentityRow.tenant == ns.tenant, _IdentityRow.subject == ns.subject)).all()
+        return sorted(rows)
+
+    def link_identities(self, tenant: str, platform_subjects: Sequence[str], subject: str, actor: str) -> None:
+        """Point each platform identity of ``tenant`` at ``subject`` (insert or re-point)."""
+        now = utcnow()
+        with self._write() as s:
+            for ps in platform_subjects:
+                row = s.exec(select(_IdentityRow).where(_IdentityRow.tenant == tenant,
+                                                        _IdentityRow.platform_subject == ps)).first()
+                if row is None:
+                    row = _IdentityRow(tenant=tenant, platform_subject=ps, subject=subject, linked_at=now, actor=actor)
+                else:
+                    row.subject, row.linked_at, row.actor = subject, now, actor
+                s.add(row)
+
+    def move_namespace(self, src: Namespace, dst: Namespace) -> tuple[list[str], list[str]]:
+        """Move every memory, its history and the tombstones of ``src`` into ``dst``
+        (same tenant; ValueError otherwise), in one transaction, with index outbox
+        rows for both sides. Returns (ids gone from ``src``, ids changed in ``dst``).
+
+        A memory whose canonical key already exists in ``dst`` is merged into that
+        row: identical normalised text keeps the ``dst`` row (access times joined);
+        a different text is a latest-wins update (the older text goes to history).
+        """
+        if src.tenant != dst.tenant:
+            raise ValueError("identities can only be merged within one tenant")
+        if src == dst:
+            return [], []
+        now = utcnow()
+        gone: list[str] = []
+        changed: list[str] = []
+        with self._write() as s:
+            rows = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(src))).all()
+            by_key = {r.key: r for r in s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(dst))).all()}
+            for r in rows:
+                gone.append(r.id)
+                other = by_key.get(r.key)
+                hist = s.exec(select(_HistoryRow).where(_HistoryRow.namespace == str(src),
+                                                        _HistoryRow.memory_id == r.id)).all()
+                if other is None:
+                    for h in hist:
+                        h.namespace = str(dst)
+                        s.add(h)
+                    r.namespace = str(dst)
+                    s.add(r)
+                    changed.append(r.id)
+                    s.add(_IndexOpRow(namespace=str(src), memory_id=r.id, op="delete", created_at=now))
+                    s.add(_IndexOpRow(namespace=str(dst), memory_id=r.id, op="upsert", created_at=now))
+                    continue
+                for h in hist:
+                    h.namespace, h.memory_id = str(dst), other.id
+                    s.add(h)
+                times = sorted(set(json.loads(other.access_times or "[]")) | set(json.loads(r.access_times or "[]")))
+                other.access_times = json.dumps(times[-ACCESS_TIMES_KEPT:])
+                if r.norm != other.norm:
+                    newer, older = (r, other) if _aware(r.updated_at) > _aware(other.updated_at) else (other, r)
+                    s.add(_HistoryRow(memory_id=other.id, namespace=str(dst), version=other.version,
+                                      text=older.text, category=older.category, key=older.key,
+                                      origin=older.origin, visibility=older.visibility,
+                                      source_message_id=older.source_message_id, source_fp=older.source_fp,
+                                      valid_from=older.valid_from, valid_to=newer.valid_from))
+                    if newer is r:
+                        other.text, other.norm, other.category = r.text, r.norm, r.category
+                        # the text discloses as where it was said, not as the row it lands in
+                        other.origin, other.visibility = r.origin, r.visibility
+                        other.source_message_id, other.source_fp = r.source_message_id, r.source_fp
+                        other.importance, other.valence, other.arousal, other.emotion = (
+                            r.importance, r.valence, r.arousal, r.emotion)
+                        other.updated_at, other.valid_from = r.updated_at, r.valid_from
+                    other.version += 1
+                s.add(other)
+                s.delete(r)
+                changed.append(other.id)
+                s.add(_IndexOpRow(namespace=str(src), memory_id=r.id, op="delete", created_at=now))
+                s.add(_IndexOpRow(namespace=str(dst), memory_id=other.id, op="upsert", created_at=now))
+            s.flush()
+            have = set(s.exec(select(_TombstoneRow.fingerprint).where(_TombstoneRow.namespace == str(dst))).all())
+            for t in s.exec(select(_TombstoneRow).where(_TombstoneRow.namespace == str(src))).all():
+                if t.fingerprint not in have:
+                    s.add(_TombstoneRow(namespace=str(dst), fingerprint=t.fingerprint, forgotten_at=t.forgotten_at))
+                s.delete(t)
+            s.exec(delete(_LastRecallRow).where(_LastRecallRow.namespace == str(src)))  # type: ignore[call-overload]
+        return gone, sorted(set(changed))

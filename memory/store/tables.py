@@ -1,0 +1,320 @@
+"""The store's SQL tables and engine set-up: private to ``memory.store``.
+
+One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` →
+``memory_history``, ``_TombstoneRow`` → ``tombstones``, ``_DeliveryRow`` →
+``deliveries``, ``_ChatLogRow`` → ``chat_log``, ``_RedactionRow`` →
+``chat_redactions``, ``_IndexOpRow`` → ``index_outbox``, ``_AuditRow`` →
+``audit_log``, ``_IdentityRow`` → ``identities``, ``_LastRecallRow`` →
+``last_recall``, ``_PendingRow`` → ``pending_confirmations``), registered on
+``SQLModel.metadata`` when this module is imported; the row → ``Memory``
+conversion; and the engine helpers (URL normalisation, SQLite pragmas and
+``BEGIN IMMEDIATE``, in-place schema upgrade). Nothing here opens a session:
+transactions belong to ``memory.store.base``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+
+from sqlalchemy import Index as SAIndex
+from sqlalchemy import UniqueConstraint, text
+from sqlalchemy.engine import Engine
+from sqlmodel import Field, SQLModel
+
+from memory.types import Category, ChatRef, Memory, Namespace, Visibility
+
+log = logging.getLogger(__name__)
+
+#: how many recall times (``access_times``, ISO 8601 strings) a memory row keeps
+#: for ACT-R activation; older ones are dropped
+ACCESS_TIMES_KEPT = 20
+
+
+def _aware(dt: datetime | None) -> datetime | None:
+    """``dt`` as an aware datetime: a naive one (SQLite hands back what was
+    stored, in UTC, without its zone) gets UTC; None stays None."""
+    if dt is None:
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+class _MemoryRow(SQLModel, table=True):
+    """A live memory (``memory.types.Memory``): one per ``(namespace, key)``.
+    ``norm`` is the normalised text; ``origin`` a ``ChatRef.key`` ("" when none);
+    ``access_times`` a JSON list of ISO 8601 recall times (at most
+    ``ACCESS_TIMES_KEPT``); ``source_fp`` the fingerprint of the evidence text."""
+
+    __tablename__ = "memories"
+    __table_args__ = (
+        UniqueConstraint("namespace", "key", name="uq_memories_namespace_key"),
+        SAIndex("ix_memories_namespace_updated", "namespace", "updated_at"),
+    )
+
+    id: str = Field(primary_key=True, max_length=32)
+    namespace: str = Field(index=True, max_length=260)
+    tenant: str = Field(index=True, max_length=64)
+    text: str
+    norm: str = ""
+    category: str = "other"
+    key: str = Field(max_length=512)
+    importance: float = 0.5
+    valence: float = 0.0
+    arousal: float = 0.0
+    emotion: str = "neutral"
+    origin: str = ""
+    visibility: str = "private"
+    source_message_id: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    valid_from: datetime
+    event_time: datetime | None = None
+    version: int = 1
+    access_times: str = "[]"
+    source_fp: str = Field(default="", max_length=64)
+
+
+class _HistoryRow(SQLModel, table=True):
+    """A superseded version of a memory, valid over ``[valid_from, valid_to)``."""
+
+    __tablename__ = "memory_history"
+
+    id: int | None = Field(default=None, primary_key=True)
+    memory_id: str = Field(index=True, max_length=32)
+    namespace: str = Field(index=True, max_length=260)
+    version: int
+    text: str
+    category: str
+    key: str = ""
+    origin: str = ""
+    #: the version's own disclosure (``Visibility`` value); "" on rows written
+    #: before it was kept, read as PRIVATE so that they fail closed in groups
+    visibility: str = ""
+    source_message_id: str | None = None
+    source_fp: str = Field(default="", max_length=64)
+    valid_from: datetime
+    valid_to: datetime
+
+
+class _TombstoneRow(SQLModel, table=True):
+    """The fingerprint of a forgotten text in one namespace and when it was (last) forgotten."""
+
+    __tablename__ = "tombstones"
+    __table_args__ = (UniqueConstraint("namespace", "fingerprint", name="uq_tombstone"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    namespace: str = Field(index=True, max_length=260)
+    fingerprint: str = Field(max_length=64)
+    forgotten_at: datetime
+
+
+class _DeliveryRow(SQLModel, table=True):
+    """A processed platform delivery, by key (at most 600 characters, longer keys are cut)."""
+
+    __tablename__ = "deliveries"
+
+    key: str = Field(primary_key=True, max_length=600)
+    processed_at: datetime
+
+
+class _ChatLogRow(SQLModel, table=True):
+    """One line of a chat's recent log (``chat``: a ``ChatRef.key``; ``role``:
+    ``user`` or ``bot``), with the capture still due on it, if any."""
+
+    __tablename__ = "chat_log"
+    __table_args__ = (SAIndex("ix_chat_log_chat", "tenant", "chat", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant: str = Field(max_length=64)
+    chat: str = Field(max_length=300)
+    role: str = Field(max_length=16)
+    sender_id: str = ""
+    sender_name: str = ""
+    message_id: str = ""
+    text: str
+    at: datetime
+    #: the namespace this line still has to be captured into ("" when none is due)
+    capture_ns: str = Field(default="", max_length=260)
+    #: when the capture was queued (the age a stalled capture is resumed after);
+    #: indexed, NULL on every other line, so the resume scan reads only due lines
+    capture_queued: datetime | None = Field(default=None, index=True)
+
+
+class _RedactionRow(SQLModel, table=True):
+    """A chat-log line removed by a forget: ids only, so that a replay of the same
+    message does not put its text back into the conversation tail."""
+
+    __tablename__ = "chat_redactions"
+    __table_args__ = (UniqueConstraint("tenant", "chat", "message_id", "sender_id", name="uq_chat_redaction"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant: str = Field(max_length=64)
+    chat: str = Field(max_length=300)
+    message_id: str = Field(max_length=128)
+    sender_id: str = Field(max_length=128)
+    at: datetime
+
+
+class _IndexOpRow(SQLModel, table=True):
+    """An index operation owed (``op``: ``upsert``, ``delete`` or ``purge``) and
+    how many attempts at it failed."""
+
+    __tablename__ = "index_outbox"
+
+    id: int | None = Field(default=None, primary_key=True)
+    namespace: str = Field(max_length=260)
+    memory_id: str = Field(max_length=32)
+    op: str = Field(max_length=8)
+    attempts: int = 0
+    created_at: datetime
+
+
+class _AuditRow(SQLModel, table=True):
+    """An audit record; ``detail`` is a JSON object (never the text of a forget)."""
+
+    __tablename__ = "audit_log"
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime
+    actor: str = Field(max_length=200)
+    action: str = Field(max_length=32, index=True)
+    namespace: str = Field(index=True, max_length=260)
+    memory_id: str | None = None
+    detail: str = "{}"
+
+
+class _IdentityRow(SQLModel, table=True):
+    """A platform identity (``tg:123``) linked by an admin to a ``person:<id>`` subject."""
+
+    __tablename__ = "identities"
+    __table_args__ = (UniqueConstraint("tenant", "platform_subject", name="uq_identity"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant: str = Field(max_length=64)
+    platform_subject: str = Field(max_length=200)
+    subject: str = Field(index=True, max_length=200)
+    linked_at: datetime
+    actor: str = Field(max_length=200)
+
+
+class _LastRecallRow(SQLModel, table=True):
+    """The last recall of one namespace (``memory.explain.RecallTrace``), ids and numbers only."""
+
+    __tablename__ = "last_recall"
+
+    namespace: str = Field(primary_key=True, max_length=260)
+    tenant: str = Field(index=True, max_length=64)
+    chat: str = Field(max_length=300)
+    at: datetime
+    k: int
+    fallback_reason: str = ""
+    entries: str = "[]"
+
+
+class _PendingRow(SQLModel, table=True):
+    """A confirmation awaited from a person (e.g. ``/memory forget all``), shared by replicas."""
+
+    __tablename__ = "pending_confirmations"
+
+    key: str = Field(primary_key=True, max_length=600)
+    namespace: str = Field(index=True, max_length=260)
+    created_at: datetime
+
+
+class _SeenNonceRow(SQLModel, table=True):
+    """A signed platform callback already accepted (replay protection, ``bridges.replay``):
+    unique per (tenant, platform, nonce) so a second use fails on every replica."""
+
+    __tablename__ = "seen_nonces"
+    __table_args__ = (UniqueConstraint("tenant", "platform", "nonce", name="uq_seen_nonce"),
+                      SAIndex("ix_seen_nonces_seen_at", "seen_at"))
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant: str = Field(max_length=64)
+    platform: str = Field(max_length=32)
+    nonce: str = Field(max_length=128)
+    digest: str = Field(default="", max_length=128)
+    seen_at: datetime
+
+
+def _to_memory(row: _MemoryRow, ns: Namespace | None = None) -> Memory:
+    """A Memory from a row (``ns``: the row's namespace when the caller knows it,
+    saving the parse)."""
+    return Memory(
+        id=row.id,
+        namespace=ns if ns is not None and row.namespace == str(ns) else Namespace.parse(row.namespace),
+        text=row.text,
+        category=Category(row.category),
+        key=row.key,
+        importance=row.importance,
+        valence=row.valence,
+        arousal=row.arousal,
+        emotion=row.emotion,
+        origin=ChatRef.parse(row.origin) if row.origin else None,
+        visibility=Visibility(row.visibility),
+        source_message_id=row.source_message_id,
+        created_at=_aware(row.created_at),
+        updated_at=_aware(row.updated_at),
+        valid_from=_aware(row.valid_from),
+        valid_to=None,
+        event_time=_aware(row.event_time),
+        version=row.version,
+        access_times=tuple(datetime.fromisoformat(t) for t in json.loads(row.access_times or "[]")),
+    )
+
+
+def _normalise_url(url: str) -> str:
+    """``url`` with ``postgres://`` and ``postgresql://`` pointed at the psycopg 3
+    driver (``postgresql+psycopg://``); any other URL unchanged."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    return url
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial
+    """On every new SQLite connection: WAL, busy timeout 10 s, synchronous NORMAL,
+    secure_delete, and no implicit transactions of the driver."""
+    # the driver opens no transactions of its own: _sqlite_begin does, so that a
+    # write transaction takes the write lock up front (BEGIN IMMEDIATE)
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA secure_delete=ON")  # a forget leaves no text in freed pages
+    cur.close()
+
+
+def _sqlite_begin(conn) -> None:  # pragma: no cover - trivial
+    """Write sessions start with BEGIN IMMEDIATE (the busy timeout then covers
+    lock waits, and no deferred read can fail to upgrade); reads autocommit
+    statement by statement, which WAL never blocks."""
+    if conn.get_execution_options().get("huiyi_write"):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _add_missing_columns(engine: Engine, schema: str | None) -> None:
+    """Bring tables of an older huiyi up to date: columns added since (all of
+    them nullable or with an empty default) are added in place, so an existing
+    data root keeps working. Never drops or changes a column."""
+    from sqlalchemy import inspect as sa_inspect
+
+    insp = sa_inspect(engine)
+    for table in SQLModel.metadata.sorted_tables:
+        if not insp.has_table(table.name, schema=schema):
+            continue
+        have = {c["name"] for c in insp.get_columns(table.name, schema=schema)}
+        for col in table.columns:
+            if col.name in have:
+                continue
+            kind = col.type.compile(dialect=engine.dialect)
+            default = "" if col.nullable else " NOT NULL DEFAULT ''" if kind.upper().startswith(("VARCHAR", "TEXT")) \
+                else " NOT NULL DEFAULT 0"
+            with engine.begin() as conn:
+                conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN "{col.name}" {kind}{default}'))
+            log.warning("store: added column %s.%s (schema from an older version)", table.name, col.name)
+        for index in table.indexes:  # indexes added since (create_all skips existing tables)
+            index.create(engine, checkfirst=True)
