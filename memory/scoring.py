@@ -3,7 +3,9 @@
 Recall fuses BM25 and vector ranks by reciprocal rank fusion (RRF, Cormack et
 al. 2009). This module turns that relevance score into the final score::
 
-    final = rrf × (floor + (1 − floor)·R) × w_act(B) × w_emo × w_imp
+    final = rrf × [(floor + (1 − floor)·R) × w_act(B) × w_emo × w_imp] ^ s
+
+with s = ``rescore_strength`` (0.25): the bracket is the rescoring factor F.
 
 - R, retention in [0, 1]: a Weibull forgetting curve ``R(t) = exp(-(t/λ)^β)``
   (Ebbinghaus 1885; Weibull form after Wixted & Ebbesen 1991, who found
@@ -20,15 +22,13 @@ al. 2009). This module turns that relevance score into the final score::
   1980 circumplex; mood-congruent recall, Bower 1981).
 - w_imp, importance in [0, 1] mapped to a bounded weight.
 
-Relevance stays primary. Every factor is bounded so that together they
-reorder close calls rather than bury a relevant memory: retention can at
-most halve a score (floor 0.5), activation and importance move it by at
-most ±20 % / ±25 %, emotion by at most +15 %. With RRF k = 60 a factor of
-0.9 is worth about seven ranks near the top of one channel; a memory ranked first by both
-channels (2/61) beats a fresh, important, congruent one ranked first by
-only one channel (1/61 × 1.2 × 1.25 × 1.15 = 1.73/61) whenever its own
-factors multiply to at least 0.86 — i.e. unless it is also old and
-unimportant.
+Relevance stays primary. Every factor is bounded (retention floor 0.5,
+activation and importance ±20 % / ±25 %, emotion at most +15 %), so F lies in
+[0.30, 1.73], and the strength s = 0.25 maps that to [0.74, 1.15]: with RRF
+k = 5 one rank near the top of a channel is worth 0.86–0.89, so rescoring
+reorders neighbours (a rank or two) but cannot lift a weak match over a strong
+one — a memory ranked first by both channels (2/6) beats one ranked first by
+only one (1/6 × 1.15) whatever their factors.
 
 All functions are pure: times come in as arguments, nothing reads a clock.
 Ages are in days (retention) or seconds (activation), as named.
@@ -111,6 +111,12 @@ class ScoringParams:
     - ``retention_floor`` 0.5: the share of a score that forgetting cannot
       take away: factor = floor + (1 − floor)·R.
     - ``importance_weight_range`` (0.75, 1.25): importance 0 → 0.75, 0.5 → 1.0, 1 → 1.25.
+    - ``rescore_strength`` s in [0, 1], 0.25: the factors' product F enters the
+      final score as F^s, so rescoring breaks ties among relevant memories
+      instead of overriding relevance. At s = 1 retention alone can halve a
+      score, which as of each LoCoMo question's own time (evidence days to
+      months old) pushed relevant evidence out of the top 5: any@5 0.421 at
+      s = 1, 0.579 at 0.25, 0.588 at 0 (dev split, e5-small, RRF k = 5).
 
     Raises ValueError on a missing category or an out-of-range value.
     """
@@ -128,6 +134,7 @@ class ScoringParams:
     congruence_threshold: float = 0.2
     retention_floor: float = 0.5
     importance_weight_range: tuple[float, float] = (0.75, 1.25)
+    rescore_strength: float = 0.25
 
     def __post_init__(self) -> None:
         lives = {Category(k): float(v) for k, v in self.half_lives.items()}
@@ -147,6 +154,8 @@ class ScoringParams:
             raise ValueError("congruence_threshold in [0, 1], congruence_max_boost >= 0")
         if not 0 <= self.retention_floor <= 1:
             raise ValueError("retention_floor must be in [0, 1]")
+        if not 0 <= self.rescore_strength <= 1:
+            raise ValueError("rescore_strength must be in [0, 1]")
         for name in ("activation_weight_range", "importance_weight_range"):
             low, high = getattr(self, name)
             if not 0 < low <= high:
@@ -312,10 +321,13 @@ def score(
 
 
 def final(parts: ScoreParts, params: ScoringParams = DEFAULT_PARAMS) -> float:
-    """Final score: ``rrf × (floor + (1 − floor)·retention) × activation_weight(B)
-    × emotion × importance`` (floor = ``retention_floor``, 0.5). Non-negative for
-    non-negative parts and non-decreasing in each of rrf, retention,
-    activation, emotion and importance."""
+    """Final score: ``rrf × F^s`` with ``F = (floor + (1 − floor)·retention) ×
+    activation_weight(B) × emotion × importance`` (floor = ``retention_floor``,
+    0.5; s = ``rescore_strength``, 0.25). Non-negative for non-negative parts
+    and non-decreasing in each of rrf, retention, activation, emotion and
+    importance."""
     floor = params.retention_floor
     kept = floor + (1.0 - floor) * _clip(parts.retention, 0.0, 1.0)
-    return parts.rrf * kept * activation_weight(parts.activation, params) * parts.emotion * parts.importance
+    factor = kept * activation_weight(parts.activation, params) * parts.emotion * parts.importance
+    s = params.rescore_strength
+    return parts.rrf * (factor if s == 1.0 else factor ** s)

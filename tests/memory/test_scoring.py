@@ -252,25 +252,40 @@ def test_score_refuses_a_negative_rrf() -> None:
 
 
 def test_final_multiplies_the_blended_factors() -> None:
-    """final = rrf × (0.5 + 0.5·R) × w_act(B) × emotion × importance."""
+    """final = rrf × F^0.25 with F = (0.5 + 0.5·R) × w_act(B) × emotion × importance;
+    at strength 1 it is the plain product."""
     parts = ScoreParts(rrf=0.03, retention=0.4, activation=-6.0, emotion=1.1, importance=1.25)
-    assert final(parts) == pytest.approx(0.03 * 0.7 * 1.0 * 1.1 * 1.25)
+    factor = 0.7 * 1.0 * 1.1 * 1.25
+    assert final(parts) == pytest.approx(0.03 * factor ** 0.25)
+    assert final(parts, ScoringParams(rescore_strength=1.0)) == pytest.approx(0.03 * factor)
+    assert final(parts, ScoringParams(rescore_strength=0.0)) == pytest.approx(0.03)
 
 
 def test_relevance_stays_primary() -> None:
-    """Factors stay in [0.3, 1.73]; first in both channels with factors >= 0.87 beats best-case first in one."""
+    """F stays in [0.3, 1.73], so rrf × F^0.25 in [0.74, 1.15] × rrf: with RRF k = 5, first in both
+    channels beats best-case first in one whatever its own factors."""
     worst = ScoreParts(rrf=1.0, retention=0.0, activation=-1e9, emotion=1.0, importance=importance_weight(0.0))
     best = ScoreParts(rrf=1.0, retention=1.0, activation=1e9, emotion=1.15, importance=importance_weight(1.0))
-    assert final(worst) == pytest.approx(0.5 * 0.8 * 0.75)
-    assert final(best) == pytest.approx(1.2 * 1.15 * 1.25)
-    both_channels_first = 2 / 61
-    one_channel_first = 1 / 61
-    ordinary = ScoreParts(rrf=both_channels_first, retention=0.75, activation=-6.0)  # factors 0.875
-    assert final(ordinary) > final(replace(best, rrf=one_channel_first))
+    assert final(worst) == pytest.approx((0.5 * 0.8 * 0.75) ** 0.25)
+    assert final(best) == pytest.approx((1.2 * 1.15 * 1.25) ** 0.25)
+    both_channels_first = 2 / 6
+    one_channel_first = 1 / 6
+    assert final(replace(worst, rrf=both_channels_first)) > final(replace(best, rrf=one_channel_first))
+
+
+def test_old_relevant_evidence_is_not_pushed_out_by_fresh_weaker_matches() -> None:
+    """Regression (issue 11): recalled as of a question's own time, a year-old memory ranked
+    first by both channels stays above a fresh one ranked third by both (at strength 1 it
+    fell below one ranked fifth)."""
+    old = _memory(category=Category.EVENT, created_at=NOW - timedelta(days=365))
+    fresh = _memory(category=Category.EVENT, created_at=NOW - timedelta(days=1))
+    assert final(score(2 / 6, old, NOW)) > final(score(2 / 8, fresh, NOW))
+    full = ScoringParams(rescore_strength=1.0)
+    assert final(score(2 / 6, old, NOW, params=full), full) < final(score(2 / 10, fresh, NOW, params=full), full)
 
 
 def test_forgetting_and_emotion_reorder_close_calls() -> None:
-    """Of two adjacent RRF ranks, a fresh congruent memory overtakes a stale neutral one."""
+    """Of two adjacent RRF ranks (k = 60, one channel), a fresh congruent memory overtakes a stale neutral one."""
     stale = _memory(category=Category.EVENT, created_at=NOW - timedelta(days=200))
     fresh = _memory(category=Category.EVENT, valence=-0.7, created_at=NOW - timedelta(days=2))
     stale_score = final(score(1 / 61, stale, NOW, query_valence=-0.6))

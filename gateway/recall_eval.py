@@ -1,0 +1,622 @@
+"""Recall quality on public data with evidence labels: the real ``MemoryCore.recall``
+against LoCoMo, DuLeMon and LongMemEval, with the BM25-only and vector-only
+channels of the same run (``huiyi eval recall``, ``python -m bench quality``).
+
+One loader per dataset (recipes in ``../shared/data/README.md``), each giving a
+``Suite``: worlds (one namespace each) of ``Doc`` s and ``Query`` s with gold doc keys.
+
+- **LoCoMo** (``memory/locomo10.json``): every turn is a doc (text plus
+  `` <blip_caption>`` when the turn shared an image), said by its speaker at its
+  session's date (plus one minute per turn). Queries: questions of categories
+  1–4 with resolvable evidence, ``tail = [question]``, asked one day after the
+  conversation's last session. Layouts: ``conversation`` (one namespace per
+  conversation, both speakers) or ``speaker`` (one namespace per speaker, ``<conversation>.a`` /
+  ``.b`` — the product's real layout; a question is routed to the speaker(s) it names, or to
+  both when it names neither, and the namespaces' hits are merged by score).
+  Split: the first 4 conversations are ``dev``, the other 6 ``test``.
+- **DuLeMon** (``zh/dulemon_samples.jsonl``): each ``user_said_persona`` fact,
+  de-segmented, is a doc of that dialogue's user. Queries: each ``Bot:`` line
+  labelled with a said U-fact, queried with the preceding ``Usr:`` line.
+  Layouts: ``conversation`` (one namespace per dialogue) or ``pool`` (every
+  dialogue's facts in one namespace; a same-text fact of another dialogue also
+  counts). No dates in the data: every fact is said on 2026-01-01, asked a day
+  later. Split: the first half of the dialogues is ``dev``.
+- **LongMemEval** (``memory/longmemeval_oracle_subset68.json``): each question is
+  its own world; every turn of its haystack sessions is a doc (``<role>: <text>``
+  is not prefixed: the namespace is the one user), dated by its session; gold =
+  the ``has_answer`` turns; abstention questions are skipped. Asked at
+  ``question_date``. Split: the first half of the questions is ``dev``.
+
+Modes: ``raw`` stores each doc as one memory through ``MemoryCore.add`` (its text
+``"<speaker>: <text>"`` when the dataset names a speaker, ``created_at`` = said-at);
+``capture`` sends each turn through the real capture path (``memory.capture.capture``,
+the offline extractor), and a memory maps back to the turn it was learned from
+(``source_message_id``).
+
+Metrics per query over the top k (the Suite's gold keys): ``any@k`` = 1 if any
+gold doc is retrieved, ``all@k`` = |gold ∩ top k| / |gold|, ``MRR`` = 1 / rank of
+the first gold doc in the top ``max(ks)`` (0 when none); averaged per category
+and overall.
+
+Embeddings of dataset texts are cached on disk (``CachedEmbedder``) so that
+repeated runs only embed what changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import sqlite3
+import textwrap
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "Doc",
+    "Query",
+    "Suite",
+    "EvalError",
+    "CHANNELS",
+    "DATASETS",
+    "LAYOUTS",
+    "evidence_ids",
+    "desegment",
+    "load_locomo",
+    "load_dulemon",
+    "load_longmemeval",
+    "load_suite",
+    "split",
+    "CachedEmbedder",
+    "ingest",
+    "evaluate",
+    "RecallRun",
+    "metrics",
+    "report_lines",
+    "plot",
+    "default_data_dir",
+]
+
+log = logging.getLogger(__name__)
+
+CHANNELS: dict[str, tuple[str, ...]] = {"hybrid": ("bm25", "vector"), "bm25": ("bm25",), "vector": ("vector",)}
+"""Channel configurations measured on every query (names as printed): the shipped
+hybrid and each channel alone, in the same run over the same stores."""
+
+DATASETS = ("locomo", "dulemon", "longmemeval")
+LAYOUTS = ("conversation", "speaker", "pool")
+LOCOMO_FILE = Path("memory") / "locomo10.json"
+DULEMON_FILE = Path("zh") / "dulemon_samples.jsonl"
+LONGMEMEVAL_FILE = Path("memory") / "longmemeval_oracle_subset68.json"
+LOCOMO_DEV = 4
+"""LoCoMo conversations in the development split (the rest are held out)."""
+DULEMON_DAY = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
+LOCOMO_CATEGORIES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
+
+
+class EvalError(Exception):
+    """A dataset is missing or malformed (the CLI prints it and exits 2)."""
+
+
+def default_data_dir() -> Path:
+    """``../shared/data`` beside the repository root."""
+    return Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+# -- suites -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Doc:
+    """One stored item: ``key`` is its gold id (LoCoMo dia_id, DuLeMon ``d03:U2``,
+    LongMemEval ``<session id>:<turn>``); ``speaker`` the person who said it ("" when
+    the namespace is that one person); ``said_at`` when (UTC)."""
+
+    key: str
+    text: str
+    speaker: str = ""
+    said_at: datetime = DULEMON_DAY
+
+    @property
+    def memory_text(self) -> str:
+        """The text a raw-mode memory holds: ``"<speaker>: <text>"`` or the text."""
+        return f"{self.speaker}: {self.text}" if self.speaker else self.text
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One recall query: the worlds it searches (one, or several merged by score),
+    the tail (oldest first), gold doc keys, a group label (LoCoMo category,
+    LongMemEval question type), the split unit it belongs to and when it is asked."""
+
+    worlds: tuple[str, ...]
+    tail: tuple[str, ...]
+    gold: frozenset[str]
+    group: str = ""
+    unit: str = ""
+    asked_at: datetime = DULEMON_DAY + timedelta(days=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Suite:
+    """Worlds (one namespace each, ``Namespace(tenant, f"{kind}:{world}")``), queries,
+    and the split units in order with how many of them form the dev split."""
+
+    name: str
+    tenant: str
+    kind: str
+    worlds: dict[str, tuple[Doc, ...]]
+    queries: tuple[Query, ...]
+    units: tuple[str, ...] = ()
+    dev_units: int = 0
+
+    def namespace(self, world: str):
+        from memory.types import Namespace
+
+        return Namespace(self.tenant, f"{self.kind}:{world}")
+
+    @property
+    def n_docs(self) -> int:
+        return sum(len(d) for d in self.worlds.values())
+
+
+_EVIDENCE_SPLIT = re.compile(r"[;\s]+")
+_EVIDENCE_ID = re.compile(r"D:?(\d+):0*(\d+)")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.@-]")
+
+
+def evidence_ids(raw: Sequence[str]) -> list[str]:
+    """LoCoMo evidence strings → ``D<session>:<turn>`` ids: several ids in one string
+    are split, ``D:11:26`` → ``D11:26``, ``D30:05`` → ``D30:5``; garbage is dropped."""
+    out: list[str] = []
+    for item in raw:
+        for part in _EVIDENCE_SPLIT.split(str(item).strip()):
+            m = _EVIDENCE_ID.fullmatch(part)
+            if m:
+                out.append(f"D{int(m.group(1))}:{int(m.group(2))}")
+    return out
+
+
+def _read(path: Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise EvalError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _names(person: str, question: str) -> bool:
+    """Whether ``question`` names ``person`` (a whole word in Latin script, a substring in CJK)."""
+    if any("\u4e00" <= c <= "\u9fff" for c in person):
+        return person in question
+    return re.search(rf"\b{re.escape(person)}\b", question) is not None
+
+
+def _locomo_date(value: str) -> datetime:
+    return datetime.strptime(value, "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+
+
+def load_locomo(path: Path, conversations: int | None = None, max_turns: int | None = None,
+                layout: str = "conversation") -> Suite:
+    """LoCoMo as a Suite (see the module docstring): the first ``conversations``
+    samples (None: all), each cut to its first ``max_turns`` turns in (session,
+    turn) order. A question is kept when it is of category 1–4 and its evidence,
+    after the quirk fixes, is non-empty and lies wholly in the kept turns.
+    ``layout``: ``conversation`` or ``speaker``. Raises EvalError."""
+    if layout not in ("conversation", "speaker"):
+        raise EvalError(f"LoCoMo has no layout {layout!r} (conversation or speaker)")
+    try:
+        samples = json.loads(_read(path))
+    except ValueError as exc:
+        raise EvalError(f"{path} is not JSON: {exc}") from None
+    if conversations is not None:
+        samples = samples[:conversations]
+    worlds: dict[str, tuple[Doc, ...]] = {}
+    queries: list[Query] = []
+    units: list[str] = []
+    for sample in samples:
+        conv = sample["conversation"]
+        sessions = sorted((int(k.split("_")[1]), v) for k, v in conv.items()
+                          if re.fullmatch(r"session_\d+", k) and isinstance(v, list))
+        docs: list[Doc] = []
+        last = DULEMON_DAY
+        for n, turns in sessions:
+            start = _locomo_date(conv[f"session_{n}_date_time"])
+            for i, turn in enumerate(turns):
+                text = turn["text"]
+                if turn.get("blip_caption"):
+                    text = f"{text} {turn['blip_caption']}"
+                last = start + timedelta(minutes=i)
+                docs.append(Doc(turn["dia_id"], text, turn["speaker"], last))
+        all_ids = {d.key for d in docs}
+        if max_turns is not None:
+            docs = docs[:max_turns]
+        kept = {d.key for d in docs}
+        conv_id = sample["sample_id"]
+        units.append(conv_id)
+        speakers = [conv["speaker_a"], conv["speaker_b"]]
+        person = {conv["speaker_a"]: f"{conv_id}.a", conv["speaker_b"]: f"{conv_id}.b"}
+        if layout == "conversation":
+            worlds[conv_id] = tuple(docs)
+        else:
+            for spk in speakers:
+                worlds[person[spk]] = tuple(d for d in docs if d.speaker == spk)
+        asked = last + timedelta(days=1)
+        for qa in sample["qa"]:
+            if qa.get("category") not in (1, 2, 3, 4):
+                continue
+            gold = [e for e in evidence_ids(qa.get("evidence") or []) if e in all_ids]
+            if not gold or not set(gold) <= kept:
+                continue
+            if layout == "conversation":
+                qworlds: tuple[str, ...] = (conv_id,)
+            else:
+                named = [s for s in speakers if _names(s, qa["question"])]
+                qworlds = tuple(person[s] for s in (named or speakers))
+            queries.append(Query(qworlds, (qa["question"],), frozenset(gold), str(qa["category"]), conv_id, asked))
+    return Suite(f"locomo-{layout}", "locomo", "conv", worlds, tuple(queries), tuple(units), LOCOMO_DEV)
+
+
+def desegment(text: str) -> str:
+    """Undo DuLeMon's word segmentation: drop the spaces between words, except
+    between two Latin/digit runs (``我 在 IT 部门`` → ``我在IT部门``,
+    ``I love NBA`` stays)."""
+    parts = text.split()
+    if not parts:
+        return ""
+    out = parts[0]
+    for p in parts[1:]:
+        if out[-1].isascii() and out[-1] not in " " and p[0].isascii() and p[0].isalnum():
+            out += " " + p
+        else:
+            out += p
+    return out
+
+
+def _utterance(line: str) -> tuple[str, str, str]:
+    """``"Usr: 我 喜欢 …\\tU3"`` → (speaker, de-segmented text, label or "")."""
+    label = ""
+    if "\t" in line:
+        line, label = line.rsplit("\t", 1)
+        label = label.strip()
+    speaker, _, text = line.partition(":")
+    return speaker.strip(), desegment(text.strip()), label
+
+
+def load_dulemon(path: Path, dialogues: int | None = None, layout: str = "conversation", tail: int = 1) -> Suite:
+    """DuLeMon as a Suite (see the module docstring). Per dialogue ``dNN`` (0-based
+    line number): its said U-facts as docs ``dNN:U<n>``; one query per ``Bot:``
+    line labelled with a said U-fact, whose tail is the ``tail`` lines before it.
+    ``layout``: ``conversation`` (per dialogue) or ``pool`` (one namespace ``all``).
+    Raises EvalError."""
+    if layout not in ("conversation", "pool"):
+        raise EvalError(f"DuLeMon has no layout {layout!r} (conversation or pool)")
+    try:
+        rows = [json.loads(line) for line in _read(path).splitlines() if line.strip()]
+    except ValueError as exc:
+        raise EvalError(f"{path} is not JSON lines: {exc}") from None
+    if dialogues is not None:
+        rows = rows[:dialogues]
+    worlds: dict[str, tuple[Doc, ...]] = {}
+    queries: list[Query] = []
+    for i, row in enumerate(rows):
+        world = f"d{i:02d}"
+        facts: dict[str, str] = {}
+        for p in row["user_said_persona"]:
+            label, _, text = p.partition(":")
+            facts[label.strip()] = desegment(text.strip())
+        worlds[world] = tuple(Doc(f"{world}:{label}", text) for label, text in facts.items())
+        lines = [_utterance(c) for c in row["conversation"]]
+        for j, (speaker, _, label) in enumerate(lines):
+            if speaker != "Bot" or label not in facts or j == 0 or lines[j - 1][0] != "Usr":
+                continue
+            q_tail = tuple(text for _, text, _ in lines[max(0, j - tail):j])
+            queries.append(Query((world,), q_tail, frozenset({f"{world}:{label}"}), "dulemon", world))
+    units = tuple(worlds)
+    if layout == "pool":
+        docs = tuple(d for ds in worlds.values() for d in ds)
+        by_text: dict[str, set[str]] = {}
+        for d in docs:
+            by_text.setdefault(d.text, set()).add(d.key)
+        text_of = {d.key: d.text for d in docs}
+        queries = [replace(q, worlds=("all",), gold=frozenset(k for g in q.gold for k in by_text[text_of[g]]))
+                   for q in queries]
+        worlds = {"all": docs}
+    return Suite(f"dulemon-{layout}", "dulemon", "dlg", worlds, tuple(queries), units, len(units) // 2)
+
+
+def _lme_date(value: str) -> datetime:
+    return datetime.strptime(value.split(" (")[0] + " " + value.rsplit(" ", 1)[1], "%Y/%m/%d %H:%M").replace(
+        tzinfo=timezone.utc)
+
+
+def load_longmemeval(path: Path, questions: int | None = None) -> Suite:
+    """LongMemEval (oracle subset) as a Suite (see the module docstring): one world per
+    question; docs ``<session id>:<turn>``; gold the ``has_answer`` turns. Raises EvalError."""
+    try:
+        items = json.loads(_read(path))
+    except ValueError as exc:
+        raise EvalError(f"{path} is not JSON: {exc}") from None
+    if questions is not None:
+        items = items[:questions]
+    worlds: dict[str, tuple[Doc, ...]] = {}
+    queries: list[Query] = []
+    for item in items:
+        qid = _UNSAFE.sub("_", str(item["question_id"]))
+        docs: list[Doc] = []
+        gold: set[str] = set()
+        sessions = sorted(zip(item["haystack_dates"], item["haystack_session_ids"], item["haystack_sessions"]),
+                          key=lambda s: _lme_date(s[0]))
+        for date_s, sid, turns in sessions:
+            start = _lme_date(date_s)
+            for j, turn in enumerate(turns):
+                key = f"{sid}:{j}"
+                docs.append(Doc(key, str(turn["content"]), "", start + timedelta(minutes=j)))
+                if turn.get("has_answer"):
+                    gold.add(key)
+        worlds[qid] = tuple(docs)
+        if gold and not str(item["question_id"]).endswith("_abs"):
+            queries.append(Query((qid,), (item["question"],), frozenset(gold), item["question_type"], qid,
+                                 _lme_date(item["question_date"])))
+    units = tuple(worlds)
+    return Suite("longmemeval", "lme", "q", worlds, tuple(queries), units, len(units) // 2)
+
+
+def load_suite(dataset: str, data_dir: Path, layout: str = "conversation") -> Suite:
+    """The Suite of ``dataset`` (one of DATASETS) under ``data_dir``. Raises EvalError
+    when the data is absent or the layout does not apply."""
+    data_dir = Path(data_dir)
+    if dataset == "locomo":
+        return load_locomo(data_dir / LOCOMO_FILE, layout=layout)
+    if dataset == "dulemon":
+        return load_dulemon(data_dir / DULEMON_FILE, layout=layout)
+    if dataset == "longmemeval":
+        if layout != "conversation":
+            raise EvalError("LongMemEval has one layout: conversation (one namespace per question)")
+        return load_longmemeval(data_dir / LONGMEMEVAL_FILE)
+    raise EvalError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
+
+
+def split(suite: Suite, which: str) -> Suite:
+    """The ``dev`` (first ``dev_units`` units), ``test`` (the rest) or ``all`` part of
+    ``suite``: its queries of those units and only the worlds they search."""
+    if which == "all":
+        return suite
+    if which not in ("dev", "test"):
+        raise EvalError(f"unknown split {which!r} (dev, test or all)")
+    dev = set(suite.units[: suite.dev_units])
+    keep = [q for q in suite.queries if (q.unit in dev) == (which == "dev")]
+    worlds = {w for q in keep for w in q.worlds}
+    return replace(suite, name=f"{suite.name}-{which}", queries=tuple(keep),
+                   worlds={w: d for w, d in suite.worlds.items() if w in worlds})
+
+
+# -- embeddings cache ------------------------------------------------------------
+
+
+class CachedEmbedder:
+    """An Embedder that keeps every vector it made in a SQLite file keyed by (model,
+    query/document, SHA-256 of the text): repeated evaluation runs embed only new
+    texts. Same ``name``, ``dim``, ``symmetric`` and ``min_similarity`` as the
+    wrapped embedder."""
+
+    def __init__(self, inner, path: Path) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        if getattr(inner, "symmetric", False):
+            self.symmetric = True
+        self.min_similarity = float(getattr(inner, "min_similarity", 0.0))
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), check_same_thread=False)
+        self._db.execute("CREATE TABLE IF NOT EXISTS vec (k TEXT PRIMARY KEY, v BLOB)")
+        self._lock = threading.Lock()
+
+    def _key(self, kind: str, text: str) -> str:
+        return f"{self.name}|{kind}|" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def _get(self, keys: list[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start:start + 500]
+                q = f"SELECT k, v FROM vec WHERE k IN ({','.join('?' * len(chunk))})"
+                for k, v in self._db.execute(q, chunk):
+                    out[k] = np.frombuffer(v, dtype=np.float32)
+        return out
+
+    def _put(self, pairs: list[tuple[str, np.ndarray]]) -> None:
+        with self._lock:
+            self._db.executemany("INSERT OR REPLACE INTO vec VALUES (?, ?)",
+                                 [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in pairs])
+            self._db.commit()
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        keys = [self._key("d", t) for t in texts]
+        have = self._get(keys)
+        missing = [i for i, k in enumerate(keys) if k not in have]
+        if missing:
+            fresh = self.inner.embed_documents([texts[i] for i in missing])
+            self._put([(keys[i], fresh[row]) for row, i in enumerate(missing)])
+            for row, i in enumerate(missing):
+                have[keys[i]] = np.asarray(fresh[row], dtype=np.float32)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, k in enumerate(keys):
+            out[i] = have[k]
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        key = self._key("q", text)
+        have = self._get([key])
+        if key in have:
+            return have[key]
+        v = np.asarray(self.inner.embed_query(text), dtype=np.float32)
+        self._put([(key, v)])
+        return v
+
+
+# -- ingest and evaluation ----------------------------------------------------------
+
+
+def ingest(core, suite: Suite, mode: str = "raw") -> dict[str, str]:
+    """Store ``suite``'s docs in ``core`` and return memory id → doc key.
+
+    ``raw``: one ``MemoryCore.add`` per doc (text ``Doc.memory_text``, key
+    ``eval:<doc key>``, ``created_at`` and ``said_at`` the doc's date);
+    ``capture``: ``memory.capture.capture`` of each doc's text (the speaker says
+    it, offline extractor), memories mapped back by ``source_message_id``. Index
+    writes are batched (``MemoryCore.batch``) and the index optimised at the end.
+    Raises EvalError for an unknown mode.
+    """
+    from memory.capture import capture
+
+    if mode not in ("raw", "capture"):
+        raise EvalError(f"unknown mode {mode!r} (raw or capture)")
+    key_of: dict[str, str] = {}
+    with core.batch():
+        for world, docs in suite.worlds.items():
+            ns = suite.namespace(world)
+            for d in docs:
+                if mode == "raw":
+                    mem = core.new(ns, d.memory_text, key=f"eval:{d.key}", source_message_id=d.key,
+                                   created_at=d.said_at)
+                    res = core.add(ns, mem, said_at=d.said_at)
+                    results = [res]
+                else:
+                    results = capture(core, ns, d.text, chat=None, said_at=d.said_at, message_id=d.key)
+                for r in results:
+                    if r.memory is not None and r.memory.id not in key_of:
+                        key_of[r.memory.id] = r.memory.source_message_id or d.key
+    core.maintain(limit=1_000_000)
+    core.index.optimize()
+    return key_of
+
+
+@dataclass
+class RecallRun:
+    """One configuration's results, per query in suite order: retrieved doc keys
+    (best first, distinct) and seconds per recall."""
+
+    retrieved: list[list[str]] = field(default_factory=list)
+    latency_s: list[float] = field(default_factory=list)
+
+
+def evaluate(core, suite: Suite, key_of: dict[str, str], *, k: int = 20, as_of: str = "end",
+             channels: dict[str, tuple[str, ...]] = CHANNELS, params=None) -> dict[str, RecallRun]:
+    """Run every query of ``suite`` through ``core.recall`` once per channel
+    configuration (alternating per query, so they see the same cache state).
+    ``as_of``: ``end`` recalls at the query's ``asked_at``, ``now`` at the wall
+    clock. ``params``: the base RecallParams (default: the shipped ones) whose
+    ``k`` and ``channels`` are replaced. A query over several worlds merges their
+    hits by score."""
+    from memory.recall import RecallParams
+
+    base = params or RecallParams()
+    runs = {name: RecallRun() for name in channels}
+    for q in suite.queries:
+        now = q.asked_at if as_of == "end" else None
+        # the query's embedding is made once, untimed: every configuration then pays
+        # the same (cached) price and the latencies compare search, not who went first
+        core.index.embed_tail([line for line in q.tail if line.strip()][-base.tail:])
+        for name, chans in channels.items():
+            p = replace(base, k=k, candidates=max(base.candidates, k), channels=chans)
+            t0 = time.perf_counter()
+            hits = []
+            for w in q.worlds:
+                hits += core.recall(suite.namespace(w), list(q.tail), params=p, now=now)
+            dt = time.perf_counter() - t0
+            if len(q.worlds) > 1:
+                hits.sort(key=lambda h: -h.score)
+            keys: list[str] = []
+            for h in hits:
+                key = key_of.get(h.memory.id, h.memory.source_message_id or "?")
+                if key not in keys:
+                    keys.append(key)
+            runs[name].retrieved.append(keys[:k])
+            runs[name].latency_s.append(dt / max(1, len(q.worlds)))
+    return runs
+
+
+def metrics(suite: Suite, run: RecallRun, ks: Sequence[int], group: str | None = None) -> dict[str, float]:
+    """``{"n", "any@k", "all@k" for each k, "mrr"}`` over the queries of ``group``
+    (None: all). MRR over the whole retrieved list (at most max(ks) long)."""
+    idx = [i for i, q in enumerate(suite.queries) if group is None or q.group == group]
+    out: dict[str, float] = {"n": float(len(idx))}
+    if not idx:
+        return out
+    for k in ks:
+        out[f"any@{k}"] = sum(bool(suite.queries[i].gold & set(run.retrieved[i][:k])) for i in idx) / len(idx)
+        out[f"all@{k}"] = sum(len(suite.queries[i].gold & set(run.retrieved[i][:k])) / len(suite.queries[i].gold)
+                              for i in idx) / len(idx)
+    rr = []
+    for i in idx:
+        ranks = [r for r, key in enumerate(run.retrieved[i], start=1) if key in suite.queries[i].gold]
+        rr.append(1.0 / ranks[0] if ranks else 0.0)
+    out["mrr"] = sum(rr) / len(idx)
+    return out
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    return float(np.percentile(np.asarray(values), q))
+
+
+def report_lines(suite: Suite, runs: dict[str, RecallRun], ks: Sequence[int], title: str) -> list[str]:
+    """Plain-text tables: overall any@k/all@k/MRR and recall latency per
+    configuration, then the same per category (group)."""
+    any_h = [f"any@{k}" for k in ks]
+    all_h = [f"all@{k}" for k in ks]
+    head = f"{'system':<8}{'n':>6}" + "".join(f"{h:>9}" for h in any_h + all_h) + f"{'MRR':>8}{'p50ms':>8}{'p95ms':>8}"
+    out = [title, head]
+    for name, run in runs.items():
+        m = metrics(suite, run, ks)
+        vals = "".join(f"{m.get(h, float('nan')):>9.3f}" for h in any_h + all_h)
+        out.append(f"{name:<8}{int(m['n']):>6}{vals}{m.get('mrr', float('nan')):>8.3f}"
+                   f"{_percentile(run.latency_s, 50) * 1000:>8.1f}{_percentile(run.latency_s, 95) * 1000:>8.1f}")
+    groups = sorted({q.group for q in suite.queries})
+    if len(groups) > 1:
+        out.append("")
+        out.append(f"{'category':<28}{'system':<8}{'n':>6}" + "".join(f"{h:>9}" for h in any_h + all_h) + f"{'MRR':>8}")
+        for g in groups:
+            label = f"{g} {LOCOMO_CATEGORIES.get(g, '')}".strip() if suite.tenant == "locomo" else g
+            for name, run in runs.items():
+                m = metrics(suite, run, ks, g)
+                vals = "".join(f"{m.get(h, float('nan')):>9.3f}" for h in any_h + all_h)
+                out.append(f"{label[:27]:<28}{name:<8}{int(m['n']):>6}{vals}{m.get('mrr', float('nan')):>8.3f}")
+    return out
+
+
+def plot(suite: Suite, runs: dict[str, RecallRun], ks: Sequence[int], path: Path, title: str) -> Path:
+    """A PNG of any@k (solid) and all@k (dashed) against k, one colour per system
+    (matplotlib, Agg backend). Returns ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    for name, run in runs.items():
+        m = metrics(suite, run, ks)
+        line, = ax.plot(list(ks), [m[f"any@{k}"] for k in ks], marker="o", label=f"{name} any@k")
+        ax.plot(list(ks), [m[f"all@{k}"] for k in ks], linestyle="--", color=line.get_color(),
+                label=f"{name} all@k")
+    ax.set_xlabel("k (memories recalled)")
+    ax.set_ylabel("recall")
+    ax.set_ylim(0, 1)
+    ax.set_xticks(list(ks))
+    ax.grid(alpha=0.3)
+    ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

