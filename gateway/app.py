@@ -30,6 +30,7 @@ from gateway.config import Settings, load_settings
 from gateway.errors import BadPayload, PayloadTooLarge, Unauthorized, install_handlers
 from bridges.contract import InboundMessage
 from gateway.pipeline import Pipeline
+from memory.types import repair_tree
 
 __all__ = ["create_app", "TurnRequest"]
 
@@ -75,6 +76,9 @@ def _errors(exc: ValidationError) -> list:
 
 
 async def _json_body(request: Request) -> dict:
+    """The body as a JSON object, every string repaired (``memory.types.repair``: a
+    lone surrogate escape such as ``"\\ud83c"`` becomes U+FFFD). BadPayload (400)
+    when it is not JSON or not an object."""
     raw = await _body(request)
     try:
         body = json.loads(raw)
@@ -82,7 +86,7 @@ async def _json_body(request: Request) -> dict:
         raise BadPayload(f"body is not JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise BadPayload("body must be a JSON object")
-    return body
+    return repair_tree(body)
 
 
 async def _maintenance(pipeline: Pipeline) -> None:

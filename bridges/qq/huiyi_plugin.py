@@ -31,6 +31,7 @@ from typing import Any
 from nonebot import get_driver, on_message
 from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent, Message, MessageEvent, MessageSegment
 from nonebot.plugin import PluginMetadata
+from pydantic import ValidationError
 
 from bridges.qq.parse import parse_event
 
@@ -107,7 +108,11 @@ async def handle_event(bot: Bot, event: MessageEvent) -> Any:
     if pipeline is None:
         log.warning("qq: no huiyi pipeline bound (load gateway.huiyi_nonebot in a bot of your own); event ignored")
         return None
-    msg = parse_event(event_payload(event))
+    try:
+        msg = parse_event(event_payload(event))
+    except ValidationError as exc:  # a placeholder sender id: fails closed, nobody to answer
+        log.warning("qq: event refused: %s", exc.errors(include_url=False, include_input=False))
+        return None
     if msg is None:
         return None
     updates: dict[str, Any] = {}

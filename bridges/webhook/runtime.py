@@ -8,6 +8,7 @@ POSTs are tried three times (after 0, 0.5 and 2 s) and then logged as lost.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ import httpx
 from bridges.webhook.protocol import (SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookMessage, WebhookReply, sign,
                                       verify)
 from bridges.contract import InboundMessage, TurnHandler, TurnResult
+from memory.types import repair_tree
 
 
 __all__ = ["WebhookRuntime"]
@@ -41,7 +43,7 @@ class WebhookRuntime:
         cfg = self.pipeline.tenant(tenant).webhook
         verify(cfg.secret, headers.get(TIMESTAMP_HEADER), headers.get(SIGNATURE_HEADER), raw,
                now=time.time(), window=cfg.window)
-        msg = WebhookMessage.model_validate_json(raw).to_inbound(cfg.platform)
+        msg = _message(raw).to_inbound(cfg.platform)
         if cfg.callback_url:
             task = asyncio.create_task(self._turn_and_call_back(tenant, msg, cfg.callback_url, cfg.secret))
             self._tasks.add(task)
@@ -89,3 +91,14 @@ class WebhookRuntime:
                 log.warning("webhook: callback for tenant %s failed (attempt %d): %s", tenant, attempt, exc)
         log.error("webhook: reply to message %s of tenant %s lost after %d attempts", msg.message_id, tenant,
                   len(_RETRY_DELAYS_S))
+
+
+def _message(raw: bytes) -> WebhookMessage:
+    """The body as a WebhookMessage, its strings repaired (``memory.types.repair``: a
+    lone surrogate escape becomes U+FFFD instead of a refusal). Raises pydantic
+    ValidationError for a body that is not JSON or not a WebhookMessage."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return WebhookMessage.model_validate_json(raw)  # raises, saying why
+    return WebhookMessage.model_validate(repair_tree(data))
