@@ -16,18 +16,19 @@ import hashlib
 import logging
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
 from collections.abc import Callable
 from datetime import timedelta
 
 from gateway.commands import run_command
 from gateway.config import Settings, TenantSettings
-from gateway.errors import LLMError, UnknownTenant
+from gateway.errors import EmptyAnswer, LLMError, UnknownTenant
 from gateway.llm import ChatModel
 from bridges.contract import InboundMessage, TurnResult
 from gateway.observability import turn_record, write_turn
 from gateway.character_prompt import build_messages
-from locales import resolve_language, translate
+from locales import translate, turn_language, written_language
 from memory.capture import LLMExtractor, capture, capture_edit
 from memory.core import MemoryCore
 from memory.explain import TRACE_DEPTH, record_recall
@@ -50,6 +51,12 @@ AFTER_BATCH = 32
 RESUME_AFTER_S = 60.0
 """A capture queued this many seconds ago and still not done is resumed."""
 MEMORY_COMMANDS = ("/memory", "/记忆")
+LANGUAGE_LOOKBACK = 8
+"""Earlier lines of the person read for the language when the message itself does not say."""
+#: Control words a chat model (or an agent framework prompt) uses for "say
+#: nothing": NO_REPLY, NOREPLY, NO REPLY, HEARTBEAT_OK, optionally bracketed.
+_SILENCE_RE = re.compile(r"(?i)(?<![A-Za-z0-9_])[\[<(]?\s*(?:NO[_ ]?REPLY|HEARTBEAT_OK)\s*[\]>)]?(?![A-Za-z0-9_])")
+_PLATFORM_LABELS = {"tg": "Telegram", "qq": "QQ", "wx": "WeChat", "wecom": "WeCom"}
 
 
 class Pipeline:
@@ -150,7 +157,11 @@ class Pipeline:
                     res: TurnResult, background_capture: bool = False, claim: str | None = None) -> TurnResult:
         chat = msg.chat
         started = time.perf_counter()
-        lang = resolve_language(msg.language, t.language)
+        lang = await self._language(tenant, t, msg)
+        if not msg.sender_name:  # nothing visible in the name: a readable one, never a bare id
+            label = _PLATFORM_LABELS.get(msg.platform, msg.platform)
+            msg = msg.model_copy(update={"sender_name": translate(lang, "{platform} user {id}",
+                                                                  platform=translate(lang, label), id=msg.sender_id)})
         if _is_memory_command(msg):
             res.command = True  # commands and their replies are never captured
             answer = await run_command(self.core, tenant, t, msg, ns, lang)
@@ -192,6 +203,28 @@ class Pipeline:
         if rec is not None:
             await self._audit(res, rec)
         return res
+
+    async def _language(self, tenant: str, t: TenantSettings, msg: InboundMessage) -> str:
+        """The turn's language (``locales.turn_language``): what the person writes —
+        for a command its arguments, or a Chinese command word — then their earlier
+        lines in this chat (read only when the message does not say), then the
+        platform's hint, then the tenant's default."""
+        text = msg.text
+        if msg.is_command:
+            words = text.split(maxsplit=2)
+            text = words[2] if len(words) > 2 else ""
+            if written_language(text) is None and written_language(" ".join(words[:2])) == "zh_CN":
+                return "zh_CN"
+        if written_language(text) is not None:
+            return turn_language(text)
+        try:
+            tail = await asyncio.to_thread(self.core.store.chat_tail, tenant, msg.chat, LANGUAGE_LOOKBACK)
+        except Exception as exc:  # noqa: BLE001 - the language is a nicety; the turn goes on
+            log.warning("chat tail for the language of %s unavailable: %s", msg.chat.key, exc)
+            tail = []
+        previous = [line.text for line in reversed(tail) if line.role == "user" and line.sender_id == msg.sender_id
+                    and not line.text.startswith("/")]
+        return turn_language(text, previous, msg.language, t.language)
 
     # -- capture after the reply --------------------------------------------
 
@@ -393,7 +426,12 @@ class Pipeline:
             return rec
         t1 = time.perf_counter()
         try:
-            res.reply = await model.complete(res.prompt)
+            res.reply = _spoken(await model.complete(res.prompt))
+            if res.reply is None:
+                log.info("reply model chose silence for tenant %s chat %s", tenant, chat.key)
+        except EmptyAnswer:
+            log.info("reply model answered nothing for tenant %s chat %s: silence", tenant, chat.key)
+            res.reply = None
         except LLMError as exc:
             log.warning("reply failed for tenant %s chat %s: %s", tenant, chat.key, exc)
             res.reply = translate(lang, APOLOGY) if t.apology is None else (t.apology or None)
@@ -454,7 +492,22 @@ class _After:
 
 
 def _is_memory_command(msg: InboundMessage) -> bool:
-    return msg.is_command and msg.text.split(maxsplit=1)[0].split("@")[0] in MEMORY_COMMANDS
+    """True for ``/memory …`` or ``/记忆 …`` (``@botname`` allowed); blank text is none."""
+    words = msg.text.split(maxsplit=1)
+    return msg.is_command and bool(words) and words[0].split("@")[0] in MEMORY_COMMANDS
+
+
+def _spoken(answer: str) -> str | None:
+    """The model's answer as it may reach a person: control words (``NO_REPLY``,
+    ``[NO_REPLY]``, ``HEARTBEAT_OK``…) removed wherever they stand; None — stay
+    silent — when nothing is left but whitespace and punctuation, or when the
+    answer was blank to begin with."""
+    if _SILENCE_RE.search(answer):
+        answer = _SILENCE_RE.sub("", answer)
+        if not any(unicodedata.category(ch)[0] in "LNS" for ch in answer):
+            return None
+    answer = answer.strip()
+    return answer or None
 
 
 def _run_all(fns: list[Callable[[], None]]) -> None:
