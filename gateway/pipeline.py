@@ -51,6 +51,8 @@ AFTER_BATCH = 32
 RESUME_AFTER_S = 60.0
 """A capture queued this many seconds ago and still not done is resumed."""
 MEMORY_COMMANDS = ("/memory", "/记忆")
+REPUSH_WINDOW = timedelta(minutes=10)
+"""A delivery with the content fingerprint of one claimed this recently is a re-push (same message, new id)."""
 LANGUAGE_LOOKBACK = 8
 """Earlier lines of the person read for the language when the message itself does not say."""
 #: Control words a chat model (or an agent framework prompt) uses for "say
@@ -137,12 +139,22 @@ class Pipeline:
         # a plain message claims its delivery in the transaction that logs its line
         # (Store.append_chat): a crash can then not leave it claimed but unrecorded
         plain = not msg.is_edit and not _is_memory_command(msg)
+        # a platform that re-pushes one message under a new id (OneBot after a
+        # reconnect) is caught by its content: bot, chat, sender, platform time, text
+        # (a plain message claims it with its line, like its id; a command here)
+        fingerprint = None if msg.is_edit else _content_key(tenant, msg, chat)
+        if fingerprint is not None and not plain and not await asyncio.to_thread(
+                self.core.store.claim_fingerprint, fingerprint, REPUSH_WINDOW):
+            log.info("duplicate delivery %s (same content re-pushed)", delivery)
+            res.duplicate = True
+            return res
         if not plain and not await asyncio.to_thread(self.core.store.claim_delivery, delivery):
             log.info("duplicate delivery %s", delivery)
             res.duplicate = True
             return res
         try:
-            return await self._turn(tenant, t, msg, ns, res, background_capture, delivery if plain else None)
+            return await self._turn(tenant, t, msg, ns, res, background_capture, delivery if plain else None,
+                                    fingerprint if plain else None)
         except DuplicateDelivery:
             log.info("duplicate delivery %s", delivery)
             res.duplicate = True
@@ -151,10 +163,13 @@ class Pipeline:
             # the turn did not finish: let the platform's retry through instead of
             # dropping it as a duplicate (the message must not be lost)
             await asyncio.to_thread(self.core.store.release_delivery, delivery)
+            if fingerprint is not None:
+                await asyncio.to_thread(self.core.store.release_delivery, fingerprint)
             raise
 
     async def _turn(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace,
-                    res: TurnResult, background_capture: bool = False, claim: str | None = None) -> TurnResult:
+                    res: TurnResult, background_capture: bool = False, claim: str | None = None,
+                    fingerprint: str | None = None) -> TurnResult:
         chat = msg.chat
         started = time.perf_counter()
         lang = await self._language(tenant, t, msg)
@@ -177,7 +192,8 @@ class Pipeline:
         line_id = await asyncio.to_thread(
             self.core.store.append_chat, tenant, chat,
             ChatLine("user", msg.sender_id, msg.text, msg.timestamp, msg.message_id, msg.sender_name),
-            capture=ns if due else None, claim=claim)
+            capture=ns if due else None, claim=claim,
+            fingerprint=(fingerprint, REPUSH_WINDOW) if fingerprint else None)
         if due and line_id is not None:
             self._capturing.add(line_id)  # before the answer: maintenance must not resume it meanwhile
         rec: Recollection | None = None
@@ -495,6 +511,15 @@ def _is_memory_command(msg: InboundMessage) -> bool:
     """True for ``/memory …`` or ``/记忆 …`` (``@botname`` allowed); blank text is none."""
     words = msg.text.split(maxsplit=1)
     return msg.is_command and bool(words) and words[0].split("@")[0] in MEMORY_COMMANDS
+
+
+def _content_key(tenant: str, msg: InboundMessage, chat: ChatRef) -> str:
+    """The delivery's content fingerprint key: ``fp|<tenant>|<platform>|<chat>|`` +
+    a SHA-256 digest of bot id, sender id, platform time and text. Not under the
+    ``<tenant>|`` prefix, so it is not counted as a turn of its own."""
+    digest = hashlib.sha256("\x1f".join((msg.bot_id or "", msg.sender_id, msg.timestamp.isoformat(), msg.text))
+                            .encode("utf-8")).hexdigest()[:32]
+    return f"fp|{tenant}|{msg.platform}|{chat.key}|{digest}"
 
 
 def _spoken(answer: str) -> str | None:

@@ -431,3 +431,53 @@ def test_mixed_text_language_is_the_majority_script():
     assert turn_language("😀", ["hello there"], "zh-hans", "zh_CN") == "en"
     assert turn_language("😀", [], "en-US", "zh_CN") == "en"
     assert turn_language("😀", [], None, "en") == "en"
+
+
+# -- 4. a re-push with a new message id is the same message ----------------------------------
+
+
+def test_onebot_repush_with_new_message_id_is_one_turn(client, llm):
+    """The issue's pair (8101 and 15358246: same self_id, group, user, time, text) gets one reply and one tail line;
+    the same text at another second, or from another person, is a turn of its own."""
+    first = ob_event("@小忆 我明天考科目二", mid=8101, group=9002)
+    again = ob_event("@小忆 我明天考科目二", mid=15358246, group=9002)
+    r1 = client.post("/onebot/default", content=raw_json(first), headers=OB)
+    r2 = client.post("/onebot/default", content=raw_json(again), headers=OB)
+    assert r1.status_code == r2.status_code == 200
+    assert r1.json()["reply"][1]["data"]["text"] == "好的，我记得。" and r2.json() == {}
+    group = ChatRef("qq", ChatKind.GROUP, "9002")
+    assert [(ln.role, ln.message_id) for ln in chat_lines(client, group)] == [("user", "8101"), ("bot", "")]
+    later = ob_event("@小忆 我明天考科目二", mid=8102, group=9002, at=NOW + 1)
+    other = ob_event("@小忆 我明天考科目二", mid=8103, group=9002, user=20006)
+    assert client.post("/onebot/default", content=raw_json(later), headers=OB).json()["reply"]
+    assert client.post("/onebot/default", content=raw_json(other), headers=OB).json()["reply"]
+    assert [ln.message_id for ln in chat_lines(client, group) if ln.role == "user"] == ["8101", "8102", "8103"]
+
+
+def test_telegram_and_command_repush_are_deduplicated(client, fake_telegram):
+    """A Telegram message and a /memory command re-pushed under new ids run once each (one reply each)."""
+    for mid in (91, 92):
+        assert client.post("/telegram/default", content=raw_json(tg_update("我喜欢乌龙茶", mid=mid, date=NOW - 5)),
+                           headers=TG).status_code == 200
+    cmd = {"entities": [{"type": "bot_command", "offset": 0, "length": 7}]}
+    for mid in (93, 94):
+        assert client.post("/telegram/default", content=raw_json(tg_update("/memory 列表", mid=mid, date=NOW - 4,
+                                                                           **cmd)), headers=TG).status_code == 200
+    assert fake_telegram.wait_for(lambda: len(fake_telegram.sent()) >= 2)
+    time.sleep(0.3)
+    assert len(fake_telegram.sent()) == 2
+
+
+def test_fingerprint_claim_expires_after_its_window(sqlite_core):
+    """Store.claim_fingerprint: refused within the window, claimable again after it."""
+    from datetime import timedelta
+
+    from memory.store import utcnow
+
+    store = sqlite_core.store
+    window = timedelta(minutes=10)
+    t0 = utcnow()
+    assert store.claim_fingerprint("fp|x|1", window, now=t0)
+    assert not store.claim_fingerprint("fp|x|1", window, now=t0 + timedelta(minutes=9))
+    assert store.claim_fingerprint("fp|x|1", window, now=t0 + timedelta(minutes=11))
+    assert not store.claim_fingerprint("fp|x|1", window, now=t0 + timedelta(minutes=12))
