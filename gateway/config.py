@@ -259,6 +259,12 @@ class Settings(BaseSettings):
     index_uri: str | None = None
     host: str = "127.0.0.1"
     port: int = 8080
+    #: Connections served at once (uvicorn ``limit_concurrency``); more get 503 at
+    #: once instead of piling up. Env ``HUIYI_MAX_CONNECTIONS``.
+    max_connections: int = Field(default=512, ge=1)
+    #: Seconds a client may take to send a request body; a slower one gets 408
+    #: and its connection back. Env ``HUIYI_BODY_TIMEOUT_S``.
+    body_timeout_s: float = Field(default=15.0, gt=0)
     llm_base_url: str | None = None
     llm_api_key: str | None = None
     llm_model: str | None = None

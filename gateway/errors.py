@@ -6,7 +6,8 @@ Exception tree::
     GatewayError                 base of gateway errors
     ├── UnknownTenant            404: no such tenant configured
     ├── BadPayload               400/422: malformed body or unparsable platform payload
-    │   └── PayloadTooLarge      413: body above the size limit
+    │   ├── PayloadTooLarge      413: body above the size limit
+    │   └── BodyTimeout          408: the body did not arrive within the time limit
     ├── Unauthorized             401: missing or wrong signature / secret / token
     └── LLMError                 502 when surfaced: the chat model failed (the pipeline
         │                        normally degrades instead of surfacing it)
@@ -32,7 +33,7 @@ from pydantic import ValidationError
 
 from memory.errors import CoreError, EmbedderError, NamespaceError, NotFoundError, SearchIndexError, StoreError
 
-__all__ = ["GatewayError", "UnknownTenant", "BadPayload", "PayloadTooLarge", "Unauthorized", "LLMError", "EmptyAnswer", "status_of",
+__all__ = ["GatewayError", "UnknownTenant", "BadPayload", "PayloadTooLarge", "BodyTimeout", "Unauthorized", "LLMError", "EmptyAnswer", "status_of",
            "install_handlers", "KeepAlive"]
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,10 @@ class PayloadTooLarge(BadPayload):
     """The request body is larger than the gateway accepts."""
 
 
+class BodyTimeout(BadPayload):
+    """The client did not send the whole request body in time."""
+
+
 class Unauthorized(GatewayError):
     """Signature, secret token or access token missing or wrong."""
 
@@ -69,6 +74,7 @@ class EmptyAnswer(LLMError):
 _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (UnknownTenant, 404),
     (PayloadTooLarge, 413),
+    (BodyTimeout, 408),
     (BadPayload, 400),
     (Unauthorized, 401),
     (LLMError, 502),

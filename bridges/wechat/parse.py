@@ -29,6 +29,10 @@ from __future__ import annotations
 
 import logging
 import xml.etree.ElementTree as ET
+
+import defusedxml.ElementTree as SafeET
+from defusedxml import DefusedXmlException
+
 from bridges.common import clip_text, epoch_utc
 from bridges.contract import InboundMessage
 from memory.types import ID_RE, ChatKind, is_placeholder_id
@@ -53,12 +57,14 @@ def parse_xml(body: bytes | str) -> dict[str, str] | None:
     if not isinstance(raw, bytes | bytearray) or len(raw) > MAX_BODY_BYTES:
         log.warning("wechat: body missing or larger than %d bytes, ignored", MAX_BODY_BYTES)
         return None
-    if b"<!DOCTYPE" in raw.upper() or b"<!ENTITY" in raw.upper():
-        log.warning("wechat: body declares a DOCTYPE/ENTITY, refused")
-        return None
     try:
-        root = ET.fromstring(raw)
-    except ET.ParseError as exc:
+        # defusedxml refuses any DTD (hence entities) however the body is encoded
+        # (a byte check misses UTF-16): WeChat never sends one
+        root = SafeET.fromstring(raw, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    except DefusedXmlException as exc:
+        log.warning("wechat: body declares a DOCTYPE/ENTITY (%s), refused", type(exc).__name__)
+        return None
+    except (ET.ParseError, ValueError) as exc:
         log.warning("wechat: body is not well-formed XML (%s), ignored", exc)
         return None
     if root.tag != "xml":

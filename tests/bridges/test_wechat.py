@@ -49,6 +49,11 @@ def test_every_fixture_file_is_indexed():
 @pytest.mark.parametrize("body", [
     b'<?xml version="1.0"?><!DOCTYPE xml [<!ENTITY a "aaaa">]><xml><MsgType>text</MsgType><Content>&a;</Content></xml>',
     b"<xml><MsgType>text</MsgType>", b"<notxml/>", b"x" * (300 * 1024),
+    # issue 13 item 11: the same declarations in UTF-16 passed a byte check for "<!DOCTYPE"
+    ('<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE xml [<!ENTITY a "aaaa">]>'
+     '<xml><MsgType>text</MsgType><Content>&a;</Content></xml>').encode("utf-16"),
+    ('<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE xml [<!ENTITY a "' + "a" * 100 + '"><!ENTITY b "&a;&a;&a;&a;">]>'
+     '<xml><Content>&b;&b;&b;</Content></xml>').encode("utf-16-le"),
 ])
 def test_hostile_or_malformed_xml_is_ignored(body):
     """DOCTYPE/entity declarations, broken XML, a foreign root and oversized bodies parse to None."""

@@ -481,3 +481,35 @@ def test_fingerprint_claim_expires_after_its_window(sqlite_core):
     assert not store.claim_fingerprint("fp|x|1", window, now=t0 + timedelta(minutes=9))
     assert store.claim_fingerprint("fp|x|1", window, now=t0 + timedelta(minutes=11))
     assert not store.claim_fingerprint("fp|x|1", window, now=t0 + timedelta(minutes=12))
+
+
+# -- 11. slow and hostile clients --------------------------------------------------------------
+
+
+def test_half_a_body_gets_408_within_the_body_timeout():
+    """A client that sends half its body and stalls gets 408 after settings.body_timeout_s, not a held connection
+    (the real app under uvicorn on 127.0.0.1)."""
+    import socket
+
+    from fake_openai import LoopbackServer
+    from gateway.app import create_app
+    from gateway.config import load_settings
+
+    settings = load_settings(body_timeout_s=1.0)
+
+    class Server(LoopbackServer):
+        def _make_app(self):
+            return create_app(settings, pipeline=object())  # the body is read before the pipeline is touched
+
+    server = Server().start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=15) as sock:
+            t0 = time.monotonic()
+            sock.sendall(b"POST /v1/turns HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 100\r\n\r\n{\"message\": ")
+            answer = sock.recv(4096)
+            waited = time.monotonic() - t0
+        assert answer.startswith(b"HTTP/1.1 408") and b"BodyTimeout" in answer
+        assert 0.9 <= waited < 10
+    finally:
+        server.stop()
