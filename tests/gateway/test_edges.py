@@ -513,3 +513,38 @@ def test_half_a_body_gets_408_within_the_body_timeout():
         assert 0.9 <= waited < 10
     finally:
         server.stop()
+
+
+# -- 10. a stalled or lost database ------------------------------------------------------------
+
+
+def test_silent_database_listener_fails_fast_with_store_error():
+    """A PostgreSQL URL whose listener accepts and never answers fails with StoreError within the connect timeout
+    (it took 136 s before)."""
+    import socket
+
+    from memory.errors import StoreError
+    from memory.store import Store
+    from memory.store.base import CONNECT_TIMEOUT_S
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        t0 = time.monotonic()
+        with pytest.raises(StoreError, match="cannot open database"):
+            Store(f"postgresql://huiyi@127.0.0.1:{port}/huiyi")
+        assert time.monotonic() - t0 < CONNECT_TIMEOUT_S * 2 + 5
+
+
+def test_database_lost_while_serving_answers_503(client):
+    """The database file removed under a running gateway (SQLite: its directory made unreadable is not portable,
+    so the engine is pointed at a path that cannot open): the turn answers 503, not 500."""
+    from sqlalchemy import create_engine
+
+    store = core(client).store
+    store.engine.dispose()
+    store.engine = create_engine("sqlite:////nonexistent-dir/huiyi.db")
+    store._write_engine = store.engine.execution_options(huiyi_write=True)
+    r = turn(client, text="我喜欢猫")
+    assert r.status_code == 503 and r.json()["error"] == "StoreError"
