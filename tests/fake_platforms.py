@@ -169,20 +169,30 @@ class FakeWeChatAPI(_Server):
 
 class FakeCallback(_Server):
     """Receives generic-webhook callbacks at ``/callback``: ``received`` holds
-    ``(headers, raw body)`` pairs."""
+    ``(headers, raw body)`` pairs of the accepted ones; ``fail_next`` scripts
+    one-off status codes for the next calls (``attempts`` counts every call)."""
 
     def __init__(self) -> None:
         self.received: list[tuple[dict, bytes]] = []
+        self.fail_next: deque[int] = deque()
+        self.attempts = 0
         super().__init__()
 
     def reset(self) -> None:
         self.received.clear()
+        self.fail_next.clear()
+        self.attempts = 0
 
     def _make_app(self) -> FastAPI:
         app = FastAPI()
 
         @app.post("/callback")
         async def callback(request: Request):
+            self.attempts += 1
+            if self.fail_next:
+                status = self.fail_next.popleft()
+                return JSONResponse({"ok": False}, status_code=status,
+                                    headers={"Retry-After": "1"} if status == 429 else None)
             self.received.append((dict(request.headers), await request.body()))
             return {"ok": True}
 
