@@ -515,10 +515,12 @@ def _is_memory_command(msg: InboundMessage) -> bool:
 
 def _content_key(tenant: str, msg: InboundMessage, chat: ChatRef) -> str:
     """The delivery's content fingerprint key: ``fp|<tenant>|<platform>|<chat>|`` +
-    a SHA-256 digest of bot id, sender id, platform time and text. Not under the
-    ``<tenant>|`` prefix, so it is not counted as a turn of its own."""
-    digest = hashlib.sha256("\x1f".join((msg.bot_id or "", msg.sender_id, msg.timestamp.isoformat(), msg.text))
-                            .encode("utf-8")).hexdigest()[:32]
+    a SHA-256 digest of bot id, sender id, platform time, text and how it was
+    addressed (mention, command, quoted message) — a re-push repeats all of them.
+    Not under the ``<tenant>|`` prefix, so it is not counted as a turn of its own."""
+    parts = (msg.bot_id or "", msg.sender_id, msg.timestamp.isoformat(), msg.text, str(msg.mentions_bot),
+             str(msg.is_command), msg.reply_to.message_id if msg.reply_to else "")
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
     return f"fp|{tenant}|{msg.platform}|{chat.key}|{digest}"
 
 
