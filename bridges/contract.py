@@ -218,3 +218,10 @@ class TurnHandler(Protocol):
     def handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False) -> Awaitable[TurnResult]: ...
 
     def migrate_chat(self, tenant: str, old: ChatRef, new: ChatRef) -> Awaitable[Any]: ...
+
+    def claim_nonce(self, tenant: str, platform: str, nonce: str, digest: str = "",
+                    at: datetime | None = None) -> str | None:
+        """Replay protection of signed callbacks (``bridges.replay.guard``): None the
+        first time ``nonce`` reaches ``tenant`` on ``platform``, else the ``digest``
+        recorded then. Blocking (SQL): call it in a thread."""
+        ...

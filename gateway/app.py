@@ -20,12 +20,14 @@ import asyncio
 import contextlib
 import json
 import logging
-from datetime import datetime, timezone
+import time
+from datetime import datetime, timedelta, timezone
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ValidationError
 
+from bridges.replay import ReplayError, check_fresh, guard
 from gateway.config import Settings, load_settings
 from gateway.errors import BadPayload, BodyTimeout, PayloadTooLarge, Unauthorized, install_handlers
 from bridges.contract import InboundMessage
@@ -97,12 +99,23 @@ async def _json_body(request: Request) -> dict:
     return repair_tree(body)
 
 
+def nonce_horizon(settings: Settings, now: datetime | None = None) -> datetime:
+    """Nonces of signed callbacks recorded before this time may be pruned: a
+    request whose nonce was seen at ``t`` carries a timestamp of at least
+    ``t - window``, refused as stale from ``t + 2 × window`` on (the widest
+    window of any tenant or bridge; a minute of slack)."""
+    windows = [settings.onebot.window] + [w for t in settings.tenants.values()
+                                          for w in (t.wechat.window, t.webhook.window)]
+    return (now or datetime.now(timezone.utc)) - timedelta(seconds=2 * max(windows) + 60)
+
+
 async def _maintenance(pipeline: Pipeline) -> None:
     """Off the hot path: resume captures a crash or failure left pending
     (``Pipeline.resume_captures``); apply pending index writes; optimize (compact fragments,
     fold new rows into the indices) every OPTIMIZE_EVERY_S seconds, or sooner once
     OPTIMIZE_AFTER_WRITES index writes have piled up (each write is a fragment and
-    an unoptimized table makes every search slower)."""
+    an unoptimized table makes every search slower); prune the nonces of signed
+    callbacks that no replay window reaches any more (``prune_nonces``)."""
     last_opt = asyncio.get_running_loop().time()
     while True:
         await asyncio.sleep(MAINTAIN_EVERY_S)
@@ -110,6 +123,10 @@ async def _maintenance(pipeline: Pipeline) -> None:
             await pipeline.resume_captures()
         except Exception as exc:  # noqa: BLE001 - keep maintaining
             log.warning("resuming pending captures: %s", exc)
+        try:
+            await asyncio.to_thread(pipeline.core.store.prune_nonces, nonce_horizon(pipeline.settings))
+        except Exception as exc:  # noqa: BLE001 - keep maintaining
+            log.warning("pruning callback nonces: %s", exc)
         try:
             await asyncio.to_thread(pipeline.core.maintain)
             now = asyncio.get_running_loop().time()
@@ -218,11 +235,21 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         p.tenant(tenant)
         raw = await _body(request)
         ob = p.settings.onebot
+        signature = request.headers.get("X-Signature")
         if not onebot_request_ok(secret=ob.secret, access_token=ob.access_token, body=raw,
-                                 signature=request.headers.get("X-Signature"),
-                                 authorization=request.headers.get("Authorization")):
+                                 signature=signature, authorization=request.headers.get("Authorization")):
             raise Unauthorized("wrong or missing X-Signature / access token")
         body = await _json_body(request)
+        try:  # OneBot signs no time: the event's own time, and the signed body used once
+            if ob.secret:
+                await asyncio.to_thread(guard, p, tenant, "onebot", timestamp=body.get("time"),
+                                        nonce=signature or "", body=raw, now=time.time(), window=ob.window)
+            else:
+                check_fresh(body.get("time"), now=time.time(), window=ob.window)
+        except ReplayError as exc:
+            if not ob.secret:
+                log.warning("refused a onebot callback for tenant %s: %s", tenant, exc.reason)
+            raise Unauthorized(exc.reason) from exc
         msg = parse_event(body)
         if msg is None:
             return {}
@@ -243,7 +270,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         pl(request).tenant(tenant)
         try:
             echo = request.app.state.wechat.verify(tenant, request.query_params)
-        except CallbackError as exc:
+        except (CallbackError, ReplayError) as exc:
             raise Unauthorized(str(exc)) from exc
         return PlainTextResponse(echo)
 
@@ -254,7 +281,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         pl(request).tenant(tenant)
         try:
             answer = await request.app.state.wechat.receive(tenant, request.query_params, await _body(request))
-        except CallbackError as exc:
+        except (CallbackError, ReplayError) as exc:
             raise Unauthorized(str(exc)) from exc
         return PlainTextResponse(answer, media_type="application/xml" if answer.startswith("<") else "text/plain")
 
@@ -265,7 +292,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         pl(request).tenant(tenant)
         try:
             status, body = await request.app.state.webhook.receive(tenant, request.headers, await _body(request))
-        except SignatureError as exc:
+        except (SignatureError, ReplayError) as exc:
             raise Unauthorized(str(exc)) from exc
         except ValidationError as exc:
             raise BadPayload(f"invalid webhook message: {_errors(exc)}") from exc

@@ -33,7 +33,10 @@ Who may do what:
 
 In a group, every listing shows only the memories that may be disclosed there
 (learned in that group, DESIGN rule 6); a memory that may not is refused with a
-hint to use a private chat, and ``export`` is refused there. Actions on
+hint to use a private chat, and ``export`` is refused there. The rule holds per
+version: ``history`` in a group shows only the versions whose own text was said
+in that group, and ``show``/``why`` give the details of the last recall only
+when that turn was in that group. Actions on
 another person's memories and their views are audited with the acting
 identity (``admin:tg:1``, ``group_admin:qq:5``).
 
@@ -59,7 +62,7 @@ from bridges.contract import Attachment, InboundMessage, Outbound
 from locales import translate
 from memory import admin
 from memory.errors import CoreError, NamespaceError, NotFoundError
-from memory.explain import explain, visible_in
+from memory.explain import explain, trace_visible_in, visible_in
 from memory.identity import is_platform_subject, platform_subject, resolve_subject
 from memory.reconstruct import when_text
 from memory.types import ID_RE, SUBJECT_RE, Memory, Namespace, ScoreParts, Visibility
@@ -470,7 +473,9 @@ def _cmd_show(core, c: _Caller, rest: str) -> CommandReply:
     ]
     trace = core.store.last_recall(scope.ns)
     entry = trace.entry(m.id) if trace else None
-    if entry is None:
+    if trace is not None and not trace_visible_in(trace, c.chat):
+        lines.append(c.say("The last recall was in another chat; ask me in a private chat for its details."))
+    elif entry is None:
         lines.append(c.say("Not among the candidates of the last recall."))
     else:
         lines.append(c.say("Last recall ({when}): #{position}, score {score}.", when=_at(c, trace.at),
@@ -565,20 +570,30 @@ def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandRepl
 
 def _cmd_history(core, c: _Caller, rest: str) -> CommandReply:
     scope, m = _viewed(core, c, "history", rest)
+    # each version discloses as the chat its own text was said in (DESIGN rule 6)
     versions = core.history(scope.ns, m.id)
-    lines = [c.say("Versions of {id} ({n}):", id=m.id, n=len(versions))]
-    if len(versions) > HISTORY_SHOWN:
+    shown = [v for v in versions if visible_in(v, c.chat)]
+    hidden = len(versions) - len(shown)
+    lines = [c.say("Versions of {id} ({n}):", id=m.id, n=len(shown))]
+    if len(shown) > HISTORY_SHOWN:
         lines.append(c.say("(the latest {n} shown)", n=HISTORY_SHOWN))
-    for v in versions[-HISTORY_SHOWN:]:
+    for v in shown[-HISTORY_SHOWN:]:
         until = c.say("now") if v.valid_to is None else _at(c, v.valid_to)
         lines.append(c.say("v{version} {start} → {end}: {text}", version=v.version, start=_at(c, v.valid_from),
                            end=until, text=_snip(v.text, 160)))
+    if hidden:
+        lines.append(c.say("Versions said elsewhere are not shown in this group. Ask me in a private chat: {command}",
+                           command=f"{c.cmd} history {m.id}"))
     return CommandReply(_fit("\n".join(lines)), "history")
 
 
 def _cmd_why(core, c: _Caller, rest: str) -> CommandReply:
     scope, m = _viewed(core, c, "why", rest)
-    why = explain(core.store.last_recall(scope.ns), m)
+    trace = core.store.last_recall(scope.ns)
+    if trace is not None and not trace_visible_in(trace, c.chat):
+        return CommandReply(c.say("The last recall was in another chat; ask me in a private chat for its details."),
+                            "why")
+    why = explain(trace, m)
     tr = why.trace
     if why.verdict == "no_trace":
         return CommandReply(c.say("Nothing has been recalled for {who} yet.", who=_who(c, scope)), "why")
@@ -617,6 +632,11 @@ def _cmd_export(core, c: _Caller, rest: str) -> CommandReply:
         except NotFoundError:
             continue
         live = versions[-1]
+        # exports go only to private chats, where every version may be shown; the
+        # rule is still applied per version so that no path relies on that alone
+        if not visible_in(live, c.chat):
+            continue
+        older = [v for v in versions[:-1] if visible_in(v, c.chat)]
         memories.append({
             "id": live.id, "text": live.text, "category": live.category.value, "key": live.key,
             "importance": live.importance, "valence": live.valence, "arousal": live.arousal,
@@ -626,7 +646,8 @@ def _cmd_export(core, c: _Caller, rest: str) -> CommandReply:
             "valid_from": _iso(live.valid_from), "event_time": _iso(live.event_time),
             "recalled_at": [_iso(t) for t in live.access_times],
             "history": [{"version": v.version, "text": v.text, "category": v.category.value,
-                         "valid_from": _iso(v.valid_from), "valid_to": _iso(v.valid_to)} for v in versions[:-1]],
+                         "origin": v.origin.key if v.origin else None, "visibility": v.visibility.value,
+                         "valid_from": _iso(v.valid_from), "valid_to": _iso(v.valid_to)} for v in older],
         })
     doc = {"format": "huiyi.memories.v1", "tenant": scope.ns.tenant, "subject": scope.ns.subject,
            "identities": core.store.identities(scope.ns), "exported_at": _iso(c.now), "memories": memories}

@@ -122,6 +122,11 @@ class WeChatSettings(BaseModel):
     for WeCom when None). ``reply_within``: seconds the callback waits for the
     reply before answering ``success`` and sending it through the
     customer-service/message API instead (WeChat gives up after 5 s).
+    ``window``: seconds a callback's ``timestamp`` may differ from the server's
+    clock, either way (older or newer is refused, 401; issue 13 B), e.g.
+    ``HUIYI_TENANTS__DEFAULT__WECHAT__WINDOW=300``. Plaintext mode (no
+    ``encoding_aes_key``) signs only token, timestamp and nonce, not the body:
+    prefer safe mode; a plaintext tenant is warned about at start-up.
     """
 
     kind: str = "oa"
@@ -132,6 +137,7 @@ class WeChatSettings(BaseModel):
     agent_id: str | None = None
     api_base: str | None = None
     reply_within: float = 4.0
+    window: int = Field(default=300, ge=1)
 
 
 class WebhookSettings(BaseModel):
@@ -163,6 +169,9 @@ class OneBotSettings(BaseModel):
     route ``POST /onebot/<tenant>``; with neither set that route refuses (401).
     ``api_roots``: ``{self_id: "http://…"}`` API endpoints of HTTP-POST bots.
     ``default_tenant``: the tenant of a bot no ``TenantSettings.qq`` names.
+    ``window``: seconds an event's ``time`` may differ from the server's clock on
+    ``POST /onebot/<tenant>``, either way (401 outside it), and how long an
+    identical signed body is refused as a replay (``HUIYI_ONEBOT__WINDOW=300``).
     """
 
     enabled: bool = False
@@ -170,6 +179,7 @@ class OneBotSettings(BaseModel):
     secret: str | None = None
     api_roots: dict[str, str] = Field(default_factory=dict)
     default_tenant: str = "default"
+    window: int = Field(default=300, ge=1)
 
 
 class TenantSettings(BaseModel):

@@ -19,7 +19,7 @@ import time
 import unicodedata
 from dataclasses import dataclass
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from gateway.commands import run_command
 from gateway.config import Settings, TenantSettings
@@ -479,6 +479,12 @@ class Pipeline:
             res.captured = await asyncio.to_thread(recapture)
         except Exception:  # noqa: BLE001 - an edit must never break the bridge
             log.exception("re-capture of edited message %s failed for %s", msg.message_id, ns)
+
+    def claim_nonce(self, tenant: str, platform: str, nonce: str, digest: str = "",
+                    at: datetime | None = None) -> str | None:
+        """``bridges.contract.TurnHandler.claim_nonce``: the nonce is kept in SQL
+        (``Store.claim_nonce``) so that every replica refuses a replay."""
+        return self.core.store.claim_nonce(tenant, platform, nonce, digest, at)
 
     async def migrate_chat(self, tenant: str, old: ChatRef, new: ChatRef) -> int:
         """A group chat got a new id (Telegram group → supergroup): its chat log and

@@ -32,7 +32,8 @@ from datetime import datetime, timezone
 from memory.scoring import score as default_score
 from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
-__all__ = ["TRACE_DEPTH", "TraceEntry", "RecallTrace", "Why", "trace_of", "record_recall", "explain", "visible_in"]
+__all__ = ["TRACE_DEPTH", "TraceEntry", "RecallTrace", "Why", "trace_of", "record_recall", "explain", "visible_in",
+           "trace_visible_in"]
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +111,31 @@ def record_recall(store, ns: Namespace, chat: ChatRef, hits: Sequence[Hit], k: i
 
 def visible_in(memory: Memory, chat: ChatRef | None) -> bool:
     """May ``memory`` be disclosed in ``chat``? Private chats (and None) see all;
-    a group sees GROUP memories learned in that group (DESIGN rule 6)."""
+    a group sees GROUP memories learned in that group (DESIGN rule 6).
+
+    Applies to every version, not only the live one: a version of
+    ``Store.history`` carries the origin and visibility of the chat its own text
+    was said in, so a text said in private or in another group stays out of this
+    group even when a later version was said here. A version without an origin
+    (or stored before versions kept their visibility, read as PRIVATE) is not
+    disclosed in any group: unknown fails closed."""
     if chat is None or not chat.is_group:
         return True
     return (memory.visibility is Visibility.GROUP and memory.origin is not None
             and memory.origin.group_key == chat.group_key)
+
+
+def trace_visible_in(trace: RecallTrace, chat: ChatRef | None) -> bool:
+    """May the details of ``trace`` (when, ranks, scores of a turn) be shown in
+    ``chat``? Private chats (and None) see all; a group sees only traces of turns
+    in that group (any topic), since a turn elsewhere is that chat's business. A
+    trace whose chat key does not parse is shown in no group."""
+    if chat is None or not chat.is_group:
+        return True
+    try:
+        return ChatRef.parse(trace.chat).group_key == chat.group_key
+    except ValueError:  # NamespaceError is a ValueError
+        return False
 
 
 def _utc(dt: datetime) -> datetime:

@@ -6,15 +6,18 @@ Request
     tenant's ``webhook.secret``, of ``"<timestamp>." + <raw body bytes>``. A
     timestamp more than ``webhook.window`` seconds (default 300) from the
     server's clock is refused, so a captured request cannot be replayed later;
-    within the window the pipeline's delivery key (``message_id`` per chat)
-    makes a replay a duplicate. The body is a ``WebhookMessage`` (JSON).
+    within the window a signature is accepted once (kept in SQL, so on every
+    replica): the same signed request again is refused (401). A client that
+    retries signs again with a new timestamp; a message re-sent so is then a
+    duplicate by its delivery key (``message_id`` per chat) and not answered
+    twice. The body is a ``WebhookMessage`` (JSON).
 
 Answer
     Without a ``webhook.callback_url``: ``200`` with a ``WebhookReply``. With
     one: ``202 {"ok": true, "accepted": true}`` at once, and the
     ``WebhookReply`` is POSTed to the callback URL, signed with the same two
-    headers over its own body. Wrong or missing signature, or a stale
-    timestamp: ``401`` and nothing is processed.
+    headers over its own body. Wrong or missing signature, a stale
+    timestamp or a replayed signature: ``401`` and nothing is processed.
 
 Example (shell)::
 

@@ -22,6 +22,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from bridges.webhook.protocol import (SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookMessage, WebhookReply, sign,
                                       verify)
 from bridges.contract import InboundMessage, TurnHandler, TurnResult
+from bridges.replay import guard
 from memory.types import repair_tree
 
 
@@ -62,11 +63,15 @@ class WebhookRuntime:
 
     async def receive(self, tenant: str, headers: Mapping[str, str], raw: bytes) -> tuple[int, dict]:
         """``(status, body)`` for one request. Raises UnknownTenant; SignatureError
-        (nothing processed); pydantic ValidationError or NamespaceError for a body
+        or ReplayError (a signature already used; nothing processed); pydantic ValidationError or NamespaceError for a body
         that is not a ``WebhookMessage``."""
         cfg = self.pipeline.tenant(tenant).webhook
-        verify(cfg.secret, headers.get(TIMESTAMP_HEADER), headers.get(SIGNATURE_HEADER), raw,
-               now=time.time(), window=cfg.window)
+        now = time.time()
+        verify(cfg.secret, headers.get(TIMESTAMP_HEADER), headers.get(SIGNATURE_HEADER), raw, now=now, window=cfg.window)
+        # a signed request is accepted once, on any replica (a retry signs again)
+        await asyncio.to_thread(guard, self.pipeline, tenant, "webhook",
+                                timestamp=headers.get(TIMESTAMP_HEADER), nonce=headers.get(SIGNATURE_HEADER) or "",
+                                body=raw, now=now, window=cfg.window)
         msg = _message(raw).to_inbound(cfg.platform)
         if cfg.callback_url:
             task = asyncio.create_task(self._turn_and_call_back(tenant, msg, cfg.callback_url, cfg.secret))

@@ -14,16 +14,26 @@ A retry of a message already claimed (same tenant, platform, sender and
 MsgId: the pipeline's delivery key) is a duplicate turn: it answers
 ``success`` and neither replies nor captures, so three retries give one reply
 and one capture. Turn tasks are tracked and awaited on ``close()``.
+
+Freshness and replay (``bridges.replay``): after its signature checks, every
+callback's ``timestamp`` must lie within ``WeChatSettings.window`` seconds of
+the server's clock, and its ``timestamp`` + ``nonce`` is accepted once. In
+plaintext mode the signature does not cover the body, so the same query
+string with another body is refused (401); the same query string with the
+same body (WeChat's own retry) answers ``success`` and processes nothing. A
+tenant in plaintext mode gets a WARNING at start-up: use safe mode.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 
 import httpx
 
+from bridges.replay import RETRY, guard
 from bridges.wechat.api import TEXT_LIMIT_BYTES, WeChatAPI
 from bridges.wechat.callback import WeChatCallback
 from bridges.wechat.parse import parse_message
@@ -47,6 +57,10 @@ class WeChatRuntime:
         self.client = client
         self._apis: dict[str, WeChatAPI] = {}
         self._tasks: set[asyncio.Task] = set()
+        for name, t in pipeline.settings.tenants.items():
+            if t.wechat.token and t.wechat.kind == "oa" and not t.wechat.encoding_aes_key:
+                log.warning("wechat: tenant %s uses plaintext mode: its callback signature does not cover the "
+                            "message body; set encoding_aes_key (safe mode)", name)
 
     def callback(self, tenant: str) -> WeChatCallback:
         """The tenant's callback handler. Raises UnknownTenant, NotConfigured."""
@@ -59,15 +73,26 @@ class WeChatRuntime:
         return self._apis[tenant]
 
     def verify(self, tenant: str, query: Mapping[str, str]) -> str:
-        """Body of the URL-verification answer. Raises SignatureError, NotConfigured."""
-        return self.callback(tenant).verify_url(query)
+        """Body of the URL-verification answer. Raises SignatureError, NotConfigured,
+        ReplayError (stale timestamp, or the nonce already used with another echo)."""
+        echo = self.callback(tenant).verify_url(query)
+        self._guard(tenant, query, query.get("echostr", "").encode("utf-8", "replace"))
+        return echo
+
+    def _guard(self, tenant: str, query: Mapping[str, str], body: bytes) -> str:
+        """``bridges.replay.guard`` for a callback whose signature was checked."""
+        return guard(self.pipeline, tenant, "wechat", timestamp=query.get("timestamp"),
+                     nonce=f"{query.get('timestamp', '')}.{query.get('nonce', '')}", body=body, now=time.time(),
+                     window=self.pipeline.tenant(tenant).wechat.window, allow_identical=True)
 
     async def receive(self, tenant: str, query: Mapping[str, str], body: bytes) -> str:
         """Handle one message callback; returns the HTTP answer body (a passive
-        reply or ``success``). Raises SignatureError / NotConfigured before
-        anything is processed."""
+        reply or ``success``). Raises SignatureError / NotConfigured / ReplayError
+        before anything is processed."""
         cb = self.callback(tenant)
         fields = cb.open(query, body)
+        if await asyncio.to_thread(self._guard, tenant, query, body) == RETRY:
+            return SUCCESS
         msg = parse_message(fields, platform=cb.platform) if fields is not None else None
         if msg is None:
             return SUCCESS

@@ -19,6 +19,7 @@ concern, each in a module named after it::
       identities.py  Identities: identity links, move_namespace
       commands.py    CommandState: last-recall traces, pending confirmations,
                      tenant counts; TenantCounts
+      nonces.py      SeenNonces: nonces of signed callbacks already accepted
 
 Every part subclasses ``StoreBase`` and opens transactions only through it;
 the parts import ``tables`` and ``base`` (and ``memories`` imports
@@ -61,13 +62,14 @@ from memory.store.chatlog import ChatLine, ChatLog, ChatMigration, PendingCaptur
 from memory.store.commands import CommandState, TenantCounts
 from memory.store.identities import Identities
 from memory.store.memories import MemoryRows, MemoryText
+from memory.store.nonces import SeenNonces
 from memory.store.outbox import IndexOp, IndexOutbox
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
            "MemoryText"]
 
 
-class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState):
+class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces):
     """SQL source of truth. Thread-safe; methods are synchronous (call them in a
     thread from async code).
 

@@ -90,10 +90,15 @@ class Identities(StoreBase):
                 if r.norm != other.norm:
                     newer, older = (r, other) if _aware(r.updated_at) > _aware(other.updated_at) else (other, r)
                     s.add(_HistoryRow(memory_id=other.id, namespace=str(dst), version=other.version,
-                                      text=older.text, category=older.category, valid_from=older.valid_from,
-                                      valid_to=newer.valid_from))
+                                      text=older.text, category=older.category, key=older.key,
+                                      origin=older.origin, visibility=older.visibility,
+                                      source_message_id=older.source_message_id, source_fp=older.source_fp,
+                                      valid_from=older.valid_from, valid_to=newer.valid_from))
                     if newer is r:
                         other.text, other.norm, other.category = r.text, r.norm, r.category
+                        # the text discloses as where it was said, not as the row it lands in
+                        other.origin, other.visibility = r.origin, r.visibility
+                        other.source_message_id, other.source_fp = r.source_message_id, r.source_fp
                         other.importance, other.valence, other.arousal, other.emotion = (
                             r.importance, r.valence, r.arousal, r.emotion)
                         other.updated_at, other.valid_from = r.updated_at, r.valid_from

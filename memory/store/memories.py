@@ -22,12 +22,28 @@ from types import SimpleNamespace
 from sqlalchemy import bindparam, func, insert, update
 from sqlmodel import Session, delete, select
 
-from memory.errors import NotFoundError
+from memory.errors import NamespaceError, NotFoundError
 from memory.store.base import StoreBase, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IndexOpRow, _MemoryRow, _TombstoneRow,
                                  _to_memory)
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility
+
+
+def _origin_or_none(key: str) -> ChatRef | None:
+    """The origin chat of a stored version; None when it was not kept or does not parse."""
+    try:
+        return ChatRef.parse(key) if key else None
+    except NamespaceError:
+        return None
+
+
+def _visibility_or_private(value: str) -> Visibility:
+    """A stored version's visibility; PRIVATE when it was not kept (fails closed in groups)."""
+    try:
+        return Visibility(value)
+    except ValueError:
+        return Visibility.PRIVATE
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,8 +210,8 @@ class MemoryRows(StoreBase):
                 raise NotFoundError(f"no memory {memory_id!r} in {ns}")
             s.add(_HistoryRow(memory_id=row.id, namespace=row.namespace, version=row.version, text=row.text,
                               category=row.category, key=row.key, origin=row.origin,
-                              source_message_id=row.source_message_id, source_fp=row.source_fp,
-                              valid_from=row.valid_from, valid_to=at))
+                              visibility=row.visibility, source_message_id=row.source_message_id,
+                              source_fp=row.source_fp, valid_from=row.valid_from, valid_to=at))
             row.text = new.text
             row.norm = normalise(new.text)
             row.category = new.category.value
@@ -203,9 +219,11 @@ class MemoryRows(StoreBase):
                 row.key = key
             row.importance = new.importance
             row.valence, row.arousal, row.emotion = new.valence, new.arousal, new.emotion
-            if new.source_message_id:
+            if new.source_message_id:  # new evidence: the text now discloses as where it was said
                 row.source_message_id = new.source_message_id
-                row.origin = new.origin.key if new.origin else row.origin
+                if new.origin is not None:
+                    row.origin = new.origin.key
+                    row.visibility = new.visibility.value
             row.source_fp = source_fp or row.source_fp
             row.event_time = new.event_time or row.event_time
             row.version += 1
@@ -238,7 +256,11 @@ class MemoryRows(StoreBase):
 
     def history(self, ns: Namespace, memory_id: str) -> list[Memory]:
         """All versions of ``memory_id`` in ``ns``, oldest first, the live one last
-        (``valid_to`` None). NotFoundError when neither live nor historic rows exist."""
+        (``valid_to`` None). Each version carries its own ``origin`` and
+        ``visibility`` (the chat that text was said in), so a chat can apply the
+        disclosure rule per version (``memory.explain.visible_in``); a version
+        stored without them reads as origin None / PRIVATE (fails closed in
+        groups). NotFoundError when neither live nor historic rows exist."""
         with self._read() as s:
             hist = s.exec(
                 select(_HistoryRow)
@@ -248,8 +270,9 @@ class MemoryRows(StoreBase):
             live = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id == memory_id)).first()
         out = [
             Memory(id=h.memory_id, namespace=ns, text=h.text, category=Category(h.category), key=h.key,
-                   version=h.version, origin=ChatRef.parse(h.origin) if h.origin else None,
-                   source_message_id=h.source_message_id, valid_from=_aware(h.valid_from),
+                   version=h.version, origin=_origin_or_none(h.origin),
+                   visibility=_visibility_or_private(h.visibility), source_message_id=h.source_message_id,
+                   valid_from=_aware(h.valid_from),
                    valid_to=_aware(h.valid_to))
             for h in hist
         ]

@@ -88,6 +88,9 @@ class _HistoryRow(SQLModel, table=True):
     category: str
     key: str = ""
     origin: str = ""
+    #: the version's own disclosure (``Visibility`` value); "" on rows written
+    #: before it was kept, read as PRIVATE so that they fail closed in groups
+    visibility: str = ""
     source_message_id: str | None = None
     source_fp: str = Field(default="", max_length=64)
     valid_from: datetime
@@ -217,6 +220,22 @@ class _PendingRow(SQLModel, table=True):
     key: str = Field(primary_key=True, max_length=600)
     namespace: str = Field(index=True, max_length=260)
     created_at: datetime
+
+
+class _SeenNonceRow(SQLModel, table=True):
+    """A signed platform callback already accepted (replay protection, ``bridges.replay``):
+    unique per (tenant, platform, nonce) so a second use fails on every replica."""
+
+    __tablename__ = "seen_nonces"
+    __table_args__ = (UniqueConstraint("tenant", "platform", "nonce", name="uq_seen_nonce"),
+                      SAIndex("ix_seen_nonces_seen_at", "seen_at"))
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant: str = Field(max_length=64)
+    platform: str = Field(max_length=32)
+    nonce: str = Field(max_length=128)
+    digest: str = Field(default="", max_length=128)
+    seen_at: datetime
 
 
 def _to_memory(row: _MemoryRow, ns: Namespace | None = None) -> Memory:

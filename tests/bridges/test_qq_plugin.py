@@ -27,7 +27,7 @@ NOW = int(time.time())
 
 def event(message, *, group: int | None = 123, user: int = 42, mid: int = 555, anonymous: dict | None = None,
           sub_type: str | None = None) -> dict:
-    base = {"time": NOW, "self_id": int(SELF_ID), "post_type": "message", "message_id": mid, "user_id": user,
+    base = {"time": int(time.time()), "self_id": int(SELF_ID), "post_type": "message", "message_id": mid, "user_id": user,
             "message": message, "raw_message": "", "font": 0,
             "sender": {"user_id": user, "nickname": "阿杰", "card": "", "role": "member"}}
     if group is None:
@@ -212,3 +212,44 @@ def test_gateway_owned_nonebot_serves_a_reverse_websocket_bot(llm, tmp_path):
     params = call["params"]
     assert (params["message_type"], params["group_id"], params["user_id"]) == ("group", 123, 42)
     assert params["message"] == [{"type": "reply", "data": {"id": "808"}}, {"type": "text", "data": {"text": "你好呀"}}]
+
+
+# -- freshness and replay on the quick-operation route (issue 13 B) ----------------
+
+
+def test_quick_operation_accepts_a_signed_body_once(gateway, llm, caplog):
+    """OneBot signs the body but no time: the same signed body again is 401 with a reason and a log line, and
+    nothing is processed twice."""
+    c = gateway(settings_overrides={"onebot": {"secret": ONEBOT_SECRET}})
+    raw = json.dumps(event([{"type": "text", "data": {"text": "我喜欢喝奶茶🧋，不加糖"}}], group=None, user=8)).encode()
+    llm.enqueue("记住啦")
+    assert c.post("/onebot/default", content=raw, headers={"X-Signature": _sign(raw)}).json()["reply"] == "记住啦"
+    calls = len(llm.requests)
+    again = c.post("/onebot/default", content=raw, headers={"X-Signature": _sign(raw)})
+    assert again.status_code == 401 and again.json() == {"error": "Unauthorized",
+                                                         "detail": "nonce already used (replayed request)"}
+    assert "refused a onebot callback for tenant default: nonce already used" in caplog.text
+    assert len(llm.requests) == calls
+    assert c.app.state.pipeline.core.store.count(Namespace("default", "qq:8")) == 1
+
+
+@pytest.mark.parametrize("age", [365 * 24 * 3600, 301, -301], ids=["year-old", "stale", "future"])
+@pytest.mark.parametrize("auth", ["secret", "token"])
+def test_quick_operation_refuses_events_outside_the_window(gateway, llm, age, auth):
+    """A correctly signed (or token-bearing) event whose `time` is a year old, just stale or too far ahead: 401,
+    no turn, no memory; the same event re-timed to now is answered."""
+    cfg = {"secret": ONEBOT_SECRET} if auth == "secret" else {"access_token": ONEBOT_TOKEN}
+    c = gateway(settings_overrides={"onebot": cfg})
+    e = event([{"type": "text", "data": {"text": "I have a cat named Mochi 🐱"}}], group=None, user=9)
+
+    def post(body: dict):
+        raw = json.dumps(body).encode()
+        headers = {"X-Signature": _sign(raw)} if auth == "secret" else {"Authorization": f"Bearer {ONEBOT_TOKEN}"}
+        return c.post("/onebot/default", content=raw, headers=headers | {"Content-Type": "application/json"})
+
+    r = post(e | {"time": int(time.time()) - age})
+    assert r.status_code == 401 and r.json()["detail"] == "timestamp outside the 300 s window"
+    assert c.app.state.pipeline.core.store.count(Namespace("default", "qq:9")) == 0
+    assert [x for x in llm.requests if "messages" in x] == []
+    llm.enqueue("Mochi!")
+    assert post(e | {"time": int(time.time())}).status_code == 200

@@ -1,5 +1,6 @@
 """The generic JSON webhook and the group-chat rules through it: HMAC
-signature over timestamp + body, the 5-minute replay window, the documented
+signature over timestamp + body, the 5-minute replay window and
+signatures accepted once, the documented
 schema, replies in the response or to a callback URL (fake receiver on
 127.0.0.1), and — checked on the prompts the fake model actually received —
 disclosure (a private fact never reaches a group prompt), the speaker rule
@@ -64,7 +65,7 @@ def test_signed_message_gets_its_reply_in_the_response(client, llm):
     assert client.app.state.pipeline.core.store.count(Namespace("default", "web:u1")) == 1
 
 
-@pytest.mark.parametrize("tamper", ["wrong-secret", "stale", "future", "no-headers", "body-changed"])
+@pytest.mark.parametrize("tamper", ["wrong-secret", "stale", "year-old", "future", "no-headers", "body-changed"])
 def test_bad_signature_or_stale_timestamp_is_401_and_nothing_stored(client, llm, tamper):
     """Forged, stale (> 5 min), missing or body-mismatched signatures: 401, no turn, no memory, no model call."""
     body = msg("我的密码是1234")
@@ -72,6 +73,8 @@ def test_bad_signature_or_stale_timestamp_is_401_and_nothing_stored(client, llm,
         r = post(client, body, secret="guess")
     elif tamper == "stale":
         r = post(client, body, ts=int(time.time()) - 301)
+    elif tamper == "year-old":
+        r = post(client, body, ts=int(time.time()) - 365 * 24 * 3600)
     elif tamper == "future":
         r = post(client, body, ts=int(time.time()) + 301)
     elif tamper == "no-headers":
@@ -104,13 +107,20 @@ def test_invalid_schema_is_400(client, body):
     assert r.status_code == 400 and r.json()["error"] == "BadPayload"
 
 
-def test_replay_within_the_window_is_a_duplicate(client, llm):
-    """The same signed request twice: the second is a duplicate with no reply and no second capture."""
+def test_replayed_signature_is_refused_and_a_re_signed_retry_is_a_duplicate(client, llm, caplog):
+    """Issue 13 B: the same signed request twice — the second is 401 with a reason and a log line, nothing processed; a retry signed again (new timestamp) is a duplicate with no reply and no second capture."""
     llm.enqueue("好的")
-    body = msg("我在学吉他", mid="dup")
-    assert post(client, body).json()["reply"] == "好的"
-    again = post(client, body).json()
-    assert again["duplicate"] is True and again["reply"] is None
+    body = msg("我在学吉他🎸，周末练琴", mid="dup")
+    ts = int(time.time())
+    assert post(client, body, ts=ts).json()["reply"] == "好的"
+    calls = len(llm.requests)
+    replay = post(client, body, ts=ts)
+    assert replay.status_code == 401 and replay.json() == {
+        "error": "Unauthorized", "detail": "nonce already used (replayed request)"}
+    assert "refused a webhook callback for tenant default: nonce already used" in caplog.text
+    retry = post(client, body, ts=ts - 1)  # the client signs again
+    assert retry.status_code == 200 and retry.json()["duplicate"] is True and retry.json()["reply"] is None
+    assert len(llm.requests) == calls
     assert client.app.state.pipeline.core.store.count(Namespace("default", "web:u1")) == 1
 
 

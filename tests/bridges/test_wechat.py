@@ -8,6 +8,7 @@ capture."""
 from __future__ import annotations
 
 import json
+import secrets
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -67,14 +68,20 @@ def test_cdata_splits_terminator_so_reply_text_cannot_inject_xml():
     assert root.find("Content").text == text and root.find("MsgType") is None
 
 
-def _oa_query(token: str = OA_TOKEN, ts: str | None = None, nonce: str = "42") -> dict:
+def _oa_query(token: str = OA_TOKEN, ts: str | None = None, nonce: str | None = None) -> dict:
+    """A signed plaintext-mode query string; a fresh numeric nonce per call, as WeChat sends."""
     ts = ts or str(int(time.time()))
+    nonce = nonce or str(secrets.randbelow(10**10))
     return {"signature": sha1_signature(token, ts, nonce), "timestamp": ts, "nonce": nonce}
+
+
+#: The recorded WeCom vectors were signed in 2014: a window that reaches back to then.
+VECTOR_WINDOW = 2_000_000_000
 
 
 def _wecom_cfg() -> dict:
     return {"kind": "wecom", "token": VECTORS["token"], "encoding_aes_key": VECTORS["encoding_aes_key"],
-            "app_id": VECTORS["corp_id"], "agent_id": "1"}
+            "app_id": VECTORS["corp_id"], "agent_id": "1", "window": VECTOR_WINDOW}
 
 
 def test_oa_url_verification_echoes_only_with_a_valid_signature(gateway):
@@ -215,3 +222,121 @@ async def test_reply_api_retries_transient_failures_and_not_others(fake_wechat):
         with pytest.raises(WeChatAPIError, match="45015") as err:
             await api.send_text("oUser1", "还在吗")
         assert err.value.errcode == 45015 and fake_wechat.attempts == 4
+
+
+# -- freshness and replay (issue 13 B) -------------------------------------------
+
+YEAR = 365 * 24 * 3600
+
+
+def _model_calls(llm) -> int:
+    return len([r for r in llm.requests if "messages" in r])
+
+
+def test_plaintext_callback_is_accepted_once_and_its_query_string_cannot_carry_another_body(gateway, llm, caplog):
+    """Plaintext mode signs no body: a fresh query string works once; replayed with another body (forget all, as
+    the same openid) it is 401 with a reason and a log line; replayed with the same body (WeChat's retry) it
+    answers 'success' and processes nothing."""
+    llm.enqueue("记住啦")
+    c = gateway(wechat={"kind": "oa", "token": OA_TOKEN, "reply_within": 60})
+    q = _oa_query()
+    body = _oa_text("我的狗叫旺财🐶", msg_id="7001")
+    first = c.post("/wechat/default", params=q, content=body)
+    assert parse_xml(first.content)["Content"] == "记住啦"
+    calls = _model_calls(llm)
+    forged = c.post("/wechat/default", params=q, content=_oa_text("/memory forget all", msg_id="7002"))
+    assert forged.status_code == 401
+    assert forged.json() == {"error": "Unauthorized", "detail": "nonce already used with another body (replayed signature)"}
+    assert "refused a wechat callback for tenant default: nonce already used with another body" in caplog.text
+    retry = c.post("/wechat/default", params=q, content=body)
+    assert retry.status_code == 200 and retry.text == "success"
+    assert _model_calls(llm) == calls
+    store = c.app.state.pipeline.core.store
+    assert store.count(Namespace("default", "wx:oUser1")) == 1
+    assert store.pending_capture_count(Namespace("default", "wx:oUser1"), None) == 0
+
+
+@pytest.mark.parametrize("age,what", [(YEAR, "a year old"), (301, "just past the window"),
+                                      (-301, "too far in the future"), (-YEAR, "a year ahead")])
+def test_plaintext_callback_outside_the_window_is_401(gateway, llm, age, what):
+    """A correctly signed plaintext callback whose timestamp is {what} is refused: 401, no turn, no memory."""
+    c = gateway(wechat={"kind": "oa", "token": OA_TOKEN, "reply_within": 60})
+    ts = str(int(time.time()) - age)
+    r = c.post("/wechat/default", params=_oa_query(ts=ts), content=_oa_text("I love green tea 🍵", msg_id="8001"))
+    assert r.status_code == 401 and r.json()["detail"] == "timestamp outside the 300 s window", what
+    assert c.app.state.pipeline.core.store.count(Namespace("default", "wx:oUser1")) == 0
+    assert _model_calls(llm) == 0
+    inside = c.post("/wechat/default", params=_oa_query(ts=str(int(time.time()) - 250)),
+                    content=_oa_text("I love green tea 🍵", msg_id="8001"))
+    assert inside.status_code == 200
+
+
+def test_url_verification_refuses_a_year_old_signature_and_a_reused_nonce(gateway):
+    """GET verification: a year-old timestamp is 401; the same query string with another echostr is 401."""
+    c = gateway(wechat={"kind": "oa", "token": OA_TOKEN})
+    old = _oa_query(ts=str(int(time.time()) - YEAR)) | {"echostr": "e1"}
+    assert c.get("/wechat/default", params=old).status_code == 401
+    q = _oa_query()
+    assert c.get("/wechat/default", params=q | {"echostr": "e1"}).text == "e1"
+    assert c.get("/wechat/default", params=q | {"echostr": "e2"}).status_code == 401
+
+
+def _oa_safe_post(c, token: str, xml: bytes, ts: int, nonce: str):
+    from wechatpy.crypto import WeChatCrypto
+
+    sealed = parse_xml(WeChatCrypto(token, VECTORS["encoding_aes_key"], "wxsafeapp").encrypt_message(
+        xml.decode(), nonce, str(ts)))
+    q = {"signature": sha1_signature(token, str(ts), nonce), "timestamp": str(ts), "nonce": nonce,
+         "encrypt_type": "aes", "msg_signature": sealed["MsgSignature"]}
+    body = f"<xml><ToUserName><![CDATA[gh_account]]></ToUserName><Encrypt><![CDATA[{sealed['Encrypt']}]]></Encrypt></xml>"
+    return c.post("/wechat/default", params=q, content=body.encode())
+
+
+def test_safe_mode_refuses_stale_timestamps_and_replayed_nonces(gateway, llm):
+    """OA safe mode: a fresh encrypted callback is answered; the same nonce with another encrypted body is 401; a
+    year-old or future timestamp, though correctly signed and encrypted, is 401."""
+    llm.enqueue("好的，记住了")
+    c = gateway(wechat={"kind": "oa", "token": OA_TOKEN, "encoding_aes_key": VECTORS["encoding_aes_key"],
+                        "app_id": "wxsafeapp", "reply_within": 60})
+    now = int(time.time())
+    assert _oa_safe_post(c, OA_TOKEN, _oa_text("我住在杭州", msg_id="9101"), now, "123").status_code == 200
+    again = _oa_safe_post(c, OA_TOKEN, _oa_text("/memory forget all", msg_id="9102"), now, "123")
+    assert again.status_code == 401 and "nonce already used" in again.json()["detail"]
+    for ts in (now - YEAR, now + 400):
+        r = _oa_safe_post(c, OA_TOKEN, _oa_text("我住在上海", msg_id="9103"), ts, "456")
+        assert r.status_code == 401 and "window" in r.json()["detail"]
+    assert [m.text for m in c.app.state.pipeline.core.list(Namespace("default", "wx:oUser1"))] == ["我住在杭州"]
+
+
+def test_wecom_recorded_callback_from_2014_is_refused_with_the_default_window(gateway, llm):
+    """The wechatpy WeCom vector is correctly signed but was made in 2014: with the default window it is 401."""
+    c = gateway(wechat=_wecom_cfg() | {"window": 300})
+    case = VECTORS["cases"]["test_decrypt_message"]
+    q = {"msg_signature": case["signature"], "timestamp": case["timestamp"], "nonce": case["nonce"]}
+    r = c.post("/wechat/default", params=q, content=case["xml"].encode())
+    assert r.status_code == 401 and r.json()["detail"] == "timestamp outside the 300 s window"
+    assert _model_calls(llm) == 0
+
+
+def test_nonce_claimed_on_one_replica_is_refused_on_another(gateway, llm):
+    """Two gateway replicas on one database (the per-test data root): a query string used on the first is refused
+    on the second, since the nonces live in SQL."""
+    llm.enqueue("收到")
+    a = gateway(wechat={"kind": "oa", "token": OA_TOKEN, "reply_within": 60})
+    b = gateway(wechat={"kind": "oa", "token": OA_TOKEN, "reply_within": 60})
+    assert a.app.state.pipeline.core.store is not b.app.state.pipeline.core.store
+    q = _oa_query()
+    assert a.post("/wechat/default", params=q, content=_oa_text("我喜欢周杰伦", msg_id="9201")).status_code == 200
+    r = b.post("/wechat/default", params=q, content=_oa_text("我喜欢蔡依林", msg_id="9202"))
+    assert r.status_code == 401 and "nonce already used" in r.json()["detail"]
+
+
+def test_plaintext_tenant_is_warned_about_at_start_up(gateway, caplog):
+    """A tenant with a WeChat token and no encoding_aes_key gets a start-up WARNING recommending safe mode; a safe-mode one does not."""
+    gateway(wechat={"kind": "oa", "token": OA_TOKEN})
+    warned = [r for r in caplog.records if "plaintext mode" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].levelname == "WARNING" and "encoding_aes_key" in warned[0].getMessage()
+    caplog.clear()
+    gateway(wechat={"kind": "oa", "token": OA_TOKEN, "encoding_aes_key": VECTORS["encoding_aes_key"],
+                    "app_id": "wxsafeapp"})
+    assert not [r for r in caplog.records if "plaintext mode" in r.getMessage()]

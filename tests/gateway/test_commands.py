@@ -384,3 +384,84 @@ async def test_telegram_chat_administrator_manages_memories_of_that_group(pipe, 
     done = await as_role(f"/memory forget tg:111 {here}", "creator")
     assert done.reply.startswith(f"Forgotten: {here}")
     assert [m.id for m in pipe.core.list(member)] == [there]
+
+
+async def test_history_in_a_group_shows_only_versions_said_in_that_group(pipe, clock):
+    """Issue 13 A: a memory said in group g1 and restated in g2 — a g2 group admin's `history` shows the g2 text, never the g1 one."""
+    member = 30001
+    first = await turn(pipe, ob(clock, "我的狗叫旺财", user=member, group=5551, at_bot=True))
+    second = await turn(pipe, ob(clock, "我的狗叫豆豆", user=member, group=5552, at_bot=True))
+    (dog,) = first.captured
+    assert second.captured == [dog]  # the same memory, superseded (version 2)
+    ns = Namespace("default", f"qq:{member}")
+    assert [v.text for v in pipe.core.history(ns, dog)] == ["我的狗叫旺财", "我的狗叫豆豆"]
+
+    seen = await turn(pipe, ob(clock, f"/memory history qq:{member} {dog}", user=40001, group=5552, role="admin"))
+    assert "豆豆" in seen.reply and "旺财" not in seen.reply
+    assert seen.reply.startswith(f"{dog} 的各个版本（共 1 个）：")
+    assert "在别处说的版本不在本群显示。请私聊我：/memory history " + dog in seen.reply
+    # the g1 admin sees neither: the live version was said in g2
+    g1 = await turn(pipe, ob(clock, f"/memory history qq:{member} {dog}", user=40001, group=5551, role="admin"))
+    assert "旺财" not in g1.reply and "豆豆" not in g1.reply and "不在本群显示" in g1.reply
+    own_private = await turn(pipe, ob(clock, f"/memory history {dog}", user=member))
+    assert "旺财" in own_private.reply and "豆豆" in own_private.reply and "不在本群显示" not in own_private.reply
+
+
+@pytest.fixture
+def gpipe(sqlite_core, settings):
+    """A pipeline whose tenant learns from every group message (no @-mention needed)."""
+    t = settings.tenants["default"].model_copy(update={"capture_all_group_messages": True})
+    settings.tenants["default"] = t
+    return Pipeline(settings, sqlite_core)
+
+
+async def test_own_history_in_a_group_leaves_out_what_was_said_in_private(gpipe, clock):
+    """Issue 13 A: 旺旺 in a group, 来福 in private, 阿黄 in the group — the person's own `history` in the group never prints 来福; in private it shows all three."""
+    me = 408258968
+    (dog,) = (await turn(gpipe, tg(clock, "我的狗叫旺旺", user=me, lang="zh", group=-100777))).captured
+    assert (await turn(gpipe, tg(clock, "我的狗叫来福", user=me, lang="zh"))).captured == [dog]
+    assert (await turn(gpipe, tg(clock, "我的狗叫阿黄", user=me, lang="zh", group=-100777))).captured == [dog]
+
+    group = await turn(gpipe, tg(clock, f"/memory history {dog}", user=me, lang="zh", group=-100777))
+    assert "旺旺" in group.reply and "阿黄" in group.reply and "来福" not in group.reply
+    assert group.reply.startswith(f"{dog} 的各个版本（共 2 个）：")
+    private = await turn(gpipe, tg(clock, f"/memory history {dog}", user=me, lang="zh"))
+    assert all(name in private.reply for name in ("旺旺", "来福", "阿黄"))
+    assert private.reply.startswith(f"{dog} 的各个版本（共 3 个）：")
+
+
+async def test_english_history_versions_follow_the_chat_they_were_said_in(gpipe, clock):
+    """Issue 13 A in English: Rex in a group, Biscuit in private, Max in the group — the group sees Rex and Max, and `why`/`show` keep a private turn's trace out of the group."""
+    me = 408258968
+    (dog,) = (await turn(gpipe, tg(clock, "My dog is called Rex.", user=me, group=-100777))).captured
+    assert (await turn(gpipe, tg(clock, "My dog is called Biscuit!", user=me))).captured == [dog]
+    assert (await turn(gpipe, tg(clock, "My dog is called Max 🐶", user=me, group=-100777))).captured == [dog]
+
+    group = await turn(gpipe, tg(clock, f"/memory history {dog}", user=me, group=-100777))
+    assert "Rex" in group.reply and "Max" in group.reply and "Biscuit" not in group.reply
+    assert group.reply.startswith(f"Versions of {dog} (2):")
+    assert f"Versions said elsewhere are not shown in this group. Ask me in a private chat: /memory history {dog}" \
+        in group.reply
+    private = await turn(gpipe, tg(clock, f"/memory history {dog}", user=me))
+    assert all(name in private.reply for name in ("Rex", "Biscuit", "Max")) and "elsewhere" not in private.reply
+
+    await turn(gpipe, tg(clock, "What is my dog called?", user=me))  # the last recall now is a private turn
+    why = await turn(gpipe, tg(clock, f"/memory why {dog}", user=me, group=-100777))
+    assert why.reply == "The last recall was in another chat; ask me in a private chat for its details."
+    show = await turn(gpipe, tg(clock, f"/memory show {dog}", user=me, group=-100777))
+    assert "Max" in show.reply and "The last recall was in another chat" in show.reply and "score" not in show.reply
+    why_private = await turn(gpipe, tg(clock, f"/memory why {dog}", user=me))
+    assert why_private.reply.startswith("Recalled in the last turn")
+
+
+async def test_export_history_entries_carry_their_own_origin(gpipe, clock):
+    """The export (private only) lists every version with the chat it was said in and its visibility."""
+    me = 408258968
+    (dog,) = (await turn(gpipe, tg(clock, "我的狗叫旺旺", user=me, lang="zh", group=-100777))).captured
+    await turn(gpipe, tg(clock, "我的狗叫來福", user=me, lang="zh"))  # traditional 來
+    private = await turn(gpipe, tg(clock, "/memory export", user=me, lang="zh"))
+    doc = json.loads(base64.b64decode(private.attachment["data_base64"]))
+    (entry,) = [m for m in doc["memories"] if m["id"] == dog]
+    assert entry["text"] == "我的狗叫來福" and entry["origin"] == f"tg:private:{me}"
+    assert entry["history"] == [{**entry["history"][0], "text": "我的狗叫旺旺", "origin": "tg:group:-100777",
+                                 "visibility": "group"}]

@@ -3,7 +3,9 @@ fused, on SQLite and PostgreSQL with a real LanceDB index."""
 
 from __future__ import annotations
 
+import re
 import uuid
+from datetime import datetime, timezone
 
 import pytest
 from hypothesis import HealthCheck, settings, strategies as st
@@ -12,7 +14,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from memory.admin import Authority, reindex
 from memory.errors import NamespaceError, NotFoundError
 from memory.recall import EXACT_MAX, RecallParams
-from memory.types import ChatKind, ChatRef, Namespace
+from memory.explain import visible_in
+from memory.types import ChatKind, ChatRef, Namespace, Visibility
 
 TEXTS = ["我养了一只叫煤球的黑猫", "我喜欢喝美式咖啡", "I love hiking in the Alps", "我的WiFi密码忘了",
          "My sister lives in Paris 🗼", "我在上海做程序员", "我對花生過敏", "週末我常去爬山"]
@@ -103,11 +106,36 @@ def test_malformed_namespace_strings_rejected_before_any_query(bad):
         Namespace.parse(bad)
 
 
+#: Chats the machine speaks in: each person's private chat (None: resolved per
+#: namespace) and two groups.
+GROUPS = [ChatRef("tg", ChatKind.GROUP, "-100111"), ChatRef("tg", ChatKind.GROUP, "-100222")]
+_VERSION_LINE = re.compile(r"^v(\d+) ", re.MULTILINE)
+
+
+def _history_in_chat(core, tenant: str, asker: str, chat: ChatRef, memory_id: str, target: str | None,
+                     role: str | None) -> str:
+    """The reply of ``/memory history [target] <id>`` sent by tg:``asker`` in ``chat`` (the real command path)."""
+    from gateway.commands import execute
+    from gateway.config import TenantSettings
+    from bridges.contract import InboundMessage
+
+    text = f"/memory history {target + ' ' if target else ''}{memory_id}"
+    msg = InboundMessage(platform="tg", message_id=uuid.uuid4().hex[:12], sender_id=asker, chat_kind=chat.kind,
+                         chat_id=chat.chat_id, text=text, timestamp=datetime.now(timezone.utc), is_command=True,
+                         sender_role=role)
+    own = Namespace(tenant, f"tg:{asker}")
+    return execute(core, tenant, TenantSettings(), msg, own, "en").text
+
+
 class IsolationMachine(RuleBasedStateMachine):
-    """Random add / keyed add (latest wins) / update / history / recall / reindex /
-    forget across 5 namespaces of a fresh tenant. Every hit and every history
-    version belongs to the asking namespace and to the model's live ids and
-    versions; another namespace's id is NotFound for every verb."""
+    """Random add / keyed add (latest wins) / restating a keyed fact in a private
+    chat or one of two groups / update / history / history shown in a chat /
+    recall / reindex / forget across 5 namespaces of a fresh tenant. Every hit
+    and every history version belongs to the asking namespace and to the model's
+    live ids and versions; another namespace's id is NotFound for every verb; and
+    ``/memory history`` shown in a chat (by the person, or by a group admin in a
+    group) lists exactly the versions whose own text was said where that chat may
+    see it (DESIGN rule 6, per version)."""
 
     core = None  # set by the test
 
@@ -117,17 +145,27 @@ class IsolationMachine(RuleBasedStateMachine):
         self.spaces = [Namespace(self.tenant, f"tg:{i}") for i in range(5)]
         self.live: dict[Namespace, set[str]] = {ns: set() for ns in self.spaces}
         self.versions: dict[str, int] = {}
+        # memory id → the chat key each version's text was said in, by version
+        # (None: unknown, e.g. added with no origin — shown in no group)
+        self.said_in: dict[str, list[str | None]] = {}
 
-    def _stored(self, ns, r):
+    def _stored(self, ns, r, chat: ChatRef | None = None):
         if r.action == "rejected":  # said in the same instant as a forget of the same text
             return
         assert r.memory.namespace == ns
+        where = chat.key if chat is not None else None
         if r.action == "stored":
             self.versions[r.memory.id] = 1
+            self.said_in[r.memory.id] = [where]
         elif r.action == "superseded":
             self.versions[r.memory.id] += 1
+            # new evidence with an origin moves the text's chat; none keeps the old one
+            self.said_in[r.memory.id].append(where if chat is not None else self.said_in[r.memory.id][-1])
         assert r.memory.version == self.versions[r.memory.id]
         self.live[ns].add(r.memory.id)
+
+    def _private(self, ns: Namespace) -> ChatRef:
+        return ChatRef("tg", ChatKind.PRIVATE, ns.subject.split(":", 1)[1])
 
     @rule(i=st.integers(0, 4), t=st.sampled_from(TEXTS), suffix=st.sampled_from(["", "!", " 😀", "呀", "。"]))
     def add(self, i, t, suffix):
@@ -142,6 +180,62 @@ class IsolationMachine(RuleBasedStateMachine):
             assert r.memory.id in self.live[ns]
         self._stored(ns, r)
 
+    def _say(self, ns: Namespace, t: str, slot: str, where) -> str | None:
+        """``ns`` states a keyed fact in their private chat or group ``where``; the memory id (None if refused)."""
+        chat = self._private(ns) if where == "private" else GROUPS[where]
+        vis = Visibility.GROUP if chat.is_group else Visibility.PRIVATE
+        r = self.core.add(ns, self.core.new(ns, t, key=slot, origin=chat, visibility=vis,
+                                            source_message_id=uuid.uuid4().hex[:8]))
+        self._stored(ns, r, chat)
+        return r.memory.id if r.memory is not None and r.action != "rejected" else None
+
+    def _check_history_shown(self, ns: Namespace, mid: str, where, admin: bool) -> None:
+        """``/memory history`` in a chat lists exactly the versions that chat may see."""
+        chat = self._private(ns) if where == "private" else GROUPS[where]
+        by_admin = admin and chat.is_group  # a group admin (another person) asks about ns in their group
+        asker = "9" + ns.subject.split(":", 1)[1] if by_admin else ns.subject.split(":", 1)[1]
+        reply = _history_in_chat(self.core, self.tenant, asker, chat, mid, ns.subject if by_admin else None,
+                                 "administrator" if by_admin else None)
+        said = self.said_in[mid]
+
+        def may_see(key: str | None) -> bool:
+            if not chat.is_group:
+                return True
+            return key is not None and ChatRef.parse(key).group_key == chat.group_key
+
+        expected = {n for n, key in enumerate(said, start=1) if may_see(key)} if may_see(said[-1]) else set()
+        shown = {int(n) for n in _VERSION_LINE.findall(reply)}
+        assert shown == expected, (chat.key, said, reply)
+        for v in self.core.history(ns, mid):  # and the store's own per-version verdict agrees
+            assert visible_in(v, chat) == may_see(said[v.version - 1]), (v, chat.key)
+
+    @rule(i=st.integers(0, 4), t=st.sampled_from(TEXTS), slot=st.sampled_from(["pet.dog.name", "home.city"]),
+          where=st.sampled_from(["private", 0, 1]))
+    def say_in_chat(self, i, t, slot, where):
+        self._say(self.spaces[i], t, slot, where)
+
+    @rule(i=st.integers(0, 4), slot=st.sampled_from(["pet.dog.name", "home.city"]),
+          said=st.lists(st.tuples(st.sampled_from(TEXTS), st.sampled_from(["private", 0, 1])), min_size=2,
+                        max_size=4))
+    def restate_across_chats(self, i, slot, said):
+        """One fact restated in other chats, then its history shown in every chat, by the person and by a group admin."""
+        ns = self.spaces[i]
+        mid = None
+        for t, where in said:
+            mid = self._say(ns, t, slot, where) or mid
+        if mid is None or mid not in self.live[ns]:
+            return
+        for where in ("private", 0, 1):
+            for admin in (False, True):
+                self._check_history_shown(ns, mid, where, admin)
+
+    @rule(i=st.integers(0, 4), pick=st.integers(0, 50), where=st.sampled_from(["private", 0, 1]),
+          admin=st.booleans())
+    def history_shown_in_chat(self, i, pick, where, admin):
+        ns = self.spaces[i]
+        if self.live[ns]:
+            self._check_history_shown(ns, sorted(self.live[ns])[pick % len(self.live[ns])], where, admin)
+
     @rule(i=st.integers(0, 4), pick=st.integers(0, 50), t=st.sampled_from(TEXTS))
     def update(self, i, pick, t):
         ns = self.spaces[i]
@@ -150,6 +244,7 @@ class IsolationMachine(RuleBasedStateMachine):
         mid = sorted(self.live[ns])[pick % len(self.live[ns])]
         live = self.core.update(ns, mid, t + " (edited)")
         self.versions[mid] += 1
+        self.said_in[mid].append(self.said_in[mid][-1])  # an edit keeps where the fact was said
         assert live.namespace == ns and live.id == mid and live.version == self.versions[mid]
 
     @rule(i=st.integers(0, 4), j=st.integers(0, 4), pick=st.integers(0, 50))
@@ -189,6 +284,7 @@ class IsolationMachine(RuleBasedStateMachine):
             self.core.forget(ns, mid, purge=False)  # the index purge is covered by test_lifecycle
             self.live[ns].discard(mid)
             del self.versions[mid]
+            del self.said_in[mid]
             with pytest.raises(NotFoundError):
                 self.core.history(ns, mid)
 
@@ -221,3 +317,42 @@ def test_isolation_state_machine_sqlite(sqlite_core):
 def test_isolation_state_machine_postgres(core):
     """The same property on PostgreSQL (fewer examples: the SQL layer is the difference)."""
     _run_machine(core, 200)
+
+
+def test_linking_identities_keeps_each_texts_own_disclosure(core):
+    """Issue 13 A: merging a private-chat fact (newer) onto a group fact of the same key keeps where each text was
+    said — the private text does not take the group row's origin, and the group text in history keeps its own."""
+    from memory.admin import link
+
+    tg, qq = Namespace("default", "tg:501"), Namespace("default", "qq:501")
+    group = ChatRef("qq", ChatKind.GROUP, "5551")
+    dm = ChatRef("tg", ChatKind.PRIVATE, "501")
+    core.add(qq, core.new(qq, "我的狗叫旺财", key="pet.dog.name", origin=group, visibility=Visibility.GROUP,
+                          source_message_id="m1"))
+    core.add(tg, core.new(tg, "我的狗叫來福", key="pet.dog.name", origin=dm, visibility=Visibility.PRIVATE,
+                          source_message_id="m2"))
+    person = link(core, Authority("test", "default"), "default", ["tg:501", "qq:501"]).person
+    (live,) = core.list(person)
+    versions = core.history(person, live.id)
+    assert [v.text for v in versions] == ["我的狗叫旺财", "我的狗叫來福"]
+    assert [visible_in(v, group) for v in versions] == [True, False]
+    assert [visible_in(v, dm) for v in versions] == [True, True]
+    assert live.origin == dm and live.visibility is Visibility.PRIVATE
+    assert [h.memory.id for h in core.recall(person, ["狗"], chat=group)] == []
+
+
+def test_history_rows_without_a_visibility_fail_closed_in_groups(core):
+    """A version stored before versions kept their visibility (the column empty) is shown in no group, even its own."""
+    from sqlalchemy import text
+
+    ns = Namespace("default", "tg:502")
+    group = ChatRef("tg", ChatKind.GROUP, "-100502")
+    m = core.add(ns, core.new(ns, "I live in Hangzhou", key="home.city", origin=group, visibility=Visibility.GROUP,
+                              source_message_id="1")).memory
+    core.add(ns, core.new(ns, "I live in Lisbon now 🇵🇹", key="home.city", origin=group, visibility=Visibility.GROUP,
+                          source_message_id="2"))
+    with core.store.engine.begin() as conn:  # what an older huiyi left: no visibility on history rows
+        conn.execute(text("UPDATE memory_history SET visibility = ''"))
+    old, live = core.history(ns, m.id)
+    assert old.origin == group and old.visibility is Visibility.PRIVATE and not visible_in(old, group)
+    assert visible_in(live, group) and visible_in(old, None)
