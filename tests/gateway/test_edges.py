@@ -231,12 +231,16 @@ def test_out_of_range_telegram_date_is_clamped_to_receipt(client, date):
 
 
 @pytest.mark.parametrize("at", [-1, 4102444800])
-def test_out_of_range_onebot_time_is_clamped(client, at):
-    """OneBot "time" of -1 or year 2100: 200 with a reply, line at the time of receipt."""
+def test_out_of_range_onebot_time_is_refused_on_the_route_and_clamped_by_the_parser(client, at):
+    """OneBot "time" of -1 or year 2100: the /onebot route refuses it as stale (401, issue 13 B: the event's time
+    is its freshness), never a 500; the parser (used by the NoneBot plugin too) clamps it to the time of receipt."""
+    from bridges.qq.parse import parse_event
+
     r = client.post("/onebot/default", content=raw_json(ob_event("我明天考科目二", at=at)), headers=OB)
-    assert r.status_code == 200 and r.json()["reply"] == "好的，我记得。"
-    line = chat_lines(client, ChatRef("qq", ChatKind.PRIVATE, "20005"))[0]
-    assert abs(line.at.timestamp() - time.time()) < 60
+    assert r.status_code == 401
+    assert chat_lines(client, ChatRef("qq", ChatKind.PRIVATE, "20005")) == []
+    msg = parse_event(ob_event("我明天考科目二", at=at))
+    assert abs(msg.timestamp.timestamp() - time.time()) < 60
 
 
 def test_far_future_time_is_clamped_but_near_future_kept():
