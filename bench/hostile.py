@@ -333,8 +333,9 @@ def run(min_requests: int = MIN_REQUESTS, deadline_s: float = DEADLINE_S) -> int
     from gateway.config import TenantSettings, load_settings
 
     workdir = Path(tempfile.mkdtemp(prefix="huiyi-hostile-"))
-    logging.getLogger("gateway").setLevel(logging.ERROR)
-    logging.getLogger("bridges").setLevel(logging.ERROR)
+    quiet = {name: logging.getLogger(name).level for name in ("gateway", "bridges")}
+    for name in quiet:  # hundreds of expected refusals; restored afterwards
+        logging.getLogger(name).setLevel(logging.ERROR)
     try:
         settings = load_settings(
             data_dir=workdir, database_url=f"sqlite:///{workdir / 'huiyi.db'}", index_uri=str(workdir / "index"),
@@ -361,6 +362,8 @@ def run(min_requests: int = MIN_REQUESTS, deadline_s: float = DEADLINE_S) -> int
         wall = time.perf_counter() - t0
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+        for name, level in quiet.items():
+            logging.getLogger(name).setLevel(level)
     routes = sorted({r for r, _ in counts})
     codes = sorted({c for _, c in counts}, key=str)
     print(f"hostile sweep: {sent} requests in {wall:.0f} s, load average "
