@@ -3,19 +3,46 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-__all__ = ["epoch_utc"]
+from bridges.contract import MAX_TEXT_CHARS
+
+__all__ = ["epoch_utc", "clip_text", "FUTURE_SLACK"]
+
+#: How far ahead of the gateway's clock a platform time may be (clock skew);
+#: anything later is taken as the time of receipt.
+FUTURE_SLACK = timedelta(days=1)
 
 
-def epoch_utc(value: object, log: logging.Logger, what: str) -> datetime | None:
-    """Epoch seconds (int or float, not bool) as an aware UTC datetime; None with a
-    WARNING on ``log`` naming ``what`` when it is missing, not a number or out of range."""
+def epoch_utc(value: object, log: logging.Logger, what: str, *, now: datetime | None = None) -> datetime | None:
+    """Epoch seconds (int or float, not bool) as an aware UTC datetime.
+
+    None with a WARNING on ``log`` naming ``what`` when the value is missing or
+    not a number (the payload is not a message). A number out of range — before
+    1970 (``-1``), more than FUTURE_SLACK after ``now`` (``4102444800``, year
+    2100), or beyond what a datetime holds — is clamped to ``now`` (default: the
+    current time, UTC) with a WARNING: the message is real, only its clock is
+    not, and refusing it would make the platform redeliver it forever."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         log.warning("%s without numeric time, ignored", what)
         return None
+    now = now or datetime.now(UTC)
     try:
-        return datetime.fromtimestamp(value, tz=UTC)
+        at = datetime.fromtimestamp(value, tz=UTC) if value >= 0 else None
     except (OverflowError, OSError, ValueError):
-        log.warning("%s has an out-of-range time, ignored", what)
-        return None
+        at = None
+    if at is None or at > now + FUTURE_SLACK:
+        log.warning("%s has an out-of-range time (%r); the time of receipt is used", what, value)
+        return now
+    return at
+
+
+def clip_text(text: str, log: logging.Logger, what: str) -> str:
+    """``text`` cut to MAX_TEXT_CHARS characters (with a WARNING on ``log`` naming
+    ``what`` and both lengths) when a platform delivers more than the gateway
+    takes; unchanged otherwise. A platform's message is never refused for length:
+    it would be redelivered forever."""
+    if len(text) <= MAX_TEXT_CHARS:
+        return text
+    log.warning("%s has %d characters; cut to %d", what, len(text), MAX_TEXT_CHARS)
+    return text[:MAX_TEXT_CHARS]

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memory.types import ChatKind, ChatRef
+from memory.types import ChatKind, ChatRef, clean_name, is_placeholder_id, repair
 
 __all__ = ["InboundMessage", "Withdrawal", "ReplyRef", "Outbound", "Attachment", "MAX_TEXT_CHARS", "TurnResult", "TurnHandler"]
 
@@ -38,6 +38,11 @@ class ReplyRef(BaseModel):
     sender_is_bot: bool = False
     text: str = ""
 
+    @field_validator("text", mode="before")
+    @classmethod
+    def _repair(cls, v: object) -> object:
+        return "" if v is None else repair(v)
+
 
 class InboundMessage(BaseModel):
     """One person's message, platform-neutral.
@@ -50,11 +55,23 @@ class InboundMessage(BaseModel):
     gives epoch seconds). ``language`` is the platform's language code when it
     gives one (Telegram), else None.
 
+    ``bot_id`` is the platform id of the bot that received the message when the
+    platform says (OneBot ``self_id``, the Telegram bot's id), else None; it is
+    part of the content fingerprint that deduplicates re-pushes.
+
+    Repaired, not refused: lone surrogates in ``text``, ``sender_name`` and the
+    quoted text become U+FFFD (``memory.types.repair``); NUL characters are dropped
+    from ``text``; ``sender_name`` is cleaned like a display name
+    (``memory.types.clean_name``: invisible and filler characters removed, ``""``
+    when nothing visible is left; None is ``""``).
+
     Validation (pydantic ValidationError, a 400 at the HTTP edge): ``message_id``
-    at most 128 characters; ``text`` at most MAX_TEXT_CHARS characters and valid
-    Unicode (no lone surrogates; NUL characters are dropped from ``text`` and
-    ``sender_name``); ``timestamp`` between 1970 and 2100 — a naive timestamp is
-    taken as UTC.
+    at most 128 characters; ``sender_id`` not a placeholder (``"None"``,
+    ``"null"``, ``"undefined"``, ``"0"``, blank — ``memory.types.is_placeholder_id``);
+    ``text`` at most MAX_TEXT_CHARS characters (parsers cut platform text first,
+    ``bridges.common.clip_text``); ``timestamp`` between 1970 and 2100 — a naive
+    timestamp is taken as UTC (parsers clamp platform times first,
+    ``bridges.common.epoch_utc``).
 
     ``forwarded``: the text is forwarded content (Telegram ``forward_origin`` or
     the older ``forward_from*`` fields, a OneBot ``forward`` segment): someone
@@ -81,6 +98,7 @@ class InboundMessage(BaseModel):
     forwarded: bool = False
     language: str | None = None
     sender_role: str | None = Field(default=None, description="group role when the platform gives one: owner/admin/member")
+    bot_id: str | None = None
 
     @field_validator("message_id")
     @classmethod
@@ -89,23 +107,31 @@ class InboundMessage(BaseModel):
             raise ValueError("message_id must be 1-128 characters")
         return v
 
+    @field_validator("sender_id")
+    @classmethod
+    def _a_person(cls, v: str) -> str:
+        if is_placeholder_id(v):
+            raise ValueError(f"sender_id {v!r} is a placeholder, not a person's id")
+        return v
+
     @field_validator("text")
     @classmethod
     def _sane_text(cls, v: str) -> str:
         if len(v) > MAX_TEXT_CHARS:
             raise ValueError(f"text longer than {MAX_TEXT_CHARS} characters")
-        try:
-            v.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValueError("text is not valid Unicode (lone surrogate)") from exc
         # NUL carries nothing a person said, and PostgreSQL refuses it in text
         # columns: a platform would redeliver such a message forever
-        return v.replace("\x00", "")
+        return repair(v).replace("\x00", "")
 
-    @field_validator("sender_name")
+    @field_validator("sender_name", mode="before")
     @classmethod
-    def _no_nul(cls, v: str) -> str:
-        return v.replace("\x00", "")
+    def _clean_name(cls, v: object) -> object:
+        return clean_name(v) if v is None or isinstance(v, str) else v
+
+    @field_validator("mentions", mode="before")
+    @classmethod
+    def _repair_mentions(cls, v: object) -> object:
+        return tuple(repair(m) for m in v) if isinstance(v, list | tuple) else v
 
     @field_validator("timestamp")
     @classmethod

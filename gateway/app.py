@@ -29,9 +29,10 @@ from pydantic import BaseModel, ValidationError
 
 from bridges.replay import ReplayError, check_fresh, guard
 from gateway.config import Settings, load_settings
-from gateway.errors import BadPayload, PayloadTooLarge, Unauthorized, install_handlers
+from gateway.errors import BadPayload, BodyTimeout, PayloadTooLarge, Unauthorized, install_handlers
 from bridges.contract import InboundMessage
 from gateway.pipeline import Pipeline
+from memory.types import repair_tree
 
 __all__ = ["create_app", "TurnRequest"]
 
@@ -41,6 +42,7 @@ MAINTAIN_EVERY_S = 15.0
 OPTIMIZE_EVERY_S = 600.0
 MAX_BODY_BYTES = 1 << 20  # 1 MiB: far above any message (InboundMessage caps text at 20,000 chars)
 OPTIMIZE_AFTER_WRITES = 32
+BODY_TIMEOUT_S = 15.0  # the default of Settings.body_timeout_s
 
 
 class TurnRequest(BaseModel):
@@ -57,16 +59,23 @@ class TurnRequest(BaseModel):
 async def _body(request: Request) -> bytes:
     """The request body, refused (413) above MAX_BODY_BYTES before it is read
     when Content-Length says so, else as soon as the stream passes the limit: an
-    unauthenticated caller cannot make the gateway buffer 200 MB."""
+    unauthenticated caller cannot make the gateway buffer 200 MB. A body that has
+    not fully arrived within ``settings.body_timeout_s`` seconds is refused with
+    408, so a client sending half a body cannot hold a connection for ever."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise PayloadTooLarge(f"body of {declared} bytes is above the limit of {MAX_BODY_BYTES}")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise PayloadTooLarge(f"body above the limit of {MAX_BODY_BYTES} bytes")
-        chunks.append(chunk)
+    limit = getattr(request.app.state, "body_timeout_s", BODY_TIMEOUT_S)
+    try:
+        async with asyncio.timeout(limit):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    raise PayloadTooLarge(f"body above the limit of {MAX_BODY_BYTES} bytes")
+                chunks.append(chunk)
+    except TimeoutError as exc:
+        raise BodyTimeout(f"body not received within {limit:g} s ({size} bytes arrived)") from exc
     request._body = b"".join(chunks)  # Starlette's cache: later reads of this request get it again
     return request._body
 
@@ -77,6 +86,9 @@ def _errors(exc: ValidationError) -> list:
 
 
 async def _json_body(request: Request) -> dict:
+    """The body as a JSON object, every string repaired (``memory.types.repair``: a
+    lone surrogate escape such as ``"\\ud83c"`` becomes U+FFFD). BadPayload (400)
+    when it is not JSON or not an object."""
     raw = await _body(request)
     try:
         body = json.loads(raw)
@@ -84,7 +96,7 @@ async def _json_body(request: Request) -> dict:
         raise BadPayload(f"body is not JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise BadPayload("body must be a JSON object")
-    return body
+    return repair_tree(body)
 
 
 def nonce_horizon(settings: Settings, now: datetime | None = None) -> datetime:
@@ -178,6 +190,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
             await http.aclose()
 
     app = FastAPI(title="huiyi", version="0.1.0", lifespan=lifespan)
+    app.state.body_timeout_s = cfg.body_timeout_s
     install_handlers(app)
 
     def pl(request: Request) -> Pipeline:

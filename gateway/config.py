@@ -23,9 +23,18 @@ from pathlib import Path
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from memory.types import TENANT_RE
+from memory.types import TENANT_RE, is_placeholder_id, repair
 
 __all__ = ["Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings"]
+
+#: Platform ids that stand for "someone anonymous", never one person: making
+#: one of them an admin would make every anonymous sender an admin.
+SHARED_SENDERS = {
+    "tg:1087968824": "Telegram's GroupAnonymousBot (anonymous group admins)",
+    "tg:777000": "Telegram's service account (channel posts forwarded into a group)",
+    "tg:136817688": "Telegram's Channel_Bot (messages sent on behalf of a channel)",
+    "qq:80000000": "QQ's anonymous group member id",
+}
 
 DEFAULT_PERSONA_ZH = "你是一位温柔、真诚、记性很好的朋友。用对方的语言自然地聊天。"
 
@@ -211,6 +220,31 @@ class TenantSettings(BaseModel):
     wechat: WeChatSettings = Field(default_factory=WeChatSettings)
     webhook: WebhookSettings = Field(default_factory=WebhookSettings)
 
+    @field_validator("persona_name", "persona", "apology", mode="before")
+    @classmethod
+    def _repaired(cls, v: object) -> object:
+        return repair(v) if isinstance(v, str) else v
+
+    @field_validator("group_keywords", mode="before")
+    @classmethod
+    def _repaired_keywords(cls, v: object) -> object:
+        return [repair(k) if isinstance(k, str) else k for k in v] if isinstance(v, list) else v
+
+    @field_validator("admins")
+    @classmethod
+    def _admins_are_people(cls, v: list[str]) -> list[str]:
+        """Refuse an admin that is nobody in particular: a placeholder id
+        (``tg:None``, ``qq:0``) or a sender every anonymous person shares."""
+        for subject in v:
+            kind, _, uid = subject.strip().partition(":")
+            if is_placeholder_id(uid):
+                raise ValueError(f"admin {subject!r}: {uid!r} is a placeholder, not a person's id")
+            shared = SHARED_SENDERS.get(f"{kind}:{uid}")
+            if shared:
+                raise ValueError(f"admin {subject!r} is {shared}, shared by every anonymous sender; "
+                                 f"name the person's own id instead")
+        return v
+
 
 class Settings(BaseSettings):
     """Everything huiyi reads from its environment.
@@ -236,6 +270,12 @@ class Settings(BaseSettings):
     index_uri: str | None = None
     host: str = "127.0.0.1"
     port: int = 8080
+    #: Connections served at once (uvicorn ``limit_concurrency``); more get 503 at
+    #: once instead of piling up. Env ``HUIYI_MAX_CONNECTIONS``.
+    max_connections: int = Field(default=512, ge=1)
+    #: Seconds a client may take to send a request body; a slower one gets 408
+    #: and its connection back. Env ``HUIYI_BODY_TIMEOUT_S``.
+    body_timeout_s: float = Field(default=15.0, gt=0)
     llm_base_url: str | None = None
     llm_api_key: str | None = None
     llm_model: str | None = None

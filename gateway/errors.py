@@ -6,22 +6,35 @@ Exception tree::
     GatewayError                 base of gateway errors
     ├── UnknownTenant            404: no such tenant configured
     ├── BadPayload               400/422: malformed body or unparsable platform payload
-    │   └── PayloadTooLarge      413: body above the size limit
+    │   ├── PayloadTooLarge      413: body above the size limit
+    │   └── BodyTimeout          408: the body did not arrive within the time limit
     ├── Unauthorized             401: missing or wrong signature / secret / token
     └── LLMError                 502 when surfaced: the chat model failed (the pipeline
-                                 normally degrades instead of surfacing it)
+        │                        normally degrades instead of surfacing it)
+        └── EmptyAnswer          the model answered nothing (the reply path stays silent)
 
 Core errors (``memory.errors``) map as: NamespaceError → 400, NotFoundError → 404,
-StoreError / SearchIndexError / EmbedderError → 503.
+StoreError / SearchIndexError / EmbedderError → 503. A pydantic ValidationError
+that reaches a route (a platform payload whose message does not validate, e.g.
+a placeholder sender id) is a 400 with the field errors, never the input.
+
+Anything else is a bug: ``KeepAlive`` answers it with a JSON 500 itself and
+logs the traceback, so that the client's connection stays usable (Starlette's
+own handler re-raises after answering, and uvicorn then closes the connection
+without saying so).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+
+from pydantic import ValidationError
 
 from memory.errors import CoreError, EmbedderError, NamespaceError, NotFoundError, SearchIndexError, StoreError
 
-__all__ = ["GatewayError", "UnknownTenant", "BadPayload", "PayloadTooLarge", "Unauthorized", "LLMError", "status_of", "install_handlers"]
+__all__ = ["GatewayError", "UnknownTenant", "BadPayload", "PayloadTooLarge", "BodyTimeout", "Unauthorized", "LLMError", "EmptyAnswer", "status_of",
+           "install_handlers", "KeepAlive"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +55,10 @@ class PayloadTooLarge(BadPayload):
     """The request body is larger than the gateway accepts."""
 
 
+class BodyTimeout(BadPayload):
+    """The client did not send the whole request body in time."""
+
+
 class Unauthorized(GatewayError):
     """Signature, secret token or access token missing or wrong."""
 
@@ -50,12 +67,18 @@ class LLMError(GatewayError):
     """The chat model failed (HTTP error, timeout, malformed answer)."""
 
 
+class EmptyAnswer(LLMError):
+    """The chat model answered with nothing but whitespace."""
+
+
 _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (UnknownTenant, 404),
     (PayloadTooLarge, 413),
+    (BodyTimeout, 408),
     (BadPayload, 400),
     (Unauthorized, 401),
     (LLMError, 502),
+    (ValidationError, 400),
     (NamespaceError, 400),
     (NotFoundError, 404),
     (StoreError, 503),
@@ -81,7 +104,47 @@ def install_handlers(app) -> None:
     async def handler(request: Request, exc: Exception) -> JSONResponse:
         code = status_of(exc)
         log.warning("%s %s -> %d %s", request.method, request.url.path, code, type(exc).__name__)
-        return JSONResponse({"error": type(exc).__name__, "detail": str(exc)}, status_code=code)
+        return JSONResponse({"error": type(exc).__name__, "detail": _detail(exc)}, status_code=code)
 
     for cls, _ in _STATUS:
         app.add_exception_handler(cls, handler)
+    app.add_middleware(KeepAlive)
+
+
+def _detail(exc: Exception) -> object:
+    if isinstance(exc, ValidationError):  # the reasons without the rejected input (it may be megabytes)
+        return exc.errors(include_url=False, include_input=False, include_context=False)
+    return str(exc)
+
+
+class KeepAlive:
+    """ASGI middleware: an exception no handler maps becomes a JSON 500
+    (``{"error": "InternalError"}``), logged with its traceback, and is not
+    re-raised, so the server keeps the connection open. An exception after the
+    response has started is re-raised (the connection cannot be saved then)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            if started:
+                raise
+            log.exception("%s %s -> 500", scope.get("method"), scope.get("path"))
+            body = json.dumps({"error": "InternalError", "detail": "internal error; see the gateway log"}).encode()
+            await send({"type": "http.response.start", "status": 500,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})

@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 
 from gateway.config import LLMSettings
-from gateway.errors import LLMError
+from gateway.errors import EmptyAnswer, LLMError
+from memory.types import repair
 
 __all__ = ["ChatModel"]
 
@@ -17,7 +18,10 @@ class ChatModel:
     """Async chat completions against ``settings.base_url`` with ``settings.model``.
 
     Timeouts (seconds) and bounded retries come from the settings. Raises
-    LLMError on any failure or an empty answer.
+    LLMError on any failure, EmptyAnswer (an LLMError) on an empty or
+    whitespace answer. The text returned is stripped and repaired
+    (``memory.types.repair``: a lone surrogate becomes U+FFFD), so no encoder
+    downstream — SQL, jieba, the embedder, a platform API — sees one.
     """
 
     def __init__(self, settings: LLMSettings) -> None:
@@ -31,7 +35,7 @@ class ChatModel:
 
     async def complete(self, messages: list[dict[str, str]], *, temperature: float | None = None,
                        max_tokens: int | None = None, timeout: float | None = None) -> str:
-        """The assistant text for ``messages`` (OpenAI chat format)."""
+        """The assistant text for ``messages`` (OpenAI chat format), stripped and repaired."""
         kwargs: dict = {}
         if max_tokens:
             kwargs["max_tokens"] = max_tokens
@@ -47,9 +51,9 @@ class ChatModel:
             text = resp.choices[0].message.content
         except (AttributeError, IndexError, TypeError) as exc:
             raise LLMError("chat model returned no choices") from exc
-        if not text or not text.strip():
-            raise LLMError("chat model returned an empty answer")
-        return text.strip()
+        if not isinstance(text, str) or not text.strip():
+            raise EmptyAnswer("chat model returned an empty answer")
+        return repair(text.strip())
 
     async def close(self) -> None:
         """Close the HTTP client."""

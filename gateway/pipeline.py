@@ -16,18 +16,19 @@ import hashlib
 import logging
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from gateway.commands import run_command
 from gateway.config import Settings, TenantSettings
-from gateway.errors import LLMError, UnknownTenant
+from gateway.errors import EmptyAnswer, LLMError, UnknownTenant
 from gateway.llm import ChatModel
 from bridges.contract import InboundMessage, TurnResult, Withdrawal
 from gateway.observability import turn_record, write_turn
 from gateway.character_prompt import build_messages
-from locales import resolve_language, translate
+from locales import translate, turn_language, written_language
 from memory.capture import LLMExtractor, capture, capture_edit
 from memory.core import MemoryCore
 from memory.explain import TRACE_DEPTH, record_recall
@@ -50,6 +51,14 @@ AFTER_BATCH = 32
 RESUME_AFTER_S = 60.0
 """A capture queued this many seconds ago and still not done is resumed."""
 MEMORY_COMMANDS = ("/memory", "/记忆")
+REPUSH_WINDOW = timedelta(minutes=10)
+"""A delivery with the content fingerprint of one claimed this recently is a re-push (same message, new id)."""
+LANGUAGE_LOOKBACK = 8
+"""Earlier lines of the person read for the language when the message itself does not say."""
+#: Control words a chat model (or an agent framework prompt) uses for "say
+#: nothing": NO_REPLY, NOREPLY, NO REPLY, HEARTBEAT_OK, optionally bracketed.
+_SILENCE_RE = re.compile(r"(?i)(?<![A-Za-z0-9_])[\[<(]?\s*(?:NO[_ ]?REPLY|HEARTBEAT_OK)\s*[\]>)]?(?![A-Za-z0-9_])")
+_PLATFORM_LABELS = {"tg": "Telegram", "qq": "QQ", "wx": "WeChat", "wecom": "WeCom"}
 
 
 class Pipeline:
@@ -130,12 +139,22 @@ class Pipeline:
         # a plain message claims its delivery in the transaction that logs its line
         # (Store.append_chat): a crash can then not leave it claimed but unrecorded
         plain = not msg.is_edit and not _is_memory_command(msg)
+        # a platform that re-pushes one message under a new id (OneBot after a
+        # reconnect) is caught by its content: bot, chat, sender, platform time, text
+        # (a plain message claims it with its line, like its id; a command here)
+        fingerprint = None if msg.is_edit else _content_key(tenant, msg, chat)
+        if fingerprint is not None and not plain and not await asyncio.to_thread(
+                self.core.store.claim_fingerprint, fingerprint, REPUSH_WINDOW):
+            log.info("duplicate delivery %s (same content re-pushed)", delivery)
+            res.duplicate = True
+            return res
         if not plain and not await asyncio.to_thread(self.core.store.claim_delivery, delivery):
             log.info("duplicate delivery %s", delivery)
             res.duplicate = True
             return res
         try:
-            return await self._turn(tenant, t, msg, ns, res, background_capture, delivery if plain else None)
+            return await self._turn(tenant, t, msg, ns, res, background_capture, delivery if plain else None,
+                                    fingerprint if plain else None)
         except DuplicateDelivery:
             log.info("duplicate delivery %s", delivery)
             res.duplicate = True
@@ -144,13 +163,20 @@ class Pipeline:
             # the turn did not finish: let the platform's retry through instead of
             # dropping it as a duplicate (the message must not be lost)
             await asyncio.to_thread(self.core.store.release_delivery, delivery)
+            if fingerprint is not None:
+                await asyncio.to_thread(self.core.store.release_delivery, fingerprint)
             raise
 
     async def _turn(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace,
-                    res: TurnResult, background_capture: bool = False, claim: str | None = None) -> TurnResult:
+                    res: TurnResult, background_capture: bool = False, claim: str | None = None,
+                    fingerprint: str | None = None) -> TurnResult:
         chat = msg.chat
         started = time.perf_counter()
-        lang = resolve_language(msg.language, t.language)
+        lang = await self._language(tenant, t, msg)
+        if not msg.sender_name:  # nothing visible in the name: a readable one, never a bare id
+            label = _PLATFORM_LABELS.get(msg.platform, msg.platform)
+            msg = msg.model_copy(update={"sender_name": translate(lang, "{platform} user {id}",
+                                                                  platform=translate(lang, label), id=msg.sender_id)})
         if _is_memory_command(msg):
             res.command = True  # commands and their replies are never captured
             answer = await run_command(self.core, tenant, t, msg, ns, lang)
@@ -168,7 +194,8 @@ class Pipeline:
         line_id = await asyncio.to_thread(
             self.core.store.append_chat, tenant, chat,
             ChatLine("user", msg.sender_id, logged, msg.timestamp, msg.message_id, msg.sender_name),
-            capture=ns if due else None, claim=claim)
+            capture=ns if due else None, claim=claim,
+            fingerprint=(fingerprint, REPUSH_WINDOW) if fingerprint else None)
         if due and line_id is not None:
             self._capturing.add(line_id)  # before the answer: maintenance must not resume it meanwhile
         rec: Recollection | None = None
@@ -195,6 +222,28 @@ class Pipeline:
         if rec is not None:
             await self._audit(res, rec)
         return res
+
+    async def _language(self, tenant: str, t: TenantSettings, msg: InboundMessage) -> str:
+        """The turn's language (``locales.turn_language``): what the person writes —
+        for a command its arguments, or a Chinese command word — then their earlier
+        lines in this chat (read only when the message does not say), then the
+        platform's hint, then the tenant's default."""
+        text = msg.text
+        if msg.is_command:
+            words = text.split(maxsplit=2)
+            text = words[2] if len(words) > 2 else ""
+            if written_language(text) is None and written_language(" ".join(words[:2])) == "zh_CN":
+                return "zh_CN"
+        if written_language(text) is not None:
+            return turn_language(text)
+        try:
+            tail = await asyncio.to_thread(self.core.store.chat_tail, tenant, msg.chat, LANGUAGE_LOOKBACK)
+        except Exception as exc:  # noqa: BLE001 - the language is a nicety; the turn goes on
+            log.warning("chat tail for the language of %s unavailable: %s", msg.chat.key, exc)
+            tail = []
+        previous = [line.text for line in reversed(tail) if line.role == "user" and line.sender_id == msg.sender_id
+                    and not line.text.startswith("/")]
+        return turn_language(text, previous, msg.language, t.language)
 
     # -- capture after the reply --------------------------------------------
 
@@ -439,7 +488,12 @@ class Pipeline:
             return rec
         t1 = time.perf_counter()
         try:
-            res.reply = await model.complete(res.prompt)
+            res.reply = _spoken(await model.complete(res.prompt))
+            if res.reply is None:
+                log.info("reply model chose silence for tenant %s chat %s", tenant, chat.key)
+        except EmptyAnswer:
+            log.info("reply model answered nothing for tenant %s chat %s: silence", tenant, chat.key)
+            res.reply = None
         except LLMError as exc:
             log.warning("reply failed for tenant %s chat %s: %s", tenant, chat.key, exc)
             res.reply = translate(lang, APOLOGY) if t.apology is None else (t.apology or None)
@@ -506,7 +560,33 @@ class _After:
 
 
 def _is_memory_command(msg: InboundMessage) -> bool:
-    return msg.is_command and msg.text.split(maxsplit=1)[0].split("@")[0] in MEMORY_COMMANDS
+    """True for ``/memory …`` or ``/记忆 …`` (``@botname`` allowed); blank text is none."""
+    words = msg.text.split(maxsplit=1)
+    return msg.is_command and bool(words) and words[0].split("@")[0] in MEMORY_COMMANDS
+
+
+def _content_key(tenant: str, msg: InboundMessage, chat: ChatRef) -> str:
+    """The delivery's content fingerprint key: ``fp|<tenant>|<platform>|<chat>|`` +
+    a SHA-256 digest of bot id, sender id, platform time, text and how it was
+    addressed (mention, command, quoted message) — a re-push repeats all of them.
+    Not under the ``<tenant>|`` prefix, so it is not counted as a turn of its own."""
+    parts = (msg.bot_id or "", msg.sender_id, msg.timestamp.isoformat(), msg.text, str(msg.mentions_bot),
+             str(msg.is_command), msg.reply_to.message_id if msg.reply_to else "")
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
+    return f"fp|{tenant}|{msg.platform}|{chat.key}|{digest}"
+
+
+def _spoken(answer: str) -> str | None:
+    """The model's answer as it may reach a person: control words (``NO_REPLY``,
+    ``[NO_REPLY]``, ``HEARTBEAT_OK``…) removed wherever they stand; None — stay
+    silent — when nothing is left but whitespace and punctuation, or when the
+    answer was blank to begin with."""
+    if _SILENCE_RE.search(answer):
+        answer = _SILENCE_RE.sub("", answer)
+        if not any(unicodedata.category(ch)[0] in "LNS" for ch in answer):
+            return None
+    answer = answer.strip()
+    return answer or None
 
 
 def _run_all(fns: list[Callable[[], None]]) -> None:

@@ -6,16 +6,21 @@ Catalogues are gettext ``.po`` files under ``locales/<lang>/LC_MESSAGES/huiyi.po
 ``.mo`` files are needed at run time.
 
 Languages: ``zh_CN`` (default) and ``en``. ``resolve_language`` maps platform
-codes (``zh-hans``, ``zh-TW``, ``en-US``…) to one of them.
+codes (``zh-hans``, ``zh-TW``, ``en-US``…) to one of them; ``written_language``
+reads it from what a person writes, and ``turn_language`` applies the order a
+turn's language is chosen in.
 """
 
 from __future__ import annotations
 
+import re
 import threading
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["LANGUAGES", "DEFAULT_LANGUAGE", "translate", "resolve_language", "catalogue_ids", "placeholders"]
+__all__ = ["LANGUAGES", "DEFAULT_LANGUAGE", "translate", "resolve_language", "written_language", "turn_language",
+           "catalogue_ids", "placeholders"]
 
 LANGUAGES = ("zh_CN", "en")
 DEFAULT_LANGUAGE = "zh_CN"
@@ -44,6 +49,57 @@ def resolve_language(code: str | None, default: str = DEFAULT_LANGUAGE) -> str:
     if c.startswith("en"):
         return "en"
     return default if default in LANGUAGES else DEFAULT_LANGUAGE
+
+
+# Han ideographs (basic, extension A, compatibility, extensions B+) and the CJK
+# punctuation block count as Chinese; runs of Latin letters (accented included)
+# count as English words (a token with digits, like a memory id, is no word). A
+# leading /command, @mentions, links and subjects (tg:123) say nothing about the
+# person's language.
+_HAN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")
+_LATIN_WORD_RE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z\u00c0-\u024f]+(?:['’][A-Za-z]+)?(?![A-Za-z0-9])")
+_NOISE_RE = re.compile(r"^\s*/\S*|@\S+|https?://\S+|www\.\S+|\b[a-z][a-z0-9]{0,15}:[A-Za-z0-9_.@-]+",
+                       re.IGNORECASE)
+
+
+def written_language(text: str) -> str | None:
+    """The catalogue language ``text`` is written in, by majority script:
+    ``zh_CN`` when its Han characters outnumber its Latin words, ``en`` when the
+    Latin words outnumber the Han characters, None when neither (a tie, or only
+    emoji, digits and punctuation). One Han character is weighed against one
+    Latin *word* (both carry about a word of meaning): 「我喜欢Taylor Swift」 is
+    zh_CN (3 : 2), "I went to 星巴克 today" is en (4 : 3). Full-width Latin
+    counts as Latin (NFKC). A leading ``/command``, ``@mentions`` and links are
+    left out."""
+    import unicodedata
+
+    if not isinstance(text, str) or not text:
+        return None
+    body = _NOISE_RE.sub(" ", unicodedata.normalize("NFKC", text))
+    han = len(_HAN_RE.findall(body))
+    latin = len(_LATIN_WORD_RE.findall(body))
+    if han > latin:
+        return "zh_CN"
+    if latin > han:
+        return "en"
+    return None
+
+
+def turn_language(text: str, previous: Iterable[str] = (), hint: str | None = None,
+                  default: str = DEFAULT_LANGUAGE) -> str:
+    """The language of a turn, first that decides: what the person writes now
+    (``written_language``), then their previous messages (``previous``, newest
+    first, each read the same way), then the platform's hint (``hint``, e.g. a
+    Telegram ``language_code``, through ``resolve_language``), then the tenant's
+    ``default``. A Chinese speaker whose Telegram app is set to English gets Chinese."""
+    lang = written_language(text)
+    if lang is not None:
+        return lang
+    for line in previous:
+        lang = written_language(line)
+        if lang is not None:
+            return lang
+    return resolve_language(hint, default)
 
 
 def translate(lang: str, msgid: str, **params: object) -> str:

@@ -69,7 +69,7 @@ from memory.dates import DEFAULT_TZ, resolve_when, zone
 from memory.emotion import LABELS, analyse
 from memory.model_prompts import escape_block, extraction_messages
 from memory.text import normalise, split_sentences, to_simplified
-from memory.types import Category, ChatRef, Namespace, Visibility
+from memory.types import Category, ChatRef, Namespace, Visibility, repair_tree
 
 __all__ = [
     "Fact",
@@ -819,6 +819,7 @@ def parse_extraction(raw: str, message: str, said_at: datetime, tz: str = DEFAUL
         data, _end = json.JSONDecoder(strict=False).raw_decode(body[start:])
     except (ValueError, RecursionError):
         return None
+    data = repair_tree(data)  # a "\ud83c" escape decodes to a lone surrogate: U+FFFD, which drops the fact
     items = data.get("facts") if isinstance(data, dict) else data
     if not isinstance(items, list):
         return None
@@ -923,7 +924,11 @@ class LLMExtractor:
         except Exception as exc:  # noqa: BLE001 - any model failure falls back, the message is never lost
             log.warning("capture: model extraction failed (%s); heuristic used", type(exc).__name__)
             return self.fallback.extract(text, said_at, tz, addressed=addressed)
-        facts = parse_extraction(raw, cleaned, said_at, tz)
+        try:
+            facts = parse_extraction(raw, cleaned, said_at, tz)
+        except Exception as exc:  # noqa: BLE001 - an answer that breaks the parser is an unusable one
+            log.warning("capture: model answer could not be parsed (%s); heuristic used", type(exc).__name__)
+            facts = None
         if facts is None:
             log.warning("capture: model answer unusable (%d chars); heuristic used", len(raw) if isinstance(raw, str) else 0)
             return self.fallback.extract(text, said_at, tz, addressed=addressed)

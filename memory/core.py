@@ -45,7 +45,7 @@ from memory.index import SearchIndex
 from memory.recall import RecallParams, Scorer, recall
 from memory.store import Store, new_memory_id, utcnow
 from memory.text import fingerprint, normalise
-from memory.types import Hit, Memory, Namespace, Visibility
+from memory.types import Hit, Memory, Namespace, Visibility, repair
 
 __all__ = ["MemoryCore", "AddResult", "default_key"]
 
@@ -266,13 +266,16 @@ class MemoryCore:
         self._apply_outbox_for(ns, [memory_id])
 
     def new(self, ns: Namespace, text: str, **fields) -> Memory:
-        """A Memory value for ``ns`` with a fresh id (not stored yet)."""
-        return Memory(id=new_memory_id(), namespace=ns, text=text, **fields)
+        """A Memory value for ``ns`` with a fresh id (not stored yet); ``text``
+        repaired (``memory.types.repair``: no lone surrogate reaches the stores)."""
+        return Memory(id=new_memory_id(), namespace=ns, text=repair(text), **fields)
 
     def recall(self, ns: Namespace, tail: Sequence[str], **kwargs) -> list[Hit]:
-        """Hybrid recall (see memory.recall.recall) with this core's scorer."""
+        """Hybrid recall (see memory.recall.recall) with this core's scorer. The
+        query lines are repaired first (``memory.types.repair``): a lone surrogate
+        in a query must not reach the tokenizer or the embedder."""
         kwargs.setdefault("scorer", self.scorer)
-        return recall(self.store, self.index, ns, tail, **kwargs)
+        return recall(self.store, self.index, ns, [repair(q) for q in tail], **kwargs)
 
     def get(self, ns: Namespace, memory_id: str) -> Memory:
         """The live memory; NotFoundError if it is not in ``ns``."""
@@ -289,6 +292,7 @@ class MemoryCore:
     def update(self, ns: Namespace, memory_id: str, text: str, *, actor: str = "admin") -> Memory:
         """A new version of ``memory_id`` with ``text`` (history kept, audited as
         ``edit``). NotFoundError if it is not in ``ns``."""
+        text = repair(text)
         with self._lock(ns):
             cur = self.store.get(ns, memory_id)
             live = self.store.supersede(ns, memory_id, replace(cur, text=text, source_message_id=None))
@@ -347,8 +351,13 @@ class MemoryCore:
         what they said in that group): from now on no write path stores anything
         of theirs learned from a message said before now — a capture still queued
         or running, a replay, an edit. Said again later, it is new. Set it before
-        forgetting the existing memories of a "forget everything"."""
-        self.store.add_tombstone(ns, subject_mark(group_key))
+        forgetting the existing memories of a "forget everything".
+
+        Taken under the namespace's write lock: an ``add`` that already passed its
+        tombstone check finishes first (and is then forgotten with the rest), so
+        no capture running at this moment can slip a memory in after the forget."""
+        with self._lock(ns):
+            self.store.add_tombstone(ns, subject_mark(group_key))
 
     def mark_recalled(self, ns: Namespace, ids: Sequence[str], at: datetime | None = None) -> None:
         """Record that these memories went into a prompt (ACT-R access times)."""

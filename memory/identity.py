@@ -13,16 +13,20 @@ indexed read per turn.
 from __future__ import annotations
 
 from memory.errors import NamespaceError
-from memory.types import SUBJECT_RE, Namespace
+from memory.types import PLACEHOLDER_IDS, SUBJECT_RE, Namespace, is_placeholder_id
 
-__all__ = ["PERSON", "platform_subject", "resolve", "resolve_subject", "is_platform_subject"]
+__all__ = ["PERSON", "PLACEHOLDER_IDS", "is_placeholder_id", "platform_subject", "resolve", "resolve_subject",
+           "is_platform_subject"]
 
 #: Subject kind of a linked person.
 PERSON = "person"
 
-
 def platform_subject(platform: str, user_id: str) -> str:
-    """``"<platform>:<user_id>"``, validated (NamespaceError when outside the patterns)."""
+    """``"<platform>:<user_id>"``, validated. Raises NamespaceError when outside the
+    patterns, or when ``user_id`` is a placeholder (``is_placeholder_id``): such an
+    identity fails closed instead of becoming one person shared by every caller."""
+    if is_placeholder_id(user_id):
+        raise NamespaceError(f"sender id {user_id!r} is a placeholder, not a person's id")
     subject = f"{platform}:{user_id}"
     if not isinstance(platform, str) or not isinstance(user_id, str) or SUBJECT_RE.fullmatch(subject) is None:
         raise NamespaceError(f"invalid platform identity: {subject!r}")

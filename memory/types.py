@@ -10,18 +10,29 @@ String forms (documented, stable):
   tenant matches ``[a-z0-9][a-z0-9_-]{0,62}``; subject is ``<kind>:<id>`` with
   kind ``[a-z][a-z0-9]{0,15}`` and id ``[A-Za-z0-9_.@-]{1,128}``.
 - ``ChatRef.key``: ``"<platform>:<private|group>:<chat_id>[:<thread_id>]"``.
+
+Values that cross the boundary are checked here too, so that the bridges (which
+may import only this module of the core) and the core apply one rule:
+``is_placeholder_id`` (a user id that names nobody), ``repair`` / ``repair_tree``
+(lone surrogates) and ``clean_name`` (display names).
 """
 
 from __future__ import annotations
 
 import enum
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from memory.errors import NamespaceError
 
 __all__ = [
+    "PLACEHOLDER_IDS",
+    "is_placeholder_id",
+    "repair",
+    "repair_tree",
+    "clean_name",
     "Namespace",
     "ChatKind",
     "ChatRef",
@@ -39,6 +50,84 @@ SUBJECT_KIND_RE = re.compile(r"[a-z][a-z0-9]{0,15}")
 ID_RE = re.compile(r"[A-Za-z0-9_.@-]{1,128}")
 SUBJECT_RE = re.compile(rf"{SUBJECT_KIND_RE.pattern}:{ID_RE.pattern}")
 PLATFORM_RE = SUBJECT_KIND_RE
+
+
+#: User ids that a broken client sends when it has none (compared case-folded,
+#: after trimming): every such caller would otherwise share one person's memories.
+PLACEHOLDER_IDS = frozenset({"", "none", "null", "nil", "undefined", "nan", "unknown", "-1", "-"})
+
+
+def is_placeholder_id(user_id: object) -> bool:
+    """True when ``user_id`` names nobody: not a string, empty after trimming, one of
+    PLACEHOLDER_IDS (``"None"``, ``"null"``, ``"undefined"``…, any case) or all zeros
+    (``"0"``, ``"000"``)."""
+    if not isinstance(user_id, str):
+        return True
+    v = user_id.strip().casefold()
+    return v in PLACEHOLDER_IDS or (v.isdigit() and int(v) == 0)
+
+
+def repair(text: str) -> str:
+    """``text`` with every lone UTF-16 surrogate (U+D800..U+DFFF, e.g. half of a
+    broken emoji from a JSON ``"\\ud83c"`` escape) replaced by U+FFFD; a
+    surrogate *pair* is joined into its character. Everything else is unchanged;
+    the result always encodes as UTF-8. Used at every boundary where outside text
+    enters (payloads, model output, queries, names, configuration), so that no
+    encoder (SQL driver, jieba, embedder, JSON) ever sees a lone surrogate."""
+    if not isinstance(text, str):
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def repair_tree(value):
+    """``repair`` applied to every string of a decoded JSON value (dict keys too);
+    other values unchanged. Returns a new structure only where something changed."""
+    if isinstance(value, str):
+        return repair(value)
+    if isinstance(value, dict):
+        return {repair(k) if isinstance(k, str) else k: repair_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [repair_tree(v) for v in value]
+    return value
+
+
+#: Characters that render as nothing (or as a blank) and that people use as
+#: "invisible" nicknames: the Hangul fillers (U+3164, U+115F, U+1160, U+FFA0),
+#: the Braille blank U+2800, the combining grapheme joiner and the variation selectors.
+_BLANK_NAME_CHARS = frozenset("\u3164\u115f\u1160\uffa0\u2800\u034f") | frozenset(chr(c) for c in range(0xFE00, 0xFE10))
+NAME_MAX_CHARS = 64
+"""Longest display name kept (characters); longer ones are cut (an IM nickname is at most ~30)."""
+
+
+def clean_name(name: object) -> str:
+    """A display name as it may go into a prompt or a header: lone surrogates
+    repaired (``repair``), NFKC, zero-width / control / format characters and
+    blank "filler" characters (U+3164 ㅤ and friends) removed, whitespace collapsed,
+    at most NAME_MAX_CHARS characters. None or a non-string gives ``""``; a name
+    with nothing visible left gives ``""`` too (callers then use a readable
+    fallback such as ``QQ用户20005``). Case and script are kept (unlike ``normalise``)."""
+    if not isinstance(name, str) or not name:
+        return ""
+    s = unicodedata.normalize("NFKC", repair(name))
+    kept: list[str] = []
+    for i, ch in enumerate(s):
+        if ch in _BLANK_NAME_CHARS or ch == "\ufffd":
+            continue
+        cat = unicodedata.category(ch)
+        if ch == "\u200d":  # ZWJ: only inside an emoji sequence (👨‍👩‍👧)
+            if kept and unicodedata.category(kept[-1]) == "So" and i + 1 < len(s) and unicodedata.category(s[i + 1]) == "So":
+                kept.append(ch)
+            continue
+        if cat in ("Cc", "Cf", "Co", "Cs", "Cn"):
+            continue
+        kept.append(ch)
+    s = " ".join("".join(kept).split())
+    return s[:NAME_MAX_CHARS].strip()
+
 
 
 def _check(pattern: re.Pattern[str], value: object, what: str) -> str:

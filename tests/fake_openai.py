@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import socket
 import threading
 import time
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 
 @dataclass
@@ -111,13 +112,14 @@ class FakeLLM(LoopbackServer):
             if s.status != 200:
                 return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}}, status_code=s.status)
             if s.raw is not None:
-                return JSONResponse(s.raw)
-            return {
+                return _ascii_json(s.raw)
+            # ASCII-escaped like many real servers: a lone surrogate travels as "\ud83c"
+            return _ascii_json({
                 "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": body.get("model"),
                 "choices": [{"index": 0, "finish_reason": "stop",
                              "message": {"role": "assistant", "content": s.text if s.text is not None else self.default}}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            }
+            })
 
         @app.post("/v1/embeddings")
         async def embeddings(request: Request):
@@ -142,6 +144,12 @@ class FakeLLM(LoopbackServer):
             h = int(hashlib.md5(text[i:i + 2].encode()).hexdigest(), 16)
             v[h % self.dim] += 1.0
         return v
+
+
+def _ascii_json(payload: object) -> Response:
+    """A JSON response with non-ASCII escaped (``json.dumps`` default), so that text
+    holding a lone surrogate can be sent the way a broken model server sends it."""
+    return Response(json.dumps(payload), media_type="application/json")
 
 
 def _free_port() -> int:

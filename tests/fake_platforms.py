@@ -4,7 +4,9 @@
   calls it; records every call's method and decoded parameters, answers
   ``sendMessage`` with a real Message object, serves queued updates to
   ``getUpdates``, and can answer a chat with a scripted error (e.g. the
-  "group was upgraded to a supergroup" migration error).
+  "group was upgraded to a supergroup" migration error), always (``errors``)
+  or once each, in order (``fail_next``: a "thread not found" error only
+  answers a call that names a thread).
 - ``FakeWeChatAPI``: the OA/WeCom token and message endpoints; records sends.
 - ``FakeCallback``: a receiver for generic-webhook callbacks; records bodies
   and headers.
@@ -60,6 +62,7 @@ class FakeTelegram(_Server):
         self.calls: list[tuple[str, dict]] = []
         self.updates: deque[dict] = deque()
         self.errors: dict[int, dict] = {}
+        self.fail_next: deque[dict] = deque()
         self._next_id = 1000
         super().__init__()
 
@@ -67,6 +70,7 @@ class FakeTelegram(_Server):
         self.calls.clear()
         self.updates.clear()
         self.errors.clear()
+        self.fail_next.clear()
 
     def sent(self) -> list[dict]:
         """Parameters of every successful-or-not sendMessage call, in order."""
@@ -89,6 +93,10 @@ class FakeTelegram(_Server):
                 chat_id = int(params["chat_id"])
                 if chat_id in self.errors:
                     return JSONResponse(self.errors[chat_id], status_code=self.errors[chat_id]["error_code"])
+                if self.fail_next:  # scripted one-off errors, in order (then the call succeeds)
+                    error = self.fail_next.popleft()
+                    if "message_thread_id" in params or "thread" not in error["description"]:
+                        return JSONResponse(error, status_code=error["error_code"])
                 self._next_id += 1
                 kind = "private" if chat_id > 0 else "supergroup"
                 result = {"message_id": self._next_id, "date": int(time.time()), "text": params.get("text", ""),
@@ -113,16 +121,21 @@ class FakeTelegram(_Server):
 class FakeWeChatAPI(_Server):
     """OA ``/cgi-bin/stable_token`` + ``/cgi-bin/message/custom/send`` and WeCom
     ``/cgi-bin/gettoken`` + ``/cgi-bin/message/send``. ``sends``: message bodies;
-    ``token_calls``: how many tokens were handed out."""
+    ``token_calls``: how many tokens were handed out; ``fail_next``: scripted
+    one-off answers to the next send calls, in order (``(http_status, body)``)."""
 
     def __init__(self) -> None:
         self.sends: list[dict] = []
+        self.attempts = 0
         self.token_calls = 0
+        self.fail_next: deque[tuple[int, dict]] = deque()
         super().__init__()
 
     def reset(self) -> None:
         self.sends.clear()
+        self.attempts = 0
         self.token_calls = 0
+        self.fail_next.clear()
 
     def _make_app(self) -> FastAPI:
         app = FastAPI()
@@ -144,6 +157,10 @@ class FakeWeChatAPI(_Server):
         async def send(request: Request, access_token: str = ""):
             if not access_token.startswith("TOKEN"):
                 return {"errcode": 40001, "errmsg": "invalid credential"}
+            self.attempts += 1
+            if self.fail_next:
+                status, body = self.fail_next.popleft()
+                return JSONResponse(body, status_code=status)
             self.sends.append(await request.json())
             return {"errcode": 0, "errmsg": "ok"}
 
@@ -152,20 +169,30 @@ class FakeWeChatAPI(_Server):
 
 class FakeCallback(_Server):
     """Receives generic-webhook callbacks at ``/callback``: ``received`` holds
-    ``(headers, raw body)`` pairs."""
+    ``(headers, raw body)`` pairs of the accepted ones; ``fail_next`` scripts
+    one-off status codes for the next calls (``attempts`` counts every call)."""
 
     def __init__(self) -> None:
         self.received: list[tuple[dict, bytes]] = []
+        self.fail_next: deque[int] = deque()
+        self.attempts = 0
         super().__init__()
 
     def reset(self) -> None:
         self.received.clear()
+        self.fail_next.clear()
+        self.attempts = 0
 
     def _make_app(self) -> FastAPI:
         app = FastAPI()
 
         @app.post("/callback")
         async def callback(request: Request):
+            self.attempts += 1
+            if self.fail_next:
+                status = self.fail_next.popleft()
+                return JSONResponse({"ok": False}, status_code=status,
+                                    headers={"Retry-After": "1"} if status == 429 else None)
             self.received.append((dict(request.headers), await request.body()))
             return {"ok": True}
 

@@ -36,6 +36,7 @@ from nonebot import get_driver, on_message, on_notice
 from nonebot.adapters.onebot.v11 import (Bot, FriendRecallNoticeEvent, GroupMessageEvent, GroupRecallNoticeEvent,
                                          Message, MessageEvent, MessageSegment)
 from nonebot.plugin import PluginMetadata
+from pydantic import ValidationError
 
 from bridges.qq.parse import parse_event, parse_recall
 
@@ -112,7 +113,11 @@ async def handle_event(bot: Bot, event: MessageEvent) -> Any:
     if pipeline is None:
         log.warning("qq: no huiyi pipeline bound (load gateway.huiyi_nonebot in a bot of your own); event ignored")
         return None
-    msg = parse_event(event_payload(event))
+    try:
+        msg = parse_event(event_payload(event))
+    except ValidationError as exc:  # a placeholder sender id: fails closed, nobody to answer
+        log.warning("qq: event refused: %s", exc.errors(include_url=False, include_input=False))
+        return None
     if msg is None:
         return None
     updates: dict[str, Any] = {}

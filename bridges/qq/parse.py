@@ -4,8 +4,8 @@ Only ``post_type == "message"`` events from a person become messages. Every
 other event (``message_sent`` i.e. the bot's own messages, ``notice``,
 ``request``, ``meta_event``), anonymous group messages, messages whose sender
 is the bot itself and messages without text are ignored: ``parse_event``
-returns None and logs why (DEBUG; WARNING for malformed input). It never
-raises.
+returns None and logs why (DEBUG; WARNING for malformed input). It raises
+only pydantic ValidationError, for a sender id that is a placeholder.
 
 Text rendering of segments: ``text`` as is; ``at`` the bot or ``all`` dropped,
 ``at`` anyone else as ``@<name or qq>``; ``image`` its ``summary`` when the
@@ -25,9 +25,9 @@ import logging
 from typing import Any
 
 from bridges.qq.cqcode import decode_cq
-from bridges.common import epoch_utc
+from bridges.common import clip_text, epoch_utc
 from bridges.contract import InboundMessage, ReplyRef, Withdrawal
-from memory.types import ID_RE, ChatKind
+from memory.types import ID_RE, ChatKind, clean_name
 
 __all__ = ["parse_event", "parse_recall", "PLATFORM", "ANONYMOUS_USER_ID"]
 
@@ -118,12 +118,17 @@ def parse_event(event: dict) -> InboundMessage | None:
     ``mentions_bot`` is true when one of them is ``self_id``; ``reply_to``
     comes from a ``reply`` segment (sender only when the segment names ``qq``);
     ``sender_role`` is ``sender.role`` when it is owner/admin/member;
-    ``timestamp`` is ``time`` as UTC; ``is_command`` when the text starts
-    with ``/``.
+    ``timestamp`` is ``time`` as UTC (the time of receipt when out of range,
+    ``epoch_utc``); text over MAX_TEXT_CHARS is cut (``clip_text``);
+    ``sender_name`` is the cleaned ``sender.card``, else the cleaned
+    ``sender.nickname`` (``memory.types.clean_name``), else ``""``; ``bot_id`` is
+    ``self_id``; ``is_command`` when the text starts with ``/``.
 
-    Returns None (never raises) for non-message events, the bot's own
-    messages, anonymous group messages (never attributed to a person),
-    unknown message types, empty text and malformed events.
+    Returns None for non-message events, the bot's own messages, anonymous
+    group messages (never attributed to a person), unknown message types,
+    empty text and malformed events. Raises pydantic ValidationError (a 400 at
+    the route) only for a ``user_id`` that is a placeholder (``0``): it fails
+    closed.
     """
     if not isinstance(event, dict):
         log.warning("onebot: payload is not an object (%s), ignored", type(event).__name__)
@@ -217,16 +222,19 @@ def parse_event(event: dict) -> InboundMessage | None:
         log.debug("onebot: message %s has no text, ignored", message_id)
         return None
 
+    text = clip_text(text, log, f"onebot: message {message_id}")
     sender = event.get("sender") if isinstance(event.get("sender"), dict) else {}
-    name = sender.get("card") or sender.get("nickname") or ""
+    # a group card of only filler characters ("\u3164") falls through to the nickname
+    name = clean_name(sender.get("card")) or clean_name(sender.get("nickname"))
     role = sender.get("role")
     return InboundMessage(
         platform=PLATFORM,
         message_id=message_id,
         sender_id=user_id,
-        sender_name=name if isinstance(name, str) else "",
+        sender_name=name,
         chat_kind=chat_kind,
         chat_id=chat_id,
+        bot_id=self_id,
         text=text,
         timestamp=timestamp,
         mentions_bot=mentions_bot,

@@ -13,7 +13,8 @@ as ``new_chat_members``, ``pinned_message``, ``forum_topic_created``, stickers
 and captionless media), and every non-message update (``message_reaction``,
 ``my_chat_member``, ``chat_member``, ``callback_query``, unknown types).
 Malformed input (not an object, no ``chat``, ``from``, ``message_id`` or
-``date``) is ignored with a WARNING. ``parse_update`` never raises.
+``date``) is ignored with a WARNING. ``parse_update`` raises only pydantic
+ValidationError, for a sender id that is a placeholder (``from.id`` 0).
 
 Entity offsets and lengths are in UTF-16 code units (Bot API, "MessageEntity");
 they are sliced on the UTF-16 encoding, so emoji and other astral characters
@@ -25,9 +26,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from bridges.common import epoch_utc
+from bridges.common import clip_text, epoch_utc
 from bridges.contract import InboundMessage, ReplyRef
-from memory.types import ID_RE, ChatKind
+from memory.types import ID_RE, ChatKind, clean_name
 
 __all__ = ["parse_update", "parse_migration", "PLATFORM", "SERVICE_USER_IDS"]
 
@@ -77,12 +78,11 @@ def _utf16_slice(text: str, offset: Any, length: Any) -> str | None:
 
 
 def _display_name(user: dict) -> str:
-    first, last = user.get("first_name"), user.get("last_name")
-    full = " ".join(p for p in (first, last) if isinstance(p, str) and p).strip()
-    if full:
-        return full
-    username = user.get("username")
-    return username if isinstance(username, str) else ""
+    """First + last name, else the username, each cleaned (``clean_name``): a
+    first name of only filler or zero-width characters falls through to the
+    username, and to ``""`` when nothing visible is left."""
+    full = clean_name(" ".join(p for p in (user.get("first_name"), user.get("last_name")) if isinstance(p, str)))
+    return full or clean_name(user.get("username"))
 
 
 def _text_of(msg: dict) -> tuple[str, list]:
@@ -164,10 +164,15 @@ def parse_update(
     ``sender_is_bot`` means this bot when ``bot_id`` is given, any bot otherwise);
     ``is_edit`` for ``edited_message`` or a bare Message with ``edit_date``;
     ``timestamp`` is ``date`` as UTC (the original send time, also for
-    edits); ``language`` is ``from.language_code``; ``forwarded`` when the
-    message carries any of FORWARD_FIELDS (a forwarded ``/cmd`` is no command).
+    edits; the time of receipt when out of range, ``epoch_utc``); text over
+    MAX_TEXT_CHARS is cut (``clip_text``); ``sender_name`` is cleaned
+    (``memory.types.clean_name``); ``language`` is ``from.language_code``;
+    ``bot_id`` the given ``bot_id``; ``forwarded`` when the message carries any of
+    FORWARD_FIELDS (a forwarded ``/cmd`` is no command).
 
-    Returns None (never raises) for everything listed in the module docstring.
+    Returns None for everything listed in the module docstring. Raises
+    pydantic ValidationError (a 400 at the webhook) only for a sender whose id
+    is a placeholder (``from.id`` 0): it fails closed.
     """
     if not isinstance(payload, dict):
         log.warning("telegram: payload is not an object (%s), ignored", type(payload).__name__)
@@ -215,6 +220,8 @@ def parse_update(
     timestamp = epoch_utc(msg.get("date"), log, f"telegram: message {message_id}")
     if timestamp is None:
         return None
+    # entities were sliced on the whole text; only the kept text goes on
+    kept = clip_text(text, log, f"telegram: message {message_id}")
 
     thread_id = None
     if msg.get("is_topic_message") is True:
@@ -263,7 +270,7 @@ def parse_update(
         chat_kind=chat_kind,
         chat_id=chat_id,
         thread_id=thread_id,
-        text=text,
+        text=kept,
         timestamp=timestamp,
         mentions_bot=mentions_bot,
         mentions=tuple(mentions),
@@ -272,6 +279,7 @@ def parse_update(
         is_command=is_command and not forwarded,
         forwarded=forwarded,
         language=language if isinstance(language, str) and language else None,
+        bot_id=bot_key,
     )
 
 

@@ -12,6 +12,12 @@ break the request. Texts longer than the Bot API limit (4096 characters,
 counted in UTF-16 code units like every Bot API length) are split on
 paragraph, line or word boundaries where one lies in the last quarter of a
 chunk; only the first chunk is a reply, the rest follow in the same place.
+
+Recoverable send errors are retried (tenacity): a forum topic that is gone
+("message thread not found") → the chunk is sent again without the topic, in
+the same chat; 429 → after the ``retry_after`` Telegram asks for (at most
+RETRY_AFTER_MAX_S); a 5xx or a network error/timeout → at most SEND_ATTEMPTS
+attempts with exponential backoff and jitter. Anything else is raised at once.
 """
 
 from __future__ import annotations
@@ -19,18 +25,27 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
 from bridges.contract import InboundMessage, Outbound
 
 if TYPE_CHECKING:  # aiogram costs seconds to import; only the runtime needs it
     from aiogram import Bot
 
-__all__ = ["TEXT_LIMIT", "split_text", "outbound_for", "send_outbound", "utf16_len"]
+__all__ = ["TEXT_LIMIT", "split_text", "outbound_for", "send_outbound", "utf16_len", "SEND_ATTEMPTS",
+           "RETRY_AFTER_MAX_S"]
 
 log = logging.getLogger(__name__)
 
 #: Bot API sendMessage text limit, in UTF-16 code units.
 TEXT_LIMIT = 4096
 _BREAKS = ("\n\n", "\n", " ")
+SEND_ATTEMPTS = 4
+"""Attempts per chunk for a recoverable error (429, 5xx, network) before it is raised."""
+RETRY_AFTER_MAX_S = 30.0
+"""Longest 429 ``retry_after`` waited for (seconds); a longer one is waited this long."""
+BACKOFF_INITIAL_S = 0.5
+"""First backoff after a 5xx or network error (seconds; doubles, with up to 0.5 s jitter, at most 8 s)."""
 
 
 def utf16_len(text: str) -> int:
@@ -87,9 +102,10 @@ def outbound_for(msg: InboundMessage, text: str) -> Outbound:
 
 async def send_outbound(bot: Bot, out: Outbound, *, limit: int = TEXT_LIMIT) -> list[int]:
     """Send ``out`` through ``bot`` as plain text, split at ``limit``; returns the
-    sent message ids. Raises aiogram's TelegramAPIError subclasses unchanged
-    (``TelegramMigrateToChat`` carries the new chat id) after the chunks that
-    went out."""
+    sent message ids. Recoverable errors are retried per chunk (module docstring).
+    Raises aiogram's TelegramAPIError subclasses unchanged (``TelegramMigrateToChat``
+    carries the new chat id) after the chunks that went out, once retries are spent
+    or for an error that no retry can fix."""
     from aiogram.types import ReplyParameters
 
     sent: list[int] = []
@@ -101,7 +117,49 @@ async def send_outbound(bot: Bot, out: Outbound, *, limit: int = TEXT_LIMIT) -> 
         if i == 0 and out.reply_to_message_id is not None:
             kwargs["reply_parameters"] = ReplyParameters(message_id=int(out.reply_to_message_id),
                                                          allow_sending_without_reply=True)
-        message = await bot.send_message(chat_id=int(out.chat_id), text=chunk, parse_mode=None, **kwargs)
+        message = await _send_chunk(bot, out, chunk, kwargs)
         sent.append(message.message_id)
     log.debug("telegram: sent %d chunk(s) to chat %s thread %s", len(sent), out.chat_id, out.thread_id)
     return sent
+
+
+def _recoverable(exc: BaseException) -> bool:
+    from aiogram.exceptions import TelegramNetworkError, TelegramRetryAfter, TelegramServerError
+
+    return isinstance(exc, TelegramRetryAfter | TelegramServerError | TelegramNetworkError | TimeoutError)
+
+
+def _wait(state) -> float:
+    """Seconds before the next attempt: Telegram's ``retry_after`` for a 429, else exponential backoff."""
+    from aiogram.exceptions import TelegramRetryAfter
+
+    exc = state.outcome.exception() if state.outcome is not None else None
+    if isinstance(exc, TelegramRetryAfter):
+        return min(float(exc.retry_after), RETRY_AFTER_MAX_S)
+    return wait_exponential_jitter(initial=BACKOFF_INITIAL_S, max=8.0, jitter=0.5)(state)
+
+
+def _thread_gone(exc: BaseException) -> bool:
+    from aiogram.exceptions import TelegramBadRequest
+
+    return isinstance(exc, TelegramBadRequest) and "thread not found" in str(exc).lower()
+
+
+async def _send_chunk(bot: Bot, out: Outbound, chunk: str, kwargs: dict):
+    """One ``sendMessage`` with the retries of the module docstring; returns the Message."""
+    async for attempt in AsyncRetrying(retry=retry_if_exception(_recoverable), wait=_wait,
+                                       stop=stop_after_attempt(SEND_ATTEMPTS), reraise=True):
+        with attempt:
+            n = attempt.retry_state.attempt_number
+            if n > 1:
+                log.info("telegram: retrying send to chat %s (attempt %d)", out.chat_id, n)
+            try:
+                return await bot.send_message(chat_id=int(out.chat_id), text=chunk, parse_mode=None, **kwargs)
+            except Exception as exc:
+                if "message_thread_id" not in kwargs or not _thread_gone(exc):
+                    raise
+                # the topic was deleted or closed for good: the answer still belongs in this chat
+                log.warning("telegram: thread %s of chat %s is gone; sending without it", out.thread_id, out.chat_id)
+                kwargs.pop("message_thread_id")
+                return await bot.send_message(chat_id=int(out.chat_id), text=chunk, parse_mode=None, **kwargs)
+    raise AssertionError("unreachable: tenacity re-raises the last error")

@@ -73,7 +73,7 @@ class WebhookMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     sender_id: str = Field(pattern=_ID, description="the speaker's platform id")
-    sender_name: str = Field(default="", max_length=200, description="display name (never an id)")
+    sender_name: str | None = Field(default="", max_length=200, description="display name (never an id); null is none")
     chat_id: str = Field(pattern=_ID, description="the chat; for a private chat usually the sender id")
     chat_type: Literal["private", "group"] = Field(default="private", description="private or group")
     thread_id: str | None = Field(default=None, pattern=_ID, description="topic/thread inside a group")
@@ -95,7 +95,7 @@ class WebhookMessage(BaseModel):
             reply = ReplyRef(message_id=self.reply_to.message_id, sender_id=self.reply_to.sender_id,
                              sender_is_bot=self.reply_to.is_bot, text=self.reply_to.text)
         msg = InboundMessage(platform=platform, message_id=self.message_id, sender_id=self.sender_id,
-                             sender_name=self.sender_name, chat_kind=ChatKind(self.chat_type), chat_id=self.chat_id,
+                             sender_name=self.sender_name or "", chat_kind=ChatKind(self.chat_type), chat_id=self.chat_id,
                              thread_id=self.thread_id if self.chat_type == "group" else None, text=self.text,
                              timestamp=when, mentions_bot=self.mentions_bot, mentions=tuple(self.mentions),
                              reply_to=reply, is_command=self.text.startswith("/"), language=self.language)

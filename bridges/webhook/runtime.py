@@ -1,30 +1,56 @@
 """Running the generic JSON webhook: verify, parse, turn, answer or call back.
 
 See ``bridges.webhook.protocol`` for the wire format. ``WebhookRuntime``
-holds the callback deliveries in flight (awaited on ``close()``); callback
-POSTs are tried three times (after 0, 0.5 and 2 s) and then logged as lost.
+holds the callback deliveries in flight (awaited on ``close()``); a callback
+POST that fails recoverably (network error or timeout, 429, 5xx) is retried
+with tenacity, at most CALLBACK_ATTEMPTS times with exponential backoff (a
+429's Retry-After wins), then logged as lost; another 4xx is logged at once
+with its status and not retried.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Mapping
 
 import httpx
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from bridges.webhook.protocol import (SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookMessage, WebhookReply, sign,
                                       verify)
 from bridges.contract import InboundMessage, TurnHandler, TurnResult
 from bridges.replay import guard
+from memory.types import repair_tree
 
 
 __all__ = ["WebhookRuntime"]
 
 log = logging.getLogger(__name__)
 
-_RETRY_DELAYS_S = (0.0, 0.5, 2.0)
+CALLBACK_ATTEMPTS = 4
+"""Attempts to deliver a reply to the callback URL (network errors, 429 and 5xx are retried)."""
+BACKOFF_INITIAL_S = 0.5
+"""First backoff (seconds; doubles with up to 0.5 s jitter, at most 8 s); a 429's Retry-After (at most 30 s) wins."""
+
+
+class _Retryable(Exception):
+    """The callback answered 429 or 5xx: worth another attempt."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+
+
+def _callback_wait(state) -> float:
+    exc = state.outcome.exception() if state.outcome is not None else None
+    if isinstance(exc, _Retryable) and exc.response.status_code == 429:
+        after = exc.response.headers.get("retry-after", "")
+        if after.isdigit():
+            return min(float(after), 30.0)
+    return wait_exponential_jitter(initial=BACKOFF_INITIAL_S, max=8.0, jitter=0.5)(state)
 
 
 class WebhookRuntime:
@@ -46,7 +72,7 @@ class WebhookRuntime:
         await asyncio.to_thread(guard, self.pipeline, tenant, "webhook",
                                 timestamp=headers.get(TIMESTAMP_HEADER), nonce=headers.get(SIGNATURE_HEADER) or "",
                                 body=raw, now=now, window=cfg.window)
-        msg = WebhookMessage.model_validate_json(raw).to_inbound(cfg.platform)
+        msg = _message(raw).to_inbound(cfg.platform)
         if cfg.callback_url:
             task = asyncio.create_task(self._turn_and_call_back(tenant, msg, cfg.callback_url, cfg.secret))
             self._tasks.add(task)
@@ -80,17 +106,40 @@ class WebhookRuntime:
         if reply.reply is None:
             return
         body = reply.model_dump_json().encode("utf-8")
-        for attempt, delay in enumerate(_RETRY_DELAYS_S, 1):
-            await asyncio.sleep(delay)
-            ts = str(int(time.time()))
-            try:
-                resp = await self.client.post(url, content=body, headers={
-                    "Content-Type": "application/json", TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: sign(secret, ts, body)})
-                if resp.status_code < 300:
-                    return
-                log.warning("webhook: callback for tenant %s answered %d (attempt %d)", tenant, resp.status_code,
-                            attempt)
-            except httpx.HTTPError as exc:
-                log.warning("webhook: callback for tenant %s failed (attempt %d): %s", tenant, attempt, exc)
-        log.error("webhook: reply to message %s of tenant %s lost after %d attempts", msg.message_id, tenant,
-                  len(_RETRY_DELAYS_S))
+
+        async def post() -> httpx.Response:
+            ts = str(int(time.time()))  # signed afresh on every attempt: the receiver checks freshness
+            resp = await self.client.post(url, content=body, headers={
+                "Content-Type": "application/json", TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: sign(secret, ts, body)})
+            if resp.status_code == 429 or resp.status_code >= 500:
+                raise _Retryable(resp)
+            return resp
+
+        try:
+            async for attempt in AsyncRetrying(retry=retry_if_exception_type((_Retryable, httpx.TransportError)),
+                                               wait=_callback_wait, stop=stop_after_attempt(CALLBACK_ATTEMPTS),
+                                               reraise=True):
+                with attempt:
+                    resp = await post()
+        except (_Retryable, httpx.TransportError) as exc:
+            reason = f"HTTP {exc.response.status_code}" if isinstance(exc, _Retryable) else type(exc).__name__
+            log.error("webhook: reply to message %s of tenant %s lost after %d attempts (%s)", msg.message_id,
+                      tenant, CALLBACK_ATTEMPTS, reason)
+            return
+        except httpx.HTTPError as exc:
+            log.error("webhook: reply to message %s of tenant %s not delivered: %s", msg.message_id, tenant, exc)
+            return
+        if resp.status_code >= 300:
+            log.error("webhook: callback for tenant %s refused the reply to message %s: HTTP %d (not retried)",
+                      tenant, msg.message_id, resp.status_code)
+
+
+def _message(raw: bytes) -> WebhookMessage:
+    """The body as a WebhookMessage, its strings repaired (``memory.types.repair``: a
+    lone surrogate escape becomes U+FFFD instead of a refusal). Raises pydantic
+    ValidationError for a body that is not JSON or not a WebhookMessage."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return WebhookMessage.model_validate_json(raw)  # raises, saying why
+    return WebhookMessage.model_validate(repair_tree(data))

@@ -10,7 +10,12 @@ again once when WeChat says a token is invalid or expired (40001, 40014,
 42001). Long texts are split at ``TEXT_LIMIT_BYTES`` of UTF-8 (WeChat counts
 bytes) on line or sentence boundaries where possible.
 
-Raises ``WeChatAPIError`` (HTTP failure, or a non-zero ``errcode``).
+Transient failures — a network error or timeout, an HTTP 5xx, errcode -1
+("system busy") — are retried (tenacity: at most CALL_ATTEMPTS attempts,
+exponential backoff with jitter); a retried send whose first answer was lost
+may reach the person twice, which beats never. Raises ``WeChatAPIError`` (HTTP
+failure, or a non-zero ``errcode``) once retries are spent or at once for
+anything else.
 """
 
 from __future__ import annotations
@@ -21,12 +26,17 @@ import time
 from typing import Any
 
 import httpx
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 __all__ = ["WeChatAPI", "WeChatAPIError", "split_bytes", "TEXT_LIMIT_BYTES"]
 
 log = logging.getLogger(__name__)
 
 TEXT_LIMIT_BYTES = 2000
+CALL_ATTEMPTS = 3
+"""Attempts of one API call when it fails transiently."""
+BACKOFF_INITIAL_S = 0.5
+"""First backoff after a transient failure (seconds; doubles, with up to 0.5 s jitter, at most 5 s)."""
 _TOKEN_ERRORS = frozenset({40001, 40014, 42001})
 _BASES = {"oa": "https://api.weixin.qq.com", "wecom": "https://qyapi.weixin.qq.com"}
 
@@ -34,9 +44,11 @@ _BASES = {"oa": "https://api.weixin.qq.com", "wecom": "https://qyapi.weixin.qq.c
 class WeChatAPIError(Exception):
     """The WeChat API refused or failed; ``errcode`` is WeChat's code when it gave one."""
 
-    def __init__(self, message: str, errcode: int | None = None) -> None:
+    def __init__(self, message: str, errcode: int | None = None, *, transient: bool = False) -> None:
         super().__init__(message)
         self.errcode = errcode
+        #: a retry may succeed: network error, timeout, HTTP 5xx or errcode -1 (system busy)
+        self.transient = transient or errcode == -1
 
 
 def split_bytes(text: str, limit: int = TEXT_LIMIT_BYTES) -> list[str]:
@@ -117,13 +129,25 @@ class WeChatAPI:
         return n
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> dict:
+        """One API call, retried while it fails transiently (module docstring)."""
+        async for attempt in AsyncRetrying(retry=retry_if_exception(lambda e: getattr(e, "transient", False)),
+                                           wait=wait_exponential_jitter(initial=BACKOFF_INITIAL_S, max=5.0, jitter=0.5),
+                                           stop=stop_after_attempt(CALL_ATTEMPTS), reraise=True):
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    log.info("wechat: retrying %s %s (attempt %d)", method, path, attempt.retry_state.attempt_number)
+                return await self._call_once(method, path, **kwargs)
+        raise AssertionError("unreachable: tenacity re-raises the last error")
+
+    async def _call_once(self, method: str, path: str, **kwargs: Any) -> dict:
         try:
             resp = await self.client.request(method, self.base + path, **kwargs)
             body = resp.json()
         except (httpx.HTTPError, ValueError) as exc:
-            raise WeChatAPIError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            raise WeChatAPIError(f"{method} {path}: {type(exc).__name__}: {exc}",
+                                 transient=isinstance(exc, httpx.TransportError)) from exc
         if resp.status_code != 200 or not isinstance(body, dict):
-            raise WeChatAPIError(f"{method} {path}: HTTP {resp.status_code}")
+            raise WeChatAPIError(f"{method} {path}: HTTP {resp.status_code}", transient=resp.status_code >= 500)
         code = body.get("errcode", 0)
         if code:
             raise WeChatAPIError(f"{method} {path}: errcode {code} {body.get('errmsg', '')}", errcode=int(code))

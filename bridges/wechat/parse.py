@@ -34,10 +34,13 @@ from __future__ import annotations
 
 import logging
 import xml.etree.ElementTree as ET
-from datetime import UTC, datetime
 
+import defusedxml.ElementTree as SafeET
+from defusedxml import DefusedXmlException
+
+from bridges.common import clip_text, epoch_utc
 from bridges.contract import InboundMessage
-from memory.types import ID_RE, ChatKind
+from memory.types import ID_RE, ChatKind, is_placeholder_id
 
 __all__ = ["parse_xml", "parse_message", "PLATFORM_OA", "PLATFORM_WECOM", "MAX_BODY_BYTES"]
 
@@ -59,12 +62,14 @@ def parse_xml(body: bytes | str) -> dict[str, str] | None:
     if not isinstance(raw, bytes | bytearray) or len(raw) > MAX_BODY_BYTES:
         log.warning("wechat: body missing or larger than %d bytes, ignored", MAX_BODY_BYTES)
         return None
-    if b"<!DOCTYPE" in raw.upper() or b"<!ENTITY" in raw.upper():
-        log.warning("wechat: body declares a DOCTYPE/ENTITY, refused")
-        return None
     try:
-        root = ET.fromstring(raw)
-    except ET.ParseError as exc:
+        # defusedxml refuses any DTD (hence entities) however the body is encoded
+        # (a byte check misses UTF-16): WeChat never sends one
+        root = SafeET.fromstring(raw, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    except DefusedXmlException as exc:
+        log.warning("wechat: body declares a DOCTYPE/ENTITY (%s), refused", type(exc).__name__)
+        return None
+    except (ET.ParseError, ValueError) as exc:
         log.warning("wechat: body is not well-formed XML (%s), ignored", exc)
         return None
     if root.tag != "xml":
@@ -81,8 +86,12 @@ def parse_message(payload: dict[str, str] | bytes | str, *, platform: str = PLAT
     chat kind PRIVATE with ``chat_id`` = ``sender_id`` = ``FromUserName``;
     ``message_id`` = ``MsgId`` (``<FromUserName>-<CreateTime>`` when a voice or
     text message lacks one); ``text`` is ``Content``, or ``Recognition`` for
-    voice; ``timestamp`` is ``CreateTime`` (epoch seconds) as UTC;
+    voice, cut to MAX_TEXT_CHARS (``clip_text``); ``timestamp`` is ``CreateTime``
+    (epoch seconds) as UTC, the time of receipt when out of range (``epoch_utc``);
     ``is_command`` when the text starts with ``/``.
+
+    Raises pydantic ValidationError (a 400) when ``FromUserName`` is a placeholder
+    id (``"0"``, ``"null"``…): it fails closed rather than becoming a shared person.
     """
     fields = parse_xml(payload) if isinstance(payload, bytes | str) else payload
     if not isinstance(fields, dict):
@@ -107,13 +116,16 @@ def parse_message(payload: dict[str, str] | bytes | str, *, platform: str = PLAT
         return None
     try:
         created = int(fields.get("CreateTime", ""))
-        timestamp = datetime.fromtimestamp(created, tz=UTC)
-    except (ValueError, OverflowError, OSError):
+    except ValueError:
         log.warning("wechat: message from %s without a valid CreateTime, ignored", sender)
         return None
+    timestamp = epoch_utc(created, log, f"wechat: message from {sender}")
     message_id = fields.get("MsgId") or f"{sender}-{created}"
     if not ID_RE.fullmatch(message_id):
         log.warning("wechat: MsgId of a message from %s outside the id pattern, ignored", sender)
         return None
+    if is_placeholder_id(sender):
+        log.warning("wechat: FromUserName %r is a placeholder, refused", sender)
+    text = clip_text(text, log, f"wechat: message {message_id}")
     return InboundMessage(platform=platform, message_id=message_id, sender_id=sender, chat_kind=ChatKind.PRIVATE,
                           chat_id=sender, text=text, timestamp=timestamp, is_command=text.startswith("/"))

@@ -20,13 +20,21 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 
 from sqlalchemy import Connection, event, text
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlmodel import Session, SQLModel, create_engine
 
 from memory.errors import StoreError
 from memory.store.tables import _add_missing_columns, _normalise_url, _sqlite_begin, _sqlite_pragmas
 
 log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 10
+"""PostgreSQL: seconds to establish a connection (libpq ``connect_timeout``)."""
+STATEMENT_TIMEOUT_S = 30.0
+"""PostgreSQL: longest statement (server-side ``statement_timeout``), seconds."""
+POOL_TIMEOUT_S = 10.0
+"""Seconds to wait for a free pooled connection before StoreError."""
 
 
 def utcnow() -> datetime:
@@ -63,11 +71,15 @@ class StoreBase:
         self.url = _normalise_url(url)
         self.schema = schema
         self.is_sqlite = self.url.startswith("sqlite")
-        kwargs: dict = {}
+        kwargs: dict = {"pool_timeout": POOL_TIMEOUT_S}
         if self.is_sqlite:
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 10}
-        elif schema:
-            kwargs["connect_args"] = {"options": f"-csearch_path={schema}"}
+        else:
+            # a stalled database must fail a turn in seconds (503), not hold it for minutes
+            options = f"-c statement_timeout={int(STATEMENT_TIMEOUT_S * 1000)}"
+            if schema:
+                options = f"-csearch_path={schema} {options}"
+            kwargs["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_S, "options": options}
         kwargs["pool_pre_ping"] = not self.is_sqlite
         self.engine = create_engine(self.url, **kwargs)
         self._write_lock = threading.RLock() if self.is_sqlite else _NullLock()
@@ -82,7 +94,7 @@ class StoreBase:
                     conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
             SQLModel.metadata.create_all(self.engine)
             _add_missing_columns(self.engine, self.schema)
-        except OperationalError as exc:
+        except (DBAPIError, PoolTimeout) as exc:
             raise StoreError(f"cannot open database {self.engine.url.render_as_string(hide_password=True)}: {exc}") from exc
 
     # -- sessions: the one transaction boundary ---------------------------
@@ -99,7 +111,7 @@ class StoreBase:
             except IntegrityError:
                 s.rollback()
                 raise
-            except OperationalError as exc:
+            except (DBAPIError, PoolTimeout) as exc:  # connection lost, timeout, database gone
                 s.rollback()
                 raise StoreError(str(exc)) from exc
 
@@ -111,14 +123,20 @@ class StoreBase:
             try:
                 with self._write_engine.begin() as conn:
                     yield conn
-            except OperationalError as exc:
+            except IntegrityError:
+                raise
+            except (DBAPIError, PoolTimeout) as exc:
                 raise StoreError(str(exc)) from exc
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
-        """A read-only ORM session (no lock; WAL never blocks it on SQLite)."""
+        """A read-only ORM session (no lock; WAL never blocks it on SQLite). A lost
+        connection, a timeout or a missing database becomes StoreError (a 503)."""
         with Session(self.engine, expire_on_commit=False) as s:
-            yield s
+            try:
+                yield s
+            except (DBAPIError, PoolTimeout) as exc:
+                raise StoreError(str(exc)) from exc
 
     def close(self) -> None:
         """Dispose of the connection pool."""

@@ -97,6 +97,21 @@ class ChatLog(StoreBase):
         except IntegrityError:
             return False
 
+    def claim_fingerprint(self, key: str, window: timedelta, now: datetime | None = None) -> bool:
+        """Claim a delivery's content fingerprint (``key``, at most 600 characters):
+        True when it is new, or when its earlier claim is older than ``window``
+        (then it is claimed again, from ``now``); False when the same content was
+        claimed within ``window`` — a re-push of one message under a new platform id.
+        Safe under concurrency (unique constraint: of two racing claims one wins)."""
+        now = now or utcnow()
+        if self.claim_delivery(key):
+            return True
+        with self._write() as s:  # one conditional UPDATE: of two racing re-claims one wins
+            done = s.execute(update(_DeliveryRow).where(_DeliveryRow.key == key[:600],  # type: ignore[arg-type]
+                                                         _DeliveryRow.processed_at <= now - window)
+                             .values(processed_at=now))
+        return done.rowcount == 1
+
     def release_delivery(self, key: str) -> None:
         """Forget that a delivery was claimed (its turn failed before finishing), so
         the platform's retry is processed instead of dropped as a duplicate."""
@@ -106,7 +121,8 @@ class ChatLog(StoreBase):
     # -- chat log and captures still due ------------------------------------
 
     def append_chat(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int = 200, *,
-                    capture: Namespace | None = None, claim: str | None = None) -> int | None:
+                    capture: Namespace | None = None, claim: str | None = None,
+                    fingerprint: tuple[str, timedelta] | None = None) -> int | None:
         """Append a line to the chat's recent log, keeping at most ``keep`` lines;
         returns the line's id. A person's line that a forget redacted (same chat,
         message id and sender) is not appended again — a replay cannot bring it
@@ -117,21 +133,31 @@ class ChatLog(StoreBase):
         finds it until ``capture_done``). A line with a capture due is not pruned.
         ``claim``: claim this delivery key (``claim_delivery``) in the same
         transaction, so that a crash cannot leave a claimed delivery without its
-        line; raises DuplicateDelivery (and writes nothing) when it was claimed before."""
+        line; raises DuplicateDelivery (and writes nothing) when it was claimed before.
+        ``fingerprint``: ``(key, window)`` — also claim the delivery's content
+        fingerprint in the same transaction (``claim_fingerprint``: a claim older
+        than ``window`` no longer counts); DuplicateDelivery when it was claimed
+        within ``window``."""
         table = _ChatLogRow.__table__  # type: ignore[attr-defined]
         try:
-            return self._append_chat(table, tenant, chat, line, keep, capture, claim)
+            return self._append_chat(table, tenant, chat, line, keep, capture, claim, fingerprint)
         except IntegrityError:
-            if claim is None:
+            if claim is None and fingerprint is None:
                 raise
-            raise DuplicateDelivery(claim) from None
+            raise DuplicateDelivery(claim or fingerprint[0]) from None  # type: ignore[index]
 
     def _append_chat(self, table, tenant: str, chat: ChatRef, line: ChatLine, keep: int, capture: Namespace | None,
-                     claim: str | None) -> int | None:
-        """``append_chat``'s transaction; IntegrityError when ``claim`` was claimed before."""
+                     claim: str | None, fingerprint: tuple[str, timedelta] | None = None) -> int | None:
+        """``append_chat``'s transaction; IntegrityError when ``claim`` or ``fingerprint`` was claimed before."""
         with self._write() as s:
             if claim is not None:
                 s.add(_DeliveryRow(key=claim[:600], processed_at=utcnow()))
+                s.flush()
+            if fingerprint is not None:
+                key, window = fingerprint[0][:600], fingerprint[1]
+                s.exec(delete(_DeliveryRow).where(_DeliveryRow.key == key,  # type: ignore[call-overload]
+                                                  _DeliveryRow.processed_at <= utcnow() - window))
+                s.add(_DeliveryRow(key=key, processed_at=utcnow()))
                 s.flush()
             if line.role == "user" and line.message_id and s.exec(select(_RedactionRow.id).where(
                     _RedactionRow.tenant == tenant, _RedactionRow.chat == chat.key,

@@ -287,7 +287,7 @@ def test_ignored_events(event: dict) -> None:
 @pytest.mark.parametrize(
     "event",
     [None, [], "x", {}, _group_event("hi", user_id=None), _group_event("hi", user_id="a b"), _group_event("hi", group_id=None),
-     _group_event("hi", message_id=None), _group_event("hi", time="now"), _group_event("hi", time=10**20),
+     _group_event("hi", message_id=None), _group_event("hi", time="now"),
      _group_event(42), _group_event([1, {"type": "text", "data": None}, {"type": "at"}])],
 )
 def test_malformed_events_return_none(event: object, caplog: pytest.LogCaptureFixture) -> None:

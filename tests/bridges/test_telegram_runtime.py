@@ -254,3 +254,45 @@ def test_split_text_respects_utf16_limit_and_round_trips(text, limit):
     chunks = split_text(text, limit)
     assert "".join(chunks) == text
     assert all(0 < utf16_len(c) <= limit for c in chunks)
+
+
+def test_thread_not_found_resends_without_the_thread(client, fake_telegram, llm, caplog):
+    """Issue 13 item 5: the forum-topic reply whose first sendMessage gets 400 "message thread not found"
+    is sent again to the same chat without the topic, instead of being dropped."""
+    llm.enqueue("在这个话题里回答你")
+    fake_telegram.fail_next.append({"ok": False, "error_code": 400,
+                                    "description": "Bad Request: message thread not found"})
+    msg = real("teloxide_message_forum_topic_message_reply.json")
+    with caplog.at_level("WARNING", logger="bridges.telegram.send"):
+        assert client.post("/telegram/default", json=update(msg), headers=HEADERS).status_code == 200
+    first, second = fake_telegram.sent()
+    assert first["message_thread_id"] == msg["message_thread_id"] and "message_thread_id" not in second
+    assert second["chat_id"] == msg["chat"]["id"] and second["text"] == "在这个话题里回答你"
+    assert any("is gone" in r.getMessage() for r in caplog.records)
+
+
+def test_429_waits_retry_after_and_5xx_is_retried(client, fake_telegram, llm):
+    """A 429 with retry_after 1 is retried after about a second; two 502s are retried with backoff; one reply lands."""
+    llm.enqueue("好的")
+    fake_telegram.fail_next.extend([
+        {"ok": False, "error_code": 429, "description": "Too Many Requests: retry after 1", "parameters": {"retry_after": 1}},
+        {"ok": False, "error_code": 502, "description": "Bad Gateway"},
+        {"ok": False, "error_code": 502, "description": "Bad Gateway"},
+    ])
+    t0 = time.monotonic()
+    assert client.post("/telegram/default", json=update(text_message("你好", mid=77)), headers=HEADERS).status_code == 200
+    assert time.monotonic() - t0 >= 1.0
+    sent = fake_telegram.sent()
+    assert len(sent) == 4 and [p["text"] for p in sent] == ["好的"] * 4
+    assert not fake_telegram.fail_next
+
+
+def test_unrecoverable_send_error_is_logged_with_chat_and_reason(client, fake_telegram, llm, caplog):
+    """403 (bot blocked) is not retried: one call, a WARNING naming the chat and Telegram's reason."""
+    llm.enqueue("好的")
+    fake_telegram.fail_next.append({"ok": False, "error_code": 403, "description": "Forbidden: bot was blocked by the user"})
+    with caplog.at_level("WARNING"):
+        assert client.post("/telegram/default", json=update(text_message("你好", mid=78)),
+                           headers=HEADERS).status_code == 200
+    assert len(fake_telegram.sent()) == 1
+    assert any("555" in r.getMessage() and "blocked" in r.getMessage() for r in caplog.records)

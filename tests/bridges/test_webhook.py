@@ -195,3 +195,21 @@ def test_tail_is_per_topic_bounded_in_age_and_bot_lines_are_not_captured(gateway
     assert store.count(Namespace("default", "web:bot")) == 0
     tail = store.chat_tail("default", ChatRef("web", ChatKind.GROUP, "g", "t2"), 10)
     assert [line.role for line in tail].count("bot") >= 1
+
+
+def test_callback_retries_429_and_5xx_but_not_other_4xx(gateway, llm, fake_callback, caplog):
+    """Issue 13 item 5: a callback answered 503 then 429 (Retry-After 1) is retried and lands once, signed;
+    one answered 400 is not retried and the loss is logged with the status."""
+    c = gateway(webhook={"secret": SECRET, "callback_url": f"{fake_callback.base_url}/callback"})
+    fake_callback.fail_next.extend([503, 429])
+    assert post(c, msg("我喜欢乌龙茶", mid="r1")).status_code == 202
+    assert fake_callback.wait_for(lambda: len(fake_callback.received) == 1, timeout=40)
+    assert fake_callback.attempts == 3
+    headers, raw = fake_callback.received[0]
+    assert sign(SECRET, headers[TIMESTAMP_HEADER.lower()], raw) == headers[SIGNATURE_HEADER.lower()]
+    fake_callback.fail_next.append(400)
+    with caplog.at_level("ERROR", logger="bridges.webhook.runtime"):
+        assert post(c, msg("我喜欢红茶", mid="r2")).status_code == 202
+        assert c.portal.call(c.app.state.webhook.close, 40) is None
+    assert fake_callback.attempts == 4 and len(fake_callback.received) == 1
+    assert any("HTTP 400" in r.getMessage() and "not retried" in r.getMessage() for r in caplog.records)

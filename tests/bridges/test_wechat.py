@@ -50,6 +50,11 @@ def test_every_fixture_file_is_indexed():
 @pytest.mark.parametrize("body", [
     b'<?xml version="1.0"?><!DOCTYPE xml [<!ENTITY a "aaaa">]><xml><MsgType>text</MsgType><Content>&a;</Content></xml>',
     b"<xml><MsgType>text</MsgType>", b"<notxml/>", b"x" * (300 * 1024),
+    # issue 13 item 11: the same declarations in UTF-16 passed a byte check for "<!DOCTYPE"
+    ('<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE xml [<!ENTITY a "aaaa">]>'
+     '<xml><MsgType>text</MsgType><Content>&a;</Content></xml>').encode("utf-16"),
+    ('<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE xml [<!ENTITY a "' + "a" * 100 + '"><!ENTITY b "&a;&a;&a;&a;">]>'
+     '<xml><Content>&b;&b;&b;</Content></xml>').encode("utf-16-le"),
 ])
 def test_hostile_or_malformed_xml_is_ignored(body):
     """DOCTYPE/entity declarations, broken XML, a foreign root and oversized bodies parse to None."""
@@ -197,6 +202,26 @@ def test_wecom_slow_reply_uses_the_app_message_api(gateway, llm, fake_wechat):
     assert fake_wechat.wait_for(lambda: len(fake_wechat.sends) == 1, timeout=40)
     assert fake_wechat.sends[0] == {"touser": "messense", "msgtype": "text", "agentid": 1,
                                     "text": {"content": "稍等回复"}}
+
+
+async def test_reply_api_retries_transient_failures_and_not_others(fake_wechat):
+    """Issue 13 item 5: a 502 and an errcode -1 (system busy) are retried and the text lands once; an
+    errcode 45015 (window closed) is raised at once after one attempt, naming WeChat's code."""
+    import httpx
+
+    from bridges.wechat.api import WeChatAPI, WeChatAPIError
+    from gateway.config import WeChatSettings
+
+    cfg = WeChatSettings(kind="oa", token=OA_TOKEN, app_id="wxapp", app_secret="sec", api_base=fake_wechat.base_url)
+    async with httpx.AsyncClient(timeout=10) as client:
+        api = WeChatAPI(cfg, client)
+        fake_wechat.fail_next.extend([(502, {"errmsg": "bad gateway"}), (200, {"errcode": -1, "errmsg": "system busy"})])
+        assert await api.send_text("oUser1", "我记得你喜欢乌龙茶") == 1
+        assert fake_wechat.attempts == 3 and [s["text"]["content"] for s in fake_wechat.sends] == ["我记得你喜欢乌龙茶"]
+        fake_wechat.fail_next.append((200, {"errcode": 45015, "errmsg": "response out of time limit"}))
+        with pytest.raises(WeChatAPIError, match="45015") as err:
+            await api.send_text("oUser1", "还在吗")
+        assert err.value.errcode == 45015 and fake_wechat.attempts == 4
 
 
 # -- freshness and replay (issue 13 B) -------------------------------------------

@@ -95,12 +95,11 @@ def test_app_import_does_not_load_platform_frameworks():
 
 @pytest.mark.parametrize("patch,code", [
     ({"timestamp": "0001-01-01T00:00:00Z"}, 400),
-    ({"text": "\ud800x"}, 400),
     ({"text": "a" * 20_001}, 400),
     ({"message_id": "x" * 200}, 400),
 ])
 def test_out_of_range_fields_answer_400_not_500(client, patch, code):
-    """Ancient timestamps, lone surrogates, oversized text and ids are refused at the edge."""
+    """Ancient timestamps, oversized text and ids are refused at the edge (lone surrogates are repaired instead)."""
     base = {"platform": "tg", "message_id": "1", "sender_id": "1", "chat_kind": "private", "chat_id": "1", "text": "hi"}
     body = json.dumps({"message": {**base, **patch}}).encode()
     r = client.post("/v1/turns", content=body, headers={"content-type": "application/json"})

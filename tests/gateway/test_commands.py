@@ -162,7 +162,7 @@ async def test_person_cannot_touch_another_persons_memory(pipe, clock):
     refused = await turn(pipe, tg(clock, "/memory list tg:111", user=222, lang="en"))
     assert refused.reply == "You can only manage your own memories."
     refused_edit = await turn(pipe, tg(clock, f"/memory edit tg:111 {cat} 我没有猫", user=222, lang="en"))
-    assert refused_edit.reply == "You can only manage your own memories."
+    assert refused_edit.reply == "你只能管理自己的记忆哦。"  # the person wrote Chinese (我没有猫): issue 13 item 7
     owner = Namespace("default", "tg:111")
     assert pipe.core.get(owner, cat).text == "我养了一只叫煤球的黑猫"
     denied = [a for a in pipe.core.store.audit_records(owner) if a["action"] == "command_denied"]
@@ -303,19 +303,21 @@ async def test_why_explains_the_last_recall(pipe, clock):
     cat = (await turn(pipe, tg(clock, "我养了一只叫煤球的黑猫", user=me, lang="zh"))).captured[0]
     tea = (await turn(pipe, tg(clock, "我每天早上喝一杯绿茶", user=me, lang="zh"))).captured[0]
     just_said = await turn(pipe, tg(clock, f"/memory why {tea}", user=me, lang="en"))
-    assert just_said.reply.startswith(f"Memory {tea} was saved or changed after the last recall")
+    # the person writes Chinese, so a command without words of its own answers in Chinese
+    # whatever the app's language (issue 13 item 7)
+    assert just_said.reply.startswith(f"记忆 {tea} 是在上次回忆")
     t = pipe.settings.tenants["default"]
     pipe.settings.tenants["default"] = t.model_copy(update={"recall_k": 1, "group_keywords": ["煤球"]})
     asked = await turn(pipe, tg(clock, "你还记得煤球吗？", user=me, lang="zh"))
     assert asked.recalled == [cat]
     why_cat = await turn(pipe, tg(clock, f"/memory why {cat}", user=me, lang="en"))
-    assert why_cat.reply.startswith("Recalled in the last turn") and "#1 of 1" in why_cat.reply
-    assert re.search(r"retention 1\.00, activation -?\d+\.\d\d, .*rank by words \d+, by meaning 1$", why_cat.reply)
+    assert why_cat.reply.startswith("上一轮") and "想起了它：1 条中的第 1 条" in why_cat.reply
+    assert re.search(r"保持度 1\.00，激活度 -?\d+\.\d\d，.*关键词排名 \d+，语义排名 1$", why_cat.reply)
     why_tea = await turn(pipe, tg(clock, f"/memory why {tea}", user=me, lang="zh"))
     assert why_tea.reply.startswith("上一轮") and "没有想起它" in why_tea.reply and "保持度" in why_tea.reply
     assert "在前 1 名之外" in why_tea.reply or "无关" in why_tea.reply
     shown = await turn(pipe, tg(clock, f"/memory show {cat}", user=me, lang="en"))
-    assert "Last recall (" in shown.reply and "#1, score" in shown.reply
+    assert "上次回忆（" in shown.reply and "第 1 名，得分" in shown.reply
 
     other = Namespace("default", "tg:555")
     seeded = pipe.core.add(other, pipe.core.new(other, "I grow tomatoes.")).memory.id
@@ -325,7 +327,7 @@ async def test_why_explains_the_last_recall(pipe, clock):
     group = -100999
     await turn(pipe, tg(clock, "大家好，煤球今天很乖", user=me, lang="zh", group=group))
     hidden = await turn(pipe, tg(clock, f"/memory why {cat}", user=me, lang="en"))
-    assert "that turn was in a group where this memory is not shown" in hidden.reply
+    assert "那一轮在群里，而这条记忆不在那个群显示" in hidden.reply
 
 
 async def test_link_merges_two_identities(pipe, clock):
@@ -333,7 +335,7 @@ async def test_link_merges_two_identities(pipe, clock):
     cat = (await turn(pipe, tg(clock, "我养了一只叫煤球的黑猫", user=111, lang="zh"))).captured[0]
     pot = (await turn(pipe, ob(clock, "我最喜欢吃重庆火锅", user=20002))).captured[0]
     refused = await turn(pipe, tg(clock, "/memory link tg:111 qq:20002", user=111, lang="en"))
-    assert refused.reply == "Only admins of this bot can use /memory link."
+    assert refused.reply == "只有这个机器人的管理员才能使用 /memory link。"  # 111 writes Chinese
 
     linked = await turn(pipe, tg(clock, "/memory link tg:111 qq:20002", user=ADMIN_TG, lang="en"))
     person = re.search(r"\((person:[0-9a-f]+)\)", linked.reply).group(1)

@@ -142,7 +142,7 @@ class IsolationMachine(RuleBasedStateMachine):
     @initialize()
     def setup(self):
         self.tenant = "t" + uuid.uuid4().hex[:10]
-        self.spaces = [Namespace(self.tenant, f"tg:{i}") for i in range(5)]
+        self.spaces = [Namespace(self.tenant, f"tg:{i}") for i in range(1, 6)]  # tg:0 is a placeholder id, refused (issue 13 item 1)
         self.live: dict[Namespace, set[str]] = {ns: set() for ns in self.spaces}
         self.versions: dict[str, int] = {}
         # memory id → the chat key each version's text was said in, by version
