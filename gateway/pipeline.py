@@ -227,8 +227,9 @@ class Pipeline:
         """The turn's language (``locales.turn_language``): what the person writes —
         for a command its arguments, or a Chinese command word — then their earlier
         lines in this chat (read only when the message does not say), then the
-        platform's hint, then the tenant's default."""
-        text = msg.text
+        platform's hint, then the tenant's default. Forwarded text is someone
+        else's words: it does not set the language."""
+        text = "" if msg.forwarded else msg.text
         if msg.is_command:
             words = text.split(maxsplit=2)
             text = words[2] if len(words) > 2 else ""
