@@ -182,7 +182,8 @@ def word_match(index: SearchIndex, ns: Namespace, small: Sequence[MemoryText] | 
     jieba word of two or more characters or a Latin word / number. ``small``:
     the namespace's rows when searched exactly (else the index's full-text
     search is asked for one hit). CJK unigrams are left out because one shared
-    character (「你会弹钢琴吗」 / 「我会做饭」) says nothing about the topic."""
+    character (「你会弹钢琴吗」 / 「我会做饭」) says nothing about the topic.
+    Raises SearchIndexError when the index path's search fails."""
     words = {t for line in lines for t in tokens(line) if not (len(t) == 1 and is_cjk(t))}
     if not words:
         return False
