@@ -194,7 +194,7 @@ def recall_eval(
     param: Annotated[list[str] | None, typer.Option(help="override a recall default, NAME=VALUE (repeatable): "
                                                          "rrf_k, candidates, tail, exact_max, bm25_weight, "
                                                          "vector_weight, bm25_floor, vector_floor, "
-                                                         "rescore_strength")] = None,
+                                                         "matched_vector_floor, rescore_strength")] = None,
 ) -> None:
     """Recall quality of the real MemoryCore.recall on a public dataset: any@k / all@k / MRR per
     category for the shipped hybrid and, in the same run, its BM25-only and vector-only channels."""
@@ -312,7 +312,8 @@ def recall_params(overrides: list[str]):
             params = replace(params, scoring=ScoringParams(rescore_strength=float(value)))
         elif name in ("rrf_k", "candidates", "tail", "exact_max", "k"):
             params = replace(params, **{name: int(value)})
-        elif name in ("bm25_weight", "vector_weight", "bm25_floor", "vector_floor") and name in names:
+        elif name in ("bm25_weight", "vector_weight", "bm25_floor", "vector_floor", "matched_vector_floor") \
+                and name in names:
             params = replace(params, **{name: float(value)})
         else:
             raise ValueError(f"unknown recall parameter {name!r}")

@@ -403,7 +403,7 @@ def split(suite: Suite, which: str) -> Suite:
 class CachedEmbedder:
     """An Embedder that keeps every vector it made in a SQLite file keyed by (model,
     query/document, SHA-256 of the text): repeated evaluation runs embed only new
-    texts. Same ``name``, ``dim``, ``symmetric`` and ``min_similarity`` as the
+    texts. Same ``name``, ``dim``, ``symmetric`` and (matched) ``min_similarity`` as the
     wrapped embedder."""
 
     def __init__(self, inner, path: Path) -> None:
@@ -413,6 +413,8 @@ class CachedEmbedder:
         if getattr(inner, "symmetric", False):
             self.symmetric = True
         self.min_similarity = float(getattr(inner, "min_similarity", 0.0))
+        if getattr(inner, "matched_min_similarity", None) is not None:
+            self.matched_min_similarity = float(inner.matched_min_similarity)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS vec (k TEXT PRIMARY KEY, v BLOB)")

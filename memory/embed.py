@@ -54,6 +54,14 @@ E5_MIN_SIMILARITY = 0.84
 unrelated topics reach 0.67–0.834 in our zh/en probes, related ones 0.86–0.90.
 On the LoCoMo dev split the hybrid loses 0.004 any@5 / 0.014 any@10 to it (one
 namespace per conversation) and gains 0.005 any@10 per speaker."""
+E5_MATCHED_MIN_SIMILARITY = 0.75
+"""e5-small's floor once the query shares a word with the person's memories
+(``memory.recall.word_match``). Captured memories are the person's own words
+without their name ("I painted a sunset"), which a third-person question
+("What did Caroline paint?") rarely brings to 0.84. LoCoMo dev, capture mode,
+per speaker, hybrid any@5 / any@10: 0.493 / 0.527 with 0.84 for every query;
+0.514 / 0.569 (0.78), 0.524 / 0.589 (0.75), 0.529 / 0.589 (0.72), 0.524 / 0.591
+(no floor) for matched queries. 0.75 is the highest floor that keeps the gain."""
 
 
 @runtime_checkable
@@ -64,7 +72,9 @@ class Embedder(Protocol):
     serves both. An optional ``min_similarity`` (cosine in [-1, 1]) is the
     relevance floor of recall's vector channel for this model: a memory less
     similar to the query is not a match at all (cosines are not comparable
-    across models, so each declares its own; none → 0.0)."""
+    across models, so each declares its own; none → 0.0). An optional
+    ``matched_min_similarity`` is the lower floor used when the query shares a
+    word with the person's memories (none → ``min_similarity`` always)."""
 
     name: str
     dim: int
@@ -136,6 +146,7 @@ class E5SmallEmbedder:
     name = "e5-small"
     dim = 384
     min_similarity = E5_MIN_SIMILARITY
+    matched_min_similarity = E5_MATCHED_MIN_SIMILARITY
     _lock = threading.Lock()
     _model = None
 

