@@ -11,18 +11,16 @@ job; the bridge plugin itself never imports the gateway.
 
 from __future__ import annotations
 
+import dataclasses
+
 from nonebot import require
-from nonebot.plugin import PluginMetadata
 
 __all__ = ["build_pipeline_from_settings"]
 
-__plugin_meta__ = PluginMetadata(
-    name="huiyi (standalone)",
-    description="Long-term memory for a companion bot: recall, reply and capture through the huiyi gateway",
-    usage="Talk to the bot in private, or @-mention / reply to it in a group.",
-    type="application",
-    supported_adapters={"~onebot.v11"},
-)
+_bridge = require("bridges.qq.huiyi_plugin")
+
+#: The bridge plugin's metadata, named as the standalone entry point.
+__plugin_meta__ = dataclasses.replace(_bridge.__plugin_meta__, name="huiyi (standalone)")
 
 
 def build_pipeline_from_settings():
@@ -34,4 +32,4 @@ def build_pipeline_from_settings():
     return build_pipeline(load_settings())
 
 
-require("bridges.qq.huiyi_plugin").build_with(build_pipeline_from_settings)
+_bridge.build_with(build_pipeline_from_settings)

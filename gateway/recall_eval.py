@@ -191,6 +191,14 @@ def _read(path: Path) -> str:
         raise EvalError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
+def _read_json(path: Path):
+    """The JSON document at ``path``; EvalError when it cannot be read or is not JSON."""
+    try:
+        return json.loads(_read(path))
+    except ValueError as exc:
+        raise EvalError(f"{path} is not JSON: {exc}") from None
+
+
 def _names(person: str, question: str) -> bool:
     """Whether ``question`` names ``person`` (a whole word in Latin script, a substring in CJK)."""
     if any("\u4e00" <= c <= "\u9fff" for c in person):
@@ -211,10 +219,7 @@ def load_locomo(path: Path, conversations: int | None = None, max_turns: int | N
     ``layout``: ``conversation`` or ``speaker``. Raises EvalError."""
     if layout not in ("conversation", "speaker"):
         raise EvalError(f"LoCoMo has no layout {layout!r} (conversation or speaker)")
-    try:
-        samples = json.loads(_read(path))
-    except ValueError as exc:
-        raise EvalError(f"{path} is not JSON: {exc}") from None
+    samples = _read_json(path)
     if conversations is not None:
         samples = samples[:conversations]
     worlds: dict[str, tuple[Doc, ...]] = {}
@@ -339,10 +344,7 @@ def _lme_date(value: str) -> datetime:
 def load_longmemeval(path: Path, questions: int | None = None) -> Suite:
     """LongMemEval (oracle subset) as a Suite (see the module docstring): one world per
     question; docs ``<session id>:<turn>``; gold the ``has_answer`` turns. Raises EvalError."""
-    try:
-        items = json.loads(_read(path))
-    except ValueError as exc:
-        raise EvalError(f"{path} is not JSON: {exc}") from None
+    items = _read_json(path)
     if questions is not None:
         items = items[:questions]
     worlds: dict[str, tuple[Doc, ...]] = {}

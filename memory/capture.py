@@ -698,6 +698,14 @@ def _date_suffix(sentence: str, day: date) -> str:
         else f"{sentence} ({day.isoformat()})"
 
 
+def _when_or_none(plain: str, said_at, tz):
+    """``memory.dates.resolve_when`` of ``plain``, or None where it names no date it can resolve."""
+    try:
+        return resolve_when(plain, said_at, tz)
+    except ValueError:
+        return None
+
+
 class HeuristicExtractor:
     """Offline extractor: first-person, non-question sentences of at least
     MIN_CHARS characters, with slots, category, importance, emotion and dates
@@ -738,10 +746,7 @@ class HeuristicExtractor:
         if slot is not None:
             category, key, extra["strength"] = slot
             if key == "profile.birthday":  # "周五生日": the day it names, as for an event
-                try:
-                    when = resolve_when(plain, said_at, tz)
-                except ValueError:
-                    when = None
+                when = _when_or_none(plain, said_at, tz)
                 if when is not None:
                     event_time = when.at
                     if when.relative:
@@ -750,10 +755,7 @@ class HeuristicExtractor:
             key = ""
             category = guess_category(plain)
             if category is not Category.ROUTINE and not _ROUTINE_RE.search(plain):
-                try:
-                    when = resolve_when(plain, said_at, tz)
-                except ValueError:
-                    when = None
+                when = _when_or_none(plain, said_at, tz)
                 if when is not None:
                     event_time = when.at
                     if category in (Category.OTHER, Category.MOOD, Category.EVENT):
