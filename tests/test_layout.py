@@ -10,6 +10,7 @@ cannot hide an upward arrow.
 from __future__ import annotations
 
 import ast
+import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def test_imports_run_one_way(package):
 
 
 def test_bridges_reach_the_core_only_through_its_value_types():
-    """A bridge parses and sends; the memory core is the pipeline's business (memory.types is the shared vocabulary)."""
+    """A bridge parses and sends; the memory core is the pipeline's business (memory.types is the common vocabulary)."""
     bad = sorted(f"{mod} imports {imp}" for mod, imps in IMPORTS.items() if _top(mod) == "bridges"
                  for imp in imps if _top(imp) == "memory" and imp not in ("memory", "memory.types")
                  and not imp.startswith("memory.types."))
@@ -158,10 +159,37 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}}) == []
 
 
-def test_no_test_or_benchmark_module_reads_outside_the_repository():
-    """Tests carry their own data (tests/data); only bench/ may read the big sets, through one setting."""
-    outside = "/".join(("..", "shared"))
-    words = ("shared" + "/data", "SHARED" + "_DATA", outside)
+def _climbs_above_the_repository(source: str, root_index: int) -> bool:
+    """Whether a module's ``source`` builds a path above the repository root: a
+    parent-directory component in a string, a step up from the root
+    (``ROOT.parent``), or ``parents[N]`` past ``root_index`` (the index of ``parents``
+    that is the root, for a module at that depth)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if os.pardir in node.value.replace("\\", "/").split("/"):
+                return True
+        elif isinstance(node, ast.Attribute) and node.attr == "parent" and isinstance(node.value, ast.Name) \
+                and node.value.id == "ROOT":
+            return True
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+                and node.value.attr == "parents" and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, int) and node.slice.value > root_index:
+            return True
+    return False
+
+
+def test_no_test_module_reads_outside_the_repository():
+    """Tests carry their own data (tests/data): no test module builds a path above the repository root."""
     bad = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("*.py")
-                 if any(w in p.read_text(encoding="utf-8") for w in words))
+                 if _climbs_above_the_repository(p.read_text(encoding="utf-8"), len(p.relative_to(ROOT).parts) - 1))
     assert bad == []
+
+
+def test_the_outside_path_finder_finds_one():
+    """The checker itself: climbing out by a parent component, by ROOT.parent or by parents[N] past the root."""
+    up = os.pardir
+    assert _climbs_above_the_repository(f"D = Path(__file__).resolve().parents[1] / '{up}' / 'data'", 1)
+    assert _climbs_above_the_repository(f"D = 'x/{up}/data'", 1)
+    assert _climbs_above_the_repository("D = ROOT.parent / 'data'", 1)
+    assert _climbs_above_the_repository("D = Path(__file__).resolve().parents[3]", 2)
+    assert not _climbs_above_the_repository("D = Path(__file__).resolve().parents[2] / 'tests' / 'data'", 2)
