@@ -166,7 +166,9 @@ def channel_hits(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence
         float(getattr(index.embedder, "min_similarity", 0.0))
     matched = params.matched_vector_floor if params.matched_vector_floor is not None else \
         getattr(index.embedder, "matched_min_similarity", None)
-    if "vector" in ranked and matched is not None and matched < floor and word_match(index, ns, small, lines, chat):
+    # the word test costs a search on the index path: ask it only when the lower floor would admit a hit
+    if "vector" in ranked and matched is not None and matched < floor \
+            and any(matched <= sc < floor for _, sc in ranked["vector"]) and word_match(index, ns, small, lines, chat):
         floor = float(matched)
     if "vector" in ranked:
         ranked["vector"] = [(m, sc) for m, sc in ranked["vector"] if sc >= floor]
