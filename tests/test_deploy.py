@@ -160,3 +160,18 @@ def test_constraints_pin_every_runtime_dependency():
     for dep in deps:
         name = norm(re.match(r"[A-Za-z0-9_.-]+", dep).group(0))
         assert name in pins, f"{name} is not pinned in constraints.txt"
+
+
+def test_env_example_names_only_real_settings_or_compose_variables(tmp_path, monkeypatch):
+    """Every HUIYI_ name in .env.example (commented or not) is a setting the gateway accepts; the rest are compose's."""
+    pairs = re.findall(r"^#? ?([A-Z][A-Z0-9_]*)=(.*)$", ENV_EXAMPLE, re.M)
+    compose_text = (ROOT / "docker-compose.yml").read_text(encoding="utf-8")
+    assert len(pairs) > 20
+    for var, value in pairs:
+        if var.startswith("HUIYI_"):
+            monkeypatch.setenv(var, value or ("true" if var.endswith("ENABLED") else "x"))
+        else:
+            assert var.startswith("COMPOSE_") or f"${{{var}:-" in compose_text, f"{var} is used nowhere"
+    monkeypatch.setenv("HUIYI_EMBED_BASE_URL", "")
+    s = load_settings()
+    assert s.tenants["default"].llm.base_url == "http://ollama:11434/v1" and s.onebot.enabled is True
