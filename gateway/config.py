@@ -3,7 +3,8 @@
 Sources, highest first, merged field by field by pydantic-settings itself
 (``settings_customise_sources``): keyword overrides, the environment (prefix
 ``HUIYI_``; nested fields use ``__``, e.g.
-``HUIYI_TENANTS__MOCHI__TELEGRAM__TOKEN``; an empty value counts as unset),
+``HUIYI_TENANTS__MOCHI__TELEGRAM__TOKEN``; an empty value counts as unset, so
+an empty string such as ``apology = ""`` is set in the file),
 then the TOML file — or every ``*.toml`` of the directory, in name order —
 named by ``HUIYI_CONFIG``, then the defaults. So a secret in the environment
 and a persona in the file both survive for the same tenant. A key that names
