@@ -8,6 +8,7 @@ stats     one day of turns: reconstruction success, fallback reasons, latencies 
 eval      offline evaluations, e.g. ``eval grounding`` (gateway.cli_eval)
 telegram  set-webhook / delete-webhook for a tenant's Telegram bot
 memories  list | show | history | forget | forget-subject of one person (gateway/cli_memories.py)
+db        upgrade | current: the database schema, by Alembic (gateway/cli_db.py)
 """
 
 from __future__ import annotations
@@ -162,6 +163,10 @@ app.add_typer(telegram_app, name="telegram")
 from gateway.cli_memories import memories_app  # noqa: E402 - registered after the commands above
 
 app.add_typer(memories_app, name="memories")
+
+from gateway.cli_db import db_app  # noqa: E402 - registered after the commands above
+
+app.add_typer(db_app, name="db")
 
 if __name__ == "__main__":  # pragma: no cover
     app()
