@@ -41,8 +41,9 @@ def serve(host: Annotated[str | None, typer.Option(help="listen address")] = Non
 
     from gateway.app import create_app
 
-    configure_logging()
     settings = load_settings()
+    # one JSON object per line; a person's words only when the privacy switch allows (gateway.logs)
+    configure_logging(json_logs=True, allow_text=settings.audit_fragments)
     # slow and hostile clients: a bound on connections at once (503 beyond it), and
     # idle keep-alive connections closed after 5 s; the body itself must arrive
     # within settings.body_timeout_s (gateway.app._body)

@@ -114,6 +114,17 @@ class StoreBase:
         except (DBAPIError, PoolTimeout) as exc:
             raise StoreError(str(exc)) from exc
 
+    def ping(self) -> str:
+        """Prove the database answers and holds the store's schema: reads the
+        Alembic revision (the readiness probe). Raises StoreError otherwise."""
+        try:
+            with self.engine.connect() as conn:
+                return str(conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one())
+        except (DBAPIError, PoolTimeout) as exc:
+            raise StoreError(f"database unreachable: {type(exc).__name__}") from exc
+        except Exception as exc:  # noqa: BLE001 - e.g. NoResultFound: no revision stamped
+            raise StoreError(f"database has no schema revision: {type(exc).__name__}") from exc
+
     def upgrade_schema(self) -> tuple[str | None, str]:
         """Upgrade the database to this code's head revision in one transaction;
         returns (revision before, revision after). Raises StoreError when the
