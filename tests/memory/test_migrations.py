@@ -5,6 +5,7 @@ say, and ``huiyi db upgrade`` reports what it did."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 import uuid
 from datetime import datetime, timezone
 
@@ -191,3 +192,30 @@ def test_huiyi_db_upgrade_reports_the_revisions(tmp_path, monkeypatch):
     assert cur.exit_code == 0 and f"database revision: {head()}" in cur.stdout
     with sqlite3.connect(path) as con:
         assert con.execute("SELECT count(*) FROM memories").fetchone() == (5,)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_two_stores_opening_one_empty_database_at_once_both_get_the_schema(backend, tmp_path, request):
+    """Two replicas starting together on one empty database: the schema is created
+    once (advisory lock on PostgreSQL, BEGIN IMMEDIATE on SQLite), both open, and
+    both see the other's writes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    url, schema = _raw(backend, tmp_path, request)
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'shared.db'}"
+    barrier = threading.Barrier(2)
+
+    def open_store() -> Store:
+        barrier.wait()
+        return Store(url, schema=schema)
+
+    with ThreadPoolExecutor(2) as pool:
+        a, b = [f.result(timeout=60) for f in [pool.submit(open_store) for _ in range(2)]]
+    try:
+        assert a.schema_revision() == b.schema_revision() == head()
+        assert a.claim_delivery("default|tg|tg:private:1|一") is True
+        assert b.claim_delivery("default|tg|tg:private:1|一") is False
+    finally:
+        a.close()
+        b.close()
