@@ -198,3 +198,17 @@ def test_privacy_switch_lets_the_words_into_the_turn_line(sqlite_core, json_log)
         _turn(client, "1", SECRET_WORDS)
     done = [x for x in _lines(buf) if x["event"] == "turn done"]
     assert len(done) == 1 and done[0]["text"] == SECRET_WORDS
+
+
+def test_example_dashboard_queries_only_metrics_the_gateway_exports(sqlite_core):
+    """docs/grafana-dashboard.json asks only for metric names a pipeline's registry has."""
+    import re
+
+    dashboard = json.loads((Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json").read_text())
+    asked = {name for p in dashboard["panels"] for t in p["targets"] for name in re.findall(r"huiyi_\w+", t["expr"])}
+    p = Pipeline(load_settings(), sqlite_core)
+    exported = {s.name for fam in p.metrics.registry.collect() for s in fam.samples} | \
+               {f"{fam.name}_bucket" for fam in p.metrics.registry.collect() if fam.type == "histogram"} | \
+               {f"{fam.name}_total" for fam in p.metrics.registry.collect() if fam.type == "counter"} | \
+               {fam.name for fam in p.metrics.registry.collect()}
+    assert asked and asked <= exported, asked - exported
