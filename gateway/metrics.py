@@ -5,7 +5,8 @@ instance), so that two apps in one process — tests, or an embedding host — n
 collide on a metric name. Names, units and labels::
 
     huiyi_turn_stage_seconds{stage}                 histogram  recall, recollection,
-                                                    reconstruct_model, reply, capture, total
+                                                    reconstruct_model, reply, capture (when the
+                                                    turn captures before answering), total
     huiyi_recall_seconds                            histogram  the core's recall, seen by the pipeline
     huiyi_reconstruction_fallbacks_total{reason}    counter    memory.reconstruct's codes (no_hits, disabled,
                                                     no_model, few_hits, model_error, timeout, malformed,

@@ -166,8 +166,8 @@ def _lines(buf: io.StringIO) -> list[dict]:
 
 
 def test_json_log_lines_carry_the_turn_id_and_no_message_text(sqlite_core, llm, json_log):
-    """Every line a turn writes is one JSON object with the turn's id (its warnings
-    too); the turn ends with a 'turn done' line of ids and latencies; neither the
+    """Every line a turn writes is one JSON object with the turn's id (its warnings,
+    and lines written in its worker threads, too); the turn ends with a 'turn done' line of ids and latencies; neither the
     person's words nor the reply appear anywhere while the privacy switch is off."""
     tenant = TenantSettings(llm=LLMSettings(base_url=llm.base_url, model="fake-chat", max_retries=0, timeout=5))
     buf = json_log()
@@ -183,6 +183,8 @@ def test_json_log_lines_carry_the_turn_id_and_no_message_text(sqlite_core, llm, 
     assert "text" not in done[0] and "reply" not in done[0]
     failed = [x for x in lines if x["event"].startswith("reply failed")]
     assert failed and all(x["turn_id"] == turn and x["level"] == "warning" for x in failed)
+    captured = [x for x in lines if x["logger"] == "memory.capture"]  # written in a worker thread
+    assert captured and all(x.get("turn_id") == turn for x in captured)
     dups = [x for x in lines if x["event"].startswith("duplicate delivery")]
     assert dups and dups[0]["turn_id"] != turn
     raw = buf.getvalue()
