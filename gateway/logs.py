@@ -69,6 +69,7 @@ class _Stderr(logging.StreamHandler):
 
 def _drop_text(allow: bool):
     def processor(_logger, _name, event: dict) -> dict:
+        event.pop("color_message", None)  # uvicorn's terminal-coloured copy of the message
         if not allow:
             for key in TEXT_FIELDS & event.keys():
                 del event[key]
