@@ -45,6 +45,7 @@ class Verdict:
     checks: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
+        """The body of ``/readyz``: ``{"status": "ready" | "not ready", "checks": {...}}``."""
         return {"status": "ready" if self.ready else "not ready", "checks": dict(self.checks)}
 
 
