@@ -1,6 +1,8 @@
 """The HTTP gateway (FastAPI).
 
-Routes: ``GET /healthz``; ``POST /v1/turns`` (a platform-neutral message →
+Routes: ``GET /healthz`` (the process answers), ``GET /readyz`` (database,
+index and configured chat models answer: 200, else 503; ``gateway.health``),
+``GET /metrics`` (Prometheus text, ``gateway.metrics``); ``POST /v1/turns`` (a platform-neutral message →
 recollection, prompt, reply); ``POST /telegram/{tenant}`` (a Bot API Update,
 ``X-Telegram-Bot-Api-Secret-Token`` required; the reply is sent through the
 Bot API); ``POST /onebot/{tenant}`` (a OneBot v11 HTTP POST event, signed or
@@ -24,7 +26,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ValidationError
 
 from bridges.replay import ReplayError, check_fresh, guard
@@ -170,6 +172,9 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         app.state.telegram = TelegramRuntime(pipeline)
         app.state.wechat = WeChatRuntime(pipeline, http)
         app.state.webhook = WebhookRuntime(pipeline, http)
+        from gateway.health import Readiness
+
+        app.state.readiness = Readiness(pipeline, http)
         tasks = [asyncio.create_task(_maintenance(pipeline))]
         if telegram_polling:
             tasks += [asyncio.create_task(app.state.telegram.poll(t)) for t in app.state.telegram.tenants_with_bots()]
@@ -198,7 +203,25 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
 
     @app.get("/healthz")
     async def healthz() -> dict:
+        """Liveness: the process answers (no dependency is checked)."""
         return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz(request: Request) -> JSONResponse:
+        """Readiness: 200 when database, index and configured models answer, else 503 (``gateway.health``)."""
+        readiness = getattr(request.app.state, "readiness", None)
+        if readiness is None:
+            return JSONResponse({"status": "not ready", "checks": {"startup": "pending"}}, status_code=503)
+        verdict = await readiness.verdict()
+        return JSONResponse(verdict.to_json(), status_code=200 if verdict.ready else 503)
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        """Prometheus metrics of this app's pipeline (``gateway.metrics``)."""
+        from gateway.metrics import CONTENT_TYPE
+
+        body = await asyncio.to_thread(pl(request).metrics.render)  # the queue gauges read the database
+        return Response(body, media_type=CONTENT_TYPE)
 
     @app.post("/v1/turns")
     async def turns(request: Request) -> dict:

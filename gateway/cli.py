@@ -9,6 +9,7 @@ eval      offline evaluations, e.g. ``eval grounding`` (gateway.cli_eval)
 telegram  set-webhook / delete-webhook for a tenant's Telegram bot
 memories  list | show | history | forget | forget-subject of one person (gateway/cli_memories.py)
 config    check: validate the configuration and print it, secrets masked
+db        upgrade | current: the database schema, by Alembic (gateway/cli_db.py)
 
 ``huiyi --version`` prints the installed version; ``-h`` is ``--help``. A
 configuration error (``gateway.config.ConfigError``) from any command prints one
@@ -106,8 +107,9 @@ def serve(host: Annotated[str | None, typer.Option(help="listen address")] = Non
 
     from gateway.app import create_app
 
-    configure_logging()
     settings = load_settings()
+    # one JSON object per line; a person's words only when the privacy switch allows (gateway.logs)
+    configure_logging(json_logs=True, allow_text=settings.audit_fragments)
     # slow and hostile clients: a bound on connections at once (503 beyond it), and
     # idle keep-alive connections closed after 5 s; the body itself must arrive
     # within settings.body_timeout_s (gateway.app._body)
@@ -239,6 +241,10 @@ from gateway.cli_memories import memories_app  # noqa: E402 - registered after t
 
 app.add_typer(memories_app, name="memories")
 app.add_typer(config_app, name="config")
+
+from gateway.cli_db import db_app  # noqa: E402 - registered after the commands above
+
+app.add_typer(db_app, name="db")
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -5,12 +5,16 @@ recollection → prompt → reply → capture. The chat never waits on the memor
 an index or store failure during recall degrades to no recollection, a failed
 or ungrounded reconstruction to the template recollection, a reply-model
 failure to an apology (or silence), and capture still runs (DESIGN
-"Fallbacks"). Every answered turn leaves one audit line (gateway.observability).
+"Fallbacks"). Every answered turn leaves one audit line (gateway.observability),
+one ``turn done`` log record with its ``turn_id`` (bound to every record the
+turn writes, gateway.logs) and its stage latencies, and moves the metrics
+(gateway.metrics).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import hashlib
 import logging
@@ -26,6 +30,8 @@ from gateway.config import Settings, TenantSettings
 from gateway.errors import EmptyAnswer, LLMError, UnknownTenant
 from gateway.llm import ChatModel
 from bridges.contract import InboundMessage, TurnResult, Withdrawal
+from gateway.logs import bind_turn, new_turn_id
+from gateway.metrics import Metrics
 from gateway.observability import turn_record, write_turn
 from gateway.character_prompt import build_messages
 from locales import translate, turn_language, written_language
@@ -64,18 +70,41 @@ _PLATFORM_LABELS = {"tg": "Telegram", "qq": "QQ", "wx": "WeChat", "wecom": "WeCo
 class Pipeline:
     """Runs turns for every configured tenant over one MemoryCore.
 
-    ``models`` caches one ChatModel per tenant with a configured model.
+    ``models`` caches one ChatModel per tenant with a configured model;
+    ``metrics``: where turns are counted and timed (a registry of its own when
+    not given).
     """
 
-    def __init__(self, settings: Settings, core: MemoryCore) -> None:
+    def __init__(self, settings: Settings, core: MemoryCore, metrics: Metrics | None = None) -> None:
         self.settings = settings
         self.core = core
+        self.metrics = metrics or Metrics()
         self._models: dict[str, ChatModel] = {}
         self._captures: set[asyncio.Task] = set()
         self._capturing: set[int] = set()  # chat-log line ids whose capture runs in this process
         self._capture_slots: asyncio.Semaphore | None = None
         self._after: list[_After] = []  # queued for the worker (_spawn_after)
         self._worker: asyncio.Task | None = None
+        self.metrics.watch_queues(process=self._queued_captures, database=core.store.captures_due,
+                                  outbox=core.store.outbox_depth)
+
+    def _queued_captures(self) -> int:
+        """Captures queued or running in this process (the after-work queue and model captures)."""
+        return len(self._after) + sum(1 for t in self._captures if t is not self._worker)
+
+    def _counted(self, complete: Callable, purpose: str) -> Callable:
+        """``complete`` (a model call) counting its failures in the metrics by
+        ``purpose`` (reply, reconstruct, extract) and exception class."""
+        errors = self.metrics.model_errors
+
+        async def call(*args, **kwargs):
+            try:
+                return await complete(*args, **kwargs)
+            except Exception as exc:
+                errors.labels(purpose, type(exc).__name__).inc()
+                raise
+
+        return call
 
     def tenant(self, name: str) -> TenantSettings:
         """Settings of tenant ``name``; UnknownTenant if it is not configured."""
@@ -101,7 +130,7 @@ class Pipeline:
         model = self.model(tenant)
         if model is None:
             return None
-        complete = functools.partial(model.complete, temperature=0.0, max_tokens=800)
+        complete = self._counted(functools.partial(model.complete, temperature=0.0, max_tokens=800), "extract")
         return LLMExtractor(complete, loop=asyncio.get_running_loop(),
                             timeout=model.settings.timeout * (model.settings.max_retries + 1) + 1)
 
@@ -123,7 +152,36 @@ class Pipeline:
         message in a task of this pipeline (``drain`` awaits them): for bridges whose
         reply travels in their own HTTP answer. The capture is durable either way:
         the person's chat-log line carries it until it is done, and
-        ``resume_captures`` runs what a crash or failure left behind."""
+        ``resume_captures`` runs what a crash or failure left behind.
+
+        Every log record the turn writes carries one ``turn_id``; the turn ends
+        with a ``turn done`` record (ids, counts, stage latencies; the message and
+        reply text only when ``Settings.audit_fragments`` allows)."""
+        with bind_turn(new_turn_id(), tenant=tenant):
+            res = await self._handle(tenant, msg, background_capture=background_capture)
+            self._observe(res, msg)
+            return res
+
+    def _observe(self, res: TurnResult, msg: InboundMessage) -> None:
+        """The turn's metrics and its ``turn done`` log record."""
+        m = self.metrics
+        if res.duplicate:
+            m.turns.labels("duplicate").inc()
+            return
+        outcome = ("command" if res.command else "edit" if msg.is_edit else "not_addressed" if not res.addressed
+                   else "replied" if res.reply is not None else "no_reply")
+        m.turns.labels(outcome).inc()
+        m.observe_stages(res.latency_ms)
+        fields: dict = {"tenant": res.tenant, "namespace": res.namespace, "chat": res.chat,
+                        "message_id": res.message_id, "outcome": outcome, "recalled": len(res.recalled),
+                        "captured": len(res.captured), "capture_pending": res.capture_pending,
+                        "fallback_reason": res.fallback_reason, "latency_ms": dict(res.latency_ms)}
+        if self.settings.audit_fragments:  # the one privacy switch: words in logs only when it is on
+            fields["text"] = msg.text
+            fields["reply"] = res.reply
+        log.info("turn done", extra=fields)
+
+    async def _handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False) -> TurnResult:
         t = self.tenant(tenant)
         chat = msg.chat
         if not chat.is_group and msg.chat_id != msg.sender_id:
@@ -146,10 +204,12 @@ class Pipeline:
         if fingerprint is not None and not plain and not await asyncio.to_thread(
                 self.core.store.claim_fingerprint, fingerprint, REPUSH_WINDOW):
             log.info("duplicate delivery %s (same content re-pushed)", delivery)
+            self.metrics.deduplicated.labels("content").inc()
             res.duplicate = True
             return res
         if not plain and not await asyncio.to_thread(self.core.store.claim_delivery, delivery):
             log.info("duplicate delivery %s", delivery)
+            self.metrics.deduplicated.labels("id").inc()
             res.duplicate = True
             return res
         try:
@@ -157,6 +217,7 @@ class Pipeline:
                                     fingerprint if plain else None)
         except DuplicateDelivery:
             log.info("duplicate delivery %s", delivery)
+            self.metrics.deduplicated.labels("id_or_content").inc()  # the line's claim: either may have hit
             res.duplicate = True
             return res
         except BaseException:
@@ -340,7 +401,8 @@ class Pipeline:
             return
         self._after.append(item)
         if self._worker is None or self._worker.done():
-            self._worker = asyncio.create_task(self._after_worker())
+            # a context of its own: the worker outlives the turn that started it (no stale turn_id)
+            self._worker = asyncio.create_task(self._after_worker(), context=contextvars.Context())
             self._captures.add(self._worker)
             self._worker.add_done_callback(self._captures.discard)
 
@@ -454,12 +516,14 @@ class Pipeline:
             reason = f"recall failed: {type(exc).__name__}"
             log.warning("recall failed for %s: %s", ns, exc)
         res.latency_ms["recall"] = _ms(t0)
+        self.metrics.recall_seconds.observe(res.latency_ms["recall"] / 1000)
         now = utcnow()
         ranked, hits = hits, hits[: t.recall_k]  # the trace keeps the runners-up for /memory why
         # reconstruction never raises: a model error, timeout or ungrounded answer gives the template
         rc, model = t.reconstruction, self.model(tenant)
-        complete = None if model is None else functools.partial(
-            model.complete, temperature=rc.temperature, timeout=rc.timeout_s, max_tokens=rc.max_chars * 2)
+        complete = None if model is None else self._counted(functools.partial(
+            model.complete, temperature=rc.temperature, timeout=rc.timeout_s, max_tokens=rc.max_chars * 2),
+            "reconstruct")
         rec = await reconstruct(hits, tail=tail, complete=complete, lang=lang, now=now, persona_name=t.persona_name,
                                 persona_voice=t.persona, person_name=msg.sender_name or None, enabled=rc.enabled,
                                 min_hits=rc.min_hits, max_chars=rc.max_chars, timeout_s=rc.timeout_s,
@@ -467,6 +531,9 @@ class Pipeline:
                                 embedder=self.core.index.embedder if rc.embedding_check else None,
                                 limit=t.recall_k, reason=reason, tz=t.tz)
         res.latency_ms["recollection"] = rec.latency_ms
+        self.metrics.fallback(rec.fallback_reason)
+        if rec.attempt is not None and rec.attempt.model_ms is not None:
+            self.metrics.stage_seconds.labels("reconstruct_model").observe(rec.attempt.model_ms / 1000)
 
         def book() -> None:
             try:
@@ -496,6 +563,7 @@ class Pipeline:
             log.info("reply model answered nothing for tenant %s chat %s: silence", tenant, chat.key)
             res.reply = None
         except LLMError as exc:
+            self.metrics.model_errors.labels("reply", type(exc).__name__).inc()
             log.warning("reply failed for tenant %s chat %s: %s", tenant, chat.key, exc)
             res.reply = translate(lang, APOLOGY) if t.apology is None else (t.apology or None)
         res.latency_ms["reply"] = _ms(t1)

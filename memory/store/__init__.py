@@ -9,7 +9,10 @@ concern, each in a module named after it::
       __init__.py    Store and the public names (this docstring)
       tables.py      the SQLModel tables (private), row → Memory, engine set-up
       base.py        StoreBase: engine, schema, the one transaction boundary
-                     (_write, _write_conn, _read), close, scrub; utcnow, new_memory_id
+                     (_write, _write_conn, _read), close, scrub, ping, schema
+                     revision and upgrade; utcnow, new_memory_id
+      migrate.py     the schema by Alembic: create-and-stamp an empty database,
+                     upgrade any other (revisions in migrations/versions/)
       memories.py    MemoryRows: memories, history, tombstones, touch, retract,
                      group-scoped listings; MemoryText
       chatlog.py     ChatLog: chat log, redactions, deliveries, captures still

@@ -1,9 +1,9 @@
 """The store's engine and its one transaction boundary, shared by every part.
 
-``StoreBase`` opens the database (creating tables and adding columns of a newer
-schema in place) and owns the only ways to talk to it: ``_write`` (an ORM
-session in a write transaction), ``_write_conn`` (the same on a bare
-connection, for Core statements on hot paths) and ``_read``. On SQLite every
+``StoreBase`` opens the database (creating or upgrading its schema through
+Alembic, ``memory.store.migrate``) and owns the only ways to talk to it:
+``_write`` (an ORM session in a write transaction), ``_write_conn`` (the same
+on a bare connection, for Core statements on hot paths) and ``_read``. On SQLite every
 write holds a process-wide lock and starts with ``BEGIN IMMEDIATE``; on
 PostgreSQL the lock is a no-op and the database orders writers. The parts of
 ``memory.store.Store`` (memories, chat log, outbox, audit, identities, command
@@ -19,13 +19,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 
+from alembic.util import CommandError
 from sqlalchemy import Connection, event, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from sqlmodel import Session, SQLModel, create_engine
+from sqlmodel import Session, create_engine
 
 from memory.errors import StoreError
-from memory.store.tables import _add_missing_columns, _normalise_url, _sqlite_begin, _sqlite_pragmas
+import memory.store.migrate as _migrate
+from memory.store.tables import _normalise_url, _sqlite_begin, _sqlite_pragmas
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +66,13 @@ class StoreBase:
     ``url``: SQLAlchemy URL (``sqlite:///path``, ``postgres://…`` or
     ``postgresql://…``; PostgreSQL URLs are driven by psycopg 3);
     ``schema``: PostgreSQL schema to create and use (None: the default; ignored
-    on SQLite). Raises StoreError when the database cannot be reached.
+    on SQLite); ``migrate``: create an empty database's tables, or upgrade an
+    older one to this code's revision (``memory.store.migrate.prepare``; off only
+    for ``huiyi db`` commands, which report what they do). Raises StoreError when
+    the database cannot be reached or its schema cannot be brought up to date.
     """
 
-    def __init__(self, url: str, schema: str | None = None) -> None:
+    def __init__(self, url: str, schema: str | None = None, *, migrate: bool = True) -> None:
         self.url = _normalise_url(url)
         self.schema = schema
         self.is_sqlite = self.url.startswith("sqlite")
@@ -92,10 +97,43 @@ class StoreBase:
             if schema and not self.is_sqlite:
                 with self.engine.begin() as conn:
                     conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
-            SQLModel.metadata.create_all(self.engine)
-            _add_missing_columns(self.engine, self.schema)
-        except (DBAPIError, PoolTimeout) as exc:
+            if migrate:
+                with self._write_lock, self._write_engine.begin() as conn:
+                    _migrate.prepare(conn, self.schema)
+        except (DBAPIError, PoolTimeout, CommandError) as exc:
             raise StoreError(f"cannot open database {self.engine.url.render_as_string(hide_password=True)}: {exc}") from exc
+
+    # -- schema (Alembic) ---------------------------------------------------
+
+    def schema_revision(self) -> str | None:
+        """The Alembic revision the database is at (None: empty, or written
+        before Alembic). Raises StoreError when the database cannot be reached."""
+        try:
+            with self.engine.connect() as conn:
+                return _migrate.current(conn, self.schema)
+        except (DBAPIError, PoolTimeout) as exc:
+            raise StoreError(str(exc)) from exc
+
+    def ping(self) -> str:
+        """Prove the database answers and holds the store's schema: reads the
+        Alembic revision (the readiness probe). Raises StoreError otherwise."""
+        try:
+            with self.engine.connect() as conn:
+                return str(conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one())
+        except (DBAPIError, PoolTimeout) as exc:
+            raise StoreError(f"database unreachable: {type(exc).__name__}") from exc
+        except Exception as exc:  # noqa: BLE001 - e.g. NoResultFound: no revision stamped
+            raise StoreError(f"database has no schema revision: {type(exc).__name__}") from exc
+
+    def upgrade_schema(self) -> tuple[str | None, str]:
+        """Upgrade the database to this code's head revision in one transaction;
+        returns (revision before, revision after). Raises StoreError when the
+        database cannot be reached or the upgrade fails (nothing is left half-done)."""
+        try:
+            with self._write_lock, self._write_engine.begin() as conn:
+                return _migrate.upgrade(conn, self.schema)
+        except (DBAPIError, PoolTimeout, CommandError) as exc:
+            raise StoreError(f"schema upgrade failed: {exc}") from exc
 
     # -- sessions: the one transaction boundary ---------------------------
 

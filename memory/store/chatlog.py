@@ -186,6 +186,13 @@ class ChatLog(StoreBase):
         return [PendingCapture(r.id, r.tenant, Namespace.parse(r.capture_ns), ChatRef.parse(r.chat), r.message_id,  # type: ignore[arg-type]
                                r.text, _aware(r.at)) for r in rows]  # type: ignore[arg-type]
 
+    def captures_due(self) -> int:
+        """How many chat-log lines still have their capture due, in every tenant
+        (queued, running, or left by a crash; the metrics gauge)."""
+        with self._read() as s:
+            return int(s.exec(select(func.count()).select_from(_ChatLogRow).where(
+                _ChatLogRow.capture_queued.is_not(None), _ChatLogRow.capture_ns != "")).one())  # type: ignore[union-attr]
+
     def capture_done(self, *line_ids: int) -> None:
         """Mark the captures of these chat-log lines done, in one transaction (a
         line pruned or redacted meanwhile is simply gone)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlmodel import delete, select
+from sqlmodel import delete, func, select
 
 from memory.store.base import StoreBase
 from memory.store.tables import _IndexOpRow
@@ -48,6 +48,11 @@ class IndexOutbox(StoreBase):
         with self._read() as s:
             rows = s.exec(q.order_by(_IndexOpRow.id).limit(limit)).all()  # type: ignore[arg-type]
         return [IndexOp(r.id, Namespace.parse(r.namespace), r.memory_id, r.op, r.attempts) for r in rows]  # type: ignore[arg-type]
+
+    def outbox_depth(self) -> int:
+        """How many index operations are owed (all namespaces; the metrics gauge)."""
+        with self._read() as s:
+            return int(s.exec(select(func.count()).select_from(_IndexOpRow)).one())
 
     def clear_ops(self, op_ids: Sequence[int]) -> None:
         """Remove applied outbox rows."""

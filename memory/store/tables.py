@@ -8,8 +8,9 @@ One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` �
 ``last_recall``, ``_PendingRow`` → ``pending_confirmations``), registered on
 ``SQLModel.metadata`` when this module is imported; the row → ``Memory``
 conversion; and the engine helpers (URL normalisation, SQLite pragmas and
-``BEGIN IMMEDIATE``, in-place schema upgrade). Nothing here opens a session:
-transactions belong to ``memory.store.base``.
+``BEGIN IMMEDIATE``). Nothing here opens a session: transactions belong to
+``memory.store.base``; the schema's revisions to ``memory.store.migrate``
+(Alembic): a change to a table here needs a revision there.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ import logging
 from datetime import datetime, timezone
 
 from sqlalchemy import Index as SAIndex
-from sqlalchemy import UniqueConstraint, text
-from sqlalchemy.engine import Engine
+from sqlalchemy import UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility
@@ -294,27 +294,3 @@ def _sqlite_begin(conn) -> None:  # pragma: no cover - trivial
     statement by statement, which WAL never blocks."""
     if conn.get_execution_options().get("huiyi_write"):
         conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-
-def _add_missing_columns(engine: Engine, schema: str | None) -> None:
-    """Bring tables of an older huiyi up to date: columns added since (all of
-    them nullable or with an empty default) are added in place, so an existing
-    data root keeps working. Never drops or changes a column."""
-    from sqlalchemy import inspect as sa_inspect
-
-    insp = sa_inspect(engine)
-    for table in SQLModel.metadata.sorted_tables:
-        if not insp.has_table(table.name, schema=schema):
-            continue
-        have = {c["name"] for c in insp.get_columns(table.name, schema=schema)}
-        for col in table.columns:
-            if col.name in have:
-                continue
-            kind = col.type.compile(dialect=engine.dialect)
-            default = "" if col.nullable else " NOT NULL DEFAULT ''" if kind.upper().startswith(("VARCHAR", "TEXT")) \
-                else " NOT NULL DEFAULT 0"
-            with engine.begin() as conn:
-                conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN "{col.name}" {kind}{default}'))
-            log.warning("store: added column %s.%s (schema from an older version)", table.name, col.name)
-        for index in table.indexes:  # indexes added since (create_all skips existing tables)
-            index.create(engine, checkfirst=True)

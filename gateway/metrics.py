@@ -1,0 +1,114 @@
+"""Prometheus metrics of one gateway (prometheus-client), served at ``GET /metrics``.
+
+Each ``Metrics`` has a registry of its own (one per pipeline, hence per app
+instance), so that two apps in one process — tests, or an embedding host — never
+collide on a metric name. Names, units and labels::
+
+    huiyi_turn_stage_seconds{stage}                 histogram  recall, recollection,
+                                                    reconstruct_model, reply, capture (when the
+                                                    turn captures before answering), total
+    huiyi_recall_seconds                            histogram  the core's recall, seen by the pipeline
+    huiyi_reconstruction_fallbacks_total{reason}    counter    memory.reconstruct's codes (no_hits, disabled,
+                                                    no_model, few_hits, model_error, timeout, malformed,
+                                                    bad_citations, ungrounded, error) or recall_failed
+    huiyi_model_errors_total{purpose, error}        counter    purpose: reply, reconstruct, extract;
+                                                    error: the exception class
+    huiyi_deliveries_deduplicated_total{by}         counter    by: id (same delivery id), content (a
+                                                    re-push under a new id) or id_or_content (caught
+                                                    by the claim the chat line is written with)
+    huiyi_turns_total{outcome}                      counter    replied, no_reply (no model, or it chose
+                                                    silence), command, edit, not_addressed, duplicate
+    huiyi_capture_queue_depth{where}                gauge      process: captures queued or running here;
+                                                    database: lines whose capture is still due (all replicas)
+    huiyi_index_outbox_depth                        gauge      index operations not yet applied
+
+The two gauges are read when scraped (a callback each), so they cost nothing
+between scrapes; a failing read leaves the gauge out of that scrape.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+__all__ = ["Metrics", "CONTENT_TYPE"]
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""The Prometheus text exposition format."""
+#: seconds; a turn spans from a few milliseconds (no model) to tens of seconds (a slow model)
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class _Depths(Collector):
+    """The queue gauges, read at scrape time from the callbacks given."""
+
+    def __init__(self, process: Callable[[], int], database: Callable[[], int], outbox: Callable[[], int]) -> None:
+        self._process, self._database, self._outbox = process, database, outbox
+
+    def collect(self):
+        queue = GaugeMetricFamily("huiyi_capture_queue_depth", "Captures still to run", labels=["where"])
+        for where, read in (("process", self._process), ("database", self._database)):
+            value = _read(read, f"capture queue depth ({where})")
+            if value is not None:
+                queue.add_metric([where], value)
+        yield queue
+        outbox = _read(self._outbox, "index outbox depth")
+        if outbox is not None:
+            yield GaugeMetricFamily("huiyi_index_outbox_depth", "Index operations not yet applied", value=outbox)
+
+
+def _read(fn: Callable[[], int], what: str) -> int | None:
+    try:
+        return int(fn())
+    except Exception as exc:  # noqa: BLE001 - a scrape never fails on one gauge
+        log.warning("metrics: %s unavailable: %s", what, type(exc).__name__)
+        return None
+
+
+class Metrics:
+    """The gateway's metrics on a registry of their own (module docstring)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.stage_seconds = Histogram("huiyi_turn_stage_seconds", "Turn latency by stage", ["stage"],
+                                       buckets=BUCKETS, registry=r)
+        self.recall_seconds = Histogram("huiyi_recall_seconds", "Recall latency (the core's recall, from the pipeline)",
+                                        buckets=BUCKETS, registry=r)
+        self.fallbacks = Counter("huiyi_reconstruction_fallbacks", "Recollections that fell back to the template",
+                                 ["reason"], registry=r)
+        self.model_errors = Counter("huiyi_model_errors", "Chat model calls that failed", ["purpose", "error"],
+                                    registry=r)
+        self.deduplicated = Counter("huiyi_deliveries_deduplicated", "Platform deliveries dropped as duplicates",
+                                    ["by"], registry=r)
+        self.turns = Counter("huiyi_turns", "Turns handled, by outcome", ["outcome"], registry=r)
+        self._depths: _Depths | None = None
+
+    def watch_queues(self, process: Callable[[], int], database: Callable[[], int], outbox: Callable[[], int]) -> None:
+        """Register the scrape-time gauges (once; a second call replaces the callbacks)."""
+        if self._depths is not None:
+            self.registry.unregister(self._depths)
+        self._depths = _Depths(process, database, outbox)
+        self.registry.register(self._depths)
+
+    def observe_stages(self, latency_ms: dict[str, float]) -> None:
+        """Record a turn's stage latencies (milliseconds, as in ``TurnResult.latency_ms``)."""
+        for stage, ms in latency_ms.items():
+            if isinstance(ms, (int, float)):
+                self.stage_seconds.labels(stage).observe(ms / 1000)
+
+    def fallback(self, reason: str | None) -> None:
+        """Count a template fallback (None or "": the reconstruction was accepted, nothing counted).
+        A free-form reason ("recall failed: StoreError") is cut to its code."""
+        if reason:
+            self.fallbacks.labels(reason.split(":", 1)[0].strip().replace(" ", "_")).inc()
+
+    def render(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        return generate_latest(self.registry)

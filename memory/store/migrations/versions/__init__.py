@@ -1,0 +1,1 @@
+"""Alembic revisions of the store, oldest first by ``down_revision``."""

@@ -1,0 +1,221 @@
+"""Alembic owns the store's schema: a database of the previous release upgrades on
+SQLite and PostgreSQL without losing a row, the revisions build what the models
+say, and ``huiyi db upgrade`` reports what it did."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import inspect, text
+from sqlmodel import SQLModel
+
+from conftest import PG_URL, TEST_DATA
+from memory.errors import StoreError
+from memory.store import ChatLine, Store
+from memory.store.migrate import head
+from memory.types import ChatKind, ChatRef, Namespace
+
+PREVIOUS = TEST_DATA / "previous_release"
+"""SQL dumps of a database written by commit 5cf7836 (scripts/make_previous_release_fixture.py)."""
+TABLES = ("memories", "memory_history", "tombstones", "deliveries", "chat_log", "chat_redactions", "index_outbox",
+          "audit_log", "identities", "last_recall", "pending_confirmations")
+ZH = Namespace("default", "tg:1001")
+EN = Namespace("default", "qq:20002")
+
+
+def _pg_schema(request) -> str:
+    """A fresh PostgreSQL schema for one test (dropped afterwards)."""
+    import psycopg
+
+    schema = f"{request.getfixturevalue('pg_schema')}_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+
+    def drop() -> None:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+    request.addfinalizer(drop)
+    return schema
+
+
+def _raw(backend: str, tmp_path, request, sql: str | None = None) -> tuple[str, str | None]:
+    """A database (URL, schema) loaded with ``sql`` (``__SCHEMA__`` filled in on PostgreSQL)."""
+    if backend == "sqlite":
+        path = tmp_path / "old.db"
+        with sqlite3.connect(path) as con:
+            con.executescript(sql or "")
+        return f"sqlite:///{path}", None
+    import psycopg
+
+    schema = _pg_schema(request)
+    if sql:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(sql.replace("__SCHEMA__", f'"{schema}"'))
+    return PG_URL, schema
+
+
+def _counts(store: Store, tables=TABLES) -> dict[str, int]:
+    with store.engine.connect() as conn:
+        return {t: conn.execute(text(f'SELECT count(*) FROM "{t}"')).scalar_one() for t in tables}
+
+
+def _drift(store: Store) -> list:
+    """Differences between the database and the SQLModel tables (Alembic autogenerate)."""
+    with store.engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+        return [d for d in compare_metadata(ctx, SQLModel.metadata) if d[0] != "remove_table" or
+                d[1].name != "alembic_version"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_previous_release_database_upgrades_at_start_up_without_losing_a_row(backend, tmp_path, request):
+    """A database the release before Alembic wrote (5cf7836) opens: every row is
+    kept and readable, history rows get the visibility column (read as private),
+    the nonce table appears, the schema equals a fresh one, and it is stamped at head."""
+    url, schema = _raw(backend, tmp_path, request, (PREVIOUS / f"{'sqlite' if backend == 'sqlite' else 'postgresql'}.sql")
+                       .read_text(encoding="utf-8"))
+    old = Store(url, schema=schema, migrate=False)
+    before = _counts(old)
+    assert old.schema_revision() is None and before["memories"] == 5 and before["memory_history"] == 1
+    assert "visibility" not in {c["name"] for c in inspect(old.engine).get_columns("memory_history", schema=schema)}
+    old.close()
+
+    store = Store(url, schema=schema)  # start-up upgrades
+    try:
+        assert store.schema_revision() == head()
+        assert _counts(store) == before
+        assert _drift(store) == []
+        with store.engine.connect() as conn:
+            assert conn.execute(text("SELECT visibility FROM memory_history")).scalars().all() == [""]
+        # the rows read back through today's code, Chinese, traditional, emoji and all
+        assert store.get(ZH, "a1b2c3d4e5f6").text == "我养了一只叫煤球的猫🐈"
+        assert store.get(ZH, "0123456789ab").text == "我現在改喝拿铁了"
+        assert "我喜歡喝美式咖啡，不加糖。" in [m.text for m in store.history(ZH, "0123456789ab")]
+        assert store.get(EN, "c0ffee000001").text == "I run 5 km every morning 🏃"
+        dm = ChatRef("tg", ChatKind.PRIVATE, "1001")
+        assert [line.text for line in store.chat_tail("default", dm)][-1] == "Mixed 中英 text with emoji 😀 and ！？"
+        assert [p.text for p in store.pending_captures(datetime.now(timezone.utc))] == ["明天见 see you"]
+        assert store.resolve_identity("default", "qq:10001") == "person:xiaoming"
+        assert store.claim_delivery("default|tg|tg:private:1001|dm-0") is False  # claimed before the upgrade
+        # and today's writes work on the upgraded tables
+        store.append_chat("default", dm, ChatLine("user", "1001", "升级之后 after the upgrade", datetime.now(timezone.utc),
+                                                  "dm-9"))
+        assert store.claim_nonce("default", "onebot", "n-1", "d") is None
+        assert store.claim_nonce("default", "onebot", "n-1", "d") is not None
+    finally:
+        store.close()
+    again = Store(url, schema=schema)  # a second start-up changes nothing
+    assert again.schema_revision() == head() and _counts(again)["chat_log"] == before["chat_log"] + 1
+    again.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_revisions_build_the_tables_the_models_describe(backend, tmp_path, request):
+    """An empty database upgraded revision by revision has exactly the SQLModel
+    tables (what the create-and-stamp fast path of start-up builds), and stays at head."""
+    url, schema = _raw(backend, tmp_path, request)
+    store = Store(url, schema=schema, migrate=False)
+    try:
+        assert store.upgrade_schema() == (None, head())
+        assert _drift(store) == []
+        assert store.upgrade_schema() == (head(), head())
+    finally:
+        store.close()
+    fast = Store(f"sqlite:///{tmp_path / 'fast.db'}") if backend == "sqlite" else Store(url, schema=_pg_schema(request))
+    try:
+        assert fast.schema_revision() == head() and _drift(fast) == []
+    finally:
+        fast.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_not_null_timestamp_column_is_added_to_a_table_with_rows(backend, tmp_path, request):
+    """The fault the hand-written upgrader had on PostgreSQL (DEFAULT 0 for a NOT NULL
+    timestamp → DatatypeMismatch, half-migrated schema): a table of rows that lacks
+    one gets it, filled with the epoch, NOT NULL, and the rows stay."""
+    url, schema = _raw(backend, tmp_path, request,
+                       "CREATE TABLE __SCHEMA__.deliveries (key VARCHAR(600) NOT NULL PRIMARY KEY);"
+                       "INSERT INTO __SCHEMA__.deliveries VALUES ('default|tg|tg:private:1|1'), ('default|qq|群|2');"
+                       if backend == "postgres" else
+                       "CREATE TABLE deliveries (key VARCHAR(600) NOT NULL PRIMARY KEY);"
+                       "INSERT INTO deliveries VALUES ('default|tg|tg:private:1|1'), ('default|qq|群|2');")
+    store = Store(url, schema=schema)
+    try:
+        assert store.schema_revision() == head()
+        col = {c["name"]: c for c in inspect(store.engine).get_columns("deliveries", schema=schema)}["processed_at"]
+        assert col["nullable"] is False
+        with store.engine.connect() as conn:
+            rows = conn.execute(text("SELECT key, processed_at FROM deliveries ORDER BY key")).all()
+        assert [r[0] for r in rows] == ["default|qq|群|2", "default|tg|tg:private:1|1"]
+        assert all(str(r[1]).startswith("1970-01-01") for r in rows)
+        assert store.claim_delivery("default|qq|群|2") is False and store.claim_delivery("default|qq|群|3") is True
+        assert inspect(store.engine).has_table("seen_nonces", schema=schema)
+    finally:
+        store.close()
+
+
+def test_a_database_from_a_newer_version_is_refused_with_a_store_error(tmp_path):
+    """A database stamped at a revision this code does not know (a newer huiyi wrote it) is not touched: StoreError."""
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    Store(url).close()
+    with sqlite3.connect(tmp_path / "new.db") as con:
+        con.execute("UPDATE alembic_version SET version_num = '9999_from_the_future'")
+    with pytest.raises(StoreError, match="9999_from_the_future"):
+        Store(url)
+
+
+def test_huiyi_db_upgrade_reports_the_revisions(tmp_path, monkeypatch):
+    """``huiyi db upgrade`` upgrades the configured database of the previous release
+    and says from what to what; a second run says it is already at head; ``db current`` agrees."""
+    from typer.testing import CliRunner
+
+    from gateway.cli import app
+
+    path = tmp_path / "cli.db"
+    with sqlite3.connect(path) as con:
+        con.executescript((PREVIOUS / "sqlite.sql").read_text(encoding="utf-8"))
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{path}")
+    runner = CliRunner()
+    first = runner.invoke(app, ["db", "upgrade"])
+    assert first.exit_code == 0, first.output
+    assert f"from an unversioned schema to revision {head()}" in first.stdout
+    second = runner.invoke(app, ["db", "upgrade"])
+    assert second.exit_code == 0 and f"already at revision {head()}" in second.stdout
+    cur = runner.invoke(app, ["db", "current"])
+    assert cur.exit_code == 0 and f"database revision: {head()}" in cur.stdout
+    with sqlite3.connect(path) as con:
+        assert con.execute("SELECT count(*) FROM memories").fetchone() == (5,)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_two_stores_opening_one_empty_database_at_once_both_get_the_schema(backend, tmp_path, request):
+    """Two replicas starting together on one empty database: the schema is created
+    once (advisory lock on PostgreSQL, BEGIN IMMEDIATE on SQLite), both open, and
+    both see the other's writes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    url, schema = _raw(backend, tmp_path, request)
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'shared.db'}"
+    barrier = threading.Barrier(2)
+
+    def open_store() -> Store:
+        barrier.wait()
+        return Store(url, schema=schema)
+
+    with ThreadPoolExecutor(2) as pool:
+        a, b = [f.result(timeout=60) for f in [pool.submit(open_store) for _ in range(2)]]
+    try:
+        assert a.schema_revision() == b.schema_revision() == head()
+        assert a.claim_delivery("default|tg|tg:private:1|一") is True
+        assert b.claim_delivery("default|tg|tg:private:1|一") is False
+    finally:
+        a.close()
+        b.close()
