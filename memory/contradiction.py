@@ -177,9 +177,10 @@ class _Reading:
 @lru_cache(maxsize=8192)
 def _read(text: str) -> _Reading:
     """Topic tokens, family, polarity, change verb, negation and feeling of one
-    statement (simplified first); cached, as capture judges each new fact against
+    statement (simplified first, curly apostrophes straightened); cached, as capture judges each new fact against
     the same live memories message after message."""
-    plain = to_simplified(text or "").strip()
+    # phone keyboards write the curly apostrophe: "don’t" must read as "don't"
+    plain = to_simplified(text or "").strip().replace("\u2019", "'").replace("\uff07", "'")
     polarity = _polarity(plain)
     return _Reading(frozenset(_topic(plain)), _family(plain), polarity, bool(_CHANGE_RE.search(plain)),
                     bool(_NEGATION_RE.search(plain)), _feeling(plain, polarity))
