@@ -330,14 +330,14 @@ class MemoryCore:
         return self.with_conflicts(ns, hits, kwargs.get("chat"))
 
     def with_conflicts(self, ns: Namespace, hits: Sequence[Hit], chat: ChatRef | None = None) -> list[Hit]:
-        """``hits`` with each one's conflict partner (``Hit.conflict``): the other
-        side of its newest conflict link in ``ns``, taken from the hits themselves
-        or read from ``ns`` in SQL, and only when disclosed in ``chat``
-        (``memory.explain.visible_in``: a private memory never joins a group's
-        recollection). A partner that was a hit of its own is folded into the
-        better-ranked side (order otherwise kept), so the pair is told once. A
-        store failure here is logged and gives ``hits`` unchanged: the marks are
-        a refinement, never a reason to lose the recall."""
+        """``hits`` (same order, same length) with each one's conflict partner
+        (``Hit.conflict``): the other side of its newest conflict link in ``ns``,
+        taken from the hits themselves or read from ``ns`` in SQL, and only when
+        disclosed in ``chat`` (``memory.explain.visible_in``: a private memory never
+        joins a group's recollection). When both sides are hits, each carries the
+        other; the recollection tells the pair once (``memory.reconstruct.told``).
+        A store failure here is logged and gives ``hits`` unchanged: the marks are a
+        refinement, never a reason to lose the recall."""
         hits = list(hits)
         if not hits:
             return hits
@@ -357,16 +357,10 @@ class MemoryCore:
             log.warning("conflict marks of %s skipped: %s", ns, exc)
             return hits
         out: list[Hit] = []
-        told: set[str] = set()
         for h in hits:
-            mid = h.memory.id
-            if mid in told:
-                continue
-            told.add(mid)
-            pid = partner.get(mid)
+            pid = partner.get(h.memory.id)
             other = (by_id.get(pid) or fetched.get(pid)) if pid is not None else None
-            if other is not None and pid not in told and other.namespace == ns and visible_in(other, chat):
-                told.add(other.id)
+            if other is not None and other.namespace == ns and visible_in(other, chat):
                 h = replace(h, conflict=other)
             out.append(h)
         return out

@@ -250,8 +250,7 @@ def template_recollection(hits: Sequence[Hit], *, lang: str, name: str | None, n
     who = name or translate(lang, "them")
     lines = [translate(lang, "What you remember about {name}:", name=who)]
     sources: list[str] = []
-    for h in top:
-        said = told(h)
+    for said in _told(top):
         if len(said) == 2:  # a conflict: one line telling the change, older first
             older, newer = said
             lines.append(translate(lang, '- {name} earlier said "{older}" ({older_when}), later said "{newer}" ({newer_when})',
@@ -259,7 +258,7 @@ def template_recollection(hits: Sequence[Hit], *, lang: str, name: str | None, n
                                    older_when=when_text(older.created_at, now, lang, tz),
                                    newer=_one_line(newer.text), newer_when=when_text(newer.created_at, now, lang, tz)))
         else:
-            m = h.memory
+            m = said[0]
             lines.append(translate(lang, '- {when}, {name} said: "{text}"', when=when_text(m.created_at, now, lang, tz),
                                    name=who, text=_one_line(m.text)))
         sources += [m.id for m in said if m.id not in sources]
@@ -275,6 +274,21 @@ def told(hit: Hit) -> tuple[Memory, ...]:
     floor = datetime.min.replace(tzinfo=timezone.utc)
     pair = sorted((hit.memory, hit.conflict), key=lambda m: (m.created_at or m.valid_from or floor, m.id))
     return tuple(pair)
+
+
+def _told(hits: Sequence[Hit]) -> list[tuple[Memory, ...]]:
+    """``told`` of each hit in order, leaving out a hit (or a partner) already told:
+    when both sides of a conflict were recalled, the pair is told once, where the
+    better-ranked side stands."""
+    seen: set[str] = set()
+    out = []
+    for h in hits:
+        if h.memory.id in seen:
+            continue
+        said = tuple(m for m in told(h) if m.id not in seen)
+        seen.update(m.id for m in said)
+        out.append(said)
+    return out
 
 
 def _one_line(text: str) -> str:
@@ -555,7 +569,7 @@ def _gate(hits: Sequence[Hit], enabled: bool, complete: Complete | None, min_hit
         return "disabled"
     if complete is None:
         return "no_model"
-    if sum(len(told(h)) for h in hits) < min_hits:
+    if sum(len(said) for said in _told(hits)) < min_hits:
         return "few_hits"
     return None
 
@@ -625,8 +639,9 @@ async def _attempt(hits: list[Hit], tail: Sequence[TailLine], complete: Complete
                    persona_voice: str, person_name: str | None, max_chars: int, min_grounding: float,
                    embedder: Embedder | None, names: list[str], progress: dict[str, float],
                    tz: str | tzinfo | None = DEFAULT_TZ) -> Attempt:
-    said = [m for h in hits for m in told(h)]
-    changes = [(pair[0].id, pair[1].id) for pair in map(told, hits) if len(pair) == 2]
+    groups = _told(hits)
+    said = [m for group in groups for m in group]
+    changes = [(group[0].id, group[1].id) for group in groups if len(group) == 2]
     memories = [(m.id, m.text, _date(m, tz), m.emotion or "neutral") for m in said]
     lines = [(persona_name if line.role == "bot" else (line.sender_name or line.sender_id), line.text) for line in tail]
     messages = reconstruction_messages(persona_name=persona_name, persona_voice=persona_voice,

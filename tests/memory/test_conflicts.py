@@ -84,13 +84,12 @@ def test_the_template_tells_the_pair_as_a_change_older_first_with_both_sources(s
     old, new, query = PAIRS[lang]
     a, b = said(sqlite_core, namespace, old, new)
     hits = sqlite_core.recall(namespace, [query], chat=DM)
-    paired = [h for h in hits if h.conflict is not None]
-    assert len(paired) == 1 and {paired[0].memory.id, paired[0].conflict.id} == {a.memory.id, b.memory.id}
-    assert [m.id for m in told(paired[0])] == [a.memory.id, b.memory.id]
-    assert sum(h.memory.id in (a.memory.id, b.memory.id) for h in hits) == 1  # told once, not twice
+    paired = {h.memory.id: h.conflict.id for h in hits if h.conflict is not None}
+    assert paired == {a.memory.id: b.memory.id, b.memory.id: a.memory.id}  # both recalled, each carries the other
+    assert all([m.id for m in told(h)] == [a.memory.id, b.memory.id] for h in hits if h.conflict is not None)
     rec = template_recollection(hits, lang="zh_CN" if lang == "zh" else "en", name="阿杰", now=datetime.now(timezone.utc))
-    line = next(x for x in rec.text.splitlines() if older_part in x)
-    assert newer_part in line and line.index(older_part) < line.index(newer_part)
+    (line,) = [x for x in rec.text.splitlines() if old in x or new in x]  # the pair is told once
+    assert older_part in line and newer_part in line and line.index(older_part) < line.index(newer_part)
     assert ("40天前" if lang == "zh" else "40 days ago") in line
     first = rec.sources.index(a.memory.id)
     assert rec.sources[first + 1] == b.memory.id
@@ -152,7 +151,10 @@ def test_a_private_side_never_joins_a_group_recollection(core, namespace, privat
     assert rec.sources == (group_side.memory.id,)
     assert core.with_conflicts(namespace, [Hit(group_side.memory, 0.5)], GROUP)[0].conflict is None
     in_private = core.recall(namespace, [query], chat=DM)
-    assert [m.id for h in in_private for m in told(h)] == [a.memory.id, b.memory.id]
+    assert {h.memory.id: h.conflict.id for h in in_private} == {a.memory.id: b.memory.id, b.memory.id: a.memory.id}
+    told_in_private = template_recollection(in_private, lang="zh_CN", name="阿杰", now=datetime.now(timezone.utc))
+    assert "之前说「我会开车。」" in told_in_private.text and "后来说「我不会开车。」" in told_in_private.text
+    assert told_in_private.sources == (a.memory.id, b.memory.id)
     assert core.recall(namespace, [query], chat=OTHER_GROUP) == []
 
 
