@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlmodel import Session, delete, func, select
+from sqlalchemy import bindparam, delete
+from sqlmodel import Session, func, select
 
 from memory.errors import NotFoundError
 from memory.store.base import StoreBase, utcnow
@@ -43,13 +44,22 @@ class Conflict:
         raise ValueError(f"{memory_id!r} is not a side of this conflict")
 
 
+_T = _ConflictRow.__table__  # type: ignore[attr-defined]
+# built once: supersede and recall run these on every write and turn, where building
+# ORM statements cost more than the (nearly always empty) answer
+_UNLINK_SQL = delete(_T).where(_T.c.namespace == bindparam("ns"),
+                               _T.c.older_id.in_(bindparam("ids", expanding=True))
+                               | _T.c.newer_id.in_(bindparam("ids", expanding=True)))
+_LINKS_SQL = select(_T.c.older_id, _T.c.newer_id, _T.c.created_at).where(
+    _T.c.namespace == bindparam("ns"),
+    _T.c.older_id.in_(bindparam("ids", expanding=True)) | _T.c.newer_id.in_(bindparam("ids", expanding=True))
+).order_by(_T.c.created_at.desc(), _T.c.id.desc())
+
+
 def _unlink(s: Session, ns: Namespace, memory_ids: Sequence[str]) -> None:
     """In session ``s``: delete every conflict link of ``ns`` with one of ``memory_ids`` on either side."""
     if memory_ids:
-        ids = list(memory_ids)
-        s.exec(delete(_ConflictRow).where(  # type: ignore[call-overload]
-            _ConflictRow.namespace == str(ns),
-            _ConflictRow.older_id.in_(ids) | _ConflictRow.newer_id.in_(ids)))  # type: ignore[attr-defined]
+        s.connection().execute(_UNLINK_SQL, {"ns": str(ns), "ids": list(memory_ids)})
 
 
 class Conflicts(StoreBase):
@@ -81,12 +91,14 @@ class Conflicts(StoreBase):
         every link of ``ns``), newest link first."""
         if memory_ids is not None and not memory_ids:
             return []
-        q = select(_ConflictRow).where(_ConflictRow.namespace == str(ns))
-        if memory_ids is not None:
-            ids = list(memory_ids)
-            q = q.where(_ConflictRow.older_id.in_(ids) | _ConflictRow.newer_id.in_(ids))  # type: ignore[attr-defined]
+        if memory_ids is None:
+            q = select(_T.c.older_id, _T.c.newer_id, _T.c.created_at).where(_T.c.namespace == str(ns)).order_by(
+                _T.c.created_at.desc(), _T.c.id.desc())
+            params: dict = {}
+        else:
+            q, params = _LINKS_SQL, {"ns": str(ns), "ids": list(memory_ids)}
         with self._read() as s:
-            rows = s.exec(q.order_by(_ConflictRow.created_at.desc(), _ConflictRow.id.desc())).all()  # type: ignore[attr-defined]
+            rows = s.execute(q, params).all()
         return [Conflict(r.older_id, r.newer_id, _aware(r.created_at)) for r in rows]  # type: ignore[arg-type]
 
     def clear_conflicts(self, ns: Namespace, memory_id: str) -> None:
