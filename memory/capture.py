@@ -556,7 +556,8 @@ _MEMORY_LINE_RE = re.compile(r"^\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s+.*[(�
                              re.I)
 _BLOCK_TAG_RE = re.compile(r"^\s*[<＜]\s*/?\s*(?:memories|changes|conversation|recollection|message)\s*[>＞]\s*$",
                            re.I)
-_CHANGE_LINE_RE = re.compile(r"^\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s*(?:→|->)\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s*$", re.I)
+_CHANGE_LINE_RE = re.compile(r"^\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s*(?:→|->)\s*"
+                             r"[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s*$", re.I)
 _FORMAT_FIELD_RE = re.compile(r"\{[a-z_]+\}")
 MIN_ECHO_CHARS = 10
 """Shortest normalised sentence (characters) matched against the gateway's prompt texts."""

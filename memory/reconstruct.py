@@ -253,10 +253,11 @@ def template_recollection(hits: Sequence[Hit], *, lang: str, name: str | None, n
     for said in _told(top):
         if len(said) == 2:  # a conflict: one line telling the change, older first
             older, newer = said
-            lines.append(translate(lang, '- {name} earlier said "{older}" ({older_when}), later said "{newer}" ({newer_when})',
-                                   name=who, older=_one_line(older.text),
-                                   older_when=when_text(older.created_at, now, lang, tz),
-                                   newer=_one_line(newer.text), newer_when=when_text(newer.created_at, now, lang, tz)))
+            lines.append(translate(
+                lang, '- {name} earlier said "{older}" ({older_when}), later said "{newer}" ({newer_when})',
+                name=who, older=_one_line(older.text),
+                older_when=when_text(older.created_at, now, lang, tz),
+                newer=_one_line(newer.text), newer_when=when_text(newer.created_at, now, lang, tz)))
         else:
             m = said[0]
             lines.append(translate(lang, '- {when}, {name} said: "{text}"', when=when_text(m.created_at, now, lang, tz),

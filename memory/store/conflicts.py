@@ -74,14 +74,14 @@ class Conflicts(StoreBase):
         if older_id == newer_id:
             raise ValueError("a memory cannot conflict with itself")
         with self._write() as s:
-            live = s.exec(select(func.count()).select_from(_MemoryRow).where(
-                _MemoryRow.namespace == str(ns), _MemoryRow.id.in_([older_id, newer_id]))).one()  # type: ignore[attr-defined]
+            both = _MemoryRow.id.in_([older_id, newer_id])  # type: ignore[attr-defined]
+            live = s.exec(select(func.count()).select_from(_MemoryRow)
+                          .where(_MemoryRow.namespace == str(ns), both)).one()
             if live != 2:
                 raise NotFoundError(f"memories {older_id!r} and {newer_id!r} are not both live in {ns}")
             pair = [older_id, newer_id]
-            if s.exec(select(_ConflictRow.id).where(_ConflictRow.namespace == str(ns),
-                                                    _ConflictRow.older_id.in_(pair),  # type: ignore[attr-defined]
-                                                    _ConflictRow.newer_id.in_(pair))).first() is not None:  # type: ignore[attr-defined]
+            linked = select(_T.c.id).where(_T.c.namespace == str(ns), _T.c.older_id.in_(pair), _T.c.newer_id.in_(pair))
+            if s.execute(linked).first() is not None:
                 return False
             s.add(_ConflictRow(namespace=str(ns), older_id=older_id, newer_id=newer_id, created_at=at or utcnow()))
         return True

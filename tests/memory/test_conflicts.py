@@ -56,7 +56,8 @@ def test_the_judge_is_unsure_about_a_one_sided_negation_or_an_opposite_feeling(o
     ("我有车", "我有一只猫", "unrelated"), ("I don't have a car", "I have a bike", "unrelated"),
 ])
 def test_clear_changes_still_supersede_and_agreeing_negations_are_no_conflict(old, new, expected):
-    """The unsure band sits between: a clear change supersedes, a negation on both sides or another topic marks nothing."""
+    """The unsure band sits between: a clear change supersedes; a negation on both sides, or another topic,
+    marks nothing."""
     assert outcome(judge(old, new)) == expected
 
 
