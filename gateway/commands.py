@@ -339,6 +339,24 @@ def _page(core, scope: _Scope, limit: int, offset: int) -> list[Memory]:
     return core.list(scope.ns, limit=limit, offset=offset)
 
 
+def _conflict_marks(core, c: _Caller, scope: _Scope, ids: list[str]) -> dict[str, list[str]]:
+    """Memory id → the ids of its conflict partners (``memory.store.Conflicts``) that
+    this chat may see (DESIGN rule 6: a private partner is not even named in a group)."""
+    links = core.store.conflicts(scope.ns, ids)
+    if not links:
+        return {}
+    wanted = set(ids)
+    others = core.store.get_many(scope.ns, sorted({link.other(side) for link in links
+                                                    for side in (link.older_id, link.newer_id) if side in wanted}))
+    marks: dict[str, list[str]] = {}
+    for link in links:
+        for side in (link.older_id, link.newer_id):
+            other = others.get(link.other(side)) if side in wanted else None
+            if other is not None and visible_in(other, c.chat) and other.id not in marks.get(side, []):
+                marks.setdefault(side, []).append(other.id)
+    return marks
+
+
 def _all_ids(core, scope: _Scope) -> list[str]:
     ids: list[str] = []
     while True:
@@ -448,10 +466,15 @@ def _cmd_list(core, c: _Caller, rest: str) -> CommandReply:
         return CommandReply(c.say("I don't remember anything about {who} yet.", who=who), "list")
     lines = [c.say("What I remember about {who} ({total}), page {page}/{pages}:", who=who, total=total, page=page,
                    pages=pages)]
-    for m in _page(core, scope, PAGE_SIZE, (page - 1) * PAGE_SIZE):
-        lines.append(c.say("{id} [{category}, {emotion}] {text} · recalled {when}", id=m.id,
-                           category=_category(c, m), emotion=_emotion(c, m), text=_snip(m.text),
-                           when=_last_recalled(c, m)))
+    shown = _page(core, scope, PAGE_SIZE, (page - 1) * PAGE_SIZE)
+    marks = _conflict_marks(core, c, scope, [m.id for m in shown])
+    for m in shown:
+        line = c.say("{id} [{category}, {emotion}] {text} · recalled {when}", id=m.id,
+                     category=_category(c, m), emotion=_emotion(c, m), text=_snip(m.text),
+                     when=_last_recalled(c, m))
+        if m.id in marks:
+            line += " · " + c.say("⚡ conflicts with {ids}", ids=", ".join(marks[m.id]))
+        lines.append(line)
     if page < pages:
         target = f"{token} " if token else ""
         lines.append(c.say("Next page: {command}", command=f"{c.cmd} list {target}{page + 1}"))
@@ -471,6 +494,9 @@ def _cmd_show(core, c: _Caller, rest: str) -> CommandReply:
         c.say("Learned in {origin} ({visibility}).", origin=_origin(c, m), visibility=vis),
         c.say("Valid since {since}; said {created}.", since=_at(c, m.valid_from), created=_at(c, m.created_at)),
     ]
+    marks = _conflict_marks(core, c, scope, [m.id])
+    if m.id in marks:
+        lines.append(c.say("Said differently in {ids}: both kept, recalled as a change.", ids=", ".join(marks[m.id])))
     trace = core.store.last_recall(scope.ns)
     entry = trace.entry(m.id) if trace else None
     if trace is not None and not trace_visible_in(trace, c.chat):

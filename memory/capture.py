@@ -45,7 +45,9 @@ no remainder is lost. At most ``MAX_FACTS`` facts per message (``cap_facts``):
 identity, relationships and dated facts first, and what is left out is logged.
 
 ``capture`` stores the facts of a new message (a fact that updates or
-contradicts a live memory in other words revises it, ``memory.contradiction``);
+contradicts a live memory in other words revises it, ``memory.contradiction``;
+one that disagrees with it without a clear change is kept beside it, linked as
+a conflict);
 ``capture_edit`` applies an
 edited message to the memories derived from the original (same key → new
 version; changed statement → the derived memory is revised in place, keeping
@@ -545,13 +547,17 @@ def clean_text(text: str, own_texts: Sequence[str] = ()) -> str:
 # must not teach the gateway its own output. Recognised: any [src:…] citation
 # marker, the template's header and lines in every catalogue language (built from
 # the catalogues, so they follow any change there), the model's memory lines
-# "[ID] text (date, emotion)", the prompt blocks' tags, and sentences of the
+# "[ID] text (date, emotion)" and change lines "[ID] → [ID]", the prompt blocks'
+# tags, and sentences of the
 # prompts huiyi sends (memory.model_prompts) or of ``own_texts``.
 
 _SRC_MARKER_RE = re.compile(r"[\[［【]\s*src\s*[:：]", re.I)
 _MEMORY_LINE_RE = re.compile(r"^\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s+.*[(（]\s*(?:\d{4}-\d{2}-\d{2}|\?)\s*[,，].*[)）]\s*$",
                              re.I)
-_BLOCK_TAG_RE = re.compile(r"^\s*[<＜]\s*/?\s*(?:memories|conversation|recollection|message)\s*[>＞]\s*$", re.I)
+_BLOCK_TAG_RE = re.compile(r"^\s*[<＜]\s*/?\s*(?:memories|changes|conversation|recollection|message)\s*[>＞]\s*$",
+                           re.I)
+_CHANGE_LINE_RE = re.compile(r"^\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s*(?:→|->)\s*"
+                             r"[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s*$", re.I)
 _FORMAT_FIELD_RE = re.compile(r"\{[a-z_]+\}")
 MIN_ECHO_CHARS = 10
 """Shortest normalised sentence (characters) matched against the gateway's prompt texts."""
@@ -563,10 +569,13 @@ def _template_line_res() -> tuple[re.Pattern[str], ...]:
 
     out = []
     for lang in LANGUAGES:
-        for msgid in ("What you remember about {name}:", '- {when}, {name} said: "{text}"'):
+        for msgid in ("What you remember about {name}:", '- {when}, {name} said: "{text}"',
+                      '- {name} earlier said "{older}" ({older_when}), later said "{newer}" ({newer_when})'):
             shape = translate(lang, msgid)
             pattern = re.escape(shape.lstrip("- "))
-            for field_name, any_text in (("name", ".{1,64}?"), ("when", ".{1,40}?"), ("text", ".*")):
+            for field_name, any_text in (("name", ".{1,64}?"), ("when", ".{1,40}?"), ("text", ".*"),
+                                         ("older_when", ".{1,40}?"), ("newer_when", ".{1,40}?"), ("older", ".*"),
+                                         ("newer", ".*")):
                 pattern = pattern.replace(re.escape("{" + field_name + "}"), any_text)
             out.append(re.compile(r"^\s*(?:[-*•·]\s*)?" + pattern + r"\s*$"))
     return tuple(out)
@@ -603,7 +612,7 @@ def _is_echo(norm: str, fragments: Sequence[str]) -> bool:
 
 def _is_gateway_line(line: str) -> bool:
     """A whole line of the template (header, item), a model memory line or a block tag."""
-    if _MEMORY_LINE_RE.match(line) or _BLOCK_TAG_RE.match(line):
+    if _MEMORY_LINE_RE.match(line) or _BLOCK_TAG_RE.match(line) or _CHANGE_LINE_RE.match(line):
         return True
     simple = to_simplified(line)  # the catalogues are simplified Chinese
     return any(p.match(simple) for p in _template_line_res())
@@ -958,30 +967,36 @@ CONTRADICTION_WINDOW = 100
 
 
 def _contradicted(core, ns: Namespace, f: Fact, said_at: datetime):
-    """The live memory of ``ns`` that ``f`` updates or contradicts in other words
-    ("I love coffee." → "I hate coffee now.", 我住在上海 → 我上个月搬到杭州了), judged
-    by ``memory.contradiction.judge`` (the closest topic wins); None when none, when
-    a memory already holds ``f``'s key (the slot supersedes it by itself), or when
-    ``f`` is a quoted statement. The caller revises it in place: history keeps the
-    old text."""
+    """``(changed, unsure)``: the live memory of ``ns`` that ``f`` updates or
+    contradicts in other words ("I love coffee." → "I hate coffee now.", 我住在上海
+    → 我上个月搬到杭州了), and, when there is none, the live memory ``f`` disagrees
+    with without a clear change ("I have a car" → "I don't have a car"), each
+    judged by ``memory.contradiction.judge`` (the closest topic wins); None for
+    either when there is none, and both None when a memory already holds ``f``'s
+    key (the slot supersedes it by itself) or ``f`` is a quoted statement. The
+    caller revises the first in place (history keeps the old text), or keeps the
+    second live and links the new memory to it as a conflict."""
     from memory.contradiction import can_change, judge
 
     if f.quoted or not can_change(f.text):
-        return None  # no slot family, polarity or change verb: nothing it could update
-    best = None
+        return None, None  # no slot family, polarity, negation, feeling or change verb: nothing to judge
+    best = unsure = None
     for live in core.list(ns, limit=CONTRADICTION_WINDOW):
         if f.key and live.key == f.key:
-            return None
+            return None, None
         if live.created_at is not None and live.created_at > said_at:
             continue  # a newer statement is not replaced by an older one
         verdict = judge(live.text, f.text)
         if verdict.changes and (best is None or verdict.overlap > best[0]):
             best = (verdict.overlap, live, verdict)
-    if best is None:
-        return None
-    log.info("capture %s: new fact %s memory %s (%s, topic overlap %.2f)", ns, best[2].kind, best[1].id,
-             best[2].family or "-", best[0])
-    return best[1]
+        elif verdict.conflicts and (unsure is None or verdict.overlap > unsure[0]):
+            unsure = (verdict.overlap, live, verdict)
+    if best is None and unsure is None:
+        return None, None
+    overlap, live, verdict = best or unsure  # type: ignore[misc]
+    log.info("capture %s: new fact %s memory %s (%s, topic overlap %.2f)", ns, verdict.kind, live.id,
+             verdict.family or "-", overlap)
+    return (live, None) if best is not None else (None, live)
 
 
 def _addressed(chat: ChatRef | None, addressed: bool | None) -> bool:
@@ -1021,7 +1036,10 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
     conflict / rejected; reason ``weaker`` when an identity slot would be
     replaced by a weaker reading, see IDENTITY_KEYS; ``revised`` when the fact
     updates or contradicts a live memory in other words, ``memory.contradiction``:
-    that memory takes the new text, its history keeps the old one).
+    that memory takes the new text, its history keeps the old one). A fact that
+    disagrees with a live memory without a clear change (the judge's unsure
+    band) is stored beside it and linked to it as a conflict
+    (``MemoryCore.add(conflicts_with=…)``), which the recollection tells as a change.
     """
     extractor = extractor or HeuristicExtractor()
     if own_texts:
@@ -1033,9 +1051,10 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
         if weaker is not None:
             results.append(weaker)
             continue
-        old = _contradicted(core, ns, f, said_at)
+        old, unsure = _contradicted(core, ns, f, said_at)
         results.append(core.add(ns, _memory(core, ns, f, chat, said_at, message_id), said_at=said_at,
-                                evidence=f.source or text, replaces=old.id if old is not None else None))
+                                evidence=f.source or text, replaces=old.id if old is not None else None,
+                                conflicts_with=unsure.id if unsure is not None else None))
     if results:
         log.info("capture %s: %s", ns, ",".join(r.action for r in results))
     return results

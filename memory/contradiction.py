@@ -9,6 +9,16 @@ what the new one does to the old one:
   switched, no longer, broke up) on the same topic;
 - ``contradiction``: the same topic with the opposite polarity ("I love coffee"
   / "I hate coffee now", 「我喜欢猫」/「我不喜欢猫了」);
+- ``conflict``: unsure — the middle band between a change and nothing: the
+  same topic with a sign of disagreement that is not a clear one (a negation on
+  one side only where the polarity words cannot tell the direction, "I have a
+  car" / "I don't have a car"; an opposite feeling read by the emotion lexicon
+  rather than by a polarity word, 「我喜欢跑步」/「跑步太累了」), or a clear
+  sign on a weaker topic match (opposite polarity with an overlap between
+  ``CHANGE_OVERLAP`` and ``TOPIC_OVERLAP``, a change verb with an overlap between
+  ``CONFLICT_OVERLAP`` and ``CHANGE_OVERLAP``). Capture then keeps both memories
+  live and links them as a conflict, which the recollection tells as a change
+  (「之前说……，后来说……」);
 - ``restatement``: the same topic and polarity, nothing changed;
 - ``unrelated``: another topic.
 
@@ -26,17 +36,28 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from memory.emotion import analyse
 from memory.text import to_simplified, tokens
 
-__all__ = ["Verdict", "judge", "can_change", "CHANGES", "TOPIC_OVERLAP"]
+__all__ = ["Verdict", "judge", "can_change", "outcome", "CHANGES", "OUTCOMES", "TOPIC_OVERLAP", "CONFLICT_OVERLAP",
+           "SOFT_VALENCE"]
 
 TOPIC_OVERLAP = 0.5
 """Least overlap coefficient of two statements' topic tokens for one topic."""
 CHANGE_OVERLAP = 0.3
 """The same, when the new statement says outright that something changed (换了, no longer)."""
 
+CONFLICT_OVERLAP = 0.2
+"""Least overlap for a change verb on a weak topic match to count as a conflict (below CHANGE_OVERLAP)."""
+SOFT_VALENCE = 0.25
+"""Least |valence| (``memory.emotion.analyse``, in [-1, 1]) that reads as a feeling
+for or against the topic when no polarity word says so."""
+
 CHANGES = ("update", "contradiction")
 """Verdicts under which the new statement supersedes the old one."""
+OUTCOMES = ("supersede", "conflict", "unrelated")
+"""What capture does with a verdict (``outcome``): supersede the old memory, link
+both as a conflict, or leave both live and unlinked."""
 
 # slot families: (name, pattern with the value in group v)
 _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -62,6 +83,10 @@ _POSITIVE_RE = re.compile(r"喜欢|爱|迷上|热爱|\blikes?\b|\bloves?\b|\benj
 _NEGATIVE_RE = re.compile(r"讨厌|受不了|烦死|恨|不(?:太|再|怎么)?(?:喜欢|爱|吃|喝|看|玩|听)|再也不|戒|"
                           r"\bhates?\b|\bdislikes?\b|\bcan'?t stand\b|\bcannot stand\b|\b(?:don'?t|do not|no longer|never)\b"
                           r"|\bworst\b|\banymore\b", re.I)
+# a negation with no polarity word of its own ("I don't have a car", 「我不会开车」); 不 inside
+# words that negate nothing (不错, 不过, 不少 …) is not one
+_NEGATION_RE = re.compile(r"不(?!错|过|少|久|断|同|仅|如|管|然|得不)|没|未曾|从未|别再|"
+                          r"\bnot\b|n't\b|\bnever\b|\bno\b", re.I)
 _NOT_TOPIC = frozenset((
     "我 我们 你 他 她 它 的 了 着 过 是 在 很 超 超级 真的 真 特别 非常 挺 好 太 也 还 都 就 现在 已经 其实 一直 最近 上个月 "
     "上周 去年 一只 一个 一名 喜欢 爱 讨厌 受不了 不 不再 再也 再 戒 戒掉 戒了 换 换了 改 改成 搬 搬到 搬去 跳槽 分手 "
@@ -69,7 +94,8 @@ _NOT_TOPIC = frozenset((
     "i i'm im me my mine am is are was be been do does did don't dont not no never now still again really actually "
     "very so a an the to of and at in for with it its this that these those anymore longer just also too lot much "
     "like likes love loves enjoy enjoys adore hate hates dislike dislikes can't cant stand cannot moved move switched "
-    "sold quit graduated broke up new started started working work last month week year ago").split())
+    "sold quit graduated broke up new started started working work last month week year ago "
+    "have has had got don doesn didn 没 没有 有 会 不会 不是").split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +112,20 @@ class Verdict:
     def changes(self) -> bool:
         """True when the new statement supersedes the old one."""
         return self.kind in CHANGES
+
+    @property
+    def conflicts(self) -> bool:
+        """True in the unsure band: keep both live, linked as a conflict."""
+        return self.kind == "conflict"
+
+
+def outcome(verdict: Verdict) -> str:
+    """What capture does with ``verdict``: ``supersede`` (update, contradiction),
+    ``conflict`` (both kept, linked) or ``unrelated`` (restatement, unrelated: both
+    kept, nothing linked); one of OUTCOMES."""
+    if verdict.changes:
+        return "supersede"
+    return "conflict" if verdict.conflicts else "unrelated"
 
 
 def _family(text: str) -> tuple[str, str] | None:
@@ -113,38 +153,79 @@ def _polarity(text: str) -> int:
     return 1 if _POSITIVE_RE.search(text) else 0
 
 
+def _feeling(text: str, polarity: int) -> int:
+    """+1 / -1 / 0: the polarity word's direction, else the sign of the emotion
+    lexicon's valence when it reaches SOFT_VALENCE (「跑步太累了」 → -1)."""
+    if polarity:
+        return polarity
+    valence = analyse(text).valence
+    return 0 if abs(valence) < SOFT_VALENCE else (1 if valence > 0 else -1)
+
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """One statement as the judge reads it (``_read``)."""
+
+    topic: frozenset[str]
+    family: tuple[str, str] | None
+    polarity: int
+    changed: bool
+    negated: bool
+    feeling: int
+
+
 @lru_cache(maxsize=8192)
-def _read(text: str) -> tuple[str, frozenset[str], tuple[str, str] | None, int, bool]:
-    """(simplified text, topic tokens, family, polarity, says a change) of one
-    statement; cached, as capture judges each new fact against the same live
-    memories message after message."""
-    plain = to_simplified(text or "").strip()
-    return plain, frozenset(_topic(plain)), _family(plain), _polarity(plain), bool(_CHANGE_RE.search(plain))
+def _read(text: str) -> _Reading:
+    """Topic tokens, family, polarity, change verb, negation and feeling of one
+    statement (simplified first, curly apostrophes straightened); cached, as capture judges each new fact against
+    the same live memories message after message."""
+    # phone keyboards write the curly apostrophe: "don’t" must read as "don't"
+    plain = to_simplified(text or "").strip().replace("\u2019", "'").replace("\uff07", "'")
+    polarity = _polarity(plain)
+    return _Reading(frozenset(_topic(plain)), _family(plain), polarity, bool(_CHANGE_RE.search(plain)),
+                    bool(_NEGATION_RE.search(plain)), _feeling(plain, polarity))
 
 
 def can_change(new: str) -> bool:
-    """False when ``new`` has no slot family, no polarity and no change verb: then
-    ``judge`` can only call it a restatement or unrelated, whatever the old one."""
-    _plain, _topic_tokens, family, polarity, changed = _read(new)
-    return family is not None or polarity != 0 or changed
+    """False when ``new`` has no slot family, polarity, change verb, negation or
+    feeling: then ``judge`` can only call it a restatement or unrelated, whatever
+    the old one (a plain statement after a negated one, 「我不吃香菜」 →
+    「我现在吃香菜」, is missed by this shortcut: the price of not judging every
+    plain fact against every live memory)."""
+    r = _read(new)
+    return r.family is not None or r.polarity != 0 or r.changed or r.negated or r.feeling != 0
+
+
+def _unsure(a: _Reading, b: _Reading, overlap: float, changed: bool) -> bool:
+    """The conflict band (module docstring): a sign of disagreement that is not clear."""
+    if overlap >= TOPIC_OVERLAP:
+        clear_same = a.polarity and b.polarity and a.polarity == b.polarity
+        if a.negated != b.negated and not clear_same:
+            return True  # the negation's direction is not known: "I have a car" / "I don't have a car"
+        return bool(a.feeling and b.feeling and a.feeling != b.feeling)
+    if overlap >= CHANGE_OVERLAP:
+        return bool(a.polarity and b.polarity and a.polarity != b.polarity)
+    return changed and overlap >= CONFLICT_OVERLAP
 
 
 def judge(old: str, new: str) -> Verdict:
     """What the statement ``new`` does to the live statement ``old`` (both the
     same person's, zh/en/mixed, traditional folded to simplified). Never raises."""
-    _a, ta, fa, pa, change_a = _read(old)
-    _b, tb, fb, pb, change_b = _read(new)
+    a, b = _read(old), _read(new)
+    ta, tb, fa, fb, pa, pb = a.topic, b.topic, a.family, b.family, a.polarity, b.polarity
     overlap = len(ta & tb) / min(len(ta), len(tb)) if ta and tb else 0.0
-    changed = change_b and not change_a
+    changed = b.changed and not a.changed
     if fa is not None and fb is not None and fa[0] == fb[0]:
         same_value = fa[1] == fb[1] or (fa[1] and fb[1] and (fa[1] in fb[1] or fb[1] in fa[1]))
         if not same_value or changed:
             return Verdict("update", overlap, fa[0])
+        if _unsure(a, b, max(overlap, TOPIC_OVERLAP), False):  # one slot, one value: the same topic
+            return Verdict("conflict", overlap, fa[0])
         return Verdict("restatement", overlap, fa[0])
     if overlap < (CHANGE_OVERLAP if changed else TOPIC_OVERLAP):
-        return Verdict("unrelated", overlap)
+        return Verdict("conflict" if _unsure(a, b, overlap, changed) else "unrelated", overlap)
     if pa and pb and pa != pb:
         return Verdict("contradiction", overlap)
     if changed:
         return Verdict("contradiction" if pa else "update", overlap)
-    return Verdict("restatement", overlap)
+    return Verdict("conflict" if _unsure(a, b, overlap, False) else "restatement", overlap)

@@ -19,6 +19,15 @@ The write rules of ``add`` (all per namespace, DESIGN rule 3):
   message was said → ``rejected`` (reason ``tombstone``). Said again later, it
   is a new memory.
 
+Conflict links (``memory.store.Conflicts``): ``add(..., conflicts_with=ID)``
+stores the new memory and links it, as the newer side, to the live memory ID
+that it disagrees with without a clear change (capture's unsure band,
+``memory.contradiction``); both stay live. A forget or retract of either side
+deletes the link; a new version of either side (supersede, edit) deletes it and
+re-judges the pair with the new text, linking it again only when it is still
+unsure. ``recall`` brings a hit's conflict partner along (``Hit.conflict``)
+when the partner is disclosed in the chat of the recall.
+
 Concurrency: writes of one namespace are serialised by a per-namespace lock in
 this process, and the unique ``(namespace, key)`` constraint settles races
 between processes (the loser dedupes onto the winner's row).
@@ -40,12 +49,13 @@ from datetime import datetime
 from sqlalchemy.exc import IntegrityError
 
 from memory.audit import AuditLog
-from memory.errors import SearchIndexError
+from memory.errors import NotFoundError, SearchIndexError, StoreError
+from memory.explain import visible_in
 from memory.index import SearchIndex
 from memory.recall import RecallParams, Scorer, recall
 from memory.store import Store, new_memory_id, utcnow
 from memory.text import fingerprint, normalise
-from memory.types import Hit, Memory, Namespace, Visibility, repair
+from memory.types import ChatRef, Hit, Memory, Namespace, Visibility, repair
 
 __all__ = ["MemoryCore", "AddResult", "default_key"]
 
@@ -163,7 +173,7 @@ class MemoryCore:
     # -- verbs ------------------------------------------------------------
 
     def add(self, ns: Namespace, memory: Memory, *, said_at: datetime | None = None, actor: str = "capture",
-            evidence: str | None = None, replaces: str | None = None) -> AddResult:
+            evidence: str | None = None, replaces: str | None = None, conflicts_with: str | None = None) -> AddResult:
         """Store ``memory`` in ``ns`` under its canonical key (rules in the module
         docstring).
 
@@ -172,8 +182,12 @@ class MemoryCore:
         ``evidence``: the text it was learned from (its fingerprint is checked
         against tombstones and kept for a later forget); ``replaces``: the id of a
         memory of ``ns`` this one revises (edit path) — revised in place when no
-        other memory holds the new key, else retracted after the add. Raises
-        ValueError if ``memory.namespace`` is not ``ns``.
+        other memory holds the new key, else retracted after the add;
+        ``conflicts_with``: the id of a live memory of ``ns`` that this one
+        disagrees with without a clear change — when the add stores a new memory,
+        the two are linked as a conflict (that one older, this one newer; audited
+        as ``conflict`` with reason ``unsure``); gone meanwhile, nothing is linked.
+        Raises ValueError if ``memory.namespace`` is not ``ns``.
         """
         if memory.namespace != ns:
             raise ValueError("memory.namespace differs from the namespace of the call")
@@ -207,6 +221,8 @@ class MemoryCore:
                     result = AddResult("deduped", existing)
             if replaces is not None:  # the edit's statement now lives under another memory
                 self._retract_locked(ns, replaces, actor)
+            if conflicts_with is not None and result.action == "stored" and result.memory is not None:
+                self._link_locked(ns, conflicts_with, result.memory.id, actor)
         touched = [result.memory.id] if result.action in ("stored", "superseded") and result.memory else []
         if touched or replaces is not None:
             self._apply_outbox_for(ns, touched + ([replaces] if replaces is not None else []))
@@ -227,9 +243,41 @@ class MemoryCore:
         if existing.valid_from is not None and said < existing.valid_from:
             self.audit.record(ns, "reject", actor, existing.id, reason="stale")
             return AddResult("rejected", None, "stale")
+        links = self.store.conflicts(ns, [existing.id])
         live = self.store.supersede(ns, existing.id, memory, at=said, source_fp=source_fp)
         self.audit.record(ns, "supersede", actor, live.id, version=live.version)
+        self._rejudge_locked(ns, live, links, actor)
         return AddResult("superseded", live)
+
+    def _link_locked(self, ns: Namespace, older_id: str, newer_id: str, actor: str) -> bool:
+        """Link two live memories of ``ns`` as a conflict (under the namespace lock);
+        False when one is gone or they were linked already."""
+        try:
+            made = self.store.add_conflict(ns, older_id, newer_id)
+        except (NotFoundError, ValueError):
+            return False
+        if made:
+            self.audit.record(ns, "conflict", actor, newer_id, reason="unsure", older=older_id)
+            log.info("conflict in %s: memory %s and the older %s disagree; both kept", ns, newer_id, older_id)
+        return made
+
+    def _rejudge_locked(self, ns: Namespace, live: Memory, links, actor: str) -> None:
+        """After a new version of ``live`` (its links were deleted with the old text):
+        link it again with each former partner the new text still disagrees with
+        unsurely (``memory.contradiction.judge``, older side first)."""
+        if not links:
+            return
+        from memory.contradiction import judge  # its lexicons load only where a conflict exists
+
+        for c in links:
+            other_id = c.other(live.id)
+            try:
+                other = self.store.get(ns, other_id)
+            except NotFoundError:
+                continue
+            older, newer = (other, live) if c.older_id == other_id else (live, other)
+            if judge(older.text, newer.text).conflicts:
+                self._link_locked(ns, older.id, newer.id, actor)
 
     def _revise(self, ns: Namespace, memory_id: str, memory: Memory, said: datetime, source_fp: str,
                 actor: str) -> AddResult:
@@ -239,6 +287,7 @@ class MemoryCore:
             self.audit.record(ns, "dedupe", actor, cur.id)
             return AddResult("deduped", cur)
         at = max(said, cur.valid_from) if cur.valid_from else said
+        links = self.store.conflicts(ns, [memory_id])
         try:
             live = self.store.supersede(ns, memory_id, memory, at=at, source_fp=source_fp, key=memory.key)
         except IntegrityError:  # the new key appeared meanwhile (another process)
@@ -246,6 +295,7 @@ class MemoryCore:
             self.audit.record(ns, "dedupe", actor, existing.id if existing else None, reason="race")
             return AddResult("deduped", existing)
         self.audit.record(ns, "edit", actor, live.id, version=live.version)
+        self._rejudge_locked(ns, live, links, actor)
         self._apply_outbox_for(ns, [live.id])
         return AddResult("revised", live)
 
@@ -271,11 +321,49 @@ class MemoryCore:
         return Memory(id=new_memory_id(), namespace=ns, text=repair(text), **fields)
 
     def recall(self, ns: Namespace, tail: Sequence[str], **kwargs) -> list[Hit]:
-        """Hybrid recall (see memory.recall.recall) with this core's scorer. The
-        query lines are repaired first (``memory.types.repair``): a lone surrogate
-        in a query must not reach the tokenizer or the embedder."""
+        """Hybrid recall (see memory.recall.recall) with this core's scorer, each hit
+        with its conflict partner when it has one (``with_conflicts``). The query
+        lines are repaired first (``memory.types.repair``): a lone surrogate in a
+        query must not reach the tokenizer or the embedder."""
         kwargs.setdefault("scorer", self.scorer)
-        return recall(self.store, self.index, ns, [repair(q) for q in tail], **kwargs)
+        hits = recall(self.store, self.index, ns, [repair(q) for q in tail], **kwargs)
+        return self.with_conflicts(ns, hits, kwargs.get("chat"))
+
+    def with_conflicts(self, ns: Namespace, hits: Sequence[Hit], chat: ChatRef | None = None) -> list[Hit]:
+        """``hits`` (same order, same length) with each one's conflict partner
+        (``Hit.conflict``): the other side of its newest conflict link in ``ns``,
+        taken from the hits themselves or read from ``ns`` in SQL, and only when
+        disclosed in ``chat`` (``memory.explain.visible_in``: a private memory never
+        joins a group's recollection). When both sides are hits, each carries the
+        other; the recollection tells the pair once (``memory.reconstruct.told``).
+        A store failure here is logged and gives ``hits`` unchanged: the marks are a
+        refinement, never a reason to lose the recall."""
+        hits = list(hits)
+        if not hits:
+            return hits
+        try:
+            links = self.store.conflicts(ns, [h.memory.id for h in hits])
+            if not links:
+                return hits
+            by_id = {h.memory.id: h.memory for h in hits}
+            partner: dict[str, str] = {}
+            for c in links:  # newest link first: it wins for a memory with several
+                for side in (c.older_id, c.newer_id):
+                    if side in by_id:
+                        partner.setdefault(side, c.other(side))
+            missing = sorted({p for p in partner.values() if p not in by_id})
+            fetched = self.store.get_many(ns, missing) if missing else {}
+        except StoreError as exc:
+            log.warning("conflict marks of %s skipped: %s", ns, exc)
+            return hits
+        out: list[Hit] = []
+        for h in hits:
+            pid = partner.get(h.memory.id)
+            other = (by_id.get(pid) or fetched.get(pid)) if pid is not None else None
+            if other is not None and other.namespace == ns and visible_in(other, chat):
+                h = replace(h, conflict=other)
+            out.append(h)
+        return out
 
     def get(self, ns: Namespace, memory_id: str) -> Memory:
         """The live memory; NotFoundError if it is not in ``ns``."""
@@ -291,12 +379,15 @@ class MemoryCore:
 
     def update(self, ns: Namespace, memory_id: str, text: str, *, actor: str = "admin") -> Memory:
         """A new version of ``memory_id`` with ``text`` (history kept, audited as
-        ``edit``). NotFoundError if it is not in ``ns``."""
+        ``edit``; its conflict links are re-judged with the new text, module
+        docstring). NotFoundError if it is not in ``ns``."""
         text = repair(text)
         with self._lock(ns):
             cur = self.store.get(ns, memory_id)
+            links = self.store.conflicts(ns, [memory_id])
             live = self.store.supersede(ns, memory_id, replace(cur, text=text, source_message_id=None))
             self.audit.record(ns, "edit", actor, memory_id, version=live.version)
+            self._rejudge_locked(ns, live, links, actor)
         self._apply_outbox_for(ns, [memory_id])
         return live
 

@@ -11,7 +11,15 @@ Two ways to make it:
 
 Gate (otherwise the template, with a log line giving the reason): reconstruction
 is enabled for the tenant, a chat model is configured (``complete`` given), and
-at least ``min_hits`` memories were recalled.
+at least ``min_hits`` memories were recalled (a hit's conflict partner counts).
+
+Conflicts: a hit carrying a conflict partner (``Hit.conflict``, brought along by
+``MemoryCore.recall`` only when the chat may see it) is told as a change, in
+the person's language, older statement first: the template writes one line
+「之前说「…」（…），后来说「…」（…）」 / 'earlier said "…" (…), later said "…" (…)'
+(``locales/``), and the model gets both memories plus a ``<changes>`` block
+(``memory.model_prompts``) asking for 「你之前说……[src:旧]，后来说……[src:新]」;
+both ids are this turn's sources, so the citations validate.
 
 Validator (``validate``), in order:
 
@@ -60,7 +68,7 @@ from locales import translate
 from memory.dates import DEFAULT_TZ, zone
 from memory.model_prompts import reconstruction_messages
 from memory.text import split_sentences, tokens
-from memory.types import Hit
+from memory.types import Hit, Memory
 
 if TYPE_CHECKING:
     from memory.embed import Embedder
@@ -73,6 +81,7 @@ __all__ = [
     "Complete",
     "TailLine",
     "template_recollection",
+    "told",
     "when_text",
     "local_date",
     "reconstruct",
@@ -240,12 +249,47 @@ def template_recollection(hits: Sequence[Hit], *, lang: str, name: str | None, n
         return Recollection(text="", fallback_reason=reason)
     who = name or translate(lang, "them")
     lines = [translate(lang, "What you remember about {name}:", name=who)]
-    for h in top:
-        m = h.memory
-        lines.append(translate(lang, '- {when}, {name} said: "{text}"', when=when_text(m.created_at, now, lang, tz),
-                               name=who, text=_one_line(m.text)))
-    return Recollection(text="\n".join(lines), sources=tuple(h.memory.id for h in top), fallback_reason=reason,
-                        raw_hits=tuple(top))
+    sources: list[str] = []
+    for said in _told(top):
+        if len(said) == 2:  # a conflict: one line telling the change, older first
+            older, newer = said
+            lines.append(translate(
+                lang, '- {name} earlier said "{older}" ({older_when}), later said "{newer}" ({newer_when})',
+                name=who, older=_one_line(older.text),
+                older_when=when_text(older.created_at, now, lang, tz),
+                newer=_one_line(newer.text), newer_when=when_text(newer.created_at, now, lang, tz)))
+        else:
+            m = said[0]
+            lines.append(translate(lang, '- {when}, {name} said: "{text}"', when=when_text(m.created_at, now, lang, tz),
+                                   name=who, text=_one_line(m.text)))
+        sources += [m.id for m in said if m.id not in sources]
+    return Recollection(text="\n".join(lines), sources=tuple(sources), fallback_reason=reason, raw_hits=tuple(top))
+
+
+def told(hit: Hit) -> tuple[Memory, ...]:
+    """The memories ``hit`` brings into a recollection, in the order they are told:
+    its memory alone, or — with a conflict partner — both, older first (by when
+    each was said: ``created_at``, else ``valid_from``; ties by id)."""
+    if hit.conflict is None:
+        return (hit.memory,)
+    floor = datetime.min.replace(tzinfo=timezone.utc)
+    pair = sorted((hit.memory, hit.conflict), key=lambda m: (m.created_at or m.valid_from or floor, m.id))
+    return tuple(pair)
+
+
+def _told(hits: Sequence[Hit]) -> list[tuple[Memory, ...]]:
+    """``told`` of each hit in order, leaving out a hit (or a partner) already told:
+    when both sides of a conflict were recalled, the pair is told once, where the
+    better-ranked side stands."""
+    seen: set[str] = set()
+    out = []
+    for h in hits:
+        if h.memory.id in seen:
+            continue
+        said = tuple(m for m in told(h) if m.id not in seen)
+        seen.update(m.id for m in said)
+        out.append(said)
+    return out
 
 
 def _one_line(text: str) -> str:
@@ -508,14 +552,14 @@ def _is_wide(ch: str) -> bool:
 
 # -- the reconstruction --------------------------------------------------------
 
-def _when(hit: Hit, tz: str | tzinfo | None = DEFAULT_TZ) -> date | None:
+def _when(memory: Memory, tz: str | tzinfo | None = DEFAULT_TZ) -> date | None:
     """The memory's day (event day, else the day it was said) in the tenant's zone."""
-    when = hit.memory.event_time or hit.memory.created_at
+    when = memory.event_time or memory.created_at
     return local_date(when, tz) if when else None
 
 
-def _date(hit: Hit, tz: str | tzinfo | None = DEFAULT_TZ) -> str:
-    when = _when(hit, tz)
+def _date(memory: Memory, tz: str | tzinfo | None = DEFAULT_TZ) -> str:
+    when = _when(memory, tz)
     return when.isoformat() if when else "?"
 
 
@@ -526,7 +570,7 @@ def _gate(hits: Sequence[Hit], enabled: bool, complete: Complete | None, min_hit
         return "disabled"
     if complete is None:
         return "no_model"
-    if len(hits) < min_hits:
+    if sum(len(said) for said in _told(hits)) < min_hits:
         return "few_hits"
     return None
 
@@ -596,13 +640,16 @@ async def _attempt(hits: list[Hit], tail: Sequence[TailLine], complete: Complete
                    persona_voice: str, person_name: str | None, max_chars: int, min_grounding: float,
                    embedder: Embedder | None, names: list[str], progress: dict[str, float],
                    tz: str | tzinfo | None = DEFAULT_TZ) -> Attempt:
-    memories = [(h.memory.id, h.memory.text, _date(h, tz), h.memory.emotion or "neutral") for h in hits]
+    groups = _told(hits)
+    said = [m for group in groups for m in group]
+    changes = [(group[0].id, group[1].id) for group in groups if len(group) == 2]
+    memories = [(m.id, m.text, _date(m, tz), m.emotion or "neutral") for m in said]
     lines = [(persona_name if line.role == "bot" else (line.sender_name or line.sender_id), line.text) for line in tail]
     messages = reconstruction_messages(persona_name=persona_name, persona_voice=persona_voice,
                                        person_name=person_name, memories=memories, tail=lines, lang=lang,
-                                       max_chars=max_chars)
-    sources = {h.memory.id: h.memory.text for h in hits}
-    dates = {h.memory.id: _when(h, tz) for h in hits}
+                                       max_chars=max_chars, changes=changes)
+    sources = {m.id: m.text for m in said}
+    dates = {m.id: _when(m, tz) for m in said}
     # tokenise the memories while the model writes: the validator then only tokenises the answer
     primed = asyncio.ensure_future(asyncio.to_thread(prime, sources, dates))
     t0 = time.perf_counter()

@@ -303,9 +303,16 @@ class ScoreParts:
 @dataclass(frozen=True, slots=True)
 class Hit:
     """One recalled memory: the memory, its final score and each channel's
-    1-based rank (``{"bm25": 3, "vector": 1}``; a channel that missed it is absent)."""
+    1-based rank (``{"bm25": 3, "vector": 1}``; a channel that missed it is absent).
+
+    ``conflict``: a live memory of the same namespace linked to this one as a
+    conflict (said differently, no clear change: ``memory.contradiction``) and
+    disclosed in the chat of the recall, brought along by ``MemoryCore.recall``
+    so that the recollection tells both as a change, older first; None when
+    there is none."""
 
     memory: Memory
     score: float
     ranks: dict[str, int] = field(default_factory=dict)
     parts: ScoreParts | None = None
+    conflict: Memory | None = None

@@ -1,6 +1,6 @@
 """The SQL store: source of truth for memories, history, tombstones, deliveries,
 the recent chat log, the index outbox, the audit log, identity links and the
-state behind the slash commands.
+state behind the slash commands, and the conflict links between memories.
 
 ``Store`` is the one class callers use; it is assembled from one part per
 concern, each in a module named after it::
@@ -23,10 +23,13 @@ concern, each in a module named after it::
       commands.py    CommandState: last-recall traces, pending confirmations,
                      tenant counts; TenantCounts
       nonces.py      SeenNonces: nonces of signed callbacks already accepted
+      conflicts.py   Conflicts: conflict links between two live memories of a
+                     namespace (said differently, no clear change); Conflict
 
 Every part subclasses ``StoreBase`` and opens transactions only through it;
 the parts import ``tables`` and ``base`` (and ``memories`` imports
-``chatlog``'s line redaction), never each other in a circle.
+``chatlog``'s line redaction; ``memories`` and ``identities`` import
+``conflicts``' unlinking), never each other in a circle.
 
 SQLModel tables are private to this package; callers get core dataclasses
 (``memory.types``) or the frozen values re-exported here. Every memory read and
@@ -63,16 +66,17 @@ from memory.store.audit import AuditLog
 from memory.store.base import new_memory_id, utcnow
 from memory.store.chatlog import ChatLine, ChatLog, ChatMigration, PendingCapture
 from memory.store.commands import CommandState, TenantCounts
+from memory.store.conflicts import Conflict, Conflicts
 from memory.store.identities import Identities
 from memory.store.memories import MemoryRows, MemoryText
 from memory.store.nonces import SeenNonces
 from memory.store.outbox import IndexOp, IndexOutbox
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
-           "MemoryText"]
+           "MemoryText", "Conflict"]
 
 
-class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces):
+class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts):
     """SQL source of truth. Thread-safe; methods are synchronous (call them in a
     thread from async code).
 
@@ -84,6 +88,6 @@ class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState
     history and tombstones in ``MemoryRows``; chat log, deliveries and
     redactions in ``ChatLog``; the index outbox in ``IndexOutbox``; audit in
     ``AuditLog``; identity links and ``move_namespace`` in ``Identities``;
-    last-recall traces, confirmations and tenant counts in ``CommandState``.
-    All share ``StoreBase``'s engine and transactions.
+    last-recall traces, confirmations and tenant counts in ``CommandState``;
+    conflict links in ``Conflicts``. All share ``StoreBase``'s engine and transactions.
     """

@@ -1,8 +1,9 @@
 """Identity links and namespace moves (``memory.identity`` and ``memory.admin``).
 
 A platform identity (``tg:123``) of a tenant can be linked by an admin to a
-``person:<id>`` subject; ``move_namespace`` then carries the memories, history
-and tombstones of the old namespace into the new one in one transaction.
+``person:<id>`` subject; ``move_namespace`` then carries the memories, history,
+tombstones and conflict links of the old namespace into the new one in one
+transaction.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from collections.abc import Sequence
 from sqlmodel import delete, select
 
 from memory.store.base import StoreBase, utcnow
-from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IdentityRow, _IndexOpRow, _LastRecallRow,
-                                 _MemoryRow, _TombstoneRow)
+from memory.store.conflicts import _unlink
+from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _ConflictRow, _HistoryRow, _IdentityRow, _IndexOpRow,
+                                 _LastRecallRow, _MemoryRow, _TombstoneRow)
 from memory.types import Namespace
 
 
@@ -56,6 +58,9 @@ class Identities(StoreBase):
         A memory whose canonical key already exists in ``dst`` is merged into that
         row: identical normalised text keeps the ``dst`` row (access times joined);
         a different text is a latest-wins update (the older text goes to history).
+        Conflict links move with the memories they join; a link with a side merged
+        into a ``dst`` row is dropped (that row now says something else), and so
+        are the ``dst`` row's own links when its text changed.
         """
         if src.tenant != dst.tenant:
             raise ValueError("identities can only be merged within one tenant")
@@ -64,6 +69,8 @@ class Identities(StoreBase):
         now = utcnow()
         gone: list[str] = []
         changed: list[str] = []
+        moved: set[str] = set()  # ids that keep their row, now in dst
+        revised: list[str] = []  # dst rows whose text a merge changed
         with self._write() as s:
             rows = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(src))).all()
             by_key = {r.key: r for r in s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(dst))).all()}
@@ -79,6 +86,7 @@ class Identities(StoreBase):
                     r.namespace = str(dst)
                     s.add(r)
                     changed.append(r.id)
+                    moved.add(r.id)
                     s.add(_IndexOpRow(namespace=str(src), memory_id=r.id, op="delete", created_at=now))
                     s.add(_IndexOpRow(namespace=str(dst), memory_id=r.id, op="upsert", created_at=now))
                     continue
@@ -95,6 +103,7 @@ class Identities(StoreBase):
                                       source_message_id=older.source_message_id, source_fp=older.source_fp,
                                       valid_from=older.valid_from, valid_to=newer.valid_from))
                     if newer is r:
+                        revised.append(other.id)
                         other.text, other.norm, other.category = r.text, r.norm, r.category
                         # the text discloses as where it was said, not as the row it lands in
                         other.origin, other.visibility = r.origin, r.visibility
@@ -109,6 +118,13 @@ class Identities(StoreBase):
                 s.add(_IndexOpRow(namespace=str(src), memory_id=r.id, op="delete", created_at=now))
                 s.add(_IndexOpRow(namespace=str(dst), memory_id=other.id, op="upsert", created_at=now))
             s.flush()
+            _unlink(s, dst, revised)
+            for link in s.exec(select(_ConflictRow).where(_ConflictRow.namespace == str(src))).all():
+                if link.older_id in moved and link.newer_id in moved:
+                    link.namespace = str(dst)
+                    s.add(link)
+                else:
+                    s.delete(link)
             have = set(s.exec(select(_TombstoneRow.fingerprint).where(_TombstoneRow.namespace == str(dst))).all())
             for t in s.exec(select(_TombstoneRow).where(_TombstoneRow.namespace == str(src))).all():
                 if t.fingerprint not in have:

@@ -5,7 +5,8 @@ One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` �
 ``deliveries``, ``_ChatLogRow`` → ``chat_log``, ``_RedactionRow`` →
 ``chat_redactions``, ``_IndexOpRow`` → ``index_outbox``, ``_AuditRow`` →
 ``audit_log``, ``_IdentityRow`` → ``identities``, ``_LastRecallRow`` →
-``last_recall``, ``_PendingRow`` → ``pending_confirmations``), registered on
+``last_recall``, ``_PendingRow`` → ``pending_confirmations``, ``_ConflictRow`` →
+``memory_conflicts``), registered on
 ``SQLModel.metadata`` when this module is imported; the row → ``Memory``
 conversion; and the engine helpers (URL normalisation, SQLite pragmas and
 ``BEGIN IMMEDIATE``). Nothing here opens a session: transactions belong to
@@ -95,6 +96,22 @@ class _HistoryRow(SQLModel, table=True):
     source_fp: str = Field(default="", max_length=64)
     valid_from: datetime
     valid_to: datetime
+
+
+class _ConflictRow(SQLModel, table=True):
+    """Two live memories of one namespace that disagree without a clear change
+    (``memory.contradiction``, the unsure band): ``older_id`` was said first,
+    ``newer_id`` later. Both ids are memories of ``namespace``; a forget, retract
+    or new version of either side deletes the row."""
+
+    __tablename__ = "memory_conflicts"
+    __table_args__ = (UniqueConstraint("namespace", "older_id", "newer_id", name="uq_memory_conflict"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    namespace: str = Field(index=True, max_length=260)
+    older_id: str = Field(max_length=32)
+    newer_id: str = Field(max_length=32)
+    created_at: datetime
 
 
 class _TombstoneRow(SQLModel, table=True):

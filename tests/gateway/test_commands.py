@@ -465,3 +465,36 @@ async def test_export_history_entries_carry_their_own_origin(gpipe, clock):
     assert entry["text"] == "我的狗叫來福" and entry["origin"] == f"tg:private:{me}"
     assert entry["history"] == [{**entry["history"][0], "text": "我的狗叫旺旺", "origin": "tg:group:-100777",
                                  "visibility": "group"}]
+
+
+async def test_a_conflict_is_marked_in_list_and_show_and_told_as_a_change(pipe, clock):
+    """Two statements said differently stay listed with a ⚡ mark naming each other; the next turn's
+    recollection says 之前说……，后来说……, older first; forgetting one side clears the mark."""
+    me = 408258968
+    old = (await turn(pipe, tg(clock, "我会开车。", user=me, lang="zh"))).captured[0]
+    new = (await turn(pipe, tg(clock, "我不会开车。", user=me, lang="zh"))).captured[0]
+    listing = await turn(pipe, tg(clock, "/memory list", user=me, lang="zh"))
+    assert f"⚡ 与 {new} 说法不一" in listing.reply and f"⚡ 与 {old} 说法不一" in listing.reply
+    shown = await turn(pipe, tg(clock, f"/memory show {new}", user=me, lang="zh"))
+    assert f"与 {old} 说法不一：两条都保留" in shown.reply
+    asked = await turn(pipe, tg(clock, "我会开车吗？", user=me, lang="zh"))
+    assert "之前说「我会开车。」" in asked.recollection and "后来说「我不会开车。」" in asked.recollection
+    assert asked.recollection.index("之前说") < asked.recollection.index("后来说")
+    await turn(pipe, tg(clock, f"/memory forget {old}", user=me, lang="zh"))
+    after = await turn(pipe, tg(clock, "/memory list", user=me, lang="en"))
+    assert new in after.reply and "⚡" not in after.reply
+
+
+async def test_a_group_listing_never_names_a_private_conflict_partner(pipe, clock):
+    """A group memory linked to one said in private: the group listing shows it without a mark (the
+    private id stays unnamed there); the private listing marks both."""
+    me = 408258968
+    ns = Namespace("default", f"tg:{me}")
+    secret = (await turn(pipe, tg(clock, "I have a car.", user=me))).captured[0]
+    group_fact = pipe.core.add(ns, pipe.core.new(ns, "I don't have a car.", category=Category.OTHER,
+                                                  origin=ChatRef("tg", ChatKind.GROUP, "-100777"),
+                                                  visibility=Visibility.GROUP), conflicts_with=secret).memory.id
+    in_group = await turn(pipe, tg(clock, "/memory list", user=me, group=-100777))
+    assert group_fact in in_group.reply and secret not in in_group.reply and "⚡" not in in_group.reply
+    in_private = await turn(pipe, tg(clock, "/memory list", user=me))
+    assert f"⚡ conflicts with {secret}" in in_private.reply and f"⚡ conflicts with {group_fact}" in in_private.reply
