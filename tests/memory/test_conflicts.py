@@ -221,11 +221,13 @@ def test_linking_identities_carries_the_mark_into_the_new_namespace(core, namesp
 
 
 def test_an_older_database_gets_the_conflict_table_when_opened(tmp_path, namespace):
-    """A data root from before conflicts (no memory_conflicts table) is upgraded in place and keeps working."""
+    """A data root from before conflicts (schema at the baseline revision, no
+    memory_conflicts table) is upgraded in place by revision 0002 and keeps working."""
     url = f"sqlite:///{tmp_path / 'old.db'}"
     Store(url).close()
     with sqlite3.connect(tmp_path / "old.db") as conn:
         conn.execute("DROP TABLE memory_conflicts")
+        conn.execute("UPDATE alembic_version SET version_num = '0001_baseline'")
     store = Store(url)
     try:
         assert store.conflicts(namespace) == []
