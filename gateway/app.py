@@ -6,7 +6,8 @@ index and configured chat models answer: 200, else 503; ``gateway.health``),
 recollection, prompt, reply); ``POST /telegram/{tenant}`` (a Bot API Update,
 ``X-Telegram-Bot-Api-Secret-Token`` required; the reply is sent through the
 Bot API); ``POST /onebot/{tenant}`` (a OneBot v11 HTTP POST event, signed or
-with the access token; the reply goes back as a quick operation);
+with the access token; the reply goes back as a quick operation when it is
+ready within ``onebot.reply_within`` seconds, else through the bot's API);
 ``GET``/``POST /wechat/{tenant}`` (Official Account / WeCom callbacks);
 ``POST /webhook/{tenant}`` (the generic signed JSON webhook). With
 ``onebot.enabled`` NoneBot2 is mounted at the root after these routes
@@ -159,6 +160,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         nonlocal pipeline
         import httpx
 
+        from bridges.qq.http import OneBotHTTP
         from bridges.telegram.runtime import TelegramRuntime
         from bridges.webhook.runtime import WebhookRuntime
         from bridges.wechat.runtime import WeChatRuntime
@@ -172,6 +174,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         app.state.telegram = TelegramRuntime(pipeline)
         app.state.wechat = WeChatRuntime(pipeline, http)
         app.state.webhook = WebhookRuntime(pipeline, http)
+        app.state.onebot = OneBotHTTP(pipeline, http)
         from gateway.health import Readiness
 
         app.state.readiness = Readiness(pipeline, http)
@@ -182,16 +185,16 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
             async with qq_host.running(pipeline) if qq_host else contextlib.nullcontext():
                 yield
         finally:
-            if not await pipeline.drain(timeout=30):
-                log.warning("shutdown: captures still running; they resume at the next start")
             for task in tasks:
                 task.cancel()
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-            await app.state.wechat.close()
-            await app.state.webhook.close()
-            await app.state.telegram.close()
+            # the turns answered before their reply first (they queue captures), then the captures
+            await asyncio.gather(app.state.wechat.close(), app.state.webhook.close(), app.state.telegram.close(),
+                                 app.state.onebot.close())
+            if not await pipeline.drain(timeout=30):
+                log.warning("shutdown: captures still running; they resume at the next start")
             await http.aclose()
 
     app = FastAPI(title="huiyi", version="0.1.0", lifespan=lifespan)
@@ -245,9 +248,10 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         if not secret_ok(t.telegram.webhook_secret, request.headers.get("X-Telegram-Bot-Api-Secret-Token")):
             raise Unauthorized("wrong or missing X-Telegram-Bot-Api-Secret-Token")
         body = await _json_body(request)
-        result = await request.app.state.telegram.handle_update(tenant, body)
-        # nothing about the turn goes back: Telegram would only read a method call here
-        return {"ok": True, "ignored": result is None}
+        accepted = await request.app.state.telegram.handle_update(tenant, body)
+        # answered once the message is claimed; the reply goes through the Bot API
+        # (nothing about the turn goes back: Telegram would only read a method call here)
+        return {"ok": True, "ignored": not accepted}
 
     @app.post("/onebot/{tenant}")
     async def onebot(tenant: str, request: Request) -> dict:
@@ -276,15 +280,9 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         msg = parse_event(body)
         if msg is None:
             return {}
-        result = await p.handle(tenant, msg)
-        if result.reply and not result.duplicate:
-            # OneBot v11 quick operation: the implementation sends the reply itself;
-            # in groups as segments that quote the person's message
-            if msg.chat.is_group:
-                return {"reply": [{"type": "reply", "data": {"id": msg.message_id}},
-                                  {"type": "text", "data": {"text": result.reply}}], "at_sender": False}
-            return {"reply": result.reply, "auto_escape": True, "at_sender": False}
-        return {}
+        # a quick operation when the reply comes within onebot.reply_within, else
+        # {} once the message is claimed and the reply through the bot's API
+        return await request.app.state.onebot.answer(tenant, msg)
 
     @app.get("/wechat/{tenant}")
     async def wechat_verify(tenant: str, request: Request) -> PlainTextResponse:

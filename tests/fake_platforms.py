@@ -22,6 +22,7 @@ arguments for nonebug, which initialises NoneBot once per test session.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections import deque
@@ -255,12 +256,53 @@ def fake_callback(fake_callback_server):
     return fake_callback_server
 
 
+def _settling_client():
+    from fastapi.testclient import TestClient
+
+    class SettlingClient(TestClient):
+        """A TestClient of the real app that, after each request to a platform
+        webhook (``/telegram/``, ``/onebot/``, ``/wechat/``: they answer once the
+        message is claimed, before the reply — ``bridges.ack``), waits until
+        every acknowledged turn has sent its reply and captured (``settle``), so
+        a test reads the end state. Inside ``with client.unsettled():`` it does
+        not wait: the test sees the answer alone."""
+
+        settling = True
+
+        def request(self, method, url, *args, **kwargs):
+            response = super().request(method, url, *args, **kwargs)
+            if self.settling and str(url).startswith(("/telegram/", "/onebot/", "/wechat/")):
+                self.settle()
+            return response
+
+        def settle(self, timeout: float = 60.0) -> None:
+            """Wait for the turns the platform routes acknowledged early, their
+            replies, then every capture queued after an answer."""
+            state = self.app.state
+            for name in ("telegram", "onebot", "wechat"):
+                runtime = getattr(state, name, None)
+                if runtime is not None:
+                    assert self.portal.call(runtime.turns.idle, timeout), f"{name} turns still running"
+            assert self.portal.call(state.pipeline.drain, timeout), "captures still running"
+
+        @contextlib.contextmanager
+        def unsettled(self):
+            self.settling = False
+            try:
+                yield self
+            finally:
+                self.settling = True
+
+    return SettlingClient
+
+
 @pytest.fixture
 def gateway(llm, monkeypatch):
     """Factory: ``gateway(**tenant_fields)`` → a running TestClient of the real app
     (SQLite + LanceDB under the per-test data root) whose ``default`` tenant has
     these fields and the fake chat model. ``gateway.settings_overrides`` go to
-    ``load_settings``."""
+    ``load_settings``. The client settles after platform webhooks
+    (``SettlingClient``: ``client.settle()``, ``with client.unsettled():``)."""
     from fastapi.testclient import TestClient
 
     from gateway.app import create_app
@@ -269,10 +311,11 @@ def gateway(llm, monkeypatch):
     monkeypatch.setenv("HUIYI_LLM_BASE_URL", llm.base_url)
     monkeypatch.setenv("HUIYI_LLM_MODEL", "fake-chat")
     clients: list[TestClient] = []
+    settling = _settling_client()
 
     def make(*, settings_overrides: dict | None = None, **tenant: object) -> TestClient:
         settings = load_settings(tenants={"default": TenantSettings(**tenant)}, **(settings_overrides or {}))
-        client = TestClient(create_app(settings))
+        client = settling(create_app(settings))
         client.__enter__()
         clients.append(client)
         return client

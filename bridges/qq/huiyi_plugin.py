@@ -87,6 +87,8 @@ async def _pipeline() -> Any:
 async def _close_owned() -> None:
     if _state["owned"] and _state["pipeline"] is not None:
         pipeline, _state["pipeline"], _state["owned"] = _state["pipeline"], None, False
+        if not await pipeline.drain(timeout=30):
+            log.warning("qq: captures still running at shutdown; they resume at the next start of a gateway")
         await asyncio.to_thread(pipeline.core.close)
 
 
@@ -107,8 +109,9 @@ def event_payload(event: MessageEvent) -> dict:
 
 async def handle_event(bot: Bot, event: MessageEvent) -> Any:
     """Run one turn for ``event`` and send its reply; returns the TurnResult, or
-    None when the event is not a person's text message. Send failures are
-    logged (the turn, its capture included, is already done)."""
+    None when the event is not a person's text message. The capture runs after
+    the reply (``Pipeline.drain`` awaits it). Send failures are logged (the
+    turn is already done and its capture queued)."""
     pipeline = await _pipeline()
     if pipeline is None:
         log.warning("qq: no huiyi pipeline bound (load gateway.huiyi_nonebot in a bot of your own); event ignored")
@@ -129,7 +132,8 @@ async def handle_event(bot: Bot, event: MessageEvent) -> Any:
             "sender_id": str(reply.sender.user_id), "sender_is_bot": str(reply.sender.user_id) == str(bot.self_id)})
     if updates:
         msg = msg.model_copy(update=updates)
-    result = await pipeline.handle(tenant_for(pipeline, bot.self_id), msg)
+    # the capture runs after the reply (durably: it is committed with the message's chat-log line)
+    result = await pipeline.handle(tenant_for(pipeline, bot.self_id), msg, background_capture=True)
     if result.reply and not result.duplicate:
         out = Message(MessageSegment.text(result.reply))
         if isinstance(event, GroupMessageEvent):
