@@ -10,6 +10,8 @@
 - ``FakeWeChatAPI``: the OA/WeCom token and message endpoints; records sends.
 - ``FakeCallback``: a receiver for generic-webhook callbacks; records bodies
   and headers.
+- ``FakeOneBotAPI``: a OneBot v11 implementation's HTTP API (``send_msg``);
+  records bodies and headers.
 
 Each runs uvicorn in a thread (like ``fake_openai``); tests clear ``calls``
 between uses with ``reset()``.
@@ -200,6 +202,38 @@ class FakeCallback(_Server):
         return app
 
 
+class FakeOneBotAPI(_Server):
+    """A OneBot v11 implementation's HTTP API (``/send_msg``, what NapCat or
+    go-cqhttp serve at their API root): ``sends`` holds ``(headers, body)`` of
+    the accepted calls; ``fail_next`` scripts one-off ``(http_status, body)``
+    answers for the next calls (``attempts`` counts every call)."""
+
+    def __init__(self) -> None:
+        self.sends: list[tuple[dict, dict]] = []
+        self.fail_next: deque[tuple[int, dict]] = deque()
+        self.attempts = 0
+        super().__init__()
+
+    def reset(self) -> None:
+        self.sends.clear()
+        self.fail_next.clear()
+        self.attempts = 0
+
+    def _make_app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.post("/send_msg")
+        async def send_msg(request: Request):
+            self.attempts += 1
+            if self.fail_next:
+                status, body = self.fail_next.popleft()
+                return JSONResponse(body, status_code=status)
+            self.sends.append((dict(request.headers), await request.json()))
+            return {"status": "ok", "retcode": 0, "data": {"message_id": 7000 + len(self.sends)}}
+
+        return app
+
+
 # -- pytest plugin ---------------------------------------------------------
 
 #: The OneBot credentials NoneBot is initialised with (nonebug reads them once).
@@ -240,6 +274,20 @@ def fake_wechat(fake_wechat_server):
     """The fake WeChat reply API with no sends."""
     fake_wechat_server.reset()
     return fake_wechat_server
+
+
+@pytest.fixture(scope="session")
+def fake_onebot_server():
+    server = FakeOneBotAPI().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_onebot(fake_onebot_server):
+    """The fake OneBot HTTP API with no calls."""
+    fake_onebot_server.reset()
+    return fake_onebot_server
 
 
 @pytest.fixture(scope="session")
