@@ -118,10 +118,14 @@ async def _maintenance(pipeline: Pipeline) -> None:
     fold new rows into the indices) every OPTIMIZE_EVERY_S seconds, or sooner once
     OPTIMIZE_AFTER_WRITES index writes have piled up (each write is a fragment and
     an unoptimized table makes every search slower); prune the nonces of signed
-    callbacks that no replay window reaches any more (``prune_nonces``)."""
+    callbacks that no replay window reaches any more (``prune_nonces``); start
+    the index's rebuild from SQL again when the one begun at start-up (a missing
+    or unreadable index, ``MemoryCore``) failed."""
     last_opt = asyncio.get_running_loop().time()
     while True:
         await asyncio.sleep(MAINTAIN_EVERY_S)
+        if pipeline.core.start_rebuild():  # a rebuild of a missing or unreadable index failed: again
+            log.warning("index: not ready; rebuilding it from SQL again")
         try:
             await pipeline.resume_captures()
         except Exception as exc:  # noqa: BLE001 - keep maintaining
