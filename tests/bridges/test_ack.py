@@ -33,7 +33,7 @@ OB_TOKEN = "ack-ob-token"
 OB = {"Authorization": f"Bearer {OB_TOKEN}"}
 OA_TOKEN = "ack-oa-token"
 SELF_ID = 3000000001
-SLOW_S = 3.0
+SLOW_S = 4.0
 """How long the slow fake model takes to reply (seconds)."""
 
 
@@ -84,7 +84,7 @@ def core(client):
 
 
 def test_telegram_webhook_answers_before_a_slow_model_and_the_reply_follows(client, fake_telegram, llm):
-    """With a model taking 3 s the webhook answers 200 within a second: the message's chat-log line and
+    """With a model taking 4 s the webhook answers 200 well before it: the message's chat-log line and
     its pending capture are already committed, nothing is sent or captured yet; the reply then reaches
     the Bot API and the fact is captured after it."""
     llm.enqueue("记住啦，你在杭州", delay=SLOW_S)
@@ -95,7 +95,7 @@ def test_telegram_webhook_answers_before_a_slow_model_and_the_reply_follows(clie
         r = client.post("/telegram/default", json=tg_update("我住在杭州", mid=31), headers=TG)
         answered = time.perf_counter() - t0
     assert r.status_code == 200 and r.json() == {"ok": True, "ignored": False}
-    assert answered < 1.5, answered
+    assert answered < SLOW_S - 1, answered
     assert fake_telegram.sent() == [] and core(client).store.count(ns) == 0
     tail = core(client).store.chat_tail("default", ChatRef("tg", ChatKind.PRIVATE, "555"))
     assert [line.text for line in tail] == ["我住在杭州"]  # claimed durably before the answer
@@ -117,7 +117,7 @@ def test_telegram_redelivery_while_the_model_thinks_is_a_duplicate(client, fake_
         assert client.post("/telegram/default", json=upd, headers=TG).status_code == 200
         t0 = time.perf_counter()
         assert client.post("/telegram/default", json=upd, headers=TG).status_code == 200
-        assert time.perf_counter() - t0 < 1.5
+        assert time.perf_counter() - t0 < SLOW_S - 1
     client.settle()
     assert [s["text"] for s in fake_telegram.sent()] == ["好的 ok"]
     assert [m.text for m in core(client).list(Namespace("default", "tg:556"))] == ["I work as a nurse in Leeds 🏥"]
@@ -136,7 +136,7 @@ def test_onebot_fast_model_still_gets_the_quick_operation(client, fake_onebot, l
 
 
 def test_onebot_slow_model_answers_empty_and_sends_through_the_api(client, fake_onebot, llm):
-    """A model slower than reply_within: the event is answered {} after about a second, and the reply goes
+    """A model slower than reply_within: the event is answered {} after about a second (reply_within), and the reply goes
     to send_msg at the bot's API root with the access token — a private reply to the person, a group reply
     quoting the message."""
     llm.enqueue("收到，明天考试加油", delay=SLOW_S)
@@ -147,7 +147,7 @@ def test_onebot_slow_model_answers_empty_and_sends_through_the_api(client, fake_
         first = time.perf_counter() - t0
         r2 = client.post("/onebot/default", content=ob_event("我养了一只叫团子的猫", mid=9202, group=888), headers=OB)
     assert r1.status_code == r2.status_code == 200 and r1.json() == r2.json() == {}
-    assert 0.9 <= first < 2.5, first
+    assert 0.9 <= first < SLOW_S - 1, first
     assert fake_onebot.wait_for(lambda: len(fake_onebot.sends) == 2, timeout=30)
     by_kind = {body["message_type"]: (headers, body) for headers, body in fake_onebot.sends}
     headers, private = by_kind["private"]
@@ -184,18 +184,18 @@ def test_onebot_without_an_api_root_waits_for_the_whole_turn(gateway, llm, fake_
 
 
 def test_wechat_passive_reply_does_not_wait_for_the_capture(client, llm):
-    """The passive reply comes back while a slow LLM fact extraction (1.5 s) is still running: the capture
+    """The passive reply comes back while a slow LLM fact extraction (4 s) is still running: the capture
     runs after the answer, and lands."""
     llm.enqueue("你好小王")
     llm.enqueue_extraction(json.dumps({"facts": [{"text": "我叫小王", "category": "profile", "key": "name",
-                                                   "importance": 0.9}]}, ensure_ascii=False), delay=1.5)
+                                                   "importance": 0.9}]}, ensure_ascii=False), delay=SLOW_S)
     ns = Namespace("default", "wx:oUser9")
     with client.unsettled():
         t0 = time.perf_counter()
         r = oa_post(client, "我叫小王", "7001")
         answered = time.perf_counter() - t0
     assert r.status_code == 200 and "<![CDATA[你好小王]]>" in r.text
-    assert answered < 1.4, answered
+    assert answered < SLOW_S - 1, answered
     assert core(client).store.count(ns) == 0
     client.settle()
     assert [m.text for m in core(client).list(ns)] == ["我叫小王"]
@@ -211,7 +211,7 @@ def _free_port() -> int:
 
 
 def test_capture_queued_at_a_kill_is_replayed_after_restart(tmp_path, llm, fake_telegram):
-    """A real gateway process (huiyi serve) answers a Telegram update before its 3 s model reply and is
+    """A real gateway process (huiyi serve) answers a Telegram update before its 4 s model reply and is
     killed with SIGKILL: the message's line was committed with its capture, so the next gateway on the same
     data root captures it (resume_captures, what its maintenance task runs)."""
     from fastapi.testclient import TestClient
