@@ -37,7 +37,7 @@ from bridges.contract import InboundMessage
 from gateway.pipeline import Pipeline
 from memory.types import repair_tree
 
-__all__ = ["create_app", "TurnRequest"]
+__all__ = ["create_app", "TurnRequest", "maintenance"]
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +112,10 @@ def nonce_horizon(settings: Settings, now: datetime | None = None) -> datetime:
     return (now or datetime.now(timezone.utc)) - timedelta(seconds=2 * max(windows) + 60)
 
 
-async def _maintenance(pipeline: Pipeline) -> None:
-    """Off the hot path: resume captures a crash or failure left pending
+async def maintenance(pipeline: Pipeline) -> None:
+    """The maintenance task of a serving pipeline (the app's, and the standalone
+    NoneBot plugin's: ``gateway.huiyi_nonebot``), every MAINTAIN_EVERY_S seconds
+    until cancelled. Off the hot path: resume captures a crash or failure left pending
     (``Pipeline.resume_captures``); apply pending index writes; optimize (compact fragments,
     fold new rows into the indices) every OPTIMIZE_EVERY_S seconds, or sooner once
     OPTIMIZE_AFTER_WRITES index writes have piled up (each write is a fragment and
@@ -182,7 +184,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         from gateway.health import Readiness
 
         app.state.readiness = Readiness(pipeline, http)
-        tasks = [asyncio.create_task(_maintenance(pipeline))]
+        tasks = [asyncio.create_task(maintenance(pipeline))]
         if telegram_polling:
             tasks += [asyncio.create_task(app.state.telegram.poll(t)) for t in app.state.telegram.tenants_with_bots()]
         try:

@@ -106,7 +106,8 @@ async def test_escaped_brackets_in_a_cq_string_stay_text(app: App, plugin, llm):
 
 async def test_standalone_plugin_builds_a_pipeline_from_settings(app: App, llm, monkeypatch, tmp_path):
     """In a bot of its own (gateway.huiyi_nonebot loaded, nothing bound) the first message builds a
-    pipeline from HUIYI_* settings: the person is answered and their fact lands in the configured data root."""
+    pipeline from HUIYI_* settings and starts the gateway's maintenance beside it: the person is answered and
+    their fact lands in the configured data root."""
     from bridges.qq import huiyi_plugin
     from memory.store import Store
 
@@ -117,6 +118,8 @@ async def test_standalone_plugin_builds_a_pipeline_from_settings(app: App, llm, 
     raw = event([{"type": "text", "data": {"text": "我喜欢吃榴莲🍈"}}], group=None, user=4242, mid=4243)
     try:
         await run(app, raw, Message(MessageSegment.text("记住了")))
+        # the gateway's maintenance runs beside it: queued captures are resumed after a crash
+        assert huiyi_plugin._state["task"] is not None and not huiyi_plugin._state["task"].done()
     finally:
         built = huiyi_plugin._state["pipeline"]
         if built is not None and huiyi_plugin._state["owned"]:
