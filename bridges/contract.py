@@ -243,7 +243,12 @@ class TurnHandler(Protocol):
 
     def tenant(self, name: str) -> Any: ...
 
-    def handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False) -> Awaitable[TurnResult]: ...
+    def handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False,
+               claimed: Any = None) -> Awaitable[TurnResult]:
+        """Run one turn. ``background_capture``: capture after the turn returns
+        (durably). ``claimed``: an ``asyncio.Event`` set once the delivery is
+        durably claimed (``bridges.ack``)."""
+        ...
 
     def migrate_chat(self, tenant: str, old: ChatRef, new: ChatRef) -> Awaitable[Any]: ...
 

@@ -6,7 +6,8 @@ index and configured chat models answer: 200, else 503; ``gateway.health``),
 recollection, prompt, reply); ``POST /telegram/{tenant}`` (a Bot API Update,
 ``X-Telegram-Bot-Api-Secret-Token`` required; the reply is sent through the
 Bot API); ``POST /onebot/{tenant}`` (a OneBot v11 HTTP POST event, signed or
-with the access token; the reply goes back as a quick operation);
+with the access token; the reply goes back as a quick operation when it is
+ready within ``onebot.reply_within`` seconds, else through the bot's API);
 ``GET``/``POST /wechat/{tenant}`` (Official Account / WeCom callbacks);
 ``POST /webhook/{tenant}`` (the generic signed JSON webhook). With
 ``onebot.enabled`` NoneBot2 is mounted at the root after these routes
@@ -36,7 +37,7 @@ from bridges.contract import InboundMessage
 from gateway.pipeline import Pipeline
 from memory.types import repair_tree
 
-__all__ = ["create_app", "TurnRequest"]
+__all__ = ["create_app", "TurnRequest", "maintenance"]
 
 log = logging.getLogger(__name__)
 
@@ -111,16 +112,22 @@ def nonce_horizon(settings: Settings, now: datetime | None = None) -> datetime:
     return (now or datetime.now(timezone.utc)) - timedelta(seconds=2 * max(windows) + 60)
 
 
-async def _maintenance(pipeline: Pipeline) -> None:
-    """Off the hot path: resume captures a crash or failure left pending
+async def maintenance(pipeline: Pipeline) -> None:
+    """The maintenance task of a serving pipeline (the app's, and the standalone
+    NoneBot plugin's: ``gateway.huiyi_nonebot``), every MAINTAIN_EVERY_S seconds
+    until cancelled. Off the hot path: resume captures a crash or failure left pending
     (``Pipeline.resume_captures``); apply pending index writes; optimize (compact fragments,
     fold new rows into the indices) every OPTIMIZE_EVERY_S seconds, or sooner once
     OPTIMIZE_AFTER_WRITES index writes have piled up (each write is a fragment and
     an unoptimized table makes every search slower); prune the nonces of signed
-    callbacks that no replay window reaches any more (``prune_nonces``)."""
+    callbacks that no replay window reaches any more (``prune_nonces``); start
+    the index's rebuild from SQL again when the one begun at start-up (a missing
+    or unreadable index, ``MemoryCore``) failed."""
     last_opt = asyncio.get_running_loop().time()
     while True:
         await asyncio.sleep(MAINTAIN_EVERY_S)
+        if pipeline.core.start_rebuild():  # a rebuild of a missing or unreadable index failed: again
+            log.warning("index: not ready; rebuilding it from SQL again")
         try:
             await pipeline.resume_captures()
         except Exception as exc:  # noqa: BLE001 - keep maintaining
@@ -159,6 +166,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         nonlocal pipeline
         import httpx
 
+        from bridges.qq.http import OneBotHTTP
         from bridges.telegram.runtime import TelegramRuntime
         from bridges.webhook.runtime import WebhookRuntime
         from bridges.wechat.runtime import WeChatRuntime
@@ -172,26 +180,27 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         app.state.telegram = TelegramRuntime(pipeline)
         app.state.wechat = WeChatRuntime(pipeline, http)
         app.state.webhook = WebhookRuntime(pipeline, http)
+        app.state.onebot = OneBotHTTP(pipeline, http)
         from gateway.health import Readiness
 
         app.state.readiness = Readiness(pipeline, http)
-        tasks = [asyncio.create_task(_maintenance(pipeline))]
+        tasks = [asyncio.create_task(maintenance(pipeline))]
         if telegram_polling:
             tasks += [asyncio.create_task(app.state.telegram.poll(t)) for t in app.state.telegram.tenants_with_bots()]
         try:
             async with qq_host.running(pipeline) if qq_host else contextlib.nullcontext():
                 yield
         finally:
-            if not await pipeline.drain(timeout=30):
-                log.warning("shutdown: captures still running; they resume at the next start")
             for task in tasks:
                 task.cancel()
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-            await app.state.wechat.close()
-            await app.state.webhook.close()
-            await app.state.telegram.close()
+            # the turns answered before their reply first (they queue captures), then the captures
+            await asyncio.gather(app.state.wechat.close(), app.state.webhook.close(), app.state.telegram.close(),
+                                 app.state.onebot.close())
+            if not await pipeline.drain(timeout=30):
+                log.warning("shutdown: captures still running; they resume at the next start")
             await http.aclose()
 
     app = FastAPI(title="huiyi", version="0.1.0", lifespan=lifespan)
@@ -245,9 +254,10 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         if not secret_ok(t.telegram.webhook_secret, request.headers.get("X-Telegram-Bot-Api-Secret-Token")):
             raise Unauthorized("wrong or missing X-Telegram-Bot-Api-Secret-Token")
         body = await _json_body(request)
-        result = await request.app.state.telegram.handle_update(tenant, body)
-        # nothing about the turn goes back: Telegram would only read a method call here
-        return {"ok": True, "ignored": result is None}
+        accepted = await request.app.state.telegram.handle_update(tenant, body)
+        # answered once the message is claimed; the reply goes through the Bot API
+        # (nothing about the turn goes back: Telegram would only read a method call here)
+        return {"ok": True, "ignored": not accepted}
 
     @app.post("/onebot/{tenant}")
     async def onebot(tenant: str, request: Request) -> dict:
@@ -276,15 +286,9 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         msg = parse_event(body)
         if msg is None:
             return {}
-        result = await p.handle(tenant, msg)
-        if result.reply and not result.duplicate:
-            # OneBot v11 quick operation: the implementation sends the reply itself;
-            # in groups as segments that quote the person's message
-            if msg.chat.is_group:
-                return {"reply": [{"type": "reply", "data": {"id": msg.message_id}},
-                                  {"type": "text", "data": {"text": result.reply}}], "at_sender": False}
-            return {"reply": result.reply, "auto_escape": True, "at_sender": False}
-        return {}
+        # a quick operation when the reply comes within onebot.reply_within, else
+        # {} once the message is claimed and the reply through the bot's API
+        return await request.app.state.onebot.answer(tenant, msg)
 
     @app.get("/wechat/{tenant}")
     async def wechat_verify(tenant: str, request: Request) -> PlainTextResponse:

@@ -217,13 +217,14 @@ def recall(query: Annotated[str, typer.Argument(help="query text")],
 @app.command()
 def reindex(progress: Annotated[bool | None, typer.Option("--progress/--no-progress",
                                                           help="progress bar on stderr (default: when a terminal)")] = None) -> None:
-    """Rebuild the LanceDB index from SQL (progress bar on a terminal)."""
+    """Rebuild the LanceDB index from SQL (progress bar on a terminal), however
+    corrupt the old one is."""
     from memory.admin import OPERATOR
     from memory.admin import reindex as do_reindex
     from gateway.service import build_core
 
     configure_logging()
-    core = build_core(load_settings())
+    core = build_core(load_settings(), rebuild="none")  # an unreadable index is replaced, then rebuilt here
     try:
         n = do_reindex(core, OPERATOR, progress=progress)
         typer.echo(f"reindexed {n} memories")

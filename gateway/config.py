@@ -155,8 +155,10 @@ class WeChatSettings(BaseModel):
     ``agent_id``: WeCom AgentID (message/send). ``api_base``: API host
     (``https://api.weixin.qq.com`` for OA, ``https://qyapi.weixin.qq.com``
     for WeCom when None). ``reply_within``: seconds the callback waits for the
-    reply before answering ``success`` and sending it through the
-    customer-service/message API instead (WeChat gives up after 5 s).
+    reply, from the start of the turn, before answering ``success`` and
+    sending it through the customer-service/message API instead (WeChat gives
+    up after 5 s); the message is always claimed first and captured after the
+    answer.
     ``window``: seconds a callback's ``timestamp`` may differ from the server's
     clock, either way (older or newer is refused, 401; issue 13 B), e.g.
     ``HUIYI_TENANTS__DEFAULT__WECHAT__WINDOW=300``. Plaintext mode (no
@@ -211,6 +213,11 @@ class OneBotSettings(BaseModel):
     ``window``: seconds an event's ``time`` may differ from the server's clock on
     ``POST /onebot/<tenant>``, either way (401 outside it), and how long an
     identical signed body is refused as a replay (``HUIYI_ONEBOT__WINDOW=300``).
+    ``reply_within``: seconds ``POST /onebot/<tenant>`` waits, from the start of
+    the turn, for a reply to answer as a quick operation; a later reply is sent
+    through the bot's API root (``api_roots``) with ``send_msg`` after the
+    answer ``{}`` (``HUIYI_ONEBOT__REPLY_WITHIN=3``; 0 always answers at once).
+    A bot without an API root waits for the whole turn (``bridges.qq.http``).
     """
 
     model_config = _STRICT
@@ -221,6 +228,7 @@ class OneBotSettings(BaseModel):
     api_roots: dict[str, str] = Field(default_factory=dict)
     default_tenant: str = "default"
     window: int = Field(default=300, ge=1)
+    reply_within: float = Field(default=3.0, ge=0)
 
 
 class TenantSettings(BaseModel):

@@ -5,8 +5,9 @@
 Loads the bridge's plugin (``bridges.qq.huiyi_plugin``: matcher, parsing,
 replies) and gives it a factory that builds the whole gateway pipeline from
 huiyi's settings (``HUIYI_*`` environment and ``HUIYI_CONFIG``) on the first
-message. It lives in the gateway because building a pipeline is the gateway's
-job; the bridge plugin itself never imports the gateway.
+message, with the gateway's maintenance task beside it (pending captures
+resumed, index repaired). It lives in the gateway because building a pipeline
+is the gateway's job; the bridge plugin itself never imports the gateway.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import dataclasses
 
 from nonebot import require
 
-__all__ = ["build_pipeline_from_settings"]
+__all__ = ["build_pipeline_from_settings", "maintain"]
 
 _bridge = require("bridges.qq.huiyi_plugin")
 
@@ -32,4 +33,13 @@ def build_pipeline_from_settings():
     return build_pipeline(load_settings())
 
 
-_bridge.build_with(build_pipeline_from_settings)
+async def maintain(pipeline) -> None:
+    """The gateway's maintenance task (``gateway.app.maintenance``) beside the
+    plugin's pipeline: queued captures a crash left are resumed, the index is
+    repaired and rebuilt when it must be."""
+    from gateway.app import maintenance
+
+    await maintenance(pipeline)
+
+
+_bridge.build_with(build_pipeline_from_settings, maintain)

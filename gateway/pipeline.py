@@ -56,6 +56,8 @@ AFTER_BATCH = 32
 """Turns whose after-work (bookkeeping, heuristic capture) one worker batch takes."""
 RESUME_AFTER_S = 60.0
 """A capture queued this many seconds ago and still not done is resumed."""
+MIGRATE_DRAIN_S = 30.0
+"""Seconds a chat migration waits for the captures queued before it (``migrate_chat``)."""
 MEMORY_COMMANDS = ("/memory", "/记忆")
 REPUSH_WINDOW = timedelta(minutes=10)
 """A delivery with the content fingerprint of one claimed this recently is a re-push (same message, new id)."""
@@ -144,21 +146,28 @@ class Pipeline:
         low = msg.text.casefold()
         return any(k.casefold() in low for k in t.group_keywords if k)
 
-    async def handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False) -> TurnResult:
+    async def handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False,
+                     claimed: asyncio.Event | None = None) -> TurnResult:
         """Run one turn. Raises UnknownTenant, or NamespaceError for ids outside
         their patterns; everything after identity degrades instead of raising.
 
         ``background_capture``: return as soon as the reply is ready and capture the
-        message in a task of this pipeline (``drain`` awaits them): for bridges whose
-        reply travels in their own HTTP answer. The capture is durable either way:
+        message in a task of this pipeline (``drain`` awaits them): for bridges that
+        answer the platform before the capture. The capture is durable either way:
         the person's chat-log line carries it until it is done, and
         ``resume_captures`` runs what a crash or failure left behind.
+
+        ``claimed``: set once the delivery is durably claimed — for a plain message
+        when its chat-log line (and with it its capture) is committed, for a
+        command or an edit when its delivery key is — so that a webhook can
+        acknowledge the platform then, before the reply (``bridges.ack``). Not set
+        for a duplicate, nor when the turn fails before its claim.
 
         Every log record the turn writes carries one ``turn_id``; the turn ends
         with a ``turn done`` record (ids, counts, stage latencies; the message and
         reply text only when ``Settings.audit_fragments`` allows)."""
         with bind_turn(new_turn_id(), tenant=tenant):
-            res = await self._handle(tenant, msg, background_capture=background_capture)
+            res = await self._handle(tenant, msg, background_capture=background_capture, claimed=claimed)
             self._observe(res, msg)
             return res
 
@@ -181,7 +190,8 @@ class Pipeline:
             fields["reply"] = res.reply
         log.info("turn done", extra=fields)
 
-    async def _handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False) -> TurnResult:
+    async def _handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False,
+                      claimed: asyncio.Event | None = None) -> TurnResult:
         t = self.tenant(tenant)
         chat = msg.chat
         if not chat.is_group and msg.chat_id != msg.sender_id:
@@ -212,9 +222,11 @@ class Pipeline:
             self.metrics.deduplicated.labels("id").inc()
             res.duplicate = True
             return res
+        if not plain and claimed is not None:
+            claimed.set()
         try:
             return await self._turn(tenant, t, msg, ns, res, background_capture, delivery if plain else None,
-                                    fingerprint if plain else None)
+                                    fingerprint if plain else None, claimed)
         except DuplicateDelivery:
             log.info("duplicate delivery %s", delivery)
             self.metrics.deduplicated.labels("id_or_content").inc()  # the line's claim: either may have hit
@@ -230,7 +242,7 @@ class Pipeline:
 
     async def _turn(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace,
                     res: TurnResult, background_capture: bool = False, claim: str | None = None,
-                    fingerprint: str | None = None) -> TurnResult:
+                    fingerprint: str | None = None, claimed: asyncio.Event | None = None) -> TurnResult:
         chat = msg.chat
         started = time.perf_counter()
         lang = await self._language(tenant, t, msg)
@@ -257,6 +269,8 @@ class Pipeline:
             ChatLine("user", msg.sender_id, logged, msg.timestamp, msg.message_id, msg.sender_name),
             capture=ns if due else None, claim=claim,
             fingerprint=(fingerprint, REPUSH_WINDOW) if fingerprint else None)
+        if claimed is not None:  # the line, its claim and its capture are committed
+            claimed.set()
         if due and line_id is not None:
             self._capturing.add(line_id)  # before the answer: maintenance must not resume it meanwhile
         rec: Recollection | None = None
@@ -605,8 +619,13 @@ class Pipeline:
         """A group chat got a new id (Telegram group → supergroup): its chat log and
         the origin (hence disclosure) of its memories move to ``new``; returns the
         number of memories moved. Audited per namespace (``Store.migrate_chat``);
-        the index catches up through the outbox. Raises UnknownTenant."""
+        the index catches up through the outbox. Captures queued after their
+        turns (which still name the old chat) land first, so that they move too.
+        Raises UnknownTenant."""
         self.tenant(tenant)
+        if not await self.drain(timeout=MIGRATE_DRAIN_S):
+            log.warning("chat migration of %s: captures still running after %.0f s; they keep the old chat id",
+                        old.key, MIGRATE_DRAIN_S)
         moved = await asyncio.to_thread(self.core.store.migrate_chat, tenant, old, new, f"bridge:{old.platform}")
         if moved.memories:
             try:

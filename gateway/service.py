@@ -4,6 +4,7 @@ Used by the HTTP app and the CLI alike (nothing heavy happens at import)."""
 from __future__ import annotations
 
 import logging
+from typing import Literal
 
 from gateway.config import Settings
 from gateway.pipeline import Pipeline
@@ -14,10 +15,15 @@ __all__ = ["build_core", "build_pipeline"]
 log = logging.getLogger(__name__)
 
 
-def build_core(settings: Settings, *, schema: str | None = None) -> MemoryCore:
+def build_core(settings: Settings, *, schema: str | None = None,
+               rebuild: Literal["now", "background", "none"] = "now") -> MemoryCore:
     """Open (creating when missing) the SQL store and the LanceDB index under the
     data root, with the configured embedder; loads jieba/OpenCC and the embedding
-    model once.
+    model once. An index that is missing, unreadable (a corrupt manifest) or
+    incomplete is replaced and rebuilt from SQL as ``rebuild`` says
+    (``MemoryCore``): ``now`` for the CLI, ``background`` for a serving gateway
+    (recall falls back to the exact path meanwhile), ``none`` for ``huiyi
+    reindex``, which rebuilds it itself.
 
     Raises StoreError / SearchIndexError / EmbedderError when a part cannot open.
     """
@@ -36,7 +42,7 @@ def build_core(settings: Settings, *, schema: str | None = None) -> MemoryCore:
         log.warning("embedder warm-up failed: %s", exc)
     store = Store(settings.db_url, schema=schema)
     index = SearchIndex(settings.index_path, embedder)
-    core = MemoryCore(store, index)
+    core = MemoryCore(store, index, rebuild=rebuild)
     try:
         core.maintain()  # repair what a crash between SQL and index left behind
     except Exception as exc:  # noqa: BLE001
@@ -47,5 +53,6 @@ def build_core(settings: Settings, *, schema: str | None = None) -> MemoryCore:
 
 
 def build_pipeline(settings: Settings) -> Pipeline:
-    """A Pipeline over a freshly built core."""
-    return Pipeline(settings, build_core(settings))
+    """A Pipeline over a freshly built core; a missing or unreadable index is
+    rebuilt in the background while it serves."""
+    return Pipeline(settings, build_core(settings, rebuild="background"))

@@ -40,36 +40,47 @@ def namespaces(core, authority: Authority) -> list[Namespace]:
 def reindex(core, authority: Authority, *, batch: int = 256, progress: bool | None = None) -> int:
     """Rebuild the search index from SQL (drop, re-embed, re-add); returns rows indexed.
 
+    Safe while the gateway serves and writes (the background rebuild of a
+    missing or unreadable index, ``MemoryCore.rebuild_index``): the namespaces
+    are listed after the table is reset, so a write before the reset is read
+    back from SQL and one after it is applied to the new table by its own
+    outbox; each chunk of a namespace is re-read from SQL and written under
+    that namespace's write lock, so a concurrent update or forget is never
+    overwritten by an older read; rows are walked by id (no offset paging that
+    a concurrent delete would shift). Outbox upserts and deletes pending when
+    the rebuild began are cleared (it supersedes them); later ones and queued
+    purges of forgotten rows stay for the next ``maintain()``.
+
     Shows a progress bar on a terminal (tqdm) unless ``progress`` is False.
-    Pending outbox upserts and deletes are cleared (the rebuild supersedes them);
-    queued purges of forgotten rows stay queued for the next ``maintain()``.
+    Raises SearchIndexError (the index cannot be written) or StoreError.
     """
     from tqdm import tqdm
 
-    ns_list = namespaces(core, authority)
+    superseded = [o for o in core.store.pending_ops(100_000) if o.op != "purge"
+                  and (authority.tenant is None or o.namespace.tenant == authority.tenant)]
     if authority.tenant is None:
         core.index.reset()
     else:
-        for ns in ns_list:
+        for ns in namespaces(core, authority):
             core.index.delete_namespace(ns)
+    ns_list = namespaces(core, authority)
     total = 0
     show = sys.stderr.isatty() if progress is None else progress
     bar = tqdm(total=None, unit="mem", desc="re-embedding", disable=not show)
     for ns in ns_list:
-        offset = 0
-        while True:
-            chunk = core.store.list(ns, limit=batch, offset=offset)
-            if not chunk:
-                break
-            core.index.upsert(chunk)
-            total += len(chunk)
-            bar.update(len(chunk))
-            offset += len(chunk)
+        ids = core.store.iter_ids(ns)
+        for start in range(0, len(ids), batch):
+            chunk = ids[start:start + batch]
+            # embed outside the lock (the vectors are cached by text), write under it
+            core.index.vectors(list(core.store.get_many(ns, chunk).values()), fetch=False)
+            with core.namespace_lock(ns):
+                live = list(core.store.get_many(ns, chunk).values())
+                core.index.upsert(live)
+            total += len(live)
+            bar.update(len(live))
         core.audit.record(ns, "reindex", authority.actor)
     bar.close()
-    ops = core.store.pending_ops(100_000)
-    core.store.clear_ops([o.id for o in ops if o.op != "purge"
-                          and (authority.tenant is None or o.namespace.tenant == authority.tenant)])
+    core.store.clear_ops([o.id for o in superseded if authority.tenant is None or o.namespace in set(ns_list)])
     if authority.tenant is None:
         core.index.optimize()  # a tenant's rebuild leaves compaction to the maintenance task
     log.info("reindex: %d memories in %d namespaces", total, len(ns_list))

@@ -42,9 +42,11 @@ import contextlib
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import Literal
 
 from sqlalchemy.exc import IntegrityError
 
@@ -62,6 +64,12 @@ __all__ = ["MemoryCore", "AddResult", "default_key"]
 log = logging.getLogger(__name__)
 
 KEY_CHARS = 500
+FALLBACK_EXACT_MAX = 20_000
+"""Largest namespace recall searches exactly from SQL while the index cannot
+serve it (each vector embedded once, then cached: ``memory.index.VECTOR_CACHE``);
+a larger one goes to the index, however incomplete."""
+FALLBACK_WARN_S = 60.0
+"""At most one WARNING per this many seconds about recall falling back to the exact path."""
 
 
 def subject_mark(group_key: str | None = None) -> str:
@@ -145,7 +153,13 @@ class MemoryCore:
     counts records that could not be written.
     """
 
-    def __init__(self, store: Store, index: SearchIndex, scorer: Scorer | None = None) -> None:
+    def __init__(self, store: Store, index: SearchIndex, scorer: Scorer | None = None, *,
+                 rebuild: Literal["now", "background", "none"] = "now") -> None:
+        """``rebuild``: what to do when the index is found missing, unreadable,
+        incomplete or made by another embedder (``index_missing``): rebuild it
+        from SQL ``now`` (before returning), in a ``background`` thread while
+        recall falls back to the exact path (the gateway), or not at all
+        (``none``: the caller does, e.g. ``huiyi reindex``)."""
         self.store = store
         self.index = index
         self.scorer = scorer
@@ -154,10 +168,78 @@ class MemoryCore:
         self._deferred = threading.local()
         self._commits = _GroupCommit(self._write_index)
         self._ns_locks_guard = threading.Lock()
-        if index.needs_rebuild:
-            from memory.admin import OPERATOR, reindex
+        self._ready = threading.Event()
+        self._rebuilding = threading.Lock()
+        self._rebuild_thread: threading.Thread | None = None
+        self._fallback_warned = 0.0
+        reason = self.index_missing()
+        if reason is None:
+            self._ready.set()
+            return
+        log.warning("index: %s; recall of large namespaces falls back to the exact path until it is rebuilt "
+                    "from SQL", reason)
+        if rebuild == "now":
+            self.rebuild_index()
+        elif rebuild == "background":
+            self.start_rebuild()
 
-            reindex(self, OPERATOR)
+    # -- index health --------------------------------------------------------
+
+    def index_missing(self) -> str | None:
+        """Why the index cannot serve recall as it is, or None: it was dropped on
+        opening (unreadable, another embedder or schema), or it holds fewer rows
+        than SQL has live memories beyond the pending outbox (a deleted or
+        replaced index directory)."""
+        if self.index.needs_rebuild:
+            return "the index was unreadable or made for another embedder and was replaced by an empty one"
+        try:
+            rows = self.index.count()
+        except Exception as exc:  # noqa: BLE001 - an index that cannot count its rows cannot search them
+            return f"the index cannot be read ({type(exc).__name__}: {exc})"
+        live = self.store.live_total()
+        if rows < live - self.store.outbox_depth():
+            return f"the index holds {rows} rows for {live} live memories"
+        return None
+
+    @property
+    def index_ready(self) -> bool:
+        """False while the index is known to miss memories (before or during its rebuild)."""
+        return self._ready.is_set()
+
+    def wait_index(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds) until the index is ready; True when it is."""
+        return self._ready.wait(timeout)
+
+    def rebuild_index(self) -> int:
+        """Rebuild the index from SQL (``memory.admin.reindex``; safe while
+        serving) and mark it ready; returns the rows indexed. A failure is logged
+        and leaves it not ready (the maintenance task tries again). Returns 0 at
+        once when another rebuild is running."""
+        from memory.admin import OPERATOR, reindex
+
+        if not self._rebuilding.acquire(blocking=False):
+            return 0
+        try:
+            t0 = time.monotonic()
+            n = reindex(self, OPERATOR, progress=False)
+            self._ready.set()
+            log.warning("index: rebuilt from SQL in %.1f s (%d memories); recall uses it again",
+                        time.monotonic() - t0, n)
+            return n
+        except Exception:  # noqa: BLE001 - recall keeps its exact fallback; maintenance retries
+            log.exception("index: rebuild from SQL failed; recall keeps falling back to the exact path")
+            return 0
+        finally:
+            self._rebuilding.release()
+
+    def start_rebuild(self) -> bool:
+        """``rebuild_index`` in a daemon thread unless the index is ready or one
+        runs already; True when a thread was started."""
+        if self.index_ready or (self._rebuild_thread is not None and self._rebuild_thread.is_alive()):
+            return False
+        self._rebuild_thread = threading.Thread(target=self.rebuild_index, name="huiyi-index-rebuild", daemon=True)
+        self._rebuild_thread.start()
+        return True
 
     @property
     def audit_failures(self) -> int:
@@ -169,6 +251,11 @@ class MemoryCore:
     def _lock(self, ns: Namespace) -> threading.Lock:
         with self._ns_locks_guard:
             return self._ns_locks.setdefault(str(ns), threading.Lock())
+
+    def namespace_lock(self, ns: Namespace) -> threading.Lock:
+        """The write lock of ``ns`` in this process (not reentrant): held by every
+        write of the namespace and by the index rebuild of each of its chunks."""
+        return self._lock(ns)
 
     # -- verbs ------------------------------------------------------------
 
@@ -324,10 +411,14 @@ class MemoryCore:
         """Hybrid recall (see memory.recall.recall) with this core's scorer, each hit
         with its conflict partner when it has one (``with_conflicts``). The query
         lines are repaired first (``memory.types.repair``): a lone surrogate in a
-        query must not reach the tokenizer or the embedder."""
-        kwargs.setdefault("scorer", self.scorer)
-        hits = recall(self.store, self.index, ns, [repair(q) for q in tail], **kwargs)
-        return self.with_conflicts(ns, hits, kwargs.get("chat"))
+        query must not reach the tokenizer or the embedder.
+
+        A namespace above ``exact_max`` is searched exactly from SQL instead of
+        through the index (up to FALLBACK_EXACT_MAX memories; a WARNING, at most
+        one every FALLBACK_WARN_S seconds) while the index is not ready (missing
+        or unreadable at start-up, being rebuilt), and when an index search
+        fails. Raises SearchIndexError only when that fallback is not possible."""
+        return self.with_conflicts(ns, self._recall(ns, tail, **kwargs), kwargs.get("chat"))
 
     def with_conflicts(self, ns: Namespace, hits: Sequence[Hit], chat: ChatRef | None = None) -> list[Hit]:
         """``hits`` (same order, same length) with each one's conflict partner
@@ -364,6 +455,31 @@ class MemoryCore:
                 h = replace(h, conflict=other)
             out.append(h)
         return out
+
+    def _recall(self, ns: Namespace, tail: Sequence[str], **kwargs) -> list[Hit]:
+        """``memory.recall.recall`` with the exact fallback (see ``recall``)."""
+        kwargs.setdefault("scorer", self.scorer)
+        tail = [repair(q) for q in tail]
+        params: RecallParams = kwargs.get("params") or RecallParams()
+        if not self.index_ready and params.exact_max < FALLBACK_EXACT_MAX \
+                and self.store.count(ns) > params.exact_max:
+            self._warn_fallback(ns, "the index is being rebuilt from SQL")
+            return recall(self.store, self.index, ns, tail, **{**kwargs, "params": replace(
+                params, exact_max=FALLBACK_EXACT_MAX)})
+        try:
+            return recall(self.store, self.index, ns, tail, **kwargs)
+        except SearchIndexError as exc:
+            if params.exact_max >= FALLBACK_EXACT_MAX:
+                raise
+            self._warn_fallback(ns, f"an index search failed: {exc}")
+            return recall(self.store, self.index, ns, tail, **{**kwargs, "params": replace(
+                params, exact_max=FALLBACK_EXACT_MAX)})
+
+    def _warn_fallback(self, ns: Namespace, why: str) -> None:
+        now = time.monotonic()
+        if now - self._fallback_warned >= FALLBACK_WARN_S:
+            self._fallback_warned = now
+            log.warning("recall of %s falls back to the exact path (%s)", ns, why)
 
     def get(self, ns: Namespace, memory_id: str) -> Memory:
         """The live memory; NotFoundError if it is not in ``ns``."""

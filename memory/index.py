@@ -163,9 +163,15 @@ class SearchIndex:
         return None if "://" in self.path else Path(self.path) / "index_meta.json"
 
     def _read_meta(self) -> dict:
+        """``index_meta.json`` as a dict; {} when it is missing or unreadable (the
+        table is then treated as written by another embedder: re-embedded)."""
         p = self._meta_path()
-        if p is not None and p.exists():
-            return json.loads(p.read_text())
+        try:
+            if p is not None and p.exists():
+                meta = json.loads(p.read_text())
+                return meta if isinstance(meta, dict) else {}
+        except (OSError, ValueError) as exc:
+            log.warning("index: %s is unreadable (%s)", p, exc)
         return {}
 
     def _write_meta(self) -> None:
@@ -188,26 +194,72 @@ class SearchIndex:
         ])
 
     def _open_or_create(self):
+        """The table, opened or (missing, unreadable, or written for another
+        embedder or schema) created empty. ``needs_rebuild`` says when rows were
+        dropped; ``created`` when the table is new (a missing one included: the
+        caller compares it with SQL, ``MemoryCore``)."""
         meta = self._read_meta()
-        names = self._table_names()
-        if TABLE in names:
-            table = self._db.open_table(TABLE)
-            dim = table.schema.field("vector").type.list_size
-            if meta.get("model") != self.embedder.name or dim != self.embedder.dim:
-                log.warning("index: embedder changed (%s/%s → %s/%s); the index will be re-embedded from SQL",
-                            meta.get("model"), dim, self.embedder.name, self.embedder.dim)
-                self._db.drop_table(TABLE)
-                self.needs_rebuild = True
-            elif "text_hash" not in table.schema.names:
-                log.warning("index: written by an older huiyi (no text_hash column); it will be rebuilt from SQL")
-                self._db.drop_table(TABLE)
+        self.created = False
+        if TABLE in self._table_names():
+            try:
+                table = self._db.open_table(TABLE)
+                dim = table.schema.field("vector").type.list_size
+                names = table.schema.names
+                self._probe(table)
+            except Exception as exc:  # noqa: BLE001 - a corrupt manifest, fragment or index: derived data
+                log.warning("index: table %r at %s is unreadable (%s: %s); it is replaced by an empty one and "
+                            "rebuilt from SQL", TABLE, self.path, type(exc).__name__, exc)
+                self._drop()
                 self.needs_rebuild = True
             else:
-                return table
+                if meta.get("model") != self.embedder.name or dim != self.embedder.dim:
+                    log.warning("index: embedder changed (%s/%s → %s/%s); the index will be re-embedded from SQL",
+                                meta.get("model"), dim, self.embedder.name, self.embedder.dim)
+                    self._drop()
+                    self.needs_rebuild = True
+                elif "text_hash" not in names:
+                    log.warning("index: written by an older huiyi (no text_hash column); it will be rebuilt from SQL")
+                    self._drop()
+                    self.needs_rebuild = True
+                else:
+                    return table
+        else:
+            self._drop()  # a directory the table list does not show (a half-deleted table) goes too
         table = self._db.create_table(TABLE, schema=self._schema())
         self._create_indices(table)
         self._write_meta()
+        self.created = True
         return table
+
+    @staticmethod
+    def _probe(table) -> None:
+        """Read the table's manifest, row count and both indices once (a search
+        that matches nothing): raises when one of them is unreadable."""
+        table.count_rows()
+        where = "namespace = '~probe~'"
+        table.search().where(where, prefilter=True).select(["id"]).limit(1).to_list()
+        from lancedb.query import MatchQuery
+
+        table.search(MatchQuery("~probe~", "tokens"), query_type="fts").where(where, prefilter=True) \
+            .select(["id", "_score"]).limit(1).to_list()
+
+    def _drop(self) -> None:
+        """Remove the table, however broken: LanceDB's drop, else (a local index)
+        its directory."""
+        try:
+            self._db.drop_table(TABLE)
+            return
+        except Exception as exc:  # noqa: BLE001 - missing, or too broken for LanceDB to drop
+            reason = exc
+        if "://" in self.path:
+            if TABLE in self._table_names():
+                raise SearchIndexError(f"cannot drop the unreadable table at {self.path}: {reason}")
+            return
+        import shutil
+
+        target = Path(self.path) / f"{TABLE}.lance"
+        if target.exists():
+            shutil.rmtree(target)
 
     def _table_names(self) -> list[str]:
         try:
@@ -284,10 +336,15 @@ class SearchIndex:
             raise SearchIndexError(f"index delete failed: {exc}") from exc
 
     def reset(self) -> None:
-        """Drop and recreate the table (before a full rebuild from SQL)."""
+        """Drop and recreate the table (before a full rebuild from SQL), however
+        broken the old one is. Searches of this process wait for it."""
         with self._lock:
-            self._db.drop_table(TABLE)
-            self._table = self._db.create_table(TABLE, schema=self._schema())
+            self._files.acquire_exclusive()
+            try:
+                self._drop()
+                self._table = self._db.create_table(TABLE, schema=self._schema())
+            finally:
+                self._files.release_exclusive()
             self._create_indices(self._table)
             self._write_meta()
             self.needs_rebuild = False

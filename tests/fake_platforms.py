@@ -10,6 +10,8 @@
 - ``FakeWeChatAPI``: the OA/WeCom token and message endpoints; records sends.
 - ``FakeCallback``: a receiver for generic-webhook callbacks; records bodies
   and headers.
+- ``FakeOneBotAPI``: a OneBot v11 implementation's HTTP API (``send_msg``);
+  records bodies and headers.
 
 Each runs uvicorn in a thread (like ``fake_openai``); tests clear ``calls``
 between uses with ``reset()``.
@@ -22,6 +24,7 @@ arguments for nonebug, which initialises NoneBot once per test session.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections import deque
@@ -199,6 +202,38 @@ class FakeCallback(_Server):
         return app
 
 
+class FakeOneBotAPI(_Server):
+    """A OneBot v11 implementation's HTTP API (``/send_msg``, what NapCat or
+    go-cqhttp serve at their API root): ``sends`` holds ``(headers, body)`` of
+    the accepted calls; ``fail_next`` scripts one-off ``(http_status, body)``
+    answers for the next calls (``attempts`` counts every call)."""
+
+    def __init__(self) -> None:
+        self.sends: list[tuple[dict, dict]] = []
+        self.fail_next: deque[tuple[int, dict]] = deque()
+        self.attempts = 0
+        super().__init__()
+
+    def reset(self) -> None:
+        self.sends.clear()
+        self.fail_next.clear()
+        self.attempts = 0
+
+    def _make_app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.post("/send_msg")
+        async def send_msg(request: Request):
+            self.attempts += 1
+            if self.fail_next:
+                status, body = self.fail_next.popleft()
+                return JSONResponse(body, status_code=status)
+            self.sends.append((dict(request.headers), await request.json()))
+            return {"status": "ok", "retcode": 0, "data": {"message_id": 7000 + len(self.sends)}}
+
+        return app
+
+
 # -- pytest plugin ---------------------------------------------------------
 
 #: The OneBot credentials NoneBot is initialised with (nonebug reads them once).
@@ -242,6 +277,20 @@ def fake_wechat(fake_wechat_server):
 
 
 @pytest.fixture(scope="session")
+def fake_onebot_server():
+    server = FakeOneBotAPI().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_onebot(fake_onebot_server):
+    """The fake OneBot HTTP API with no calls."""
+    fake_onebot_server.reset()
+    return fake_onebot_server
+
+
+@pytest.fixture(scope="session")
 def fake_callback_server():
     server = FakeCallback().start()
     yield server
@@ -255,12 +304,53 @@ def fake_callback(fake_callback_server):
     return fake_callback_server
 
 
+def _settling_client():
+    from fastapi.testclient import TestClient
+
+    class SettlingClient(TestClient):
+        """A TestClient of the real app that, after each request to a platform
+        webhook (``/telegram/``, ``/onebot/``, ``/wechat/``: they answer once the
+        message is claimed, before the reply — ``bridges.ack``), waits until
+        every acknowledged turn has sent its reply and captured (``settle``), so
+        a test reads the end state. Inside ``with client.unsettled():`` it does
+        not wait: the test sees the answer alone."""
+
+        settling = True
+
+        def request(self, method, url, *args, **kwargs):
+            response = super().request(method, url, *args, **kwargs)
+            if self.settling and str(url).startswith(("/telegram/", "/onebot/", "/wechat/")):
+                self.settle()
+            return response
+
+        def settle(self, timeout: float = 60.0) -> None:
+            """Wait for the turns the platform routes acknowledged early, their
+            replies, then every capture queued after an answer."""
+            state = self.app.state
+            for name in ("telegram", "onebot", "wechat"):
+                runtime = getattr(state, name, None)
+                if runtime is not None:
+                    assert self.portal.call(runtime.turns.idle, timeout), f"{name} turns still running"
+            assert self.portal.call(state.pipeline.drain, timeout), "captures still running"
+
+        @contextlib.contextmanager
+        def unsettled(self):
+            self.settling = False
+            try:
+                yield self
+            finally:
+                self.settling = True
+
+    return SettlingClient
+
+
 @pytest.fixture
 def gateway(llm, monkeypatch):
     """Factory: ``gateway(**tenant_fields)`` → a running TestClient of the real app
     (SQLite + LanceDB under the per-test data root) whose ``default`` tenant has
     these fields and the fake chat model. ``gateway.settings_overrides`` go to
-    ``load_settings``."""
+    ``load_settings``. The client settles after platform webhooks
+    (``SettlingClient``: ``client.settle()``, ``with client.unsettled():``)."""
     from fastapi.testclient import TestClient
 
     from gateway.app import create_app
@@ -269,10 +359,11 @@ def gateway(llm, monkeypatch):
     monkeypatch.setenv("HUIYI_LLM_BASE_URL", llm.base_url)
     monkeypatch.setenv("HUIYI_LLM_MODEL", "fake-chat")
     clients: list[TestClient] = []
+    settling = _settling_client()
 
     def make(*, settings_overrides: dict | None = None, **tenant: object) -> TestClient:
         settings = load_settings(tenants={"default": TenantSettings(**tenant)}, **(settings_overrides or {}))
-        client = TestClient(create_app(settings))
+        client = settling(create_app(settings))
         client.__enter__()
         clients.append(client)
         return client

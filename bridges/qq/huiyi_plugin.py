@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nonebot import get_driver, on_message, on_notice
@@ -52,7 +52,7 @@ __plugin_meta__ = PluginMetadata(
     supported_adapters={"~onebot.v11"},
 )
 
-_state: dict[str, Any] = {"pipeline": None, "owned": False, "factory": None}
+_state: dict[str, Any] = {"pipeline": None, "owned": False, "factory": None, "alongside": None, "task": None}
 _build_lock = asyncio.Lock()
 
 
@@ -62,15 +62,20 @@ def bind(pipeline: Any) -> None:
 
 
 def unbind(pipeline: Any) -> None:
-    """Forget ``pipeline`` if it is the bound one."""
+    """Forget ``pipeline`` if it is the bound one (stopping what runs alongside a built one)."""
     if _state["pipeline"] is pipeline:
         _state["pipeline"], _state["owned"] = None, False
+        task, _state["task"] = _state["task"], None
+        if task is not None:
+            task.cancel()
 
 
-def build_with(factory: Callable[[], Any]) -> None:
+def build_with(factory: Callable[[], Any], alongside: Callable[[Any], Awaitable[None]] | None = None) -> None:
     """Standalone use: build the pipeline with ``factory()`` (a blocking call, run
-    in a thread) on the first message, unless one was bound first."""
-    _state["factory"] = factory
+    in a thread) on the first message, unless one was bound first, and then run
+    ``alongside(pipeline)`` as a task until shutdown (the gateway's maintenance:
+    resuming queued captures, index repair)."""
+    _state["factory"], _state["alongside"] = factory, alongside
 
 
 async def _pipeline() -> Any:
@@ -80,13 +85,18 @@ async def _pipeline() -> Any:
         if _state["pipeline"] is None and _state["factory"] is not None:  # standalone: the plugin runs huiyi itself
             _state["pipeline"] = await asyncio.to_thread(_state["factory"])
             _state["owned"] = True
+            if _state["alongside"] is not None:
+                _state["task"] = asyncio.create_task(_state["alongside"](_state["pipeline"]))
     return _state["pipeline"]
 
 
 @get_driver().on_shutdown
 async def _close_owned() -> None:
     if _state["owned"] and _state["pipeline"] is not None:
-        pipeline, _state["pipeline"], _state["owned"] = _state["pipeline"], None, False
+        pipeline = _state["pipeline"]
+        unbind(pipeline)
+        if not await pipeline.drain(timeout=30):
+            log.warning("qq: captures still running at shutdown; they resume at the next start of a gateway")
         await asyncio.to_thread(pipeline.core.close)
 
 
@@ -107,8 +117,9 @@ def event_payload(event: MessageEvent) -> dict:
 
 async def handle_event(bot: Bot, event: MessageEvent) -> Any:
     """Run one turn for ``event`` and send its reply; returns the TurnResult, or
-    None when the event is not a person's text message. Send failures are
-    logged (the turn, its capture included, is already done)."""
+    None when the event is not a person's text message. The capture runs after
+    the reply (``Pipeline.drain`` awaits it). Send failures are logged (the
+    turn is already done and its capture queued)."""
     pipeline = await _pipeline()
     if pipeline is None:
         log.warning("qq: no huiyi pipeline bound (load gateway.huiyi_nonebot in a bot of your own); event ignored")
@@ -129,7 +140,8 @@ async def handle_event(bot: Bot, event: MessageEvent) -> Any:
             "sender_id": str(reply.sender.user_id), "sender_is_bot": str(reply.sender.user_id) == str(bot.self_id)})
     if updates:
         msg = msg.model_copy(update=updates)
-    result = await pipeline.handle(tenant_for(pipeline, bot.self_id), msg)
+    # the capture runs after the reply (durably: it is committed with the message's chat-log line)
+    result = await pipeline.handle(tenant_for(pipeline, bot.self_id), msg, background_capture=True)
     if result.reply and not result.duplicate:
         out = Message(MessageSegment.text(result.reply))
         if isinstance(event, GroupMessageEvent):

@@ -6,8 +6,12 @@ the webhook route or from polling: a group → supergroup migration moves the
 chat (``Pipeline.migrate_chat``); anything ``parse_update`` ignores ends
 there (the webhook still answers 200, so Telegram does not redeliver); a
 person's message runs a turn and its reply is sent where the message was
-said (``bridges.telegram.send``). The webhook secret is compared in constant
-time (``secret_ok``).
+said (``bridges.telegram.send``). From the webhook the update is
+acknowledged as soon as the message is durably claimed, before the chat
+model answers (``bridges.ack``): the reply always goes through the Bot API,
+so Telegram never waits for the model. Polling (development) waits for each
+turn. The capture runs after the reply in both. The webhook secret is
+compared in constant time (``secret_ok``).
 
 One ``Bot`` per tenant, created on first use inside the running event loop
 and closed by ``close()``. ``TelegramSettings.api_base`` points the session at
@@ -19,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import math
 from typing import TYPE_CHECKING, Any
 
+from bridges.ack import AckedTurns
 from bridges.telegram.parse import PLATFORM, parse_migration, parse_update
 from bridges.telegram.send import outbound_for, send_outbound
 from memory.types import ChatKind, ChatRef
@@ -61,6 +67,7 @@ class TelegramRuntime:
     def __init__(self, pipeline: TurnHandler) -> None:
         self.pipeline = pipeline
         self._bots: dict[str, Bot] = {}
+        self.turns = AckedTurns(pipeline, "telegram")
 
     # -- configuration ----------------------------------------------------
 
@@ -84,33 +91,45 @@ class TelegramRuntime:
         self._bots[tenant] = make_bot(self.pipeline.tenant(tenant).telegram, tenant)
         return self._bots[tenant]
 
-    async def close(self) -> None:
-        """Close every bot's HTTP session."""
+    async def close(self, timeout: float = 30.0) -> None:
+        """Wait (at most ``timeout`` seconds) for turns and replies in flight, then
+        close every bot's HTTP session."""
+        await self.turns.idle(timeout)
         bots, self._bots = list(self._bots.values()), {}
         for bot in bots:
             await bot.session.close()
 
     # -- updates ----------------------------------------------------------
 
-    async def handle_update(self, tenant: str, payload: Any) -> TurnResult | None:
-        """Process one Update (a decoded JSON object); returns the turn, or None
-        when the update is not a person's message (ignored, or a migration).
-        Sending failures are logged, never raised: the update is processed.
-        Raises UnknownTenant, or NamespaceError for ids outside their patterns."""
+    async def handle_update(self, tenant: str, payload: Any, *, wait: bool = False) -> bool:
+        """Process one Update (a decoded JSON object); True when it is a person's
+        message (its turn runs), False when it is not (ignored, or a migration).
+        Returns as soon as the message is durably claimed and sends the reply when
+        the turn ends (``bridges.ack``); with ``wait`` (polling) only once the
+        turn has ended and its reply was sent. Sending failures are logged, never
+        raised. Raises UnknownTenant, NamespaceError for ids outside their
+        patterns, or what the turn raised before its claim."""
         migration = parse_migration(payload) if isinstance(payload, dict) else None
         if migration is not None:
             old, new = migration
             await self.pipeline.migrate_chat(tenant, ChatRef(PLATFORM, ChatKind.GROUP, old),
                                              ChatRef(PLATFORM, ChatKind.GROUP, new))
-            return None
+            return False
         bot_id, bot_username = self.identity(tenant)
         msg = parse_update(payload, bot_id=bot_id, bot_username=bot_username)
         if msg is None:
-            return None
-        result = await self.pipeline.handle(tenant, msg)
-        if result.reply and not result.duplicate:
+            return False
+
+        async def deliver(result: TurnResult) -> None:
             await self._send(tenant, outbound_for(msg, result.reply))
-        return result
+
+        result = await self.turns.start(tenant, msg, within=math.inf if wait else 0.0, deliver=deliver)
+        if result is not None and result.reply and not result.duplicate:
+            if wait:
+                await deliver(result)
+            else:  # ended at its claim (a fast command): the reply still goes out after the answer
+                self.turns.spawn(deliver(result))
+        return True
 
     async def _send(self, tenant: str, out) -> None:
         from aiogram.exceptions import TelegramAPIError, TelegramMigrateToChat
@@ -164,7 +183,7 @@ class TelegramRuntime:
                 offset = update.update_id + 1
                 payload = update.model_dump(mode="json", by_alias=True, exclude_none=True)
                 try:
-                    await self.handle_update(tenant, payload)
+                    await self.handle_update(tenant, payload, wait=True)
                 except Exception:  # noqa: BLE001 - one bad update must not stop polling
                     log.exception("telegram: update %s of tenant %s failed", update.update_id, tenant)
 

@@ -1,14 +1,20 @@
 """WeChat runtime: the callback routes' logic and the 5-second rule.
 
 WeChat waits 5 seconds for the answer to a message callback, then retries
-the same message up to three times. So a message runs its turn in a task and
-the callback waits at most ``WeChatSettings.reply_within`` seconds for it:
+the same message up to three times. So a message runs its turn in a task
+(``bridges.ack``) and the callback answers once the message is durably
+claimed and either the turn has ended or ``WeChatSettings.reply_within``
+seconds have passed since it started:
 
 - the turn finished with a reply that fits one message → the reply is the
   HTTP answer (a passive reply, encrypted in safe mode);
-- otherwise → the answer is ``success`` at once, and the reply (when there is
-  one) goes out through the reply API (``bridges.wechat.api``) as soon as the
+- otherwise → the answer is ``success``, and the reply (when there is one)
+  goes out through the reply API (``bridges.wechat.api``) as soon as the
   turn ends.
+
+The capture runs after the answer in both cases (durably: it is committed
+with the message's chat-log line and resumed after a crash), so a passive
+reply never waits for it.
 
 A retry of a message already claimed (same tenant, platform, sender and
 MsgId: the pipeline's delivery key) is a duplicate turn: it answers
@@ -33,6 +39,7 @@ from collections.abc import Mapping
 
 import httpx
 
+from bridges.ack import AckedTurns
 from bridges.replay import RETRY, guard
 from bridges.wechat.api import TEXT_LIMIT_BYTES, WeChatAPI
 from bridges.wechat.callback import WeChatCallback
@@ -56,7 +63,7 @@ class WeChatRuntime:
         self.pipeline = pipeline
         self.client = client
         self._apis: dict[str, WeChatAPI] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self.turns = AckedTurns(pipeline, "wechat")
         for name, t in pipeline.settings.tenants.items():
             if t.wechat.token and t.wechat.kind == "oa" and not t.wechat.encoding_aes_key:
                 log.warning("wechat: tenant %s uses plaintext mode: its callback signature does not cover the "
@@ -96,49 +103,26 @@ class WeChatRuntime:
         msg = parse_message(fields, platform=cb.platform) if fields is not None else None
         if msg is None:
             return SUCCESS
-        turn = self._track(asyncio.create_task(self.pipeline.handle(tenant, msg)))
+
+        async def deliver(result: TurnResult) -> None:
+            await self._deliver(tenant, msg.sender_id, result.reply)
+
         wait = self.pipeline.tenant(tenant).wechat.reply_within
-        done, _ = await asyncio.wait({turn}, timeout=max(0.0, wait))
-        if turn in done:
-            result = self._result(turn, tenant)
-            if result is None or not result.reply or result.duplicate:
-                return SUCCESS
-            if len(result.reply.encode("utf-8")) <= TEXT_LIMIT_BYTES:
-                return cb.seal(cb.reply_xml(fields, result.reply), query)
-            self._track(asyncio.create_task(self._deliver(tenant, msg.sender_id, result.reply)))
+        result = await self.turns.start(tenant, msg, within=max(0.0, wait), deliver=deliver)
+        if result is None:  # not ended within reply_within: the reply follows through the API
             return SUCCESS
-        log.info("wechat: turn for %s message %s exceeds %.1f s; replying through the API",
-                 tenant, msg.message_id, wait)
-        self._track(asyncio.create_task(self._deliver_when_done(tenant, msg.sender_id, turn)))
+        if not result.reply or result.duplicate:
+            return SUCCESS
+        if len(result.reply.encode("utf-8")) <= TEXT_LIMIT_BYTES:
+            return cb.seal(cb.reply_xml(fields, result.reply), query)
+        self.turns.spawn(deliver(result))
         return SUCCESS
 
     async def close(self, timeout: float = 30.0) -> None:
         """Wait (at most ``timeout`` seconds) for pending turns and deliveries."""
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=timeout)
+        await self.turns.idle(timeout)
 
     # -- internals -------------------------------------------------------------
-
-    def _track(self, task: asyncio.Task) -> asyncio.Task:
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    @staticmethod
-    def _result(task: asyncio.Task, tenant: str) -> TurnResult | None:
-        if task.cancelled():
-            return None
-        exc = task.exception()
-        if exc is not None:
-            log.error("wechat: turn for tenant %s failed: %s: %s", tenant, type(exc).__name__, exc)
-            return None
-        return task.result()
-
-    async def _deliver_when_done(self, tenant: str, user: str, turn: asyncio.Task) -> None:
-        await asyncio.wait({turn})
-        result = self._result(turn, tenant)
-        if result is not None and result.reply and not result.duplicate:
-            await self._deliver(tenant, user, result.reply)
 
     async def _deliver(self, tenant: str, user: str, text: str) -> None:
         try:

@@ -194,6 +194,14 @@ class MemoryRows(StoreBase):
         with self._read() as s:
             return int(s.exec(select(func.count()).select_from(_MemoryRow).where(_MemoryRow.namespace == str(ns))).one())
 
+    def live_total(self) -> int:
+        """Live memories over all namespaces: a number only, for the index's health
+        check at start-up (``MemoryCore``: an index with fewer rows is rebuilt)."""
+        from sqlalchemy import func
+
+        with self._read() as s:
+            return int(s.exec(select(func.count()).select_from(_MemoryRow)).one())
+
     def supersede(self, ns: Namespace, memory_id: str, new: Memory, at: datetime | None = None,
                   source_fp: str = "", key: str | None = None) -> Memory:
         """Latest-wins update: the current version goes to history with its validity

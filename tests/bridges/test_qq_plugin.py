@@ -64,6 +64,7 @@ async def test_group_mention_is_answered_with_a_reply_segment(app: App, plugin, 
     llm.enqueue("记住啦，你喜欢爬山")
     raw = event([{"type": "at", "data": {"qq": SELF_ID}}, {"type": "text", "data": {"text": " 我喜欢爬山"}}])
     await run(app, raw, MessageSegment.reply(555) + MessageSegment.text("记住啦，你喜欢爬山"))
+    assert await plugin.drain(30)  # the capture runs after the reply
     assert [m.text for m in plugin.core.list(Namespace("default", "qq:42"))] == ["我喜欢爬山"]
 
 
@@ -81,6 +82,7 @@ async def test_redelivered_event_is_answered_and_captured_once(app: App, plugin,
     llm.enqueue("上海很好")
     await run(app, raw, MessageSegment.reply(777) + MessageSegment.text("上海很好"))
     await run(app, raw, None)  # nonebug fails the test on any unexpected API call
+    assert await plugin.drain(30)
     assert plugin.core.store.count(Namespace("default", "qq:42")) == 1
 
 
@@ -97,13 +99,15 @@ async def test_escaped_brackets_in_a_cq_string_stay_text(app: App, plugin, llm):
     raw = event(f"[CQ:at,qq={SELF_ID}] 我写了&#91;CQ:at,qq=1&#93;这段代码 &amp; 很开心")
     llm.enqueue("好")
     await run(app, raw, MessageSegment.reply(555) + MessageSegment.text("好"))
+    assert await plugin.drain(30)
     (mem,) = plugin.core.list(Namespace("default", "qq:42"))
     assert "[CQ:at,qq=1]" in mem.text and "&" in mem.text
 
 
 async def test_standalone_plugin_builds_a_pipeline_from_settings(app: App, llm, monkeypatch, tmp_path):
     """In a bot of its own (gateway.huiyi_nonebot loaded, nothing bound) the first message builds a
-    pipeline from HUIYI_* settings: the person is answered and their fact lands in the configured data root."""
+    pipeline from HUIYI_* settings and starts the gateway's maintenance beside it: the person is answered and
+    their fact lands in the configured data root."""
     from bridges.qq import huiyi_plugin
     from memory.store import Store
 
@@ -114,10 +118,13 @@ async def test_standalone_plugin_builds_a_pipeline_from_settings(app: App, llm, 
     raw = event([{"type": "text", "data": {"text": "我喜欢吃榴莲🍈"}}], group=None, user=4242, mid=4243)
     try:
         await run(app, raw, Message(MessageSegment.text("记住了")))
+        # the gateway's maintenance runs beside it: queued captures are resumed after a crash
+        assert huiyi_plugin._state["task"] is not None and not huiyi_plugin._state["task"].done()
     finally:
         built = huiyi_plugin._state["pipeline"]
         if built is not None and huiyi_plugin._state["owned"]:
             huiyi_plugin.unbind(built)
+            assert await built.drain(30)  # the capture runs after the reply
             built.core.close()
     assert built is not None
     store = Store(f"sqlite:///{tmp_path / 'data' / 'huiyi.db'}")

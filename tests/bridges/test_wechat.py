@@ -179,11 +179,12 @@ def test_slow_reply_goes_through_the_api_once_despite_three_retries(gateway, llm
     c = gateway(wechat={"kind": "oa", "token": OA_TOKEN, "app_id": "wxapp", "app_secret": "sec",
                         "api_base": fake_wechat.base_url, "reply_within": 0.3})
     body = _oa_text("我养了一只叫煤球的猫", msg_id="9001")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        r = c.post("/wechat/default", params=_oa_query(), content=body)
-        assert r.status_code == 200 and r.text == "success"
-        assert time.perf_counter() - t0 < 1.2
+    with c.unsettled():  # the answers alone, not the replies that follow them
+        for _ in range(3):
+            t0 = time.perf_counter()
+            r = c.post("/wechat/default", params=_oa_query(), content=body)
+            assert r.status_code == 200 and r.text == "success"
+            assert time.perf_counter() - t0 < 1.2
     assert fake_wechat.wait_for(lambda: len(fake_wechat.sends) == 1, timeout=40)
     time.sleep(0.3)
     assert fake_wechat.sends == [{"touser": "oUser1", "msgtype": "text", "text": {"content": "我记住煤球了"}}]

@@ -1,0 +1,151 @@
+"""The OneBot v11 HTTP POST route's turns: a quick operation when the reply is
+quick, the bot's HTTP API when it is not.
+
+A OneBot implementation (NapCat, Lagrange, go-cqhttp) that posts an event
+waits for the HTTP answer — a few seconds at most, then it gives up (and
+some retry). ``OneBotHTTP.answer`` therefore runs the turn through
+``bridges.ack`` and waits for it at most ``OneBotSettings.reply_within``
+seconds from its start (the message is always claimed first):
+
+- the turn ended in time → its reply is the quick operation ``{"reply": …}``
+  (in groups as segments that quote the person's message), or ``{}``;
+- it did not → the answer is ``{}`` at once and the reply is sent when the
+  turn ends with ``send_msg`` to the bot's API root (``api_roots[self_id]``,
+  with the access token), retried on transient failures (network errors,
+  timeouts, HTTP 5xx, 429: tenacity, at most CALL_ATTEMPTS attempts,
+  exponential backoff with jitter); anything else is logged with the chat
+  and the reason.
+
+A bot without an API root can only answer by quick operation: for it the
+route waits for the whole turn, as before (a WARNING says so at the first
+such event, per bot).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import httpx
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from bridges.ack import AckedTurns
+from bridges.contract import InboundMessage, TurnHandler, TurnResult
+
+__all__ = ["OneBotHTTP", "OneBotAPIError", "quick_operation", "CALL_ATTEMPTS"]
+
+log = logging.getLogger(__name__)
+
+CALL_ATTEMPTS = 3
+"""Attempts of one ``send_msg`` call when it fails transiently."""
+BACKOFF_INITIAL_S = 0.5
+"""First backoff after a transient failure (seconds; doubles, with up to 0.5 s jitter, at most 5 s)."""
+
+
+class OneBotAPIError(Exception):
+    """The OneBot HTTP API refused or failed the call; ``transient`` when a retry may succeed."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+def _segments(msg: InboundMessage, text: str) -> list[dict]:
+    """The reply as message segments: in groups a ``reply`` segment quoting the person's message first."""
+    text_seg = {"type": "text", "data": {"text": text}}
+    if msg.chat.is_group:
+        return [{"type": "reply", "data": {"id": msg.message_id}}, text_seg]
+    return [text_seg]
+
+
+def _num(value: str) -> int | str:
+    """A QQ id as OneBot sends it: a number (a non-numeric id stays a string)."""
+    return int(value) if value.isdigit() else value
+
+
+def quick_operation(msg: InboundMessage, result: TurnResult) -> dict:
+    """The HTTP answer of an ended turn: OneBot v11's quick operation with the
+    reply (the implementation sends it itself), or ``{}`` when there is none."""
+    if not result.reply or result.duplicate:
+        return {}
+    if msg.chat.is_group:
+        return {"reply": _segments(msg, result.reply), "at_sender": False}
+    return {"reply": result.reply, "auto_escape": True, "at_sender": False}
+
+
+class OneBotHTTP:
+    """Turns of ``POST /onebot/<tenant>`` for the tenants of ``pipeline``;
+    ``client`` calls the bots' HTTP APIs. Use inside one event loop."""
+
+    def __init__(self, pipeline: TurnHandler, client: httpx.AsyncClient) -> None:
+        self.pipeline = pipeline
+        self.client = client
+        self.turns = AckedTurns(pipeline, "onebot")
+        self._warned: set[str] = set()
+
+    def api_root(self, bot_id: str | None) -> str | None:
+        """The HTTP API root of the bot ``bot_id`` (``OneBotSettings.api_roots``), or None."""
+        root = self.pipeline.settings.onebot.api_roots.get(str(bot_id)) if bot_id else None
+        return root.rstrip("/") if root else None
+
+    async def answer(self, tenant: str, msg: InboundMessage) -> dict:
+        """Run the turn of ``msg``; the HTTP answer (module docstring). Raises what
+        the turn raised before it was claimed (UnknownTenant, NamespaceError, a
+        store error)."""
+        cfg = self.pipeline.settings.onebot
+        within = max(0.0, cfg.reply_within)
+        if self.api_root(msg.bot_id) is None:
+            within = math.inf
+            if str(msg.bot_id) not in self._warned:
+                self._warned.add(str(msg.bot_id))
+                log.warning("onebot: bot %s has no API root (onebot.api_roots); its replies wait for the model in "
+                            "the HTTP answer, which the implementation may time out", msg.bot_id)
+
+        async def deliver(result: TurnResult) -> None:
+            await self.send(msg, result.reply or "")
+
+        result = await self.turns.start(tenant, msg, within=within, deliver=deliver)
+        return {} if result is None else quick_operation(msg, result)
+
+    async def send(self, msg: InboundMessage, text: str) -> None:
+        """Send ``text`` as the reply to ``msg`` through ``send_msg`` of its bot's
+        API root. Raises OneBotAPIError once retries are spent, or at once for a
+        refusal (HTTP 4xx other than 429, or a ``status`` other than ``ok``)."""
+        root = self.api_root(msg.bot_id)
+        if root is None:
+            raise OneBotAPIError(f"bot {msg.bot_id} has no API root")
+        body: dict[str, Any] = {"message": _segments(msg, text), "auto_escape": False}
+        if msg.chat.is_group:
+            body.update(message_type="group", group_id=_num(msg.chat_id))
+        else:
+            body.update(message_type="private", user_id=_num(msg.sender_id))
+        token = self.pipeline.settings.onebot.access_token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async for attempt in AsyncRetrying(retry=retry_if_exception(lambda e: getattr(e, "transient", False)),
+                                           wait=wait_exponential_jitter(initial=BACKOFF_INITIAL_S, max=5.0, jitter=0.5),
+                                           stop=stop_after_attempt(CALL_ATTEMPTS), reraise=True):
+            with attempt:
+                await self._call(root + "/send_msg", body, headers)
+        log.info("onebot: reply to %s sent through the API of bot %s", msg.chat.key, msg.bot_id)
+
+    async def _call(self, url: str, body: dict, headers: dict) -> None:
+        try:
+            resp = await self.client.post(url, json=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise OneBotAPIError(f"send_msg: {type(exc).__name__}: {exc}",
+                                 transient=isinstance(exc, httpx.TransportError)) from exc
+        if resp.status_code != 200:
+            raise OneBotAPIError(f"send_msg: HTTP {resp.status_code}",
+                                 transient=resp.status_code >= 500 or resp.status_code == 429)
+        try:
+            data = resp.json()
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and data.get("status") not in (None, "ok", "async"):
+            raise OneBotAPIError(f"send_msg: status {data.get('status')} retcode {data.get('retcode')} "
+                                 f"{data.get('wording') or data.get('msg') or ''}".strip())
+
+    async def close(self, timeout: float = 30.0) -> None:
+        """Wait (at most ``timeout`` seconds) for turns and replies in flight."""
+        await self.turns.idle(timeout)

