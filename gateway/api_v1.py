@@ -84,8 +84,9 @@ class _Guarded(APIRoute):
         inner = super().get_route_handler()
 
         async def handler(request: Request) -> Response:
-            p: Pipeline = request.app.state.pipeline
-            request.state.caller = await authenticate(request, p.core.store, p.settings)
+            state = request.app.state
+            request.state.caller = await authenticate(request, lambda: state.pipeline.core.store,
+                                                      getattr(state, "api_require_key", True))
             if request.method in ("POST", "PUT", "PATCH") and (await read_body(request)).strip():
                 request._json = await json_object(request)  # FastAPI reads request.json(): this cache
             return await inner(request)

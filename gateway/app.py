@@ -143,6 +143,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
 
     app = FastAPI(title="huiyi", version="0.1.0", lifespan=lifespan)
     app.state.body_timeout_s = cfg.body_timeout_s
+    app.state.api_require_key = cfg.api_require_key  # read by gateway.auth before the body
     install_handlers(app)
 
     def pl(request: Request) -> Pipeline:

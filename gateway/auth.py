@@ -27,7 +27,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import Request
 
@@ -125,19 +127,21 @@ class Caller:
         return ns
 
 
-async def authenticate(request: Request, store, settings) -> Caller:
+async def authenticate(request: Request, store_of: Callable[[], Any], require_key: bool) -> Caller:
     """The caller of a ``/v1`` request (module docstring), before its body is read.
-    Raises Unauthorized (401) for a wrong, revoked or missing key (a keyless
-    caller not on loopback, or ``settings.api_require_key``)."""
+    ``store_of()`` gives the store holding the keys (asked only when a key is
+    presented); ``require_key``: ``Settings.api_require_key``. Raises
+    Unauthorized (401) for a wrong, revoked or missing key (a keyless caller not
+    on loopback, or any keyless caller with ``require_key``)."""
     key = presented_key(request)
     if key is not None:
-        found = await asyncio.to_thread(store.verify_api_key, key)
+        found = await asyncio.to_thread(store_of().verify_api_key, key)
         if found is None:
             log.info("refused %s %s: invalid or revoked API key", request.method, request.url.path)
             raise Unauthorized("invalid or revoked API key")
         return Caller(found.tenant, found.scope, found.subject, found.key_id)
     host = request.client.host if request.client else None
-    if settings.api_require_key or not is_loopback(host):
+    if require_key or not is_loopback(host):
         log.info("refused %s %s from %s: no API key", request.method, request.url.path, host)
         raise Unauthorized(f"an API key is required ({KEY_HEADER} or Authorization: Bearer)")
     return Caller(None, KeyScope.ADMIN)
