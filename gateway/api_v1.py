@@ -28,7 +28,8 @@ Routes (request and response bodies are the pydantic models below, so
 Disclosure (DESIGN rule 6): a read that names ``chat`` (a ``ChatRef.key``,
 ``tg:group:-100123``) shows only what may be shown there — in a group, the
 memories learned in that group; without ``chat`` it is the person's own view
-(a private chat). Writes to a group's tail with a member key are refused.
+(a private chat). A member key neither writes into a group's tail nor reads
+the stored one (other people's lines); it may send the tail itself.
 The memory logic is the core's (``MemoryCore``, ``memory.capture``,
 ``memory.reconstruct``, ``memory.admin``) and the commands' export.
 """
@@ -708,6 +709,8 @@ async def recollection(ctx: Ctx, subject: SubjectPath, body: RecollectIn) -> Rec
     if body.tail:
         tail = [_line(subject, m) for m in body.tail]
     elif where is not None:
+        if where.is_group and not ctx.caller.admin:  # other people's lines: nothing proves the key's holder is there
+            raise Forbidden("only an admin key reads a group's stored tail; send the tail instead")
         tail = await asyncio.to_thread(ctx.core.store.chat_tail, ctx.tenant, where, t.tail,
                                        max_age=timedelta(seconds=t.tail_max_age) if t.tail_max_age > 0 else None)
     else:

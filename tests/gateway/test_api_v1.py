@@ -297,6 +297,22 @@ def test_writes_to_a_chat_must_be_the_subjects_own(app):
     member = client_for(app, REMOTE, new_key(app, scope="member", subject="tg:42"))
     assert member.post("/v1/subjects/tg:42/replies", json={"text": "hi", "chat": "tg:group:-1"}).status_code == 403
     assert member.post("/v1/subjects/tg:42/replies", json={"text": "hi"}).status_code == 200
+    group = {"chat": "tg:group:-1", "messages": [{"text": "我喜欢猫"}]}
+    assert member.post("/v1/subjects/tg:42/memories", json=group).status_code == 403
+    assert admin.post("/v1/subjects/tg:42/memories", json=group).status_code == 200
+
+
+def test_a_member_key_does_not_read_a_groups_stored_tail(app):
+    """Other people's lines in a group tail stay out of a member key's recollection prompt; an admin key sees them."""
+    admin = client_for(app, REMOTE, new_key(app))
+    admin.post("/v1/subjects/tg:43/memories", json={"chat": "tg:group:-1", "messages": [
+        {"text": "我下周去东京出差", "sender_name": "小王"}]})
+    member = client_for(app, REMOTE, new_key(app, scope="member", subject="tg:42"))
+    assert member.post("/v1/subjects/tg:42/recollection", json={"chat": "tg:group:-1"}).status_code == 403
+    own_tail = member.post("/v1/subjects/tg:42/recollection", json={"chat": "tg:group:-1", "tail": [{"text": "hi"}]})
+    assert own_tail.status_code == 200 and "东京" not in own_tail.text
+    seen = admin.post("/v1/subjects/tg:42/recollection", json={"chat": "tg:group:-1"}).json()
+    assert any("东京" in m["content"] for m in seen["prompt"])
 
 
 @pytest.mark.parametrize("subject", ["tg:42' OR 1=1", "TG:42", "tg:", "tg:42%00", "群:42", "x" * 200])
