@@ -2,8 +2,10 @@
 
 Routes: ``GET /healthz`` (the process answers), ``GET /readyz`` (database,
 index and configured chat models answer: 200, else 503; ``gateway.health``),
-``GET /metrics`` (Prometheus text, ``gateway.metrics``); ``POST /v1/turns`` (a platform-neutral message →
-recollection, prompt, reply); ``POST /telegram/{tenant}`` (a Bot API Update,
+``GET /metrics`` (Prometheus text, ``gateway.metrics``); ``/v1``
+(``gateway.api_v1``: ``POST /v1/turns``, a platform-neutral message →
+recollection, prompt, reply, and the memory API; keyed, ``gateway.auth``);
+``POST /telegram/{tenant}`` (a Bot API Update,
 ``X-Telegram-Bot-Api-Secret-Token`` required; the reply is sent through the
 Bot API); ``POST /onebot/{tenant}`` (a OneBot v11 HTTP POST event, signed or
 with the access token; the reply goes back as a quick operation);
