@@ -68,7 +68,7 @@ class ApiKey:
 
 
 def _digest(key: str) -> str:
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _value(row: _ApiKeyRow) -> ApiKey:
