@@ -47,7 +47,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request, Response, Security
 from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from bridges.contract import InboundMessage
 from gateway.auth import KEY_HEADER, Caller, authenticate
@@ -60,10 +60,10 @@ from locales import turn_language
 from memory.core import KEY_CHARS
 from memory.errors import NotFoundError
 from memory.explain import TRACE_DEPTH, record_recall, visible_in
-from memory.identity import is_platform_subject
+from memory.identity import is_platform_subject, platform_subject
 from memory.store import ChatLine, utcnow
 from memory.types import (ID_RE, SUBJECT_RE, TENANT_RE, Category, ChatKind, ChatRef, Hit, Memory, Namespace,
-                          Visibility)
+                          Visibility, clean_name)
 
 __all__ = ["router", "announce"]
 
@@ -93,6 +93,15 @@ class _Guarded(APIRoute):
             return await inner(request)
 
         return handler
+
+
+def _no_nul(value: Any) -> Any:
+    """NUL characters dropped (PostgreSQL refuses them in text), as InboundMessage does."""
+    return value.replace("\x00", "") if isinstance(value, str) else value
+
+
+#: Text from outside: NUL dropped before the length checks (lone surrogates were repaired with the body).
+Text = Annotated[str, BeforeValidator(_no_nul)]
 
 
 class ErrorOut(BaseModel):
@@ -262,7 +271,7 @@ class HitOut(BaseModel):
 class SearchIn(BaseModel):
     """A search: the query (zh/en, ≤ 2,000 chars), at most ``k`` hits."""
 
-    query: str = Field(min_length=1, max_length=2000)
+    query: Text = Field(min_length=1, max_length=2000)
     k: int = Field(default=8, ge=1, le=SEARCH_K_MAX)
     chat: str | None = Field(default=None, max_length=300, description="disclose as in this chat")
     explain: bool = False
@@ -279,11 +288,11 @@ class MessageIn(BaseModel):
     in a group) or assistant (the bot); ``timestamp`` default now, UTC when naive."""
 
     role: Literal["user", "assistant"] = "user"
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    text: Text = Field(min_length=1, max_length=MAX_TEXT_CHARS)
     message_id: str | None = Field(default=None, pattern=f"^{ID_RE.pattern}$", max_length=128)
     sender_id: str | None = Field(default=None, pattern=f"^{ID_RE.pattern}$", max_length=128,
                                   description="platform user id of a user line; default: the subject's")
-    sender_name: str | None = Field(default=None, max_length=64)
+    sender_name: Text | None = Field(default=None, max_length=64)
     timestamp: datetime | None = None
 
     def at(self) -> datetime:
@@ -319,7 +328,7 @@ class CaptureOut(BaseModel):
 
 
 class UpdateIn(BaseModel):
-    text: str = Field(min_length=1, max_length=MAX_EDIT_CHARS)
+    text: Text = Field(min_length=1, max_length=MAX_EDIT_CHARS)
 
 
 class ForgetOut(BaseModel):
@@ -341,7 +350,7 @@ class ForgetSubjectOut(BaseModel):
 
 class ExportedVersion(BaseModel):
     version: int
-    text: str = Field(max_length=MAX_TEXT_CHARS)
+    text: Text = Field(min_length=1, max_length=MAX_TEXT_CHARS)
     category: Category
     origin: str | None = None
     visibility: Visibility = Visibility.PRIVATE
@@ -351,13 +360,13 @@ class ExportedVersion(BaseModel):
 
 class ExportedMemory(BaseModel):
     id: str = Field(max_length=128)
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    text: Text = Field(min_length=1, max_length=MAX_TEXT_CHARS)
     category: Category = Category.OTHER
-    key: str = Field(default="", max_length=KEY_CHARS)
+    key: Text = Field(default="", max_length=KEY_CHARS)
     importance: float = Field(default=0.5, ge=0, le=1)
     valence: float = Field(default=0.0, ge=-1, le=1)
     arousal: float = Field(default=0.0, ge=0, le=1)
-    emotion: str = Field(default="neutral", max_length=32)
+    emotion: Text = Field(default="neutral", max_length=32)
     origin: str | None = Field(default=None, max_length=300)
     visibility: Visibility = Visibility.PRIVATE
     version: int = 1
@@ -406,8 +415,8 @@ class RecollectIn(BaseModel):
 
     chat: str | None = Field(default=None, max_length=300)
     tail: list[MessageIn] = Field(default_factory=list, max_length=MAX_MESSAGES)
-    query: str | None = Field(default=None, max_length=2000)
-    person_name: str | None = Field(default=None, max_length=64)
+    query: Text | None = Field(default=None, max_length=2000)
+    person_name: Text | None = Field(default=None, max_length=64)
 
     @model_validator(mode="after")
     def _something(self) -> RecollectIn:
@@ -433,7 +442,7 @@ class RecollectOut(BaseModel):
 class ReplyIn(BaseModel):
     """The bot's own reply (made by the caller's model) to the subject."""
 
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    text: Text = Field(min_length=1, max_length=MAX_TEXT_CHARS)
     chat: str | None = Field(default=None, max_length=300, description="default: the subject's private chat")
     message_id: str | None = Field(default=None, pattern=f"^{ID_RE.pattern}$", max_length=128)
     timestamp: datetime | None = None
@@ -492,8 +501,6 @@ async def turns(body: TurnRequest, request: Request) -> TurnOut:
     ctx = await _ctx(request, body.tenant)
     msg = body.message
     msg.chat  # validates ids against their patterns (NamespaceError: 400)
-    from memory.identity import platform_subject
-
     await _ns(ctx, platform_subject(msg.platform, msg.sender_id))  # a member key: its own messages only
     result = await ctx.pipeline.handle(ctx.tenant, msg, background_capture=body.background_capture,
                                        privileged=ctx.caller.admin)
@@ -602,6 +609,10 @@ def _import(core, ns: Namespace, doc: ExportDoc, actor: str) -> list[ImportedOut
     """Each memory of ``doc`` into ``ns``: its earlier versions first, then the live
     text, under one key (so they chain as versions; the core's write rules apply:
     tombstones refuse what was forgotten, restating dedupes)."""
+    for m in doc.memories:  # every origin checked before anything is written: a bad document writes nothing
+        for where in [m.origin, *(v.origin for v in m.history)]:
+            if where:
+                ChatRef.parse(where)
     out = []
     for m in doc.memories:
         origin = ChatRef.parse(m.origin) if m.origin else None
@@ -631,9 +642,10 @@ async def import_memories(ctx: Ctx, subject: SubjectPath, body: ExportDoc) -> Im
 
 def _line(subject: str, m: MessageIn) -> ChatLine:
     uid = subject.split(":", 1)[1]
+    name = clean_name(m.sender_name)  # goes into prompts: no invisible or control characters
     if m.role == "assistant":
-        return ChatLine("bot", "bot", m.text, m.at(), m.message_id or "", m.sender_name or "")
-    return ChatLine("user", m.sender_id or uid, m.text, m.at(), m.message_id or "", m.sender_name or "")
+        return ChatLine("bot", "bot", m.text, m.at(), m.message_id or "", name)
+    return ChatLine("user", m.sender_id or uid, m.text, m.at(), m.message_id or "", name)
 
 
 @router.post("/subjects/{subject}/memories", response_model=CaptureOut, summary="capture from messages")
@@ -735,7 +747,7 @@ async def recollection(ctx: Ctx, subject: SubjectPath, body: RecollectIn) -> Rec
         model.complete, temperature=rc.temperature, timeout=rc.timeout_s, max_tokens=rc.max_chars * 2)
     now = utcnow()
     rec = await reconstruct(hits, tail=tail, complete=complete, lang=lang, now=now, persona_name=t.persona_name,
-                            persona_voice=t.persona, person_name=body.person_name, enabled=rc.enabled,
+                            persona_voice=t.persona, person_name=clean_name(body.person_name) or None, enabled=rc.enabled,
                             min_hits=rc.min_hits, max_chars=rc.max_chars, timeout_s=rc.timeout_s,
                             min_grounding=rc.min_grounding,
                             embedder=ctx.core.index.embedder if rc.embedding_check else None,

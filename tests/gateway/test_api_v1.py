@@ -346,3 +346,16 @@ def test_keys_cli_creates_lists_and_revokes(tmp_path, monkeypatch):
     assert runner.invoke(cli, ["keys", "create", "--tenant", "nobody"]).exit_code == 2
     assert runner.invoke(cli, ["keys", "create", "--scope", "member"]).exit_code == 2
     assert runner.invoke(cli, ["keys", "create", "--scope", "owner"]).exit_code == 2
+
+
+def test_nul_characters_are_dropped_and_a_bad_import_writes_nothing(app):
+    """NUL in a captured line is dropped (PostgreSQL refuses it); an import with one malformed origin
+    answers 400 and stores none of its memories."""
+    c = client_for(app, REMOTE, new_key(app))
+    r = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": "我喜欢\x00猫"}]})
+    assert r.json()["results"][0]["memory"]["text"] == "我喜欢猫"
+    assert c.post("/v1/subjects/tg:42/memories", json={"messages": [{"text": "\x00"}]}).status_code == 400
+    doc = {"memories": [{"id": "a", "text": "I like tea"}, {"id": "b", "text": "我住在上海", "origin": "not a chat"}]}
+    r = c.post("/v1/subjects/tg:44/import", json=doc)
+    assert r.status_code == 400 and r.json()["error"] == "NamespaceError"
+    assert c.get("/v1/subjects/tg:44/memories").json()["total"] == 0
