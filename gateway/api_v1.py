@@ -65,7 +65,7 @@ from memory.store import ChatLine, utcnow
 from memory.types import (ID_RE, SUBJECT_RE, TENANT_RE, Category, ChatKind, ChatRef, Hit, Memory, Namespace,
                           Visibility, clean_name)
 
-__all__ = ["router", "announce"]
+__all__ = ["router", "announce", "openapi_of"]
 
 log = logging.getLogger(__name__)
 
@@ -786,3 +786,25 @@ async def announce(pipeline: Pipeline) -> None:
                     "create keys with `huiyi keys create --tenant T` to serve other hosts", ", ".join(keyless))
     else:
         log.info("/v1 needs an API key for every tenant")
+
+
+def openapi_of(app) -> dict:
+    """``app``'s OpenAPI document as the ``/v1`` routes really answer: FastAPI
+    declares a 422 for every route with parameters, but a request that does not
+    validate is a 400 with ``ErrorOut`` here (``gateway.errors``), so the 422s
+    and their schemas are dropped. Built once and cached on the app."""
+    from fastapi.openapi.utils import get_openapi
+
+    if app.openapi_schema is None:
+        doc = get_openapi(title=app.title, version=app.version, routes=app.routes, description=app.description)
+        for item in doc.get("paths", {}).values():
+            for op in item.values():
+                if isinstance(op, dict):
+                    op.get("responses", {}).pop("422", None)
+        schemas = doc.get("components", {}).get("schemas", {})
+        text = str(doc.get("paths"))
+        for name in ("HTTPValidationError", "ValidationError"):
+            if f"/{name}'" not in text:
+                schemas.pop(name, None)
+        app.openapi_schema = doc
+    return app.openapi_schema

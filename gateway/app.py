@@ -174,6 +174,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         return Response(body, media_type=CONTENT_TYPE)
 
     app.include_router(api_v1.router)  # /v1: keyed (gateway.auth), before NoneBot's catch-all mount
+    app.openapi = lambda: api_v1.openapi_of(app)  # validation errors are 400 ErrorOut, not FastAPI's 422
 
     @app.post("/telegram/{tenant}")
     async def telegram(tenant: str, request: Request) -> dict:

@@ -26,8 +26,8 @@ def running():
 
 
 def test_every_v1_operation_declares_its_bodies_and_the_key(running):
-    """Each /v1 operation has a response schema, the error schema for 401/403, a JSON request body where it
-    takes one, and the API-key security schemes."""
+    """Each /v1 operation has a response schema, the error schema for 400/401/403 (no 422: validation errors
+    answer 400), a JSON request body where it takes one, and the API-key security schemes."""
     app, _ = running
     doc = app.openapi()
     schemes = doc["components"]["securitySchemes"]
@@ -39,6 +39,7 @@ def test_every_v1_operation_declares_its_bodies_and_the_key(running):
         assert "$ref" in ok, (path, method)
         assert op["responses"]["401"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorOut")
         assert {"APIKeyHeader": []} in op["security"]
+        assert "422" not in op["responses"] and "400" in op["responses"]  # validation errors are 400 ErrorOut
         if method in ("post", "patch"):
             assert "$ref" in op["requestBody"]["content"]["application/json"]["schema"], (path, method)
 
