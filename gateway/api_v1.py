@@ -304,13 +304,16 @@ class CaptureIn(BaseModel):
     """Messages to learn from. ``infer`` true: the subject's own user lines go
     through the capture path (the tenant's model extractor when it has a model and
     ``extractor`` is ``auto``, else the heuristic one); false: each of them is
-    stored verbatim as one memory. With ``chat`` every line also joins that chat's
-    tail (assistant lines as the bot's)."""
+    stored verbatim as one memory. With ``chat`` the memories are learned in that
+    chat (disclosure) and, unless ``to_tail`` is false (the lines are there
+    already, e.g. from a ``record`` recollection), every line also joins that
+    chat's tail (assistant lines as the bot's)."""
 
     messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
     chat: str | None = Field(default=None, max_length=300)
     infer: bool = True
     extractor: Literal["auto", "heuristic"] = "auto"
+    to_tail: bool = True
 
 
 class AddOut(BaseModel):
@@ -411,17 +414,23 @@ class PromptMessage(BaseModel):
 class RecollectIn(BaseModel):
     """The conversation the bot is about to answer: ``tail`` (oldest first, the
     subject's message last) or, when empty, the stored tail of ``chat``; ``query``
-    adds a line to recall with."""
+    adds a line to recall with. ``record`` (needs ``chat`` and ``tail``): the
+    tail's lines join the chat's stored tail first, as a turn logs the person's
+    message, and the prompt is built from the stored tail (earlier lines and the
+    bot's recorded replies included)."""
 
     chat: str | None = Field(default=None, max_length=300)
     tail: list[MessageIn] = Field(default_factory=list, max_length=MAX_MESSAGES)
     query: Text | None = Field(default=None, max_length=2000)
     person_name: Text | None = Field(default=None, max_length=64)
+    record: bool = False
 
     @model_validator(mode="after")
     def _something(self) -> RecollectIn:
         if not self.tail and not self.query and not self.chat:
             raise ValueError("give a tail, a query or a chat")
+        if self.record and not (self.tail and self.chat):
+            raise ValueError("record needs a chat and the tail to put into it")
         return self
 
 
@@ -662,7 +671,7 @@ async def capture_messages(ctx: Ctx, subject: SubjectPath, body: CaptureIn) -> C
     def run() -> list[AddOut]:
         out: list[AddOut] = []
         for m in body.messages:
-            if where is not None:
+            if where is not None and body.to_tail:
                 ctx.core.store.append_chat(ctx.tenant, where, _line(subject, m))
             if m.role != "user" or (m.sender_id or own_id) != own_id:
                 continue
@@ -718,7 +727,15 @@ async def recollection(ctx: Ctx, subject: SubjectPath, body: RecollectIn) -> Rec
     if where is not None and is_platform_subject(subject):
         where = _person_chat(subject, where, ctx.caller, writing_tail=False)
     uid = subject.split(":", 1)[1]
-    if body.tail:
+    if body.record:
+        where = _person_chat(subject, where, ctx.caller, writing_tail=True)
+
+        def log_lines() -> None:
+            for m in body.tail:
+                ctx.core.store.append_chat(ctx.tenant, where, _line(subject, m))
+
+        await asyncio.to_thread(log_lines)
+    if body.tail and not body.record:
         tail = [_line(subject, m) for m in body.tail]
     elif where is not None:
         if where.is_group and not ctx.caller.admin:  # other people's lines: nothing proves the key's holder is there

@@ -291,8 +291,9 @@ class _Calls:
         return _clean({"tenant": self.tenant, **params})
 
     def capture(self, subject: str, messages: Iterable[Message | str], chat: str | None, infer: bool,
-                extractor: str) -> _Call[list[AddResult]]:
-        body = {"messages": _messages(messages), "chat": chat, "infer": infer, "extractor": extractor}
+                extractor: str, to_tail: bool) -> _Call[list[AddResult]]:
+        body = {"messages": _messages(messages), "chat": chat, "infer": infer, "extractor": extractor,
+                "to_tail": to_tail}
         return _Call("POST", _subject(subject) + "/memories", _adds, self._q(), _clean(body))
 
     def search(self, subject: str, query: str, k: int, chat: str | None, explain: bool) -> _Call[list[Hit]]:
@@ -328,8 +329,9 @@ class _Calls:
                                 for r in d["results"]], self._q(), dict(document))
 
     def recollect(self, subject: str, tail: Iterable[Message | str], chat: str | None, query: str | None,
-                  person_name: str | None) -> _Call[Recollection]:
-        body = _clean({"tail": _messages(tail), "chat": chat, "query": query, "person_name": person_name})
+                  person_name: str | None, record: bool) -> _Call[Recollection]:
+        body = _clean({"tail": _messages(tail), "chat": chat, "query": query, "person_name": person_name,
+                       "record": record})
         return _Call("POST", _subject(subject) + "/recollection", _recollection, self._q(), body)
 
     def record_reply(self, subject: str, text: str, chat: str | None, message_id: str | None) -> _Call[str]:
@@ -378,9 +380,10 @@ class AsyncHuiyi:
         await self.aclose()
 
     async def capture(self, subject: str, messages: Iterable[Message | str], *, chat: str | None = None,
-                      infer: bool = True, extractor: str = "auto") -> list[AddResult]:
-        """Learn from the person's messages (strings are their own lines)."""
-        return await self._run(self._calls.capture(subject, messages, chat, infer, extractor))
+                      infer: bool = True, extractor: str = "auto", to_tail: bool = True) -> list[AddResult]:
+        """Learn from the person's messages (strings are their own lines); with ``chat``
+        they are learned there and join its tail unless ``to_tail`` is False."""
+        return await self._run(self._calls.capture(subject, messages, chat, infer, extractor, to_tail))
 
     async def search(self, subject: str, query: str, *, k: int = 8, chat: str | None = None,
                      explain: bool = False) -> list[Hit]:
@@ -420,9 +423,11 @@ class AsyncHuiyi:
         return await self._run(self._calls.import_memories(subject, document))
 
     async def recollect(self, subject: str, tail: Iterable[Message | str] = (), *, chat: str | None = None,
-                        query: str | None = None, person_name: str | None = None) -> Recollection:
-        """The recollection and prompt for a conversation (``tail`` oldest first, or the stored tail of ``chat``)."""
-        return await self._run(self._calls.recollect(subject, tail, chat, query, person_name))
+                        query: str | None = None, person_name: str | None = None,
+                        record: bool = False) -> Recollection:
+        """The recollection and prompt for a conversation (``tail`` oldest first, or the stored tail of
+        ``chat``); ``record`` puts the tail into the chat's stored tail first and prompts from that."""
+        return await self._run(self._calls.recollect(subject, tail, chat, query, person_name, record))
 
     async def record_reply(self, subject: str, text: str, *, chat: str | None = None,
                            message_id: str | None = None) -> str:
@@ -461,9 +466,9 @@ class Huiyi:
         self.close()
 
     def capture(self, subject: str, messages: Iterable[Message | str], *, chat: str | None = None,
-                infer: bool = True, extractor: str = "auto") -> list[AddResult]:
+                infer: bool = True, extractor: str = "auto", to_tail: bool = True) -> list[AddResult]:
         """See ``AsyncHuiyi.capture``."""
-        return self._run(self._calls.capture(subject, messages, chat, infer, extractor))
+        return self._run(self._calls.capture(subject, messages, chat, infer, extractor, to_tail))
 
     def search(self, subject: str, query: str, *, k: int = 8, chat: str | None = None,
                explain: bool = False) -> list[Hit]:
@@ -503,9 +508,9 @@ class Huiyi:
         return self._run(self._calls.import_memories(subject, document))
 
     def recollect(self, subject: str, tail: Iterable[Message | str] = (), *, chat: str | None = None,
-                  query: str | None = None, person_name: str | None = None) -> Recollection:
+                  query: str | None = None, person_name: str | None = None, record: bool = False) -> Recollection:
         """See ``AsyncHuiyi.recollect``."""
-        return self._run(self._calls.recollect(subject, tail, chat, query, person_name))
+        return self._run(self._calls.recollect(subject, tail, chat, query, person_name, record))
 
     def record_reply(self, subject: str, text: str, *, chat: str | None = None, message_id: str | None = None) -> str:
         """See ``AsyncHuiyi.record_reply``."""
