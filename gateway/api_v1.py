@@ -90,6 +90,13 @@ class _Guarded(APIRoute):
                                                       getattr(state, "api_require_key", True))
             if request.method in ("POST", "PUT", "PATCH") and (await read_body(request)).strip():
                 request._json = await json_object(request)  # FastAPI reads request.json(): this cache
+                if "json" not in request.headers.get("content-type", ""):
+                    # a JSON object whatever the label (curl -d says form-urlencoded): read as JSON, as
+                    # /v1/turns always did, instead of FastAPI refusing the body for its content type
+                    request.scope["headers"] = [(k, v) for k, v in request.scope["headers"]
+                                                if k.lower() != b"content-type"] + [(b"content-type",
+                                                                                      b"application/json")]
+                    del request._headers
             return await inner(request)
 
         return handler

@@ -359,3 +359,16 @@ def test_nul_characters_are_dropped_and_a_bad_import_writes_nothing(app):
     r = c.post("/v1/subjects/tg:44/import", json=doc)
     assert r.status_code == 400 and r.json()["error"] == "NamespaceError"
     assert c.get("/v1/subjects/tg:44/memories").json()["total"] == 0
+
+
+def test_a_json_body_is_read_whatever_its_content_type(app):
+    """curl -d labels JSON as form-urlencoded; /v1 reads a JSON object anyway (as /v1/turns always did),
+    and a body that is not JSON is 400."""
+    c = client_for(app, REMOTE, new_key(app))
+    body = '{"messages": [{"text": "我喜欢喝乌龙茶"}]}'.encode()
+    for ctype in ("application/x-www-form-urlencoded", "text/plain", None):
+        headers = {"content-type": ctype} if ctype else {}
+        r = c.post("/v1/subjects/tg:42/memories", content=body, headers=headers)
+        assert r.status_code == 200, (ctype, r.text)
+    r = c.post("/v1/subjects/tg:42/memories", content=b"messages=hi", headers={"content-type": "text/plain"})
+    assert r.status_code == 400 and r.json()["error"] == "BadPayload"
