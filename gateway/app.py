@@ -2,8 +2,10 @@
 
 Routes: ``GET /healthz`` (the process answers), ``GET /readyz`` (database,
 index and configured chat models answer: 200, else 503; ``gateway.health``),
-``GET /metrics`` (Prometheus text, ``gateway.metrics``); ``POST /v1/turns`` (a platform-neutral message →
-recollection, prompt, reply); ``POST /telegram/{tenant}`` (a Bot API Update,
+``GET /metrics`` (Prometheus text, ``gateway.metrics``); ``/v1``
+(``gateway.api_v1``: ``POST /v1/turns``, a platform-neutral message →
+recollection, prompt, reply, and the memory API; keyed, ``gateway.auth``);
+``POST /telegram/{tenant}`` (a Bot API Update,
 ``X-Telegram-Bot-Api-Secret-Token`` required; the reply is sent through the
 Bot API); ``POST /onebot/{tenant}`` (a OneBot v11 HTTP POST event, signed or
 with the access token; the reply goes back as a quick operation when it is
@@ -21,21 +23,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from datetime import datetime, timedelta, timezone
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from bridges.replay import ReplayError, check_fresh, guard
 from gateway.config import Settings, load_settings
-from gateway.errors import BadPayload, BodyTimeout, PayloadTooLarge, Unauthorized, install_handlers
-from bridges.contract import InboundMessage
+from gateway import api_v1
+from gateway.api_v1 import TurnRequest
+from gateway.bodies import json_object as _json_body
+from gateway.bodies import read_body as _body
+from gateway.bodies import validation_errors as _errors
+from gateway.errors import BadPayload, Unauthorized, install_handlers
 from gateway.pipeline import Pipeline
-from memory.types import repair_tree
 
 __all__ = ["create_app", "TurnRequest", "maintenance"]
 
@@ -43,63 +47,7 @@ log = logging.getLogger(__name__)
 
 MAINTAIN_EVERY_S = 15.0
 OPTIMIZE_EVERY_S = 600.0
-MAX_BODY_BYTES = 1 << 20  # 1 MiB: far above any message (InboundMessage caps text at 20,000 chars)
 OPTIMIZE_AFTER_WRITES = 32
-BODY_TIMEOUT_S = 15.0  # the default of Settings.body_timeout_s
-
-
-class TurnRequest(BaseModel):
-    """Body of ``POST /v1/turns``: the tenant and one platform-neutral message
-    (``timestamp`` defaults to now, UTC), and whether to capture after answering."""
-
-    tenant: str = "default"
-    message: dict
-    #: answer as soon as the prompt is ready and capture afterwards (``captured``
-    #: is then empty and ``capture_pending`` true)
-    background_capture: bool = False
-
-
-async def _body(request: Request) -> bytes:
-    """The request body, refused (413) above MAX_BODY_BYTES before it is read
-    when Content-Length says so, else as soon as the stream passes the limit: an
-    unauthenticated caller cannot make the gateway buffer 200 MB. A body that has
-    not fully arrived within ``settings.body_timeout_s`` seconds is refused with
-    408, so a client sending half a body cannot hold a connection for ever."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise PayloadTooLarge(f"body of {declared} bytes is above the limit of {MAX_BODY_BYTES}")
-    chunks, size = [], 0
-    limit = getattr(request.app.state, "body_timeout_s", BODY_TIMEOUT_S)
-    try:
-        async with asyncio.timeout(limit):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > MAX_BODY_BYTES:
-                    raise PayloadTooLarge(f"body above the limit of {MAX_BODY_BYTES} bytes")
-                chunks.append(chunk)
-    except TimeoutError as exc:
-        raise BodyTimeout(f"body not received within {limit:g} s ({size} bytes arrived)") from exc
-    request._body = b"".join(chunks)  # Starlette's cache: later reads of this request get it again
-    return request._body
-
-
-def _errors(exc: ValidationError) -> list:
-    """Validation errors without the rejected input (it may be megabytes long)."""
-    return exc.errors(include_url=False, include_input=False)
-
-
-async def _json_body(request: Request) -> dict:
-    """The body as a JSON object, every string repaired (``memory.types.repair``: a
-    lone surrogate escape such as ``"\\ud83c"`` becomes U+FFFD). BadPayload (400)
-    when it is not JSON or not an object."""
-    raw = await _body(request)
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise BadPayload(f"body is not JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise BadPayload("body must be a JSON object")
-    return repair_tree(body)
 
 
 def nonce_horizon(settings: Settings, now: datetime | None = None) -> datetime:
@@ -176,6 +124,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
 
             pipeline = await asyncio.to_thread(build_pipeline, cfg)
         app.state.pipeline = pipeline
+        await api_v1.announce(pipeline)
         http = httpx.AsyncClient(timeout=httpx.Timeout(10.0))
         app.state.telegram = TelegramRuntime(pipeline)
         app.state.wechat = WeChatRuntime(pipeline, http)
@@ -205,6 +154,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
 
     app = FastAPI(title="huiyi", version="0.1.0", lifespan=lifespan)
     app.state.body_timeout_s = cfg.body_timeout_s
+    app.state.api_require_key = cfg.api_require_key  # read by gateway.auth before the body
     install_handlers(app)
 
     def pl(request: Request) -> Pipeline:
@@ -232,19 +182,8 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         body = await asyncio.to_thread(pl(request).metrics.render)  # the queue gauges read the database
         return Response(body, media_type=CONTENT_TYPE)
 
-    @app.post("/v1/turns")
-    async def turns(request: Request) -> dict:
-        body = await _json_body(request)
-        try:
-            req = TurnRequest.model_validate(body)
-            msg_body = dict(req.message)
-            msg_body.setdefault("timestamp", datetime.now(timezone.utc).isoformat())
-            msg = InboundMessage.model_validate(msg_body)
-            msg.chat  # validates ids against their patterns
-        except ValidationError as exc:
-            raise BadPayload(f"invalid turn: {_errors(exc)}") from exc
-        result = await pl(request).handle(req.tenant, msg, background_capture=req.background_capture)
-        return result.to_json()
+    app.include_router(api_v1.router)  # /v1: keyed (gateway.auth), before NoneBot's catch-all mount
+    app.openapi = lambda: api_v1.openapi_of(app)  # validation errors are 400 ErrorOut, not FastAPI's 422
 
     @app.post("/telegram/{tenant}")
     async def telegram(tenant: str, request: Request) -> dict:

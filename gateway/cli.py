@@ -10,6 +10,7 @@ telegram  set-webhook / delete-webhook for a tenant's Telegram bot
 memories  list | show | history | forget | forget-subject of one person (gateway/cli_memories.py)
 config    check: validate the configuration and print it, secrets masked
 db        upgrade | current: the database schema, by Alembic (gateway/cli_db.py)
+keys      create | list | revoke API keys of the /v1 HTTP API (gateway/cli_keys.py)
 
 ``huiyi --version`` prints the installed version; ``-h`` is ``--help``. A
 configuration error (``gateway.config.ConfigError``) from any command prints one
@@ -246,6 +247,10 @@ app.add_typer(config_app, name="config")
 from gateway.cli_db import db_app  # noqa: E402 - registered after the commands above
 
 app.add_typer(db_app, name="db")
+
+from gateway.cli_keys import keys_app  # noqa: E402 - registered after the commands above
+
+app.add_typer(keys_app, name="keys")
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -67,7 +67,7 @@ from memory.identity import is_platform_subject, platform_subject, resolve_subje
 from memory.reconstruct import when_text
 from memory.types import ID_RE, SUBJECT_RE, Memory, Namespace, ScoreParts, Visibility
 
-__all__ = ["COMMAND_NAMES", "CommandReply", "run_command", "execute", "is_memory_command", "SUBCOMMANDS",
+__all__ = ["COMMAND_NAMES", "CommandReply", "run_command", "execute", "is_memory_command", "SUBCOMMANDS", "export_document",
            "GROUP_ADMIN_ROLES", "PAGE_SIZE", "MAX_REPLY_UTF16", "CONFIRM_WINDOW"]
 
 log = logging.getLogger(__name__)
@@ -143,6 +143,9 @@ class _Caller:
     subject: str
     lang: str
     cmd: str
+    #: False when the caller's channel may not act for others (a member API key):
+    #: no tenant-admin and no group-admin powers, whatever the sender's ids say
+    privileged: bool = True
 
     def say(self, msgid: str, **params: object) -> str:
         return translate(self.lang, msgid, **params)
@@ -157,11 +160,11 @@ class _Caller:
 
     @property
     def tenant_admin(self) -> bool:
-        return self.subject in self.t.admins or self.own.subject in self.t.admins
+        return self.privileged and (self.subject in self.t.admins or self.own.subject in self.t.admins)
 
     @property
     def group_admin(self) -> bool:
-        return self.chat.is_group and (self.msg.sender_role or "").lower() in GROUP_ADMIN_ROLES
+        return self.privileged and self.chat.is_group and (self.msg.sender_role or "").lower() in GROUP_ADMIN_ROLES
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,18 +180,20 @@ class _Scope:
 
 
 async def run_command(core, tenant: str, t: TenantSettings, msg: InboundMessage, own: Namespace,
-                      lang: str) -> CommandReply:
+                      lang: str, *, privileged: bool = True) -> CommandReply:
     """Run the ``/memory`` command in ``msg`` for its sender (namespace ``own``)
     in a worker thread (the store and index are synchronous). Never raises for
-    a person's input; a store failure answers a localised apology."""
-    return await asyncio.to_thread(execute, core, tenant, t, msg, own, lang)
+    a person's input; a store failure answers a localised apology.
+    ``privileged`` False: the sender gets no admin powers (a member API key)."""
+    return await asyncio.to_thread(execute, core, tenant, t, msg, own, lang, privileged=privileged)
 
 
-def execute(core, tenant: str, t: TenantSettings, msg: InboundMessage, own: Namespace, lang: str) -> CommandReply:
+def execute(core, tenant: str, t: TenantSettings, msg: InboundMessage, own: Namespace, lang: str, *,
+            privileged: bool = True) -> CommandReply:
     """Synchronous ``run_command``."""
     parts = msg.text.split(maxsplit=2)
     cmd = parts[0].split("@")[0] if parts else COMMAND_NAMES[0]
-    c = _Caller(tenant, t, msg, own, platform_subject(msg.platform, msg.sender_id), lang, cmd)
+    c = _Caller(tenant, t, msg, own, platform_subject(msg.platform, msg.sender_id), lang, cmd, privileged)
     word = parts[1] if len(parts) > 1 else "help"
     rest = parts[2] if len(parts) > 2 else ""
     sub = SUBCOMMANDS.get(word.casefold())
@@ -651,18 +656,42 @@ def _cmd_export(core, c: _Caller, rest: str) -> CommandReply:
         raise _Stop(c.say("For privacy I only send exports in a private chat. Send me {command} there.",
                           command=f"{c.cmd} export"), "private")
     scope = _scope(core, c, token, "export")
+    doc = export_document(core, scope.ns, c.chat, c.now, ids=_all_ids(core, scope))
+    memories = doc["memories"]
+    name = f"huiyi-memories-{scope.ns.subject.replace(':', '-')}-{c.now:%Y%m%d}.json"
+    data = json.dumps(doc, ensure_ascii=False, indent=2).encode("utf-8")
+    core.store.audit(scope.ns, "export", scope.actor, count=len(memories), chat=c.chat.key)
+    text = c.say("Here are the {n} memories I keep about {who}, as the file {filename}.", n=len(memories),
+                 who=_who(c, scope), filename=name)
+    return CommandReply(text, "export", Attachment(filename=name, mime_type="application/json", data=data))
+
+
+def _iso(dt: datetime | None) -> str | None:
+    return dt.isoformat() if dt else None
+
+
+def export_document(core, ns: Namespace, chat, now: datetime, *, ids: list[str] | None = None) -> dict:
+    """The ``huiyi.memories.v1`` document of ``ns``: every live memory (of ``ids``
+    when given, else all) with the earlier versions that may be shown in
+    ``chat`` (a ChatRef, or None for the person's own view), and the identities
+    linked to the subject. The shape ``/memory export`` sends and
+    ``POST /v1/subjects/{subject}/import`` reads."""
     memories = []
-    for mid in _all_ids(core, scope):
+    if ids is None:
+        ids = []
+        while batch := core.list(ns, limit=500, offset=len(ids)):
+            ids += [m.id for m in batch]
+    for mid in ids:
         try:
-            versions = core.history(scope.ns, mid)
+            versions = core.history(ns, mid)
         except NotFoundError:
             continue
         live = versions[-1]
         # exports go only to private chats, where every version may be shown; the
         # rule is still applied per version so that no path relies on that alone
-        if not visible_in(live, c.chat):
+        if not visible_in(live, chat):
             continue
-        older = [v for v in versions[:-1] if visible_in(v, c.chat)]
+        older = [v for v in versions[:-1] if visible_in(v, chat)]
         memories.append({
             "id": live.id, "text": live.text, "category": live.category.value, "key": live.key,
             "importance": live.importance, "valence": live.valence, "arousal": live.arousal,
@@ -675,18 +704,8 @@ def _cmd_export(core, c: _Caller, rest: str) -> CommandReply:
                          "origin": v.origin.key if v.origin else None, "visibility": v.visibility.value,
                          "valid_from": _iso(v.valid_from), "valid_to": _iso(v.valid_to)} for v in older],
         })
-    doc = {"format": "huiyi.memories.v1", "tenant": scope.ns.tenant, "subject": scope.ns.subject,
-           "identities": core.store.identities(scope.ns), "exported_at": _iso(c.now), "memories": memories}
-    name = f"huiyi-memories-{scope.ns.subject.replace(':', '-')}-{c.now:%Y%m%d}.json"
-    data = json.dumps(doc, ensure_ascii=False, indent=2).encode("utf-8")
-    core.store.audit(scope.ns, "export", scope.actor, count=len(memories), chat=c.chat.key)
-    text = c.say("Here are the {n} memories I keep about {who}, as the file {filename}.", n=len(memories),
-                 who=_who(c, scope), filename=name)
-    return CommandReply(text, "export", Attachment(filename=name, mime_type="application/json", data=data))
-
-
-def _iso(dt: datetime | None) -> str | None:
-    return dt.isoformat() if dt else None
+    return {"format": "huiyi.memories.v1", "tenant": ns.tenant, "subject": ns.subject,
+            "identities": core.store.identities(ns), "exported_at": _iso(now), "memories": memories}
 
 
 def _admin_only(core, c: _Caller, sub: str) -> None:

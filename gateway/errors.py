@@ -8,7 +8,9 @@ Exception tree::
     ├── BadPayload               400/422: malformed body or unparsable platform payload
     │   ├── PayloadTooLarge      413: body above the size limit
     │   └── BodyTimeout          408: the body did not arrive within the time limit
-    ├── Unauthorized             401: missing or wrong signature / secret / token
+    ├── Unauthorized             401: missing or wrong signature / secret / token / API key
+    ├── Forbidden                403: a valid API key asking beyond its reach (another
+    │                            tenant, another person for a member key, admin commands)
     └── LLMError                 502 when surfaced: the chat model failed (the pipeline
         │                        normally degrades instead of surfacing it)
         └── EmptyAnswer          the model answered nothing (the reply path stays silent)
@@ -16,7 +18,9 @@ Exception tree::
 Core errors (``memory.errors``) map as: NamespaceError → 400, NotFoundError → 404,
 StoreError / SearchIndexError / EmbedderError → 503. A pydantic ValidationError
 that reaches a route (a platform payload whose message does not validate, e.g.
-a placeholder sender id) is a 400 with the field errors, never the input.
+a placeholder sender id) is a 400 with the field errors, never the input; so is
+FastAPI's RequestValidationError (a ``/v1`` body, path or query that does not
+validate).
 
 Anything else is a bug: ``KeepAlive`` answers it with a JSON 500 itself and
 logs the traceback, so that the client's connection stays usable (Starlette's
@@ -33,7 +37,8 @@ from pydantic import ValidationError
 
 from memory.errors import CoreError, EmbedderError, NamespaceError, NotFoundError, SearchIndexError, StoreError
 
-__all__ = ["GatewayError", "UnknownTenant", "BadPayload", "PayloadTooLarge", "BodyTimeout", "Unauthorized", "LLMError", "EmptyAnswer", "status_of",
+__all__ = ["GatewayError", "UnknownTenant", "BadPayload", "PayloadTooLarge", "BodyTimeout", "Unauthorized", "Forbidden",
+           "LLMError", "EmptyAnswer", "status_of",
            "install_handlers", "KeepAlive"]
 
 log = logging.getLogger(__name__)
@@ -63,6 +68,11 @@ class Unauthorized(GatewayError):
     """Signature, secret token or access token missing or wrong."""
 
 
+class Forbidden(GatewayError):
+    """The caller is authenticated but may not do this: another tenant, another
+    person's memories with a member key, an admin command without an admin key."""
+
+
 class LLMError(GatewayError):
     """The chat model failed (HTTP error, timeout, malformed answer)."""
 
@@ -77,6 +87,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (BodyTimeout, 408),
     (BadPayload, 400),
     (Unauthorized, 401),
+    (Forbidden, 403),
     (LLMError, 502),
     (ValidationError, 400),
     (NamespaceError, 400),
@@ -90,6 +101,10 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
 
 def status_of(exc: Exception) -> int:
     """HTTP status for an exception (500 for anything unknown)."""
+    from fastapi.exceptions import RequestValidationError
+
+    if isinstance(exc, RequestValidationError):
+        return 400
     for cls, code in _STATUS:
         if isinstance(exc, cls):
             return code
@@ -106,14 +121,21 @@ def install_handlers(app) -> None:
         log.warning("%s %s -> %d %s", request.method, request.url.path, code, type(exc).__name__)
         return JSONResponse({"error": type(exc).__name__, "detail": _detail(exc)}, status_code=code)
 
+    from fastapi.exceptions import RequestValidationError
+
     for cls, _ in _STATUS:
         app.add_exception_handler(cls, handler)
+    app.add_exception_handler(RequestValidationError, handler)
     app.add_middleware(KeepAlive)
 
 
 def _detail(exc: Exception) -> object:
+    from fastapi.exceptions import RequestValidationError
+
     if isinstance(exc, ValidationError):  # the reasons without the rejected input (it may be megabytes)
         return exc.errors(include_url=False, include_input=False, include_context=False)
+    if isinstance(exc, RequestValidationError):
+        return [{k: v for k, v in e.items() if k in ("type", "loc", "msg")} for e in exc.errors()]
     return str(exc)
 
 

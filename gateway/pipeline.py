@@ -147,7 +147,7 @@ class Pipeline:
         return any(k.casefold() in low for k in t.group_keywords if k)
 
     async def handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False,
-                     claimed: asyncio.Event | None = None) -> TurnResult:
+                     claimed: asyncio.Event | None = None, privileged: bool = True) -> TurnResult:
         """Run one turn. Raises UnknownTenant, or NamespaceError for ids outside
         their patterns; everything after identity degrades instead of raising.
 
@@ -165,9 +165,13 @@ class Pipeline:
 
         Every log record the turn writes carries one ``turn_id``; the turn ends
         with a ``turn done`` record (ids, counts, stage latencies; the message and
-        reply text only when ``Settings.audit_fragments`` allows)."""
+        reply text only when ``Settings.audit_fragments`` allows).
+
+        ``privileged`` False: ``/memory`` commands of this turn get no admin powers
+        (the caller's channel may act only for the sender: a member API key)."""
         with bind_turn(new_turn_id(), tenant=tenant):
-            res = await self._handle(tenant, msg, background_capture=background_capture, claimed=claimed)
+            res = await self._handle(tenant, msg, background_capture=background_capture, claimed=claimed,
+                                     privileged=privileged)
             self._observe(res, msg)
             return res
 
@@ -191,7 +195,7 @@ class Pipeline:
         log.info("turn done", extra=fields)
 
     async def _handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False,
-                      claimed: asyncio.Event | None = None) -> TurnResult:
+                      claimed: asyncio.Event | None = None, privileged: bool = True) -> TurnResult:
         t = self.tenant(tenant)
         chat = msg.chat
         if not chat.is_group and msg.chat_id != msg.sender_id:
@@ -226,7 +230,7 @@ class Pipeline:
             claimed.set()
         try:
             return await self._turn(tenant, t, msg, ns, res, background_capture, delivery if plain else None,
-                                    fingerprint if plain else None, claimed)
+                                    fingerprint if plain else None, claimed, privileged)
         except DuplicateDelivery:
             log.info("duplicate delivery %s", delivery)
             self.metrics.deduplicated.labels("id_or_content").inc()  # the line's claim: either may have hit
@@ -242,7 +246,8 @@ class Pipeline:
 
     async def _turn(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace,
                     res: TurnResult, background_capture: bool = False, claim: str | None = None,
-                    fingerprint: str | None = None, claimed: asyncio.Event | None = None) -> TurnResult:
+                    fingerprint: str | None = None, claimed: asyncio.Event | None = None,
+                    privileged: bool = True) -> TurnResult:
         chat = msg.chat
         started = time.perf_counter()
         lang = await self._language(tenant, t, msg)
@@ -252,7 +257,7 @@ class Pipeline:
                                                                   platform=translate(lang, label), id=msg.sender_id)})
         if _is_memory_command(msg):
             res.command = True  # commands and their replies are never captured
-            answer = await run_command(self.core, tenant, t, msg, ns, lang)
+            answer = await run_command(self.core, tenant, t, msg, ns, lang, privileged=privileged)
             res.reply = answer.text
             res.attachment = answer.attachment.to_json() if answer.attachment else None
             return res

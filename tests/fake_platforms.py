@@ -363,7 +363,7 @@ def gateway(llm, monkeypatch):
 
     def make(*, settings_overrides: dict | None = None, **tenant: object) -> TestClient:
         settings = load_settings(tenants={"default": TenantSettings(**tenant)}, **(settings_overrides or {}))
-        client = settling(create_app(settings))
+        client = settling(create_app(settings), client=("127.0.0.1", 50000))  # loopback: keyless /v1 (gateway.auth)
         client.__enter__()
         clients.append(client)
         return client

@@ -25,6 +25,7 @@ concern, each in a module named after it::
       nonces.py      SeenNonces: nonces of signed callbacks already accepted
       conflicts.py   Conflicts: conflict links between two live memories of a
                      namespace (said differently, no clear change); Conflict
+      apikeys.py     ApiKeys: API keys of the HTTP API (hashed); ApiKey, KeyScope
 
 Every part subclasses ``StoreBase`` and opens transactions only through it;
 the parts import ``tables`` and ``base`` (and ``memories`` imports
@@ -62,6 +63,7 @@ leaves the row, which ``SearchIndex`` maintenance re-applies. Nothing is lost.
 
 from __future__ import annotations
 
+from memory.store.apikeys import ApiKey, ApiKeys, KeyScope
 from memory.store.audit import AuditLog
 from memory.store.base import new_memory_id, utcnow
 from memory.store.chatlog import ChatLine, ChatLog, ChatMigration, PendingCapture
@@ -73,10 +75,10 @@ from memory.store.nonces import SeenNonces
 from memory.store.outbox import IndexOp, IndexOutbox
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
-           "MemoryText", "Conflict"]
+           "MemoryText", "Conflict", "ApiKey", "KeyScope"]
 
 
-class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts):
+class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, ApiKeys):
     """SQL source of truth. Thread-safe; methods are synchronous (call them in a
     thread from async code).
 

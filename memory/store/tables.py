@@ -6,7 +6,7 @@ One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` �
 ``chat_redactions``, ``_IndexOpRow`` → ``index_outbox``, ``_AuditRow`` →
 ``audit_log``, ``_IdentityRow`` → ``identities``, ``_LastRecallRow`` →
 ``last_recall``, ``_PendingRow`` → ``pending_confirmations``, ``_ConflictRow`` →
-``memory_conflicts``), registered on
+``memory_conflicts``, ``_ApiKeyRow`` → ``api_keys``), registered on
 ``SQLModel.metadata`` when this module is imported; the row → ``Memory``
 conversion; and the engine helpers (URL normalisation, SQLite pragmas and
 ``BEGIN IMMEDIATE``). Nothing here opens a session: transactions belong to
@@ -253,6 +253,25 @@ class _SeenNonceRow(SQLModel, table=True):
     nonce: str = Field(max_length=128)
     digest: str = Field(default="", max_length=128)
     seen_at: datetime
+
+
+class _ApiKeyRow(SQLModel, table=True):
+    """An API key of one tenant (``memory.store.apikeys``): ``key_id`` is the
+    public part of the key, ``digest`` the SHA-256 hex of the whole key (the key
+    itself is never stored); ``scope`` ``admin`` or ``member``; ``subject`` the
+    one person a member key acts for ("" for admin keys); ``revoked_at`` None
+    while the key is valid."""
+
+    __tablename__ = "api_keys"
+
+    key_id: str = Field(primary_key=True, max_length=32)
+    tenant: str = Field(index=True, max_length=64)
+    scope: str = Field(max_length=16)
+    subject: str = Field(default="", max_length=160)
+    digest: str = Field(max_length=64)
+    label: str = Field(default="", max_length=200)
+    created_at: datetime
+    revoked_at: datetime | None = None
 
 
 def _to_memory(row: _MemoryRow, ns: Namespace | None = None) -> Memory:

@@ -24,6 +24,8 @@ DM = {"platform": "tg", "sender_id": "42", "sender_name": "小明", "chat_kind":
 SECRET_WORDS = "我的秘密：猫叫煤球🐈 and my PIN is 7391！"
 
 
+LOOPBACK = ("127.0.0.1", 50000)  # keyless /v1 answers loopback callers only (gateway.auth)
+
 def _app(core, tenant: TenantSettings | None = None, **settings):
     s = load_settings(tenants={"default": tenant or TenantSettings()}, **settings)
     return create_app(s, pipeline=Pipeline(s, core))
@@ -69,7 +71,7 @@ def _gone(core) -> None:
 
 def test_healthz_and_readyz_answer_ok_with_every_check_named(core):
     """Alive and ready: /healthz is ok, /readyz 200 lists database and index as ok (no model configured)."""
-    with TestClient(_app(core)) as client:
+    with TestClient(_app(core), client=LOOPBACK) as client:
         assert client.get("/healthz").json() == {"status": "ok"}
         r = client.get("/readyz")
         assert r.status_code == 200 and r.json() == {"status": "ready", "checks": {"database": "ok", "index": "ok"}}
@@ -78,7 +80,7 @@ def test_healthz_and_readyz_answer_ok_with_every_check_named(core):
 def test_readyz_is_503_when_the_database_is_gone(core, monkeypatch):
     """With the database gone (SQLite file deleted, PostgreSQL schema dropped) /readyz
     answers 503 naming the database check — once the cached verdict expires — while /healthz stays 200."""
-    with TestClient(_app(core)) as client:
+    with TestClient(_app(core), client=LOOPBACK) as client:
         assert client.get("/readyz").status_code == 200
         _gone(core)
         assert client.get("/readyz").status_code == 200  # the verdict of a moment ago is reused (CACHE_S)
@@ -96,12 +98,12 @@ def test_readyz_checks_the_configured_model(sqlite_core, llm, monkeypatch):
     down makes /readyz 503 naming that model, within the probe timeout."""
     monkeypatch.setattr(gateway.health, "CACHE_S", 0.0)
     up = TenantSettings(llm=LLMSettings(base_url=llm.base_url, model="fake-chat"))
-    with TestClient(_app(sqlite_core, up)) as client:
+    with TestClient(_app(sqlite_core, up), client=LOOPBACK) as client:
         r = client.get("/readyz")
         assert r.status_code == 200 and r.json()["checks"][f"model:{llm.base_url.rstrip('/')}"] == "ok"
     down_url = _closed_port_url()
     down = TenantSettings(llm=LLMSettings(base_url=down_url, model="fake-chat"))
-    with TestClient(_app(sqlite_core, down)) as client:
+    with TestClient(_app(sqlite_core, down), client=LOOPBACK) as client:
         r = client.get("/readyz")
         assert r.status_code == 503
         assert r.json()["checks"][f"model:{down_url}"].startswith("failed: ")
@@ -112,7 +114,7 @@ def test_metrics_move_with_turns_and_each_app_keeps_its_own(sqlite_core, llm):
     failed reply model call, and a re-delivered message are counted; the queue gauges
     are exported; a second app in the same process starts from zero."""
     tenant = TenantSettings(llm=LLMSettings(base_url=llm.base_url, model="fake-chat", max_retries=0, timeout=5))
-    with TestClient(_app(sqlite_core, tenant)) as client:
+    with TestClient(_app(sqlite_core, tenant), client=LOOPBACK) as client:
         before = _samples(client)
         assert before.get(("huiyi_turns_total", (("outcome", "replied"),)), 0) == 0
         llm.enqueue("好的，我记住了。")
@@ -134,7 +136,7 @@ def test_metrics_move_with_turns_and_each_app_keeps_its_own(sqlite_core, llm):
     assert ("huiyi_index_outbox_depth", ()) in m
     assert m[("huiyi_capture_queue_depth", (("where", "database"),))] == 0  # captured in the turn
     assert ("huiyi_capture_queue_depth", (("where", "process"),)) in m
-    with TestClient(_app(sqlite_core)) as other:
+    with TestClient(_app(sqlite_core), client=LOOPBACK) as other:
         assert _samples(other).get(("huiyi_turns_total", (("outcome", "replied"),)), 0) == 0
 
 
@@ -171,7 +173,7 @@ def test_json_log_lines_carry_the_turn_id_and_no_message_text(sqlite_core, llm, 
     person's words nor the reply appear anywhere while the privacy switch is off."""
     tenant = TenantSettings(llm=LLMSettings(base_url=llm.base_url, model="fake-chat", max_retries=0, timeout=5))
     buf = json_log()
-    with TestClient(_app(sqlite_core, tenant)) as client:
+    with TestClient(_app(sqlite_core, tenant), client=LOOPBACK) as client:
         llm.enqueue(status=500)  # a warning inside the turn: reply failed
         _turn(client, "1", SECRET_WORDS)
         _turn(client, "1", SECRET_WORDS)  # a duplicate: its own turn id
@@ -196,7 +198,7 @@ def test_privacy_switch_lets_the_words_into_the_turn_line(sqlite_core, json_log)
     """With ``audit_fragments`` on (the one privacy switch) the 'turn done' line also carries the message text."""
     buf = json_log(allow_text=True)
     s = load_settings(tenants={"default": TenantSettings()}, audit_fragments=True)
-    with TestClient(create_app(s, pipeline=Pipeline(s, sqlite_core))) as client:
+    with TestClient(create_app(s, pipeline=Pipeline(s, sqlite_core)), client=LOOPBACK) as client:
         _turn(client, "1", SECRET_WORDS)
     done = [x for x in _lines(buf) if x["event"] == "turn done"]
     assert len(done) == 1 and done[0]["text"] == SECRET_WORDS

@@ -1,0 +1,521 @@
+"""Client of the huiyi gateway's ``/v1`` HTTP API (``AsyncHuiyi`` and ``Huiyi``).
+
+Depends on httpx alone: it imports nothing of the gateway. Every call names the
+person (``subject``: ``tg:42``, ``qq:10001``, ``person:…``); the tenant is the
+API key's. Results are frozen dataclasses; errors are ``HuiyiError``
+subclasses::
+
+    HuiyiError              any answer that is not 2xx (status, error name, detail)
+    ├── BadRequest          400, 408, 413: malformed input (ids outside their patterns…)
+    ├── AuthError           401: no key where one is needed, or a wrong or revoked one
+    ├── ForbiddenError      403: another tenant, another person with a member key
+    ├── NotFound            404: unknown memory or tenant
+    └── Unavailable         5xx: the gateway's store, index or embedder is down
+
+Each request is described once (``_Call``: method, path, query, body and how to
+read the answer) and run by either client: the sync and async classes differ
+only in how they send it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+__all__ = ["AsyncHuiyi", "Huiyi", "Memory", "ScoreParts", "Hit", "Page", "AddResult", "ImportResult",
+           "Recollection", "Turn", "Message", "HuiyiError", "BadRequest", "AuthError", "ForbiddenError",
+           "NotFound", "Unavailable", "DEFAULT_URL"]
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+T = TypeVar("T")
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+class HuiyiError(Exception):
+    """A non-2xx answer: ``status`` (HTTP code), ``error`` (the gateway's error
+    name, e.g. ``NotFoundError``) and ``detail`` (its reason, never your input)."""
+
+    def __init__(self, status: int, error: str, detail: Any) -> None:
+        super().__init__(f"{status} {error}: {detail}")
+        self.status = status
+        self.error = error
+        self.detail = detail
+
+
+class BadRequest(HuiyiError):
+    """400 / 408 / 413: the request was malformed, too slow or too large."""
+
+
+class AuthError(HuiyiError):
+    """401: a key is needed, or the one sent is wrong or revoked."""
+
+
+class ForbiddenError(HuiyiError):
+    """403: the key may not reach that tenant or person."""
+
+
+class NotFound(HuiyiError):
+    """404: no such memory (in this person's namespace) or tenant."""
+
+
+class Unavailable(HuiyiError):
+    """5xx: the gateway could not serve the call now."""
+
+
+def _raise_for(response: httpx.Response) -> None:
+    if response.is_success:
+        return
+    try:
+        body = response.json()
+        error, detail = body.get("error", ""), body.get("detail")
+    except (ValueError, AttributeError):
+        error, detail = "", response.text[:500]
+    code = response.status_code
+    cls = {401: AuthError, 403: ForbiddenError, 404: NotFound}.get(code)
+    if cls is None:
+        cls = Unavailable if code >= 500 else BadRequest
+    raise cls(code, error, detail)
+
+
+# -- results --------------------------------------------------------------------------
+
+
+def _dt(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One memory: valence in [-1, 1], arousal and importance in [0, 1], times
+    timezone-aware; ``origin`` the chat key it was learned in; ``version`` ≥ 1."""
+
+    id: str
+    subject: str
+    text: str
+    category: str
+    key: str
+    importance: float
+    valence: float
+    arousal: float
+    emotion: str
+    origin: str | None
+    visibility: str
+    version: int
+    created_at: datetime | None
+    updated_at: datetime | None
+    valid_from: datetime | None
+    valid_to: datetime | None
+    event_time: datetime | None
+    recalled_at: tuple[datetime, ...] = ()
+
+    @classmethod
+    def of(cls, d: Mapping[str, Any]) -> Memory:
+        return cls(id=d["id"], subject=d["subject"], text=d["text"], category=d["category"], key=d["key"],
+                   importance=d["importance"], valence=d["valence"], arousal=d["arousal"], emotion=d["emotion"],
+                   origin=d.get("origin"), visibility=d["visibility"], version=d["version"],
+                   created_at=_dt(d.get("created_at")), updated_at=_dt(d.get("updated_at")),
+                   valid_from=_dt(d.get("valid_from")), valid_to=_dt(d.get("valid_to")),
+                   event_time=_dt(d.get("event_time")),
+                   recalled_at=tuple(t for t in map(_dt, d.get("recalled_at") or ()) if t is not None))
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreParts:
+    """Score components (``explain``): reciprocal-rank fusion, retention in [0, 1],
+    ACT-R activation, emotion and importance factors."""
+
+    rrf: float
+    retention: float
+    activation: float
+    emotion: float
+    importance: float
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A search hit: the memory, its final score, each channel's 1-based rank."""
+
+    memory: Memory
+    score: float
+    ranks: Mapping[str, int]
+    parts: ScoreParts | None = None
+
+    @classmethod
+    def of(cls, d: Mapping[str, Any]) -> Hit:
+        parts = ScoreParts(**d["parts"]) if d.get("parts") else None
+        return cls(Memory.of(d["memory"]), d["score"], dict(d.get("ranks") or {}), parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A page of memories, newest first; ``total`` counts all of them."""
+
+    total: int
+    limit: int
+    offset: int
+    items: tuple[Memory, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    """What one captured fact did: ``stored``, ``deduped``, ``superseded``,
+    ``revised``, ``conflict`` or ``rejected`` (``reason`` says why)."""
+
+    action: str
+    reason: str
+    memory: Memory | None
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """One imported memory: its id in the document, what happened, its new id."""
+
+    source_id: str
+    action: str
+    reason: str
+    memory_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Recollection:
+    """What the gateway would put into the prompt: the recollection text ("" when
+    nothing was recalled), the memory ids it draws on, why the template was used
+    (None: the reconstruction was accepted), the hits, and the chat messages
+    (``[{"role", "content"}]``: system persona with the recollection block, then the tail)."""
+
+    text: str
+    sources: tuple[str, ...]
+    fallback_reason: str | None
+    mode: str
+    hits: tuple[Hit, ...]
+    prompt: tuple[Mapping[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What ``POST /v1/turns`` did: the reply (None without a model or when the bot
+    stays silent), the recollection and prompt, memory ids recalled and captured."""
+
+    namespace: str
+    chat: str
+    reply: str | None
+    recollection: str
+    prompt: tuple[Mapping[str, str], ...]
+    recalled: tuple[str, ...]
+    captured: tuple[str, ...]
+    command: bool
+    duplicate: bool
+    raw: Mapping[str, Any] = field(repr=False, default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A chat line for capture and recollection: ``role`` ``user`` (the person,
+    or with ``sender_id`` someone else in a group) or ``assistant`` (the bot)."""
+
+    text: str
+    role: str = "user"
+    message_id: str | None = None
+    sender_id: str | None = None
+    sender_name: str | None = None
+    timestamp: datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"text": self.text, "role": self.role}
+        for name in ("message_id", "sender_id", "sender_name"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.timestamp is not None:
+            out["timestamp"] = self.timestamp.isoformat()
+        return out
+
+
+def _messages(items: Iterable[Message | str]) -> list[dict[str, Any]]:
+    return [(Message(m) if isinstance(m, str) else m).to_json() for m in items]
+
+
+# -- calls: each request described once ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Call(Generic[T]):
+    method: str
+    path: str
+    read: Callable[[Any], T]
+    params: Mapping[str, Any] | None = None
+    body: Any = None
+
+
+def _subject(subject: str) -> str:
+    return "/v1/subjects/" + quote(subject, safe=":@")
+
+
+def _clean(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def _page(d: Mapping[str, Any]) -> Page:
+    return Page(d["total"], d["limit"], d["offset"], tuple(Memory.of(m) for m in d["items"]))
+
+
+def _adds(d: Mapping[str, Any]) -> list[AddResult]:
+    return [AddResult(r["action"], r.get("reason", ""), Memory.of(r["memory"]) if r.get("memory") else None)
+            for r in d["results"]]
+
+
+def _recollection(d: Mapping[str, Any]) -> Recollection:
+    return Recollection(d["recollection"], tuple(d["sources"]), d.get("fallback_reason"), d["mode"],
+                        tuple(Hit.of(h) for h in d["hits"]), tuple(d["prompt"]))
+
+
+def _turn(d: Mapping[str, Any]) -> Turn:
+    return Turn(d["namespace"], d["chat"], d.get("reply"), d["recollection"], tuple(d["prompt"]),
+                tuple(d["recalled"]), tuple(d["captured"]), d["command"], d["duplicate"], d)
+
+
+class _Calls:
+    """The ``_Call`` of every verb (no IO here). ``tenant`` is sent as ``?tenant=``
+    when set (a keyless loopback caller choosing a tenant; with a key it must be the key's)."""
+
+    def __init__(self, tenant: str | None) -> None:
+        self.tenant = tenant
+
+    def _q(self, **params: Any) -> dict[str, Any]:
+        return _clean({"tenant": self.tenant, **params})
+
+    def capture(self, subject: str, messages: Iterable[Message | str], chat: str | None, infer: bool,
+                extractor: str, to_tail: bool) -> _Call[list[AddResult]]:
+        body = {"messages": _messages(messages), "chat": chat, "infer": infer, "extractor": extractor,
+                "to_tail": to_tail}
+        return _Call("POST", _subject(subject) + "/memories", _adds, self._q(), _clean(body))
+
+    def search(self, subject: str, query: str, k: int, chat: str | None, explain: bool) -> _Call[list[Hit]]:
+        body = _clean({"query": query, "k": k, "chat": chat, "explain": explain})
+        return _Call("POST", _subject(subject) + "/search", lambda d: [Hit.of(h) for h in d["hits"]], self._q(), body)
+
+    def list(self, subject: str, limit: int, offset: int, chat: str | None) -> _Call[Page]:
+        return _Call("GET", _subject(subject) + "/memories", _page, self._q(limit=limit, offset=offset, chat=chat))
+
+    def get(self, subject: str, memory_id: str, chat: str | None) -> _Call[Memory]:
+        return _Call("GET", f"{_subject(subject)}/memories/{quote(memory_id, safe='')}", Memory.of, self._q(chat=chat))
+
+    def update(self, subject: str, memory_id: str, text: str) -> _Call[Memory]:
+        return _Call("PATCH", f"{_subject(subject)}/memories/{quote(memory_id, safe='')}", Memory.of, self._q(),
+                     {"text": text})
+
+    def delete(self, subject: str, memory_id: str) -> _Call[None]:
+        return _Call("DELETE", f"{_subject(subject)}/memories/{quote(memory_id, safe='')}", lambda d: None, self._q())
+
+    def history(self, subject: str, memory_id: str, chat: str | None) -> _Call[list[Memory]]:
+        return _Call("GET", f"{_subject(subject)}/memories/{quote(memory_id, safe='')}/history",
+                     lambda d: [Memory.of(v) for v in d["versions"]], self._q(chat=chat))
+
+    def forget_subject(self, subject: str) -> _Call[int]:
+        return _Call("DELETE", _subject(subject), lambda d: d["forgotten"], self._q())
+
+    def export(self, subject: str) -> _Call[dict[str, Any]]:
+        return _Call("GET", _subject(subject) + "/export", dict, self._q())
+
+    def import_memories(self, subject: str, document: Mapping[str, Any]) -> _Call[list[ImportResult]]:
+        return _Call("POST", _subject(subject) + "/import",
+                     lambda d: [ImportResult(r["source_id"], r["action"], r.get("reason", ""), r.get("memory_id"))
+                                for r in d["results"]], self._q(), dict(document))
+
+    def recollect(self, subject: str, tail: Iterable[Message | str], chat: str | None, query: str | None,
+                  person_name: str | None, record: bool) -> _Call[Recollection]:
+        body = _clean({"tail": _messages(tail), "chat": chat, "query": query, "person_name": person_name,
+                       "record": record})
+        return _Call("POST", _subject(subject) + "/recollection", _recollection, self._q(), body)
+
+    def record_reply(self, subject: str, text: str, chat: str | None, message_id: str | None) -> _Call[str]:
+        body = _clean({"text": text, "chat": chat, "message_id": message_id})
+        return _Call("POST", _subject(subject) + "/replies", lambda d: d["chat"], self._q(), body)
+
+    def turn(self, message: Mapping[str, Any], background_capture: bool) -> _Call[Turn]:
+        body = _clean({"message": dict(message), "background_capture": background_capture, "tenant": self.tenant})
+        return _Call("POST", "/v1/turns", _turn, None, body)
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    return {"X-API-Key": api_key} if api_key else {}
+
+
+# -- the two clients ---------------------------------------------------------------------
+
+
+class AsyncHuiyi:
+    """Async client. ``base_url`` the gateway's root; ``api_key`` (``hy_…``; None
+    only for a keyless gateway called from its own machine); ``tenant`` sent as
+    ``?tenant=`` when set; ``timeout`` seconds per request; ``http`` an
+    ``httpx.AsyncClient`` to use instead of a new one (e.g. with
+    ``httpx.ASGITransport`` in tests). Use ``async with`` or ``await aclose()``."""
+
+    def __init__(self, base_url: str = DEFAULT_URL, api_key: str | None = None, *, tenant: str | None = None,
+                 timeout: float = 30.0, http: httpx.AsyncClient | None = None) -> None:
+        self._own = http is None
+        self._http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
+        self._headers = _headers(api_key)
+        self._calls = _Calls(tenant)
+
+    async def _run(self, call: _Call[T]) -> T:
+        r = await self._http.request(call.method, call.path, params=call.params, json=call.body, headers=self._headers)
+        _raise_for(r)
+        return call.read(r.json())
+
+    async def aclose(self) -> None:
+        if self._own:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncHuiyi:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def capture(self, subject: str, messages: Iterable[Message | str], *, chat: str | None = None,
+                      infer: bool = True, extractor: str = "auto", to_tail: bool = True) -> list[AddResult]:
+        """Learn from the person's messages (strings are their own lines); with ``chat``
+        they are learned there and join its tail unless ``to_tail`` is False."""
+        return await self._run(self._calls.capture(subject, messages, chat, infer, extractor, to_tail))
+
+    async def search(self, subject: str, query: str, *, k: int = 8, chat: str | None = None,
+                     explain: bool = False) -> list[Hit]:
+        """Hybrid search, best first; ``explain`` adds the score components."""
+        return await self._run(self._calls.search(subject, query, k, chat, explain))
+
+    async def list(self, subject: str, *, limit: int = 50, offset: int = 0, chat: str | None = None) -> Page:
+        """A page of memories, newest first."""
+        return await self._run(self._calls.list(subject, limit, offset, chat))
+
+    async def get(self, subject: str, memory_id: str, *, chat: str | None = None) -> Memory:
+        """One memory; NotFound when it is not this person's (or not shown in ``chat``)."""
+        return await self._run(self._calls.get(subject, memory_id, chat))
+
+    async def update(self, subject: str, memory_id: str, text: str) -> Memory:
+        """Edit: a new version with ``text``; the old one stays in the history."""
+        return await self._run(self._calls.update(subject, memory_id, text))
+
+    async def delete(self, subject: str, memory_id: str) -> None:
+        """Forget one memory for good (it is not learned again from older messages)."""
+        return await self._run(self._calls.delete(subject, memory_id))
+
+    async def history(self, subject: str, memory_id: str, *, chat: str | None = None) -> Sequence[Memory]:
+        """Every version, oldest first."""
+        return await self._run(self._calls.history(subject, memory_id, chat))
+
+    async def forget_subject(self, subject: str) -> int:
+        """Forget everything of the person; returns how many memories."""
+        return await self._run(self._calls.forget_subject(subject))
+
+    async def export(self, subject: str) -> dict[str, Any]:
+        """The ``huiyi.memories.v1`` document."""
+        return await self._run(self._calls.export(subject))
+
+    async def import_memories(self, subject: str, document: Mapping[str, Any]) -> list[ImportResult]:
+        """Add the memories of a ``huiyi.memories.v1`` document to the person."""
+        return await self._run(self._calls.import_memories(subject, document))
+
+    async def recollect(self, subject: str, tail: Iterable[Message | str] = (), *, chat: str | None = None,
+                        query: str | None = None, person_name: str | None = None,
+                        record: bool = False) -> Recollection:
+        """The recollection and prompt for a conversation (``tail`` oldest first, or the stored tail of
+        ``chat``); ``record`` puts the tail into the chat's stored tail first and prompts from that."""
+        return await self._run(self._calls.recollect(subject, tail, chat, query, person_name, record))
+
+    async def record_reply(self, subject: str, text: str, *, chat: str | None = None,
+                           message_id: str | None = None) -> str:
+        """Put your bot's reply into the chat's tail (default the person's private chat); returns the chat key."""
+        return await self._run(self._calls.record_reply(subject, text, chat, message_id))
+
+    async def turn(self, message: Mapping[str, Any], *, background_capture: bool = False) -> Turn:
+        """One platform-neutral message through the gateway's whole pipeline."""
+        return await self._run(self._calls.turn(message, background_capture))
+
+
+class Huiyi:
+    """Sync client: the methods of ``AsyncHuiyi``, blocking. ``http`` an
+    ``httpx.Client`` to use instead of a new one. Use ``with`` or ``close()``."""
+
+    def __init__(self, base_url: str = DEFAULT_URL, api_key: str | None = None, *, tenant: str | None = None,
+                 timeout: float = 30.0, http: httpx.Client | None = None) -> None:
+        self._own = http is None
+        self._http = http or httpx.Client(base_url=base_url, timeout=timeout)
+        self._headers = _headers(api_key)
+        self._calls = _Calls(tenant)
+
+    def _run(self, call: _Call[T]) -> T:
+        r = self._http.request(call.method, call.path, params=call.params, json=call.body, headers=self._headers)
+        _raise_for(r)
+        return call.read(r.json())
+
+    def close(self) -> None:
+        if self._own:
+            self._http.close()
+
+    def __enter__(self) -> Huiyi:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def capture(self, subject: str, messages: Iterable[Message | str], *, chat: str | None = None,
+                infer: bool = True, extractor: str = "auto", to_tail: bool = True) -> list[AddResult]:
+        """See ``AsyncHuiyi.capture``."""
+        return self._run(self._calls.capture(subject, messages, chat, infer, extractor, to_tail))
+
+    def search(self, subject: str, query: str, *, k: int = 8, chat: str | None = None,
+               explain: bool = False) -> list[Hit]:
+        """See ``AsyncHuiyi.search``."""
+        return self._run(self._calls.search(subject, query, k, chat, explain))
+
+    def list(self, subject: str, *, limit: int = 50, offset: int = 0, chat: str | None = None) -> Page:
+        """See ``AsyncHuiyi.list``."""
+        return self._run(self._calls.list(subject, limit, offset, chat))
+
+    def get(self, subject: str, memory_id: str, *, chat: str | None = None) -> Memory:
+        """See ``AsyncHuiyi.get``."""
+        return self._run(self._calls.get(subject, memory_id, chat))
+
+    def update(self, subject: str, memory_id: str, text: str) -> Memory:
+        """See ``AsyncHuiyi.update``."""
+        return self._run(self._calls.update(subject, memory_id, text))
+
+    def delete(self, subject: str, memory_id: str) -> None:
+        """See ``AsyncHuiyi.delete``."""
+        return self._run(self._calls.delete(subject, memory_id))
+
+    def history(self, subject: str, memory_id: str, *, chat: str | None = None) -> Sequence[Memory]:
+        """See ``AsyncHuiyi.history``."""
+        return self._run(self._calls.history(subject, memory_id, chat))
+
+    def forget_subject(self, subject: str) -> int:
+        """See ``AsyncHuiyi.forget_subject``."""
+        return self._run(self._calls.forget_subject(subject))
+
+    def export(self, subject: str) -> dict[str, Any]:
+        """See ``AsyncHuiyi.export``."""
+        return self._run(self._calls.export(subject))
+
+    def import_memories(self, subject: str, document: Mapping[str, Any]) -> list[ImportResult]:
+        """See ``AsyncHuiyi.import_memories``."""
+        return self._run(self._calls.import_memories(subject, document))
+
+    def recollect(self, subject: str, tail: Iterable[Message | str] = (), *, chat: str | None = None,
+                  query: str | None = None, person_name: str | None = None, record: bool = False) -> Recollection:
+        """See ``AsyncHuiyi.recollect``."""
+        return self._run(self._calls.recollect(subject, tail, chat, query, person_name, record))
+
+    def record_reply(self, subject: str, text: str, *, chat: str | None = None, message_id: str | None = None) -> str:
+        """See ``AsyncHuiyi.record_reply``."""
+        return self._run(self._calls.record_reply(subject, text, chat, message_id))
+
+    def turn(self, message: Mapping[str, Any], *, background_capture: bool = False) -> Turn:
+        """See ``AsyncHuiyi.turn``."""
+        return self._run(self._calls.turn(message, background_capture))

@@ -1,0 +1,834 @@
+"""The ``/v1`` HTTP API: turns, and the memory verbs for bots that bring their own model.
+
+Every route needs a caller (``gateway.auth``: an API key, or no key from
+loopback for a tenant that never had one), which is checked before the body
+is read. The tenant is the key's (``?tenant=`` may name it, and must match);
+the person is ``{subject}`` in the path (``tg:42``, ``qq:10001``,
+``person:…``), validated like every namespace (``memory.types.Namespace``)
+and resolved through linked identities. An admin key reaches every person of
+its tenant, a member key only its own.
+
+Routes (request and response bodies are the pydantic models below, so
+``/openapi.json`` describes all of them)::
+
+    POST   /v1/turns                                 one message through the whole pipeline
+    POST   /v1/subjects/{subject}/memories           capture from messages (infer: extractor or verbatim)
+    GET    /v1/subjects/{subject}/memories           list, newest first, paged
+    POST   /v1/subjects/{subject}/search             hybrid search with scores (explain: components)
+    GET    /v1/subjects/{subject}/memories/{id}      one memory
+    PATCH  /v1/subjects/{subject}/memories/{id}      edit (new version; the old text stays in history)
+    DELETE /v1/subjects/{subject}/memories/{id}      forget (tombstoned, purged)
+    GET    /v1/subjects/{subject}/memories/{id}/history   every version
+    DELETE /v1/subjects/{subject}                    forget everything of the person
+    GET    /v1/subjects/{subject}/export             the huiyi.memories.v1 document
+    POST   /v1/subjects/{subject}/import             add the memories of such a document
+    POST   /v1/subjects/{subject}/recollection       recall + reconstruction for a conversation tail
+    POST   /v1/subjects/{subject}/replies            record the bot's own reply in the chat's tail
+
+Disclosure (DESIGN rule 6): a read that names ``chat`` (a ``ChatRef.key``,
+``tg:group:-100123``) shows only what may be shown there — in a group, the
+memories learned in that group; without ``chat`` it is the person's own view
+(a private chat). A member key neither writes into a group's tail nor reads
+the stored one (other people's lines); it may send the tail itself.
+The memory logic is the core's (``MemoryCore``, ``memory.capture``,
+``memory.reconstruct``, ``memory.admin``) and the commands' export.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Request, Response, Security
+from fastapi.routing import APIRoute
+from fastapi.security import APIKeyHeader, HTTPBearer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from bridges.contract import InboundMessage
+from gateway.auth import KEY_HEADER, Caller, authenticate
+from gateway.bodies import json_object, read_body
+from gateway.character_prompt import build_messages
+from gateway.commands import MAX_EDIT_CHARS, export_document
+from gateway.errors import BadPayload, Forbidden
+from gateway.pipeline import Pipeline
+from locales import turn_language
+from memory.core import KEY_CHARS
+from memory.errors import NotFoundError
+from memory.explain import TRACE_DEPTH, record_recall, visible_in
+from memory.identity import is_platform_subject, platform_subject
+from memory.store import ChatLine, utcnow
+from memory.types import (ID_RE, SUBJECT_RE, TENANT_RE, Category, ChatKind, ChatRef, Hit, Memory, Namespace,
+                          Visibility, clean_name)
+
+__all__ = ["router", "announce", "openapi_of"]
+
+log = logging.getLogger(__name__)
+
+MAX_TEXT_CHARS = 20_000
+MAX_MESSAGES = 50
+MAX_IMPORT = 2_000
+SEARCH_K_MAX = 50
+
+
+class _Guarded(APIRoute):
+    """A route whose caller is authenticated before its body is read (a keyless
+    remote caller cannot make the gateway buffer anything), whose body is read
+    within the size and time limits of ``gateway.bodies`` and whose JSON strings
+    are repaired (``memory.types.repair``) before pydantic sees them."""
+
+    def get_route_handler(self) -> Callable:
+        inner = super().get_route_handler()
+
+        async def handler(request: Request) -> Response:
+            state = request.app.state
+            request.state.caller = await authenticate(request, lambda: state.pipeline.core.store,
+                                                      getattr(state, "api_require_key", True))
+            if request.method in ("POST", "PUT", "PATCH") and (await read_body(request)).strip():
+                request._json = await json_object(request)  # FastAPI reads request.json(): this cache
+                if "json" not in request.headers.get("content-type", ""):
+                    # a JSON object whatever the label (curl -d says form-urlencoded): read as JSON, as
+                    # /v1/turns always did, instead of FastAPI refusing the body for its content type
+                    request.scope["headers"] = [(k, v) for k, v in request.scope["headers"]
+                                                if k.lower() != b"content-type"] + [(b"content-type",
+                                                                                      b"application/json")]
+                    del request._headers
+            return await inner(request)
+
+        return handler
+
+
+def _no_nul(value: Any) -> Any:
+    """NUL characters dropped (PostgreSQL refuses them in text), as InboundMessage does."""
+    return value.replace("\x00", "") if isinstance(value, str) else value
+
+
+#: Text from outside: NUL dropped before the length checks (lone surrogates were repaired with the body).
+Text = Annotated[str, BeforeValidator(_no_nul)]
+
+
+class ErrorOut(BaseModel):
+    """Every error answer: the error's name and what was wrong (never the input)."""
+
+    error: str
+    detail: Any = None
+
+
+_ERRORS = {code: {"model": ErrorOut, "description": text} for code, text in (
+    (400, "malformed body, path or query (ids outside their patterns)"),
+    (401, "no API key where one is needed, or a wrong or revoked one"),
+    (403, "the key may not reach this tenant or person, or run this command"),
+    (404, "unknown tenant or memory"),
+    (408, "the body did not arrive in time"),
+    (413, "body above 1 MiB"),
+    (503, "the store, index or embedder is unavailable"))}
+
+router = APIRouter(
+    prefix="/v1", route_class=_Guarded, responses=_ERRORS,
+    dependencies=[Security(APIKeyHeader(name=KEY_HEADER, auto_error=False, description="an API key: hy_…")),
+                  Security(HTTPBearer(auto_error=False, description="the same key as a bearer token"))])
+
+
+# -- request context ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    pipeline: Pipeline
+    caller: Caller
+    tenant: str
+
+    @property
+    def core(self):
+        return self.pipeline.core
+
+    @property
+    def t(self):
+        return self.pipeline.tenant(self.tenant)
+
+
+TenantQuery = Annotated[str | None, Query(
+    description="the tenant; default: the key's (a keyless loopback caller: `default`)",
+    pattern=f"^{TENANT_RE.pattern}$", max_length=63)]
+SubjectPath = Annotated[str, Path(description="the person, `platform:id` (`tg:42`) or `person:…`",
+                                  pattern=f"^{SUBJECT_RE.pattern}$", max_length=145)]
+MemoryIdPath = Annotated[str, Path(description="a memory id", pattern=f"^{ID_RE.pattern}$", max_length=128)]
+ChatQuery = Annotated[str | None, Query(
+    description="the chat the answer is for, `platform:private|group:id[:thread]`: in a group only what was "
+                "learned there is shown", max_length=300)]
+
+
+async def _ctx(request: Request, tenant: TenantQuery = None) -> _Ctx:
+    p: Pipeline = request.app.state.pipeline
+    caller: Caller = request.state.caller
+    name = await asyncio.to_thread(caller.tenant_of, p.core.store, tenant)
+    p.tenant(name)  # UnknownTenant (404)
+    return _Ctx(p, caller, name)
+
+
+Ctx = Annotated[_Ctx, Depends(_ctx)]
+
+
+async def _ns(ctx: _Ctx, subject: str) -> Namespace:
+    return await asyncio.to_thread(ctx.caller.namespace, ctx.core.store, ctx.tenant, subject)
+
+
+def _chat(key: str | None) -> ChatRef | None:
+    return None if key is None else ChatRef.parse(key)
+
+
+def _person_chat(subject: str, chat: ChatRef | None, caller: Caller, writing_tail: bool) -> ChatRef | None:
+    """``chat`` checked as a place where ``subject`` speaks: a private chat is the
+    person's own (keyed by their platform id, as the pipeline keys it); writes to
+    a group's tail with a member key are refused."""
+    if chat is None:
+        return None
+    if not is_platform_subject(subject):
+        raise BadPayload("a chat needs a platform subject (platform:id), not a linked person")
+    platform, uid = subject.split(":", 1)
+    if chat.platform != platform:
+        raise BadPayload(f"chat {chat.key} is not on the subject's platform {platform}")
+    if not chat.is_group and chat.chat_id != uid:
+        raise BadPayload(f"private chat {chat.key} is not the subject's own ({platform}:private:{uid})")
+    if chat.is_group and writing_tail and not caller.admin:
+        raise Forbidden("only an admin key writes into a group's tail")
+    return chat
+
+
+# -- shapes ---------------------------------------------------------------------
+
+
+class MemoryOut(BaseModel):
+    """One memory (``memory.types.Memory``): valence in [-1, 1], arousal and
+    importance in [0, 1], times ISO 8601 UTC; ``origin`` the chat it was learned
+    in; ``version`` from 1, +1 per edit or supersession."""
+
+    id: str
+    subject: str
+    text: str
+    category: Category
+    key: str
+    importance: float
+    valence: float
+    arousal: float
+    emotion: str
+    origin: str | None
+    visibility: Visibility
+    version: int
+    created_at: datetime | None
+    updated_at: datetime | None
+    valid_from: datetime | None
+    valid_to: datetime | None
+    event_time: datetime | None
+    recalled_at: list[datetime]
+
+    @classmethod
+    def of(cls, m: Memory) -> MemoryOut:
+        return cls(id=m.id, subject=m.namespace.subject, text=m.text, category=m.category, key=m.key,
+                   importance=m.importance, valence=m.valence, arousal=m.arousal, emotion=m.emotion,
+                   origin=m.origin.key if m.origin else None, visibility=m.visibility, version=m.version,
+                   created_at=m.created_at, updated_at=m.updated_at, valid_from=m.valid_from, valid_to=m.valid_to,
+                   event_time=m.event_time, recalled_at=list(m.access_times))
+
+
+class MemoryPage(BaseModel):
+    """A page of live memories, newest first; ``total`` counts what ``chat`` may see."""
+
+    subject: str
+    total: int
+    limit: int
+    offset: int
+    items: list[MemoryOut]
+
+
+class ScorePartsOut(BaseModel):
+    """Score components (``memory.types.ScoreParts``): rrf (reciprocal-rank fusion,
+    k = 60), retention in [0, 1], ACT-R activation, emotion and importance factors."""
+
+    rrf: float
+    retention: float
+    activation: float
+    emotion: float
+    importance: float
+
+
+class HitOut(BaseModel):
+    """A recalled memory, its final score, each channel's 1-based rank
+    (``bm25``, ``vector``) and, with ``explain``, the score's components."""
+
+    memory: MemoryOut
+    score: float
+    ranks: dict[str, int]
+    parts: ScorePartsOut | None = None
+
+    @classmethod
+    def of(cls, h: Hit, explain: bool) -> HitOut:
+        parts = None
+        if explain and h.parts is not None:
+            p = h.parts
+            parts = ScorePartsOut(rrf=p.rrf, retention=p.retention, activation=p.activation, emotion=p.emotion,
+                                  importance=p.importance)
+        return cls(memory=MemoryOut.of(h.memory), score=h.score, ranks=dict(h.ranks), parts=parts)
+
+
+class SearchIn(BaseModel):
+    """A search: the query (zh/en, ≤ 2,000 chars), at most ``k`` hits."""
+
+    query: Text = Field(min_length=1, max_length=2000)
+    k: int = Field(default=8, ge=1, le=SEARCH_K_MAX)
+    chat: str | None = Field(default=None, max_length=300, description="disclose as in this chat")
+    explain: bool = False
+
+
+class SearchOut(BaseModel):
+    subject: str
+    query_valence: float
+    hits: list[HitOut]
+
+
+class MessageIn(BaseModel):
+    """A chat line: ``role`` user (the person, or with ``sender_id`` someone else
+    in a group) or assistant (the bot); ``timestamp`` default now, UTC when naive."""
+
+    role: Literal["user", "assistant"] = "user"
+    text: Text = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    message_id: str | None = Field(default=None, pattern=f"^{ID_RE.pattern}$", max_length=128)
+    sender_id: str | None = Field(default=None, pattern=f"^{ID_RE.pattern}$", max_length=128,
+                                  description="platform user id of a user line; default: the subject's")
+    sender_name: Text | None = Field(default=None, max_length=64)
+    timestamp: datetime | None = None
+
+    def at(self) -> datetime:
+        ts = self.timestamp or utcnow()
+        return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+
+
+class CaptureIn(BaseModel):
+    """Messages to learn from. ``infer`` true: the subject's own user lines go
+    through the capture path (the tenant's model extractor when it has a model and
+    ``extractor`` is ``auto``, else the heuristic one); false: each of them is
+    stored verbatim as one memory. With ``chat`` the memories are learned in that
+    chat (disclosure) and, unless ``to_tail`` is false (the lines are there
+    already, e.g. from a ``record`` recollection), every line also joins that
+    chat's tail (assistant lines as the bot's)."""
+
+    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
+    chat: str | None = Field(default=None, max_length=300)
+    infer: bool = True
+    extractor: Literal["auto", "heuristic"] = "auto"
+    to_tail: bool = True
+
+
+class AddOut(BaseModel):
+    """What one fact did: stored, deduped, superseded, revised, conflict or
+    rejected (``reason``: tombstone, stale, weaker, category…)."""
+
+    action: str
+    reason: str = ""
+    memory: MemoryOut | None = None
+
+
+class CaptureOut(BaseModel):
+    subject: str
+    results: list[AddOut]
+
+
+class UpdateIn(BaseModel):
+    text: Text = Field(min_length=1, max_length=MAX_EDIT_CHARS)
+
+
+class ForgetOut(BaseModel):
+    id: str
+    forgotten: bool
+
+
+class HistoryOut(BaseModel):
+    """Versions, oldest first, the live one last (in a group: only those said there)."""
+
+    id: str
+    versions: list[MemoryOut]
+
+
+class ForgetSubjectOut(BaseModel):
+    subject: str
+    forgotten: int
+
+
+class ExportedVersion(BaseModel):
+    version: int
+    text: Text = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    category: Category
+    origin: str | None = None
+    visibility: Visibility = Visibility.PRIVATE
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+
+class ExportedMemory(BaseModel):
+    id: str = Field(max_length=128)
+    text: Text = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    category: Category = Category.OTHER
+    key: Text = Field(default="", max_length=KEY_CHARS)
+    importance: float = Field(default=0.5, ge=0, le=1)
+    valence: float = Field(default=0.0, ge=-1, le=1)
+    arousal: float = Field(default=0.0, ge=0, le=1)
+    emotion: Text = Field(default="neutral", max_length=32)
+    origin: str | None = Field(default=None, max_length=300)
+    visibility: Visibility = Visibility.PRIVATE
+    version: int = 1
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    valid_from: datetime | None = None
+    event_time: datetime | None = None
+    recalled_at: list[datetime | None] = Field(default_factory=list)
+    history: list[ExportedVersion] = Field(default_factory=list, max_length=200)
+
+
+class ExportDoc(BaseModel):
+    """``huiyi.memories.v1``: what ``/memory export`` sends and import reads."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    format: Literal["huiyi.memories.v1"] = "huiyi.memories.v1"
+    tenant: str = ""
+    subject: str = ""
+    identities: list[str] = Field(default_factory=list)
+    exported_at: datetime | None = None
+    memories: list[ExportedMemory] = Field(default_factory=list, max_length=MAX_IMPORT)
+
+
+class ImportedOut(BaseModel):
+    source_id: str
+    action: str
+    reason: str = ""
+    memory_id: str | None = None
+
+
+class ImportOut(BaseModel):
+    subject: str
+    results: list[ImportedOut]
+
+
+class PromptMessage(BaseModel):
+    role: str
+    content: str
+
+
+class RecollectIn(BaseModel):
+    """The conversation the bot is about to answer: ``tail`` (oldest first, the
+    subject's message last) or, when empty, the stored tail of ``chat``; ``query``
+    adds a line to recall with. ``record`` (needs ``chat`` and ``tail``): the
+    tail's lines join the chat's stored tail first, as a turn logs the person's
+    message, and the prompt is built from the stored tail (earlier lines and the
+    bot's recorded replies included)."""
+
+    chat: str | None = Field(default=None, max_length=300)
+    tail: list[MessageIn] = Field(default_factory=list, max_length=MAX_MESSAGES)
+    query: Text | None = Field(default=None, max_length=2000)
+    person_name: Text | None = Field(default=None, max_length=64)
+    record: bool = False
+
+    @model_validator(mode="after")
+    def _something(self) -> RecollectIn:
+        if not self.tail and not self.query and not self.chat:
+            raise ValueError("give a tail, a query or a chat")
+        if self.record and not (self.tail and self.chat):
+            raise ValueError("record needs a chat and the tail to put into it")
+        return self
+
+
+class RecollectOut(BaseModel):
+    """The recollection (prompt text without citation markers, "" when nothing
+    was recalled), the memory ids it draws on, why the template was used (None:
+    the reconstruction was accepted), the hits, and the prompt the gateway would
+    send: ``[system persona + recollection block, *tail]``."""
+
+    recollection: str
+    sources: list[str]
+    fallback_reason: str | None
+    mode: str
+    hits: list[HitOut]
+    prompt: list[PromptMessage]
+
+
+class ReplyIn(BaseModel):
+    """The bot's own reply (made by the caller's model) to the subject."""
+
+    text: Text = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    chat: str | None = Field(default=None, max_length=300, description="default: the subject's private chat")
+    message_id: str | None = Field(default=None, pattern=f"^{ID_RE.pattern}$", max_length=128)
+    timestamp: datetime | None = None
+
+
+class ReplyOut(BaseModel):
+    chat: str
+    recorded: bool
+
+
+class TurnRequest(BaseModel):
+    """Body of ``POST /v1/turns``: one platform-neutral message (``timestamp``
+    defaults to now, UTC), the tenant (default the key's), and whether to
+    capture after answering (``captured`` is then empty, ``capture_pending`` true)."""
+
+    tenant: str | None = Field(default=None, pattern=f"^{TENANT_RE.pattern}$", max_length=63)
+    message: InboundMessage
+    background_capture: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _now(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("message"), dict) and "timestamp" not in data["message"]:
+            data = {**data, "message": {**data["message"], "timestamp": datetime.now(timezone.utc).isoformat()}}
+        return data
+
+
+class TurnOut(BaseModel):
+    """What the turn did (``bridges.contract.TurnResult``)."""
+
+    tenant: str
+    namespace: str
+    chat: str
+    message_id: str
+    addressed: bool
+    duplicate: bool
+    command: bool
+    recalled: list[str]
+    recollection: str
+    fallback_reason: str | None
+    prompt: list[PromptMessage]
+    reply: str | None
+    captured: list[str]
+    capture_pending: bool
+    attachment: dict[str, Any] | None
+    latency_ms: dict[str, float]
+
+
+# -- routes -----------------------------------------------------------------------
+
+
+@router.post("/turns", response_model=TurnOut, summary="one message through the whole pipeline")
+async def turns(body: TurnRequest, request: Request) -> TurnOut:
+    """Recall, recollection, prompt and (with a model) the reply, then capture. A
+    ``/memory`` command runs as the sender; its admin powers need an admin key."""
+    ctx = await _ctx(request, body.tenant)
+    msg = body.message
+    msg.chat  # validates ids against their patterns (NamespaceError: 400)
+    await _ns(ctx, platform_subject(msg.platform, msg.sender_id))  # a member key: its own messages only
+    result = await ctx.pipeline.handle(ctx.tenant, msg, background_capture=body.background_capture,
+                                       privileged=ctx.caller.admin)
+    return TurnOut.model_validate(result.to_json())
+
+
+def _memories(core, ns: Namespace, chat: ChatRef | None, limit: int, offset: int) -> tuple[int, list[Memory]]:
+    if chat is not None and chat.is_group:
+        return (core.store.count_in_group(ns, chat.group_key),
+                core.store.list_in_group(ns, chat.group_key, limit=limit, offset=offset))
+    return core.store.count(ns), core.list(ns, limit=limit, offset=offset)
+
+
+@router.get("/subjects/{subject}/memories", response_model=MemoryPage, summary="list memories, newest first")
+async def list_memories(ctx: Ctx, subject: SubjectPath, chat: ChatQuery = None,
+                        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+                        offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0) -> MemoryPage:
+    ns = await _ns(ctx, subject)
+    where = _chat(chat)
+    total, items = await asyncio.to_thread(_memories, ctx.core, ns, where, limit, offset)
+    return MemoryPage(subject=ns.subject, total=total, limit=limit, offset=offset,
+                      items=[MemoryOut.of(m) for m in items])
+
+
+@router.post("/subjects/{subject}/search", response_model=SearchOut, summary="search with scores")
+async def search(ctx: Ctx, subject: SubjectPath, body: SearchIn) -> SearchOut:
+    """Hybrid recall (words + meaning, RRF, decay, emotion) of ``query``; with a
+    group ``chat`` only what was learned there."""
+    from memory.emotion import analyse
+    from memory.recall import RecallParams
+
+    ns = await _ns(ctx, subject)
+    where = _chat(body.chat)
+    valence = analyse(body.query).valence
+    hits = await asyncio.to_thread(ctx.core.recall, ns, [body.query], chat=where, params=RecallParams(k=body.k),
+                                   query_valence=valence)
+    return SearchOut(subject=ns.subject, query_valence=valence, hits=[HitOut.of(h, body.explain) for h in hits])
+
+
+async def _visible(ctx: _Ctx, ns: Namespace, memory_id: str, chat: ChatRef | None) -> Memory:
+    m = await asyncio.to_thread(ctx.core.get, ns, memory_id)
+    if not visible_in(m, chat):
+        raise NotFoundError(f"no memory {memory_id} that may be shown in {chat.key}")
+    return m
+
+
+@router.get("/subjects/{subject}/memories/{memory_id}", response_model=MemoryOut, summary="one memory")
+async def get_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, chat: ChatQuery = None) -> MemoryOut:
+    ns = await _ns(ctx, subject)
+    return MemoryOut.of(await _visible(ctx, ns, memory_id, _chat(chat)))
+
+
+@router.patch("/subjects/{subject}/memories/{memory_id}", response_model=MemoryOut, summary="edit a memory")
+async def update_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, body: UpdateIn) -> MemoryOut:
+    """A new version with ``text``; the old one stays in its history (audited ``edit``)."""
+    ns = await _ns(ctx, subject)
+    live = await asyncio.to_thread(ctx.core.update, ns, memory_id, body.text, actor=ctx.caller.actor)
+    return MemoryOut.of(live)
+
+
+@router.delete("/subjects/{subject}/memories/{memory_id}", response_model=ForgetOut, summary="forget a memory")
+async def forget_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath) -> ForgetOut:
+    """Forgotten for good: SQL, chat log and index purged, and a tombstone keeps it
+    from being learned again from older messages."""
+    ns = await _ns(ctx, subject)
+    await asyncio.to_thread(ctx.core.forget, ns, memory_id, actor=ctx.caller.actor)
+    return ForgetOut(id=memory_id, forgotten=True)
+
+
+@router.get("/subjects/{subject}/memories/{memory_id}/history", response_model=HistoryOut,
+            summary="every version of a memory")
+async def memory_history(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath,
+                         chat: ChatQuery = None) -> HistoryOut:
+    ns = await _ns(ctx, subject)
+    where = _chat(chat)
+    await _visible(ctx, ns, memory_id, where)
+    versions = await asyncio.to_thread(ctx.core.history, ns, memory_id)
+    return HistoryOut(id=memory_id, versions=[MemoryOut.of(v) for v in versions if visible_in(v, where)])
+
+
+@router.delete("/subjects/{subject}", response_model=ForgetSubjectOut, summary="forget everything of a person")
+async def forget_subject(ctx: Ctx, subject: SubjectPath) -> ForgetSubjectOut:
+    """Every memory (tombstoned), every chat-log line they said in the tenant, and
+    a subject-wide tombstone so that nothing said before now comes back."""
+    from memory.admin import Authority
+    from memory.admin import forget_subject as forget_all
+
+    ns = await _ns(ctx, subject)
+    n = await asyncio.to_thread(forget_all, ctx.core, ns, Authority(actor=ctx.caller.actor, tenant=ctx.tenant))
+    return ForgetSubjectOut(subject=ns.subject, forgotten=n)
+
+
+@router.get("/subjects/{subject}/export", response_model=ExportDoc, summary="export a person's memories")
+async def export(ctx: Ctx, subject: SubjectPath) -> ExportDoc:
+    ns = await _ns(ctx, subject)
+
+    def run() -> dict:
+        doc = export_document(ctx.core, ns, None, utcnow())
+        ctx.core.store.audit(ns, "export", ctx.caller.actor, count=len(doc["memories"]), chat="api")
+        return doc
+
+    return ExportDoc.model_validate(await asyncio.to_thread(run))
+
+
+def _import(core, ns: Namespace, doc: ExportDoc, actor: str) -> list[ImportedOut]:
+    """Each memory of ``doc`` into ``ns``: its earlier versions first, then the live
+    text, under one key (so they chain as versions; the core's write rules apply:
+    tombstones refuse what was forgotten, restating dedupes)."""
+    for m in doc.memories:  # every origin checked before anything is written: a bad document writes nothing
+        for where in [m.origin, *(v.origin for v in m.history)]:
+            if where:
+                ChatRef.parse(where)
+    out = []
+    for m in doc.memories:
+        origin = ChatRef.parse(m.origin) if m.origin else None
+        key = m.key or f"{m.category.value}:import:{m.id}"[:KEY_CHARS]
+        steps = [(v.text, v.category, v.valid_from, ChatRef.parse(v.origin) if v.origin else None, v.visibility)
+                 for v in m.history]
+        steps.append((m.text, m.category, m.valid_from or m.created_at, origin, m.visibility))
+        result = None
+        for text, category, at, where, vis in steps:
+            said = (at or utcnow()) if (at is None or at.tzinfo) else at.replace(tzinfo=timezone.utc)
+            memory = core.new(ns, text, category=category, key=key, importance=m.importance, valence=m.valence,
+                              arousal=m.arousal, emotion=m.emotion, origin=where, visibility=vis,
+                              event_time=m.event_time)
+            result = core.add(ns, memory, said_at=said, actor=actor, evidence=text)
+        out.append(ImportedOut(source_id=m.id, action=result.action, reason=result.reason,
+                               memory_id=result.memory.id if result.memory else None))
+    return out
+
+
+@router.post("/subjects/{subject}/import", response_model=ImportOut, summary="import a huiyi.memories.v1 document")
+async def import_memories(ctx: Ctx, subject: SubjectPath, body: ExportDoc) -> ImportOut:
+    """Adds each memory of the document (any tenant or subject's) to this person."""
+    ns = await _ns(ctx, subject)
+    results = await asyncio.to_thread(_import, ctx.core, ns, body, ctx.caller.actor)
+    return ImportOut(subject=ns.subject, results=results)
+
+
+def _line(subject: str, m: MessageIn) -> ChatLine:
+    uid = subject.split(":", 1)[1]
+    name = clean_name(m.sender_name)  # goes into prompts: no invisible or control characters
+    if m.role == "assistant":
+        return ChatLine("bot", "bot", m.text, m.at(), m.message_id or "", name)
+    return ChatLine("user", m.sender_id or uid, m.text, m.at(), m.message_id or "", name)
+
+
+@router.post("/subjects/{subject}/memories", response_model=CaptureOut, summary="capture from messages")
+async def capture_messages(ctx: Ctx, subject: SubjectPath, body: CaptureIn) -> CaptureOut:
+    """Learn from the subject's own lines (others' lines and the bot's only join the tail)."""
+    from memory.capture import capture
+
+    ns = await _ns(ctx, subject)
+    where = _person_chat(subject, _chat(body.chat), ctx.caller, writing_tail=True)
+    t = ctx.t
+    own_id = subject.split(":", 1)[1]
+    extractor = ctx.pipeline.extractor(ctx.tenant) if body.infer and body.extractor == "auto" else None
+
+    def run() -> list[AddOut]:
+        out: list[AddOut] = []
+        for m in body.messages:
+            if where is not None and body.to_tail:
+                ctx.core.store.append_chat(ctx.tenant, where, _line(subject, m))
+            if m.role != "user" or (m.sender_id or own_id) != own_id:
+                continue
+            if body.infer:  # the caller hands these lines to the bot: they are said to it
+                results = capture(ctx.core, ns, m.text, chat=where, said_at=m.at(), message_id=m.message_id,
+                                  extractor=extractor, tz=t.tz, own_texts=(t.persona,), addressed=True)
+            else:
+                memory = ctx.core.new(ns, m.text, category=Category.OTHER, origin=where,
+                                      visibility=Visibility.GROUP if where and where.is_group else Visibility.PRIVATE,
+                                      source_message_id=m.message_id)
+                results = [ctx.core.add(ns, memory, said_at=m.at(), actor=ctx.caller.actor, evidence=m.text)]
+            out += [AddOut(action=r.action, reason=r.reason, memory=MemoryOut.of(r.memory) if r.memory else None)
+                    for r in results]
+        return out
+
+    return CaptureOut(subject=ns.subject, results=await asyncio.to_thread(run))
+
+
+@router.post("/subjects/{subject}/replies", response_model=ReplyOut, summary="record the bot's own reply")
+async def record_reply(ctx: Ctx, subject: SubjectPath, body: ReplyIn) -> ReplyOut:
+    """The reply the caller's model produced joins the chat's tail (default the
+    subject's private chat), so the next recollection and prompt see it. Never captured."""
+    await _ns(ctx, subject)
+    if body.chat is None:
+        if not is_platform_subject(subject):
+            raise BadPayload("a linked person has no private chat of their own: name the chat")
+        platform, uid = subject.split(":", 1)
+        where = ChatRef(platform, ChatKind.PRIVATE, uid)
+    else:
+        where = _person_chat(subject, _chat(body.chat), ctx.caller, writing_tail=True)
+    line = ChatLine("bot", "bot", body.text, MessageIn(text=body.text, timestamp=body.timestamp).at(),
+                    body.message_id or "", ctx.t.persona_name)
+    line_id = await asyncio.to_thread(ctx.core.store.append_chat, ctx.tenant, where, line)
+    return ReplyOut(chat=where.key, recorded=line_id is not None)
+
+
+@router.post("/subjects/{subject}/recollection", response_model=RecollectOut,
+             summary="recall + reconstruction for a conversation tail")
+async def recollection(ctx: Ctx, subject: SubjectPath, body: RecollectIn) -> RecollectOut:
+    """What the gateway would put into the prompt for this conversation: recall on
+    the subject's own lines of the tail (or ``query``), the reconstruction (the
+    tenant's model, validated against the memories; else the template), and the
+    prompt. Recall failing degrades to no recollection (``fallback_reason``)."""
+    from datetime import timedelta
+
+    from memory.emotion import analyse
+    from memory.reconstruct import reconstruct
+    from memory.recall import RecallParams
+
+    ns = await _ns(ctx, subject)
+    t = ctx.t
+    where = _chat(body.chat)
+    if where is not None and is_platform_subject(subject):
+        where = _person_chat(subject, where, ctx.caller, writing_tail=False)
+    uid = subject.split(":", 1)[1]
+    if body.record:
+        where = _person_chat(subject, where, ctx.caller, writing_tail=True)
+
+        def log_lines() -> None:
+            for m in body.tail:
+                ctx.core.store.append_chat(ctx.tenant, where, _line(subject, m))
+
+        await asyncio.to_thread(log_lines)
+    if body.tail and not body.record:
+        tail = [_line(subject, m) for m in body.tail]
+    elif where is not None:
+        if where.is_group and not ctx.caller.admin:  # other people's lines: nothing proves the key's holder is there
+            raise Forbidden("only an admin key reads a group's stored tail; send the tail instead")
+        tail = await asyncio.to_thread(ctx.core.store.chat_tail, ctx.tenant, where, t.tail,
+                                       max_age=timedelta(seconds=t.tail_max_age) if t.tail_max_age > 0 else None)
+    else:
+        tail = []
+    own = [line.text for line in tail if line.role == "user" and line.sender_id == uid]
+    queries = own + ([body.query] if body.query else []) or [line.text for line in tail if line.role == "user"]
+    last = queries[-1] if queries else ""
+    lang = turn_language(last, list(reversed(own[:-1])), None, t.language)
+    hits: list[Hit] = []
+    reason = ""
+    if queries:
+        try:
+            hits = await asyncio.to_thread(ctx.core.recall, ns, queries, chat=where,
+                                           params=RecallParams(k=max(t.recall_k, TRACE_DEPTH)),
+                                           query_valence=analyse(last).valence)
+        except Exception as exc:  # noqa: BLE001 - a recollection degrades, it never fails the caller's reply
+            reason = f"recall failed: {type(exc).__name__}"
+            log.warning("recall failed for %s: %s", ns, exc)
+    ranked, hits = hits, hits[: t.recall_k]
+    rc, model = t.reconstruction, ctx.pipeline.model(ctx.tenant)
+    complete = None if model is None else functools.partial(
+        model.complete, temperature=rc.temperature, timeout=rc.timeout_s, max_tokens=rc.max_chars * 2)
+    now = utcnow()
+    rec = await reconstruct(hits, tail=tail, complete=complete, lang=lang, now=now, persona_name=t.persona_name,
+                            persona_voice=t.persona, person_name=clean_name(body.person_name) or None, enabled=rc.enabled,
+                            min_hits=rc.min_hits, max_chars=rc.max_chars, timeout_s=rc.timeout_s,
+                            min_grounding=rc.min_grounding,
+                            embedder=ctx.core.index.embedder if rc.embedding_check else None,
+                            limit=t.recall_k, reason=reason, tz=t.tz)
+
+    def book() -> None:
+        try:
+            if where is not None:
+                record_recall(ctx.core.store, ns, where, ranked, t.recall_k, rec.fallback_reason, now)
+            if rec.sources:
+                ctx.core.mark_recalled(ns, list(rec.sources), now)
+        except Exception:  # noqa: BLE001 - bookkeeping never fails the answer
+            log.exception("could not record the recall of %s", ns)
+
+    await asyncio.to_thread(book)
+    prompt = build_messages(persona=t.persona, recollection=rec.text, tail=tail, lang=lang,
+                            group=where is not None and where.is_group)
+    return RecollectOut(recollection=rec.text, sources=list(rec.sources), fallback_reason=rec.fallback_reason,
+                        mode=rec.mode, hits=[HitOut.of(h, False) for h in hits],
+                        prompt=[PromptMessage(**m) for m in prompt])
+
+
+async def announce(pipeline: Pipeline) -> None:
+    """Log at start-up who may call ``/v1`` (gateway.auth): the tenants without a
+    key answer keyless loopback callers only, or nobody with ``api_require_key``."""
+    try:
+        keyless = await asyncio.to_thread(pipeline.core.store.keyless_tenants, sorted(pipeline.settings.tenants))
+    except Exception as exc:  # noqa: BLE001 - the log line is a courtesy; every request checks again
+        log.warning("API keys unreadable at start-up: %s", exc)
+        return
+    if pipeline.settings.api_require_key:
+        log.info("/v1 needs an API key for every tenant (api_require_key); tenants without one: %s",
+                 ", ".join(keyless) or "none")
+    elif keyless:
+        log.warning("/v1 answers tenant(s) %s without an API key to loopback callers only (127.0.0.1, ::1); "
+                    "create keys with `huiyi keys create --tenant T` to serve other hosts", ", ".join(keyless))
+    else:
+        log.info("/v1 needs an API key for every tenant")
+
+
+def openapi_of(app) -> dict:
+    """``app``'s OpenAPI document as the ``/v1`` routes really answer: FastAPI
+    declares a 422 for every route with parameters, but a request that does not
+    validate is a 400 with ``ErrorOut`` here (``gateway.errors``), so the 422s
+    and their schemas are dropped. Built once and cached on the app."""
+    from fastapi.openapi.utils import get_openapi
+
+    if app.openapi_schema is None:
+        doc = get_openapi(title=app.title, version=app.version, routes=app.routes, description=app.description)
+        for item in doc.get("paths", {}).values():
+            for op in item.values():
+                if isinstance(op, dict):
+                    op.get("responses", {}).pop("422", None)
+        schemas = doc.get("components", {}).get("schemas", {})
+        text = str(doc.get("paths"))
+        for name in ("HTTPValidationError", "ValidationError"):
+            if f"/{name}'" not in text:
+                schemas.pop(name, None)
+        app.openapi_schema = doc
+    return app.openapi_schema

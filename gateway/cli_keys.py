@@ -1,0 +1,124 @@
+"""``huiyi keys`` — API keys of the ``/v1`` HTTP API (``gateway.auth``).
+
+create  a new key for ``--tenant`` (``--scope admin``, the default: every person
+        of the tenant; ``--scope member --subject tg:42``: that person only),
+        printed once — only its SHA-256 digest is stored
+list    the tenant's keys: id, scope, subject, label, created, revoked
+revoke  KEY_ID — refused from now on, on every replica (the keys live in SQL)
+
+Once a tenant has had a key, ``/v1`` answers it only with a key, loopback
+callers included. Opens only the SQL store (no index, no embedder). Exit code
+1 for an unknown key, 2 for an invalid tenant, scope or subject.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from gateway.config import load_settings
+
+__all__ = ["keys_app"]
+
+keys_app = typer.Typer(add_completion=False, no_args_is_help=True, help="create, list and revoke API keys of /v1")
+
+TenantOpt = Annotated[str, typer.Option(help="tenant the key belongs to")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
+
+
+class _Keys:
+    """The settings, the tenant's language and the SQL store for one command."""
+
+    def __init__(self) -> None:
+        from gateway.logs import configure_logging
+
+        configure_logging()
+        self.settings = load_settings()
+        self.store = None
+
+    def lang(self, tenant: str) -> str:
+        t = self.settings.tenants.get(tenant)
+        return t.language if t else "zh_CN"
+
+    def __enter__(self) -> _Keys:
+        from memory.store import Store
+
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.store = Store(self.settings.db_url)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.store is not None:
+            self.store.close()
+
+    def say(self, lang_of: str, msgid: str, *, err: bool = False, **params: object) -> None:
+        """``msgid`` in the language of tenant ``lang_of``, on stdout (stderr with ``err``)."""
+        from locales import translate
+
+        typer.echo(translate(self.lang(lang_of), msgid, **params), err=err)
+
+
+def _record(k) -> dict:
+    return {"key_id": k.key_id, "tenant": k.tenant, "scope": k.scope.value, "subject": k.subject, "label": k.label,
+            "created_at": k.created_at.isoformat(), "revoked_at": k.revoked_at.isoformat() if k.revoked_at else None}
+
+
+@keys_app.command()
+def create(tenant: TenantOpt = "default",
+           scope: Annotated[str, typer.Option(help="admin: every person of the tenant; member: --subject only")] = "admin",
+           subject: Annotated[str | None, typer.Option(help="the person a member key acts for, e.g. tg:42")] = None,
+           label: Annotated[str, typer.Option(help="a note: who holds the key")] = "",
+           as_json: JsonOpt = False) -> None:
+    """Make a key and print it once."""
+    from memory.errors import NamespaceError
+
+    s = _Keys()
+    if tenant not in s.settings.tenants:
+        s.say(tenant, "Unknown tenant {tenant}: configure it first (HUIYI_CONFIG).", err=True, tenant=tenant)
+        raise typer.Exit(2)
+    if scope not in ("admin", "member"):
+        s.say(tenant, "The scope is admin or member, not {scope}.", err=True, scope=scope)
+        raise typer.Exit(2)
+    with s:
+        try:
+            key, secret = s.store.create_api_key(tenant, scope, subject, label)
+        except (NamespaceError, ValueError) as exc:
+            s.say(tenant, "Cannot create the key: {detail}", err=True, detail=str(exc))
+            raise typer.Exit(2) from None
+    if as_json:
+        sys.stdout.write(json.dumps({**_record(key), "key": secret}, ensure_ascii=False) + "\n")
+        return
+    typer.echo(secret)
+    s.say(tenant, "Key {key_id} ({scope}) for tenant {tenant}. It is shown only now: keep it secret.", err=True,
+          key_id=key.key_id, scope=key.scope.value, tenant=tenant)
+
+
+@keys_app.command("list")
+def list_(tenant: TenantOpt = "default", as_json: JsonOpt = False) -> None:
+    """The tenant's keys, oldest first (never the keys themselves)."""
+    with _Keys() as s:
+        keys = s.store.list_api_keys(tenant)
+    if as_json:
+        sys.stdout.write(json.dumps([_record(k) for k in keys], ensure_ascii=False) + "\n")
+    elif not keys:
+        s.say(tenant, "Tenant {tenant} has no API key.", tenant=tenant)
+    else:
+        for k in keys:
+            state = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "active"
+            typer.echo(f"{k.key_id}  {k.scope.value:<6}  {k.subject or '*':<20}  {k.created_at:%Y-%m-%d %H:%M}  "
+                       f"{state:<24}  {k.label}")
+
+
+@keys_app.command()
+def revoke(key_id: Annotated[str, typer.Argument(help="the key id (the 12 hex digits after hy_)")],
+           tenant: TenantOpt = "default") -> None:
+    """Refuse the key from now on."""
+    with _Keys() as s:
+        found = s.store.revoke_api_key(tenant, key_id)
+    if not found:
+        s.say(tenant, "Tenant {tenant} has no key {key_id}.", err=True, tenant=tenant, key_id=key_id)
+        raise typer.Exit(1)
+    s.say(tenant, "Revoked key {key_id}.", key_id=key_id)

@@ -1,0 +1,163 @@
+"""The Python client (clients/python/huiyi_client) against the real gateway: the async
+client over httpx's ASGI transport, the sync one over a real loopback socket (uvicorn on
+a free port); typed results, errors mapped to exception classes, zh and en content; and
+the client imports nothing of the gateway."""
+
+from __future__ import annotations
+
+import ast
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENT_DIR = ROOT / "clients" / "python"
+sys.path.insert(0, str(CLIENT_DIR))
+
+from huiyi_client import (AsyncHuiyi, AuthError, BadRequest, ForbiddenError, Hit, Huiyi, Memory,  # noqa: E402
+                          Message, NotFound)
+
+from gateway.app import create_app  # noqa: E402
+from gateway.config import TenantSettings, load_settings  # noqa: E402
+
+ZH = "我养了一只叫煤球的黑猫"
+EN = "My sister Lily lives in Toronto 🇨🇦"
+
+
+def _settings():
+    return load_settings(tenants={"default": TenantSettings(language="en"), "other": TenantSettings()})
+
+
+#: Optional integrations of the client and the one framework each may import besides the client.
+EXTRAS = {"aiogram.py": {"aiogram"}}
+
+
+def test_the_client_imports_only_httpx_and_the_standard_library():
+    """huiyi_client needs neither the gateway nor its heavy dependencies: its imports are httpx and stdlib
+    (an optional integration module also its own framework, e.g. aiogram)."""
+    for path in (CLIENT_DIR / "huiyi_client").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tops = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+        tops |= {(node.module or "").split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and not node.level}
+        third_party = tops - set(sys.stdlib_module_names) - {"__future__", "huiyi_client"}
+        assert third_party <= {"httpx"} | EXTRAS.get(path.name, set()), (path, third_party)
+        assert "httpx" in third_party or path.name in EXTRAS
+
+
+@pytest.fixture
+def app():
+    """The real app, started (lifespan) by a loopback TestClient."""
+    application = create_app(_settings())
+    with TestClient(application, client=("127.0.0.1", 50000)):
+        yield application
+
+
+def _asgi(app, key: str | None = None, **kw) -> AsyncHuiyi:
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 40000))
+    return AsyncHuiyi(api_key=key, http=httpx.AsyncClient(transport=transport, base_url="http://huiyi"), **kw)
+
+
+async def test_async_client_runs_every_verb_with_typed_results(app):
+    """capture → search (explain) → list → get → update → history → recollect → record_reply → export →
+    import → delete → forget_subject, each returning its dataclass, in Chinese and English."""
+    key = app.state.pipeline.core.store.create_api_key("default", "admin")[1]
+    async with _asgi(app, key) as hy:
+        added = await hy.capture("tg:42", [Message(ZH, message_id="1")], chat="tg:private:42")
+        (stored,) = [a for a in added if a.action == "stored"]
+        assert isinstance(stored.memory, Memory) and "煤球" in stored.memory.text
+        verbatim = await hy.capture("tg:42", [EN], infer=False)
+        assert verbatim[0].memory.text == EN
+        hits = await hy.search("tg:42", "煤球", explain=True)
+        assert isinstance(hits[0], Hit) and hits[0].memory.id == stored.memory.id and hits[0].parts.rrf > 0
+        page = await hy.list("tg:42", limit=1)
+        assert page.total == 2 and len(page.items) == 1
+        assert (await hy.get("tg:42", stored.memory.id)).created_at.tzinfo is not None
+        edited = await hy.update("tg:42", stored.memory.id, "煤球是一只黑猫，九岁了")
+        assert edited.version == 2
+        assert [v.version for v in await hy.history("tg:42", stored.memory.id)] == [1, 2]
+        rec = await hy.recollect("tg:42", ["煤球最近还好吗？"], chat="tg:private:42")
+        assert stored.memory.id in rec.sources and rec.prompt[0]["role"] == "system"
+        assert await hy.record_reply("tg:42", "Of course, 煤球!") == "tg:private:42"
+        doc = await hy.export("tg:42")
+        imported = await hy.import_memories("qq:10001", doc)
+        by_source = {r.source_id: r for r in imported}
+        # the edited memory is imported with its history: v1 stored, then v2 supersedes it
+        assert by_source[stored.memory.id].action == "superseded" and by_source[verbatim[0].memory.id].action == "stored"
+        moved = by_source[stored.memory.id].memory_id
+        assert [v.text for v in await hy.history("qq:10001", moved)] == [ZH, "煤球是一只黑猫，九岁了"]
+        await hy.delete("tg:42", stored.memory.id)
+        with pytest.raises(NotFound) as err:
+            await hy.get("tg:42", stored.memory.id)
+        assert err.value.status == 404 and err.value.error == "NotFoundError"
+        assert await hy.forget_subject("qq:10001") == 2
+
+
+async def test_async_client_maps_refusals_to_exceptions(app):
+    """Wrong key → AuthError; member key on another person → ForbiddenError; a bad subject → BadRequest."""
+    store = app.state.pipeline.core.store
+    async with _asgi(app, "hy_0123456789ab_" + "x" * 43) as wrong:
+        with pytest.raises(AuthError):
+            await wrong.list("tg:42")
+    member = store.create_api_key("default", "member", "tg:42")[1]
+    async with _asgi(app, member) as hy:
+        assert (await hy.list("tg:42")).total == 0
+        with pytest.raises(ForbiddenError):
+            await hy.search("tg:43", "猫")
+        with pytest.raises(BadRequest):
+            await hy.list("TG:42")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def served():
+    """The real app under uvicorn (lifespan on) on a free 127.0.0.1 port; yields its base URL and app."""
+    application = create_app(_settings())
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning",
+                                           lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 60
+    while not server.started:
+        assert time.time() < deadline and thread.is_alive(), "gateway did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}", application
+    server.should_exit = True
+    thread.join(timeout=30)
+
+
+def test_sync_client_over_a_loopback_socket(served):
+    """Keyless from 127.0.0.1 on a keyless tenant works (tenant chosen with tenant=); once the tenant has a
+    key, keyless is refused and the key works: the bot's flow recollect → own model → record reply → capture."""
+    url, application = served
+    with Huiyi(url, tenant="other") as local:
+        assert local.capture("qq:10001", ["我最喜欢的水果是芒果🥭"])[0].action == "stored"
+        assert local.list("qq:10001").total == 1
+    key = application.state.pipeline.core.store.create_api_key("default", "admin")[1]
+    with Huiyi(url) as keyless:
+        with pytest.raises(AuthError):
+            keyless.list("tg:7")
+    with Huiyi(url, api_key=key) as hy:
+        hy.capture("tg:7", ["I'm allergic to peanuts", Message("Noted!", role="assistant")], chat="tg:private:7")
+        rec = hy.recollect("tg:7", ["Is a snack with peanuts ok for me?"], chat="tg:private:7")
+        assert rec.sources and "peanut" in rec.text.lower()
+        assert hy.record_reply("tg:7", "How about some fruit? 🍎") == "tg:private:7"
+        again = hy.recollect("tg:7", chat="tg:private:7")
+        assert {"role": "assistant", "content": "How about some fruit? 🍎"} in again.prompt
+        turn = hy.turn({"platform": "tg", "message_id": "t1", "sender_id": "7", "chat_kind": "private",
+                        "chat_id": "7", "text": "which nuts am I allergic to?"})
+        assert turn.reply is None and turn.recalled and turn.namespace == "default/tg:7"

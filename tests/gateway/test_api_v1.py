@@ -1,0 +1,374 @@
+"""The keyed /v1 API in-process: every /v1 route refuses unkeyed remote, wrong,
+revoked and wrong-tenant callers; a member key reaches only its own person, an
+admin key everyone; keyless calls only from loopback for a tenant that never had
+a key; and the memory verbs (capture, search, list, get, edit, forget, history,
+export/import, recollection, replies) work over the real core, in zh and en."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from gateway.app import create_app
+from gateway.auth import is_loopback
+from gateway.config import TenantSettings, load_settings
+from memory.types import Namespace
+
+LOOPBACK = ("127.0.0.1", 50000)
+REMOTE = ("203.0.113.7", 40000)
+ZH_FACT = "我养了一只叫煤球的黑猫"
+EN_FACT = "I love hiking 🥾 in the Alps every summer"
+
+
+def _settings(**overrides):
+    return load_settings(tenants={"default": TenantSettings(admins=["tg:1"], language="en"),
+                                  "other": TenantSettings()}, **overrides)
+
+
+@pytest.fixture
+def app():
+    """The real app (SQLite + LanceDB in tmp), started by a loopback TestClient."""
+    application = create_app(_settings())
+    with TestClient(application, client=LOOPBACK):
+        yield application
+
+
+def client_for(app, host=LOOPBACK, key: str | None = None, bearer: bool = False) -> TestClient:
+    """A client of the running ``app`` from ``host``, sending ``key`` as X-API-Key (or as a bearer token)."""
+    headers = {}
+    if key is not None:
+        headers = {"Authorization": f"Bearer {key}"} if bearer else {"X-API-Key": key}
+    return TestClient(app, client=host, headers=headers)
+
+
+def store(app):
+    return app.state.pipeline.core.store
+
+
+def new_key(app, tenant="default", scope="admin", subject=None) -> str:
+    return store(app).create_api_key(tenant, scope, subject)[1]
+
+
+def _flat(routes):
+    """The app's routes with included routers opened (FastAPI keeps them as one entry each)."""
+    for r in routes:
+        if hasattr(r, "original_router"):
+            yield from _flat(r.original_router.routes)
+        else:
+            yield r
+
+
+def v1_routes(application) -> list[tuple[str, str]]:
+    """(method, path) of every /v1 route the app serves."""
+    return sorted((m, r.path) for r in _flat(application.routes) if getattr(r, "path", "").startswith("/v1")
+                  for m in r.methods if m != "HEAD")
+
+
+ROUTES = v1_routes(create_app(_settings()))
+
+
+def fill(path: str, subject: str = "tg:42", memory_id: str = "abc123def456") -> str:
+    return path.replace("{subject}", subject).replace("{memory_id}", memory_id)
+
+
+#: A valid body per body-taking route: a refusal must come from the caller, not the body.
+BODIES = {
+    ("POST", "/v1/turns"): {"message": {"platform": "tg", "message_id": "m1", "sender_id": "42",
+                                        "chat_kind": "private", "chat_id": "42", "text": ZH_FACT}},
+    ("POST", "/v1/subjects/{subject}/memories"): {"messages": [{"text": ZH_FACT}]},
+    ("POST", "/v1/subjects/{subject}/search"): {"query": "煤球"},
+    ("PATCH", "/v1/subjects/{subject}/memories/{memory_id}"): {"text": "煤球是一只黑猫"},
+    ("POST", "/v1/subjects/{subject}/import"): {"memories": [{"id": "x1", "text": EN_FACT}]},
+    ("POST", "/v1/subjects/{subject}/recollection"): {"query": "我的猫"},
+    ("POST", "/v1/subjects/{subject}/replies"): {"text": "煤球今天怎么样？"},
+}
+
+
+def call(c: TestClient, method: str, path: str, *, subject="tg:42", memory_id="abc123def456", params=None,
+         body=None):
+    body = BODIES.get((method, path)) if body is None else body
+    return c.request(method, fill(path, subject, memory_id), params=params, json=body)
+
+
+def test_every_v1_route_is_listed_with_a_body_when_it_takes_one():
+    """The refusal tests below cover every /v1 route: a new route with a body must get an example here."""
+    assert len(ROUTES) >= 13
+    for method, path in ROUTES:
+        assert method in ("GET", "DELETE") or (method, path) in BODIES, (method, path)
+
+
+@pytest.mark.parametrize("method,path", ROUTES)
+def test_every_v1_route_refuses_unkeyed_wrong_revoked_and_wrong_tenant_callers(app, method, path):
+    """No key from a remote host, a made-up key, a revoked key: 401; a key of another tenant
+    naming this one: 403; keyless loopback once the tenant has a key: 401. Nothing is written."""
+    ns = Namespace("default", "tg:42")
+    before = store(app).count(ns)
+    assert call(client_for(app, REMOTE), method, path).status_code == 401
+    fake = "hy_0123456789ab_" + "A" * 43
+    for bearer in (False, True):
+        assert call(client_for(app, LOOPBACK, fake, bearer), method, path).status_code == 401
+    assert call(client_for(app, LOOPBACK, "not a key"), method, path).status_code == 401
+    revoked = new_key(app)
+    store(app).revoke_api_key("default", revoked.split("_")[1])
+    assert call(client_for(app, REMOTE, revoked), method, path).status_code == 401
+    other = client_for(app, REMOTE, new_key(app, tenant="other"))
+    if path == "/v1/turns":
+        r = other.post(path, json={**BODIES[(method, path)], "tenant": "default"})
+    else:
+        r = call(other, method, path, params={"tenant": "default"})
+    assert r.status_code == 403, r.text
+    # "default" has had keys now: loopback without one is refused too
+    assert call(client_for(app, LOOPBACK), method, path).status_code == 401
+    assert store(app).count(ns) == before == 0
+
+
+SUBJECT_ROUTES = [(m, p) for m, p in ROUTES if "{subject}" in p]
+
+
+@pytest.mark.parametrize("method,path", SUBJECT_ROUTES)
+def test_a_member_key_cannot_touch_another_subject_and_an_admin_key_can(app, method, path):
+    """Member key of tg:42 on tg:43: 403 and audited; an admin key gets past the check (200, or 404 for a missing memory)."""
+    mine = client_for(app, REMOTE, new_key(app, scope="member", subject="tg:42"))
+    r = call(mine, method, path, subject="tg:43")
+    assert r.status_code == 403 and r.json()["error"] == "Forbidden"
+    assert [a["action"] for a in store(app).audit_records(Namespace("default", "tg:43"))] == ["api_denied"]
+    admin = client_for(app, REMOTE, new_key(app))
+    r = call(admin, method, path, subject="tg:43")
+    assert r.status_code in (200, 404), r.text
+    if "{memory_id}" in path:
+        assert r.json()["error"] == "NotFoundError"
+
+
+def test_member_key_works_on_its_own_person_end_to_end(app):
+    """A member key of tg:42 captures, searches, edits, reads history and forgets its own memories (zh)."""
+    c = client_for(app, REMOTE, new_key(app, scope="member", subject="tg:42"))
+    r = c.post("/v1/subjects/tg:42/memories", json={"messages": [{"text": ZH_FACT}]})
+    assert r.status_code == 200, r.text
+    stored = [x["memory"] for x in r.json()["results"] if x["action"] == "stored"]
+    assert len(stored) == 1 and "煤球" in stored[0]["text"]
+    mid = stored[0]["id"]
+    hits = c.post("/v1/subjects/tg:42/search", json={"query": "煤球", "explain": True}).json()["hits"]
+    assert hits[0]["memory"]["id"] == mid and hits[0]["score"] > 0 and hits[0]["parts"]["rrf"] > 0
+    assert c.patch(f"/v1/subjects/tg:42/memories/{mid}", json={"text": "煤球是一只九岁的黑猫"}).json()["version"] == 2
+    versions = c.get(f"/v1/subjects/tg:42/memories/{mid}/history").json()["versions"]
+    assert [v["version"] for v in versions] == [1, 2] and "九岁" in versions[-1]["text"]
+    assert c.delete(f"/v1/subjects/tg:42/memories/{mid}").json() == {"id": mid, "forgotten": True}
+    assert c.get(f"/v1/subjects/tg:42/memories/{mid}").status_code == 404
+
+
+def test_turns_with_a_member_key_run_only_the_senders_own_messages_without_admin_powers(app):
+    """Member key: another sender's message 403; the key's own person, even a configured tenant admin,
+    gets no admin command; an admin key relays the same admin's /memory stats."""
+    msg = {"platform": "tg", "sender_id": "1", "chat_kind": "private", "chat_id": "1"}
+    member = client_for(app, REMOTE, new_key(app, scope="member", subject="tg:1"))
+    r = member.post("/v1/turns", json={"message": {**msg, "sender_id": "2", "chat_id": "2", "message_id": "a",
+                                                   "text": "hello"}})
+    assert r.status_code == 403
+    r = member.post("/v1/turns", json={"message": {**msg, "message_id": "b", "text": "/memory stats",
+                                                   "is_command": True}})
+    assert r.status_code == 200 and r.json()["command"] and "Only admins" in r.json()["reply"]
+    admin = client_for(app, REMOTE, new_key(app))
+    r = admin.post("/v1/turns", json={"message": {**msg, "message_id": "c", "text": "/memory stats",
+                                                  "is_command": True}})
+    assert r.status_code == 200 and "Only admins" not in r.json()["reply"] and "memories" in r.json()["reply"]
+
+
+@pytest.mark.parametrize("host,expected", [
+    ("127.0.0.1", True), ("127.8.9.10", True), ("::1", True), ("::ffff:127.0.0.1", True),
+    ("testclient", False), ("localhost", False), ("", False), (None, False), ("10.0.0.1", False),
+    ("203.0.113.7", False), ("::ffff:10.0.0.1", False), ("fe80::1%eth0", False), ("0.0.0.0", False),
+])
+def test_loopback_is_what_the_socket_says(host, expected):
+    """Only loopback IP addresses count; names (even localhost or Starlette's "testclient") do not."""
+    assert is_loopback(host) is expected
+
+
+def test_keyless_calls_reach_a_keyless_tenant_from_loopback_only(app, caplog):
+    """No key: loopback 200 on both tenants (tenant by ?tenant=), remote 401; a key for "default" locks
+    only "default"; revoking it keeps it locked."""
+    local, remote = client_for(app, LOOPBACK), client_for(app, REMOTE)
+    assert local.get("/v1/subjects/tg:42/memories").status_code == 200
+    assert local.get("/v1/subjects/tg:42/memories", params={"tenant": "other"}).status_code == 200
+    assert local.get("/v1/subjects/tg:42/memories", params={"tenant": "nobody"}).status_code == 404
+    assert remote.get("/v1/subjects/tg:42/memories").status_code == 401
+    key = new_key(app)
+    assert local.get("/v1/subjects/tg:42/memories").status_code == 401
+    assert local.get("/v1/subjects/tg:42/memories", params={"tenant": "other"}).status_code == 200
+    store(app).revoke_api_key("default", key.split("_")[1])
+    assert local.get("/v1/subjects/tg:42/memories").status_code == 401
+
+
+def test_start_up_says_who_may_call_v1(caplog):
+    """The start-up log names the keyless tenants and that they answer loopback only."""
+    with caplog.at_level(logging.INFO, logger="gateway.api_v1"):
+        with TestClient(create_app(_settings()), client=LOOPBACK):
+            pass
+    assert any("loopback" in r.getMessage() and "default" in r.getMessage() for r in caplog.records)
+
+
+def test_api_require_key_refuses_keyless_loopback_calls():
+    """HUIYI_API_REQUIRE_KEY: loopback without a key is 401; with a key 200."""
+    application = create_app(_settings(api_require_key=True))
+    with TestClient(application, client=LOOPBACK) as local:
+        assert local.get("/v1/subjects/tg:42/memories").status_code == 401
+        key = new_key(application)
+        assert local.get("/v1/subjects/tg:42/memories", headers={"X-API-Key": key}).status_code == 200
+
+
+def test_an_unauthenticated_body_is_not_read(app):
+    """A remote caller without a key gets 401 for a 2 MiB body (not 413): refused before reading it."""
+    r = client_for(app, REMOTE).post("/v1/turns", content=b'{"x": "' + b"a" * (2 << 20) + b'"}',
+                                     headers={"content-type": "application/json"})
+    assert r.status_code == 401 and len(r.content) < 500
+
+
+def test_memory_verbs_round_trip_in_chinese_and_english(app):
+    """Capture (zh inferred, en verbatim), list with paging, get, export and import into another person,
+    forget a subject; tombstones refuse what was forgotten when it is imported back."""
+    c = client_for(app, REMOTE, new_key(app))
+    r = c.post("/v1/subjects/tg:42/memories", json={"messages": [
+        {"text": ZH_FACT, "message_id": "m1", "timestamp": "2026-01-02T03:04:05Z"},
+        {"role": "assistant", "text": "煤球真可爱！"}]})
+    assert [x["action"] for x in r.json()["results"]] == ["stored"]
+    r = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": EN_FACT}]})
+    (en,) = r.json()["results"]
+    assert en["action"] == "stored" and en["memory"]["text"] == EN_FACT and en["memory"]["category"] == "other"
+    page = c.get("/v1/subjects/tg:42/memories", params={"limit": 1}).json()
+    assert page["total"] == 2 and len(page["items"]) == 1 and page["items"][0]["text"] == EN_FACT
+    second = c.get("/v1/subjects/tg:42/memories", params={"limit": 1, "offset": 1}).json()["items"]
+    assert "煤球" in second[0]["text"]
+    assert c.get(f"/v1/subjects/tg:42/memories/{second[0]['id']}").json()["text"] == second[0]["text"]
+    doc = c.get("/v1/subjects/tg:42/export").json()
+    assert doc["format"] == "huiyi.memories.v1" and {m["text"] for m in doc["memories"]} >= {EN_FACT}
+    imported = c.post("/v1/subjects/qq:10001/import", json=doc).json()["results"]
+    assert [x["action"] for x in imported] == ["stored", "stored"]
+    texts = {m["text"] for m in c.get("/v1/subjects/qq:10001/memories").json()["items"]}
+    assert texts == {m["text"] for m in doc["memories"]}
+    assert c.delete("/v1/subjects/tg:42").json() == {"subject": "tg:42", "forgotten": 2}
+    assert c.get("/v1/subjects/tg:42/memories").json()["total"] == 0
+    again = c.post("/v1/subjects/tg:42/import", json=doc).json()["results"]
+    assert {x["action"] for x in again} == {"rejected"} and {x["reason"] for x in again} == {"tombstone"}
+
+
+def test_reads_that_name_a_group_show_only_what_was_learned_there(app):
+    """Disclosure: a memory said in private is not listed, fetched or searched for a group chat;
+    one said in the group is, and not in another group."""
+    c = client_for(app, REMOTE, new_key(app))
+    c.post("/v1/subjects/tg:42/memories", json={"messages": [{"text": "我的生日是五月三号"}]})
+    r = c.post("/v1/subjects/tg:42/memories", json={"chat": "tg:group:-100", "messages": [{"text": EN_FACT}]})
+    assert r.status_code == 200, r.text
+    group = c.get("/v1/subjects/tg:42/memories", params={"chat": "tg:group:-100"}).json()
+    assert [m["text"] for m in group["items"]] == [r.json()["results"][0]["memory"]["text"]]
+    private_id = next(m["id"] for m in c.get("/v1/subjects/tg:42/memories").json()["items"] if "生日" in m["text"])
+    assert c.get(f"/v1/subjects/tg:42/memories/{private_id}", params={"chat": "tg:group:-100"}).status_code == 404
+    assert c.get("/v1/subjects/tg:42/memories", params={"chat": "tg:group:-200"}).json()["total"] == 0
+    hits = c.post("/v1/subjects/tg:42/search", json={"query": "生日", "chat": "tg:group:-100"}).json()["hits"]
+    assert all("生日" not in h["memory"]["text"] for h in hits)
+    assert c.get("/v1/subjects/tg:42/memories", params={"chat": "tg:nonsense"}).status_code == 400
+
+
+def test_recollection_and_the_bots_own_reply_in_the_tail(app):
+    """The caller's flow: capture → recollection (sources, prompt block) → its own model's reply recorded →
+    the next recollection over the stored tail carries that reply as the assistant's line."""
+    c = client_for(app, REMOTE, new_key(app))
+    chat = "tg:private:42"
+    r = c.post("/v1/subjects/tg:42/memories", json={"chat": chat, "messages": [{"text": ZH_FACT, "message_id": "1"}]})
+    mid = r.json()["results"][0]["memory"]["id"]
+    rec = c.post("/v1/subjects/tg:42/recollection", json={"chat": chat, "tail": [
+        {"text": "你还记得我的猫吗？"}]}).json()
+    assert rec["sources"] == [mid] and "煤球" in rec["recollection"] and rec["hits"][0]["memory"]["id"] == mid
+    assert rec["prompt"][0]["role"] == "system" and "煤球" in rec["prompt"][0]["content"]
+    assert rec["prompt"][-1] == {"role": "user", "content": "你还记得我的猫吗？"}
+    assert c.post("/v1/subjects/tg:42/replies", json={"text": "当然记得煤球！"}).json() == {"chat": chat, "recorded": True}
+    again = c.post("/v1/subjects/tg:42/recollection", json={"chat": chat}).json()
+    assert {"role": "assistant", "content": "当然记得煤球！"} in again["prompt"]
+    assert again["sources"] == [mid]
+
+
+def test_writes_to_a_chat_must_be_the_subjects_own(app):
+    """A private chat of someone else, a chat on another platform: 400; a member key writing a group tail: 403."""
+    admin = client_for(app, REMOTE, new_key(app))
+    assert admin.post("/v1/subjects/tg:42/replies", json={"text": "hi", "chat": "tg:private:43"}).status_code == 400
+    assert admin.post("/v1/subjects/tg:42/replies", json={"text": "hi", "chat": "qq:private:42"}).status_code == 400
+    member = client_for(app, REMOTE, new_key(app, scope="member", subject="tg:42"))
+    assert member.post("/v1/subjects/tg:42/replies", json={"text": "hi", "chat": "tg:group:-1"}).status_code == 403
+    assert member.post("/v1/subjects/tg:42/replies", json={"text": "hi"}).status_code == 200
+    group = {"chat": "tg:group:-1", "messages": [{"text": "我喜欢猫"}]}
+    assert member.post("/v1/subjects/tg:42/memories", json=group).status_code == 403
+    assert admin.post("/v1/subjects/tg:42/memories", json=group).status_code == 200
+
+
+def test_a_member_key_does_not_read_a_groups_stored_tail(app):
+    """Other people's lines in a group tail stay out of a member key's recollection prompt; an admin key sees them."""
+    admin = client_for(app, REMOTE, new_key(app))
+    admin.post("/v1/subjects/tg:43/memories", json={"chat": "tg:group:-1", "messages": [
+        {"text": "我下周去东京出差", "sender_name": "小王"}]})
+    member = client_for(app, REMOTE, new_key(app, scope="member", subject="tg:42"))
+    assert member.post("/v1/subjects/tg:42/recollection", json={"chat": "tg:group:-1"}).status_code == 403
+    own_tail = member.post("/v1/subjects/tg:42/recollection", json={"chat": "tg:group:-1", "tail": [{"text": "hi"}]})
+    assert own_tail.status_code == 200 and "东京" not in own_tail.text
+    seen = admin.post("/v1/subjects/tg:42/recollection", json={"chat": "tg:group:-1"}).json()
+    assert any("东京" in m["content"] for m in seen["prompt"])
+
+
+@pytest.mark.parametrize("subject", ["tg:42' OR 1=1", "TG:42", "tg:", "tg:42%00", "群:42", "x" * 200])
+def test_subjects_outside_the_namespace_pattern_are_400(app, subject):
+    """A subject that is not a Namespace subject answers 400 with the reason, nothing looked up."""
+    r = client_for(app, REMOTE, new_key(app)).get(f"/v1/subjects/{subject}/memories")
+    assert r.status_code == 400 and r.json()["error"] == "RequestValidationError"
+
+
+def test_keys_cli_creates_lists_and_revokes(tmp_path, monkeypatch):
+    """huiyi keys create prints a key once (stored only as a digest), list shows it, revoke refuses it."""
+    from gateway.cli import app as cli
+    from memory.store import Store
+
+    runner = CliRunner()
+    r = runner.invoke(cli, ["keys", "create", "--tenant", "default", "--scope", "member", "--subject", "tg:42",
+                            "--label", "阿杰的手机"])
+    assert r.exit_code == 0, r.output
+    key = re.search(r"hy_[0-9a-f]{12}_\S{43}", r.output).group(0)
+    key_id = key.split("_")[1]
+    listed = runner.invoke(cli, ["keys", "list", "--tenant", "default"]).output
+    assert key_id in listed and "tg:42" in listed and "阿杰的手机" in listed and key not in listed
+    s = Store(load_settings().db_url)
+    try:
+        assert s.verify_api_key(key).subject == "tg:42"
+        assert runner.invoke(cli, ["keys", "revoke", key_id, "--tenant", "other"]).exit_code == 1
+        assert runner.invoke(cli, ["keys", "revoke", key_id, "--tenant", "default"]).exit_code == 0
+        assert s.verify_api_key(key) is None
+    finally:
+        s.close()
+    assert runner.invoke(cli, ["keys", "create", "--tenant", "nobody"]).exit_code == 2
+    assert runner.invoke(cli, ["keys", "create", "--scope", "member"]).exit_code == 2
+    assert runner.invoke(cli, ["keys", "create", "--scope", "owner"]).exit_code == 2
+
+
+def test_nul_characters_are_dropped_and_a_bad_import_writes_nothing(app):
+    """NUL in a captured line is dropped (PostgreSQL refuses it); an import with one malformed origin
+    answers 400 and stores none of its memories."""
+    c = client_for(app, REMOTE, new_key(app))
+    r = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": "我喜欢\x00猫"}]})
+    assert r.json()["results"][0]["memory"]["text"] == "我喜欢猫"
+    assert c.post("/v1/subjects/tg:42/memories", json={"messages": [{"text": "\x00"}]}).status_code == 400
+    doc = {"memories": [{"id": "a", "text": "I like tea"}, {"id": "b", "text": "我住在上海", "origin": "not a chat"}]}
+    r = c.post("/v1/subjects/tg:44/import", json=doc)
+    assert r.status_code == 400 and r.json()["error"] == "NamespaceError"
+    assert c.get("/v1/subjects/tg:44/memories").json()["total"] == 0
+
+
+def test_a_json_body_is_read_whatever_its_content_type(app):
+    """curl -d labels JSON as form-urlencoded; /v1 reads a JSON object anyway (as /v1/turns always did),
+    and a body that is not JSON is 400."""
+    c = client_for(app, REMOTE, new_key(app))
+    body = '{"messages": [{"text": "我喜欢喝乌龙茶"}]}'.encode()
+    for ctype in ("application/x-www-form-urlencoded", "text/plain", None):
+        headers = {"content-type": ctype} if ctype else {}
+        r = c.post("/v1/subjects/tg:42/memories", content=body, headers=headers)
+        assert r.status_code == 200, (ctype, r.text)
+    r = c.post("/v1/subjects/tg:42/memories", content=b"messages=hi", headers={"content-type": "text/plain"})
+    assert r.status_code == 400 and r.json()["error"] == "BadPayload"
