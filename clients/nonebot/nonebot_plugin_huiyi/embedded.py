@@ -24,7 +24,8 @@ wherever the bot runs.
 ``locales``): the gateway's code is the top-level packages of those names, and
 Python has one module per name. When the bot's file comes first on
 ``sys.path`` (the bot's directory, as usual), the gateway cannot be imported
-beside it; ``check_packages`` finds this before anything is imported and the
+beside it; ``check_packages`` (``huiyi_client.embedded``, shared with the
+aiogram embedding) finds this before anything is imported and the
 plugin refuses to load with ``EmbeddingBlocked`` naming the file (NoneBot logs
 it; the bot's own ``memory`` module is left untouched). Rename the bot's
 module, or run the gateway as its own process and use remote mode, which
@@ -35,47 +36,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import logging
 from pathlib import Path
 from typing import Any
+
+from huiyi_client.embedded import EmbeddingBlocked, check_packages
 
 __all__ = ["EmbeddingBlocked", "check_packages", "settings_overrides", "start", "stop", "running_pipeline"]
 
 log = logging.getLogger(__name__)
 
-#: The gateway's top-level packages and a file each must contain (how ours is told from a bot's module).
-PACKAGES = {"memory": "core.py", "gateway": "pipeline.py", "bridges": "contract.py", "locales": "__init__.py"}
-
 _state: dict[str, Any] = {"pipeline": None, "task": None, "bridge": None}
 _lock = asyncio.Lock()
-
-
-class EmbeddingBlocked(RuntimeError):
-    """Embedded mode cannot run in this process: the gateway is not installed, or a
-    module of the bot shadows one of its top-level packages (``str()`` says which
-    and what to do)."""
-
-
-def check_packages() -> None:
-    """Raise EmbeddingBlocked unless ``memory``, ``gateway``, ``bridges`` and
-    ``locales`` resolve to huiyi's packages. Imports nothing (``find_spec`` on
-    top-level names only reads ``sys.path``, or ``sys.modules`` for a module
-    already imported)."""
-    for name, marker in PACKAGES.items():
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError) as exc:
-            raise EmbeddingBlocked(f"huiyi embedded mode: cannot look up package {name!r}: {exc}") from exc
-        if spec is None:
-            raise EmbeddingBlocked("huiyi embedded mode needs the gateway installed (pip install huiyi); "
-                                   "or set HUIYI_MODE=remote and HUIYI_URL to a running gateway")
-        places = list(spec.submodule_search_locations or [])
-        if not any((Path(p) / marker).is_file() for p in places):
-            raise EmbeddingBlocked(
-                f"huiyi embedded mode: {spec.origin or name!s} shadows huiyi's top-level package {name!r} "
-                f"(the gateway's code is the packages memory, gateway, bridges and locales); rename the bot's "
-                f"module, or run the gateway on its own and set HUIYI_MODE=remote")
 
 
 def settings_overrides(config: Any, data_dir: Path | None) -> dict[str, Any]:
