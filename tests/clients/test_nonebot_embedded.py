@@ -92,6 +92,7 @@ async def test_a_private_message_is_answered_and_captured_in_process(app: App, e
     llm.enqueue("记住啦，你最爱喝珍珠奶茶🧋")
     await run(app, event([{"type": "text", "data": {"text": "我最爱喝珍珠奶茶🧋！"}}], mid=21),
               Message(MessageSegment.text("记住啦，你最爱喝珍珠奶茶🧋")))
+    assert await pipeline.drain(timeout=30)  # the capture runs after the reply
     texts = [m.text for m in pipeline.core.list(Namespace("default", "qq:5151"))]
     assert texts == ["我最爱喝珍珠奶茶🧋！"]
 
@@ -99,9 +100,11 @@ async def test_a_private_message_is_answered_and_captured_in_process(app: App, e
 async def test_a_group_mention_gets_a_reply_that_quotes_it_and_recollects(app: App, embedded, llm):
     """@bot in a group: the fact is captured; a later @bot question is answered as a reply, and the prompt the
     model received carries the recollection of the fact (English and Chinese mixed)."""
+    pipeline, _ = embedded
     llm.enqueue("OK, noted")
     await run(app, event([{"type": "at", "data": {"qq": SELF_ID}}, {"type": "text", "data": {"text": " I live in 杭州 now"}}],
                          group=321, mid=22), MessageSegment.reply(22) + MessageSegment.text("OK, noted"))
+    assert await pipeline.drain(timeout=30)
     llm.enqueue("你住在杭州呀")
     await run(app, event([{"type": "at", "data": {"qq": SELF_ID}}, {"type": "text", "data": {"text": " 我住在哪里？Where do I live?"}}],
                          group=321, mid=23), MessageSegment.reply(23) + MessageSegment.text("你住在杭州呀"))
@@ -117,6 +120,7 @@ async def test_maintenance_runs_in_the_background_and_stops_at_shutdown(app: App
     pipeline, _ = embedded
     llm.enqueue("好的")
     await run(app, event([{"type": "text", "data": {"text": "My cat is called Mochi 麻糬"}}], mid=24), Message(MessageSegment.text("好的")))
+    assert await pipeline.drain(timeout=30)
     assert pipeline.core.list(Namespace("default", "qq:5151"))
     task = mode._state["task"]
     deadline = time.monotonic() + 30
