@@ -184,3 +184,21 @@ def test_the_plugins_variables_in_the_environment_leave_the_gateways_settings_lo
     with pytest.raises(ConfigError, match="HUIYI_MODEL: unknown key"):
         load_settings()
 
+
+def test_the_plugins_config_becomes_the_embedded_gateways_settings(tmp_path, monkeypatch):
+    """huiyi_data_dir beats the localstore directory, huiyi_config names the TOML (its tenant and persona are
+    read), huiyi_tenant becomes the OneBot default tenant while the environment's OneBot token is kept."""
+    from gateway.config import load_settings
+    from nonebot_plugin_huiyi import Config
+    from nonebot_plugin_huiyi.embedded import settings_overrides
+
+    toml = tmp_path / "huiyi.toml"
+    toml.write_text('[tenants.mochi]\npersona_name = "小桃"\nlanguage = "zh_CN"\n', encoding="utf-8")
+    monkeypatch.setenv("HUIYI_ONEBOT__ACCESS_TOKEN", "tok-令牌")
+    cfg = Config(huiyi_mode="embedded", huiyi_data_dir=tmp_path / "mine", huiyi_config=toml, huiyi_tenant="mochi")
+    settings = load_settings(**settings_overrides(cfg, tmp_path / "localstore"))
+    assert settings.data_dir == tmp_path / "mine" and settings.tenant("mochi").persona_name == "小桃"
+    assert settings.onebot.default_tenant == "mochi" and settings.onebot.access_token == "tok-令牌"
+    bare = load_settings(**settings_overrides(Config(huiyi_mode="embedded"), tmp_path / "localstore"))
+    assert bare.data_dir == tmp_path / "localstore" and bare.onebot.default_tenant == "default"
+

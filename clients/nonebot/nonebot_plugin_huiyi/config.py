@@ -21,7 +21,8 @@ class Config(BaseModel):
     #: An API key of the gateway (``huiyi keys create --tenant T``; an admin key, the bot relays everyone):
     #: ``HUIYI_API_KEY=hy_…``. Unset only for a keyless gateway on the bot's own machine.
     huiyi_api_key: str | None = None
-    #: The tenant (default: the key's), ``HUIYI_TENANT=mochi``.
+    #: The tenant (remote: default the key's; embedded: for a bot no tenant's ``qq.self_ids`` lists, default
+    #: ``default``), ``HUIYI_TENANT=mochi``.
     huiyi_tenant: str | None = None
     #: Seconds per gateway call (the turn includes the model's reply), ``HUIYI_TIMEOUT=30``.
     huiyi_timeout: float = Field(default=30.0, gt=0)

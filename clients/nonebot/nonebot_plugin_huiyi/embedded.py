@@ -53,10 +53,15 @@ _lock = asyncio.Lock()
 def settings_overrides(config: Any, data_dir: Path | None) -> dict[str, Any]:
     """Keyword overrides for ``gateway.config.load_settings`` from the plugin's
     ``Config``: ``data_dir`` (``huiyi_data_dir``, else ``data_dir`` — the
-    localstore directory) and ``config`` (``huiyi_config``) when set."""
+    localstore directory), ``config`` (``huiyi_config``) and the tenant of a bot
+    that no tenant's ``qq.self_ids`` lists (``huiyi_tenant`` as
+    ``onebot.default_tenant``; the other OneBot settings still come from the
+    environment and the file: pydantic-settings merges key by key)."""
     out: dict[str, Any] = {"data_dir": config.huiyi_data_dir or data_dir}
     if config.huiyi_config is not None:
         out["config"] = config.huiyi_config
+    if config.huiyi_tenant:
+        out["onebot"] = {"default_tenant": config.huiyi_tenant}
     return {k: v for k, v in out.items() if v is not None}
 
 
