@@ -1,7 +1,7 @@
 """Embedded mode of nonebot_plugin_huiyi: the gateway's core inside the bot's process.
 
-``HUIYI_MODE=embedded`` in the bot's ``.env`` (and ``pip install huiyi``, the
-gateway with its stores and embedder). Nothing is duplicated here: the OneBot
+``HUIYI_MODE=embedded`` in the bot's ``.env``, with the gateway installed (the
+huiyi repository, ``pip install .``: its stores and embedder). Nothing is duplicated here: the OneBot
 v11 handling is the gateway's own bridge plugin (``bridges.qq.huiyi_plugin``,
 loaded with ``require``: parsing, @-mentions and replies, withdrawals,
 duplicates, ``/memory``), the pipeline is built by ``gateway.service`` and
