@@ -54,6 +54,10 @@ SECRET = {"secret": True}
 _STRICT = ConfigDict(extra="forbid")
 #: ``HUIYI_`` variables that are not settings: the test-suite's own.
 _NOT_SETTINGS = ("HUIYI_TEST_",)
+#: ``HUIYI_`` variables of nonebot_plugin_huiyi's ``Config`` (NoneBot reads a bot's environment as well as its
+#: ``.env``), which name no gateway setting: a bot that exports them can still embed the gateway.
+#: ``HUIYI_DATA_DIR`` and ``HUIYI_CONFIG`` are shared and mean the same on both sides.
+_PLUGIN_KEYS = frozenset({"HUIYI_MODE", "HUIYI_URL", "HUIYI_API_KEY", "HUIYI_TENANT", "HUIYI_TIMEOUT", "HUIYI_REPLY"})
 
 
 class ConfigError(ValueError):
@@ -410,7 +414,7 @@ class _StrictEnv(EnvSettingsSource):
         known = {prefix + name.upper() for name in self.settings_cls.model_fields}
         for var in self.env_vars:
             name = var.upper()
-            if (name.startswith(prefix) and not name.startswith(_NOT_SETTINGS)
+            if (name.startswith(prefix) and not name.startswith(_NOT_SETTINGS) and name not in _PLUGIN_KEYS
                     and name.split("__")[0] not in known and self.env_vars[var] != ""):
                 data[name.lower()] = self.env_vars[var]
         return data

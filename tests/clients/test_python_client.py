@@ -36,7 +36,8 @@ def _settings():
 
 
 #: Optional integrations of the client and the one framework each may import besides the client.
-EXTRAS = {"aiogram.py": {"aiogram"}}
+#: embedded.py runs the gateway itself in the process, imported only when called (huiyi_client.embedded).
+EXTRAS = {"aiogram.py": {"aiogram"}, "embedded.py": {"gateway"}}
 
 
 def test_the_client_imports_only_httpx_and_the_standard_library():

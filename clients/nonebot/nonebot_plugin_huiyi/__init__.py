@@ -1,6 +1,6 @@
-"""nonebot_plugin_huiyi: a NoneBot2 bot's messages through a running huiyi gateway.
+"""nonebot_plugin_huiyi: a NoneBot2 bot's messages through huiyi, remote or embedded.
 
-Remote mode: every text message event of the OneBot v11 adapter becomes a
+Remote mode (``HUIYI_MODE=remote``, the default): every text message event of the OneBot v11 adapter becomes a
 turn of the gateway (``POST /v1/turns`` through ``huiyi_client``): the gateway
 recalls, builds the recollection and prompt, asks the tenant's model, captures
 the message, and its reply is sent back (in a group as a reply to the person's
@@ -9,6 +9,12 @@ platform. The memory, its maintenance and its heavy dependencies stay in the
 gateway; this plugin imports only NoneBot, the adapter and the client — no
 top-level ``memory`` or ``gateway`` package, so it loads in a bot that has a
 ``memory.py`` of its own.
+
+Embedded mode (``HUIYI_MODE=embedded``): the gateway's core runs in the bot's
+process, with the gateway's own bridge plugin answering; see ``.embedded``
+(data under ``nonebot_plugin_localstore``, maintenance as a background task,
+and why a bot with its own ``memory.py`` cannot embed it). The mode is read
+once, when the plugin loads.
 
 Configuration comes from the bot's ``.env`` (``get_plugin_config``; ``Config``).
 The matcher does not block: other plugins see every message. A gateway that
@@ -28,9 +34,13 @@ from huiyi_client import AsyncHuiyi, HuiyiError
 
 from .config import Config
 
-__all__ = ["Config", "turn_message", "client"]
+__all__ = ["Config", "turn_message", "client", "MODE", "HOMEPAGE"]
 
 log = logging.getLogger(__name__)
+
+#: Where the plugin is documented (the huiyi repository's README, section "NoneBot2 plugin"); the repository
+#: has no public address yet: set it here when it is published.
+HOMEPAGE = "https://github.com/huiyi-gateway/huiyi#nonebot2-plugin"
 
 __plugin_meta__ = PluginMetadata(
     name="huiyi 回忆",
@@ -38,9 +48,18 @@ __plugin_meta__ = PluginMetadata(
     usage="Talk to the bot in private, or @-mention / reply to it in a group. "
           "/memory (or /记忆) help | list | search | edit | forget | export manages what it remembers.",
     type="application",
+    homepage=HOMEPAGE,
     config=Config,
     supported_adapters={"~onebot.v11"},
 )
+
+#: The mode this process runs, read once when the plugin loads.
+MODE = get_plugin_config(Config).huiyi_mode
+
+if MODE == "embedded":
+    from . import embedded
+
+    embedded.setup()  # EmbeddingBlocked stops the plugin from loading, with the reason
 
 _clients: dict[tuple[str, str | None, str | None, float], AsyncHuiyi] = {}
 
@@ -85,6 +104,8 @@ turns = on_message(priority=50, block=False)
 
 @turns.handle()
 async def _on_message(bot: Bot, event: MessageEvent) -> None:
+    if MODE != "remote":  # embedded: the gateway's bridge plugin answers
+        return
     msg = turn_message(event)
     if msg is None:
         return
