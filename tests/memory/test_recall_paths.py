@@ -143,3 +143,34 @@ def test_data_root_of_the_previous_version_opens_and_upgrades(tmp_path, embedder
     assert [h.memory.id for h in core.recall(ns, ["咖啡"], params=RecallParams(exact_max=0))] == [mid]
     core.close()
 
+
+
+def test_an_index_of_older_tokens_is_rebuilt_with_the_current_ones(tmp_path, embedder):
+    """An index whose full-text column holds another tokenizer version's tokens
+    (unstemmed English, version 1) is dropped and re-made from SQL at open, so the
+    index path finds "painted" for "paint" like the exact path does."""
+    import json
+
+    from memory.core import MemoryCore
+    from memory.index import SearchIndex
+    from memory.store import Store
+    from memory.text import TOKENS_VERSION
+
+    ns = Namespace("default", "tg:11")
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 'h.db'}"), SearchIndex(tmp_path / "index", embedder))
+    core.add(ns, core.new(ns, "I painted a sunset by the lake"))
+    core.add(ns, core.new(ns, "我养了一只叫煤球的黑猫"))
+    core.close()
+    meta = tmp_path / "index" / "index_meta.json"
+    assert json.loads(meta.read_text())["tokens"] == TOKENS_VERSION
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "tokens": TOKENS_VERSION - 1}))
+
+    index = SearchIndex(tmp_path / "index", embedder)
+    assert index.needs_rebuild and index.count() == 0
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 'h.db'}"), index)
+    try:
+        assert index.count() == 2 and json.loads(meta.read_text())["tokens"] == TOKENS_VERSION
+        hits = core.recall(ns, ["What did I paint?"], params=RecallParams(exact_max=0, channels=("bm25",)))
+        assert [h.memory.text for h in hits] == ["I painted a sunset by the lake"]
+    finally:
+        core.close()
