@@ -33,10 +33,11 @@ import math
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, timedelta
 
 import numpy as np
 
+from memory.dates import query_period
 from memory.index import SearchIndex
 from memory.scoring import DEFAULT_PARAMS, ScoringParams, final
 from memory.scoring import score as default_score
@@ -61,6 +62,8 @@ VECTOR_WEIGHT = 1.0
 e5-small at k = 5: vector weight 0.5 / 1.0 / 1.5 → any@10 0.679 / 0.684 / 0.679
 (per conversation), 0.686 / 0.689 / 0.691 (per speaker); equal weights kept."""
 BM25_FLOOR = 0.0
+TIME_WEIGHT = 1.0
+"""Weight of the time channel in the fused RRF (see ``RecallParams.time_weight``)."""
 TAIL_DECAY = 0.5
 EXACT_MAX = 1024
 """Namespaces with at most this many live memories are searched exactly in
@@ -103,6 +106,12 @@ class RecallParams:
     the lowering off. The strict floor is what makes an unrelated
     question recall nothing; where BM25 already found the topic, vectors may
     add the paraphrases the words miss.
+    ``time_weight``: the weight of the time channel (0 turns it off): when the
+    latest line names a period (``memory.dates.query_period``: "in May",
+    「上个月」, "on February 7, 2022"), the fused candidates said in that period
+    or whose event falls in it (one day of slack at each end for time zones)
+    form a third ranked list, in their fused order, so that of two relevant
+    memories the one from the named time comes first; it adds no candidate.
     ``scoring``: the rescoring constants (None: ``memory.scoring.DEFAULT_PARAMS``)."""
 
     k: int = 8
@@ -116,6 +125,7 @@ class RecallParams:
     bm25_floor: float = BM25_FLOOR
     vector_floor: float | None = None
     matched_vector_floor: float | None = None
+    time_weight: float = TIME_WEIGHT
     scoring: ScoringParams | None = None
 
 
@@ -205,8 +215,9 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     pipeline degrades to no recollection).
     """
     ranked, small = channel_hits(store, index, ns, tail, chat=chat, params=params)
-    fused = rrf_fuse({c: [m for m, _ in hits] for c, hits in ranked.items()}, params.rrf_k,
-                     {"bm25": params.bm25_weight, "vector": params.vector_weight})
+    lists = {c: [m for m, _ in hits] for c, hits in ranked.items()}
+    weights = {"bm25": params.bm25_weight, "vector": params.vector_weight, "time": params.time_weight}
+    fused = rrf_fuse(lists, params.rrf_k, weights)
     if not fused:
         return []
     if small is not None:  # the rows are at hand: build only the candidates
@@ -215,6 +226,13 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     else:
         memories = store.get_many(ns, [m for m, _, _ in fused])
     now = now or utcnow()
+    if params.time_weight > 0:
+        latest = next((t for t in reversed(tail) if t and has_content(t)), "")
+        period = query_period(latest, now)
+        if period is not None:
+            inside = [m for m, _, _ in fused if m in memories and _said_in(memories[m], period)]
+            if inside:
+                fused = rrf_fuse({**lists, "time": inside}, params.rrf_k, weights)
     sp = params.scoring or DEFAULT_PARAMS
     if scorer is None:
         def scorer(rrf: float, mem: Memory, at: datetime, valence: float) -> ScoreParts:
@@ -228,6 +246,14 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         out.append(Hit(memory=mem, score=final(parts, sp), ranks=ranks, parts=parts))
     out.sort(key=lambda h: (-h.score, h.memory.id))
     return out[: params.k]
+
+
+def _said_in(mem: Memory, period: tuple[date, date]) -> bool:
+    """True when ``mem`` was said (``created_at``) or its event falls
+    (``event_time``) within ``period`` (inclusive days), give or take one day:
+    the period is in the tenant's zone, the times in UTC."""
+    lo, hi = period[0] - timedelta(days=1), period[1] + timedelta(days=1)
+    return any(t is not None and lo <= t.date() <= hi for t in (mem.created_at, mem.event_time))
 
 
 def _query_terms(lines: Sequence[str], weights: Sequence[float]) -> dict[str, float]:
