@@ -255,7 +255,8 @@ _PERIODS: list[tuple[str, re.Pattern[str]]] = [
     ("md", re.compile(r"\b" + _MON + r"\s+" + _ORD + r"\b(?!\s*,?\s*\d)")),
     ("dm", re.compile(r"\b" + _ORD + r"\s+(?:of\s+)?" + _MON + r"\b")),
     ("zh_md", re.compile(r"(?<![\d年])(\d{1,2}|[一二三四五六七八九十]{1,3})\s*月\s*(\d{1,2}|[一二三四五六七八九十]{1,3})\s*[日号]")),
-    ("m", re.compile(r"\b(?:in|during|of|since|until|early|late|mid|mid-|last|this|around)\s+" + _MON + r"\b(?!\s+\d)")),
+    ("m", re.compile(r"\b(?:in|during|of|since|until|early|late|mid|mid-|last|this|around)\s+" + _MON
+                     + r"\b(?!\s+\d)")),
     ("zh_m", re.compile(r"(?<![\d年])(\d{1,2}|[一二三四五六七八九十]{1,3})\s*月份?(?![\d日号])")),
     ("y", re.compile(r"(?:\b(?:in|during|of|since)\s+" + _YEAR + r"\b|(?<!\d)" + _YEAR + r"\s*年(?!\s*\d))")),
 ]
@@ -306,7 +307,8 @@ def _period_of(kind: str, g: tuple, today: date) -> tuple[date, date] | None:
     return date(year, 1, 1), date(year, 12, 31)
 
 
-_GRAIN_RE = (("year", re.compile(r"年|\byears?\b", re.IGNORECASE)), ("month", re.compile(r"月|\bmonths?\b", re.IGNORECASE)),
+_GRAIN_RE = (("year", re.compile(r"年|\byears?\b", re.IGNORECASE)),
+             ("month", re.compile(r"月|\bmonths?\b", re.IGNORECASE)),
              ("week", re.compile(r"(?:周|星期|礼拜)(?![一二三四五六日天1-7末])|\bweeks?\b", re.IGNORECASE)))
 
 
