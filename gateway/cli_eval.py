@@ -193,7 +193,8 @@ def recall_eval(
     = "/tmp/huiyi-eval-cache",
     param: Annotated[list[str] | None, typer.Option(help="override a recall default, NAME=VALUE (repeatable): "
                                                          "rrf_k, candidates, tail, exact_max, bm25_weight, "
-                                                         "vector_weight, bm25_floor, vector_floor, "
+                                                         "vector_weight, time_weight, bm25_full_coverage, "
+                                                         "bm25_floor, vector_floor, "
                                                          "matched_vector_floor, rescore_strength")] = None,
 ) -> None:
     """Recall quality of the real MemoryCore.recall on a public dataset: any@k / all@k / MRR per
@@ -312,7 +313,8 @@ def recall_params(overrides: list[str]):
             params = replace(params, scoring=ScoringParams(rescore_strength=float(value)))
         elif name in ("rrf_k", "candidates", "tail", "exact_max", "k"):
             params = replace(params, **{name: int(value)})
-        elif name in ("bm25_weight", "vector_weight", "bm25_floor", "vector_floor", "matched_vector_floor") \
+        elif name in ("bm25_weight", "vector_weight", "time_weight", "bm25_full_coverage", "bm25_floor",
+                      "vector_floor", "matched_vector_floor") \
                 and name in names:
             params = replace(params, **{name: float(value)})
         else:

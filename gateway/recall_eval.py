@@ -488,8 +488,11 @@ def ingest(core, suite: Suite, mode: str = "raw") -> dict[str, str]:
             ns = suite.namespace(world)
             for d in docs:
                 if mode == "raw":
-                    mem = core.new(ns, d.memory_text, key=f"eval:{d.key}", source_message_id=d.key,
-                                   created_at=d.said_at)
+                    # an id derived from the doc, not a random one: BM25 and cosine ties
+                    # break by id, and random ids made two runs of one setting differ
+                    mem = replace(core.new(ns, d.memory_text, key=f"eval:{d.key}", source_message_id=d.key,
+                                           created_at=d.said_at),
+                                  id=hashlib.sha256(f"{world}|{d.key}".encode()).hexdigest()[:12])
                     res = core.add(ns, mem, said_at=d.said_at)
                     results = [res]
                 else:

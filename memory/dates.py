@@ -32,7 +32,7 @@ from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
-__all__ = ["When", "resolve_when", "zone", "DEFAULT_TZ"]
+__all__ = ["When", "resolve_when", "query_period", "zone", "DEFAULT_TZ"]
 
 DEFAULT_TZ = "Asia/Shanghai"
 
@@ -236,3 +236,118 @@ def resolve_when(text: str, said_at: datetime, tz: str | tzinfo | None = DEFAULT
         local_midnight = datetime.combine(day, time(0), tzinfo=tzi)
         return When(day=day, at=local_midnight.astimezone(timezone.utc), span=(start, m.end()), relative=relative)
     return None
+
+
+_MONTHS_EN = {"jan": 1, "january": 1, "feb": 2, "february": 2, "mar": 3, "march": 3, "apr": 4, "april": 4, "may": 5,
+              "jun": 6, "june": 6, "jul": 7, "july": 7, "aug": 8, "august": 8, "sep": 9, "sept": 9, "september": 9,
+              "oct": 10, "october": 10, "nov": 11, "november": 11, "dec": 12, "december": 12}
+# Capitalised only: "may", "march", "sat" are ordinary words in lower case.
+_MON = r"(Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|" \
+       r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
+_ORD = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"((?:19|20)\d{2})"
+_PERIODS: list[tuple[str, re.Pattern[str]]] = [
+    ("ymd", re.compile(r"(?<!\d)" + _YEAR + r"\s*(?:年|-|/)\s*(\d{1,2})\s*(?:月|-|/)\s*(\d{1,2})(?!\d)")),
+    ("mdy", re.compile(r"\b" + _MON + r"\s+" + _ORD + r",?\s+" + _YEAR + r"\b")),
+    ("dmy", re.compile(r"\b" + _ORD + r"\s+(?:of\s+)?" + _MON + r",?\s+" + _YEAR + r"\b")),
+    ("ym", re.compile(r"(?<!\d)" + _YEAR + r"\s*年\s*(\d{1,2}|[一二三四五六七八九十]{1,3})\s*月(?!\s*\d{1,2}\s*[日号])")),
+    ("my", re.compile(r"\b" + _MON + r",?\s+(?:of\s+)?" + _YEAR + r"\b")),
+    ("md", re.compile(r"\b" + _MON + r"\s+" + _ORD + r"\b(?!\s*,?\s*\d)")),
+    ("dm", re.compile(r"\b" + _ORD + r"\s+(?:of\s+)?" + _MON + r"\b")),
+    ("zh_md", re.compile(r"(?<![\d年])(\d{1,2}|[一二三四五六七八九十]{1,3})\s*月\s*(\d{1,2}|[一二三四五六七八九十]{1,3})\s*[日号]")),
+    ("m", re.compile(r"\b(?:in|during|of|since|until|early|late|mid|mid-|last|this|around)\s+" + _MON
+                     + r"\b(?!\s+\d)")),
+    ("zh_m", re.compile(r"(?<![\d年])(\d{1,2}|[一二三四五六七八九十]{1,3})\s*月份?(?![\d日号])")),
+    ("y", re.compile(r"(?:\b(?:in|during|of|since)\s+" + _YEAR + r"\b|(?<!\d)" + _YEAR + r"\s*年(?!\s*\d))")),
+]
+
+
+def _month_end(year: int, month: int) -> date:
+    return _add_months(date(year, month, 1), 1) - timedelta(days=1)
+
+
+def _latest(today: date, month: int, day: int | None = None) -> date:
+    """The latest ``month`` (and ``day``) not after ``today``: "in May" asked in
+    March 2024 is May 2023."""
+    year = today.year if (month, day or 1) <= (today.month, today.day) else today.year - 1
+    return date(year, month, day or 1)
+
+
+def _month_of(token: str) -> int | None:
+    n = _MONTHS_EN.get(token.lower().rstrip(".")) if token[:1].isalpha() and token.isascii() else _zh_number(token)
+    return n if n is not None and 1 <= n <= 12 else None
+
+
+def _period_of(kind: str, g: tuple, today: date) -> tuple[date, date] | None:
+    if kind == "ymd":
+        d = date(int(g[0]), int(g[1]), int(g[2]))
+        return d, d
+    if kind in ("mdy", "dmy"):
+        mon, day = (g[0], g[1]) if kind == "mdy" else (g[1], g[0])
+        d = date(int(g[2]), _MONTHS_EN[mon.lower().rstrip(".")], int(day))
+        return d, d
+    if kind in ("ym", "my"):
+        month = _month_of(g[1] if kind == "ym" else g[0])
+        year = int(g[0] if kind == "ym" else g[1])
+        return (date(year, month, 1), _month_end(year, month)) if month else None
+    if kind in ("md", "dm", "zh_md"):
+        mon, day = (g[0], g[1]) if kind in ("md", "zh_md") else (g[1], g[0])
+        month, d = _month_of(mon), _zh_number(day) if kind == "zh_md" else int(day)
+        if not month or not d:
+            return None
+        day_ = _latest(today, month, d)
+        return day_, day_
+    if kind in ("m", "zh_m"):
+        month = _month_of(g[0])
+        if not month:
+            return None
+        start = _latest(today, month)
+        return start, _month_end(start.year, month)
+    year = int(g[0] or g[1])
+    return date(year, 1, 1), date(year, 12, 31)
+
+
+_GRAIN_RE = (("year", re.compile(r"年|\byears?\b", re.IGNORECASE)),
+             ("month", re.compile(r"月|\bmonths?\b", re.IGNORECASE)),
+             ("week", re.compile(r"(?:周|星期|礼拜)(?![一二三四五六日天1-7末])|\bweeks?\b", re.IGNORECASE)))
+
+
+def query_period(text: str, now: datetime, tz: str | tzinfo | None = DEFAULT_TZ) -> tuple[date, date] | None:
+    """The calendar period a question names, as (first day, last day) inclusive in
+    zone ``tz``, or None: "on February 7, 2022" and 「2022年2月7日」 a day; "in May",
+    "May 2023", 「五月」, 「2023年5月」 a month (a month without a year is its latest
+    occurrence not after ``now``); "in 2022", 「2022年」 a year; and every relative
+    expression of ``resolve_when`` at its own grain: "yesterday"/「昨天」 a day,
+    "last week"/「上周」 that Monday–Sunday, "last month"/「上个月」 that month,
+    "last year"/「去年」 that year. English month names count only capitalised
+    ("may" and "march" are ordinary words). The earliest expression in the text
+    wins. Raises ValueError for an unknown zone name."""
+    if not text:
+        return None
+    tzi = tz if isinstance(tz, tzinfo) else zone(tz)
+    moment = now if now.tzinfo else now.replace(tzinfo=timezone.utc)
+    today = moment.astimezone(tzi).date()
+    found: list[tuple[int, tuple[date, date]]] = []
+    for kind, pattern in _PERIODS:
+        for m in pattern.finditer(text):
+            try:
+                period = _period_of(kind, m.groups(), today)
+            except (ValueError, KeyError):  # 2月30日, month 13
+                period = None
+            if period is not None:
+                found.append((m.start(), period))
+                break
+    when = resolve_when(text, moment, tzi)
+    if when is not None and not any(start <= when.span[0] for start, _ in found):
+        phrase = text[when.span[0]:when.span[1]]
+        grain = next((g for g, rx in _GRAIN_RE if rx.search(phrase)), "day")
+        d = when.day
+        if grain == "year":
+            found.append((when.span[0], (date(d.year, 1, 1), date(d.year, 12, 31))))
+        elif grain == "month":
+            found.append((when.span[0], (d.replace(day=1), _month_end(d.year, d.month))))
+        elif grain == "week":
+            found.append((when.span[0], (_monday(d), _monday(d) + timedelta(days=6))))
+        else:
+            found.append((when.span[0], (d, d)))
+    return min(found)[1] if found else None

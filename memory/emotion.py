@@ -55,12 +55,11 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 import unicodedata
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 
-from memory.text import to_simplified
+from memory.text import stem, to_simplified
 
 __all__ = ["Emotion", "NEUTRAL", "LABELS", "POSITIVE_LABELS", "NEGATIVE_LABELS", "analyse"]
 
@@ -413,22 +412,7 @@ def _normalise(text: str) -> str:
     return to_simplified(unicodedata.normalize("NFKC", text)).lower().translate(_FOLD)
 
 
-_stem_lock = threading.Lock()
-
-
-@cache
-def _stemmer():
-    import Stemmer  # PyStemmer: the Snowball English (Porter2) stemmer in C
-
-    return Stemmer.Stemmer("english", 0)  # 0: no cache of its own, _stem has one
-
-
-@lru_cache(maxsize=16_384)
-def _stem(word: str) -> str:
-    """Snowball English stem of an ASCII word (loved → love, worries → worri).
-    A Stemmer instance holds state and must not be used by two threads at once."""
-    with _stem_lock:
-        return _stemmer().stemWord(word)
+_stem = stem
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,7 @@ import numpy as np
 
 from memory.embed import Embedder
 from memory.errors import NamespaceError, SearchIndexError
+from memory.text import TOKENS_VERSION
 from memory.types import ChatRef, Memory, Namespace, Visibility
 
 if TYPE_CHECKING:
@@ -178,7 +179,8 @@ class SearchIndex:
         p = self._meta_path()
         if p is not None:
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(json.dumps({"model": self.embedder.name, "dim": self.embedder.dim, "schema": SCHEMA}))
+            p.write_text(json.dumps({"model": self.embedder.name, "dim": self.embedder.dim, "schema": SCHEMA,
+                                     "tokens": TOKENS_VERSION}))
 
     def _schema(self):
         import pyarrow as pa
@@ -215,6 +217,11 @@ class SearchIndex:
                 if meta.get("model") != self.embedder.name or dim != self.embedder.dim:
                     log.warning("index: embedder changed (%s/%s → %s/%s); the index will be re-embedded from SQL",
                                 meta.get("model"), dim, self.embedder.name, self.embedder.dim)
+                    self._drop()
+                    self.needs_rebuild = True
+                elif meta.get("tokens", 1) != TOKENS_VERSION:
+                    log.warning("index: full-text tokens of version %s, this huiyi makes %s; it will be rebuilt "
+                                "from SQL", meta.get("tokens", 1), TOKENS_VERSION)
                     self._drop()
                     self.needs_rebuild = True
                 elif "text_hash" not in names:

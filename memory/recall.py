@@ -9,7 +9,10 @@ returned d. A hit enters a channel only above that channel's relevance floor
 cosine when the query shares no word with the person's memories, a lower
 ``matched_vector_floor`` when it does): a question on a topic the person never
 mentioned recalls nothing, and a message without content (「？？？」, 「😂😂」)
-is no query at all.
+is no query at all. The BM25 channel's weight is scaled by how much of the
+question its best hit holds (``bm25_confidence``), and a question that names a
+period ("in May", 「上个月」) adds a time channel: the relevant candidates said
+in that period, in fused order.
 
 Two ways to run the channels, same fusion and scoring after: a namespace of at
 most ``EXACT_MAX`` live memories is searched exactly in process — its rows read
@@ -33,10 +36,11 @@ import math
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, timedelta
 
 import numpy as np
 
+from memory.dates import query_period
 from memory.index import SearchIndex
 from memory.scoring import DEFAULT_PARAMS, ScoringParams, final
 from memory.scoring import score as default_score
@@ -44,7 +48,8 @@ from memory.store import MemoryText, Store, utcnow
 from memory.text import is_cjk, tokens
 from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
-__all__ = ["RecallParams", "recall", "rrf_fuse", "bm25_scores", "channel_hits", "has_content", "word_match", "Scorer",
+__all__ = ["RecallParams", "recall", "rrf_fuse", "bm25_scores", "bm25_confidence", "channel_hits", "has_content",
+           "word_match", "Scorer",
            "EXACT_MAX"]
 
 log = logging.getLogger(__name__)
@@ -61,6 +66,16 @@ VECTOR_WEIGHT = 1.0
 e5-small at k = 5: vector weight 0.5 / 1.0 / 1.5 → any@10 0.679 / 0.684 / 0.679
 (per conversation), 0.686 / 0.689 / 0.691 (per speaker); equal weights kept."""
 BM25_FLOOR = 0.0
+TIME_WEIGHT = 1.0
+BM25_FULL_COVERAGE = 0.3
+"""The IDF-weighted share of the query the best BM25 hit must hold for the
+channel's full weight (``bm25_confidence``). DuLeMon pool (all 57 queries, ids
+fixed), hybrid any@5 / any@10: 0.193 / 0.263 without it, 0.228 / 0.298 at 0.3 —
+no longer under its vector channel (0.228 / 0.281); LoCoMo dev per
+conversation 0.644 / 0.741 without, 0.644 / 0.739 at 0.3. Counting every term
+alike instead of by IDF: 0.228 / 0.298 and 0.636 / 0.735 at 0.5, 0.193 / 0.298
+and 0.644 / 0.741 at 0.3."""
+"""Weight of the time channel in the fused RRF (see ``RecallParams.time_weight``)."""
 TAIL_DECAY = 0.5
 EXACT_MAX = 1024
 """Namespaces with at most this many live memories are searched exactly in
@@ -103,6 +118,15 @@ class RecallParams:
     the lowering off. The strict floor is what makes an unrelated
     question recall nothing; where BM25 already found the topic, vectors may
     add the paraphrases the words miss.
+    ``bm25_full_coverage``: the BM25 channel's weight is scaled by
+    ``bm25_confidence`` of its best hit: the IDF-weighted share of the query that
+    hit holds, over this value (capped at 1; 0 turns the scaling off).
+    ``time_weight``: the weight of the time channel (0 turns it off): when the
+    latest line names a period (``memory.dates.query_period``: "in May",
+    「上个月」, "on February 7, 2022"), the fused candidates said in that period
+    or whose event falls in it (one day of slack at each end for time zones)
+    form a third ranked list, in their fused order, so that of two relevant
+    memories the one from the named time comes first; it adds no candidate.
     ``scoring``: the rescoring constants (None: ``memory.scoring.DEFAULT_PARAMS``)."""
 
     k: int = 8
@@ -116,6 +140,8 @@ class RecallParams:
     bm25_floor: float = BM25_FLOOR
     vector_floor: float | None = None
     matched_vector_floor: float | None = None
+    time_weight: float = TIME_WEIGHT
+    bm25_full_coverage: float = BM25_FULL_COVERAGE
     scoring: ScoringParams | None = None
 
 
@@ -152,11 +178,9 @@ def channel_hits(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence
     first and cut at the channel's relevance floor (BM25 score, cosine
     similarity). Lines without content (``has_content``) are left out of the
     query; a tail with none gives ``({}, None)``."""
-    lines = [t for t in tail if t and t.strip()][-params.tail:]
-    lines = [t for t in lines if has_content(t)]
+    lines, weights = _query_lines(tail, params)
     if not lines:
         return {}, None
-    weights = [TAIL_DECAY ** (len(lines) - 1 - i) for i in range(len(lines))]
     small = store.live_if_at_most(ns, params.exact_max) if params.exact_max > 0 else None
     if small is not None:
         ranked = _exact(index, small, lines, weights, params, chat)
@@ -175,6 +199,43 @@ def channel_hits(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence
     if "bm25" in ranked:
         ranked["bm25"] = [(m, sc) for m, sc in ranked["bm25"] if sc > 0 and sc >= params.bm25_floor]
     return {c: v for c, v in ranked.items() if v}, small
+
+
+def _query_lines(tail: Sequence[str], params: RecallParams) -> tuple[list[str], list[float]]:
+    """The tail lines that form the query (the last ``params.tail`` non-blank
+    ones, those without content left out) and their weights, latest 1.0, each
+    older one ``TAIL_DECAY`` times the next."""
+    lines = [t for t in tail if t and t.strip()][-params.tail:]
+    lines = [t for t in lines if has_content(t)]
+    return lines, [TAIL_DECAY ** (len(lines) - 1 - i) for i in range(len(lines))]
+
+
+def bm25_confidence(terms: dict[str, float], top: Sequence[str], docs: Sequence[Sequence[str]],
+                    full: float = 0.3) -> float:
+    """How far the BM25 channel's best hit can be trusted, in [0, 1]: the share of
+    the query's weight, each term counted by its query weight × IDF over ``docs``
+    (Lucene's ``ln(1 + (N - df + 0.5) / (df + 0.5))``, as in ``bm25_scores``),
+    that lies in the best hit's tokens ``top``, divided by ``full`` (the share
+    from which it counts fully) and capped at 1. A best hit that holds one common
+    word of a long question (「小度，你知道么我谈恋爱了」 → 「我知道了」) is weak
+    evidence; recall scales the channel's RRF weight by it, so that such a
+    ranking cannot pull the fusion under the vector channel. A simple
+    pre-fusion query-performance predictor (Carmel & Yom-Tov 2010, "Estimating
+    the Query Difficulty for Information Retrieval", survey the family). 0.0 for
+    no terms."""
+    n = len(docs)
+    sets = [set(d) for d in docs]
+
+    def idf(t: str) -> float:
+        df = sum(1 for d in sets if t in d)
+        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+    weighted = {t: w * idf(t) for t, w in terms.items()}
+    total = sum(weighted.values())
+    if total <= 0:
+        return 0.0
+    have = set(top)
+    return min(1.0, sum(w for t, w in weighted.items() if t in have) / total / full)
 
 
 def word_match(index: SearchIndex, ns: Namespace, small: Sequence[MemoryText] | None, lines: Sequence[str],
@@ -205,8 +266,9 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     pipeline degrades to no recollection).
     """
     ranked, small = channel_hits(store, index, ns, tail, chat=chat, params=params)
-    fused = rrf_fuse({c: [m for m, _ in hits] for c, hits in ranked.items()}, params.rrf_k,
-                     {"bm25": params.bm25_weight, "vector": params.vector_weight})
+    lists = {c: [m for m, _ in hits] for c, hits in ranked.items()}
+    weights = {"bm25": params.bm25_weight, "vector": params.vector_weight, "time": params.time_weight}
+    fused = rrf_fuse(lists, params.rrf_k, weights)
     if not fused:
         return []
     if small is not None:  # the rows are at hand: build only the candidates
@@ -215,6 +277,24 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     else:
         memories = store.get_many(ns, [m for m, _, _ in fused])
     now = now or utcnow()
+    if lists.get("bm25") and lists["bm25"][0] in memories and params.bm25_full_coverage > 0:
+        lines, tail_weights = _query_lines(tail, params)
+        # IDF over what BM25 searched: the namespace's disclosed rows on the exact path,
+        # the fused candidates on the index path (whose statistics LanceDB keeps to itself)
+        docs = [tokens(m.text) for m in (small if small is not None else memories.values())
+                if not isinstance(m, MemoryText) or _disclosed(m, chat)]
+        conf = bm25_confidence(_query_terms(lines, tail_weights), tokens(memories[lists["bm25"][0]].text),
+                               docs, params.bm25_full_coverage)
+        if conf < 1.0:
+            weights["bm25"] = params.bm25_weight * conf
+            fused = rrf_fuse(lists, params.rrf_k, weights)
+    if params.time_weight > 0:
+        latest = next((t for t in reversed(tail) if t and has_content(t)), "")
+        period = query_period(latest, now)
+        if period is not None:
+            inside = [m for m, _, _ in fused if m in memories and _said_in(memories[m], period)]
+            if inside:
+                fused = rrf_fuse({**lists, "time": inside}, params.rrf_k, weights)
     sp = params.scoring or DEFAULT_PARAMS
     if scorer is None:
         def scorer(rrf: float, mem: Memory, at: datetime, valence: float) -> ScoreParts:
@@ -228,6 +308,14 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         out.append(Hit(memory=mem, score=final(parts, sp), ranks=ranks, parts=parts))
     out.sort(key=lambda h: (-h.score, h.memory.id))
     return out[: params.k]
+
+
+def _said_in(mem: Memory, period: tuple[date, date]) -> bool:
+    """True when ``mem`` was said (``created_at``) or its event falls
+    (``event_time``) within ``period`` (inclusive days), give or take one day:
+    the period is in the tenant's zone, the times in UTC."""
+    lo, hi = period[0] - timedelta(days=1), period[1] + timedelta(days=1)
+    return any(t is not None and lo <= t.date() <= hi for t in (mem.created_at, mem.event_time))
 
 
 def _query_terms(lines: Sequence[str], weights: Sequence[float]) -> dict[str, float]:

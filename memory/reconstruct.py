@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Protocol
 from locales import translate
 from memory.dates import DEFAULT_TZ, zone
 from memory.model_prompts import reconstruction_messages
-from memory.text import split_sentences, tokens
+from memory.text import split_sentences, stem, tokens
 from memory.types import Hit, Memory
 
 if TYPE_CHECKING:
@@ -366,29 +366,16 @@ _MONTHS = ("january february march april may june july august september october 
 
 @lru_cache(maxsize=1)
 def _neutral_en() -> frozenset[str]:
-    return frozenset(_stem(w) for w in _NEUTRAL_EN)
-
-
-def _stem(tok: str) -> str:
-    """Light English suffix stripping so that cats/cat, love/loved/loving, running/run
-    meet (both sides go through it, so odd stems like "lov" still match)."""
-    if not tok.isascii() or not tok.isalpha() or len(tok) <= 3:
-        return tok
-    for suffix, repl, min_len in (("ies", "y", 5), ("ing", "", 6), ("ed", "", 5), ("es", "", 5), ("s", "", 4)):
-        if tok.endswith(suffix) and len(tok) >= min_len and not tok.endswith("ss"):
-            tok = tok[: len(tok) - len(suffix)] + repl
-            if len(tok) > 3 and tok[-1] == tok[-2] and tok[-1] not in "lsz":
-                tok = tok[:-1]  # running → runn → run
-            break
-    return tok[:-1] if len(tok) > 3 and tok.endswith("e") else tok  # love → lov, like loved → lov
+    return frozenset(stem(w) for w in _NEUTRAL_EN)
 
 
 @lru_cache(maxsize=65536)
 def _unit(tok: str) -> str | None:
-    """The comparable form of a token (stemmed), or None for one without a letter or digit (emoji)."""
+    """The comparable form of a token (``tokens`` already stems English words), or
+    None for one without a letter or digit (emoji)."""
     if not any(unicodedata.category(c)[0] in "LN" for c in tok):
         return None
-    return _stem(tok)
+    return tok
 
 
 def _names_re(names: Sequence[str]) -> re.Pattern[str] | None:
@@ -414,14 +401,14 @@ def _memory_tokens(text: str, when: date | None = None) -> frozenset[str]:
     out.discard(None)
     if when is not None:  # the prompt shows each memory's date: its parts may be said
         out |= {str(when.year), str(when.month), str(when.day), f"{when.month:02d}", f"{when.day:02d}",
-                _stem(_MONTHS[when.month - 1]), f"{when.month}月", f"{when.day}日", f"{when.day}号"}
+                stem(_MONTHS[when.month - 1]), f"{when.month}月", f"{when.day}日", f"{when.day}号"}
     return frozenset(out)  # type: ignore[arg-type]
 
 
 def _salient(sentence: str, sent_tokens: set[str], names: re.Pattern[str] | None) -> set[str]:
     """Tokens with a digit and mid-sentence capitalised words: facts that must come from a source."""
     text = names.sub(" ", sentence) if names is not None else sentence
-    return {t for t in sent_tokens if any(c.isdigit() for c in t)} | {_stem(w.casefold())
+    return {t for t in sent_tokens if any(c.isdigit() for c in t)} | {stem(w.casefold())
                                                                        for w in _PROPER_RE.findall(text)}
 
 

@@ -111,6 +111,24 @@ def test_raw_and_capture_ingest_map_memories_to_turns(sqlite_core):
     assert set(runs) == set(CHANNELS) and all(len(r.retrieved) == len(s.queries) for r in runs.values())
 
 
+def test_raw_ingest_gives_every_turn_the_same_id_in_every_run(tmp_path, embedder):
+    """Raw-mode memory ids derive from the turn (BM25 and cosine ties break by id):
+    two ingests of one suite into fresh stores give the same ids, distinct per turn."""
+    from memory.core import MemoryCore
+    from memory.index import SearchIndex
+    from memory.store import Store
+
+    s = load_locomo(DATA / "memory" / "locomo10.json", layout="speaker")
+    runs = []
+    for i in range(2):
+        core = MemoryCore(Store(f"sqlite:///{tmp_path / f'{i}.db'}"), SearchIndex(tmp_path / f"i{i}", embedder))
+        try:
+            runs.append(ingest(core, s, "raw"))
+        finally:
+            core.close()
+    assert runs[0] == runs[1] and len(runs[0]) == sum(len(ds) for ds in s.worlds.values())
+
+
 def test_capture_mode(tmp_path, embedder):
     """Capture mode: what the offline extractor keeps of each turn is stored in the
     speaker's namespace and maps back to its dia_id."""

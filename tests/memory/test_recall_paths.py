@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from memory.recall import EXACT_MAX, RecallParams, bm25_scores
+from memory.recall import EXACT_MAX, RecallParams, bm25_confidence, bm25_scores
 from memory.types import Memory, Namespace
 
 FACTS = ["我养了一只叫煤球的黑猫", "我喜欢喝美式咖啡", "I love hiking in the Alps", "我的WiFi密码忘了",
@@ -100,6 +100,36 @@ def test_bm25_scores():
     assert bm25_scores([], {"x": 1.0}) == [] and bm25_scores(docs, {}) == [0.0] * 4
 
 
+def test_bm25_confidence_is_the_idf_weighted_share_of_the_query_in_the_best_hit():
+    """A best hit holding the rare words of the question is trusted fully; one holding
+    only a common word of a long Chinese question is not; the share counts by IDF
+    and by query weight, is capped at 1 and is 0 without terms (zh, en, traditional)."""
+    from memory.text import tokens
+
+    said = ["我知道了", "我在谈恋爱，很开心", "我喜欢猫", "我知道你很忙", "I painted a sunset", "I love hiking"]
+    docs = [tokens(t) for t in said]
+    q = {t: 1.0 for t in tokens("小度，你知道么我談戀愛了")}
+    weak, strong = bm25_confidence(q, docs[0], docs), bm25_confidence(q, docs[1], docs)
+    assert 0 < weak < strong == 1.0
+    en = {t: 1.0 for t in tokens("What did I paint?")}
+    assert bm25_confidence(en, docs[4], docs) == 1.0 and bm25_confidence(en, docs[5], docs) == 0.0
+    assert bm25_confidence({}, docs[0], docs) == 0.0
+    assert bm25_confidence(q, docs[0], docs, full=1.0) < weak  # a higher bar: less trust
+    older = {t: (0.25 if t in tokens("我知道") else 1.0) for t in q}  # the word only in an older tail line
+    assert bm25_confidence(older, docs[0], docs) < weak
+
+
+def test_confidence_scaling_changes_only_the_weights_never_the_candidates(sqlite_core):
+    """Scaling the BM25 channel by its confidence reorders the fused candidates at
+    most: the same memories come back with and without it, for zh and en queries."""
+    ns = Namespace("default", "tg:12")
+    _fill(sqlite_core, ns)
+    for q in QUERIES + ["小度，你知道么我去爬山了", "do you remember where my sister lives and what I do"]:
+        on = sqlite_core.recall(ns, [q], params=RecallParams(k=50))
+        off = sqlite_core.recall(ns, [q], params=RecallParams(k=50, bm25_full_coverage=0))
+        assert {h.memory.id for h in on} == {h.memory.id for h in off}, q
+
+
 def test_data_root_of_the_previous_version_opens_and_upgrades(tmp_path, embedder):
     """A chat log without the capture columns gets them (and their index); a
     LanceDB table without ``text_hash`` is rebuilt from SQL instead of failing."""
@@ -143,3 +173,34 @@ def test_data_root_of_the_previous_version_opens_and_upgrades(tmp_path, embedder
     assert [h.memory.id for h in core.recall(ns, ["咖啡"], params=RecallParams(exact_max=0))] == [mid]
     core.close()
 
+
+
+def test_an_index_of_older_tokens_is_rebuilt_with_the_current_ones(tmp_path, embedder):
+    """An index whose full-text column holds another tokenizer version's tokens
+    (unstemmed English, version 1) is dropped and re-made from SQL at open, so the
+    index path finds "painted" for "paint" like the exact path does."""
+    import json
+
+    from memory.core import MemoryCore
+    from memory.index import SearchIndex
+    from memory.store import Store
+    from memory.text import TOKENS_VERSION
+
+    ns = Namespace("default", "tg:11")
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 'h.db'}"), SearchIndex(tmp_path / "index", embedder))
+    core.add(ns, core.new(ns, "I painted a sunset by the lake"))
+    core.add(ns, core.new(ns, "我养了一只叫煤球的黑猫"))
+    core.close()
+    meta = tmp_path / "index" / "index_meta.json"
+    assert json.loads(meta.read_text())["tokens"] == TOKENS_VERSION
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "tokens": TOKENS_VERSION - 1}))
+
+    index = SearchIndex(tmp_path / "index", embedder)
+    assert index.needs_rebuild and index.count() == 0
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 'h.db'}"), index)
+    try:
+        assert index.count() == 2 and json.loads(meta.read_text())["tokens"] == TOKENS_VERSION
+        hits = core.recall(ns, ["What did I paint?"], params=RecallParams(exact_max=0, channels=("bm25",)))
+        assert [h.memory.text for h in hits] == ["I painted a sunset by the lake"]
+    finally:
+        core.close()

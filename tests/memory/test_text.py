@@ -71,3 +71,16 @@ def test_split_sentences_max_chars_splits_at_clause_breaks_then_hard():
     solid = "好" * 45
     assert split_sentences(solid, max_chars=20) == ["好" * 20, "好" * 20, "好" * 5]
     assert split_sentences("", max_chars=20) == [] and split_sentences("   \n ") == []
+
+
+def test_english_words_are_stemmed_so_inflections_meet():
+    """'paint' finds 'painted', 'dogs' finds 'dog': English words become their
+    Snowball stem on both sides, in English and mixed zh/en text; CJK, numbers
+    and emoji are left as they are."""
+    doc = set(tokens("Caroline: I PAINTED two sunsets 🌅 and loved running with my dogs"))
+    query = set(tokens("What did Caroline paint? Does she love to run with her dog?"))
+    assert {"paint", "sunset", "love", "run", "dog"} <= doc
+    assert {"paint", "love", "run", "dog", "carolin"} <= doc & query
+    mixed = tokens("我上周 painted 了一幅油畫，Apple123 很喜歡")
+    assert "paint" in mixed and "apple123" in mixed and "油画" in mixed and "喜欢" in mixed
+    assert "🌅" in doc
