@@ -145,7 +145,7 @@ def test_gateway_starts_on_corrupt_manifests_and_rebuilds(tmp_path):
 
     ids = _seed_gateway_data(tmp_path)
     _corrupt_manifests(tmp_path / "data" / "index", "garbage")
-    with TestClient(create_app(_settings(tmp_path))) as c:
+    with TestClient(create_app(_settings(tmp_path)), client=("127.0.0.1", 50000)) as c:
         body = {"message": {"platform": "tg", "message_id": "q1", "sender_id": "4242", "chat_kind": "private",
                             "chat_id": "4242", "text": "你还记得我的猫叫什么吗？"}}
         r = c.post("/v1/turns", json=body)
