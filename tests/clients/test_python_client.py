@@ -6,16 +6,14 @@ the client imports nothing of the gateway."""
 from __future__ import annotations
 
 import ast
-import socket
 import sys
-import threading
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
+
+from fake_openai import served as serve_app
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT_DIR = ROOT / "clients" / "python"
@@ -117,28 +115,12 @@ async def test_async_client_maps_refusals_to_exceptions(app):
             await hy.list("TG:42")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def served():
     """The real app under uvicorn (lifespan on) on a free 127.0.0.1 port; yields its base URL and app."""
     application = create_app(_settings())
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 60
-    while not server.started:
-        assert time.time() < deadline and thread.is_alive(), "gateway did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", application
-    server.should_exit = True
-    thread.join(timeout=30)
+    with serve_app(application) as url:
+        yield url, application
 
 
 def test_sync_client_over_a_loopback_socket(served):
