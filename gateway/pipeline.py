@@ -477,10 +477,11 @@ class Pipeline:
         """Run the captures that were queued more than ``older_than_s`` seconds ago
         and never finished (the process died after the reply, or the capture
         failed), one at a time, each tried one last time; returns how many ran.
-        Captures in flight in this process are left alone; one running in another
-        replica at the same moment would dedupe (same key and text) rather than
-        store twice."""
-        jobs = await asyncio.to_thread(self.core.store.pending_captures,
+        Each line is claimed first (``Store.claim_captures``: a lease of
+        ``older_than_s`` seconds in the database), so two replicas resuming at the
+        same moment never run the same line; captures in flight in this process
+        are left alone."""
+        jobs = await asyncio.to_thread(self.core.store.claim_captures,
                                        utcnow() - timedelta(seconds=older_than_s), limit)
         ran = 0
         for job in jobs:

@@ -186,6 +186,34 @@ class ChatLog(StoreBase):
         return [PendingCapture(r.id, r.tenant, Namespace.parse(r.capture_ns), ChatRef.parse(r.chat), r.message_id,  # type: ignore[arg-type]
                                r.text, _aware(r.at)) for r in rows]  # type: ignore[arg-type]
 
+    def claim_captures(self, older_than: datetime, limit: int = 100, *,
+                       now: datetime | None = None) -> list[PendingCapture]:
+        """Claim the chat-log lines whose capture was queued (or last claimed)
+        before ``older_than`` and is not done, oldest first, at most ``limit``: in
+        one write transaction their ``capture_queued`` moves to ``now`` (default
+        the current UTC time) and they are returned. A claimed line is therefore
+        not claimed again — by this process or another replica on the same
+        database — until it is ``older_than``'s distance old once more (a lease: if
+        the claimer dies, the line is resumed later). Two claimers never get the
+        same line: PostgreSQL skips rows another claimer has locked (``FOR UPDATE
+        SKIP LOCKED``) and the ``UPDATE … RETURNING`` re-checks the age; SQLite
+        runs the transaction alone (``BEGIN IMMEDIATE``)."""
+        now = now or utcnow()
+        t = _ChatLogRow.__table__  # type: ignore[attr-defined]
+        due = (t.c.capture_queued < older_than, t.c.capture_ns != "")
+        pick = select(t.c.id).where(*due).order_by(t.c.id).limit(limit)
+        if not self.is_sqlite:
+            pick = pick.with_for_update(skip_locked=True)
+        with self._write_conn() as conn:
+            ids = list(conn.execute(pick).scalars())
+            if not ids:
+                return []
+            rows = conn.execute(update(t).where(t.c.id.in_(ids), *due).values(capture_queued=now)
+                                .returning(t.c.id, t.c.tenant, t.c.capture_ns, t.c.chat, t.c.message_id, t.c.text,
+                                           t.c.at)).all()
+        return [PendingCapture(r.id, r.tenant, Namespace.parse(r.capture_ns), ChatRef.parse(r.chat), r.message_id,
+                               r.text, _aware(r.at)) for r in sorted(rows, key=lambda r: r.id)]
+
     def captures_due(self) -> int:
         """How many chat-log lines still have their capture due, in every tenant
         (queued, running, or left by a crash; the metrics gauge)."""
