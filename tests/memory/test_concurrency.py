@@ -156,3 +156,29 @@ def test_sqlite_never_reports_database_is_locked(tmp_path, embedder):
     assert total == 8 * len(live)
     for c in cores:
         c.store.close()
+
+
+def test_two_index_handles_on_one_directory_see_and_keep_each_others_writes(tmp_path, embedder, namespace):
+    """Two SearchIndex handles on one directory (two replicas sharing the data root):
+    a write through one is read through the other at once, and concurrent upserts,
+    deletes and purges through both lose no row and raise nothing."""
+    from memory.index import SearchIndex
+    from memory.types import Memory
+
+    a, b = SearchIndex(tmp_path / "index", embedder), SearchIndex(tmp_path / "index", embedder)
+    other = Namespace("default", "qq:20002")
+    assert b.ids(namespace) == set()  # b has read the empty table before a writes
+    a.upsert([Memory(id="a0", namespace=namespace, text="我住在杭州 I live in Hangzhou")])
+    assert b.ids(namespace) == {"a0"}
+
+    def writes(idx: SearchIndex, tag: str, ns: Namespace):
+        for i in range(6):
+            idx.upsert([Memory(id=f"{tag}{i}", namespace=ns, text=f"第{i}件事：喜歡珍珠奶茶🧋 fact {tag}{i}")])
+            if i % 3 == 2:
+                idx.delete(ns, [f"{tag}{i}"])
+                idx.purge()
+        return True
+
+    assert race([lambda: writes(a, "x", namespace), lambda: writes(b, "y", other)]) == [True, True]
+    kept = {f"{t}{i}" for t in "xy" for i in range(6) if i % 3 != 2}
+    assert a.ids(namespace) | a.ids(other) == b.ids(namespace) | b.ids(other) == kept | {"a0"}
