@@ -123,6 +123,29 @@ def test_two_replicas_claiming_due_captures_never_share_a_line(core):
         other.close()
 
 
+def test_a_line_runs_in_one_replica_whether_its_own_or_a_resuming_one_gets_there_first(core):
+    """A capture held up past the resume age: if another replica claimed the line,
+    the replica that queued it cannot take it any more; if the queuing replica took
+    it first, the other cannot claim it until the new lease ages (both backends)."""
+    other = Store(core.store.url, schema=core.store.schema)
+    ns = Namespace("default", "tg:1001")
+    dm = ChatRef("tg", ChatKind.PRIVATE, "1001")
+    try:
+        def queue(mid: str):
+            line = core.store.append_chat("default", dm, ChatLine("user", "1001", f"我叫{mid}，I'm {mid}",
+                                                                  datetime.now(timezone.utc), message_id=mid), capture=ns)
+            return line, datetime.now(timezone.utc)
+
+        late, late_queued = queue("阿杰")
+        soon, soon_queued = queue("小雨")
+        resume_at = datetime.now(timezone.utc) + timedelta(minutes=2)  # both lines are past the resume age then
+        assert [c.line_id for c in other.claim_captures(resume_at - timedelta(minutes=1), now=resume_at, limit=1)] == [late]
+        assert core.store.take_captures({late: late_queued, soon: soon_queued}, now=resume_at) == {soon}
+        assert other.claim_captures(resume_at - timedelta(minutes=1), now=resume_at) == []  # both leased
+    finally:
+        other.close()
+
+
 def test_sqlite_never_reports_database_is_locked(tmp_path, embedder):
     """Eight threads over two stores on one SQLite file (the gateway and the operator
     CLI) add, supersede, claim deliveries, log chat lines, touch and forget at once:
