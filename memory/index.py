@@ -41,10 +41,13 @@ manifest only if no other writer put it first (on a local or network file
 system: write a temporary manifest, rename it without replacing; object stores:
 a conditional put) and retries or rebases a commit that lost the race
 (``lance_table::io::commit``), so concurrent writers do not overwrite each
-other's versions. Two things are still ours to order: a purge deletes *every*
-file no current version references — including the data files another
-process has written but not yet committed — and a write must not put an older
-SQL state over a newer one that another process wrote meanwhile. So every
+other's versions, and cleanup leaves files of a write still in progress
+alone. Two things are still ours to order: a purge's compaction loses its
+commit to a concurrent delete of the same fragments ("Rewrite transaction was
+preempted", seen with two handles and no lock) and its cleanup with no age
+limit pulls old versions from under another process's reads; and a write
+must not put an older SQL state over a newer one that another process wrote
+meanwhile. So every
 index write of this class holds an exclusive ``flock`` on ``.write.lock`` in
 the index directory (``writing()``, re-entrant in one process), and
 ``MemoryCore.maintain`` holds it around the whole pass: read the outbox and the
