@@ -107,8 +107,9 @@ def test_two_replicas_claiming_due_captures_never_share_a_line(core):
     ns = Namespace("default", "tg:1001")
     dm = ChatRef("tg", ChatKind.PRIVATE, "1001")
     try:
-        ids = {core.store.append_chat("default", dm, ChatLine("user", "1001", f"第{i}句 line {i}", datetime.now(timezone.utc),
-                                                               message_id=str(i)), capture=ns) for i in range(40)}
+        ids = {core.store.append_chat("default", dm, ChatLine("user", "1001", f"第{i}句 line {i}",
+                                                               datetime.now(timezone.utc), message_id=str(i)),
+                                      capture=ns) for i in range(40)}
         due = datetime.now(timezone.utc) + timedelta(seconds=1)  # every line queued before it
         lease = due + timedelta(minutes=1)  # the claim time: a claimed line is queued "then"
         stores = [core.store, other] * 4
@@ -132,14 +133,15 @@ def test_a_line_runs_in_one_replica_whether_its_own_or_a_resuming_one_gets_there
     dm = ChatRef("tg", ChatKind.PRIVATE, "1001")
     try:
         def queue(mid: str):
-            line = core.store.append_chat("default", dm, ChatLine("user", "1001", f"我叫{mid}，I'm {mid}",
-                                                                  datetime.now(timezone.utc), message_id=mid), capture=ns)
+            said = ChatLine("user", "1001", f"我叫{mid}，I'm {mid}", datetime.now(timezone.utc), message_id=mid)
+            line = core.store.append_chat("default", dm, said, capture=ns)
             return line, datetime.now(timezone.utc)
 
         late, late_queued = queue("阿杰")
         soon, soon_queued = queue("小雨")
         resume_at = datetime.now(timezone.utc) + timedelta(minutes=2)  # both lines are past the resume age then
-        assert [c.line_id for c in other.claim_captures(resume_at - timedelta(minutes=1), now=resume_at, limit=1)] == [late]
+        resumed = other.claim_captures(resume_at - timedelta(minutes=1), now=resume_at, limit=1)
+        assert [c.line_id for c in resumed] == [late]
         assert core.store.take_captures({late: late_queued, soon: soon_queued}, now=resume_at) == {soon}
         assert other.claim_captures(resume_at - timedelta(minutes=1), now=resume_at) == []  # both leased
     finally:
