@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,16 +20,11 @@ import httpx
 import pytest
 
 from conftest import PG_URL, ROOT
+from fake_openai import free_port
 
 START_TIMEOUT_S = 90.0
 TENANT = "default"
 PERSON = "1001"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -58,7 +52,7 @@ def replicas(database, tmp_path):
     procs, urls = [], []
     try:
         for n in range(2):
-            port = _free_port()
+            port = free_port()
             log = open(tmp_path / f"replica-{n}.log", "wb")
             procs.append(subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)],
                                           cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
