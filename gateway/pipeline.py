@@ -276,6 +276,7 @@ class Pipeline:
             fingerprint=(fingerprint, REPUSH_WINDOW) if fingerprint else None)
         if claimed is not None:  # the line, its claim and its capture are committed
             claimed.set()
+        queued = utcnow()  # no later than any other replica's claim of this line (Store.take_captures)
         if due and line_id is not None:
             self._capturing.add(line_id)  # before the answer: maintenance must not resume it meanwhile
         rec: Recollection | None = None
@@ -287,7 +288,7 @@ class Pipeline:
             self._capturing.discard(line_id or 0)  # the line keeps its capture for resume_captures
             raise
         job = PendingCapture(line_id or 0, tenant, ns, chat, msg.message_id, msg.text, msg.timestamp,
-                             addressed=res.addressed) if due else None
+                             addressed=res.addressed, queued=queued) if due else None
         if background_capture:
             res.latency_ms["total"] = _ms(started)
             res.capture_pending = job is not None
@@ -329,13 +330,19 @@ class Pipeline:
     # -- capture after the reply --------------------------------------------
 
     def _capture_sync(self, job: PendingCapture, extractor: LLMExtractor | None, last_try: bool, *,
-                      done: list[int] | None = None) -> list[str]:
+                      done: list[int] | None = None, taken: bool = False) -> list[str]:
         """In a worker thread: capture one person's line into its namespace and mark
         its chat-log line done; returns the ids stored or updated. A failure is
         logged and leaves the line for ``resume_captures`` — unless ``last_try``,
         which gives it up (logged at ERROR) so that a message that always fails is
         not retried forever. ``done``: collect the line id there instead of marking
-        it (the caller marks a batch at once)."""
+        it (the caller marks a batch at once). A line this process queued is taken
+        first (``Store.take_captures``) unless ``taken`` says the caller did; one
+        another replica claimed meanwhile is left to it."""
+        if job.queued is not None and job.line_id and not taken \
+                and not self.core.store.take_captures({job.line_id: job.queued}):
+            log.info("capture of %s message %s left to the replica that claimed it", job.namespace, job.message_id)
+            return []
         t = self.tenant(job.tenant)
         if self.core.store.is_redacted(job.tenant, job.chat, job.message_id):
             log.info("capture of %s message %s skipped: the message was withdrawn", job.namespace, job.message_id)
@@ -440,11 +447,19 @@ class Pipeline:
 
             def work() -> None:
                 done: list[int] = []
+                mine = {item.job.line_id: item.job.queued for item in batch
+                        if item.job is not None and item.job.line_id and item.job.queued is not None}
+                taken = self.core.store.take_captures(mine)  # one statement for the batch
                 with self.core.batch():
                     for item in batch:
                         _run_all(item.after)
-                        if item.job is not None:
-                            item.res.captured = self._capture_sync(item.job, None, last_try=False, done=done)
+                        if item.job is None:
+                            continue
+                        if item.job.line_id in mine and item.job.line_id not in taken:
+                            log.info("capture of %s message %s left to the replica that claimed it",
+                                     item.job.namespace, item.job.message_id)
+                            continue
+                        item.res.captured = self._capture_sync(item.job, None, last_try=False, done=done, taken=True)
                 self.core.store.capture_done(*done)  # after the batch's index write
                 self._capturing.difference_update(item.job.line_id for item in batch if item.job is not None)
                 # the turn audit lines last, once the batch is written
@@ -477,10 +492,11 @@ class Pipeline:
         """Run the captures that were queued more than ``older_than_s`` seconds ago
         and never finished (the process died after the reply, or the capture
         failed), one at a time, each tried one last time; returns how many ran.
-        Captures in flight in this process are left alone; one running in another
-        replica at the same moment would dedupe (same key and text) rather than
-        store twice."""
-        jobs = await asyncio.to_thread(self.core.store.pending_captures,
+        Each line is claimed first (``Store.claim_captures``: a lease of
+        ``older_than_s`` seconds in the database), so two replicas resuming at the
+        same moment never run the same line; captures in flight in this process
+        are left alone."""
+        jobs = await asyncio.to_thread(self.core.store.claim_captures,
                                        utcnow() - timedelta(seconds=older_than_s), limit)
         ran = 0
         for job in jobs:

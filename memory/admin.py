@@ -161,11 +161,8 @@ def link(core, authority: Authority, tenant: str, subjects: Sequence[str]) -> Li
     for p in persons:
         members |= set(store.identities(Namespace(tenant, p)))
     sources = [Namespace(tenant, s) for s in subs] + [Namespace(tenant, p) for p in persons[1:]]
-    locks = [core._lock(n) for n in sorted({*sources, person})]  # one order: no deadlock
     moved = 0
-    for lk in locks:
-        lk.acquire()
-    try:
+    with core._locked(*sources, person):  # one order, this process and the others: no deadlock
         store.link_identities(tenant, sorted(members), person.subject, authority.actor)
         for src in sources:
             gone, changed = store.move_namespace(src, person)
@@ -179,9 +176,6 @@ def link(core, authority: Authority, tenant: str, subjects: Sequence[str]) -> Li
                     except Exception as exc:  # noqa: BLE001 - the outbox keeps it for maintenance
                         log.warning("index update after link deferred for %s: %s", ns, exc)
         store.audit(person, "link", authority.actor, identities=sorted(members), moved=moved)
-    finally:
-        for lk in reversed(locks):
-            lk.release()
     log.info("link: %d identities -> %s (%d memories moved)", len(members), person, moved)
     return LinkResult(person, tuple(sorted(members)), moved)
 

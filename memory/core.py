@@ -29,8 +29,13 @@ unsure. ``recall`` brings a hit's conflict partner along (``Hit.conflict``)
 when the partner is disclosed in the chat of the recall.
 
 Concurrency: writes of one namespace are serialised by a per-namespace lock in
-this process, and the unique ``(namespace, key)`` constraint settles races
-between processes (the loser dedupes onto the winner's row).
+this process and, on PostgreSQL, by the store's namespace lock across
+processes (``Store.namespace_lock``: an advisory lock, so two gateway replicas
+on one database never interleave the check and the write of one namespace —
+a forget's tombstone, a capture's duplicate check). The unique
+``(namespace, key)`` constraint stays as the last word (the loser of a race
+dedupes onto the winner's row). Index writes of several processes go through
+the index's own file lock (``memory.index``).
 
 Methods are synchronous and thread-safe; the async gateway calls them through
 ``asyncio.to_thread`` so jieba and the embedder never block the event loop.
@@ -252,10 +257,25 @@ class MemoryCore:
         with self._ns_locks_guard:
             return self._ns_locks.setdefault(str(ns), threading.Lock())
 
-    def namespace_lock(self, ns: Namespace) -> threading.Lock:
-        """The write lock of ``ns`` in this process (not reentrant): held by every
-        write of the namespace and by the index rebuild of each of its chunks."""
-        return self._lock(ns)
+    @contextlib.contextmanager
+    def _locked(self, *namespaces: Namespace) -> Iterator[None]:
+        """Hold the write lock of ``namespaces``: this process's lock of each (in
+        sorted order, so two multi-namespace holders cannot deadlock), then the
+        store's lock of them all against other processes (``Store.namespace_lock``;
+        taken second, so one process asks the database once per namespace at a
+        time). Raises StoreError when the store's lock cannot be had."""
+        locks = [self._lock(n) for n in sorted(set(namespaces), key=str)]
+        with contextlib.ExitStack() as held:
+            for lk in locks:
+                held.enter_context(lk)
+            held.enter_context(self.store.namespace_lock(*namespaces))
+            yield
+
+    def namespace_lock(self, ns: Namespace) -> contextlib.AbstractContextManager[None]:
+        """The write lock of ``ns`` (not re-entrant): this process's and, on
+        PostgreSQL, every other replica's (``_locked``); held by every write of the
+        namespace and by the index rebuild of each of its chunks."""
+        return self._locked(ns)
 
     # -- verbs ------------------------------------------------------------
 
@@ -287,7 +307,7 @@ class MemoryCore:
         marks = [subject_mark()]
         if memory.origin is not None and memory.visibility is Visibility.GROUP:
             marks.append(subject_mark(memory.origin.group_key))
-        with self._lock(ns):
+        with self._locked(ns):
             existing, forgotten = self.store.key_and_tombstone(
                 ns, memory.key, [fingerprint(t) for t in (memory.text, evidence) if t] + marks)
             if forgotten is not None and said <= forgotten:
@@ -397,7 +417,7 @@ class MemoryCore:
         """Remove a memory whose message was edited so that it no longer says it
         (no tombstone: saying it again is new evidence). NotFoundError if it is not
         in ``ns``."""
-        with self._lock(ns):
+        with self._locked(ns):
             self.store.retract(ns, memory_id)
             self.audit.record(ns, "retract", actor, memory_id)
         self._apply_outbox_for(ns, [memory_id])
@@ -498,7 +518,7 @@ class MemoryCore:
         ``edit``; its conflict links are re-judged with the new text, module
         docstring). NotFoundError if it is not in ``ns``."""
         text = repair(text)
-        with self._lock(ns):
+        with self._locked(ns):
             cur = self.store.get(ns, memory_id)
             links = self.store.conflicts(ns, [memory_id])
             live = self.store.supersede(ns, memory_id, replace(cur, text=text, source_message_id=None))
@@ -524,7 +544,7 @@ class MemoryCore:
           file keeps the text. ``purge=False`` leaves that to the next ``maintain()``
           (a queued ``purge`` operation; the gateway runs it every 15 s).
         """
-        with self._lock(ns):
+        with self._locked(ns):
             versions = self.store.history(ns, memory_id)
             prints = [fingerprint(v.text) for v in versions] + sorted(self.store.fingerprints(ns, memory_id))
             self.store.delete(ns, memory_id, tombstones=prints, redact_sources=True, purge=True)
@@ -541,17 +561,18 @@ class MemoryCore:
         """Apply queued index purges (``SearchIndex.purge``) once for all of them;
         returns how many queued purges were cleared (0 when none was pending). A
         failure keeps them queued and is logged."""
-        ops = self.store.pending_ops(100_000, kinds=("purge",))
-        if not ops:
-            return 0
-        try:
-            self.index.purge()
-        except SearchIndexError as exc:
-            log.warning("index purge deferred (%s); %d purges stay queued", exc, len(ops))
-            self.store.fail_ops([o.id for o in ops])
-            return 0
-        self.store.clear_ops([o.id for o in ops])
-        return len(ops)
+        with self.index.writing():  # another replica's purge or write waits (memory.index)
+            ops = self.store.pending_ops(100_000, kinds=("purge",))
+            if not ops:
+                return 0
+            try:
+                self.index.purge()
+            except SearchIndexError as exc:
+                log.warning("index purge deferred (%s); %d purges stay queued", exc, len(ops))
+                self.store.fail_ops([o.id for o in ops])
+                return 0
+            self.store.clear_ops([o.id for o in ops])
+            return len(ops)
 
     def forget_everything_said_before_now(self, ns: Namespace, group_key: str | None = None) -> None:
         """A tombstone for the whole subject of ``ns`` (or, with ``group_key``, for
@@ -563,7 +584,7 @@ class MemoryCore:
         Taken under the namespace's write lock: an ``add`` that already passed its
         tombstone check finishes first (and is then forgotten with the rest), so
         no capture running at this moment can slip a memory in after the forget."""
-        with self._lock(ns):
+        with self._locked(ns):
             self.store.add_tombstone(ns, subject_mark(group_key))
 
     def mark_recalled(self, ns: Namespace, ids: Sequence[str], at: datetime | None = None) -> None:
@@ -617,7 +638,17 @@ class MemoryCore:
         rows are read back from SQL per namespace, ``Store.get_many``). Failures stay
         queued (attempt counted) and raise SearchIndexError after the pass. Without
         ``only``, queued purges run last, once.
+
+        The whole pass holds the index's write lock (``SearchIndex.writing``), also
+        against other processes on the same index: what one pass reads from SQL is
+        in the index before another pass reads, so a slower replica never writes
+        an older version of a memory over a newer one.
         """
+        with self.index.writing():
+            return self._maintain(only, limit)
+
+    def _maintain(self, only: tuple[Namespace, set[str]] | dict[Namespace, set[str]] | None, limit: int) -> int:
+        """``maintain`` under the index's write lock."""
         if isinstance(only, tuple):
             only = {only[0]: set(only[1])}
         purges = []

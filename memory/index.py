@@ -34,19 +34,46 @@ afterwards no file under the index holds the forgotten text. It needs the
 ``pylance`` package (``Table.to_lance()``). Another *process* still reading an
 older version at that moment sees one failed search (its recall degrades to
 no recollection); searches in this process wait for the purge instead.
+
+Several processes on one index (gateway replicas sharing the data root, or a
+gateway and the operator CLI). Lance commits a write by putting the next
+manifest only if no other writer put it first (on a local or network file
+system: write a temporary manifest, rename it without replacing; object stores:
+a conditional put) and retries or rebases a commit that lost the race
+(``lance_table::io::commit``), so concurrent writers do not overwrite each
+other's versions, and cleanup leaves files of a write still in progress
+alone. Two things are still ours to order: a purge's compaction loses its
+commit to a concurrent delete of the same fragments ("Rewrite transaction was
+preempted", seen with two handles and no lock) and its cleanup with no age
+limit pulls old versions from under another process's reads; and a write
+must not put an older SQL state over a newer one that another process wrote
+meanwhile. So every
+index write of this class holds an exclusive ``flock`` on ``.write.lock`` in
+the index directory (``writing()``, re-entrant in one process), and
+``MemoryCore.maintain`` holds it around the whole pass: read the outbox and the
+live rows from SQL, write the index, clear the ops. The SQL outbox stays the
+source of truth: a failed or lost index write is re-applied by the next
+maintenance pass of any process. Reads see other processes' writes at once
+(``read_consistency_interval`` 0: each search checks for a newer version, one
+small file listing). On object storage (``s3://…``) there is no file to lock:
+run one process that writes there, or accept that a purge may have to be
+re-run (the outbox keeps it queued).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import os
 import re
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -132,6 +159,49 @@ class _SharedExclusive:
             self._cond.notify_all()
 
 
+class _FileLock:
+    """An exclusive ``flock`` on ``path`` shared by the threads of this process:
+    re-entrant (a depth count under ``mutex``), taken from the OS on the first
+    entry and released on the last. ``path`` None (object storage), or a system
+    without ``fcntl``: the in-process mutex alone."""
+
+    def __init__(self, path: Path | None, mutex: threading.RLock) -> None:
+        self._path = path
+        self._mutex = mutex
+        self._depth = 0
+        self._fd: int | None = None
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        with self._mutex:
+            if self._depth == 0:
+                self._fd = self._acquire()
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0 and self._fd is not None:
+                    os.close(self._fd)  # closing the descriptor releases the flock
+                    self._fd = None
+
+    def _acquire(self) -> int | None:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: one process per index
+            return None
+        if self._path is None:
+            return None
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            os.close(fd)
+            raise
+        return fd
+
+
 class SearchIndex:
     """LanceDB index under ``path`` (a directory or an ``s3://`` URI) for one embedder.
 
@@ -145,6 +215,8 @@ class SearchIndex:
         self.path = str(path)
         self.embedder = embedder
         self._lock = threading.RLock()
+        local = "://" not in self.path
+        self._file_lock = _FileLock(Path(self.path) / ".write.lock" if local else None, self._lock)
         #: index writes since the last optimize: each write is a new fragment, and
         #: searches slow down with the fragment count (maintenance compacts early)
         self.writes_since_optimize = 0
@@ -152,9 +224,11 @@ class SearchIndex:
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._vectors_lock = threading.Lock()
         try:
-            self._db = lancedb.connect(self.path)
+            # 0: every read checks for a version another process committed (module docstring)
+            self._db = lancedb.connect(self.path, read_consistency_interval=timedelta(0))
             self.needs_rebuild = False
-            self._table = self._open_or_create()
+            with self.writing():  # two processes opening an empty index create its table once
+                self._table = self._open_or_create()
         except Exception as exc:
             raise SearchIndexError(f"cannot open index at {self.path}: {exc}") from exc
 
@@ -286,6 +360,12 @@ class SearchIndex:
 
     # -- writes ---------------------------------------------------------
 
+    def writing(self) -> contextlib.AbstractContextManager[None]:
+        """Hold this index's write lock: the threads of this process and, on a
+        local or network file system, every other process on the same index
+        directory (module docstring). Re-entrant; every write method takes it."""
+        return self._file_lock.held()
+
     def upsert(self, memories: Sequence[Memory]) -> None:
         """Index (or re-index) memories: tokens + embeddings, one batched write.
 
@@ -313,7 +393,7 @@ class SearchIndex:
             for i, m in enumerate(memories)
         ]
         try:
-            with self._lock:
+            with self.writing():
                 (self._table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(rows))
                 self.writes_since_optimize += 1
         except Exception as exc:
@@ -328,7 +408,7 @@ class SearchIndex:
                 raise NamespaceError(f"unsafe memory id {i!r}")
         where = f"namespace = {_lit(str(ns))} AND id IN ({', '.join(_lit(i) for i in ids)})"
         try:
-            with self._lock:
+            with self.writing():
                 self._table.delete(where)
                 self.writes_since_optimize += 1
         except Exception as exc:
@@ -337,7 +417,7 @@ class SearchIndex:
     def delete_namespace(self, ns: Namespace) -> None:
         """Remove every row of ``ns``."""
         try:
-            with self._lock:
+            with self.writing():
                 self._table.delete(f"namespace = {_lit(str(ns))}")
         except Exception as exc:
             raise SearchIndexError(f"index delete failed: {exc}") from exc
@@ -345,7 +425,7 @@ class SearchIndex:
     def reset(self) -> None:
         """Drop and recreate the table (before a full rebuild from SQL), however
         broken the old one is. Searches of this process wait for it."""
-        with self._lock:
+        with self.writing():
             self._files.acquire_exclusive()
             try:
                 self._drop()
@@ -359,9 +439,7 @@ class SearchIndex:
     def optimize(self) -> None:
         """Compact fragments and fold new rows into the scalar and FTS indices.
         Runs off the hot path (maintenance task)."""
-        from datetime import timedelta
-
-        with self._lock:
+        with self.writing():
             self._table.optimize(cleanup_older_than=timedelta(minutes=5))
             self.writes_since_optimize = 0
 
@@ -371,10 +449,8 @@ class SearchIndex:
         indices, and delete every older table version's files. Searches of this
         process wait until it is done. Raises SearchIndexError (the caller keeps the
         purge queued)."""
-        from datetime import timedelta
-
         try:
-            with self._lock:
+            with self.writing():
                 self._files.acquire_exclusive()
                 try:
                     self._table.to_lance().optimize.compact_files(materialize_deletions=True,

@@ -8,10 +8,18 @@ write holds a process-wide lock and starts with ``BEGIN IMMEDIATE``; on
 PostgreSQL the lock is a no-op and the database orders writers. The parts of
 ``memory.store.Store`` (memories, chat log, outbox, audit, identities, command
 state) subclass it and never open an engine connection for writing themselves.
+
+``namespace_lock`` serialises the writers of a namespace across processes (two
+gateway replicas on one PostgreSQL): a transaction-scoped advisory lock per
+namespace, held on a connection of its own pool for as long as the caller's
+block runs (a read, its checks and the writes they decide, in several
+transactions). On SQLite it is a no-op: the core's in-process lock orders the
+writers of one gateway, and replicas need PostgreSQL.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import uuid
@@ -37,6 +45,19 @@ STATEMENT_TIMEOUT_S = 30.0
 """PostgreSQL: longest statement (server-side ``statement_timeout``), seconds."""
 POOL_TIMEOUT_S = 10.0
 """Seconds to wait for a free pooled connection before StoreError."""
+LOCK_POOL = (4, 28)
+"""PostgreSQL: (pool size, overflow) of the connections that hold namespace
+locks: one per namespace being written at once in this process (the default
+thread pool runs at most 32 writers)."""
+
+
+def advisory_key(schema: str | None, ns: object) -> int:
+    """The PostgreSQL advisory lock key of namespace ``ns`` in ``schema``: the first
+    8 bytes of BLAKE2b over ``"<schema>|<namespace>"`` as a signed 64-bit integer
+    (the ``bigint`` of ``pg_advisory_xact_lock``). Two namespaces sharing a key
+    (odds about n²/2⁶⁵) only wait for each other; nothing is lost."""
+    digest = hashlib.blake2b(f"{schema or ''}|{ns}".encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def utcnow() -> datetime:
@@ -88,6 +109,10 @@ class StoreBase:
         kwargs["pool_pre_ping"] = not self.is_sqlite
         self.engine = create_engine(self.url, **kwargs)
         self._write_lock = threading.RLock() if self.is_sqlite else _NullLock()
+        # namespace locks wait on their own pool: a holder never competes with the
+        # writes it is about to make for a connection
+        self._lock_engine = None if self.is_sqlite else create_engine(
+            self.url, pool_size=LOCK_POOL[0], max_overflow=LOCK_POOL[1], **kwargs)
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
             event.listen(self.engine, "begin", _sqlite_begin)
@@ -135,6 +160,46 @@ class StoreBase:
         except (DBAPIError, PoolTimeout, CommandError) as exc:
             raise StoreError(f"schema upgrade failed: {exc}") from exc
 
+    # -- namespace locks across processes ----------------------------------
+
+    @contextmanager
+    def namespace_lock(self, *namespaces: object) -> Iterator[None]:
+        """Hold the write lock of these namespaces (``Namespace`` values or their
+        string forms) against every other process on this database until the block
+        ends. PostgreSQL: one transaction on a connection of the lock pool takes
+        ``pg_advisory_xact_lock(advisory_key(schema, ns))`` for each, in sorted
+        order (no deadlock between two multi-namespace holders), and ends with the
+        block, which releases them — also when the process dies, as the server
+        drops its connection. SQLite: no-op (module docstring).
+
+        Waiting is bounded by the statement timeout (``STATEMENT_TIMEOUT_S``);
+        raises StoreError when the lock cannot be had or the database is unreachable.
+        Not re-entrant across calls: a block must not ask again for a namespace it holds."""
+        if self._lock_engine is None or not namespaces:
+            yield
+            return
+        keys = sorted({advisory_key(self.schema, ns) for ns in namespaces})
+        try:
+            conn = self._lock_engine.connect()
+        except (DBAPIError, PoolTimeout) as exc:
+            raise StoreError(f"namespace lock unavailable: {exc}") from exc
+        try:
+            try:
+                tx = conn.begin()
+                for key in keys:
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+            except (DBAPIError, PoolTimeout) as exc:
+                raise StoreError(f"namespace lock unavailable: {exc}") from exc
+            try:
+                yield
+            finally:
+                try:
+                    tx.rollback()  # nothing was written on it: ending the transaction releases the locks
+                except DBAPIError as exc:  # a lost connection has released them already
+                    log.warning("store: namespace lock release: %s", exc)
+        finally:
+            conn.close()
+
     # -- sessions: the one transaction boundary ---------------------------
 
     @contextmanager
@@ -177,8 +242,10 @@ class StoreBase:
                 raise StoreError(str(exc)) from exc
 
     def close(self) -> None:
-        """Dispose of the connection pool."""
+        """Dispose of the connection pools."""
         self.engine.dispose()
+        if self._lock_engine is not None:
+            self._lock_engine.dispose()
 
     def scrub(self) -> None:
         """After a forget: on SQLite, checkpoint and truncate the WAL so that no old

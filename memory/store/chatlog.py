@@ -13,10 +13,11 @@ carry.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, insert, or_, update
+from sqlalchemy import and_, func, insert, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, delete, select
 
@@ -53,6 +54,10 @@ class PendingCapture:
     text: str
     at: datetime
     addressed: bool | None = None
+    #: when this process queued it (the moment its append returned, this process's
+    #: clock): the capture is taken with ``Store.take_captures`` before it runs.
+    #: None for a line claimed with ``claim_captures`` (taken already).
+    queued: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +190,52 @@ class ChatLog(StoreBase):
                           .order_by(_ChatLogRow.id).limit(limit)).all()  # type: ignore[arg-type]
         return [PendingCapture(r.id, r.tenant, Namespace.parse(r.capture_ns), ChatRef.parse(r.chat), r.message_id,  # type: ignore[arg-type]
                                r.text, _aware(r.at)) for r in rows]  # type: ignore[arg-type]
+
+    def claim_captures(self, older_than: datetime, limit: int = 100, *,
+                       now: datetime | None = None) -> list[PendingCapture]:
+        """Claim the chat-log lines whose capture was queued (or last claimed)
+        before ``older_than`` and is not done, oldest first, at most ``limit``: in
+        one write transaction their ``capture_queued`` moves to ``now`` (default
+        the current UTC time) and they are returned. A claimed line is therefore
+        not claimed again — by this process or another replica on the same
+        database — until it is ``older_than``'s distance old once more (a lease: if
+        the claimer dies, the line is resumed later). Two claimers never get the
+        same line: PostgreSQL skips rows another claimer has locked (``FOR UPDATE
+        SKIP LOCKED``) and the ``UPDATE … RETURNING`` re-checks the age; SQLite
+        runs the transaction alone (``BEGIN IMMEDIATE``)."""
+        now = now or utcnow()
+        t = _ChatLogRow.__table__  # type: ignore[attr-defined]
+        due = (t.c.capture_queued < older_than, t.c.capture_ns != "")
+        pick = select(t.c.id).where(*due).order_by(t.c.id).limit(limit)
+        if not self.is_sqlite:
+            pick = pick.with_for_update(skip_locked=True)
+        with self._write_conn() as conn:
+            ids = list(conn.execute(pick).scalars())
+            if not ids:
+                return []
+            rows = conn.execute(update(t).where(t.c.id.in_(ids), *due).values(capture_queued=now)
+                                .returning(t.c.id, t.c.tenant, t.c.capture_ns, t.c.chat, t.c.message_id, t.c.text,
+                                           t.c.at)).all()
+        return [PendingCapture(r.id, r.tenant, Namespace.parse(r.capture_ns), ChatRef.parse(r.chat), r.message_id,
+                               r.text, _aware(r.at)) for r in sorted(rows, key=lambda r: r.id)]
+
+    def take_captures(self, lines: Mapping[int, datetime], *, now: datetime | None = None) -> set[int]:
+        """Take the captures this process queued itself before running them:
+        ``lines`` maps a chat-log line id to when its append returned here
+        (``PendingCapture.queued``). In one transaction each line whose capture is
+        still due and whose ``capture_queued`` is not later than that moment gets a
+        new lease from ``now`` and is returned; a line another replica claimed
+        meanwhile (``claim_captures`` sets the claimer's now, at least the resume
+        age after the queueing) or that is done or gone is not. So a capture held
+        up longer than the resume age runs in one replica only."""
+        if not lines:
+            return set()
+        now = now or utcnow()
+        t = _ChatLogRow.__table__  # type: ignore[attr-defined]
+        mine = or_(*[and_(t.c.id == line_id, t.c.capture_queued <= at) for line_id, at in lines.items()])
+        with self._write_conn() as conn:
+            return set(conn.execute(update(t).where(mine, t.c.capture_ns != "").values(capture_queued=now)
+                                    .returning(t.c.id)).scalars())
 
     def captures_due(self) -> int:
         """How many chat-log lines still have their capture due, in every tenant
