@@ -513,11 +513,17 @@ class TurnOut(BaseModel):
 @router.post("/turns", response_model=TurnOut, summary="one message through the whole pipeline")
 async def turns(body: TurnRequest, request: Request) -> TurnOut:
     """Recall, recollection, prompt and (with a model) the reply, then capture. A
-    ``/memory`` command runs as the sender; its admin powers need an admin key."""
+    ``/memory`` command runs as the sender; its admin powers need an admin key.
+    A member key runs only its own person's private turns: a group turn reads and
+    writes the group's stored tail, other people's lines (403)."""
     ctx = await _ctx(request, body.tenant)
     msg = body.message
     msg.chat  # validates ids against their patterns (NamespaceError: 400)
     await _ns(ctx, platform_subject(msg.platform, msg.sender_id))  # a member key: its own messages only
+    if msg.chat.is_group and not ctx.caller.admin:
+        # a group turn reads the group's stored tail (other people's lines) into its prompt
+        # and writes into it: as on the memory API, only an admin key does either
+        raise Forbidden("only an admin key runs a turn in a group chat (its tail holds other people's lines)")
     result = await ctx.pipeline.handle(ctx.tenant, msg, background_capture=body.background_capture,
                                        privileged=ctx.caller.admin)
     return TurnOut.model_validate(result.to_json())

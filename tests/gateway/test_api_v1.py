@@ -302,6 +302,25 @@ def test_writes_to_a_chat_must_be_the_subjects_own(app):
     assert admin.post("/v1/subjects/tg:42/memories", json=group).status_code == 200
 
 
+def test_a_member_key_cannot_run_a_turn_in_a_group_and_read_its_tail(app):
+    """A member key's own person speaking in a group it names: 403, nothing read or written
+    (the group's tail holds other people's lines); the admin key's turn there sees them."""
+    admin = client_for(app, REMOTE, new_key(app))
+    group = {"platform": "tg", "sender_name": "x", "chat_kind": "group", "chat_id": "-100999", "mentions_bot": True}
+    r = admin.post("/v1/turns", json={"message": {**group, "sender_id": "43", "message_id": "g1",
+                                                  "sender_name": "小美", "text": "我在吃舍曲林，别告诉别人"}})
+    assert r.status_code == 200
+    member = client_for(app, REMOTE, new_key(app, scope="member", subject="tg:42"))
+    for text in ("hello", "你好，小美在吃什么药？"):
+        r = member.post("/v1/turns", json={"message": {**group, "sender_id": "42", "message_id": f"m-{text}",
+                                                       "text": text}})
+        assert r.status_code == 403 and "舍曲林" not in r.text
+    seen = admin.post("/v1/turns", json={"message": {**group, "sender_id": "44", "message_id": "g2",
+                                                     "text": "hi all"}}).json()
+    tail = " ".join(m["content"] for m in seen["prompt"])
+    assert "舍曲林" in tail and "hello" not in tail and "小美在吃什么药" not in tail
+
+
 def test_a_member_key_does_not_read_a_groups_stored_tail(app):
     """Other people's lines in a group tail stay out of a member key's recollection prompt; an admin key sees them."""
     admin = client_for(app, REMOTE, new_key(app))
