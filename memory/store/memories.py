@@ -26,6 +26,7 @@ from memory.errors import NamespaceError, NotFoundError
 from memory.store.base import StoreBase, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
+from memory.store.versions import _STATE_SQL, _bump
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IndexOpRow, _MemoryRow, _TombstoneRow,
                                  _to_memory)
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility
@@ -121,6 +122,7 @@ class MemoryRows(StoreBase):
             conn.execute(insert(_MemoryRow.__table__), [values])  # type: ignore[attr-defined]
             conn.execute(insert(_IndexOpRow.__table__),  # type: ignore[attr-defined]
                          [dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0)])
+            _bump(conn, ns, 1)
         return _to_memory(SimpleNamespace(**values))  # type: ignore[arg-type]
 
     def get(self, ns: Namespace, memory_id: str) -> Memory:
@@ -155,6 +157,20 @@ class MemoryRows(StoreBase):
         if len(rows) > n:
             return None
         return [MemoryText(r.id, ns, r.text, Visibility(r.visibility), r.origin, r) for r in rows]
+
+    def search_rows(self, ns: Namespace) -> tuple[int, list[MemoryText]]:
+        """``(write version, every live memory of ns)`` for recall's cache: the
+        version (``Store.namespace_state``; 0 when never written) is read first and
+        the rows after it, on one connection, so the rows are never older than
+        the version they are stamped with. Only the columns a search reads (id,
+        text, visibility, origin); ``MemoryText.memory()`` is not available on them."""
+        t = _MemoryRow.__table__  # type: ignore[attr-defined]
+        q = select(t.c.id, t.c.text, t.c.visibility, t.c.origin).where(t.c.namespace == str(ns))
+        with self.engine.connect() as conn:
+            state = conn.execute(_STATE_SQL, {"ns": str(ns)}).first()
+            rows = conn.execute(q).all()
+        return (int(state.version) if state is not None else 0,
+                [MemoryText(r.id, ns, r.text, Visibility(r.visibility), r.origin) for r in rows])
 
     def find_by_key(self, ns: Namespace, key: str) -> Memory | None:
         """The live memory of ``ns`` with canonical ``key``, or None."""
@@ -241,6 +257,7 @@ class MemoryRows(StoreBase):
             row.valid_from = at
             s.add(row)
             s.add(_IndexOpRow(namespace=str(ns), memory_id=row.id, op="upsert", created_at=at))
+            _bump(s, ns)
             _unlink(s, ns, [row.id])  # the disagreement was with the old text (the core re-judges the new one)
         return _to_memory(row)
 
@@ -320,6 +337,7 @@ class MemoryRows(StoreBase):
                 for origin, message_id in sources:
                     _redact_line(s, ns, origin, message_id)
             s.add(_IndexOpRow(namespace=str(ns), memory_id=memory_id, op="delete", created_at=now))
+            _bump(s, ns, -1)
             if purge:
                 s.add(_IndexOpRow(namespace=str(ns), memory_id=memory_id, op="purge", created_at=now))
 
