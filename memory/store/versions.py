@@ -22,19 +22,31 @@ _T = _NamespaceStateRow.__table__  # type: ignore[attr-defined]
 _STATE_SQL = select(_T.c.version, _T.c.live).where(_T.c.namespace == bindparam("ns"))
 
 
+def _bump_sql(dialect: str):
+    """The bump upsert for ``dialect``, built once (bound parameters ``ns``,
+    ``live0`` and ``delta``): it runs in every memory write's transaction."""
+    stmt = _BUMPS.get(dialect)
+    if stmt is None:
+        if dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        stmt = insert(_T).values(namespace=bindparam("ns"), version=1, live=bindparam("live0"))
+        stmt = stmt.on_conflict_do_update(index_elements=[_T.c.namespace],
+                                          set_={"version": _T.c.version + 1, "live": _T.c.live + bindparam("delta")})
+        _BUMPS[dialect] = stmt
+    return stmt
+
+
+_BUMPS: dict = {}
+
+
 def _bump(conn, ns: Namespace | str, live_delta: int = 0) -> None:
     """In the caller's transaction (a Connection or an ORM Session): version + 1
     and live + ``live_delta`` for ``ns``, creating its row (version 1) when
     missing. One upsert statement, atomic on SQLite and PostgreSQL alike."""
     dialect = conn.get_bind().dialect.name if hasattr(conn, "get_bind") else conn.dialect.name
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    stmt = insert(_T).values(namespace=str(ns), version=1, live=max(live_delta, 0))
-    stmt = stmt.on_conflict_do_update(index_elements=[_T.c.namespace],
-                                      set_={"version": _T.c.version + 1, "live": _T.c.live + live_delta})
-    conn.execute(stmt)
+    conn.execute(_bump_sql(dialect), {"ns": str(ns), "live0": max(live_delta, 0), "delta": live_delta})
 
 
 class NamespaceVersions(StoreBase):
