@@ -244,6 +244,6 @@ def test_recall_cache_bound_is_passed_down_from_settings(monkeypatch, value, exp
         monkeypatch.setenv("HUIYI_RECALL_CACHE_MIB", value)
     core = build_core(load_settings())
     try:
-        assert (core.cache.max_bytes if core.cache else None) == (int(expected * 2**20) if expected else None)
+        assert (core.cache.max_bytes if core.cache is not None else None) == (int(expected * 2**20) if expected else None)
     finally:
         core.close()
