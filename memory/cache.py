@@ -54,14 +54,19 @@ _TERM_OVERHEAD = 240
 """Bytes counted per distinct term of a view (dict slot, key string, two small arrays' headers)."""
 
 
-def _group_key(m: MemoryText) -> str:
+_VIEW_OVERHEAD = 2048
+"""Bytes counted per view whatever its size, so that views of empty namespaces
+(a recall of someone who has no memories yet) still count against the bound."""
+
+
+def _group_key(visibility: Visibility, origin: str) -> str:
     """The group a memory discloses in (``ChatRef.group_key`` of its origin when it
     is a group memory), "" for a private one or an origin that does not parse
     (which then shows in no group: fails closed)."""
-    if m.visibility is not Visibility.GROUP or not m.origin:
+    if visibility is not Visibility.GROUP or not origin:
         return ""
     try:
-        return ChatRef.parse(m.origin).group_key
+        return ChatRef.parse(origin).group_key
     except NamespaceError:
         return ""
 
@@ -132,20 +137,22 @@ class Bm25Postings:
 class NamespaceView:
     """One namespace's live memories as a search reads them (module docstring).
 
-    ``ids``: memory ids, row order; ``groups``: each row's disclosure key ("" =
-    private); ``docs``: each row's tokens; ``bm25``: their ``Bm25Postings``;
+    ``ids``: memory ids, row order; ``groups()``: each row's disclosure key ("" =
+    private; worked out on the first group-chat search); ``docs``: each row's tokens; ``bm25``: their ``Bm25Postings``;
     ``matrix``: float32 ``(n, dim)`` L2-normalised embeddings, or None when the
     view was built without vectors; ``version``: the namespace's write version
     it was read at (-1: not from the cache); ``nbytes``: estimated size in bytes.
     Immutable once built; safe to share between threads."""
 
-    __slots__ = ("ids", "texts", "groups", "docs", "bm25", "matrix", "version", "nbytes", "_masks", "_lock")
+    __slots__ = ("ids", "texts", "_origins", "_groups", "docs", "bm25", "matrix", "version", "nbytes", "_masks",
+                 "_lock")
 
     def __init__(self, rows: Sequence[MemoryText], matrix: np.ndarray | None, version: int = -1,
                  docs: Sequence[Sequence[str]] | None = None) -> None:
         self.ids = [m.id for m in rows]
         self.texts = [m.text for m in rows]
-        self.groups = [_group_key(m) for m in rows]
+        self._origins = [(m.visibility, m.origin) for m in rows]
+        self._groups: list[str] | None = None
         self.docs = list(docs) if docs is not None else [tuple(tokens(m.text)) for m in rows]
         self.bm25 = Bm25Postings(self.docs)
         self.matrix = matrix
@@ -153,10 +160,17 @@ class NamespaceView:
         self._masks: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
         self.nbytes = (self.bm25.nbytes + (matrix.nbytes if matrix is not None else 0)
-                       + len(rows) * _DOC_OVERHEAD + sum(sys.getsizeof(t) for t in self.texts))
+                       + len(rows) * _DOC_OVERHEAD + sum(sys.getsizeof(t) for t in self.texts) + _VIEW_OVERHEAD)
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def groups(self) -> list[str]:
+        """Each row's disclosure key (``_group_key``), computed once."""
+        with self._lock:
+            if self._groups is None:
+                self._groups = [_group_key(v, o) for v, o in self._origins]
+            return self._groups
 
     def disclosed(self, chat: ChatRef | None) -> np.ndarray | None:
         """Bool mask ``(n,)`` of the rows disclosed in ``chat`` (DESIGN rule 6: in a
@@ -165,10 +179,11 @@ class NamespaceView:
         if chat is None or not chat.is_group:
             return None
         key = chat.group_key
+        groups = self.groups()
         with self._lock:
             m = self._masks.get(key)
             if m is None:
-                m = np.fromiter((g == key for g in self.groups), dtype=bool, count=len(self.groups))
+                m = np.fromiter((g == key for g in groups), dtype=bool, count=len(groups))
                 self._masks[key] = m
         return m
 
