@@ -125,6 +125,13 @@ class Bm25Postings:
             out[ix] += w * idf * tf * (k1 + 1.0) / (tf + norm[ix])
         return out
 
+    def df(self, term: str, mask: np.ndarray | None = None) -> int:
+        """How many documents (of ``mask``) hold ``term``."""
+        p = self.postings.get(term)
+        if p is None:
+            return 0
+        return len(p[0]) if mask is None else int(mask[p[0]].sum())
+
     def has_any(self, words: set[str], mask: np.ndarray | None = None) -> bool:
         """True when one of ``words`` occurs in a document (of ``mask``)."""
         for t in words:
