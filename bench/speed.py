@@ -354,6 +354,22 @@ def _compare(plain: MemoryCore, cached: MemoryCore, ns: Namespace, qs: Sequence[
             "recall@10": found / wanted if wanted else 1.0}
 
 
+def _blas_threads(embedder, qs: Sequence[str]) -> dict[int, list[float]]:
+    """Seconds of ``embed_query`` per query with the BLAS pool at one and at two
+    threads (threadpoolctl), the two settings alternating query by query so both
+    see the same load; the pool is left as it was."""
+    from threadpoolctl import threadpool_limits
+
+    out: dict[int, list[float]] = {1: [], 2: []}
+    for q in qs:
+        for n in (1, 2):
+            with threadpool_limits(limits=n, user_api="blas"):
+                t0 = time.perf_counter()
+                embedder.embed_query(q)
+                out[n].append(time.perf_counter() - t0)
+    return out
+
+
 def _capture(core: MemoryCore, targets: Sequence[Namespace], texts: Sequence[str], tag: str) -> tuple[int, int]:
     """Capture each text as a private message of the next target namespace through
     ``memory.capture.capture`` (heuristic extraction, emotion, tombstone and key
@@ -469,6 +485,7 @@ def run(embedder_names: Sequence[str], workdir: Path, quick: bool = False) -> li
                         ((f"big ({cfg.sizes[0]})", layout.big), (f"mid ({cfg.sizes[1]})", layout.mid),
                          (f"typical ({len(store.iter_ids(layout.typical[0]))})", layout.typical[0]))}
             del cached_core
+            blas = _blas_threads(inner, qs[:100])
 
             log.info("speed[%s]: capture", name)
             one_texts = one_all[: max(1, int(len(one_all) * scale))]
@@ -502,6 +519,10 @@ def run(embedder_names: Sequence[str], workdir: Path, quick: bool = False) -> li
                 [[label, c["today p50"] * 1000, c["today p95"] * 1000, c["cached p50"] * 1000,
                   c["cached p95"] * 1000, c["ratio p50"], c["ratio p95"], c["cold"] * 1000, c["bytes"] / 2**20,
                   c["identical"], c["recall@10"]] for label, c in compared.items()]))
+            blocks.append(table(f"query embedding by BLAS threads [{name}] (alternating query by query; the "
+                                f"embedder keeps one)", ["BLAS threads", "queries", "p50 ms", "p95 ms"],
+                                [[n, len(v), percentile(v, 50) * 1000, percentile(v, 95) * 1000]
+                                 for n, v in blas.items()]))
             blocks.append(table(f"recall steps, big namespace [{name}]",
                                 ["step", "p50 ms", "p95 ms"],
                                 [[k, percentile(v, 50) * 1000, percentile(v, 95) * 1000] for k, v in steps.items()]))
