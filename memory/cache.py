@@ -30,7 +30,7 @@ import math
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -79,18 +79,23 @@ class Bm25Postings:
     ``terms`` — ``Σ_t w_t · idf_t · tf·(k1 + 1) / (tf + k1·(1 - b + b·|d| / avgdl))``
     with ``idf_t = ln(1 + (N - df_t + 0.5) / (df_t + 0.5))`` — where N, df and
     avgdl count only the documents of ``mask`` (all when None); a document
-    outside ``mask`` or without a query term scores 0.0. Shape ``(n,)`` float64."""
+    outside ``mask`` or without a query term scores 0.0. Shape ``(n,)`` float64.
+
+    ``only``: keep postings of these terms alone (a one-query search: the exact
+    path builds them per recall for the query's terms; scores, ``df`` and
+    ``has_any`` are then valid for those terms only)."""
 
     __slots__ = ("lengths", "postings", "nbytes")
 
-    def __init__(self, docs: Sequence[Sequence[str]]) -> None:
+    def __init__(self, docs: Sequence[Sequence[str]], only: Collection[str] | None = None) -> None:
         self.lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
         idx: dict[str, list[int]] = {}
         tfs: dict[str, list[int]] = {}
         for i, d in enumerate(docs):
             tf: dict[str, int] = {}
             for t in d:
-                tf[t] = tf.get(t, 0) + 1
+                if only is None or t in only:
+                    tf[t] = tf.get(t, 0) + 1
             for t, c in tf.items():
                 idx.setdefault(t, []).append(i)
                 tfs.setdefault(t, []).append(c)
@@ -148,20 +153,21 @@ class NamespaceView:
     private; worked out on the first group-chat search); ``docs``: each row's tokens; ``bm25``: their ``Bm25Postings``;
     ``matrix``: float32 ``(n, dim)`` L2-normalised embeddings, or None when the
     view was built without vectors; ``version``: the namespace's write version
-    it was read at (-1: not from the cache); ``nbytes``: estimated size in bytes.
+    it was read at (-1: not from the cache); ``nbytes``: estimated size in bytes;
+    ``terms``: build postings for these terms only (``Bm25Postings``' ``only``).
     Immutable once built; safe to share between threads."""
 
     __slots__ = ("ids", "texts", "_origins", "_groups", "docs", "bm25", "matrix", "version", "nbytes", "_masks",
                  "_lock")
 
     def __init__(self, rows: Sequence[MemoryText], matrix: np.ndarray | None, version: int = -1,
-                 docs: Sequence[Sequence[str]] | None = None) -> None:
+                 docs: Sequence[Sequence[str]] | None = None, terms: Collection[str] | None = None) -> None:
         self.ids = [m.id for m in rows]
         self.texts = [m.text for m in rows]
         self._origins = [(m.visibility, m.origin) for m in rows]
         self._groups: list[str] | None = None
         self.docs = list(docs) if docs is not None else [tuple(tokens(m.text)) for m in rows]
-        self.bm25 = Bm25Postings(self.docs)
+        self.bm25 = Bm25Postings(self.docs, terms)
         self.matrix = matrix
         self.version = version
         self._masks: dict[str, np.ndarray] = {}

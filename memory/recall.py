@@ -432,7 +432,8 @@ def _exact(index: SearchIndex, small: Sequence[MemoryText], lines: Sequence[str]
     if not small:
         return {}
     matrix = index.vectors(small) if "vector" in params.channels else None
-    return _search_view(index, NamespaceView(small, matrix), lines, weights, params, chat)
+    view = NamespaceView(small, matrix, terms=_query_terms(lines, weights))  # this query's postings only
+    return _search_view(index, view, lines, weights, params, chat)
 
 
 def _search_view(index: SearchIndex, view: NamespaceView, lines: Sequence[str], weights: Sequence[float],
