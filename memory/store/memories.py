@@ -6,7 +6,7 @@ drains them). A delete removes the live row and its history, records the
 tombstones it is given and, when asked, redacts the chat-log lines the memory
 was learned from (``memory.store.chatlog._redact_line``), all in one
 transaction. Also here: recall's reads (``get_many``, ``live_if_at_most``,
-``touch``), the group-scoped listings (DESIGN rule 6), the ids of a namespace
+``search_rows`` for its namespace cache, ``touch``), the group-scoped listings (DESIGN rule 6), the ids of a namespace
 for index repair (``iter_ids``) and the one tenant-wide read,
 ``admin_namespaces`` (``memory.admin`` only).
 """
