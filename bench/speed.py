@@ -17,6 +17,15 @@ embedding included), a per-step breakdown for the big namespace, capture
 throughput of ``memory.capture.capture`` (heuristic extraction + emotion +
 the per-message SQL checks and writes) one message at a time and in
 ``MemoryCore.batch()`` blocks (one index write per 256 messages), and peak RSS.
+
+Today's path against the cached one (issue 14): per namespace, each query is
+recalled through a core without a cache (exact in-process search up to
+``EXACT_MAX`` memories, the LanceDB index above) and then, back to back,
+through a core with recall's namespace cache (``memory.cache``), so both see
+the same machine load; printed as p50/p95 of each and their ratios, with the
+cold load of each namespace, its estimated bytes in the cache, and the top-10
+of the cached path against exact search over the namespace (identical lists,
+and recall@10).
 """
 
 from __future__ import annotations
@@ -41,6 +50,8 @@ __all__ = ["SpeedConfig", "FULL", "QUICK", "PooledEmbedder", "sentences", "queri
 log = logging.getLogger(__name__)
 
 TARGET_RECALL_P95_MS = 20.0
+CACHE_MIB = 256.0
+"""The namespace cache of the cached path (the gateway's default ``recall_cache_mib``)."""
 TARGET_CAPTURE_PER_S = 300.0
 BATCH = 256
 
@@ -255,6 +266,13 @@ def _clear_outbox(store, ids: set[str] | None = None) -> None:
 # -- measurements ---------------------------------------------------------------
 
 
+def _load() -> str:
+    """The 1/5/15-minute load averages, for reading the absolute times."""
+    import os
+
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def _recall_latencies(core: MemoryCore, ns: Namespace, qs: Sequence[str]) -> list[float]:
     for q in qs[:5]:  # warm-up
         core.recall(ns, [q])
@@ -289,6 +307,67 @@ def _breakdown(core: MemoryCore, ns: Namespace, qs: Sequence[str]) -> dict[str, 
         for k, dt in zip(steps, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
             steps[k].append(dt)
     return steps
+
+
+def _compare(plain: MemoryCore, cached: MemoryCore, ns: Namespace, qs: Sequence[str]) -> dict[str, float]:
+    """Today's path (``plain``) and the cached path (``cached``) on the same queries,
+    each query timed on both back to back; plus the cached path's cold load,
+    the namespace's bytes in the cache, and its top-10 against exact search
+    (``exact_max`` above the namespace's size, no cache): the share of queries
+    whose ranked top-10 is identical, and recall@10. Seconds and fractions."""
+    from memory.store import utcnow
+
+    assert cached.cache is not None
+    cached.cache.drop(ns)
+    before = cached.cache.nbytes
+    t0 = time.perf_counter()
+    cached.recall(ns, [qs[0]])
+    cold = time.perf_counter() - t0
+    size = cached.cache.nbytes - before
+    for q in qs[:5]:  # warm-up of both
+        plain.recall(ns, [q])
+        cached.recall(ns, [q])
+    today, hot = [], []
+    for q in qs:
+        t0 = time.perf_counter()
+        plain.recall(ns, [q], params=RecallParams())
+        t1 = time.perf_counter()
+        cached.recall(ns, [q], params=RecallParams())
+        t2 = time.perf_counter()
+        today.append(t1 - t0)
+        hot.append(t2 - t1)
+    same = found = wanted = 0
+    checked = qs[: min(len(qs), 60)]
+    exact_params = RecallParams(k=10, exact_max=10**9)
+    for q in checked:
+        now = utcnow()
+        exact = [h.memory.id for h in plain.recall(ns, [q], params=exact_params, now=now)]
+        got = [h.memory.id for h in cached.recall(ns, [q], params=RecallParams(k=10), now=now)]
+        same += exact == got
+        found += len(set(exact) & set(got))
+        wanted += len(exact)
+    return {"today p50": percentile(today, 50), "today p95": percentile(today, 95),
+            "cached p50": percentile(hot, 50), "cached p95": percentile(hot, 95),
+            "ratio p50": percentile(hot, 50) / percentile(today, 50),
+            "ratio p95": percentile(hot, 95) / percentile(today, 95),
+            "cold": cold, "bytes": size, "identical": same / len(checked),
+            "recall@10": found / wanted if wanted else 1.0}
+
+
+def _blas_threads(embedder, qs: Sequence[str]) -> dict[int, list[float]]:
+    """Seconds of ``embed_query`` per query with the BLAS pool at one and at two
+    threads (threadpoolctl), the two settings alternating query by query so both
+    see the same load; the pool is left as it was."""
+    from threadpoolctl import threadpool_limits
+
+    out: dict[int, list[float]] = {1: [], 2: []}
+    for q in qs:
+        for n in (1, 2):
+            with threadpool_limits(limits=n, user_api="blas"):
+                t0 = time.perf_counter()
+                embedder.embed_query(q)
+                out[n].append(time.perf_counter() - t0)
+    return out
 
 
 def _capture(core: MemoryCore, targets: Sequence[Namespace], texts: Sequence[str], tag: str) -> tuple[int, int]:
@@ -400,6 +479,14 @@ def run(embedder_names: Sequence[str], workdir: Path, quick: bool = False) -> li
             }
             steps = _breakdown(core, layout.big, qs)
 
+            log.info("speed[%s]: today's path vs the namespace cache", name)
+            cached_core = MemoryCore(store, index, cache_mib=CACHE_MIB)
+            compared = {label: _compare(core, cached_core, ns, qs) for label, ns in
+                        ((f"big ({cfg.sizes[0]})", layout.big), (f"mid ({cfg.sizes[1]})", layout.mid),
+                         (f"typical ({len(store.iter_ids(layout.typical[0]))})", layout.typical[0]))}
+            del cached_core
+            blas = _blas_threads(inner, qs[:100])
+
             log.info("speed[%s]: capture", name)
             one_texts = one_all[: max(1, int(len(one_all) * scale))]
             batch_texts = batch_all[: max(1, int(len(batch_all) * scale))]
@@ -424,6 +511,18 @@ def run(embedder_names: Sequence[str], workdir: Path, quick: bool = False) -> li
                                 ["namespace", "queries", "p50 ms", "p95 ms", "mean ms"], rows))
             blocks.append(f"target: recall p95 <= {TARGET_RECALL_P95_MS:.0f} ms at {cfg.sizes[0]} in {cfg.total}: "
                           f"{big_p95:.1f} ms {pass_miss(big_p95 <= TARGET_RECALL_P95_MS)}")
+            blocks.append(table(
+                f"today's path vs the namespace cache [{name}] (each query on both, back to back; "
+                f"cache {CACHE_MIB:.0f} MiB; load average {_load()})",
+                ["namespace", "today p50", "today p95", "cached p50", "cached p95", "ratio p50", "ratio p95",
+                 "cold load ms", "cache MiB", "top-10 identical", "recall@10"],
+                [[label, c["today p50"] * 1000, c["today p95"] * 1000, c["cached p50"] * 1000,
+                  c["cached p95"] * 1000, c["ratio p50"], c["ratio p95"], c["cold"] * 1000, c["bytes"] / 2**20,
+                  c["identical"], c["recall@10"]] for label, c in compared.items()]))
+            blocks.append(table(f"query embedding by BLAS threads [{name}] (alternating query by query; the "
+                                f"embedder keeps one)", ["BLAS threads", "queries", "p50 ms", "p95 ms"],
+                                [[n, len(v), percentile(v, 50) * 1000, percentile(v, 95) * 1000]
+                                 for n, v in blas.items()]))
             blocks.append(table(f"recall steps, big namespace [{name}]",
                                 ["step", "p50 ms", "p95 ms"],
                                 [[k, percentile(v, 50) * 1000, percentile(v, 95) * 1000] for k, v in steps.items()]))

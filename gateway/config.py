@@ -350,6 +350,11 @@ class Settings(BaseSettings):
     #: relevance floor of recall's vector channel (cosine similarity); unset → the
     #: offline model's own (see memory.embed), 0.0 for an endpoint's model
     embed_min_similarity: float | None = None
+    #: MiB of recall's in-process namespace cache (each namespace's vectors and BM25
+    #: postings, checked against its write version in SQL on every recall; about
+    #: 2.3 MiB per 1,000 memories with 512-d vectors); 0 turns it off. Env
+    #: ``HUIYI_RECALL_CACHE_MIB``.
+    recall_cache_mib: float = Field(default=256.0, ge=0)
     #: datasets for ``huiyi eval recall`` (LoCoMo, DuLeMon, LongMemEval), env
     #: ``HUIYI_EVAL_DATA_DIR``; unset → ``../shared/data`` beside the repository
     eval_data_dir: Path | None = None

@@ -42,7 +42,7 @@ def build_core(settings: Settings, *, schema: str | None = None,
         log.warning("embedder warm-up failed: %s", exc)
     store = Store(settings.db_url, schema=schema)
     index = SearchIndex(settings.index_path, embedder)
-    core = MemoryCore(store, index, rebuild=rebuild)
+    core = MemoryCore(store, index, rebuild=rebuild, cache_mib=settings.recall_cache_mib)
     try:
         core.maintain()  # repair what a crash between SQL and index left behind
     except Exception as exc:  # noqa: BLE001

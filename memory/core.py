@@ -56,6 +56,7 @@ from typing import Literal
 from sqlalchemy.exc import IntegrityError
 
 from memory.audit import AuditLog
+from memory.cache import NamespaceCache
 from memory.errors import NotFoundError, SearchIndexError, StoreError
 from memory.explain import visible_in
 from memory.index import SearchIndex
@@ -155,11 +156,13 @@ class MemoryCore:
     """Store + index + scorer. ``scorer`` rescales fused hits (memory.scoring).
 
     ``audit`` is the audit trail (``memory.audit.AuditLog``); ``audit_failures``
-    counts records that could not be written.
+    counts records that could not be written. ``cache_mib``: the bound, in MiB,
+    of recall's in-process namespace cache (``memory.cache``; ``cache``), 0 for
+    none — every recall then reads SQL (small namespaces) or the index.
     """
 
     def __init__(self, store: Store, index: SearchIndex, scorer: Scorer | None = None, *,
-                 rebuild: Literal["now", "background", "none"] = "now") -> None:
+                 rebuild: Literal["now", "background", "none"] = "now", cache_mib: float = 0.0) -> None:
         """``rebuild``: what to do when the index is found missing, unreadable,
         incomplete or made by another embedder (``index_missing``): rebuild it
         from SQL ``now`` (before returning), in a ``background`` thread while
@@ -168,6 +171,7 @@ class MemoryCore:
         self.store = store
         self.index = index
         self.scorer = scorer
+        self.cache = NamespaceCache(cache_mib) if cache_mib > 0 else None
         self.audit = AuditLog(store)
         self._ns_locks: dict[str, threading.Lock] = {}
         self._deferred = threading.local()
@@ -479,6 +483,7 @@ class MemoryCore:
     def _recall(self, ns: Namespace, tail: Sequence[str], **kwargs) -> list[Hit]:
         """``memory.recall.recall`` with the exact fallback (see ``recall``)."""
         kwargs.setdefault("scorer", self.scorer)
+        kwargs.setdefault("cache", self.cache)
         tail = [repair(q) for q in tail]
         params: RecallParams = kwargs.get("params") or RecallParams()
         if not self.index_ready and params.exact_max < FALLBACK_EXACT_MAX \

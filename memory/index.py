@@ -571,6 +571,28 @@ class SearchIndex:
                 out[(r["id"], r["text_hash"])] = np.asarray(r["vector"], dtype=np.float32)
         return out
 
+    def namespace_vectors(self, ns: Namespace) -> dict[tuple[str, str], np.ndarray]:
+        """``{(id, text_hash): vector}`` of every index row of ``ns``, in one
+        prefiltered read (recall's cache loads a cold namespace with it: one scan
+        of the namespace instead of a query per id). {} when the index cannot be
+        read (the caller embeds what it lacks)."""
+        try:
+            self._files.acquire_shared()
+            try:
+                tbl = (self._table.search().where(f"namespace = {_lit(str(ns))}", prefilter=True)
+                       .select(["id", "text_hash", "vector"]).limit(10_000_000).to_arrow())
+            finally:
+                self._files.release_shared()
+        except Exception as exc:  # noqa: BLE001 - the caller embeds what it cannot read
+            log.warning("index: cannot read the vectors of %s: %s", ns, exc)
+            return {}
+        if tbl.num_rows == 0:
+            return {}
+        flat = tbl.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
+        matrix = np.asarray(flat, dtype=np.float32).reshape(tbl.num_rows, self.embedder.dim)
+        return {(i, h): matrix[r] for r, (i, h) in enumerate(zip(tbl.column("id").to_pylist(),
+                                                                 tbl.column("text_hash").to_pylist()))}
+
     # -- reads ----------------------------------------------------------
 
     @staticmethod

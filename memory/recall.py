@@ -14,12 +14,17 @@ question its best hit holds (``bm25_confidence``), and a question that names a
 period ("in May", 「上个月」) adds a time channel: the relevant candidates said
 in that period, in fused order.
 
-Two ways to run the channels, same fusion and scoring after: a namespace of at
-most ``EXACT_MAX`` live memories is searched exactly in process — its rows read
-from SQL in that namespace, BM25 over their jieba tokens with the namespace's
-own statistics, cosine against every vector (cached per text by the index) —
-and a larger one through the LanceDB index (full-text + vector search, both
-prefiltered on the namespace).
+Three ways to run the channels, same fusion and scoring after. With a
+``NamespaceCache`` (``memory.cache``), a namespace that fits in it is searched
+in process from its cached view — vectors as one matrix, BM25 postings with the
+namespace's own statistics — checked against the namespace's write version in
+SQL on every recall, so a write in any process is seen at the next one.
+Otherwise a namespace of at most ``EXACT_MAX`` live memories (its live count
+read from SQL) is searched exactly in process — its rows read from SQL in that
+namespace and searched through the same view code — and a larger one through
+the LanceDB index (full-text + vector search, both prefiltered on the
+namespace). The cached and the exact path give identical channels and
+identical BM25 confidence (IDF over the namespace's disclosed rows).
 
 The query is the conversation tail: the latest user message weighs most
 (weight 1.0), older lines less (``TAIL_DECAY`` per step back). Both channels
@@ -41,6 +46,7 @@ from datetime import date, datetime, timedelta
 import numpy as np
 
 from memory.dates import query_period
+from memory.cache import Bm25Postings, NamespaceCache, NamespaceView
 from memory.index import SearchIndex
 from memory.scoring import DEFAULT_PARAMS, ScoringParams, final
 from memory.scoring import score as default_score
@@ -171,18 +177,39 @@ def has_content(line: str) -> bool:
 
 
 def channel_hits(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str], *,
-                 chat: ChatRef | None = None, params: RecallParams = RecallParams()
+                 chat: ChatRef | None = None, params: RecallParams = RecallParams(),
+                 cache: NamespaceCache | None = None
                  ) -> tuple[dict[str, list[tuple[str, float]]], Sequence[MemoryText] | None]:
     """The channels of a recall before fusion: ``({channel: [(id, raw score)]}, the
     namespace's rows when it was searched exactly, else None)``, each list best
     first and cut at the channel's relevance floor (BM25 score, cosine
     similarity). Lines without content (``has_content``) are left out of the
-    query; a tail with none gives ``({}, None)``."""
+    query; a tail with none gives ``({}, None)``. ``cache``: search ``ns`` from
+    its cached view when it fits (module docstring)."""
+    ranked, small, _ = _channels(store, index, ns, tail, chat, params, cache)
+    return ranked, small
+
+
+def _channels(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str], chat: ChatRef | None,
+              params: RecallParams, cache: NamespaceCache | None
+              ) -> tuple[dict[str, list[tuple[str, float]]], Sequence[MemoryText] | None, NamespaceView | None]:
+    """``channel_hits`` plus the cached view searched (None when the namespace was
+    not searched from the cache). The path: cached when ``cache`` can hold the
+    namespace, else exact up to ``params.exact_max`` live memories (the live
+    count read from SQL, not the rows), else the index."""
     lines, weights = _query_lines(tail, params)
     if not lines:
-        return {}, None
-    small = store.live_if_at_most(ns, params.exact_max) if params.exact_max > 0 else None
-    if small is not None:
+        return {}, None, None
+    version, live = store.namespace_state(ns)
+    small: Sequence[MemoryText] | None = None
+    view: NamespaceView | None = None
+    if cache is not None and cache.fits(live, index.embedder.dim):
+        view = cache.view(store, index, ns, version)
+    elif 0 < params.exact_max and live <= params.exact_max:
+        small = store.live_if_at_most(ns, params.exact_max)
+    if view is not None:
+        ranked = _search_view(index, view, lines, weights, params, chat)
+    elif small is not None:
         ranked = _exact(index, small, lines, weights, params, chat)
     else:
         ranked = _indexed(index, ns, lines, weights, params, chat)
@@ -192,13 +219,13 @@ def channel_hits(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence
         getattr(index.embedder, "matched_min_similarity", None)
     # the word test costs a search on the index path: ask it only when the lower floor would admit a hit
     if "vector" in ranked and matched is not None and matched < floor \
-            and any(matched <= sc < floor for _, sc in ranked["vector"]) and word_match(index, ns, small, lines, chat):
+            and any(matched <= sc < floor for _, sc in ranked["vector"]) and word_match(index, ns, small, lines, chat, view):
         floor = float(matched)
     if "vector" in ranked:
         ranked["vector"] = [(m, sc) for m, sc in ranked["vector"] if sc >= floor]
     if "bm25" in ranked:
         ranked["bm25"] = [(m, sc) for m, sc in ranked["bm25"] if sc > 0 and sc >= params.bm25_floor]
-    return {c: v for c, v in ranked.items() if v}, small
+    return {c: v for c, v in ranked.items() if v}, small, view
 
 
 def _query_lines(tail: Sequence[str], params: RecallParams) -> tuple[list[str], list[float]]:
@@ -223,12 +250,25 @@ def bm25_confidence(terms: dict[str, float], top: Sequence[str], docs: Sequence[
     pre-fusion query-performance predictor (Carmel & Yom-Tov 2010, "Estimating
     the Query Difficulty for Information Retrieval", survey the family). 0.0 for
     no terms."""
-    n = len(docs)
     sets = [set(d) for d in docs]
+    return _confidence(terms, top, lambda t: sum(1 for d in sets if t in d), len(docs), full)
 
+
+def _view_confidence(view: NamespaceView, chat: ChatRef | None, terms: dict[str, float], top: Sequence[str],
+                     full: float) -> float:
+    """``bm25_confidence`` over the rows of ``view`` disclosed in ``chat``, document
+    frequencies read from its postings (the same numbers as counting the rows)."""
+    mask = view.disclosed(chat)
+    n = len(view) if mask is None else int(mask.sum())
+    return _confidence(terms, top, lambda t: view.bm25.df(t, mask), n, full)
+
+
+def _confidence(terms: dict[str, float], top: Sequence[str], df: Callable[[str], int], n: int,
+                full: float) -> float:
+    """``bm25_confidence``'s arithmetic, ``df(t)`` documents of ``n`` holding term t."""
     def idf(t: str) -> float:
-        df = sum(1 for d in sets if t in d)
-        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        d = df(t)
+        return math.log(1.0 + (n - d + 0.5) / (d + 0.5))
 
     weighted = {t: w * idf(t) for t, w in terms.items()}
     total = sum(weighted.values())
@@ -239,17 +279,19 @@ def bm25_confidence(terms: dict[str, float], top: Sequence[str], docs: Sequence[
 
 
 def word_match(index: SearchIndex, ns: Namespace, small: Sequence[MemoryText] | None, lines: Sequence[str],
-               chat: ChatRef | None = None) -> bool:
+               chat: ChatRef | None = None, view: NamespaceView | None = None) -> bool:
     """True when a word of the query ``lines`` occurs in one of ``ns``'s memories
     (disclosed in ``chat``): a token that is not a single CJK character, i.e. a
     jieba word of two or more characters or a Latin word / number. ``small``:
-    the namespace's rows when searched exactly (else the index's full-text
-    search is asked for one hit). CJK unigrams are left out because one shared
+    the namespace's rows when searched exactly, ``view`` its cached view (else
+    the index's full-text search is asked for one hit). CJK unigrams are left out because one shared
     character (「你会弹钢琴吗」 / 「我会做饭」) says nothing about the topic.
     Raises SearchIndexError when the index path's search fails."""
     words = {t for line in lines for t in tokens(line) if not (len(t) == 1 and is_cjk(t))}
     if not words:
         return False
+    if view is not None:
+        return view.bm25.has_any(words, view.disclosed(chat))
     if small is not None:
         return any(words.intersection(tokens(m.text)) for m in small if _disclosed(m, chat))
     return bool(index.search_bm25(ns, sorted(words), 1, chat=chat))
@@ -257,15 +299,17 @@ def word_match(index: SearchIndex, ns: Namespace, small: Sequence[MemoryText] | 
 
 def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str], *,
            chat: ChatRef | None = None, params: RecallParams = RecallParams(),
-           scorer: Scorer | None = None, query_valence: float = 0.0, now: datetime | None = None) -> list[Hit]:
+           scorer: Scorer | None = None, query_valence: float = 0.0, now: datetime | None = None,
+           cache: NamespaceCache | None = None) -> list[Hit]:
     """Recall memories of ``ns`` for a conversation tail (oldest first, latest last).
 
     Returns at most ``params.k`` Hits, best first, each with its per-channel ranks
     and score parts. ``chat`` applies disclosure (group chats see only what was
-    learned in that group). Raises SearchIndexError when the index fails (the
-    pipeline degrades to no recollection).
+    learned in that group). ``cache``: the namespace cache (``channel_hits``).
+    Raises SearchIndexError when the index fails (the pipeline degrades to no
+    recollection).
     """
-    ranked, small = channel_hits(store, index, ns, tail, chat=chat, params=params)
+    ranked, small, view = _channels(store, index, ns, tail, chat, params, cache)
     lists = {c: [m for m, _ in hits] for c, hits in ranked.items()}
     weights = {"bm25": params.bm25_weight, "vector": params.vector_weight, "time": params.time_weight}
     fused = rrf_fuse(lists, params.rrf_k, weights)
@@ -281,10 +325,13 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         lines, tail_weights = _query_lines(tail, params)
         # IDF over what BM25 searched: the namespace's disclosed rows on the exact path,
         # the fused candidates on the index path (whose statistics LanceDB keeps to itself)
-        docs = [tokens(m.text) for m in (small if small is not None else memories.values())
-                if not isinstance(m, MemoryText) or _disclosed(m, chat)]
-        conf = bm25_confidence(_query_terms(lines, tail_weights), tokens(memories[lists["bm25"][0]].text),
-                               docs, params.bm25_full_coverage)
+        terms, top = _query_terms(lines, tail_weights), tokens(memories[lists["bm25"][0]].text)
+        if view is not None:  # the cached path: the same rows as the exact path, counted in the postings
+            conf = _view_confidence(view, chat, terms, top, params.bm25_full_coverage)
+        else:
+            docs = [tokens(m.text) for m in (small if small is not None else memories.values())
+                    if not isinstance(m, MemoryText) or _disclosed(m, chat)]
+            conf = bm25_confidence(terms, top, docs, params.bm25_full_coverage)
         if conf < 1.0:
             weights["bm25"] = params.bm25_weight * conf
             fused = rrf_fuse(lists, params.rrf_k, weights)
@@ -368,46 +415,42 @@ def bm25_scores(docs: Sequence[Sequence[str]], terms: dict[str, float], *, k1: f
     (Robertson & Zaragoza 2009, "The Probabilistic Relevance Framework: BM25 and
     Beyond"), with Lucene's non-negative IDF ``ln(1 + (N - df + 0.5) / (df + 0.5))``:
     ``Σ_t w_t · idf_t · tf·(k1 + 1) / (tf + k1·(1 - b + b·|d| / avgdl))``. Statistics
-    are over ``docs`` only (one namespace). 0.0 for a document without a query term."""
-    n = len(docs)
-    if not n or not terms:
-        return [0.0] * n
-    avgdl = sum(len(d) for d in docs) / n or 1.0
-    tfs = []
-    df: dict[str, int] = {}
-    for d in docs:
-        tf: dict[str, int] = {}
-        for t in d:
-            if t in terms:
-                tf[t] = tf.get(t, 0) + 1
-        for t in tf:
-            df[t] = df.get(t, 0) + 1
-        tfs.append(tf)
-    idf = {t: math.log(1.0 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
-    out = []
-    for d, tf in zip(docs, tfs):
-        norm = k1 * (1.0 - b + b * len(d) / avgdl)
-        out.append(sum(terms[t] * idf[t] * c * (k1 + 1.0) / (c + norm) for t, c in tf.items()))
-    return out
+    are over ``docs`` only (one namespace). 0.0 for a document without a query term.
+    The arithmetic is ``memory.cache.Bm25Postings``', which every in-process path
+    uses, so a score here is bit-identical to the cached path's."""
+    if not docs:
+        return []
+    return Bm25Postings(docs).scores(terms, k1=k1, b=b).tolist()
 
 
 def _exact(index: SearchIndex, small: Sequence[MemoryText], lines: Sequence[str], weights: Sequence[float],
            params: RecallParams, chat: ChatRef | None) -> dict[str, list[tuple[str, float]]]:
     """Both channels computed exactly over a small namespace's live memories (read
-    from SQL in that namespace, disclosure applied here): BM25 with the
-    namespace's own statistics, cosine against every vector (``SearchIndex.vectors``)."""
-    docs = [m for m in small if _disclosed(m, chat)]
+    from SQL in that namespace): a view of them built for this recall only
+    (vectors from ``SearchIndex.vectors`` when the vector channel runs), searched
+    like a cached one (``_search_view``)."""
+    if not small:
+        return {}
+    matrix = index.vectors(small) if "vector" in params.channels else None
+    view = NamespaceView(small, matrix, terms=_query_terms(lines, weights))  # this query's postings only
+    return _search_view(index, view, lines, weights, params, chat)
+
+
+def _search_view(index: SearchIndex, view: NamespaceView, lines: Sequence[str], weights: Sequence[float],
+                 params: RecallParams, chat: ChatRef | None) -> dict[str, list[tuple[str, float]]]:
+    """Both channels over a namespace view, disclosure applied (``NamespaceView.disclosed``,
+    the rule of ``_disclosed``): BM25 with the disclosed documents' own statistics
+    (``bm25_scores``' arithmetic), cosine against every disclosed vector; each
+    list best first, ties broken by id, cut at ``params.candidates``."""
+    mask = view.disclosed(chat)
     ranked: dict[str, list[tuple[str, float]]] = {}
-    if not docs:
+    if not len(view) or (mask is not None and not mask.any()):
         return ranked
     if "bm25" in params.channels:
-        scores = bm25_scores([tokens(m.text) for m in docs], _query_terms(lines, weights))
-        order = sorted((i for i, sc in enumerate(scores) if sc > 0), key=lambda i: (-scores[i], docs[i].id))
-        ranked["bm25"] = [(docs[i].id, scores[i]) for i in order[: params.candidates]]
+        scores = view.bm25.scores(_query_terms(lines, weights), mask, k1=BM25_K1, b=BM25_B)
+        ranked["bm25"] = view.top(scores, mask, params.candidates, positive=True)
     if "vector" in params.channels:
         q = _query_vector(index, lines, weights)
         if q is not None:
-            sims = index.vectors(docs) @ q.astype(np.float32)
-            order = sorted(range(len(docs)), key=lambda i: (-float(sims[i]), docs[i].id))
-            ranked["vector"] = [(docs[i].id, float(sims[i])) for i in order[: params.candidates]]
+            ranked["vector"] = view.top(view.cosine(q), mask, params.candidates, positive=False)
     return ranked

@@ -26,6 +26,8 @@ concern, each in a module named after it::
       conflicts.py   Conflicts: conflict links between two live memories of a
                      namespace (said differently, no clear change); Conflict
       apikeys.py     ApiKeys: API keys of the HTTP API (hashed); ApiKey, KeyScope
+      versions.py    NamespaceVersions: each namespace's write version and live
+                     count (bumped inside every memory write's transaction)
 
 Every part subclasses ``StoreBase`` and opens transactions only through it;
 the parts import ``tables`` and ``base`` (and ``memories`` imports
@@ -73,12 +75,14 @@ from memory.store.identities import Identities
 from memory.store.memories import MemoryRows, MemoryText
 from memory.store.nonces import SeenNonces
 from memory.store.outbox import IndexOp, IndexOutbox
+from memory.store.versions import NamespaceVersions
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
            "MemoryText", "Conflict", "ApiKey", "KeyScope"]
 
 
-class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, ApiKeys):
+class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, ApiKeys,
+            NamespaceVersions):
     """SQL source of truth. Thread-safe; methods are synchronous (call them in a
     thread from async code).
 
@@ -91,5 +95,6 @@ class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState
     redactions in ``ChatLog``; the index outbox in ``IndexOutbox``; audit in
     ``AuditLog``; identity links and ``move_namespace`` in ``Identities``;
     last-recall traces, confirmations and tenant counts in ``CommandState``;
-    conflict links in ``Conflicts``. All share ``StoreBase``'s engine and transactions.
+    conflict links in ``Conflicts``; write versions and live counts in
+    ``NamespaceVersions``. All share ``StoreBase``'s engine and transactions.
     """

@@ -24,6 +24,7 @@ from sqlmodel import Session, delete, select
 from memory.errors import DuplicateDelivery
 from memory.store.base import StoreBase, utcnow
 from memory.store.tables import _aware, _AuditRow, _ChatLogRow, _DeliveryRow, _IndexOpRow, _MemoryRow, _RedactionRow
+from memory.store.versions import _bump
 from memory.types import ChatRef, Namespace
 
 
@@ -360,6 +361,7 @@ class ChatLog(StoreBase):
                 s.add(_IndexOpRow(namespace=mem.namespace, memory_id=mem.id, op="upsert", created_at=now))
                 touched[mem.namespace] = touched.get(mem.namespace, 0) + 1
             for ns, n in touched.items():
+                _bump(s, ns)  # the memories' origin decides their disclosure in group chats
                 s.add(_AuditRow(at=now, actor=actor, action="migrate_chat", namespace=ns, memory_id=None,
                                 detail=json.dumps({"from": base, "to": target, "memories": n})))
         return ChatMigration(chat_lines=len(lines), memories=len(mems),

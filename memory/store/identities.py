@@ -15,6 +15,7 @@ from sqlmodel import delete, select
 
 from memory.store.base import StoreBase, utcnow
 from memory.store.conflicts import _unlink
+from memory.store.versions import _bump
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _ConflictRow, _HistoryRow, _IdentityRow, _IndexOpRow,
                                  _LastRecallRow, _MemoryRow, _TombstoneRow)
 from memory.types import Namespace
@@ -118,6 +119,9 @@ class Identities(StoreBase):
                 s.add(_IndexOpRow(namespace=str(src), memory_id=r.id, op="delete", created_at=now))
                 s.add(_IndexOpRow(namespace=str(dst), memory_id=other.id, op="upsert", created_at=now))
             s.flush()
+            if rows:  # both sides' searches change: src empties, dst gains or re-texts rows
+                _bump(s, src, -len(rows))
+                _bump(s, dst, len(moved))
             _unlink(s, dst, revised)
             for link in s.exec(select(_ConflictRow).where(_ConflictRow.namespace == str(src))).all():
                 if link.older_id in moved and link.newer_id in moved:

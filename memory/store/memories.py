@@ -6,7 +6,7 @@ drains them). A delete removes the live row and its history, records the
 tombstones it is given and, when asked, redacts the chat-log lines the memory
 was learned from (``memory.store.chatlog._redact_line``), all in one
 transaction. Also here: recall's reads (``get_many``, ``live_if_at_most``,
-``touch``), the group-scoped listings (DESIGN rule 6), the ids of a namespace
+``search_rows`` for its namespace cache, ``touch``), the group-scoped listings (DESIGN rule 6), the ids of a namespace
 for index repair (``iter_ids``) and the one tenant-wide read,
 ``admin_namespaces`` (``memory.admin`` only).
 """
@@ -26,6 +26,7 @@ from memory.errors import NamespaceError, NotFoundError
 from memory.store.base import StoreBase, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
+from memory.store.versions import _STATE_SQL, _bump
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IndexOpRow, _MemoryRow, _TombstoneRow,
                                  _to_memory)
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility
@@ -66,6 +67,8 @@ class MemoryText:
         return _to_memory(self._row, self.namespace)  # type: ignore[arg-type]
 
 
+_NOT_IN_MEMORY = frozenset({"norm", "tenant", "source_fp"})
+"""Columns of ``memories`` that ``_to_memory`` does not read."""
 _KEY_SQL = select(_MemoryRow.__table__).where(  # type: ignore[attr-defined]
     _MemoryRow.__table__.c.namespace == bindparam("ns"), _MemoryRow.__table__.c.key == bindparam("key"))  # type: ignore[attr-defined]
 _TOMBSTONE_SQL = select(func.max(_TombstoneRow.__table__.c.forgotten_at)).where(  # type: ignore[attr-defined]
@@ -121,6 +124,7 @@ class MemoryRows(StoreBase):
             conn.execute(insert(_MemoryRow.__table__), [values])  # type: ignore[attr-defined]
             conn.execute(insert(_IndexOpRow.__table__),  # type: ignore[attr-defined]
                          [dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0)])
+            _bump(conn, ns, 1)
         return _to_memory(SimpleNamespace(**values))  # type: ignore[arg-type]
 
     def get(self, ns: Namespace, memory_id: str) -> Memory:
@@ -139,7 +143,9 @@ class MemoryRows(StoreBase):
         # `namespace || ''`: still filtered on the namespace, but not through its index —
         # SQLite otherwise scans a large namespace for ~80 ids instead of looking each
         # up by primary key (5 ms vs 0.9 ms at 10k memories)
-        q = select(t).where(t.c.id.in_(list(ids)), t.c.namespace.concat("") == str(ns))
+        # only the columns a Memory is built from (not norm, tenant, source_fp): recall's hot path
+        q = select(*(c for c in t.c if c.name not in _NOT_IN_MEMORY)).where(
+            t.c.id.in_(list(ids)), t.c.namespace.concat("") == str(ns))
         with self.engine.connect() as conn:  # plain rows, not ORM objects: recall reads ~80 per turn
             rows = conn.execute(q).all()
         return {r.id: _to_memory(r, ns) for r in rows}  # type: ignore[arg-type]
@@ -155,6 +161,20 @@ class MemoryRows(StoreBase):
         if len(rows) > n:
             return None
         return [MemoryText(r.id, ns, r.text, Visibility(r.visibility), r.origin, r) for r in rows]
+
+    def search_rows(self, ns: Namespace) -> tuple[int, list[MemoryText]]:
+        """``(write version, every live memory of ns)`` for recall's cache: the
+        version (``Store.namespace_state``; 0 when never written) is read first and
+        the rows after it, on one connection, so the rows are never older than
+        the version they are stamped with. Only the columns a search reads (id,
+        text, visibility, origin); ``MemoryText.memory()`` is not available on them."""
+        t = _MemoryRow.__table__  # type: ignore[attr-defined]
+        q = select(t.c.id, t.c.text, t.c.visibility, t.c.origin).where(t.c.namespace == str(ns))
+        with self.engine.connect() as conn:
+            state = conn.execute(_STATE_SQL, {"ns": str(ns)}).first()
+            rows = conn.execute(q).all()
+        return (int(state.version) if state is not None else 0,
+                [MemoryText(r.id, ns, r.text, Visibility(r.visibility), r.origin) for r in rows])
 
     def find_by_key(self, ns: Namespace, key: str) -> Memory | None:
         """The live memory of ``ns`` with canonical ``key``, or None."""
@@ -241,6 +261,7 @@ class MemoryRows(StoreBase):
             row.valid_from = at
             s.add(row)
             s.add(_IndexOpRow(namespace=str(ns), memory_id=row.id, op="upsert", created_at=at))
+            _bump(s, ns)
             _unlink(s, ns, [row.id])  # the disagreement was with the old text (the core re-judges the new one)
         return _to_memory(row)
 
@@ -320,6 +341,7 @@ class MemoryRows(StoreBase):
                 for origin, message_id in sources:
                     _redact_line(s, ns, origin, message_id)
             s.add(_IndexOpRow(namespace=str(ns), memory_id=memory_id, op="delete", created_at=now))
+            _bump(s, ns, -1)
             if purge:
                 s.add(_IndexOpRow(namespace=str(ns), memory_id=memory_id, op="purge", created_at=now))
 

@@ -6,7 +6,8 @@ One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` �
 ``chat_redactions``, ``_IndexOpRow`` → ``index_outbox``, ``_AuditRow`` →
 ``audit_log``, ``_IdentityRow`` → ``identities``, ``_LastRecallRow`` →
 ``last_recall``, ``_PendingRow`` → ``pending_confirmations``, ``_ConflictRow`` →
-``memory_conflicts``, ``_ApiKeyRow`` → ``api_keys``), registered on
+``memory_conflicts``, ``_ApiKeyRow`` → ``api_keys``, ``_NamespaceStateRow`` →
+``namespace_state``), registered on
 ``SQLModel.metadata`` when this module is imported; the row → ``Memory``
 conversion; and the engine helpers (URL normalisation, SQLite pragmas and
 ``BEGIN IMMEDIATE``). Nothing here opens a session: transactions belong to
@@ -330,3 +331,17 @@ def _sqlite_begin(conn) -> None:  # pragma: no cover - trivial
     statement by statement, which WAL never blocks."""
     if conn.get_execution_options().get("huiyi_write"):
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class _NamespaceStateRow(SQLModel, table=True):
+    """Per-namespace write version and live count. ``version`` grows by one in
+    the transaction of every write that changes what a search of the namespace
+    reads (a memory added, re-texted, re-disclosed, deleted or moved), so an
+    in-process cache stamped with it is stale exactly when it differs;
+    ``live`` is the number of live memories (``memories`` rows) of the namespace."""
+
+    __tablename__ = "namespace_state"
+
+    namespace: str = Field(primary_key=True, max_length=260)
+    version: int = 0
+    live: int = 0

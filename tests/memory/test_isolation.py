@@ -356,3 +356,12 @@ def test_history_rows_without_a_visibility_fail_closed_in_groups(core):
     old, live = core.history(ns, m.id)
     assert old.origin == group and old.visibility is Visibility.PRIVATE and not visible_in(old, group)
     assert visible_in(live, group) and visible_in(old, None)
+
+
+def test_isolation_state_machine_with_the_recall_cache(sqlite_core):
+    """The same programs with recall served from the in-process namespace cache: no
+    hit leaves its namespace, and none is a forgotten memory or an old version."""
+    from memory.cache import NamespaceCache
+
+    sqlite_core.cache = NamespaceCache(64)
+    _run_machine(sqlite_core, 200)

@@ -92,6 +92,9 @@ def test_previous_release_database_upgrades_at_start_up_without_losing_a_row(bac
         assert store.schema_revision() == head()
         assert _counts(store) == before
         assert _drift(store) == []
+        # revision 0004 counts each namespace's live memories at version 1 (recall's cache stamps)
+        assert [store.namespace_state(n) for n in (ZH, EN)] == [(1, len(store.iter_ids(n))) for n in (ZH, EN)]
+        assert store.namespace_state(ZH)[1] > 0
         with store.engine.connect() as conn:
             assert conn.execute(text("SELECT visibility FROM memory_history")).scalars().all() == [""]
         # the rows read back through today's code, Chinese, traditional, emoji and all

@@ -1,0 +1,218 @@
+"""Recall's in-process namespace cache: the same hits as exact search (disclosure
+included), a write version in SQL that makes every process reload after any
+write — a forget is never served from a stale cache, across processes, on SQLite
+and PostgreSQL — and a bound in MiB that it keeps."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from memory.cache import NamespaceCache
+from memory.core import MemoryCore
+from memory.recall import EXACT_MAX, RecallParams, channel_hits
+from memory.store import utcnow
+from memory.types import ChatKind, ChatRef, Namespace, Visibility
+
+ROOT = Path(__file__).resolve().parents[2]
+FACTS = ["我养了一只叫煤球的黑猫", "我喜欢喝美式咖啡，不加糖。", "I love hiking in the Alps", "我的WiFi密码忘了",
+         "My sister lives in Paris 🗼", "我在上海做程序员", "我對花生過敏", "週末我常去爬山",
+         "明天要去面试了有点紧张😬", "我最近在学吉他 🎸", "我女朋友叫小丽", "I work as a nurse in Leeds"]
+GROUP_FACTS = ["我在群里说过我喜欢猫", "Our band plays jazz on Fridays 🎷", "我们群周末去爬山", "咖啡馆在人民广场"]
+QUERIES = ["你还记得我的猫吗？", "咖啡", "hiking", "wifi 密码", "Where does my sister live?", "上海", "花生過敏",
+           "爬山", "面试", "吉他", "小丽是谁", "nurse", "程序員", "煤球 🐱", "jazz", "？？？"]
+GROUP = ChatRef("qq", ChatKind.GROUP, "7001")
+OTHER_GROUP = ChatRef("qq", ChatKind.GROUP, "7002")
+
+
+def _cached(core: MemoryCore, mib: float = 64.0) -> MemoryCore:
+    """A second core over the same store and index, with a cache of ``mib`` MiB."""
+    return MemoryCore(core.store, core.index, cache_mib=mib)
+
+
+def _fill(core: MemoryCore, ns: Namespace) -> None:
+    for t in FACTS:
+        core.add(ns, core.new(ns, t))
+    for t in GROUP_FACTS:
+        core.add(ns, core.new(ns, t, origin=GROUP, visibility=Visibility.GROUP))
+    core.add(ns, core.new(ns, "群二的秘密 secret of group two", origin=OTHER_GROUP, visibility=Visibility.GROUP))
+
+
+def _shape(hits) -> list[tuple[str, float, dict]]:
+    return [(h.memory.id, h.score, h.ranks) for h in hits]
+
+
+def test_cached_recall_equals_exact_recall_in_every_chat(core):
+    """Same hits, scores and ranks as the exact search, for zh / en / mixed / traditional
+    / emoji queries, in private, in the group the memories were learned in, in another
+    group and in a group none was learned in; the cache holds the namespace after."""
+    ns = Namespace("default", "tg:4242")
+    _fill(core, ns)
+    _fill(core, Namespace("default", "tg:4243"))  # another person with the same texts
+    cached = _cached(core)
+    now = utcnow()
+    chats = [None, ChatRef("tg", ChatKind.PRIVATE, "4242"), GROUP, OTHER_GROUP, ChatRef("tg", ChatKind.GROUP, "-1")]
+    for q in QUERIES:
+        for chat in chats:
+            for channels in (("bm25",), ("vector",), ("bm25", "vector")):
+                p = RecallParams(k=10, channels=channels)
+                exact = core.recall(ns, [q], chat=chat, now=now, params=RecallParams(k=10, channels=channels,
+                                                                                      exact_max=EXACT_MAX))
+                hot = cached.recall(ns, [q], chat=chat, params=p, now=now)
+                assert _shape(hot) == _shape(exact), (q, chat, channels)
+                assert {h.memory.namespace for h in hot} == {ns} or not hot
+                if chat is not None and chat.is_group:
+                    assert all(h.memory.origin is not None and h.memory.origin.group_key == chat.group_key
+                               for h in hot), (q, chat)
+    assert cached.cache is not None and len(cached.cache) == 1 and cached.cache.loads == 1
+    assert cached.cache.hits > 0
+
+
+def test_a_long_tail_query_ranks_the_same_on_both_paths(sqlite_core):
+    """A three-line tail (weighted terms, weighted query vector) gives the same raw
+    channel scores from the cache as from the exact search."""
+    ns = Namespace("default", "qq:88")
+    _fill(sqlite_core, ns)
+    cached = _cached(sqlite_core)
+    tail = ["周末去哪里玩？", "I might go hiking 🥾", "你还记得我喜欢喝什么咖啡吗"]
+    exact, _ = channel_hits(sqlite_core.store, sqlite_core.index, ns, tail, params=RecallParams(exact_max=EXACT_MAX))
+    hot, rows = channel_hits(sqlite_core.store, sqlite_core.index, ns, tail, cache=cached.cache)
+    assert hot == exact and rows is None and hot["bm25"] and hot["vector"]
+
+
+def test_writes_in_this_process_are_seen_at_the_next_recall(core):
+    """Add, edit, forget and a move to another namespace each bump the write version:
+    the next cached recall answers from the new state."""
+    ns, other = Namespace("default", "tg:5150"), Namespace("default", "qq:5150")
+    cached = _cached(core)
+    cat = cached.add(ns, cached.new(ns, "我养了一只叫煤球的黑猫")).memory.id
+    assert [h.memory.id for h in cached.recall(ns, ["煤球"])] == [cat]
+    v0, live0 = core.store.namespace_state(ns)
+    assert live0 == 1
+    tea = cached.add(ns, cached.new(ns, "I drink oolong tea every morning 🍵")).memory.id
+    assert tea in {h.memory.id for h in cached.recall(ns, ["oolong tea"])}
+    cached.update(ns, cat, "我养了一只叫雪球的白猫")
+    assert [h.memory.text for h in cached.recall(ns, ["雪球"])] == ["我养了一只叫雪球的白猫"]
+    assert cached.recall(ns, ["煤球"]) == [] or all("煤球" not in h.memory.text for h in cached.recall(ns, ["煤球"]))
+    cached.forget(ns, tea, purge=False)
+    assert tea not in {h.memory.id for h in cached.recall(ns, ["oolong tea"])}
+    v1, live1 = core.store.namespace_state(ns)
+    assert v1 == v0 + 3 and live1 == 1
+    core.store.move_namespace(ns, other)  # what linking two identities does to the memories
+    moved_from, moved_to = ns, other
+    assert cached.recall(moved_from, ["雪球"]) == []
+    assert [h.memory.text for h in cached.recall(moved_to, ["雪球"])] == ["我养了一只叫雪球的白猫"]
+    assert core.store.namespace_state(moved_to)[1] == 1
+
+
+_OTHER_PROCESS = textwrap.dedent("""
+    import sys
+    from memory.core import MemoryCore
+    from memory.embed import Usem3Embedder
+    from memory.index import SearchIndex
+    from memory.store import Store
+    from memory.types import Namespace
+
+    url, schema, index, verb, arg = sys.argv[1:6]
+    ns = Namespace("default", "tg:6060")
+    core = MemoryCore(Store(url, schema=schema or None), SearchIndex(index, Usem3Embedder()), cache_mib=16)
+    if verb == "forget":
+        core.forget(ns, arg)
+    elif verb == "edit":
+        core.update(ns, arg, "我改喝拿铁了 ☕")
+    else:
+        print(core.add(ns, core.new(ns, arg)).memory.id)
+    core.close()
+""")
+
+
+def _in_another_process(core: MemoryCore, *args: str) -> str:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", _OTHER_PROCESS, core.store.url, core.store.schema or "",
+                          core.index.path, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip()
+
+
+def test_a_forget_in_another_process_is_never_served_from_the_cache(core):
+    """A warm cache in this process, then another process forgets, edits and adds:
+    the very next recall here has the forgotten memory gone, the edit's new text and
+    the new memory (SQLite and PostgreSQL)."""
+    ns = Namespace("default", "tg:6060")
+    cached = _cached(core)
+    secret = cached.add(ns, cached.new(ns, "我的银行卡密码是 2468 🔐")).memory.id
+    coffee = cached.add(ns, cached.new(ns, "我喜欢喝美式咖啡")).memory.id
+    cached.add(ns, cached.new(ns, "I love hiking in the Alps"))
+    assert secret in {h.memory.id for h in cached.recall(ns, ["银行卡密码"])}
+    assert cached.cache is not None and cached.cache.loads == 1
+
+    _in_another_process(core, "forget", secret)
+    assert secret not in {h.memory.id for h in cached.recall(ns, ["银行卡密码"])}
+    assert all("2468" not in h.memory.text for h in cached.recall(ns, ["银行卡 密码 2468"]))
+
+    _in_another_process(core, "edit", coffee)
+    assert [h.memory.text for h in cached.recall(ns, ["拿铁"])] == ["我改喝拿铁了 ☕"]
+
+    added = _in_another_process(core, "add", "My sister lives in Paris 🗼")
+    assert added in {h.memory.id for h in cached.recall(ns, ["sister Paris"])}
+    assert cached.cache.loads == 4
+
+
+def test_the_cache_keeps_its_bound_and_evicts_the_least_recent(sqlite_core):
+    """With room for about one namespace, recalling three in turn keeps the estimate
+    under the bound, evicts the least recently used, and still answers correctly."""
+    spaces = [Namespace("default", f"tg:71{i}") for i in range(3)]
+    for ns in spaces:
+        _fill(sqlite_core, ns)
+    probe = _cached(sqlite_core)
+    probe.recall(spaces[0], ["咖啡"])
+    one = probe.cache.nbytes
+    small = _cached(sqlite_core, mib=1.5 * one / 2**20)
+    for ns in spaces * 2:
+        hits = small.recall(ns, ["咖啡"])
+        assert hits and {h.memory.namespace for h in hits} == {ns}
+        assert small.cache.nbytes <= small.cache.max_bytes
+    assert small.cache.evictions >= 3 and len(small.cache) == 1
+
+
+def test_a_namespace_too_big_for_the_cache_goes_through_the_index(sqlite_core):
+    """A namespace whose estimate exceeds half the bound is not cached: with the index
+    emptied and exact search off, its recall finds nothing (the index path ran)."""
+    ns = Namespace("default", "tg:72")
+    _fill(sqlite_core, ns)
+    tiny = _cached(sqlite_core, mib=0.001)
+    sqlite_core.index.reset()
+    assert tiny.recall(ns, ["咖啡"], params=RecallParams(exact_max=0)) == []
+    assert len(tiny.cache) == 0
+    assert "我喜欢喝美式咖啡，不加糖。" in {h.memory.text for h in tiny.recall(ns, ["咖啡"], params=RecallParams(exact_max=EXACT_MAX))}
+
+
+def test_a_cold_load_reads_stored_vectors_and_embeds_none(sqlite_core, monkeypatch):
+    """A cold namespace of more than 64 memories is loaded with its vectors from the
+    index in one read: nothing but the query is embedded, and the hits equal exact search."""
+    ns = Namespace("default", "tg:73")
+    with sqlite_core.batch():
+        for i in range(80):
+            sqlite_core.add(ns, sqlite_core.new(ns, f"第{i}条记忆 memory number {i} 🧠"))
+        sqlite_core.add(ns, sqlite_core.new(ns, "我喜欢喝美式咖啡"))
+    from memory.index import SearchIndex
+
+    fresh = MemoryCore(sqlite_core.store, SearchIndex(sqlite_core.index.path, sqlite_core.index.embedder), cache_mib=16)
+    calls = []
+    real = fresh.index.embedder.embed_documents
+    monkeypatch.setattr(fresh.index.embedder, "embed_documents", lambda texts: calls.append(len(texts)) or real(texts))
+    now = utcnow()
+    hot = fresh.recall(ns, ["咖啡"], now=now)
+    assert hot[0].memory.text == "我喜欢喝美式咖啡" and calls == [1]  # the query itself, nothing of the 81
+    assert _shape(hot) == _shape(sqlite_core.recall(ns, ["咖啡"], now=now, params=RecallParams(exact_max=EXACT_MAX)))
+
+
+def test_rejects_a_bound_that_is_not_positive():
+    """A cache of 0 MiB is a configuration error (MemoryCore turns 0 into no cache)."""
+    with pytest.raises(ValueError):
+        NamespaceCache(0)
