@@ -1003,6 +1003,24 @@ def _addressed(chat: ChatRef | None, addressed: bool | None) -> bool:
     return (chat is None or not chat.is_group) if addressed is None else addressed
 
 
+# A credential with its value: 「我的银行卡密码是123456」, "my PIN is 4321", 「验证码：839201」,
+# a card or ID number. A companion has no use for it and a recollection must never say it.
+_SECRET_RE = re.compile(
+    r"(?:密码|口令|验证码|校验码|安全码|支付码|PIN码?|CVV2?|CVC)\s*(?:是|为|:|：|=)?\s*[A-Za-z0-9!@#$%^&*_.\-]{4,}"
+    r"|\b(?:password|passcode|passphrase|pin|cvv|cvc|security code|one-time code|otp)\b"
+    r"\s*(?:is|was|:|=)\s*\S{4,}"
+    r"|(?<![\d-])(?:\d[ -]?){15,18}[\dXx](?![\d-])",
+    re.IGNORECASE)
+
+
+def holds_secret(text: str) -> bool:
+    """True when ``text`` states a credential with its value (a password, PIN,
+    verification or security code followed by a value of 4+ characters, in zh or
+    en) or holds a 16–19 digit card or 18-character ID number. Such a fact is not
+    captured: 「我的WiFi密码忘了」 is kept, 「我的银行卡密码是123456」 is not."""
+    return bool(_SECRET_RE.search(to_simplified(text)))
+
+
 def _weaker_than_live(core, ns: Namespace, f: Fact):
     """An ``AddResult("rejected", None, "weaker")`` when ``f`` is an identity slot
     (IDENTITY_KEYS) read less firmly than the live memory holding that slot ("叫我
@@ -1047,6 +1065,12 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
     facts = extractor.extract(text, said_at, tz, addressed=_addressed(chat, addressed))
     results = []
     for f in facts:
+        if holds_secret(f.text):
+            from memory.core import AddResult
+
+            log.info("capture %s: a fact holding a credential was left out", ns)
+            results.append(AddResult("rejected", None, "secret"))
+            continue
         weaker = _weaker_than_live(core, ns, f)
         if weaker is not None:
             results.append(weaker)

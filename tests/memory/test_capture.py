@@ -637,3 +637,27 @@ def test_english_subjectless_past_events_are_the_speakers(text):
     """A subject-less English sentence opening with a past verb, said to the bot, is the speaker's."""
     (f,) = H.extract(text, AT, addressed=True)
     assert f.source == text
+
+
+@pytest.mark.parametrize("text", ["我的银行卡密码是123456", "我的支付密碼為 abc12345", "my PIN is 4321",
+                                  "My password is hunter22!", "我的验证码：839201，别告诉别人",
+                                  "我的卡号 6222 0212 3456 7890 123", "我身份证号11010519491231002X"])
+def test_a_credential_with_its_value_is_never_captured(sqlite_core, namespace, text):
+    """A password, PIN, code, card or ID number said with its value is left out
+    (rejected, reason ``secret``), zh (simplified and traditional) and en, and nothing
+    of it can be recalled; the other statements of the message are still captured."""
+    t0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+    results = capture(sqlite_core, namespace, f"{text}。我养了一只叫煤球的黑猫🐈", chat=DM, said_at=t0,
+                      message_id="s1")
+    assert [(r.action, r.reason) for r in results][0] == ("rejected", "secret")
+    assert [m.text for m in sqlite_core.list(namespace)] == ["我养了一只叫煤球的黑猫🐈"]
+
+
+@pytest.mark.parametrize("text", ["我的WiFi密码忘了", "I forgot my password again 😩", "我的手机号是13812345678",
+                                  "The pin is in the drawer"])
+def test_talk_about_credentials_without_a_value_is_still_captured(sqlite_core, namespace, text):
+    """Mentioning a password or a phone number without a secret value is an ordinary statement."""
+    t0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+    results = capture(sqlite_core, namespace, text, chat=DM, said_at=t0, message_id="s2",
+                      extractor=HeuristicExtractor(), addressed=True)
+    assert all(r.reason != "secret" for r in results)
