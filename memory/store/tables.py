@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
+import time
 from datetime import datetime, timezone
 
 from sqlalchemy import Index as SAIndex
@@ -318,8 +320,18 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial
     # write transaction takes the write lock up front (BEGIN IMMEDIATE)
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA busy_timeout=10000")
+    # switching a new file to WAL needs it exclusively; when another connection is
+    # creating the schema at that moment SQLite can answer "database is locked"
+    # at once instead of waiting (two replicas opening one empty file together)
+    for attempt in range(100):
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == 99:
+                raise
+            time.sleep(0.1)
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA secure_delete=ON")  # a forget leaves no text in freed pages
     cur.close()

@@ -222,3 +222,26 @@ def test_two_stores_opening_one_empty_database_at_once_both_get_the_schema(backe
     finally:
         a.close()
         b.close()
+
+
+def test_four_stores_opening_one_new_sqlite_file_together_never_see_it_locked(tmp_path):
+    """Regression: the first ``PRAGMA journal_mode=WAL`` on a new file can answer
+    "database is locked" at once while another connection creates the schema; a
+    store retries it instead of failing to open (four at once, ten new files)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    for i in range(10):
+        url = f"sqlite:///{tmp_path / f'new{i}.db'}"
+        barrier = threading.Barrier(4)
+
+        def open_store() -> Store:
+            barrier.wait()
+            return Store(url)
+
+        with ThreadPoolExecutor(4) as pool:
+            stores = [f.result(timeout=60) for f in [pool.submit(open_store) for _ in range(4)]]
+        try:
+            assert {s.schema_revision() for s in stores} == {head()}
+        finally:
+            for s in stores:
+                s.close()
