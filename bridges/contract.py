@@ -28,6 +28,16 @@ __all__ = ["InboundMessage", "Withdrawal", "ReplyRef", "Outbound", "Attachment",
 MAX_TEXT_CHARS = 20_000
 
 
+def _plain_id(v: str) -> str:
+    """``v`` when it is a usable message id: 1-128 characters, none of them a
+    control character (NUL, newline…; PostgreSQL refuses NUL). Raises ValueError."""
+    if not v or len(v) > 128:
+        raise ValueError("message_id must be 1-128 characters")
+    if has_control(v):
+        raise ValueError("message_id must not contain control characters")
+    return v
+
+
 class ReplyRef(BaseModel):
     """The message a person replied to (quoted). Quoting never changes the speaker."""
 
@@ -106,11 +116,7 @@ class InboundMessage(BaseModel):
     @field_validator("message_id")
     @classmethod
     def _short_id(cls, v: str) -> str:
-        if not v or len(v) > 128:
-            raise ValueError("message_id must be 1-128 characters")
-        if has_control(v):
-            raise ValueError("message_id must not contain control characters")
-        return v
+        return _plain_id(v)
 
     @field_validator("sender_id")
     @classmethod
@@ -154,7 +160,9 @@ class Withdrawal(BaseModel):
     """A person withdrew (recalled) one of their messages: OneBot v11
     ``friend_recall`` / ``group_recall`` notices. ``sender_id`` is the message's
     author (the subject whose memories it taught), ``operator_id`` who withdrew
-    it (an admin in a group; the author otherwise). Ids are strings."""
+    it (an admin in a group; the author otherwise). Ids are strings;
+    ``message_id`` is checked like InboundMessage's (1-128 characters, no
+    control character: it is looked up in SQL)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -165,6 +173,11 @@ class Withdrawal(BaseModel):
     chat_id: str
     operator_id: str | None = None
     timestamp: datetime | None = None
+
+    @field_validator("message_id")
+    @classmethod
+    def _short_id(cls, v: str) -> str:
+        return _plain_id(v)
 
     @property
     def chat(self) -> ChatRef:

@@ -185,3 +185,15 @@ def test_placeholder_or_shared_subject_in_keys_create_is_refused(subject):
     assert r.exit_code == 2, r.output
     assert "placeholder" in r.output or "shared by every anonymous sender" in r.output
     assert subject not in runner.invoke(cli, ["keys", "list", "--tenant", "default"]).output
+
+
+def test_control_character_in_withdrawn_message_id_is_refused():
+    """A withdrawal (recall notice) whose message id holds a NUL is refused before it is looked up in SQL."""
+    from pydantic import ValidationError
+
+    from bridges.contract import Withdrawal
+
+    with pytest.raises(ValidationError, match="control"):
+        Withdrawal(platform="qq", message_id="n\x00b", sender_id="10001", chat_kind="private", chat_id="10001")
+    assert Withdrawal(platform="qq", message_id="撤回-1", sender_id="10001", chat_kind="private",
+                      chat_id="10001").message_id == "撤回-1"
