@@ -288,6 +288,10 @@ def _subject(subject: str) -> str:
     return "/v1/subjects/" + quote(_repair(subject), safe=":@")
 
 
+def _mid(memory_id: str) -> str:
+    return quote(_repair(memory_id), safe="")
+
+
 def _clean(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
 
@@ -335,17 +339,17 @@ class _Calls:
         return _Call("GET", _subject(subject) + "/memories", _page, self._q(limit=limit, offset=offset, chat=chat))
 
     def get(self, subject: str, memory_id: str, chat: str | None) -> _Call[Memory]:
-        return _Call("GET", f"{_subject(subject)}/memories/{quote(_repair(memory_id), safe='')}", Memory.of, self._q(chat=chat))
+        return _Call("GET", f"{_subject(subject)}/memories/{_mid(memory_id)}", Memory.of, self._q(chat=chat))
 
     def update(self, subject: str, memory_id: str, text: str) -> _Call[Memory]:
-        return _Call("PATCH", f"{_subject(subject)}/memories/{quote(_repair(memory_id), safe='')}", Memory.of, self._q(),
+        return _Call("PATCH", f"{_subject(subject)}/memories/{_mid(memory_id)}", Memory.of, self._q(),
                      {"text": text})
 
     def delete(self, subject: str, memory_id: str) -> _Call[None]:
-        return _Call("DELETE", f"{_subject(subject)}/memories/{quote(_repair(memory_id), safe='')}", lambda d: None, self._q())
+        return _Call("DELETE", f"{_subject(subject)}/memories/{_mid(memory_id)}", lambda d: None, self._q())
 
     def history(self, subject: str, memory_id: str, chat: str | None) -> _Call[list[Memory]]:
-        return _Call("GET", f"{_subject(subject)}/memories/{quote(_repair(memory_id), safe='')}/history",
+        return _Call("GET", f"{_subject(subject)}/memories/{_mid(memory_id)}/history",
                      lambda d: [Memory.of(v) for v in d["versions"]], self._q(chat=chat))
 
     def forget_subject(self, subject: str) -> _Call[int]:
