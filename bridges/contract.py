@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from memory.types import ChatKind, ChatRef, clean_name, is_placeholder_id, repair
+from memory.types import ChatKind, ChatRef, clean_name, has_control, in_era, not_a_person, repair
 
 __all__ = ["InboundMessage", "Withdrawal", "ReplyRef", "Outbound", "Attachment", "MAX_TEXT_CHARS", "TurnResult", "TurnHandler"]
 
@@ -26,6 +26,16 @@ __all__ = ["InboundMessage", "Withdrawal", "ReplyRef", "Outbound", "Attachment",
 #: limit (Telegram 4096, QQ ~4500), small enough that one request cannot tie up
 #: tokenising and embedding for minutes.
 MAX_TEXT_CHARS = 20_000
+
+
+def _plain_id(v: str) -> str:
+    """``v`` when it is a usable message id: 1-128 characters, none of them a
+    control character (NUL, newline…; PostgreSQL refuses NUL). Raises ValueError."""
+    if not v or len(v) > 128:
+        raise ValueError("message_id must be 1-128 characters")
+    if has_control(v):
+        raise ValueError("message_id must not contain control characters")
+    return v
 
 
 class ReplyRef(BaseModel):
@@ -66,10 +76,13 @@ class InboundMessage(BaseModel):
     when nothing visible is left; None is ``""``).
 
     Validation (pydantic ValidationError, a 400 at the HTTP edge): ``message_id``
-    at most 128 characters; ``sender_id`` not a placeholder (``"None"``,
-    ``"null"``, ``"undefined"``, ``"0"``, blank — ``memory.types.is_placeholder_id``);
+    1-128 characters, none of them a control character (NUL…); ``sender_id``
+    names one person (``memory.types.not_a_person``): not a placeholder
+    (``"None"``, ``"null"``, ``"undefined"``, ``"0"``, blank) nor a platform's
+    shared anonymous sender (``tg:1087968824``, ``qq:80000000``…);
     ``text`` at most MAX_TEXT_CHARS characters (parsers cut platform text first,
-    ``bridges.common.clip_text``); ``timestamp`` between 1970 and 2100 — a naive
+    ``bridges.common.clip_text``); ``timestamp`` between 1970 and 2100
+    (``memory.types.in_era``, also for offsets past the calendar's ends) — a naive
     timestamp is taken as UTC (parsers clamp platform times first,
     ``bridges.common.epoch_utc``).
 
@@ -103,15 +116,14 @@ class InboundMessage(BaseModel):
     @field_validator("message_id")
     @classmethod
     def _short_id(cls, v: str) -> str:
-        if not v or len(v) > 128:
-            raise ValueError("message_id must be 1-128 characters")
-        return v
+        return _plain_id(v)
 
     @field_validator("sender_id")
     @classmethod
-    def _a_person(cls, v: str) -> str:
-        if is_placeholder_id(v):
-            raise ValueError(f"sender_id {v!r} is a placeholder, not a person's id")
+    def _a_person(cls, v: str, info: ValidationInfo) -> str:
+        reason = not_a_person(info.data.get("platform", ""), v)
+        if reason:
+            raise ValueError(f"sender_id: {reason}")
         return v
 
     @field_validator("text")
@@ -136,11 +148,7 @@ class InboundMessage(BaseModel):
     @field_validator("timestamp")
     @classmethod
     def _aware_time(cls, v: datetime) -> datetime:
-        if v.tzinfo is None:
-            v = v.replace(tzinfo=timezone.utc)
-        if not 1970 <= v.astimezone(timezone.utc).year < 2100:
-            raise ValueError("timestamp must lie between 1970 and 2100")
-        return v
+        return in_era(v)
 
     @property
     def chat(self) -> ChatRef:
@@ -152,7 +160,9 @@ class Withdrawal(BaseModel):
     """A person withdrew (recalled) one of their messages: OneBot v11
     ``friend_recall`` / ``group_recall`` notices. ``sender_id`` is the message's
     author (the subject whose memories it taught), ``operator_id`` who withdrew
-    it (an admin in a group; the author otherwise). Ids are strings."""
+    it (an admin in a group; the author otherwise). Ids are strings;
+    ``message_id`` is checked like InboundMessage's (1-128 characters, no
+    control character: it is looked up in SQL)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -163,6 +173,11 @@ class Withdrawal(BaseModel):
     chat_id: str
     operator_id: str | None = None
     timestamp: datetime | None = None
+
+    @field_validator("message_id")
+    @classmethod
+    def _short_id(cls, v: str) -> str:
+        return _plain_id(v)
 
     @property
     def chat(self) -> ChatRef:

@@ -47,7 +47,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request, Response, Security
 from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader, HTTPBearer
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from bridges.contract import InboundMessage
 from gateway.auth import KEY_HEADER, Caller, authenticate
@@ -63,7 +63,7 @@ from memory.explain import TRACE_DEPTH, record_recall, visible_in
 from memory.identity import is_platform_subject, platform_subject
 from memory.store import ChatLine, utcnow
 from memory.types import (ID_RE, SUBJECT_RE, TENANT_RE, Category, ChatKind, ChatRef, Hit, Memory, Namespace,
-                          Visibility, clean_name)
+                          Visibility, clean_name, in_era)
 
 __all__ = ["router", "announce", "openapi_of"]
 
@@ -292,7 +292,8 @@ class SearchOut(BaseModel):
 
 class MessageIn(BaseModel):
     """A chat line: ``role`` user (the person, or with ``sender_id`` someone else
-    in a group) or assistant (the bot); ``timestamp`` default now, UTC when naive."""
+    in a group) or assistant (the bot); ``timestamp`` default now, UTC when naive,
+    between 1970 and 2100 as on ``/v1/turns`` (``memory.types.in_era``)."""
 
     role: Literal["user", "assistant"] = "user"
     text: Text = Field(min_length=1, max_length=MAX_TEXT_CHARS)
@@ -300,7 +301,7 @@ class MessageIn(BaseModel):
     sender_id: str | None = Field(default=None, pattern=f"^{ID_RE.pattern}$", max_length=128,
                                   description="platform user id of a user line; default: the subject's")
     sender_name: Text | None = Field(default=None, max_length=64)
-    timestamp: datetime | None = None
+    timestamp: Annotated[datetime, AfterValidator(in_era)] | None = None
 
     def at(self) -> datetime:
         ts = self.timestamp or utcnow()

@@ -13,8 +13,11 @@ db        upgrade | current: the database schema, by Alembic (gateway/cli_db.py)
 keys      create | list | revoke API keys of the /v1 HTTP API (gateway/cli_keys.py)
 
 ``huiyi --version`` prints the installed version; ``-h`` is ``--help``. A
-configuration error (``gateway.config.ConfigError``) from any command prints one
-line on stderr, ``huiyi: <what is wrong>``, and exits 2, without a traceback.
+configuration error (``gateway.config.ConfigError``) or a user's input error
+(``InputError``: a payload file that is missing, unreadable or not UTF-8, a query
+that is not UTF-8 text; ``memory.errors.NamespaceError``: a tenant or subject
+outside its pattern) from any command prints one line on stderr, ``huiyi: <what
+is wrong>``, and exits 2, without a traceback.
 """
 
 from __future__ import annotations
@@ -33,20 +36,28 @@ from gateway.cli_eval import eval_app, stats
 from gateway.config import ConfigError, load_settings, masked
 from gateway.logs import configure_logging
 
-__all__ = ["app", "version"]
+__all__ = ["app", "version", "InputError"]
 
-#: exit status of a command stopped by its configuration
+#: exit status of a command stopped by its configuration or its input
 CONFIG_EXIT = 2
+
+
+class InputError(Exception):
+    """What the user gave a command cannot be used (a missing or undecodable
+    file, text that is not UTF-8): one line on stderr and exit 2."""
 
 
 class _Group(TyperGroup):
     """The root command group: every subcommand runs inside it, so a
-    ConfigError from any of them becomes one line on stderr and exit 2."""
+    ConfigError, InputError or NamespaceError from any of them becomes one line
+    on stderr and exit 2."""
 
     def invoke(self, ctx):
+        from memory.errors import NamespaceError
+
         try:
             return super().invoke(ctx)
-        except ConfigError as exc:
+        except (ConfigError, InputError, NamespaceError) as exc:
             typer.echo(f"huiyi: {exc}", err=True)
             raise typer.Exit(CONFIG_EXIT) from None
 
@@ -118,10 +129,23 @@ def serve(host: Annotated[str | None, typer.Option(help="listen address")] = Non
                 log_config=None, limit_concurrency=settings.max_connections, timeout_keep_alive=5)
 
 
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
 def _load_payloads(path: Path):
     from bridges.detect import iter_payloads
 
-    raw = path.read_text(encoding="utf-8")
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); payload files are UTF-8 JSON or JSONL") from None
+    except OSError as exc:  # missing, a directory, no permission
+        raise InputError(f"{path}: {exc.strerror or exc}") from None
     try:
         yield from iter_payloads(json.loads(raw))
     except json.JSONDecodeError:
@@ -150,6 +174,8 @@ def replay(paths: Annotated[list[Path], typer.Argument(help="payload files: one 
     settings = load_settings()
     work = []
     for path in paths:
+        if not path.exists():
+            raise InputError(f"{path}: no such file or directory")
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         work.extend((f, payload) for f in files for payload in _load_payloads(f))
     show = sys.stderr.isatty() if progress is None else progress
@@ -194,6 +220,9 @@ def recall(query: Annotated[str, typer.Argument(help="query text")],
     from memory.types import Namespace
     from gateway.service import build_core
 
+    if not _is_utf8(query) or not _is_utf8(subject):  # bytes the terminal could not decode (surrogateescape)
+        raise InputError("the query or subject is not UTF-8 text; check the terminal's encoding")
+    Namespace(tenant, subject)  # NamespaceError (one line, exit 2) before the store opens
     configure_logging()
     core = build_core(load_settings())
     try:

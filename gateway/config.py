@@ -34,18 +34,9 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import (BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict,
                                TomlConfigSettingsSource)
 
-from memory.types import TENANT_RE, is_placeholder_id, repair
+from memory.types import SHARED_SENDERS, TENANT_RE, not_a_person, repair  # noqa: F401 (SHARED_SENDERS: re-exported)
 
 __all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings"]
-
-#: Platform ids that stand for "someone anonymous", never one person: making
-#: one of them an admin would make every anonymous sender an admin.
-SHARED_SENDERS = {
-    "tg:1087968824": "Telegram's GroupAnonymousBot (anonymous group admins)",
-    "tg:777000": "Telegram's service account (channel posts forwarded into a group)",
-    "tg:136817688": "Telegram's Channel_Bot (messages sent on behalf of a channel)",
-    "qq:80000000": "QQ's anonymous group member id",
-}
 
 #: ``Field(json_schema_extra=SECRET)`` marks a secret: ``masked`` (``huiyi config
 #: check``) never prints its value.
@@ -292,12 +283,9 @@ class TenantSettings(BaseModel):
         (``tg:None``, ``qq:0``) or a sender every anonymous person shares."""
         for subject in v:
             kind, _, uid = subject.strip().partition(":")
-            if is_placeholder_id(uid):
-                raise ValueError(f"admin {subject!r}: {uid!r} is a placeholder, not a person's id")
-            shared = SHARED_SENDERS.get(f"{kind}:{uid}")
-            if shared:
-                raise ValueError(f"admin {subject!r} is {shared}, shared by every anonymous sender; "
-                                 f"name the person's own id instead")
+            reason = not_a_person(kind, uid)
+            if reason:
+                raise ValueError(f"admin {subject!r}: {reason}; name the person's own id instead")
         return v
 
 

@@ -16,7 +16,10 @@ Exception tree::
         └── EmptyAnswer          the model answered nothing (the reply path stays silent)
 
 Core errors (``memory.errors``) map as: NamespaceError → 400, NotFoundError → 404,
-StoreError / SearchIndexError / EmbedderError → 503. A pydantic ValidationError
+StoreError / SearchIndexError / EmbedderError → 503 with the generic detail
+UNAVAILABLE: their text (an SQL statement, a path, a host) is logged at WARNING
+for the operator, never sent (the store hides statement parameters, so no
+message text reaches the log either). A pydantic ValidationError
 that reaches a route (a platform payload whose message does not validate, e.g.
 a placeholder sender id) is a 400 with the field errors, never the input; so is
 FastAPI's RequestValidationError (a ``/v1`` body, path or query that does not
@@ -38,10 +41,13 @@ from pydantic import ValidationError
 from memory.errors import CoreError, EmbedderError, NamespaceError, NotFoundError, SearchIndexError, StoreError
 
 __all__ = ["GatewayError", "UnknownTenant", "BadPayload", "PayloadTooLarge", "BodyTimeout", "Unauthorized", "Forbidden",
-           "LLMError", "EmptyAnswer", "status_of",
+           "LLMError", "EmptyAnswer", "status_of", "UNAVAILABLE",
            "install_handlers", "KeepAlive"]
 
 log = logging.getLogger(__name__)
+
+#: The ``detail`` of every 503: the reason stays in the gateway log.
+UNAVAILABLE = "storage or search temporarily unavailable; try again later"
 
 
 class GatewayError(Exception):
@@ -118,6 +124,9 @@ def install_handlers(app) -> None:
 
     async def handler(request: Request, exc: Exception) -> JSONResponse:
         code = status_of(exc)
+        if code == 503:  # the reason (SQL, paths, hosts) is the operator's, never the client's
+            log.warning("%s %s -> %d %s: %s", request.method, request.url.path, code, type(exc).__name__, exc)
+            return JSONResponse({"error": type(exc).__name__, "detail": UNAVAILABLE}, status_code=code)
         log.warning("%s %s -> %d %s", request.method, request.url.path, code, type(exc).__name__)
         return JSONResponse({"error": type(exc).__name__, "detail": _detail(exc)}, status_code=code)
 

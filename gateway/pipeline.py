@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from gateway.commands import run_command
+from gateway.commands import ALL_WORDS, CONFIRM_WORDS, run_command
 from gateway.config import Settings, TenantSettings
 from gateway.errors import EmptyAnswer, LLMError, UnknownTenant
 from gateway.llm import ChatModel
@@ -306,14 +306,16 @@ class Pipeline:
 
     async def _language(self, tenant: str, t: TenantSettings, msg: InboundMessage) -> str:
         """The turn's language (``locales.turn_language``): what the person writes —
-        for a command its arguments, or a Chinese command word — then their earlier
+        for a command its arguments (keywords such as ``all`` / ``confirm`` are no
+        language: ``/memory forget all`` from a Chinese speaker is answered in
+        Chinese), or a Chinese command word — then their earlier
         lines in this chat (read only when the message does not say), then the
         platform's hint, then the tenant's default. Forwarded text is someone
         else's words: it does not set the language."""
         text = "" if msg.forwarded else msg.text
         if msg.is_command:
-            words = text.split(maxsplit=2)
-            text = words[2] if len(words) > 2 else ""
+            words = text.split()
+            text = " ".join(w for w in words[2:] if w.casefold() not in ALL_WORDS | CONFIRM_WORDS)
             if written_language(text) is None and written_language(" ".join(words[:2])) == "zh_CN":
                 return "zh_CN"
         if written_language(text) is not None:

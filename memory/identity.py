@@ -13,7 +13,7 @@ indexed read per turn.
 from __future__ import annotations
 
 from memory.errors import NamespaceError
-from memory.types import PLACEHOLDER_IDS, SUBJECT_RE, Namespace, is_placeholder_id
+from memory.types import PLACEHOLDER_IDS, SUBJECT_RE, Namespace, is_placeholder_id, not_a_person
 
 __all__ = ["PERSON", "PLACEHOLDER_IDS", "is_placeholder_id", "platform_subject", "resolve", "resolve_subject",
            "is_platform_subject"]
@@ -42,8 +42,13 @@ def is_platform_subject(subject: str) -> bool:
 def resolve_subject(store, tenant: str, subject: str) -> Namespace:
     """The namespace of ``subject`` in ``tenant``: a linked platform identity
     resolves to its ``person:…`` subject, anything else to itself. Raises
-    NamespaceError for a tenant or subject outside its pattern."""
+    NamespaceError for a tenant or subject outside its pattern, or one that names
+    nobody in particular (``memory.types.not_a_person``: ``tg:None``, ``tg:0``,
+    ``person:null``, ``tg:1087968824``…)."""
     ns = Namespace(tenant, subject)
+    reason = not_a_person(*subject.split(":", 1))
+    if reason:
+        raise NamespaceError(f"subject {subject}: {reason}")
     if not is_platform_subject(subject):
         return ns
     linked = store.resolve_identity(tenant, subject)

@@ -13,7 +13,10 @@ String forms (documented, stable):
 
 Values that cross the boundary are checked here too, so that the bridges (which
 may import only this module of the core) and the core apply one rule:
-``is_placeholder_id`` (a user id that names nobody), ``repair`` / ``repair_tree``
+``is_placeholder_id`` (a user id that names nobody), ``not_a_person`` (a
+subject that names nobody in particular: a placeholder or a platform's shared
+anonymous sender, ``SHARED_SENDERS``), ``has_control`` (ids with control
+characters), ``in_era`` (timestamps 1970-2100), ``repair`` / ``repair_tree``
 (lone surrogates) and ``clean_name`` (display names).
 """
 
@@ -23,13 +26,17 @@ import enum
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 
 from memory.errors import NamespaceError
 
 __all__ = [
     "PLACEHOLDER_IDS",
     "is_placeholder_id",
+    "SHARED_SENDERS",
+    "not_a_person",
+    "has_control",
+    "in_era",
     "repair",
     "repair_tree",
     "clean_name",
@@ -65,6 +72,53 @@ def is_placeholder_id(user_id: object) -> bool:
         return True
     v = user_id.strip().casefold()
     return v in PLACEHOLDER_IDS or (v.isdigit() and int(v) == 0)
+
+
+#: Platform identities (``platform:id``) that stand for "someone anonymous",
+#: never one person: the platforms' parsers ignore them as senders, and as a
+#: subject or admin every anonymous person would share one namespace.
+SHARED_SENDERS = {
+    "tg:1087968824": "Telegram's GroupAnonymousBot (anonymous group admins)",
+    "tg:777000": "Telegram's service account (channel posts forwarded into a group)",
+    "tg:136817688": "Telegram's Channel_Bot (messages sent on behalf of a channel)",
+    "qq:80000000": "QQ's anonymous group member id",
+}
+
+
+def not_a_person(platform: str, user_id: object) -> str | None:
+    """Why ``platform:user_id`` names nobody in particular, or None when it may
+    name one person: ``user_id`` is a placeholder (``is_placeholder_id``; also
+    for ``person:…``) or the identity is one of SHARED_SENDERS. The reason is
+    English, for a 400 or a CLI error line."""
+    if is_placeholder_id(user_id):
+        return f"{user_id!r} is a placeholder, not a person's id"
+    shared = SHARED_SENDERS.get(f"{platform}:{user_id.strip()}")  # type: ignore[union-attr]
+    if shared:
+        return f"{platform}:{user_id} is {shared}, shared by every anonymous sender"
+    return None
+
+
+def has_control(value: str) -> bool:
+    """True when ``value`` holds a control character (Unicode category Cc: NUL,
+    newline, escape, DEL…): never part of a platform id, and NUL is refused by
+    PostgreSQL."""
+    return any(unicodedata.category(c) == "Cc" for c in value)
+
+
+def in_era(when: datetime) -> datetime:
+    """``when`` (timezone-aware; naive is taken as UTC) when its UTC year lies in
+    1970..2099, else ValueError — also for an offset that would carry it past
+    ``datetime.min``/``max`` (``0001-01-01T00:00:00+14:00``), which ``astimezone``
+    answers with OverflowError."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    try:
+        year = when.astimezone(timezone.utc).year
+    except OverflowError:
+        year = 0
+    if not 1970 <= year < 2100:
+        raise ValueError("timestamp must lie between 1970 and 2100")
+    return when
 
 
 def repair(text: str) -> str:

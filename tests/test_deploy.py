@@ -175,3 +175,15 @@ def test_env_example_names_only_real_settings_or_compose_variables(tmp_path, mon
     monkeypatch.setenv("HUIYI_EMBED_BASE_URL", "")
     s = load_settings()
     assert s.tenants["default"].llm.base_url == "http://ollama:11434/v1" and s.onebot.enabled is True
+
+
+def test_readme_commands_after_make_run_use_the_venv_huiyi():
+    """README's runnable shell examples call `.venv/bin/huiyi` (what `make run` installs; `huiyi` is not on
+    PATH), and the README says once how to get plain `huiyi` (activate the venv); inside Docker it is `huiyi`."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)```", readme, flags=re.DOTALL)
+    lines = [line.strip() for block in blocks for line in block.splitlines()]
+    assert any(line.startswith(".venv/bin/huiyi ") for line in lines)
+    bare = [line for line in lines if line.startswith("huiyi ")]
+    assert bare == [], bare
+    assert "source .venv/bin/activate" in readme

@@ -27,15 +27,16 @@ from typing import Any
 from bridges.qq.cqcode import decode_cq
 from bridges.common import clip_text, epoch_utc
 from bridges.contract import InboundMessage, ReplyRef, Withdrawal
-from memory.types import ID_RE, ChatKind, clean_name
+from memory.types import ID_RE, SHARED_SENDERS, ChatKind, clean_name
 
 __all__ = ["parse_event", "parse_recall", "PLATFORM", "ANONYMOUS_USER_ID"]
 
 log = logging.getLogger(__name__)
 
 PLATFORM = "qq"
-#: Placeholder user_id that go-cqhttp reports for anonymous group messages.
-ANONYMOUS_USER_ID = "80000000"
+#: Placeholder user_id that go-cqhttp reports for anonymous group messages
+#: (the ``qq:`` entry of ``memory.types.SHARED_SENDERS``).
+ANONYMOUS_USER_ID = next(s.split(":", 1)[1] for s in SHARED_SENDERS if s.startswith(PLATFORM + ":"))
 _ROLES = frozenset({"owner", "admin", "member"})
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from bridges.common import clip_text, epoch_utc
 from bridges.contract import InboundMessage, ReplyRef
-from memory.types import ID_RE, ChatKind, clean_name
+from memory.types import ID_RE, SHARED_SENDERS, ChatKind, clean_name
 
 __all__ = ["parse_update", "parse_migration", "PLATFORM", "SERVICE_USER_IDS"]
 
@@ -37,8 +37,9 @@ log = logging.getLogger(__name__)
 PLATFORM = "tg"
 #: Senders that stand for a chat, never a person: Telegram service
 #: notifications / automatic forwards (777000), Channel_Bot (136817688) and
-#: GroupAnonymousBot (1087968824).
-SERVICE_USER_IDS = frozenset({"777000", "136817688", "1087968824"})
+#: GroupAnonymousBot (1087968824) — the ``tg:`` entries of
+#: ``memory.types.SHARED_SENDERS``.
+SERVICE_USER_IDS = frozenset(s.split(":", 1)[1] for s in SHARED_SENDERS if s.startswith(PLATFORM + ":"))
 _CHAT_KINDS = {"private": ChatKind.PRIVATE, "group": ChatKind.GROUP, "supergroup": ChatKind.GROUP}
 _MESSAGE_UPDATES = {"message": False, "edited_message": True}
 #: A message carrying any of these was forwarded: ``forward_origin`` (Bot API 7.0+,

@@ -30,7 +30,7 @@ from sqlmodel import select
 from memory.errors import NamespaceError
 from memory.store.base import StoreBase, utcnow
 from memory.store.tables import _aware, _ApiKeyRow
-from memory.types import SUBJECT_RE, TENANT_RE
+from memory.types import SUBJECT_RE, TENANT_RE, not_a_person
 
 __all__ = ["ApiKeys", "ApiKey", "KeyScope", "KEY_RE"]
 
@@ -84,7 +84,8 @@ class ApiKeys(StoreBase):
         """A new key of ``tenant``; returns the stored value and the key itself
         (shown once: only its digest is kept). A member key names its ``subject``
         (``tg:42``); an admin key names none. Raises NamespaceError for a tenant
-        or subject outside its pattern, ValueError for a member key without a
+        or subject outside its pattern or a subject that names nobody in particular
+        (``memory.types.not_a_person``: ``tg:None``, ``tg:1087968824``…), ValueError for a member key without a
         subject or an admin key with one."""
         scope = KeyScope(scope)
         if not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant):
@@ -94,6 +95,8 @@ class ApiKeys(StoreBase):
                 raise ValueError("a member key names the subject it acts for")
             if not SUBJECT_RE.fullmatch(subject):
                 raise NamespaceError(f"invalid subject: {subject!r}")
+            if reason := not_a_person(*subject.split(":", 1)):
+                raise NamespaceError(f"subject {subject}: {reason}")
         elif subject:
             raise ValueError("an admin key reaches every subject of its tenant; it names none")
         key_id = secrets.token_hex(6)

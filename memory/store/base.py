@@ -107,6 +107,9 @@ class StoreBase:
                 options = f"-csearch_path={schema} {options}"
             kwargs["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_S, "options": options}
         kwargs["pool_pre_ping"] = not self.is_sqlite
+        # a database error's text and traceback carry the statement, never its
+        # parameters: those are what people said, and they reach logs
+        kwargs["hide_parameters"] = True
         self.engine = create_engine(self.url, **kwargs)
         self._write_lock = threading.RLock() if self.is_sqlite else _NullLock()
         # namespace locks wait on their own pool: a holder never competes with the

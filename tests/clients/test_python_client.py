@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CLIENT_DIR = ROOT / "clients" / "python"
 sys.path.insert(0, str(CLIENT_DIR))
 
-from huiyi_client import (AsyncHuiyi, AuthError, BadRequest, ForbiddenError, Hit, Huiyi, Memory,  # noqa: E402
-                          Message, NotFound)
+from huiyi_client import (AsyncHuiyi, AuthError, BadRequest, ForbiddenError, Hit, Huiyi, HuiyiError, Memory,  # noqa: E402
+                          Message, NotFound, Unavailable, Unreachable)
 
 from gateway.app import create_app  # noqa: E402
 from gateway.config import TenantSettings, load_settings  # noqa: E402
@@ -144,3 +144,54 @@ def test_sync_client_over_a_loopback_socket(served):
         turn = hy.turn({"platform": "tg", "message_id": "t1", "sender_id": "7", "chat_kind": "private",
                         "chat_id": "7", "text": "which nuts am I allergic to?"})
         assert turn.reply is None and turn.recalled and turn.namespace == "default/tg:7"
+
+
+# -- newcomer faults: lone surrogates and a gateway that is down ------------------------------
+
+
+async def test_lone_surrogate_in_client_text_is_repaired_not_unicode_encode_error(app):
+    """capture / search / subject with a lone surrogate (half an emoji) send U+FFFD in its place instead of
+    raising UnicodeEncodeError, in Chinese and English text."""
+    async with _asgi(app) as hy:
+        added = await hy.capture("tg:42", [Message("我喜欢\ud83c草莓")], infer=False)
+        assert added[0].memory.text == "我喜欢\ufffd草莓"
+        added = await hy.capture("tg:42", ["I like \udc00 strawberries"], infer=False)
+        assert added[0].memory.text == "I like \ufffd strawberries"
+        assert isinstance(await hy.search("tg:42", "\ud83c"), list)
+        assert any("草莓" in h.memory.text for h in await hy.search("tg:42", "草莓\ud83c"))
+        with pytest.raises(BadRequest):  # the repaired subject is outside its pattern: a 400, not an encode error
+            await hy.list("tg:4\ud83c2")
+
+
+def test_lone_surrogate_in_sync_client_text_is_repaired(served):
+    """The sync client repairs lone surrogates the same way over a real socket."""
+    url, _ = served
+    with Huiyi(url) as hy:
+        assert hy.capture("tg:42", [Message("我喜欢\ud83c草莓")], infer=False)[0].memory.text == "我喜欢\ufffd草莓"
+        assert any("草莓" in h.memory.text for h in hy.search("tg:42", "\ud83c草莓"))
+
+
+def _dead_url() -> str:
+    import socket
+
+    with socket.socket() as s:  # a free port, closed again: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_gateway_down_raises_client_error_not_httpx_connect_error_sync():
+    """A gateway that is down raises Unreachable (an Unavailable, a HuiyiError) with the httpx error as
+    its cause, not a raw httpx.ConnectError."""
+    with Huiyi(_dead_url(), timeout=5) as hy:
+        with pytest.raises(Unreachable) as err:
+            hy.search("tg:42", "茶 tea")
+    assert isinstance(err.value, Unavailable) and isinstance(err.value, HuiyiError)
+    assert err.value.status == 0 and isinstance(err.value.__cause__, httpx.ConnectError)
+
+
+async def test_gateway_down_raises_client_error_not_httpx_connect_error_async():
+    """The async client wraps transport errors the same way."""
+    async with AsyncHuiyi(_dead_url(), timeout=5) as hy:
+        with pytest.raises(Unreachable) as err:
+            await hy.capture("tg:42", ["我喜欢茶 I like tea"])
+    assert err.value.error == "ConnectError" and isinstance(err.value.__cause__, httpx.ConnectError)

@@ -1,10 +1,12 @@
-"""The huiyi CLI: replay over every shared Telegram/OneBot payload, and recall."""
+"""The huiyi CLI: replay over every shared Telegram/OneBot payload, and recall; a user's input
+error (missing or non-UTF-8 file, undecodable query, bad subject) is one line and exit 2."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from conftest import TEST_DATA
@@ -77,3 +79,49 @@ def test_reindex_progress_option():
     assert shown.exit_code == 0 and quiet.exit_code == 0, shown.output
     assert "re-embedding" in shown.stderr and "re-embedding" not in quiet.stderr
     assert shown.stdout.strip() == quiet.stdout.strip() == "reindexed 1 memories"
+
+
+# -- newcomer faults: user errors are one line, exit 2, no traceback -------------------------
+
+
+def test_replay_of_a_missing_file_is_one_line_exit_2(tmp_path):
+    """huiyi replay /nonexistent: one line on stderr naming the path, exit 2, no traceback."""
+    missing = tmp_path / "不存在" / "payloads.jsonl"
+    result = runner.invoke(app, ["replay", "--no-progress", str(missing)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().count("\n") == 0 and str(missing) in result.stderr
+    assert "Traceback" not in result.output and result.stdout == ""
+
+
+def test_replay_of_a_non_utf8_file_is_one_line_exit_2(tmp_path):
+    """A payload file in GBK (not UTF-8) is refused with one line saying so, exit 2."""
+    bad = tmp_path / "gbk.json"
+    bad.write_bytes('{"text": "我喜欢茶 I like tea"}'.encode("gbk"))
+    result = runner.invoke(app, ["replay", "--no-progress", str(bad)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().count("\n") == 0 and "UTF-8" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_recall_with_undecodable_query_bytes_is_one_line_exit_2():
+    """huiyi recall --subject tg:42 $'\\xed\\xa0\\xbc' (bytes that are not UTF-8, as a shell passes them)
+    prints one line on stderr and exits 2, in a real process."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run([sys.executable, "-m", "gateway.cli", "recall", "--subject", "tg:42", b"\xed\xa0\xbc"],
+                          cwd=root, env=env, capture_output=True, timeout=120)
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 2, err
+    assert err.strip().count("\n") == 0 and "UTF-8" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("subject", ["TG:42", "tg:四十二"])
+def test_recall_with_a_bad_subject_is_one_line_exit_2(subject):
+    """A subject outside its pattern is one line and exit 2, not a NamespaceError traceback."""
+    result = runner.invoke(app, ["recall", "--subject", subject, "我喜欢什么 what do I like"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.output

@@ -498,3 +498,28 @@ async def test_a_group_listing_never_names_a_private_conflict_partner(pipe, cloc
     assert group_fact in in_group.reply and secret not in in_group.reply and "⚡" not in in_group.reply
     in_private = await turn(pipe, tg(clock, "/memory list", user=me))
     assert f"⚡ conflicts with {secret}" in in_private.reply and f"⚡ conflicts with {group_fact}" in in_private.reply
+
+
+@pytest.mark.parametrize("app_lang", [None, "en"])
+async def test_forget_all_replies_in_chinese_to_a_chinese_speaker(pipe, clock, app_lang):
+    """`/memory forget all` (and `… confirm`) answers a Chinese speaker in Chinese like every other /memory
+    reply: the keywords `all` / `confirm` are no English (they made these replies English before)."""
+    await turn(pipe, tg(clock, "你好呀！", lang=app_lang))  # nothing to remember yet
+    assert (await turn(pipe, tg(clock, "/memory forget all", lang=app_lang))).reply == "没有可以忘记的内容。"
+    await turn(pipe, tg(clock, "我喜欢喝乌龙茶，也喜欢猫🐱。", lang=app_lang))
+    assert (await turn(pipe, tg(clock, "/memory list", lang=app_lang))).reply.startswith("我记得的关于你的事")
+    ask = await turn(pipe, tg(clock, "/memory forget all", lang=app_lang))
+    assert ask.reply.startswith("这将永久忘记关于") and "/memory forget all confirm" in ask.reply
+    done = await turn(pipe, tg(clock, "/memory forget all confirm", lang=app_lang))
+    assert done.reply.startswith("已忘记关于")
+
+
+async def test_forget_all_replies_in_english_to_an_english_speaker(pipe, clock):
+    """The same commands from a person who writes English are answered in English."""
+    await turn(pipe, tg(clock, "I like oolong tea and cats 🐱.", lang=None))
+    ask = await turn(pipe, tg(clock, "/memory forget all", lang=None))
+    assert ask.reply.startswith("This forgets") and "/memory forget all confirm" in ask.reply
+    done = await turn(pipe, tg(clock, "/memory forget all confirm", lang=None))
+    assert done.reply.startswith("Forgotten")
+    # their chat lines are redacted with the memories: now only the app's language hint can tell
+    assert (await turn(pipe, tg(clock, "/memory forget all", lang="en"))).reply == "There is nothing to forget."

@@ -11,6 +11,11 @@ subclasses::
     ├── ForbiddenError      403: another tenant, another person with a member key
     ├── NotFound            404: unknown memory or tenant
     └── Unavailable         5xx: the gateway's store, index or embedder is down
+        └── Unreachable     no answer at all: connection refused, timeout, broken
+                            connection (``status`` 0; the httpx error is ``__cause__``)
+
+Text is repaired before it is sent: a lone UTF-16 surrogate (half an emoji,
+e.g. ``"\ud83c"`` from a JS string) becomes U+FFFD instead of failing to encode.
 
 Each request is described once (``_Call``: method, path, query, body and how to
 read the answer) and run by either client: the sync and async classes differ
@@ -29,7 +34,7 @@ import httpx
 
 __all__ = ["AsyncHuiyi", "Huiyi", "Memory", "ScoreParts", "Hit", "Page", "AddResult", "ImportResult",
            "Recollection", "Turn", "Message", "HuiyiError", "BadRequest", "AuthError", "ForbiddenError",
-           "NotFound", "Unavailable", "DEFAULT_URL"]
+           "NotFound", "Unavailable", "Unreachable", "DEFAULT_URL"]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 T = TypeVar("T")
@@ -67,6 +72,32 @@ class NotFound(HuiyiError):
 
 class Unavailable(HuiyiError):
     """5xx: the gateway could not serve the call now."""
+
+
+class Unreachable(Unavailable):
+    """The gateway did not answer: connection refused or reset, timeout, a
+    protocol error (any ``httpx.TransportError``, kept as ``__cause__``).
+    ``status`` is 0, ``error`` the httpx error's class name."""
+
+
+def _unreachable(exc: httpx.TransportError) -> Unreachable:
+    return Unreachable(0, type(exc).__name__, str(exc) or "the gateway did not answer")
+
+
+def _repair(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (also inside lists,
+    tuples and dict keys/values) replaced by U+FFFD, so that it encodes as UTF-8."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, Mapping):
+        return {_repair(k): _repair(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_repair(v) for v in value]
+    return value
 
 
 def _raise_for(response: httpx.Response) -> None:
@@ -254,7 +285,11 @@ class _Call(Generic[T]):
 
 
 def _subject(subject: str) -> str:
-    return "/v1/subjects/" + quote(subject, safe=":@")
+    return "/v1/subjects/" + quote(_repair(subject), safe=":@")
+
+
+def _mid(memory_id: str) -> str:
+    return quote(_repair(memory_id), safe="")
 
 
 def _clean(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -304,17 +339,17 @@ class _Calls:
         return _Call("GET", _subject(subject) + "/memories", _page, self._q(limit=limit, offset=offset, chat=chat))
 
     def get(self, subject: str, memory_id: str, chat: str | None) -> _Call[Memory]:
-        return _Call("GET", f"{_subject(subject)}/memories/{quote(memory_id, safe='')}", Memory.of, self._q(chat=chat))
+        return _Call("GET", f"{_subject(subject)}/memories/{_mid(memory_id)}", Memory.of, self._q(chat=chat))
 
     def update(self, subject: str, memory_id: str, text: str) -> _Call[Memory]:
-        return _Call("PATCH", f"{_subject(subject)}/memories/{quote(memory_id, safe='')}", Memory.of, self._q(),
+        return _Call("PATCH", f"{_subject(subject)}/memories/{_mid(memory_id)}", Memory.of, self._q(),
                      {"text": text})
 
     def delete(self, subject: str, memory_id: str) -> _Call[None]:
-        return _Call("DELETE", f"{_subject(subject)}/memories/{quote(memory_id, safe='')}", lambda d: None, self._q())
+        return _Call("DELETE", f"{_subject(subject)}/memories/{_mid(memory_id)}", lambda d: None, self._q())
 
     def history(self, subject: str, memory_id: str, chat: str | None) -> _Call[list[Memory]]:
-        return _Call("GET", f"{_subject(subject)}/memories/{quote(memory_id, safe='')}/history",
+        return _Call("GET", f"{_subject(subject)}/memories/{_mid(memory_id)}/history",
                      lambda d: [Memory.of(v) for v in d["versions"]], self._q(chat=chat))
 
     def forget_subject(self, subject: str) -> _Call[int]:
@@ -365,7 +400,11 @@ class AsyncHuiyi:
         self._calls = _Calls(tenant)
 
     async def _run(self, call: _Call[T]) -> T:
-        r = await self._http.request(call.method, call.path, params=call.params, json=call.body, headers=self._headers)
+        try:
+            r = await self._http.request(call.method, call.path, params=_repair(call.params),
+                                         json=_repair(call.body), headers=self._headers)
+        except httpx.TransportError as exc:
+            raise _unreachable(exc) from exc
         _raise_for(r)
         return call.read(r.json())
 
@@ -451,7 +490,11 @@ class Huiyi:
         self._calls = _Calls(tenant)
 
     def _run(self, call: _Call[T]) -> T:
-        r = self._http.request(call.method, call.path, params=call.params, json=call.body, headers=self._headers)
+        try:
+            r = self._http.request(call.method, call.path, params=_repair(call.params),
+                                   json=_repair(call.body), headers=self._headers)
+        except httpx.TransportError as exc:
+            raise _unreachable(exc) from exc
         _raise_for(r)
         return call.read(r.json())
 

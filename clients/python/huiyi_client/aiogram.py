@@ -91,7 +91,7 @@ class HuiyiMiddleware(BaseMiddleware):
             try:
                 rec = await self.client.recollect(subject, [line], chat=chat, person_name=line.sender_name,
                                                   record=True)
-            except (HuiyiError, OSError, ValueError) as exc:  # httpx errors are OSError-like; log and go on
+            except (HuiyiError, OSError, ValueError) as exc:  # a down gateway: Unreachable; log, go on
                 log.warning("huiyi recollection for %s failed: %s", subject, exc)
             except Exception as exc:  # noqa: BLE001 - the chat never waits on the memory
                 log.warning("huiyi recollection for %s failed: %s", subject, exc)
