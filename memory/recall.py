@@ -186,18 +186,19 @@ def channel_hits(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence
     similarity). Lines without content (``has_content``) are left out of the
     query; a tail with none gives ``({}, None)``. ``cache``: search ``ns`` from
     its cached view when it fits (module docstring)."""
-    ranked, small, _ = _channels(store, index, ns, tail, chat, params, cache)
+    lines, weights = _query_lines(tail, params)
+    ranked, small, _ = _channels(store, index, ns, lines, weights, chat, params, cache)
     return ranked, small
 
 
-def _channels(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str], chat: ChatRef | None,
-              params: RecallParams, cache: NamespaceCache | None
+def _channels(store: Store, index: SearchIndex, ns: Namespace, lines: Sequence[str], weights: Sequence[float],
+              chat: ChatRef | None, params: RecallParams, cache: NamespaceCache | None
               ) -> tuple[dict[str, list[tuple[str, float]]], Sequence[MemoryText] | None, NamespaceView | None]:
-    """``channel_hits`` plus the cached view searched (None when the namespace was
-    not searched from the cache). The path: cached when ``cache`` can hold the
-    namespace, else exact up to ``params.exact_max`` live memories (the live
-    count read from SQL, not the rows), else the index."""
-    lines, weights = _query_lines(tail, params)
+    """``channel_hits`` for the query ``lines`` (``_query_lines``) plus the view
+    searched: the cached one, or the exact path's built for this query (None on
+    the index path). The path: cached when ``cache`` can hold the namespace, else
+    exact up to ``params.exact_max`` live memories (the live count read from SQL,
+    not the rows), else the index."""
     if not lines:
         return {}, None, None
     version, live = store.namespace_state(ns)
@@ -207,10 +208,11 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[st
         view = cache.view(store, index, ns, version)
     elif 0 < params.exact_max and live <= params.exact_max:
         small = store.live_if_at_most(ns, params.exact_max)
+        view = _exact_view(index, small, lines, weights, params) if small else None
     if view is not None:
         ranked = _search_view(index, view, lines, weights, params, chat)
     elif small is not None:
-        ranked = _exact(index, small, lines, weights, params, chat)
+        ranked = {}
     else:
         ranked = _indexed(index, ns, lines, weights, params, chat)
     floor = params.vector_floor if params.vector_floor is not None else \
@@ -309,7 +311,8 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     Raises SearchIndexError when the index fails (the pipeline degrades to no
     recollection).
     """
-    ranked, small, view = _channels(store, index, ns, tail, chat, params, cache)
+    lines, tail_weights = _query_lines(tail, params)
+    ranked, small, view = _channels(store, index, ns, lines, tail_weights, chat, params, cache)
     lists = {c: [m for m, _ in hits] for c, hits in ranked.items()}
     weights = {"bm25": params.bm25_weight, "vector": params.vector_weight, "time": params.time_weight}
     fused = rrf_fuse(lists, params.rrf_k, weights)
@@ -322,22 +325,20 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         memories = store.get_many(ns, [m for m, _, _ in fused])
     now = now or utcnow()
     if lists.get("bm25") and lists["bm25"][0] in memories and params.bm25_full_coverage > 0:
-        lines, tail_weights = _query_lines(tail, params)
-        # IDF over what BM25 searched: the namespace's disclosed rows on the exact path,
-        # the fused candidates on the index path (whose statistics LanceDB keeps to itself)
+        # IDF over what BM25 searched: the disclosed rows of the view searched (cached or
+        # exact: counted in its postings), the fused candidates on the index path (whose
+        # statistics LanceDB keeps to itself)
         terms, top = _query_terms(lines, tail_weights), tokens(memories[lists["bm25"][0]].text)
-        if view is not None:  # the cached path: the same rows as the exact path, counted in the postings
+        if view is not None:
             conf = _view_confidence(view, chat, terms, top, params.bm25_full_coverage)
         else:
-            docs = [tokens(m.text) for m in (small if small is not None else memories.values())
-                    if not isinstance(m, MemoryText) or _disclosed(m, chat)]
-            conf = bm25_confidence(terms, top, docs, params.bm25_full_coverage)
+            conf = bm25_confidence(terms, top, [tokens(m.text) for m in memories.values()],
+                                   params.bm25_full_coverage)
         if conf < 1.0:
             weights["bm25"] = params.bm25_weight * conf
             fused = rrf_fuse(lists, params.rrf_k, weights)
     if params.time_weight > 0:
-        latest = next((t for t in reversed(tail) if t and has_content(t)), "")
-        period = query_period(latest, now)
+        period = query_period(lines[-1], now)
         if period is not None:
             inside = [m for m, _, _ in fused if m in memories and _said_in(memories[m], period)]
             if inside:
@@ -423,17 +424,14 @@ def bm25_scores(docs: Sequence[Sequence[str]], terms: dict[str, float], *, k1: f
     return Bm25Postings(docs).scores(terms, k1=k1, b=b).tolist()
 
 
-def _exact(index: SearchIndex, small: Sequence[MemoryText], lines: Sequence[str], weights: Sequence[float],
-           params: RecallParams, chat: ChatRef | None) -> dict[str, list[tuple[str, float]]]:
-    """Both channels computed exactly over a small namespace's live memories (read
-    from SQL in that namespace): a view of them built for this recall only
-    (vectors from ``SearchIndex.vectors`` when the vector channel runs), searched
-    like a cached one (``_search_view``)."""
-    if not small:
-        return {}
+def _exact_view(index: SearchIndex, small: Sequence[MemoryText], lines: Sequence[str], weights: Sequence[float],
+                params: RecallParams) -> NamespaceView:
+    """A view of a small namespace's live memories (read from SQL in that
+    namespace) built for this recall only, searched like a cached one
+    (``_search_view``): vectors from ``SearchIndex.vectors`` when the vector
+    channel runs, postings of this query's terms only."""
     matrix = index.vectors(small) if "vector" in params.channels else None
-    view = NamespaceView(small, matrix, terms=_query_terms(lines, weights))  # this query's postings only
-    return _search_view(index, view, lines, weights, params, chat)
+    return NamespaceView(small, matrix, terms=_query_terms(lines, weights))
 
 
 def _search_view(index: SearchIndex, view: NamespaceView, lines: Sequence[str], weights: Sequence[float],
