@@ -412,9 +412,6 @@ def _normalise(text: str) -> str:
     return to_simplified(unicodedata.normalize("NFKC", text)).lower().translate(_FOLD)
 
 
-_stem = stem
-
-
 @dataclass(frozen=True, slots=True)
 class _Lexicon:
     chars: dict[str, tuple]  # entries not starting with an ASCII word character
@@ -467,7 +464,7 @@ def _lexicon() -> _Lexicon:
             else:
                 words[key] = entry
                 if entry[0] in (_S, _A):
-                    stems.setdefault(_stem(key), []).append((key[:-1] if key[-1] in "ey" else key, entry))
+                    stems.setdefault(stem(key), []).append((key[:-1] if key[-1] in "ey" else key, entry))
         else:
             chars[key] = entry
             lengths.setdefault(key[0], set()).add(len(key))
@@ -500,13 +497,13 @@ def _lookup_word(lex: _Lexicon, word: str) -> tuple | None:
         return (_N, 1.0, 0.0, "")
     if _LAUGH_RE.fullmatch(word):
         return _LAUGH
-    for root, entry in lex.stems.get(_stem(word), ()):
+    for root, entry in lex.stems.get(stem(word), ()):
         if word.startswith(root):
             return entry
     # Porter2 keeps comparatives and superlatives whole (happier, scariest).
     base = _COMPARATIVE_RE.sub("y", word)
     if base != word:
-        for root, entry in lex.stems.get(_stem(base), ()):
+        for root, entry in lex.stems.get(stem(base), ()):
             if base.startswith(root):
                 return entry
     return None
