@@ -520,11 +520,11 @@ async def turns(body: TurnRequest, request: Request) -> TurnOut:
     ctx = await _ctx(request, body.tenant)
     msg = body.message
     msg.chat  # validates ids against their patterns (NamespaceError: 400)
-    await _ns(ctx, platform_subject(msg.platform, msg.sender_id))  # a member key: its own messages only
-    if msg.chat.is_group and not ctx.caller.admin:
-        # a group turn reads the group's stored tail (other people's lines) into its prompt
-        # and writes into it: as on the memory API, only an admin key does either
-        raise Forbidden("only an admin key runs a turn in a group chat (its tail holds other people's lines)")
+    sender = platform_subject(msg.platform, msg.sender_id)
+    await _ns(ctx, sender)  # a member key: its own messages only
+    # a turn reads its chat's stored tail into the prompt and writes into it: in a group
+    # (other people's lines) only with an admin key, as on the memory API's routes
+    _person_chat(sender, msg.chat, ctx.caller, writing_tail=True)
     result = await ctx.pipeline.handle(ctx.tenant, msg, background_capture=body.background_capture,
                                        privileged=ctx.caller.admin)
     return TurnOut.model_validate(result.to_json())
