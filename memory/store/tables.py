@@ -7,7 +7,8 @@ One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` �
 ``audit_log``, ``_IdentityRow`` → ``identities``, ``_LastRecallRow`` →
 ``last_recall``, ``_PendingRow`` → ``pending_confirmations``, ``_ConflictRow`` →
 ``memory_conflicts``, ``_ApiKeyRow`` → ``api_keys``, ``_NamespaceStateRow`` →
-``namespace_state``), registered on
+``namespace_state``, ``_LinkRow`` → ``memory_links``, ``_ConsolidatedRow`` →
+``consolidated``, ``_ConsolidationStateRow`` → ``consolidation_state``), registered on
 ``SQLModel.metadata`` when this module is imported; the row → ``Memory``
 conversion; and the engine helpers (URL normalisation, SQLite pragmas and
 ``BEGIN IMMEDIATE``). Nothing here opens a session: transactions belong to
@@ -357,3 +358,65 @@ class _NamespaceStateRow(SQLModel, table=True):
     namespace: str = Field(primary_key=True, max_length=260)
     version: int = 0
     live: int = 0
+
+
+class _LinkRow(SQLModel, table=True):
+    """An association between two memories of one namespace (issue 17): memories
+    recalled together, consolidated (clustered) together, or sharing an entity.
+    The pair is stored once, ``a_id < b_id``; both are memories of ``namespace``
+    (checked in the writing transaction, so a link never joins two namespaces).
+    ``weight`` (≥ 0) is the weight as of ``updated_at``: it grows on co-use and
+    decays with the time since (``memory.links``); ``reasons`` is a comma-joined
+    subset of ``recalled``, ``cluster``, ``entity``. A forget of either side
+    deletes the row in the forget's transaction."""
+
+    __tablename__ = "memory_links"
+    __table_args__ = (UniqueConstraint("namespace", "a_id", "b_id", name="uq_memory_link"),
+                      SAIndex("ix_memory_links_namespace_a", "namespace", "a_id"),
+                      SAIndex("ix_memory_links_namespace_b", "namespace", "b_id"))
+
+    id: int | None = Field(default=None, primary_key=True)
+    namespace: str = Field(max_length=260)
+    a_id: str = Field(max_length=32)
+    b_id: str = Field(max_length=32)
+    weight: float = 0.0
+    reasons: str = Field(default="", max_length=64)
+    updated_at: datetime
+
+
+class _ConsolidatedRow(SQLModel, table=True):
+    """What makes a live memory (``memories`` row ``memory_id`` of the same
+    namespace) a consolidated one (issue 17): its type (``fact``, ``pattern``,
+    ``preference``, ``relationship``, ``mood``), its confidence in [0, 1], how
+    often it was recalled (``hits``, ``last_hit_at``), the fragments it rests on
+    (``sources``: a JSON list of memory ids of the same namespace, each cited as
+    ``[src:ID]`` by the abstraction), and since when it is dormant (None while
+    awake). Deleted with its memory; a forget of any source removes or
+    re-derives it."""
+
+    __tablename__ = "consolidated"
+
+    memory_id: str = Field(primary_key=True, max_length=32)
+    namespace: str = Field(index=True, max_length=260)
+    ctype: str = Field(default="fact", max_length=16)
+    confidence: float = 0.5
+    hits: int = 0
+    last_hit_at: datetime | None = None
+    dormant_since: datetime | None = None
+    sources: str = "[]"
+    created_at: datetime
+
+
+class _ConsolidationStateRow(SQLModel, table=True):
+    """Per-namespace consolidation progress (issue 17): when the last run ended
+    (``run_at``), the newest fragment creation time it considered
+    (``watermark``: fragments created after it are "new"), and what the run
+    made (``clusters``, ``abstractions``)."""
+
+    __tablename__ = "consolidation_state"
+
+    namespace: str = Field(primary_key=True, max_length=260)
+    run_at: datetime | None = None
+    watermark: datetime | None = None
+    clusters: int = 0
+    abstractions: int = 0
