@@ -69,6 +69,9 @@ async def maintenance(pipeline: Pipeline) -> None:
     OPTIMIZE_AFTER_WRITES index writes have piled up (each write is a fragment and
     an unoptimized table makes every search slower); prune the nonces of signed
     callbacks that no replay window reaches any more (``prune_nonces``); start
+    the sleep consolidation of idle people and the dormancy sweep in a task of
+    their own unless the last pass still runs (``Pipeline.start_consolidation``,
+    ``memory.consolidate``); start
     the index's rebuild from SQL again when the one begun at start-up (a missing
     or unreadable index, ``MemoryCore``) failed."""
     last_opt = asyncio.get_running_loop().time()
@@ -80,6 +83,10 @@ async def maintenance(pipeline: Pipeline) -> None:
             await pipeline.resume_captures()
         except Exception as exc:  # noqa: BLE001 - keep maintaining
             log.warning("resuming pending captures: %s", exc)
+        try:  # in a task of its own: a long run never delays the index maintenance below
+            pipeline.start_consolidation()
+        except Exception as exc:  # noqa: BLE001 - keep maintaining
+            log.warning("starting consolidation: %s", exc)
         try:
             await asyncio.to_thread(pipeline.core.store.prune_nonces, nonce_horizon(pipeline.settings))
         except Exception as exc:  # noqa: BLE001 - keep maintaining

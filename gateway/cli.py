@@ -4,6 +4,7 @@ serve     run the HTTP gateway (uvicorn) on HUIYI_HOST:HUIYI_PORT (127.0.0.1:808
 replay    run platform payload files through the pipeline, one JSON line per person-message
 recall    print the hits of a query for one subject, with scores and channel ranks
 reindex   rebuild the search index from SQL
+consolidate  sleep consolidation now: one tenant's people (or --subject), one JSON line each
 stats     one day of turns: reconstruction success, fallback reasons, latencies (gateway.cli_eval)
 eval      offline evaluations, e.g. ``eval grounding`` (gateway.cli_eval)
 telegram  set-webhook / delete-webhook for a tenant's Telegram bot
@@ -260,6 +261,50 @@ def reindex(progress: Annotated[bool | None, typer.Option("--progress/--no-progr
         typer.echo(f"reindexed {n} memories")
     finally:
         core.close()
+
+
+@app.command()
+def consolidate(tenant: Annotated[str, typer.Option(help="tenant")] = "default",
+                subject: Annotated[str | None, typer.Option(
+                    help="one subject, e.g. tg:123456 (default: everyone of the tenant with new fragments)")] = None,
+                limit: Annotated[int, typer.Option(help="most people consolidated in one call")] = 1000) -> None:
+    """Consolidate now (``memory.consolidate``): cluster each person's new fragments,
+    abstract the clusters with the tenant's chat model (links only without one),
+    then run the dormancy sweep; one JSON line per person. Ignores the idle,
+    interval and minimum-fragment thresholds of the maintenance task."""
+    from gateway.errors import UnknownTenant
+    from gateway.service import build_pipeline
+    from memory.types import Namespace
+
+    if subject is not None:
+        Namespace(tenant, subject)  # NamespaceError (one line, exit 2) before the store opens
+    configure_logging()
+    pipeline = build_pipeline(load_settings())
+    try:
+        pipeline.tenant(tenant)
+    except UnknownTenant as exc:
+        pipeline.core.close()
+        raise InputError(str(exc)) from exc
+
+    async def run() -> None:
+        names = ([Namespace(tenant, subject)] if subject is not None else
+                 await asyncio.to_thread(pipeline.core.store.consolidation_candidates, tenant, 1, limit))
+        for ns in names:
+            r = await pipeline.consolidate(tenant, ns, force=True)
+            sys.stdout.write(json.dumps({
+                "namespace": str(ns), "skipped": r.skipped, "fragments": r.fragments, "clusters": len(r.clusters),
+                "abstractions": [{"id": a.memory_id, "type": a.ctype, "confidence": a.confidence,
+                                  "sources": list(a.sources)} for a in r.abstractions],
+                "model_calls": r.model_calls, "model_errors": r.model_errors,
+                "removed_sentences": r.removed_sentences, "dropped": r.dropped, "seconds": r.seconds},
+                ensure_ascii=False) + "\n")
+        dormant = await pipeline.consolidator(tenant).sweep(tenant)
+        sys.stdout.write(json.dumps({"tenant": tenant, "went_dormant": dormant}) + "\n")
+
+    try:
+        asyncio.run(run())
+    finally:
+        pipeline.core.close()
 
 
 app.command()(stats)

@@ -3,7 +3,7 @@
 Grammar (the subcommand follows the command; Chinese aliases in ``SUBCOMMANDS``)::
 
     /memory help
-    /memory list    [target] [page]
+    /memory list    [target] [page] [--all]
     /memory show    [target] <id>
     /memory search  [target] <query>
     /memory edit    [target] <id> <new text>
@@ -12,6 +12,7 @@ Grammar (the subcommand follows the command; Chinese aliases in ``SUBCOMMANDS``)
     /memory history [target] <id>
     /memory why     [target] <id>
     /memory export  [target]
+    /memory consolidate [target]
     /memory link    <platform:id> [<platform:id>]      tenant admins only
     /memory stats                                      tenant admins only
 
@@ -39,6 +40,14 @@ in that group, and ``show``/``why`` give the details of the last recall only
 when that turn was in that group. Actions on
 another person's memories and their views are audited with the acting
 identity (``admin:tg:1``, ``group_admin:qq:5``).
+
+Consolidated memories (``memory.consolidate``) are memories like any other
+for show/edit/forget/history/why; ``list`` marks them with their type,
+confidence and hits and leaves dormant ones out unless ``--all`` (or ``all`` /
+``全部``) is given; ``consolidate`` runs one consolidation now for the speaker
+(tenant admins: for anyone named; group admins may not, since a run reads
+everything of the person) through the ``consolidate`` callable the pipeline
+passes (None: answered as unavailable).
 
 Every string a person reads comes from ``locales``; replies fit in
 ``MAX_REPLY_UTF16`` UTF-16 code units (Telegram's limit is 4096). The pending
@@ -97,7 +106,9 @@ SUBCOMMANDS: dict[str, str] = {
     "export": "export", "导出": "export",
     "link": "link", "关联": "link",
     "stats": "stats", "统计": "stats",
+    "consolidate": "consolidate", "整理": "consolidate", "归纳": "consolidate",
 }
+LIST_ALL_WORDS = frozenset({"--all", "-a", "all", "全部"})
 ALL_WORDS = frozenset({"all", "全部"})
 CONFIRM_WORDS = frozenset({"confirm", "确认"})
 
@@ -146,6 +157,8 @@ class _Caller:
     #: False when the caller's channel may not act for others (a member API key):
     #: no tenant-admin and no group-admin powers, whatever the sender's ids say
     privileged: bool = True
+    #: ``/memory consolidate``'s runner, ``(Namespace) -> ConsolidationReport`` (None: unavailable)
+    consolidate: object = None
 
     def say(self, msgid: str, **params: object) -> str:
         return translate(self.lang, msgid, **params)
@@ -179,21 +192,37 @@ class _Scope:
     token: str | None = None
 
 
+CONSOLIDATE_WAIT_S = 600.0
+"""Longest a ``/memory consolidate`` waits for its run (seconds)."""
+
+
 async def run_command(core, tenant: str, t: TenantSettings, msg: InboundMessage, own: Namespace,
-                      lang: str, *, privileged: bool = True) -> CommandReply:
+                      lang: str, *, privileged: bool = True, consolidate=None) -> CommandReply:
     """Run the ``/memory`` command in ``msg`` for its sender (namespace ``own``)
     in a worker thread (the store and index are synchronous). Never raises for
     a person's input; a store failure answers a localised apology.
-    ``privileged`` False: the sender gets no admin powers (a member API key)."""
-    return await asyncio.to_thread(execute, core, tenant, t, msg, own, lang, privileged=privileged)
+    ``privileged`` False: the sender gets no admin powers (a member API key).
+    ``consolidate``: an async ``(Namespace) -> ConsolidationReport`` (the
+    pipeline's ``consolidate`` of this tenant) for ``/memory consolidate``; it is
+    run on this event loop while the command's thread waits."""
+    sync = None
+    if consolidate is not None:
+        loop = asyncio.get_running_loop()
+
+        def sync(ns: Namespace):
+            return asyncio.run_coroutine_threadsafe(consolidate(ns), loop).result(CONSOLIDATE_WAIT_S)
+
+    return await asyncio.to_thread(execute, core, tenant, t, msg, own, lang, privileged=privileged, consolidate=sync)
 
 
 def execute(core, tenant: str, t: TenantSettings, msg: InboundMessage, own: Namespace, lang: str, *,
-            privileged: bool = True) -> CommandReply:
-    """Synchronous ``run_command``."""
+            privileged: bool = True, consolidate=None) -> CommandReply:
+    """Synchronous ``run_command``; ``consolidate`` here is a synchronous
+    ``(Namespace) -> ConsolidationReport`` (None: ``/memory consolidate`` is unavailable)."""
     parts = msg.text.split(maxsplit=2)
     cmd = parts[0].split("@")[0] if parts else COMMAND_NAMES[0]
-    c = _Caller(tenant, t, msg, own, platform_subject(msg.platform, msg.sender_id), lang, cmd, privileged)
+    c = _Caller(tenant, t, msg, own, platform_subject(msg.platform, msg.sender_id), lang, cmd, privileged,
+                consolidate)
     word = parts[1] if len(parts) > 1 else "help"
     rest = parts[2] if len(parts) > 2 else ""
     sub = SUBCOMMANDS.get(word.casefold())
@@ -245,6 +274,7 @@ def _usage(c: _Caller, sub: str) -> str:
         "list": "list [@person|platform:id] [page]", "show": "show <id>", "search": "search <query>",
         "edit": "edit <id> <new text>", "forget": "forget <id> | forget all", "history": "history <id>",
         "why": "why <id>", "export": "export", "link": "link <platform:id> [<platform:id>]", "stats": "stats",
+        "consolidate": "consolidate",
     }
     return c.say("Usage: {usage}", usage=f"{c.cmd} {forms.get(sub, 'help')}")
 
@@ -262,6 +292,8 @@ def _help(c: _Caller) -> str:
         "{cmd} why <id> — why it was or was not recalled last time\n"
         "{cmd} export — all your memories as a file (private chat only)",
         cmd=c.cmd)
+    text += "\n" + c.say("{cmd} list --all — also long-term memories resting now\n"
+                         "{cmd} consolidate — sort recent fragments into long-term memories now", cmd=c.cmd)
     if c.tenant_admin or c.group_admin:
         text += "\n" + c.say("Admins: put @person or platform:id (e.g. tg:123) after the subcommand to manage "
                              "someone else's memories; group admins only those learned in their group.")
@@ -459,8 +491,11 @@ def _cmd_list(core, c: _Caller, rest: str) -> CommandReply:
     token, rest = _split_target(rest)
     scope = _scope(core, c, token, "list")
     args = rest.split()
+    everything = any(a.casefold() in LIST_ALL_WORDS for a in args)
+    args = [a for a in args if a.casefold() not in LIST_ALL_WORDS]
     page = int(args[0]) if args and args[0].isdigit() else 1
-    total = _count(core, scope)
+    dormant = {} if everything else core.store.consolidated(scope.ns, dormant=True)
+    total = _count(core, scope) - len(dormant)
     pages = max(1, math.ceil(total / PAGE_SIZE))
     page = min(max(page, 1), pages)
     _audit_view(core, c, scope, "list")
@@ -471,21 +506,35 @@ def _cmd_list(core, c: _Caller, rest: str) -> CommandReply:
         return CommandReply(c.say("I don't remember anything about {who} yet.", who=who), "list")
     lines = [c.say("What I remember about {who} ({total}), page {page}/{pages}:", who=who, total=total, page=page,
                    pages=pages)]
-    shown = _page(core, scope, PAGE_SIZE, (page - 1) * PAGE_SIZE)
+    shown = [m for m in _page(core, scope, PAGE_SIZE + len(dormant), (page - 1) * PAGE_SIZE)
+             if m.id not in dormant][:PAGE_SIZE]
     marks = _conflict_marks(core, c, scope, [m.id for m in shown])
+    consolidated = core.store.consolidated(scope.ns, [m.id for m in shown])
     for m in shown:
         line = c.say("{id} [{category}, {emotion}] {text} · recalled {when}", id=m.id,
                      category=_category(c, m), emotion=_emotion(c, m), text=_snip(m.text),
                      when=_last_recalled(c, m))
+        if m.id in consolidated:
+            line += " · " + _consolidated_mark(c, consolidated[m.id])
         if m.id in marks:
             line += " · " + c.say("⚡ conflicts with {ids}", ids=", ".join(marks[m.id]))
         lines.append(line)
     if page < pages:
         target = f"{token} " if token else ""
-        lines.append(c.say("Next page: {command}", command=f"{c.cmd} list {target}{page + 1}"))
+        more = " --all" if everything else ""
+        lines.append(c.say("Next page: {command}", command=f"{c.cmd} list {target}{page + 1}{more}"))
     if scope.group_key:
         lines.append(c.say("Only what was said in this group is listed here; ask me in private for the rest."))
     return CommandReply(_fit("\n".join(lines)), "list")
+
+
+def _consolidated_mark(c: _Caller, row) -> str:
+    """How ``list`` and ``show`` mark a consolidated memory: type, confidence, hits (and dormancy)."""
+    mark = c.say("🧩 long-term {ctype}, confidence {confidence}, {hits} hits", ctype=c.say(row.ctype),
+                 confidence=f"{row.confidence:.2f}", hits=row.hits)
+    if row.dormant:
+        mark += " · " + c.say("💤 resting since {when}", when=_at(c, row.dormant_since))
+    return mark
 
 
 def _cmd_show(core, c: _Caller, rest: str) -> CommandReply:
@@ -502,6 +551,12 @@ def _cmd_show(core, c: _Caller, rest: str) -> CommandReply:
     marks = _conflict_marks(core, c, scope, [m.id])
     if m.id in marks:
         lines.append(c.say("Said differently in {ids}: both kept, recalled as a change.", ids=", ".join(marks[m.id])))
+    row = core.store.consolidated(scope.ns, [m.id]).get(m.id)
+    if row is not None:
+        cited = core.store.get_many(scope.ns, list(row.sources))
+        seen = [s for s in row.sources if s in cited and visible_in(cited[s], c.chat)]
+        lines.append(_consolidated_mark(c, row))
+        lines.append(c.say("Drawn from {ids}.", ids=", ".join(seen) or "-"))
     trace = core.store.last_recall(scope.ns)
     entry = trace.entry(m.id) if trace else None
     if trace is not None and not trace_visible_in(trace, c.chat):
@@ -581,6 +636,8 @@ def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandRepl
                 continue  # forgotten meanwhile
         # what they said stays out of later prompts too (the conversation tail)
         lines = core.store.redact_speaker(scope.ns, scope.group_key)
+        if scope.group_key is None:  # everything is gone: the next consolidation starts afresh
+            core.store.clear_consolidation(scope.ns)
         core.store.scrub()
         core.store.audit(scope.ns, "forget_all", scope.actor, count=len(ids), queued=queued, chat_lines=lines,
                          chat=c.chat.key, group=scope.group_key)
@@ -740,8 +797,35 @@ def _cmd_stats(core, c: _Caller, rest: str) -> CommandReply:
                               rate=rate), "stats")
 
 
+def _cmd_consolidate(core, c: _Caller, rest: str) -> CommandReply:
+    token, _ = _split_target(rest)
+    scope = _scope(core, c, token, "consolidate")
+    if not scope.own and not c.tenant_admin:  # a run reads everything of the person, not only this group
+        core.store.audit(scope.ns, "command_denied", f"user:{c.subject}", command="consolidate", chat=c.chat.key)
+        raise _Stop(c.say("Only admins of this bot can use {command}.", command=f"{c.cmd} consolidate"), "denied")
+    if c.consolidate is None:
+        return CommandReply(c.say("Consolidation is not available here."), "consolidate")
+    try:
+        report = c.consolidate(scope.ns)  # type: ignore[operator]
+    except TimeoutError:
+        return CommandReply(c.say("Consolidation is still running; ask again later."), "consolidate")
+    if not scope.own:
+        core.store.audit(scope.ns, "consolidate", scope.actor, chat=c.chat.key)
+    if report.skipped is not None:
+        return CommandReply(c.say("Nothing new to sort out for {who}.", who=_who(c, scope)), "consolidate")
+    lines = [c.say("Sorted {fragments} recent memories of {who} into {clusters} groups; {n} long-term memories:",
+                   fragments=report.fragments, who=_who(c, scope), clusters=len(report.clusters),
+                   n=len(report.abstractions))]
+    shown = core.store.get_many(scope.ns, [a.memory_id for a in report.abstractions])
+    for a in report.abstractions:
+        m = shown.get(a.memory_id)
+        if m is not None and visible_in(m, c.chat):
+            lines.append(c.say("{id} [{ctype}] {text}", id=a.memory_id, ctype=c.say(a.ctype), text=_snip(m.text)))
+    return CommandReply(_fit("\n".join(lines)), "consolidate")
+
+
 _HANDLERS = {
     "help": _cmd_help, "list": _cmd_list, "show": _cmd_show, "search": _cmd_search, "edit": _cmd_edit,
     "forget": _cmd_forget, "history": _cmd_history, "why": _cmd_why, "export": _cmd_export, "link": _cmd_link,
-    "stats": _cmd_stats,
+    "stats": _cmd_stats, "consolidate": _cmd_consolidate,
 }

@@ -36,7 +36,7 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, PydanticBaseSett
 
 from memory.types import SHARED_SENDERS, TENANT_RE, not_a_person, repair  # noqa: F401 (SHARED_SENDERS: re-exported)
 
-__all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings"]
+__all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "ConsolidationSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings"]
 
 #: ``Field(json_schema_extra=SECRET)`` marks a secret: ``masked`` (``huiyi config
 #: check``) never prints its value.
@@ -101,6 +101,53 @@ class ReconstructionSettings(BaseModel):
     min_grounding: float = Field(default=0.6, ge=0, le=1)
     temperature: float = 0.3
     embedding_check: bool = False
+
+
+class ConsolidationSettings(BaseModel):
+    """Sleep consolidation and dormancy of this tenant's memories (``memory.consolidate``).
+
+    ``enabled``: run it in the maintenance task at all (``/memory consolidate``
+    and ``huiyi consolidate`` work either way); ``idle_s``: seconds without a
+    turn of the person before their namespace is consolidated (default 600);
+    ``min_new``: new fragments needed (default 20); ``min_interval_s``: seconds
+    between two runs of one namespace (default 21600, 6 h); ``max_fragments``:
+    fragments one run considers (default 200); ``cluster_timeout_s``: bound in
+    seconds on one cluster's model call (default 30); ``cosine`` (default 0.45)
+    and ``ngram`` (default 0.3): when two fragments are related (embedding
+    cosine, character-bigram Jaccard); ``max_per_cluster``: abstractions asked
+    per cluster (default 3); ``min_grounding`` in [0, 1] (default 0.6): the
+    validator's bar for an abstraction; ``dormant_after_days`` (default 30) and
+    ``dormant_below`` (confidence in [0, 1], default 0.5): a consolidated memory
+    below that confidence and unused that long goes dormant; ``dormant_factor``
+    in [0, 1] (default 0.5): recall's score factor for a dormant one.
+    Env example: ``HUIYI_TENANTS__DEFAULT__CONSOLIDATION__MIN_NEW=10``.
+    """
+
+    model_config = _STRICT
+
+    enabled: bool = True
+    idle_s: float = Field(default=600.0, ge=0)
+    min_new: int = Field(default=20, ge=1)
+    min_interval_s: float = Field(default=6 * 3600.0, ge=0)
+    max_fragments: int = Field(default=200, ge=2, le=2000)
+    cluster_timeout_s: float = Field(default=30.0, gt=0)
+    cosine: float = Field(default=0.45, ge=-1, le=1)
+    ngram: float = Field(default=0.3, ge=0, le=1)
+    max_per_cluster: int = Field(default=3, ge=1, le=10)
+    min_grounding: float = Field(default=0.6, ge=0, le=1)
+    dormant_after_days: float = Field(default=30.0, gt=0)
+    dormant_below: float = Field(default=0.5, ge=0, le=1)
+    dormant_factor: float = Field(default=0.5, ge=0, le=1)
+
+    def params(self):
+        """These settings as ``memory.consolidate.ConsolidationParams``."""
+        from memory.consolidate import ConsolidationParams
+
+        return ConsolidationParams(
+            min_new=self.min_new, min_interval_s=self.min_interval_s, max_fragments=self.max_fragments,
+            cluster_timeout_s=self.cluster_timeout_s, cosine=self.cosine, ngram=self.ngram,
+            max_per_cluster=self.max_per_cluster, min_grounding=self.min_grounding,
+            dormant_after_days=self.dormant_after_days, dormant_below=self.dormant_below)
 
 
 class TelegramSettings(BaseModel):
@@ -235,7 +282,8 @@ class TenantSettings(BaseModel):
     mention; ``recall_k``: memories recalled per turn; ``tail``: chat lines in
     the prompt; ``tz``: IANA zone for resolving relative dates;
     ``telegram_bot_id``/``telegram_bot_username``: how the bot is @-mentioned;
-    ``reconstruction``: see ReconstructionSettings; ``apology``: what is sent
+    ``reconstruction``: see ReconstructionSettings; ``consolidation``: see
+    ConsolidationSettings; ``apology``: what is sent
     when the reply model fails (None → the localised default, "" → silence);
     ``tail_max_age`` (seconds) bounds the age of the conversation tail;
     ``telegram``/``qq``/``wechat``/``webhook``: the bridges of this tenant
@@ -257,6 +305,7 @@ class TenantSettings(BaseModel):
     telegram_bot_username: str | None = None
     llm: LLMSettings = Field(default_factory=LLMSettings)
     reconstruction: ReconstructionSettings = Field(default_factory=ReconstructionSettings)
+    consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
     apology: str | None = None
     #: Conversation tail: lines older than this many seconds are left out of the
     #: prompt (per chat, per topic); 0 keeps every line up to ``tail``.

@@ -36,6 +36,7 @@ from gateway.observability import turn_record, write_turn
 from gateway.character_prompt import build_messages
 from locales import translate, turn_language, written_language
 from memory.capture import LLMExtractor, capture, capture_edit
+from memory.consolidate import ConsolidationReport, Consolidator
 from memory.core import MemoryCore
 from memory.explain import TRACE_DEPTH, record_recall
 from memory.identity import resolve as resolve_identity
@@ -87,6 +88,9 @@ class Pipeline:
         self._capture_slots: asyncio.Semaphore | None = None
         self._after: list[_After] = []  # queued for the worker (_spawn_after)
         self._worker: asyncio.Task | None = None
+        self._last_turn: dict[str, float] = {}  # namespace → time.monotonic() of its last turn here
+        self._consolidators: dict[str, Consolidator] = {}
+        self._consolidating: asyncio.Task | None = None
         self.metrics.watch_queues(process=self._queued_captures, database=core.store.captures_due,
                                   outbox=core.store.outbox_depth)
 
@@ -135,6 +139,84 @@ class Pipeline:
         complete = self._counted(functools.partial(model.complete, temperature=0.0, max_tokens=800), "extract")
         return LLMExtractor(complete, loop=asyncio.get_running_loop(),
                             timeout=model.settings.timeout * (model.settings.max_retries + 1) + 1)
+
+    # -- consolidation (memory.consolidate) -----------------------------------
+
+    def last_turn(self, ns: Namespace) -> float | None:
+        """``time.monotonic()`` of the last turn of ``ns`` in this process (a
+        message, a command or an edit), None when it had none since start-up."""
+        return self._last_turn.get(str(ns))
+
+    def idle(self, ns: Namespace, idle_s: float, now: float | None = None) -> bool:
+        """True when ``ns`` had no turn in this process for ``idle_s`` seconds."""
+        last = self.last_turn(ns)
+        return last is None or (time.monotonic() if now is None else now) - last >= idle_s
+
+    def consolidator(self, tenant: str) -> Consolidator:
+        """The tenant's ``Consolidator`` (its ``consolidation`` settings), one per tenant."""
+        if tenant not in self._consolidators:
+            self._consolidators[tenant] = Consolidator(self.core, self.tenant(tenant).consolidation.params())
+        return self._consolidators[tenant]
+
+    def _consolidation_model(self, tenant: str):
+        """The tenant's chat model as consolidation calls it (temperature 0.2,
+        bounded by ``cluster_timeout_s``, failures counted as ``consolidate``), or None."""
+        model = self.model(tenant)
+        if model is None:
+            return None
+        cfg = self.tenant(tenant).consolidation
+        return self._counted(functools.partial(model.complete, temperature=0.2, timeout=cfg.cluster_timeout_s,
+                                               max_tokens=800), "consolidate")
+
+    async def consolidate(self, tenant: str, ns: Namespace, *, force: bool = True) -> ConsolidationReport:
+        """One consolidation run of ``ns`` now (``/memory consolidate``, ``huiyi
+        consolidate``): ``force`` runs it even when not due. Never blocks a turn
+        (the store and the clustering run in threads; the model call is awaited)."""
+        t = self.tenant(tenant)
+        return await self.consolidator(tenant).run(ns, self._consolidation_model(tenant), lang=t.language,
+                                                   force=force, tz=t.tz)
+
+    async def consolidate_idle(self, limit: int = 20) -> list[ConsolidationReport]:
+        """The maintenance task's pass: for every tenant with consolidation
+        enabled, run the namespaces with enough new fragments
+        (``Store.consolidation_candidates``, at most ``limit`` per tenant) whose
+        person is idle (``idle``) and which are due (``Consolidator.due``), then
+        the tenant's dormancy sweep. A failure is logged per namespace."""
+        reports: list[ConsolidationReport] = []
+        for name, t in self.settings.tenants.items():
+            cfg = t.consolidation
+            if not cfg.enabled:
+                continue
+            worker = self.consolidator(name)
+            try:
+                names = await asyncio.to_thread(self.core.store.consolidation_candidates, name, cfg.min_new, limit)
+            except Exception as exc:  # noqa: BLE001 - keep maintaining
+                log.warning("consolidation candidates of tenant %s: %s", name, exc)
+                continue
+            for ns in names:
+                if not self.idle(ns, cfg.idle_s):
+                    continue
+                try:
+                    report = await worker.run(ns, self._consolidation_model(name), lang=t.language, tz=t.tz)
+                except Exception as exc:  # noqa: BLE001 - the next pass tries again
+                    log.warning("consolidation of %s failed: %s", ns, exc)
+                    continue
+                if report.skipped is None:
+                    reports.append(report)
+            try:
+                await worker.sweep(name)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("dormancy sweep of tenant %s failed: %s", name, exc)
+        return reports
+
+    def start_consolidation(self) -> bool:
+        """Start ``consolidate_idle`` in a task unless one is still running; True
+        when started. The maintenance task calls this: a long run never delays
+        its index maintenance."""
+        if self._consolidating is not None and not self._consolidating.done():
+            return False
+        self._consolidating = asyncio.create_task(self.consolidate_idle())
+        return True
 
     def addressed(self, t: TenantSettings, msg: InboundMessage) -> bool:
         """Would the bot answer: always in private; in groups when mentioned, when
@@ -250,6 +332,7 @@ class Pipeline:
                     privileged: bool = True) -> TurnResult:
         chat = msg.chat
         started = time.perf_counter()
+        self._last_turn[str(ns)] = time.monotonic()  # consolidation waits until the person is idle
         lang = await self._language(tenant, t, msg)
         if not msg.sender_name:  # nothing visible in the name: a readable one, never a bare id
             label = _PLATFORM_LABELS.get(msg.platform, msg.platform)
@@ -257,7 +340,8 @@ class Pipeline:
                                                                   platform=translate(lang, label), id=msg.sender_id)})
         if _is_memory_command(msg):
             res.command = True  # commands and their replies are never captured
-            answer = await run_command(self.core, tenant, t, msg, ns, lang, privileged=privileged)
+            answer = await run_command(self.core, tenant, t, msg, ns, lang, privileged=privileged,
+                                       consolidate=functools.partial(self.consolidate, tenant))
             res.reply = answer.text
             res.attachment = answer.attachment.to_json() if answer.attachment else None
             return res
@@ -547,7 +631,9 @@ class Pipeline:
 
             hits = await asyncio.to_thread(self.core.recall, ns, [line.text for line in tail if line.role == "user"
                                                                   and line.sender_id == msg.sender_id] or [msg.text],
-                                           chat=chat, params=RecallParams(k=max(t.recall_k, TRACE_DEPTH)),
+                                           chat=chat, params=RecallParams(
+                                               k=max(t.recall_k, TRACE_DEPTH),
+                                               dormant_factor=t.consolidation.dormant_factor),
                                            query_valence=analyse(msg.text).valence)
         except Exception as exc:  # noqa: BLE001 - the chat never waits on the memory
             reason = f"recall failed: {type(exc).__name__}"

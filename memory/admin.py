@@ -106,6 +106,7 @@ def forget_subject(core, ns: Namespace, authority: Authority) -> int:
             core.forget(ns, m.id, actor=authority.actor, purge=False)
             n += 1
     lines = core.store.redact_speaker(ns)
+    core.store.clear_consolidation(ns)
     core.store.scrub()
     core.purge()
     core.audit.record(ns, "forget_subject", authority.actor, count=n, chat_lines=lines)

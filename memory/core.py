@@ -416,15 +416,36 @@ class MemoryCore:
         except LookupError:
             return
         self.audit.record(ns, "retract", actor, memory_id)
+        # their index deletes stay in the outbox for maintenance (recall skips rows gone from SQL)
+        self._drop_citing_locked(ns, memory_id, actor, tombstone=False)
+
+    def _drop_citing_locked(self, ns: Namespace, memory_id: str, actor: str, *, tombstone: bool) -> list[str]:
+        """Under the namespace lock, after ``memory_id`` left ``ns``: delete every
+        consolidated memory of ``ns`` citing it (an abstraction never outlives a
+        fragment it rests on), with ``tombstone`` the fingerprints of each one's
+        every version recorded (a forget: the same abstraction from the fragments
+        said before now is refused later). Returns their ids (audited as
+        ``forget``/``retract`` with reason ``source``)."""
+        gone: list[str] = []
+        for cid in self.store.citing(ns, memory_id):
+            try:
+                prints = [fingerprint(v.text) for v in self.store.history(ns, cid)] if tombstone else []
+                self.store.delete(ns, cid, tombstones=prints, purge=tombstone)
+            except NotFoundError:
+                continue
+            self.audit.record(ns, "forget" if tombstone else "retract", actor, cid, reason="source", source=memory_id)
+            gone.append(cid)
+        return gone
 
     def retract(self, ns: Namespace, memory_id: str, *, actor: str = "edit") -> None:
         """Remove a memory whose message was edited so that it no longer says it
-        (no tombstone: saying it again is new evidence). NotFoundError if it is not
-        in ``ns``."""
+        (no tombstone: saying it again is new evidence), with the consolidated
+        memories that cite it. NotFoundError if it is not in ``ns``."""
         with self._locked(ns):
             self.store.retract(ns, memory_id)
             self.audit.record(ns, "retract", actor, memory_id)
-        self._apply_outbox_for(ns, [memory_id])
+            derived = self._drop_citing_locked(ns, memory_id, actor, tombstone=False)
+        self._apply_outbox_for(ns, [memory_id, *derived])
 
     def new(self, ns: Namespace, text: str, **fields) -> Memory:
         """A Memory value for ``ns`` with a fresh id (not stored yet); ``text``
@@ -548,13 +569,17 @@ class MemoryCore:
           are compacted and old versions removed (``SearchIndex.purge``), so no index
           file keeps the text. ``purge=False`` leaves that to the next ``maintain()``
           (a queued ``purge`` operation; the gateway runs it every 15 s).
+        - Consolidated memories citing it (``memory.consolidate``) are forgotten
+          with it, their texts tombstoned, so that no later consolidation of the
+          fragments said before now brings the abstraction back.
         """
         with self._locked(ns):
             versions = self.store.history(ns, memory_id)
             prints = [fingerprint(v.text) for v in versions] + sorted(self.store.fingerprints(ns, memory_id))
             self.store.delete(ns, memory_id, tombstones=prints, redact_sources=True, purge=True)
             self.audit.record(ns, "forget", actor, memory_id, versions=len(versions))
-        self._apply_outbox_for(ns, [memory_id])
+            derived = self._drop_citing_locked(ns, memory_id, actor, tombstone=True)
+        self._apply_outbox_for(ns, [memory_id, *derived])
         try:
             self.store.scrub()
         except Exception as exc:  # noqa: BLE001 - the forget itself has committed; the next scrub finishes it
@@ -593,8 +618,11 @@ class MemoryCore:
             self.store.add_tombstone(ns, subject_mark(group_key))
 
     def mark_recalled(self, ns: Namespace, ids: Sequence[str], at: datetime | None = None) -> None:
-        """Record that these memories went into a prompt (ACT-R access times)."""
+        """Record that these memories went into a prompt (ACT-R access times); a
+        consolidated one among them counts a hit and wakes up if it was dormant
+        (``Store.hit_consolidated``)."""
         self.store.touch(ns, ids, at)
+        self.store.hit_consolidated(ns, ids, at)
 
     # -- index maintenance -------------------------------------------------
 

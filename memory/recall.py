@@ -72,6 +72,9 @@ VECTOR_WEIGHT = 1.0
 e5-small at k = 5: vector weight 0.5 / 1.0 / 1.5 → any@10 0.679 / 0.684 / 0.679
 (per conversation), 0.686 / 0.689 / 0.691 (per speaker); equal weights kept."""
 BM25_FLOOR = 0.0
+DORMANT_FACTOR = 0.5
+"""Score factor of a dormant consolidated memory: it still surfaces when nothing
+else fits, behind awake ones of about the same relevance (issue 17)."""
 TIME_WEIGHT = 1.0
 BM25_FULL_COVERAGE = 0.3
 """The IDF-weighted share of the query the best BM25 hit must hold for the
@@ -133,7 +136,9 @@ class RecallParams:
     or whose event falls in it (one day of slack at each end for time zones)
     form a third ranked list, in their fused order, so that of two relevant
     memories the one from the named time comes first; it adds no candidate.
-    ``scoring``: the rescoring constants (None: ``memory.scoring.DEFAULT_PARAMS``)."""
+    ``scoring``: the rescoring constants (None: ``memory.scoring.DEFAULT_PARAMS``).
+    ``dormant_factor`` in [0, 1]: multiplies the final score of a dormant
+    consolidated memory (``memory.consolidate``; 1.0 turns the down-weighting off)."""
 
     k: int = 8
     candidates: int = 40
@@ -149,6 +154,7 @@ class RecallParams:
     time_weight: float = TIME_WEIGHT
     bm25_full_coverage: float = BM25_FULL_COVERAGE
     scoring: ScoringParams | None = None
+    dormant_factor: float = DORMANT_FACTOR
 
 
 def rrf_fuse(channels: dict[str, Sequence[str]], k: int = RRF_K,
@@ -347,13 +353,15 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     if scorer is None:
         def scorer(rrf: float, mem: Memory, at: datetime, valence: float) -> ScoreParts:
             return default_score(rrf, mem, at, valence, sp)
+    dormant = store.dormant_among(ns, list(memories)) if params.dormant_factor != 1.0 else frozenset()
     out: list[Hit] = []
     for mid, rrf, ranks in fused:
         mem = memories.get(mid)
         if mem is None:  # stale index row (deleted in SQL, index not yet repaired)
             continue
         parts = scorer(rrf, mem, now, query_valence)
-        out.append(Hit(memory=mem, score=final(parts, sp), ranks=ranks, parts=parts))
+        score = final(parts, sp) * (params.dormant_factor if mid in dormant else 1.0)
+        out.append(Hit(memory=mem, score=score, ranks=ranks, parts=parts))
     out.sort(key=lambda h: (-h.score, h.memory.id))
     return out[: params.k]
 

@@ -25,6 +25,11 @@ concern, each in a module named after it::
       nonces.py      SeenNonces: nonces of signed callbacks already accepted
       conflicts.py   Conflicts: conflict links between two live memories of a
                      namespace (said differently, no clear change); Conflict
+      consolidated.py ConsolidatedRows: consolidated memories (type, confidence,
+                     hits, sources, dormancy), "which consolidated memories cite
+                     fragment X", the dormancy sweep, each namespace's
+                     consolidation state (issue 17); Consolidated,
+                     ConsolidationState
       apikeys.py     ApiKeys: API keys of the HTTP API (hashed); ApiKey, KeyScope
       versions.py    NamespaceVersions: each namespace's write version and live
                      count (bumped inside every memory write's transaction)
@@ -32,7 +37,7 @@ concern, each in a module named after it::
 Every part subclasses ``StoreBase`` and opens transactions only through it;
 the parts import ``tables`` and ``base`` (and ``memories`` imports
 ``chatlog``'s line redaction; ``memories`` and ``identities`` import
-``conflicts``' unlinking), never each other in a circle.
+``conflicts``' unlinking, ``memories`` ``consolidated``'s row drop), never each other in a circle.
 
 SQLModel tables are private to this package; callers get core dataclasses
 (``memory.types``) or the frozen values re-exported here. Every memory read and
@@ -71,6 +76,7 @@ from memory.store.base import new_memory_id, utcnow
 from memory.store.chatlog import ChatLine, ChatLog, ChatMigration, PendingCapture
 from memory.store.commands import CommandState, TenantCounts
 from memory.store.conflicts import Conflict, Conflicts
+from memory.store.consolidated import Consolidated, ConsolidatedRows, ConsolidationState
 from memory.store.identities import Identities
 from memory.store.memories import MemoryRows, MemoryText
 from memory.store.nonces import SeenNonces
@@ -78,11 +84,11 @@ from memory.store.outbox import IndexOp, IndexOutbox
 from memory.store.versions import NamespaceVersions
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
-           "MemoryText", "Conflict", "ApiKey", "KeyScope"]
+           "MemoryText", "Conflict", "ApiKey", "KeyScope", "Consolidated", "ConsolidationState"]
 
 
 class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, ApiKeys,
-            NamespaceVersions):
+            NamespaceVersions, ConsolidatedRows):
     """SQL source of truth. Thread-safe; methods are synchronous (call them in a
     thread from async code).
 
@@ -96,5 +102,6 @@ class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState
     ``AuditLog``; identity links and ``move_namespace`` in ``Identities``;
     last-recall traces, confirmations and tenant counts in ``CommandState``;
     conflict links in ``Conflicts``; write versions and live counts in
-    ``NamespaceVersions``. All share ``StoreBase``'s engine and transactions.
+    ``NamespaceVersions``; consolidated memories and consolidation state in
+    ``ConsolidatedRows``. All share ``StoreBase``'s engine and transactions.
     """

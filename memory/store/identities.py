@@ -2,8 +2,8 @@
 
 A platform identity (``tg:123``) of a tenant can be linked by an admin to a
 ``person:<id>`` subject; ``move_namespace`` then carries the memories, history,
-tombstones and conflict links of the old namespace into the new one in one
-transaction.
+tombstones, conflict links and consolidated rows of the old namespace into the
+new one in one transaction.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from sqlmodel import delete, select
 from memory.store.base import StoreBase, utcnow
 from memory.store.conflicts import _unlink
 from memory.store.versions import _bump
-from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _ConflictRow, _HistoryRow, _IdentityRow, _IndexOpRow,
-                                 _LastRecallRow, _MemoryRow, _TombstoneRow)
+from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _ConflictRow, _ConsolidatedRow, _ConsolidationStateRow,
+                                 _HistoryRow, _IdentityRow, _IndexOpRow, _LastRecallRow, _MemoryRow, _TombstoneRow)
 from memory.types import Namespace
 
 
@@ -61,7 +61,9 @@ class Identities(StoreBase):
         a different text is a latest-wins update (the older text goes to history).
         Conflict links move with the memories they join; a link with a side merged
         into a ``dst`` row is dropped (that row now says something else), and so
-        are the ``dst`` row's own links when its text changed.
+        are the ``dst`` row's own links when its text changed. Consolidated rows
+        move with their memories, their sources renamed to the rows the fragments
+        landed in (``_move_consolidated``); ``src``'s consolidation state is dropped.
         """
         if src.tenant != dst.tenant:
             raise ValueError("identities can only be merged within one tenant")
@@ -71,6 +73,7 @@ class Identities(StoreBase):
         gone: list[str] = []
         changed: list[str] = []
         moved: set[str] = set()  # ids that keep their row, now in dst
+        merged: dict[str, str] = {}  # src id → the dst row it was merged into
         revised: list[str] = []  # dst rows whose text a merge changed
         with self._write() as s:
             rows = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(src))).all()
@@ -115,6 +118,7 @@ class Identities(StoreBase):
                     other.version += 1
                 s.add(other)
                 s.delete(r)
+                merged[r.id] = other.id
                 changed.append(other.id)
                 s.add(_IndexOpRow(namespace=str(src), memory_id=r.id, op="delete", created_at=now))
                 s.add(_IndexOpRow(namespace=str(dst), memory_id=other.id, op="upsert", created_at=now))
@@ -129,6 +133,7 @@ class Identities(StoreBase):
                     s.add(link)
                 else:
                     s.delete(link)
+            _move_consolidated(s, src, dst, moved, merged)
             have = set(s.exec(select(_TombstoneRow.fingerprint).where(_TombstoneRow.namespace == str(dst))).all())
             for t in s.exec(select(_TombstoneRow).where(_TombstoneRow.namespace == str(src))).all():
                 if t.fingerprint not in have:
@@ -136,3 +141,24 @@ class Identities(StoreBase):
                 s.delete(t)
             s.exec(delete(_LastRecallRow).where(_LastRecallRow.namespace == str(src)))  # type: ignore[call-overload]
         return gone, sorted(set(changed))
+
+
+def _move_consolidated(s, src: Namespace, dst: Namespace, moved: set[str], merged: dict[str, str]) -> None:
+    """In session ``s`` (inside ``move_namespace``): every consolidated row of
+    ``src`` whose memory kept its row moves to ``dst`` with its sources renamed
+    (a fragment merged into a ``dst`` row is cited as that row; one that is gone
+    is dropped); a row whose memory was merged into a ``dst`` row is dropped (that
+    row is what ``dst`` had). A row left citing nothing is dropped with its
+    memory staying an ordinary one. ``src``'s consolidation state is deleted."""
+    for row in s.exec(select(_ConsolidatedRow).where(_ConsolidatedRow.namespace == str(src))).all():
+        if row.memory_id not in moved:
+            s.delete(row)
+            continue
+        sources = [merged.get(m, m) for m in json.loads(row.sources or "[]")]
+        sources = [m for m in dict.fromkeys(sources) if (m in moved or m in merged.values()) and m != row.memory_id]
+        if not sources:
+            s.delete(row)
+            continue
+        row.namespace, row.sources = str(dst), json.dumps(sources)
+        s.add(row)
+    s.exec(delete(_ConsolidationStateRow).where(_ConsolidationStateRow.namespace == str(src)))  # type: ignore[call-overload]

@@ -26,6 +26,7 @@ from memory.errors import NamespaceError, NotFoundError
 from memory.store.base import StoreBase, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
+from memory.store.consolidated import _drop_consolidated
 from memory.store.versions import _STATE_SQL, _bump
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IndexOpRow, _MemoryRow, _TombstoneRow,
                                  _to_memory)
@@ -316,8 +317,9 @@ class MemoryRows(StoreBase):
 
     def delete(self, ns: Namespace, memory_id: str, tombstones: Sequence[str] = (), *,
                redact_sources: bool = False, purge: bool = False) -> None:
-        """Remove the live memory, its history and its conflict links from ``ns`` and
-        queue its index delete, in one transaction. ``tombstones`` (fingerprints) are recorded (or
+        """Remove the live memory, its history, its conflict links and its
+        consolidated row (``memory.store.consolidated``) from ``ns`` and queue its
+        index delete, in one transaction. ``tombstones`` (fingerprints) are recorded (or
         moved forward to now) in the same transaction. ``redact_sources`` also
         deletes the speaker's chat-log lines the memory was learned from (every
         version's source message in its origin chat); ``purge`` queues an index purge
@@ -335,6 +337,7 @@ class MemoryRows(StoreBase):
             s.delete(row)
             s.exec(delete(_HistoryRow).where(_HistoryRow.namespace == str(ns), _HistoryRow.memory_id == memory_id))  # type: ignore[call-overload]
             _unlink(s, ns, [memory_id])
+            _drop_consolidated(s, ns, [memory_id])
             for fp in dict.fromkeys(tombstones):
                 self._put_tombstone(s, ns, fp, now)
             if redact_sources:
