@@ -134,4 +134,5 @@ def llm(fake_llm):
     fake_llm.extraction_requests.clear()
     fake_llm.vectors.clear()
     fake_llm.embed_status = 200
+    fake_llm.responder = None
     return fake_llm

@@ -2,7 +2,9 @@
 client talks to it over loopback HTTP.
 
 Tests enqueue scripted answers (``FakeLLM.enqueue``): a text, an HTTP status,
-or a delay. ``/v1/embeddings`` answers with deterministic hashed vectors, or
+or a delay; with nothing queued, ``responder`` (a function of the request body)
+answers when set — e.g. ``consolidation_responder``, which abstracts the
+fragments it is shown and adds a phantom and a foreign citation on purpose. ``/v1/embeddings`` answers with deterministic hashed vectors, or
 with the vector a test scripted for a text in ``vectors``; ``embed_status``
 other than 200 makes it fail. Every request body is recorded in ``requests``, except fact-extraction calls
 (memory.capture's LLM extractor), which have their own ``extraction_queue``
@@ -83,6 +85,9 @@ class FakeLLM(LoopbackServer):
         self.extraction_requests: list[dict] = []
         self.vectors: dict[str, list[float]] = {}
         self.embed_status = 200
+        #: answers a chat completion when nothing is queued (before ``default``):
+        #: ``responder(request body) -> text``, or None for ``default``
+        self.responder = None
         super().__init__()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
 
@@ -107,7 +112,12 @@ class FakeLLM(LoopbackServer):
             extraction = str(msgs[0].get("content", "")).startswith("You extract durable facts")
             (self.extraction_requests if extraction else self.requests).append(body)
             queue = self.extraction_queue if extraction else self.queue
-            s = queue.popleft() if queue else Scripted()
+            if queue:
+                s = queue.popleft()
+            elif not extraction and self.responder is not None:
+                s = Scripted(self.responder(body))
+            else:
+                s = Scripted()
             if s.delay:
                 await asyncio.sleep(s.delay)
             if s.status != 200:
@@ -181,3 +191,34 @@ def served(application, timeout: float = 60.0):
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+_FRAGMENT_RE = None
+
+
+def consolidation_responder(foreign_id: str = "f0f0f0f0f0f0", phantom_id: str = "deadbeef0000"):
+    """A ``FakeLLM.responder`` for consolidation prompts (``memory.model_prompts.
+    consolidation_messages``): it answers one grounded ``pattern`` line joining
+    the first two fragments' texts and citing both, plus one sentence citing
+    ``phantom_id`` (an id nobody has) and one citing ``foreign_id`` (meant to be
+    another person's memory) — the validator must keep only the first. Other
+    requests get None (the server's default answer)."""
+    import re
+
+    global _FRAGMENT_RE
+    _FRAGMENT_RE = _FRAGMENT_RE or re.compile(r"^\[([0-9a-z]+)\] (.*) \([^()]*\)$", re.MULTILINE)
+
+    def respond(body: dict) -> str | None:
+        msgs = body.get("messages") or []
+        if len(msgs) < 2 or "<memories>" not in str(msgs[-1].get("content", "")) \
+                or "[src:" not in str(msgs[0].get("content", "")) or "pattern" not in str(msgs[0].get("content", "")):
+            return None
+        found = _FRAGMENT_RE.findall(str(msgs[-1]["content"]))[:2]
+        if len(found) < 2:
+            return "none"
+        (a, ta), (b, tb) = found
+        return (f"pattern: {ta.rstrip('。.!！')}，{tb.rstrip('。.!！')}[src:{a}][src:{b}]。\n"
+                f"fact: 住在火星上的秘密基地[src:{phantom_id}]。\n"
+                f"preference: Secretly loves the moon base on Mars [src:{foreign_id}].")
+
+    return respond
