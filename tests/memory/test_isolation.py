@@ -3,6 +3,7 @@ fused, on SQLite and PostgreSQL with a real LanceDB index."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from datetime import datetime, timezone
@@ -130,14 +131,20 @@ def _history_in_chat(core, tenant: str, asker: str, chat: ChatRef, memory_id: st
 class IsolationMachine(RuleBasedStateMachine):
     """Random add / keyed add (latest wins) / restating a keyed fact in a private
     chat or one of two groups / update / history / history shown in a chat /
-    recall / reindex / forget across 5 namespaces of a fresh tenant. Every hit
-    and every history version belongs to the asking namespace and to the model's
-    live ids and versions; another namespace's id is NotFound for every verb; and
-    ``/memory history`` shown in a chat (by the person, or by a group admin in a
-    group) lists exactly the versions whose own text was said where that chat may
-    see it (DESIGN rule 6, per version)."""
+    recall / reindex / forget / consolidation (the fake model, which also cites
+    an invented id and another person's memory) across 5 namespaces of a fresh
+    tenant. Every hit and every history version belongs to the asking namespace
+    and to the model's live ids and versions; another namespace's id is NotFound
+    for every verb; ``/memory history`` shown in a chat (by the person, or by a
+    group admin in a group) lists exactly the versions whose own text was said
+    where that chat may see it (DESIGN rule 6, per version); every consolidated
+    memory and each of its sources is a live memory of its own namespace, no
+    phantom or foreign citation reaches its text, and forgetting a source takes
+    every abstraction citing it along."""
 
     core = None  # set by the test
+    llm = None  # the fake model server, set by the test
+    made = 0  # abstractions the consolidation steps wrote over the whole run
 
     @initialize()
     def setup(self):
@@ -148,6 +155,7 @@ class IsolationMachine(RuleBasedStateMachine):
         # memory id → the chat key each version's text was said in, by version
         # (None: unknown, e.g. added with no origin — shown in no group)
         self.said_in: dict[str, list[str | None]] = {}
+        self.cites: dict[str, set[str]] = {}  # consolidated memory id → the fragment ids it cites
 
     def _stored(self, ns, r, chat: ChatRef | None = None):
         if r.action == "rejected":  # said in the same instant as a forget of the same text
@@ -282,11 +290,45 @@ class IsolationMachine(RuleBasedStateMachine):
         if self.live[ns]:
             mid = sorted(self.live[ns])[pick % len(self.live[ns])]
             self.core.forget(ns, mid, purge=False)  # the index purge is covered by test_lifecycle
-            self.live[ns].discard(mid)
-            del self.versions[mid]
-            del self.said_in[mid]
+            gone = [mid] + [c for c, sources in self.cites.items() if mid in sources]  # abstractions go along
+            for m in gone:
+                self.live[ns].discard(m)
+                del self.versions[m]
+                del self.said_in[m]
+                self.cites.pop(m, None)
             with pytest.raises(NotFoundError):
                 self.core.history(ns, mid)
+
+    @rule(i=st.integers(0, 4), j=st.integers(0, 4))
+    def consolidate(self, i, j):
+        """Consolidate ``ns`` now with the fake model; it also cites an id of namespace ``j``."""
+        from fake_openai import consolidation_responder
+        from gateway.config import LLMSettings
+        from gateway.llm import ChatModel
+        from memory.consolidate import ConsolidationParams, Consolidator
+
+        ns, other = self.spaces[i], self.spaces[j]
+        foreign = sorted(self.live[other])[0] if other != ns and self.live[other] else "f0f0f0f0f0f0"
+        self.llm.responder = consolidation_responder(foreign_id=foreign)
+
+        async def run():
+            model = ChatModel(LLMSettings(base_url=self.llm.base_url, model="fake-chat", max_retries=0, timeout=5))
+            try:
+                return await Consolidator(self.core, ConsolidationParams(min_new=1, min_interval_s=0)).run(
+                    ns, model.complete, lang="en", force=True)
+            finally:
+                await model.close()
+
+        report = asyncio.run(run())
+        for a in report.abstractions:
+            assert set(a.sources) <= self.live[ns]
+            if a.memory_id not in self.live[ns]:
+                live = self.core.get(ns, a.memory_id)
+                self.live[ns].add(a.memory_id)
+                self.versions[a.memory_id] = 1
+                self.said_in[a.memory_id] = [live.origin.key if live.origin else None]
+            self.cites.setdefault(a.memory_id, set()).update(a.sources)
+            IsolationMachine.made += 1
 
     @rule()
     def reindex_tenant(self):
@@ -298,25 +340,39 @@ class IsolationMachine(RuleBasedStateMachine):
             for ns in self.spaces:
                 assert set(self.core.store.iter_ids(ns)) == self.live[ns]
 
+    @invariant()
+    def abstractions_rest_on_their_own_namespace(self):
+        if hasattr(self, "spaces"):
+            for ns in self.spaces:
+                rows = self.core.store.consolidated(ns)
+                assert set(rows) == {c for c in self.cites if c in self.live[ns]}
+                for cid, row in rows.items():
+                    assert set(row.sources) <= self.live[ns] and set(row.sources) <= self.cites[cid]
+                    text = self.core.get(ns, cid).text
+                    assert "火星" not in text and "Mars" not in text
 
-def _run_machine(core, examples: int) -> None:
+
+def _run_machine(core, examples: int, llm) -> None:
     IsolationMachine.core = core
+    IsolationMachine.llm = llm
+    IsolationMachine.made = 0
     test = IsolationMachine.TestCase
     test.settings = settings(max_examples=examples, stateful_step_count=6, deadline=None,
                              suppress_health_check=list(HealthCheck), derandomize=True)
     test("runTest").runTest()
+    assert IsolationMachine.made > 0  # the consolidation steps really wrote abstractions
 
 
-def test_isolation_state_machine_sqlite(sqlite_core):
-    """1,000 random add/update/history/recall/forget/reindex programs on SQLite: no hit
-    or version ever leaves its namespace."""
-    _run_machine(sqlite_core, 1000)
+def test_isolation_state_machine_sqlite(sqlite_core, llm):
+    """1,000 random add/update/history/recall/forget/reindex/consolidate programs on
+    SQLite: no hit, version or abstraction ever leaves its namespace."""
+    _run_machine(sqlite_core, 1000, llm)
 
 
 @pytest.mark.parametrize("core", ["postgres"], indirect=True)
-def test_isolation_state_machine_postgres(core):
+def test_isolation_state_machine_postgres(core, llm):
     """The same property on PostgreSQL (fewer examples: the SQL layer is the difference)."""
-    _run_machine(core, 200)
+    _run_machine(core, 200, llm)
 
 
 def test_linking_identities_keeps_each_texts_own_disclosure(core):
@@ -358,10 +414,10 @@ def test_history_rows_without_a_visibility_fail_closed_in_groups(core):
     assert visible_in(live, group) and visible_in(old, None)
 
 
-def test_isolation_state_machine_with_the_recall_cache(sqlite_core):
+def test_isolation_state_machine_with_the_recall_cache(sqlite_core, llm):
     """The same programs with recall served from the in-process namespace cache: no
     hit leaves its namespace, and none is a forgotten memory or an old version."""
     from memory.cache import NamespaceCache
 
     sqlite_core.cache = NamespaceCache(64)
-    _run_machine(sqlite_core, 200)
+    _run_machine(sqlite_core, 200, llm)
