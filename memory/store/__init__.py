@@ -1,6 +1,7 @@
 """The SQL store: source of truth for memories, history, tombstones, deliveries,
 the recent chat log, the index outbox, the audit log, identity links and the
-state behind the slash commands, and the conflict links between memories.
+state behind the slash commands, and the conflict and association links
+between memories.
 
 ``Store`` is the one class callers use; it is assembled from one part per
 concern, each in a module named after it::
@@ -25,6 +26,9 @@ concern, each in a module named after it::
       nonces.py      SeenNonces: nonces of signed callbacks already accepted
       conflicts.py   Conflicts: conflict links between two live memories of a
                      namespace (said differently, no clear change); Conflict
+      links.py       Links: association links between two live memories of a
+                     namespace (recalled together, clustered, sharing an
+                     entity), weighted, decaying (rule in ``memory.links``)
       apikeys.py     ApiKeys: API keys of the HTTP API (hashed); ApiKey, KeyScope
       versions.py    NamespaceVersions: each namespace's write version and live
                      count (bumped inside every memory write's transaction)
@@ -32,7 +36,7 @@ concern, each in a module named after it::
 Every part subclasses ``StoreBase`` and opens transactions only through it;
 the parts import ``tables`` and ``base`` (and ``memories`` imports
 ``chatlog``'s line redaction; ``memories`` and ``identities`` import
-``conflicts``' unlinking), never each other in a circle.
+``conflicts``' and ``links``' unlinking), never each other in a circle.
 
 SQLModel tables are private to this package; callers get core dataclasses
 (``memory.types``) or the frozen values re-exported here. Every memory read and
@@ -72,17 +76,18 @@ from memory.store.chatlog import ChatLine, ChatLog, ChatMigration, PendingCaptur
 from memory.store.commands import CommandState, TenantCounts
 from memory.store.conflicts import Conflict, Conflicts
 from memory.store.identities import Identities
+from memory.store.links import MAX_LINKED_IDS, Links
 from memory.store.memories import MemoryRows, MemoryText
 from memory.store.nonces import SeenNonces
 from memory.store.outbox import IndexOp, IndexOutbox
 from memory.store.versions import NamespaceVersions
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
-           "MemoryText", "Conflict", "ApiKey", "KeyScope"]
+           "MemoryText", "Conflict", "ApiKey", "KeyScope", "MAX_LINKED_IDS"]
 
 
-class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, ApiKeys,
-            NamespaceVersions):
+class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, Links,
+            ApiKeys, NamespaceVersions):
     """SQL source of truth. Thread-safe; methods are synchronous (call them in a
     thread from async code).
 
@@ -95,6 +100,6 @@ class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState
     redactions in ``ChatLog``; the index outbox in ``IndexOutbox``; audit in
     ``AuditLog``; identity links and ``move_namespace`` in ``Identities``;
     last-recall traces, confirmations and tenant counts in ``CommandState``;
-    conflict links in ``Conflicts``; write versions and live counts in
+    conflict links in ``Conflicts``; association links in ``Links``; write versions and live counts in
     ``NamespaceVersions``. All share ``StoreBase``'s engine and transactions.
     """

@@ -2,7 +2,7 @@
 
 A platform identity (``tg:123``) of a tenant can be linked by an admin to a
 ``person:<id>`` subject; ``move_namespace`` then carries the memories, history,
-tombstones and conflict links of the old namespace into the new one in one
+tombstones, conflict and association links of the old namespace into the new one in one
 transaction.
 """
 
@@ -15,9 +15,10 @@ from sqlmodel import delete, select
 
 from memory.store.base import StoreBase, utcnow
 from memory.store.conflicts import _unlink
+from memory.store.links import _unlink_links
 from memory.store.versions import _bump
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _ConflictRow, _HistoryRow, _IdentityRow, _IndexOpRow,
-                                 _LastRecallRow, _MemoryRow, _TombstoneRow)
+                                 _LastRecallRow, _LinkRow, _MemoryRow, _TombstoneRow)
 from memory.types import Namespace
 
 
@@ -59,9 +60,10 @@ class Identities(StoreBase):
         A memory whose canonical key already exists in ``dst`` is merged into that
         row: identical normalised text keeps the ``dst`` row (access times joined);
         a different text is a latest-wins update (the older text goes to history).
-        Conflict links move with the memories they join; a link with a side merged
-        into a ``dst`` row is dropped (that row now says something else), and so
-        are the ``dst`` row's own links when its text changed.
+        Conflict and association links move with the memories they join; a link
+        with a side merged into a ``dst`` row is dropped (that row now says
+        something else), and so are the ``dst`` row's own links when its text
+        changed.
         """
         if src.tenant != dst.tenant:
             raise ValueError("identities can only be merged within one tenant")
@@ -129,6 +131,13 @@ class Identities(StoreBase):
                     s.add(link)
                 else:
                     s.delete(link)
+            _unlink_links(s, dst, revised)
+            for assoc in s.exec(select(_LinkRow).where(_LinkRow.namespace == str(src))).all():
+                if assoc.a_id in moved and assoc.b_id in moved:
+                    assoc.namespace = str(dst)
+                    s.add(assoc)
+                else:
+                    s.delete(assoc)
             have = set(s.exec(select(_TombstoneRow.fingerprint).where(_TombstoneRow.namespace == str(dst))).all())
             for t in s.exec(select(_TombstoneRow).where(_TombstoneRow.namespace == str(src))).all():
                 if t.fingerprint not in have:

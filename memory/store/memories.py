@@ -26,6 +26,7 @@ from memory.errors import NamespaceError, NotFoundError
 from memory.store.base import StoreBase, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
+from memory.store.links import _unlink_links
 from memory.store.versions import _STATE_SQL, _bump
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IndexOpRow, _MemoryRow, _TombstoneRow,
                                  _to_memory)
@@ -228,8 +229,8 @@ class MemoryRows(StoreBase):
         closed at ``at``; the live row keeps its id at version + 1 with ``new``'s text,
         category, emotion and importance. ``key`` (the edit path) also moves the row
         to another canonical key — IntegrityError if another memory of ``ns`` holds
-        it. The memory's conflict links are deleted in the same transaction (they
-        were about the old text). NotFoundError if the memory is not in ``ns``."""
+        it. The memory's conflict and association links are deleted in the same
+        transaction (they were about the old text). NotFoundError if the memory is not in ``ns``."""
         at = at or utcnow()
         from memory.text import normalise
 
@@ -263,6 +264,7 @@ class MemoryRows(StoreBase):
             s.add(_IndexOpRow(namespace=str(ns), memory_id=row.id, op="upsert", created_at=at))
             _bump(s, ns)
             _unlink(s, ns, [row.id])  # the disagreement was with the old text (the core re-judges the new one)
+            _unlink_links(s, ns, [row.id])  # so were its associations; the new text earns its own
         return _to_memory(row)
 
     def find_by_source(self, ns: Namespace, chat: ChatRef | None, message_id: str) -> list[Memory]:
@@ -316,7 +318,7 @@ class MemoryRows(StoreBase):
 
     def delete(self, ns: Namespace, memory_id: str, tombstones: Sequence[str] = (), *,
                redact_sources: bool = False, purge: bool = False) -> None:
-        """Remove the live memory, its history and its conflict links from ``ns`` and
+        """Remove the live memory, its history, its conflict and association links from ``ns`` and
         queue its index delete, in one transaction. ``tombstones`` (fingerprints) are recorded (or
         moved forward to now) in the same transaction. ``redact_sources`` also
         deletes the speaker's chat-log lines the memory was learned from (every
@@ -335,6 +337,7 @@ class MemoryRows(StoreBase):
             s.delete(row)
             s.exec(delete(_HistoryRow).where(_HistoryRow.namespace == str(ns), _HistoryRow.memory_id == memory_id))  # type: ignore[call-overload]
             _unlink(s, ns, [memory_id])
+            _unlink_links(s, ns, [memory_id])
             for fp in dict.fromkeys(tombstones):
                 self._put_tombstone(s, ns, fp, now)
             if redact_sources:
