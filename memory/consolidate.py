@@ -16,7 +16,8 @@ One run, per namespace and never across namespaces (``Consolidator.run``):
    average linkage over the related-graph, Sokal & Michener 1958), else starts
    its own. Clusters of at least ``min_cluster`` fragments (at most
    ``max_cluster``) are kept, and their members are linked
-   (``Store.strengthen_links(ns, ids, reason="cluster")``, the association store).
+   (``Store.strengthen_links(ns, ids, reason="cluster")``, the association
+   store: ``memory.links``).
 3. **Abstraction** (only with a chat model): per cluster, the model is asked
    (``memory.model_prompts.consolidation_messages``) for at most
    ``max_per_cluster`` lines ``type: text``, every sentence citing ``[src:ID]``;
@@ -356,16 +357,12 @@ class Consolidator:
                             type(exc).__name__, exc)
         return cluster([m.text for m in fragments], vectors, self.params)
 
-    def _link(self, ns: Namespace, clusters: list[list[Memory]], at: datetime) -> None:
-        """Link the members of each cluster (the association store), when it exists."""
-        strengthen = getattr(self.core.store, "strengthen_links", None)
-        if strengthen is None:
-            return
-        for members in clusters:
-            try:
-                strengthen(ns, [m.id for m in members], reason="cluster", at=at)
-            except NotFoundError:  # a member was forgotten meanwhile: the others stay unlinked this time
-                log.info("consolidation: cluster of %s changed meanwhile; not linked", ns)
+    def _link(self, ns: Namespace, clusters: list[list[Memory]], at: datetime) -> int:
+        """Link the members of each cluster in the association store (``Store.
+        strengthen_links``, reason ``cluster``; a member forgotten meanwhile is
+        left out there); returns the pairs written."""
+        return sum(self.core.store.strengthen_links(ns, [m.id for m in members], reason="cluster", at=at)
+                   for members in clusters)
 
     async def _abstract(self, ns: Namespace, members: list[Memory], complete: Complete, lang: str, tz: str,
                         run: _Run) -> None:

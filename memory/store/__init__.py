@@ -1,6 +1,7 @@
 """The SQL store: source of truth for memories, history, tombstones, deliveries,
 the recent chat log, the index outbox, the audit log, identity links and the
-state behind the slash commands, and the conflict links between memories.
+state behind the slash commands, and the conflict and association links
+between memories.
 
 ``Store`` is the one class callers use; it is assembled from one part per
 concern, each in a module named after it::
@@ -25,6 +26,9 @@ concern, each in a module named after it::
       nonces.py      SeenNonces: nonces of signed callbacks already accepted
       conflicts.py   Conflicts: conflict links between two live memories of a
                      namespace (said differently, no clear change); Conflict
+      links.py       Links: association links between two live memories of a
+                     namespace (recalled together, clustered, sharing an
+                     entity), weighted, decaying (rule in ``memory.links``)
       consolidated.py ConsolidatedRows: consolidated memories (type, confidence,
                      hits, sources, dormancy), "which consolidated memories cite
                      fragment X", the dormancy sweep, each namespace's
@@ -37,7 +41,7 @@ concern, each in a module named after it::
 Every part subclasses ``StoreBase`` and opens transactions only through it;
 the parts import ``tables`` and ``base`` (and ``memories`` imports
 ``chatlog``'s line redaction; ``memories`` and ``identities`` import
-``conflicts``' unlinking, ``memories`` ``consolidated``'s row drop), never each other in a circle.
+``conflicts``' and ``links``' unlinking, ``memories`` ``consolidated``'s row drop), never each other in a circle.
 
 SQLModel tables are private to this package; callers get core dataclasses
 (``memory.types``) or the frozen values re-exported here. Every memory read and
@@ -78,17 +82,18 @@ from memory.store.commands import CommandState, TenantCounts
 from memory.store.conflicts import Conflict, Conflicts
 from memory.store.consolidated import Consolidated, ConsolidatedRows, ConsolidationState
 from memory.store.identities import Identities
+from memory.store.links import MAX_LINKED_IDS, Links
 from memory.store.memories import MemoryRows, MemoryText
 from memory.store.nonces import SeenNonces
 from memory.store.outbox import IndexOp, IndexOutbox
 from memory.store.versions import NamespaceVersions
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
-           "MemoryText", "Conflict", "ApiKey", "KeyScope", "Consolidated", "ConsolidationState"]
+           "MemoryText", "Conflict", "ApiKey", "KeyScope", "MAX_LINKED_IDS", "Consolidated", "ConsolidationState"]
 
 
-class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, ApiKeys,
-            NamespaceVersions, ConsolidatedRows):
+class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, Links,
+            ApiKeys, NamespaceVersions, ConsolidatedRows):
     """SQL source of truth. Thread-safe; methods are synchronous (call them in a
     thread from async code).
 
@@ -101,7 +106,8 @@ class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState
     redactions in ``ChatLog``; the index outbox in ``IndexOutbox``; audit in
     ``AuditLog``; identity links and ``move_namespace`` in ``Identities``;
     last-recall traces, confirmations and tenant counts in ``CommandState``;
-    conflict links in ``Conflicts``; write versions and live counts in
-    ``NamespaceVersions``; consolidated memories and consolidation state in
-    ``ConsolidatedRows``. All share ``StoreBase``'s engine and transactions.
+    conflict links in ``Conflicts``; association links in ``Links``; write
+    versions and live counts in ``NamespaceVersions``; consolidated memories and
+    consolidation state in ``ConsolidatedRows``. All share ``StoreBase``'s engine
+    and transactions.
     """

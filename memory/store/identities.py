@@ -2,8 +2,8 @@
 
 A platform identity (``tg:123``) of a tenant can be linked by an admin to a
 ``person:<id>`` subject; ``move_namespace`` then carries the memories, history,
-tombstones, conflict links and consolidated rows of the old namespace into the
-new one in one transaction.
+tombstones, conflict and association links and consolidated rows of the old
+namespace into the new one in one transaction.
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from sqlmodel import delete, select
 
 from memory.store.base import StoreBase, utcnow
 from memory.store.conflicts import _unlink
+from memory.store.links import _unlink_links
 from memory.store.versions import _bump
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _ConflictRow, _ConsolidatedRow, _ConsolidationStateRow,
-                                 _HistoryRow, _IdentityRow, _IndexOpRow, _LastRecallRow, _MemoryRow, _TombstoneRow)
+                                 _HistoryRow, _IdentityRow, _IndexOpRow, _LastRecallRow, _LinkRow, _MemoryRow,
+                                 _TombstoneRow)
 from memory.types import Namespace
 
 
@@ -59,9 +61,10 @@ class Identities(StoreBase):
         A memory whose canonical key already exists in ``dst`` is merged into that
         row: identical normalised text keeps the ``dst`` row (access times joined);
         a different text is a latest-wins update (the older text goes to history).
-        Conflict links move with the memories they join; a link with a side merged
-        into a ``dst`` row is dropped (that row now says something else), and so
-        are the ``dst`` row's own links when its text changed. Consolidated rows
+        Conflict and association links move with the memories they join; a link
+        with a side merged into a ``dst`` row is dropped (that row now says
+        something else), and so are the ``dst`` row's own links when its text
+        changed. Consolidated rows
         move with their memories, their sources renamed to the rows the fragments
         landed in (``_move_consolidated``); ``src``'s consolidation state is dropped.
         """
@@ -133,6 +136,13 @@ class Identities(StoreBase):
                     s.add(link)
                 else:
                     s.delete(link)
+            _unlink_links(s, dst, revised)
+            for assoc in s.exec(select(_LinkRow).where(_LinkRow.namespace == str(src))).all():
+                if assoc.a_id in moved and assoc.b_id in moved:
+                    assoc.namespace = str(dst)
+                    s.add(assoc)
+                else:
+                    s.delete(assoc)
             _move_consolidated(s, src, dst, moved, merged)
             have = set(s.exec(select(_TombstoneRow.fingerprint).where(_TombstoneRow.namespace == str(dst))).all())
             for t in s.exec(select(_TombstoneRow).where(_TombstoneRow.namespace == str(src))).all():

@@ -27,6 +27,7 @@ from memory.store.base import StoreBase, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
 from memory.store.consolidated import _drop_consolidated
+from memory.store.links import _unlink_links
 from memory.store.versions import _STATE_SQL, _bump
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IndexOpRow, _MemoryRow, _TombstoneRow,
                                  _to_memory)
@@ -229,8 +230,8 @@ class MemoryRows(StoreBase):
         closed at ``at``; the live row keeps its id at version + 1 with ``new``'s text,
         category, emotion and importance. ``key`` (the edit path) also moves the row
         to another canonical key — IntegrityError if another memory of ``ns`` holds
-        it. The memory's conflict links are deleted in the same transaction (they
-        were about the old text). NotFoundError if the memory is not in ``ns``."""
+        it. The memory's conflict and association links are deleted in the same
+        transaction (they were about the old text). NotFoundError if the memory is not in ``ns``."""
         at = at or utcnow()
         from memory.text import normalise
 
@@ -264,6 +265,7 @@ class MemoryRows(StoreBase):
             s.add(_IndexOpRow(namespace=str(ns), memory_id=row.id, op="upsert", created_at=at))
             _bump(s, ns)
             _unlink(s, ns, [row.id])  # the disagreement was with the old text (the core re-judges the new one)
+            _unlink_links(s, ns, [row.id])  # so were its associations; the new text earns its own
         return _to_memory(row)
 
     def find_by_source(self, ns: Namespace, chat: ChatRef | None, message_id: str) -> list[Memory]:
@@ -317,9 +319,9 @@ class MemoryRows(StoreBase):
 
     def delete(self, ns: Namespace, memory_id: str, tombstones: Sequence[str] = (), *,
                redact_sources: bool = False, purge: bool = False) -> None:
-        """Remove the live memory, its history, its conflict links and its
-        consolidated row (``memory.store.consolidated``) from ``ns`` and queue its
-        index delete, in one transaction. ``tombstones`` (fingerprints) are recorded (or
+        """Remove the live memory, its history, its conflict and association links
+        and its consolidated row (``memory.store.consolidated``) from ``ns`` and
+        queue its index delete, in one transaction. ``tombstones`` (fingerprints) are recorded (or
         moved forward to now) in the same transaction. ``redact_sources`` also
         deletes the speaker's chat-log lines the memory was learned from (every
         version's source message in its origin chat); ``purge`` queues an index purge
@@ -337,6 +339,7 @@ class MemoryRows(StoreBase):
             s.delete(row)
             s.exec(delete(_HistoryRow).where(_HistoryRow.namespace == str(ns), _HistoryRow.memory_id == memory_id))  # type: ignore[call-overload]
             _unlink(s, ns, [memory_id])
+            _unlink_links(s, ns, [memory_id])
             _drop_consolidated(s, ns, [memory_id])
             for fp in dict.fromkeys(tombstones):
                 self._put_tombstone(s, ns, fp, now)

@@ -137,6 +137,10 @@ async def test_without_a_model_clusters_are_kept_and_nothing_is_written(core):
     assert report.clusters and report.abstractions == () and report.model_calls == 0
     assert core.store.count(ns) == 5 and core.store.consolidated(ns) == {}
     assert core.store.consolidation_state(ns).watermark is not None
+    first = report.clusters[0]
+    neighbours = core.store.links_of(ns, [first[0]])[first[0]]
+    assert {other for other, _, _ in neighbours} >= set(first[1:])
+    assert all("cluster" in reasons for _, _, reasons in neighbours)
 
 
 async def test_model_timeout_and_error_leave_the_cluster_as_links(core, llm, model):

@@ -1,0 +1,150 @@
+"""Association links: weighted pairs of live memories of one namespace (issue 17),
+made when memories are recalled together, consolidated together, or share an
+entity; read by recall's association channel (``memory.recall``).
+
+One row per pair (``a_id < b_id``) holds the weight as of ``updated_at`` and the
+reasons; the weight rule (growth on co-use, exponential decay with a half-life)
+is ``memory.links``'. Every read and write takes the ``Namespace`` first and
+filters on it in SQL; ``strengthen_links`` keeps only ids that are live memories
+of that namespace, read in the same transaction, so no link ever joins two
+namespaces or a forgotten memory. A forget, retract or new version of either
+side deletes its links in the transaction that makes the change
+(``_unlink_links``, called by ``memory.store.memories``); ``move_namespace``
+carries them along with the memories (``memory.store.identities``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from itertools import combinations
+
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, func
+
+from memory.links import DEFAULT_HALF_LIFE_DAYS, REASONS, decayed, grown
+from memory.store.base import StoreBase, utcnow
+from memory.store.tables import _aware, _LinkRow, _MemoryRow
+from memory.types import Namespace
+
+__all__ = ["Links", "MAX_LINKED_IDS"]
+
+MAX_LINKED_IDS = 12
+"""``strengthen_links`` links the first this many distinct ids (at most 66 pairs)."""
+
+_T = _LinkRow.__table__  # type: ignore[attr-defined]
+_M = _MemoryRow.__table__  # type: ignore[attr-defined]
+# built once: recall reads links on every turn and forget deletes them on every forget
+_UNLINK_SQL = delete(_T).where(_T.c.namespace == bindparam("ns"),
+                               _T.c.a_id.in_(bindparam("ids", expanding=True))
+                               | _T.c.b_id.in_(bindparam("ids", expanding=True)))
+_OF_SQL = select(_T.c.a_id, _T.c.b_id, _T.c.weight, _T.c.reasons, _T.c.updated_at).where(
+    _T.c.namespace == bindparam("ns"),
+    _T.c.a_id.in_(bindparam("ids", expanding=True)) | _T.c.b_id.in_(bindparam("ids", expanding=True)))
+_LIVE_SQL = select(_M.c.id).where(_M.c.namespace == bindparam("ns"), _M.c.id.in_(bindparam("ids", expanding=True)))
+_PAIRS_SQL = select(_T.c.id, _T.c.a_id, _T.c.b_id, _T.c.weight, _T.c.reasons, _T.c.updated_at).where(
+    _T.c.namespace == bindparam("ns"), _T.c.a_id.in_(bindparam("ids", expanding=True)),
+    _T.c.b_id.in_(bindparam("ids", expanding=True)))
+
+
+def _unlink_links(s: Session | Connection, ns: Namespace, memory_ids: Sequence[str]) -> None:
+    """In session (or connection) ``s``: delete every association link of ``ns``
+    with one of ``memory_ids`` on either side."""
+    if memory_ids:
+        conn = s.connection() if isinstance(s, Session) else s
+        conn.execute(_UNLINK_SQL, {"ns": str(ns), "ids": list(memory_ids)})
+
+
+def _join_reasons(old: str, reason: str) -> str:
+    have = set(filter(None, old.split(","))) | {reason}
+    return ",".join(r for r in REASONS if r in have)
+
+
+class Links(StoreBase):
+    """Association links between the live memories of one namespace."""
+
+    def strengthen_links(self, ns: Namespace, ids: Sequence[str], *, reason: str, at: datetime | None = None,
+                         amount: float = 1.0, half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> int:
+        """Link every pair among ``ids`` in ``ns`` once more: each pair's weight
+        becomes its decayed weight at ``at`` (aware; default now) plus ``amount``
+        (> 0), capped at ``memory.links.W_MAX``, and ``reason`` (one of
+        ``memory.links.REASONS``) joins its reasons. ``ids`` are deduplicated in
+        order and cut to the first ``MAX_LINKED_IDS``; ids that are not live
+        memories of ``ns`` (another namespace's, forgotten, unknown) are dropped,
+        checked in the same transaction. Returns the number of pairs written (0
+        with fewer than two live ids). Raises ValueError for an unknown reason or
+        a non-positive ``amount`` or ``half_life_days``; StoreError when the
+        database fails."""
+        if reason not in REASONS:
+            raise ValueError(f"unknown link reason {reason!r} (one of {', '.join(REASONS)})")
+        if amount <= 0 or half_life_days <= 0:
+            raise ValueError("amount and half_life_days must be > 0")
+        wanted = list(dict.fromkeys(i for i in ids if i))[:MAX_LINKED_IDS]
+        if len(wanted) < 2:
+            return 0
+        at = at or utcnow()
+        try:
+            return self._strengthen(ns, wanted, reason, at, amount, half_life_days)
+        except IntegrityError:
+            # PostgreSQL: a concurrent writer inserted one of these pairs first; it is there now
+            return self._strengthen(ns, wanted, reason, at, amount, half_life_days)
+
+    def _strengthen(self, ns: Namespace, wanted: list[str], reason: str, at: datetime, amount: float,
+                    half_life_days: float) -> int:
+        with self._write_conn() as conn:
+            live = set(conn.execute(_LIVE_SQL, {"ns": str(ns), "ids": wanted}).scalars())
+            alive = [i for i in wanted if i in live]
+            if len(alive) < 2:
+                return 0
+            pairs = [tuple(sorted(p)) for p in combinations(alive, 2)]
+            have = {(r.a_id, r.b_id): r for r in conn.execute(_PAIRS_SQL, {"ns": str(ns), "ids": alive})}
+            updates, inserts = [], []
+            for a, b in pairs:
+                row = have.get((a, b))
+                if row is None:
+                    inserts.append({"namespace": str(ns), "a_id": a, "b_id": b, "weight": grown(0.0, at, at, amount),
+                                    "reasons": reason, "updated_at": at})
+                    continue
+                since = _aware(row.updated_at)
+                updates.append({"rid": row.id, "w": grown(row.weight, since, at, amount, half_life_days),
+                                "r": _join_reasons(row.reasons, reason), "t": max(at, since)})
+            if updates:
+                conn.execute(update(_T).where(_T.c.id == bindparam("rid"))
+                             .values(weight=bindparam("w"), reasons=bindparam("r"), updated_at=bindparam("t")),
+                             updates)
+            if inserts:
+                conn.execute(insert(_T), inserts)
+        return len(pairs)
+
+    def links_of(self, ns: Namespace, ids: Sequence[str], *, at: datetime | None = None, min_weight: float = 0.0,
+                 half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> dict[str, list[tuple[str, float, str]]]:
+        """The neighbours of each of ``ids`` in ``ns``, in one query: ``{id:
+        [(other id, weight decayed to at, reasons), …]}``, strongest first (ties by
+        id), leaving out weights below ``min_weight``. Every id asked for has an
+        entry (an empty list when unlinked). ``at``: aware time (default now);
+        ``half_life_days`` > 0."""
+        wanted = list(dict.fromkeys(ids))
+        out: dict[str, list[tuple[str, float, str]]] = {i: [] for i in wanted}
+        if not wanted:
+            return out
+        at = at or utcnow()
+        with self._read() as s:
+            rows = s.connection().execute(_OF_SQL, {"ns": str(ns), "ids": wanted}).all()
+        for r in rows:
+            w = decayed(r.weight, _aware(r.updated_at), at, half_life_days)
+            if w < min_weight:
+                continue
+            if r.a_id in out:
+                out[r.a_id].append((r.b_id, w, r.reasons))
+            if r.b_id in out:
+                out[r.b_id].append((r.a_id, w, r.reasons))
+        for neighbours in out.values():
+            neighbours.sort(key=lambda n: (-n[1], n[0]))
+        return out
+
+    def count_links(self, ns: Namespace) -> int:
+        """How many association links ``ns`` holds (stats, tests, benchmarks)."""
+        with self._read() as s:
+            return int(s.connection().execute(select(func.count()).select_from(_T)
+                                              .where(_T.c.namespace == str(ns))).scalar_one())

@@ -1,0 +1,113 @@
+"""Association links (issue 17): weighted pairs of live memories of one namespace that grow on
+co-use and decay with a half-life; a link never joins two namespaces, and forget, edit, retract,
+forget-all and identity merges keep them honest — on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memory.admin import Authority, forget_subject
+from memory.links import W_MAX, decayed, grown
+from memory.store import MAX_LINKED_IDS
+from memory.types import Namespace
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+TEXTS = ["我养了一只叫煤球的黑猫🐈", "煤球上周去看了兽医", "I walk Mochi in 中山公園 every Sunday",
+         "老板又改需求了，加班到十点！", "My sister Lena lives in Berlin"]
+
+
+def _memories(core, ns, texts=TEXTS) -> list[str]:
+    return [core.add(ns, core.new(ns, t)).memory.id for t in texts]
+
+
+def test_the_weight_grows_on_co_use_and_halves_every_half_life():
+    """w·2^(−Δ/h) then + amount, capped at W_MAX; a time before the last write does not grow it."""
+    assert decayed(4.0, T0, T0 + timedelta(days=30), 30.0) == pytest.approx(2.0)
+    assert decayed(4.0, T0, T0 + timedelta(days=7), 7.0) == pytest.approx(2.0)
+    assert decayed(4.0, T0, T0 - timedelta(days=3), 30.0) == 4.0
+    assert grown(2.0, T0, T0 + timedelta(days=30), 1.0, 30.0) == pytest.approx(2.0)
+    assert grown(W_MAX, T0, T0, 5.0) == W_MAX
+    with pytest.raises(ValueError):
+        grown(1.0, T0, T0, 0.0)
+    with pytest.raises(ValueError):
+        decayed(1.0, T0, T0, 0.0)
+
+
+def test_pairs_are_linked_once_each_way_and_grow_then_decay(core, namespace):
+    """Three ids make three pairs; each side sees the other; a second co-use a half-life later weighs
+    0.5 + 1; reasons accumulate in a fixed order."""
+    a, b, c, *_ = _memories(core, namespace)
+    assert core.store.strengthen_links(namespace, [a, b, c, a], reason="recalled", at=T0) == 3
+    got = core.store.links_of(namespace, [a, b], at=T0)
+    assert sorted(o for o, _, _ in got[a]) == sorted([b, c]) and sorted(o for o, _, _ in got[b]) == sorted([a, c])
+    assert all(w == pytest.approx(1.0) and r == "recalled" for n in got.values() for _, w, r in n)
+    later = T0 + timedelta(days=30)
+    assert core.store.strengthen_links(namespace, [b, a], reason="entity", at=later) == 1
+    got = core.store.links_of(namespace, [a], at=later)
+    assert got[a][0] == (b, pytest.approx(1.5), "recalled,entity")  # strongest first
+    assert got[a][1] == (c, pytest.approx(0.5), "recalled")
+    assert core.store.links_of(namespace, [a], at=later, min_weight=1.0)[a] == [(b, pytest.approx(1.5),
+                                                                                 "recalled,entity")]
+    assert core.store.links_of(namespace, [a], at=later, half_life_days=60.0)[a][1][1] == pytest.approx(2 ** -0.5)
+    assert core.store.count_links(namespace) == 3
+
+
+def test_only_live_ids_of_the_namespace_are_linked_and_the_pairs_are_capped(core, namespace):
+    """Unknown ids and a lone id link nothing; a bad reason is refused; at most MAX_LINKED_IDS ids are paired."""
+    ids = _memories(core, namespace, [f"第{i}件事：我喜欢 item {i}" for i in range(MAX_LINKED_IDS + 3)])
+    assert core.store.strengthen_links(namespace, [ids[0], "ffffffffffff"], reason="recalled") == 0
+    assert core.store.strengthen_links(namespace, [ids[0]], reason="recalled") == 0
+    with pytest.raises(ValueError):
+        core.store.strengthen_links(namespace, ids[:2], reason="gossip")
+    n = MAX_LINKED_IDS
+    assert core.store.strengthen_links(namespace, ids, reason="cluster") == n * (n - 1) // 2
+    assert core.store.links_of(namespace, [ids[-1]])[ids[-1]] == []
+
+
+def test_a_link_never_joins_two_namespaces(core, namespace):
+    """Ids of another namespace are ignored on write, and a read of one namespace never sees the other's links,
+    even when asked for the other's ids."""
+    other = Namespace(namespace.tenant, "tg:2002")
+    mine = _memories(core, namespace, TEXTS[:2])
+    theirs = _memories(core, other, TEXTS[2:4])
+    assert core.store.strengthen_links(namespace, [mine[0], theirs[0]], reason="recalled") == 0
+    assert core.store.strengthen_links(other, [*mine, *theirs], reason="recalled") == 1
+    assert core.store.count_links(namespace) == 0
+    assert core.store.links_of(namespace, theirs) == {theirs[0]: [], theirs[1]: []}
+    assert core.store.links_of(other, mine) == {mine[0]: [], mine[1]: []}
+    assert core.store.links_of(other, [theirs[0]])[theirs[0]][0][0] == theirs[1]
+
+
+def test_forget_edit_and_retract_remove_a_memorys_links(core, namespace):
+    """Forget drops every link of the memory in its transaction; an edit drops the old text's links;
+    retract too; the rest stay."""
+    a, b, c, d, e = _memories(core, namespace)
+    core.store.strengthen_links(namespace, [a, b, c, d, e], reason="recalled")
+    assert core.store.count_links(namespace) == 10
+    core.forget(namespace, a)
+    assert core.store.count_links(namespace) == 6
+    assert all(a not in (o for o, _, _ in n) for n in core.store.links_of(namespace, [b, c, d, e]).values())
+    core.update(namespace, b, "煤球上个月打了疫苗💉")
+    assert core.store.count_links(namespace) == 3 and core.store.links_of(namespace, [b])[b] == []
+    core.store.retract(namespace, c)
+    assert core.store.count_links(namespace) == 1
+
+
+def test_forget_all_leaves_no_link(core, namespace):
+    """Forgetting everything of a person leaves none of their links."""
+    ids = _memories(core, namespace)
+    core.store.strengthen_links(namespace, ids, reason="entity")
+    forget_subject(core, namespace, Authority(actor="operator:test", tenant=namespace.tenant))
+    assert core.store.count_links(namespace) == 0
+
+
+def test_linking_identities_carries_the_links_into_the_new_namespace(core, namespace):
+    """move_namespace takes each link along with both its memories; the old namespace keeps none."""
+    a, b, *_ = _memories(core, namespace)
+    core.store.strengthen_links(namespace, [a, b], reason="recalled", at=T0)
+    person = Namespace(namespace.tenant, "person:p1")
+    core.store.move_namespace(namespace, person)
+    assert core.store.count_links(namespace) == 0
+    assert core.store.links_of(person, [a], at=T0)[a] == [(b, pytest.approx(1.0), "recalled")]
