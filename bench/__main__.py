@@ -1,4 +1,4 @@
-"""``python -m bench [quality|speed|scoring|pipeline|validator|webhook|contradiction|hostile|all] [--embedder usem3|e5-small|both] [--quick]``.
+"""``python -m bench [quality|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|hostile|all] [--embedder usem3|e5-small|both] [--quick]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end.
@@ -26,7 +26,7 @@ def _load() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
     parser.add_argument("what", nargs="?", choices=("quality", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
-                                                  "hostile", "all"),
+                                                  "consolidation", "hostile", "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default="usem3")
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
@@ -91,6 +91,12 @@ def main(argv: list[str] | None = None) -> int:
             from bench import webhook
 
             webhook.run()
+            print(flush=True)
+        if args.what in ("consolidation", "all"):
+            from bench import consolidation
+
+            if consolidation.run(messages=100):
+                return 1
             print(flush=True)
         if args.what == "hostile":  # a correctness sweep, not a benchmark: not part of "all"
             from bench import hostile

@@ -199,7 +199,7 @@ _FRAGMENT_RE = None
 def consolidation_responder(foreign_id: str = "f0f0f0f0f0f0", phantom_id: str = "deadbeef0000"):
     """A ``FakeLLM.responder`` for consolidation prompts (``memory.model_prompts.
     consolidation_messages``): it answers one grounded ``pattern`` line joining
-    the first two fragments' texts and citing both, plus one sentence citing
+    the first sentence of the first two fragments and citing both, plus one sentence citing
     ``phantom_id`` (an id nobody has) and one citing ``foreign_id`` (meant to be
     another person's memory) — the validator must keep only the first. Other
     requests get None (the server's default answer)."""
@@ -216,8 +216,8 @@ def consolidation_responder(foreign_id: str = "f0f0f0f0f0f0", phantom_id: str = 
         found = _FRAGMENT_RE.findall(str(msgs[-1]["content"]))[:2]
         if len(found) < 2:
             return "none"
-        (a, ta), (b, tb) = found
-        return (f"pattern: {ta.rstrip('。.!！')}，{tb.rstrip('。.!！')}[src:{a}][src:{b}]。\n"
+        (a, ta), (b, tb) = ((i, re.split(r"(?<=[.!?。！？])\s*", t)[0].rstrip("。.!！?？")) for i, t in found)
+        return (f"pattern: {ta}，{tb}[src:{a}][src:{b}]。\n"
                 f"fact: 住在火星上的秘密基地[src:{phantom_id}]。\n"
                 f"preference: Secretly loves the moon base on Mars [src:{foreign_id}].")
 
