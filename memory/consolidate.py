@@ -431,6 +431,10 @@ class Consolidator:
         if result.action == "conflict":
             return None
         mid = result.memory.id
+        if result.action == "deduped" and (result.memory.visibility, result.memory.origin) != (visibility, origin):
+            # the same abstraction, already stored from fragments disclosed elsewhere: it stays as it is
+            # (adding these sources would widen what its disclosure rests on)
+            return Abstraction(mid, ctype, result.memory.text, (), confidence, "deduped")
         try:
             self.core.store.put_consolidated(ns, mid, ctype, confidence, [m.id for m in cited])
         except NotFoundError:  # a source was forgotten while the model wrote: the abstraction goes too
