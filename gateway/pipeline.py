@@ -36,7 +36,7 @@ from gateway.observability import turn_record, write_turn
 from gateway.character_prompt import build_messages
 from locales import translate, turn_language, written_language
 from memory.capture import LLMExtractor, capture, capture_edit
-from memory.consolidate import ConsolidationReport, Consolidator
+from memory.consolidate import SWEEP_EVERY_S, ConsolidationReport, Consolidator
 from memory.core import MemoryCore
 from memory.explain import TRACE_DEPTH, record_recall
 from memory.identity import resolve as resolve_identity
@@ -59,6 +59,8 @@ RESUME_AFTER_S = 60.0
 """A capture queued this many seconds ago and still not done is resumed."""
 MIGRATE_DRAIN_S = 30.0
 """Seconds a chat migration waits for the captures queued before it (``migrate_chat``)."""
+CONSOLIDATION_EVERY_S = 60.0
+"""Least seconds between two starts of the maintenance task's consolidation pass."""
 MEMORY_COMMANDS = ("/memory", "/记忆")
 REPUSH_WINDOW = timedelta(minutes=10)
 """A delivery with the content fingerprint of one claimed this recently is a re-push (same message, new id)."""
@@ -91,6 +93,7 @@ class Pipeline:
         self._last_turn: dict[str, float] = {}  # namespace → time.monotonic() of its last turn here
         self._consolidators: dict[str, Consolidator] = {}
         self._consolidating: asyncio.Task | None = None
+        self._consolidation_started: float | None = None
         self.metrics.watch_queues(process=self._queued_captures, database=core.store.captures_due,
                                   outbox=core.store.outbox_depth)
 
@@ -204,17 +207,22 @@ class Pipeline:
                 if report.skipped is None:
                     reports.append(report)
             try:
-                await worker.sweep(name)
+                await worker.sweep(name, every_s=SWEEP_EVERY_S)
             except Exception as exc:  # noqa: BLE001
                 log.warning("dormancy sweep of tenant %s failed: %s", name, exc)
         return reports
 
-    def start_consolidation(self) -> bool:
-        """Start ``consolidate_idle`` in a task unless one is still running; True
-        when started. The maintenance task calls this: a long run never delays
-        its index maintenance."""
+    def start_consolidation(self, every_s: float = CONSOLIDATION_EVERY_S) -> bool:
+        """Start ``consolidate_idle`` in a task unless one is still running or the
+        last one started less than ``every_s`` seconds ago; True when started.
+        The maintenance task calls this every tick: a long run never delays its
+        index maintenance, and the candidates query runs at most once a minute."""
         if self._consolidating is not None and not self._consolidating.done():
             return False
+        now = time.monotonic()
+        if self._consolidation_started is not None and now - self._consolidation_started < every_s:
+            return False
+        self._consolidation_started = now
         self._consolidating = asyncio.create_task(self.consolidate_idle())
         return True
 

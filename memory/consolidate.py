@@ -68,10 +68,11 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from memory.core import KEY_CHARS
 from memory.errors import NotFoundError
 from memory.model_prompts import CONSOLIDATION_TYPES, consolidation_messages
 from memory.reconstruct import DEFAULT_MIN_GROUNDING, DEFAULT_TOKEN_THRESHOLD, local_date, validate
-from memory.store import utcnow
+from memory.store import ConsolidationState, utcnow
 from memory.text import normalise
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility
 
@@ -87,6 +88,8 @@ CATEGORY_OF = {"fact": Category.PROFILE, "pattern": Category.ROUTINE, "preferenc
                "relationship": Category.RELATIONSHIP, "mood": Category.MOOD}
 """The ``Category`` a consolidated memory of each type is stored under (half-lives: ``memory.scoring``)."""
 KEY_PREFIX = "consolidated:"
+SWEEP_EVERY_S = 3600.0
+"""Seconds between two dormancy sweeps of a tenant in the maintenance task."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +289,7 @@ class Consolidator:
         self.params = params or ConsolidationParams()
         self.embed = embed
         self._locks: dict[str, asyncio.Lock] = {}
+        self._swept: dict[str, float] = {}  # tenant → time.monotonic() of its last sweep
 
     def _lock(self, ns: Namespace) -> asyncio.Lock:
         return self._locks.setdefault(str(ns), asyncio.Lock())
@@ -331,8 +335,6 @@ class Consolidator:
             watermark = max(m.created_at for m in fragments if m.created_at is not None)
             if state.watermark is not None:
                 watermark = max(watermark, state.watermark)
-            from memory.store import ConsolidationState
-
             await asyncio.to_thread(self.core.store.put_consolidation_state, ns,
                                     ConsolidationState(now, watermark, len(clusters), len(run.written)))
         report = ConsolidationReport(
@@ -414,8 +416,6 @@ class Consolidator:
     def _write(self, ns: Namespace, ctype: str, text: str, cited: list[Memory], confidence: float) -> Abstraction | None:
         """Store one validated abstraction through the core and record its
         consolidated row; None when a tombstone refused it (or a source vanished)."""
-        from memory.core import KEY_CHARS
-
         visibility, origin = inherited_visibility(cited)
         said = max(m.created_at for m in cited if m.created_at is not None)
         emotions = Counter(m.emotion for m in cited if m.emotion and m.emotion != "neutral")
@@ -460,9 +460,16 @@ class Consolidator:
             log.info("dormancy: %d consolidated memories of %s went dormant", len(gone), ns)
         return gone
 
-    async def sweep(self, tenant: str, now: datetime | None = None) -> int:
+    async def sweep(self, tenant: str, now: datetime | None = None, *, every_s: float = 0.0) -> int:
         """``sweep_sync`` over every namespace of ``tenant`` holding consolidated
-        memories, one namespace per call; returns how many went dormant."""
+        memories, one namespace per call; returns how many went dormant.
+        ``every_s``: skip (return 0) when the last sweep of ``tenant`` by this
+        consolidator began less than that many seconds ago (the maintenance task
+        passes SWEEP_EVERY_S: dormancy is counted in days)."""
+        mono = time.monotonic()
+        if every_s > 0 and mono - self._swept.get(tenant, -every_s) < every_s:
+            return 0
+        self._swept[tenant] = mono
         names = await asyncio.to_thread(self.core.store.consolidated_namespaces, tenant)
         n = 0
         for ns in names:

@@ -212,6 +212,9 @@ class ConsolidatedRows(StoreBase):
         last_use = func.coalesce(_C.c.last_hit_at, _C.c.created_at)
         cond = (_C.c.namespace == str(ns), _C.c.dormant_since.is_(None), _C.c.confidence < below,
                 last_use < unused_since)
+        with self.engine.connect() as conn:  # a read first: most sweeps change nothing and take no write lock
+            if conn.execute(select(_C.c.memory_id).where(*cond).limit(1)).first() is None:
+                return []
         with self._write_conn() as conn:
             ids = sorted(r[0] for r in conn.execute(select(_C.c.memory_id).where(*cond)))
             if ids:

@@ -247,6 +247,9 @@ async def test_dormancy_down_weights_and_a_hit_wakes_it(core, llm, model):
     row = core.store.consolidated(ns)[made.memory_id]
     assert not row.dormant and row.hits == 1 and row.last_hit_at is not None
     assert score(0.5) == pytest.approx(score(1.0))
+    even_later = later + timedelta(days=31)
+    assert await worker.sweep("default", even_later, every_s=3600) == 0  # swept moments ago: not again yet
+    assert await worker.sweep("default", even_later) == 1
 
 
 async def test_confident_abstractions_never_go_dormant(core, llm, model):
