@@ -109,6 +109,19 @@ async def test_memory_consolidate_for_someone_else_needs_a_tenant_admin(sqlite_c
     assert len(sqlite_core.store.consolidated(other)) == 1
 
 
+async def test_a_group_admin_cannot_consolidate_another_person(sqlite_core, llm, monkeypatch):
+    """A group admin manages what was said in their group only; a run reads everything of the person: refused."""
+    p = _pipeline(sqlite_core, llm, monkeypatch)
+    other = Namespace("default", "tg:2002")
+    _add(sqlite_core, other, WORK_ZH)
+    group = InboundMessage(platform="tg", message_id="g1", sender_id="3003", sender_name="群主",
+                           chat_kind=ChatKind.GROUP, chat_id="-100111", text="/memory consolidate tg:2002",
+                           timestamp=T0, is_command=True, sender_role="administrator")
+    r = await p.handle("default", group)
+    assert r.command and sqlite_core.store.consolidated(other) == {}
+    assert sqlite_core.store.consolidation_state(other).run_at is None
+
+
 async def test_edit_forget_history_work_on_a_consolidated_memory(sqlite_core, llm, monkeypatch):
     """A consolidated memory is edited (history kept, still consolidated) and forgotten like any other."""
     p = _pipeline(sqlite_core, llm, monkeypatch)

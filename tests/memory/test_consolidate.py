@@ -311,3 +311,21 @@ async def test_linking_identities_carries_consolidated_memories(core, llm, model
     assert core.store.consolidated(tg) == {} and core.store.consolidation_state(tg) == ConsolidationState()
     core.forget(person, frags[0].id)
     assert core.store.consolidated(person) == {}
+
+
+async def test_a_retracted_source_takes_its_abstraction_without_a_tombstone(core, llm, model):
+    """A source whose message was edited away (retract) removes the abstraction, but leaves no tombstone:
+    the same abstraction from the remaining fragments may be written again."""
+    ns = Namespace("default", "tg:1001")
+    frags = _add(core, ns, WORK_EN)
+    a, b, c = (f.id for f in frags)
+    llm.enqueue(f"pattern: Works late most days as the boss keeps changing the requirements [src:{a}][src:{b}][src:{c}].")
+    (made,) = (await Consolidator(core, PARAMS).run(ns, model.complete, lang="en")).abstractions
+    core.retract(ns, a)
+    assert core.store.consolidated(ns) == {}
+    with pytest.raises(NotFoundError):
+        core.get(ns, made.memory_id)
+    core.store.put_consolidation_state(ns, ConsolidationState())
+    llm.enqueue(f"pattern: Works late most days as the boss keeps changing the requirements [src:{b}][src:{c}].")
+    (again,) = (await Consolidator(core, PARAMS).run(ns, model.complete, lang="en", force=True)).abstractions
+    assert again.sources == (b, c) and core.get(ns, again.memory_id).text == made.text
