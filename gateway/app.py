@@ -73,7 +73,16 @@ async def maintenance(pipeline: Pipeline) -> None:
     their own unless the last pass still runs (``Pipeline.start_consolidation``,
     ``memory.consolidate``); start
     the index's rebuild from SQL again when the one begun at start-up (a missing
-    or unreadable index, ``MemoryCore``) failed."""
+    or unreadable index, ``MemoryCore``) failed. Cancelling it cancels the
+    consolidation pass it started (``Pipeline.stop_consolidation``)."""
+    try:
+        await _maintain_forever(pipeline)
+    finally:  # cancelled with the app: a consolidation pass it started goes too
+        await pipeline.stop_consolidation()
+
+
+async def _maintain_forever(pipeline: Pipeline) -> None:
+    """``maintenance``'s loop."""
     last_opt = asyncio.get_running_loop().time()
     while True:
         await asyncio.sleep(MAINTAIN_EVERY_S)

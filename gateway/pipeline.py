@@ -14,6 +14,7 @@ turn writes, gateway.logs) and its stage latencies, and moves the metrics
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import hashlib
@@ -225,6 +226,16 @@ class Pipeline:
         self._consolidation_started = now
         self._consolidating = asyncio.create_task(self.consolidate_idle())
         return True
+
+    async def stop_consolidation(self) -> None:
+        """Cancel the consolidation pass of ``start_consolidation`` if one runs and
+        wait for it to end (what it wrote stays; the fragments it had not reached
+        are considered again by the next pass, the watermark not having moved)."""
+        task, self._consolidating = self._consolidating, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     def addressed(self, t: TenantSettings, msg: InboundMessage) -> bool:
         """Would the bot answer: always in private; in groups when mentioned, when

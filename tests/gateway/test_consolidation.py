@@ -158,3 +158,30 @@ def test_huiyi_consolidate_cli(llm, monkeypatch):
     assert lines[-1] == {"tenant": "default", "went_dormant": 0}
     bad = CliRunner().invoke(app, ["consolidate", "--tenant", "nope"])
     assert bad.exit_code == 2
+
+
+async def test_the_real_maintenance_task_consolidates_and_stops_with_it(sqlite_core, llm, monkeypatch):
+    """gateway.app.maintenance starts the pass for an idle person; cancelling it ends a pass still running."""
+    import asyncio
+
+    from gateway import app as app_module
+
+    monkeypatch.setattr(app_module, "MAINTAIN_EVERY_S", 0.01)
+    p = _pipeline(sqlite_core, llm, monkeypatch, idle_s=0)
+    _add(sqlite_core, NS, WORK_ZH)
+    task = asyncio.create_task(app_module.maintenance(p))
+    for _ in range(1000):
+        await asyncio.sleep(0.01)
+        if sqlite_core.store.consolidated(NS):
+            break
+    assert len(sqlite_core.store.consolidated(NS)) == 1
+    _add(sqlite_core, Namespace("default", "tg:1003"), WORK_EN)
+    llm.responder = None
+    llm.enqueue("pattern: x", delay=5.0)  # a slow model: the next pass is still running when the app stops
+    p._consolidation_started = None
+    await asyncio.sleep(0.3)
+    running = p._consolidating
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert running is not None and running.done() and p._consolidating is None
