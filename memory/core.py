@@ -60,6 +60,7 @@ from memory.cache import NamespaceCache
 from memory.errors import NotFoundError, SearchIndexError, StoreError
 from memory.explain import visible_in
 from memory.index import SearchIndex
+from memory.links import LinkParams, link_entities
 from memory.recall import RecallParams, Scorer, recall
 from memory.store import Store, new_memory_id, utcnow
 from memory.text import fingerprint, normalise
@@ -162,13 +163,16 @@ class MemoryCore:
     """
 
     def __init__(self, store: Store, index: SearchIndex, scorer: Scorer | None = None, *,
-                 rebuild: Literal["now", "background", "none"] = "now", cache_mib: float = 0.0) -> None:
+                 rebuild: Literal["now", "background", "none"] = "now", cache_mib: float = 0.0,
+                 links: LinkParams = LinkParams()) -> None:
         """``rebuild``: what to do when the index is found missing, unreadable,
         incomplete or made by another embedder (``index_missing``): rebuild it
         from SQL ``now`` (before returning), in a ``background`` thread while
         recall falls back to the exact path (the gateway), or not at all
-        (``none``: the caller does, e.g. ``huiyi reindex``)."""
+        (``none``: the caller does, e.g. ``huiyi reindex``). ``links``: how
+        association links are made (``memory.links.LinkParams``)."""
         self.store = store
+        self.links = links
         self.index = index
         self.scorer = scorer
         self.cache = NamespaceCache(cache_mib) if cache_mib > 0 else None
@@ -335,6 +339,8 @@ class MemoryCore:
             if conflicts_with is not None and result.action == "stored" and result.memory is not None:
                 self._link_locked(ns, conflicts_with, result.memory.id, actor)
         touched = [result.memory.id] if result.action in ("stored", "superseded") and result.memory else []
+        if touched:
+            self._link_entities(ns, result.memory, said)
         if touched or replaces is not None:
             self._apply_outbox_for(ns, touched + ([replaces] if replaces is not None else []))
         return result
@@ -593,8 +599,22 @@ class MemoryCore:
             self.store.add_tombstone(ns, subject_mark(group_key))
 
     def mark_recalled(self, ns: Namespace, ids: Sequence[str], at: datetime | None = None) -> None:
-        """Record that these memories went into a prompt (ACT-R access times)."""
+        """Record that these memories went into a prompt together: their ACT-R
+        access times, and a ``recalled`` association link between each pair of
+        them (``Store.strengthen_links``: the first ``MAX_LINKED_IDS``, only live
+        memories of ``ns``; ``self.links.recalled`` per co-use, 0: none)."""
         self.store.touch(ns, ids, at)
+        if self.links.recalled > 0 and len(set(ids)) > 1:
+            self.store.strengthen_links(ns, ids, reason="recalled", at=at, amount=self.links.recalled,
+                                        half_life_days=self.links.half_life_days)
+
+    def _link_entities(self, ns: Namespace, memory: Memory, said: datetime) -> None:
+        """Entity links of a memory just stored or superseded (``memory.links.link_entities``);
+        a failure is logged, never the add's."""
+        try:
+            link_entities(self.store, ns, memory.id, memory.text, said, self.links)
+        except Exception:  # noqa: BLE001 - links are a recall aid; the memory is stored
+            log.exception("entity links of memory %s in %s failed", memory.id, ns)
 
     # -- index maintenance -------------------------------------------------
 
