@@ -535,6 +535,7 @@ class MemoryCore:
             live = self.store.supersede(ns, memory_id, replace(cur, text=text, source_message_id=None))
             self.audit.record(ns, "edit", actor, memory_id, version=live.version)
             self._rejudge_locked(ns, live, links, actor)
+        self._link_entities(ns, live, live.updated_at or utcnow())  # the old text's links went with it
         self._apply_outbox_for(ns, [memory_id])
         return live
 
