@@ -410,8 +410,8 @@ def _associated(store: Store, ns: Namespace, fused: Sequence[tuple[str, float, d
     new = [m for m, _ in ranked if m not in memories]
     if new:
         if small is not None:
-            rows = {t.id: t for t in small if t.id in set(new)}
-            found = {i: t.memory() for i, t in rows.items() if _disclosed(t, chat)}
+            wanted = set(new)
+            found = {t.id: t.memory() for t in small if t.id in wanted and _disclosed(t, chat)}
         else:
             found = {i: m for i, m in store.get_many(ns, new).items() if _memory_disclosed(m, chat)}
         memories.update(found)
