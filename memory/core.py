@@ -28,6 +28,14 @@ re-judges the pair with the new text, linking it again only when it is still
 unsure. ``recall`` brings a hit's conflict partner along (``Hit.conflict``)
 when the partner is disclosed in the chat of the recall.
 
+Association links (``memory.links``, ``memory.store.Links``): a memory stored,
+superseded or edited is linked to the older memories of its namespace that name
+one of its entities (``link_entities``); ``mark_recalled`` links the memories
+that went into one prompt together. Forget, retract and new versions delete a
+memory's links in their own transaction; recall's association channel spreads
+activation along them (``memory.recall``). ``links`` (``LinkParams``) sets the
+amounts and the half-life.
+
 Concurrency: writes of one namespace are serialised by a per-namespace lock in
 this process and, on PostgreSQL, by the store's namespace lock across
 processes (``Store.namespace_lock``: an advisory lock, so two gateway replicas
