@@ -123,12 +123,12 @@ def run(embedder_name: str, workdir: Path, quick: bool = False, cache: Path | No
         entity_links = sum(core.store.count_links(suite.namespace(w)) for w in suite.worlds)
         dev, test = split(suite, "dev"), split(suite, "test")
         off = RecallParams(k=max(KS), assoc_weight=0.0)
+        if isinstance(embedder, CachedEmbedder):  # one batch instead of a query embedding per turn and question
+            embedder.prime_queries([d.text for docs in suite.worlds.values() for d in docs]
+                                   + [q.tail[-1] for q in suite.queries])
         entity_only = _evaluate(core, test, key_of, {"entities": replace(off, assoc_weight=ASSOC_WEIGHT)})
         log.info("associations: replaying the turns")
         t0 = time.perf_counter()
-        if isinstance(embedder, CachedEmbedder):  # one batch instead of a query embedding per turn
-            embedder.prime_queries([d.text for docs in suite.worlds.values() for d in docs]
-                                   + [q.tail[-1] for q in suite.queries])
         marked = _replay(core, suite, replace(off, k=20))
         replay_s = time.perf_counter() - t0
         links = sum(core.store.count_links(suite.namespace(w)) for w in suite.worlds)
