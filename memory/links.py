@@ -1,9 +1,12 @@
-"""Associations between the memories of one namespace (issue 17): the weight rule.
+"""Associations between the memories of one namespace (issue 17): the weight
+rule, where links come from, and spreading activation along them.
 
 A link joins two live memories of one namespace that belong together: they were
-recalled into one prompt together (``recalled``), consolidated into one cluster
-(``cluster``), or name the same thing (``entity``). The store keeps one row per
-pair (``memory.store.links``); this module holds the rule its weight follows.
+recalled into one prompt together (``recalled``: ``MemoryCore.mark_recalled``),
+consolidated into one cluster (``cluster``: the consolidation), or name the same
+thing (``entity``: ``link_entities`` when a memory is stored, by the cheap rule
+of ``entities``). The store keeps one row per pair (``memory.store.links``);
+recall's association channel spreads activation along them (``spread``).
 
 Weight rule: a Hebbian co-use count (Hebb 1949: what fires together wires
 together; the retrieval sidecar in ``../shared/background`` counts co-occurrence
@@ -24,9 +27,13 @@ drowning every other link of its memories.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
-__all__ = ["DEFAULT_HALF_LIFE_DAYS", "W_MAX", "REASONS", "decayed", "grown"]
+__all__ = ["DEFAULT_HALF_LIFE_DAYS", "W_MAX", "REASONS", "decayed", "grown", "spread", "entities",
+           "LinkParams", "link_entities", "MAX_ENTITIES", "ENTITY_MAX_SHARE"]
 
 DEFAULT_HALF_LIFE_DAYS = 30.0
 """Days after which an unused link keeps half its weight."""
@@ -55,3 +62,140 @@ def grown(weight: float, since: datetime, at: datetime, amount: float = 1.0,
     if amount <= 0:
         raise ValueError("amount must be > 0")
     return min(W_MAX, decayed(weight, since, at, half_life_days) + amount)
+
+
+def spread(sources: Sequence[tuple[str, float]], links: Mapping[str, Sequence[tuple[str, float, str]]]
+           ) -> list[tuple[str, float]]:
+    """Spreading activation, one hop, from ``sources`` along ``links``: the
+    association channel's ranking. Returns ``[(id, activation)]``, activation > 0,
+    strongest first (ties by id).
+
+    ``sources``: ``[(id, source weight)]``, the top fused hits of a recall with
+    their fused score relative to the best (in (0, 1]); ``links``: each source's
+    neighbours as ``Store.links_of`` gives them (other id, decayed weight ≥ 0,
+    reasons). A neighbour j gathers from every source i linked to it::
+
+        A_j = Σ_i  W_i · (w_ij / (w_ij + 1)) / (1 + ln fan_i)
+
+    Collins & Loftus 1975 (activation spreads from what is active along links,
+    weaker with weaker links) in ACT-R's form (Anderson 1983: source activation
+    W_i divided over i's associations; the fan effect, S_ji = S − ln fan_i, here
+    as a divisor so A stays ≥ 0): ``w / (w + 1)`` saturates a link's strength
+    in [0, 1) (one co-use 0.5, ten 0.91), and a memory linked to many others
+    spreads thinly. Sources linked to each other gain activation too (memories
+    that belong together reinforce each other). A second hop would need a
+    second read per recall; it is left out."""
+    act: dict[str, float] = {}
+    for sid, w_src in sources:
+        neighbours = links.get(sid) or ()
+        live = [(o, w) for o, w, _ in neighbours if w > 0 and o != sid]
+        if not live or w_src <= 0:
+            continue
+        fan = 1.0 + math.log(len(live))
+        for other, w in live:
+            act[other] = act.get(other, 0.0) + w_src * (w / (w + 1.0)) / fan
+    return sorted(((m, a) for m, a in act.items() if a > 0), key=lambda x: (-x[1], x[0]))
+
+
+# -- entities: what two memories name in common ---------------------------------
+
+MAX_ENTITIES = 6
+"""``entities`` keeps at most this many per text (proper nouns first)."""
+ENTITY_MAX_SHARE = 8
+"""An entity already named by more than this many memories of a namespace links
+no new one: it is the person's own name or an everyday word there, not a thing
+that singles out a few memories (the first ones to name it stay linked)."""
+_PROPER = ("nr", "ns", "nt", "nz")  # jieba (ICTCLAS) tags: person, place, organisation, other proper noun
+_GENERIC_ZH = frozenset(
+    "时候 东西 事情 问题 地方 时间 感觉 样子 今天 明天 昨天 晚上 早上 下午 上午 现在 以前 以后 时候 "
+    "朋友 大家 人家 别人 一下 有点 真的 太棒了 哈哈 哈哈哈 谢谢".split())
+_GENERIC_EN = frozenset(
+    "yesterday today tomorrow tonight oh hey hi hello yeah yes no wow thanks thank sure well okay ok really "
+    "great good nice awesome cool sounds glad sorry congrats congratulations absolutely definitely totally "
+    "monday tuesday wednesday thursday friday saturday sunday january february march april may june july "
+    "august september october november december im ive id dont cant its thats lol haha omg btw".split())
+
+
+def entities(text: str) -> list[str]:
+    """The named things of ``text``, normalised (``memory.text.normalise``:
+    simplified, case-folded), in order of appearance, proper nouns first, at
+    most ``MAX_ENTITIES``. A cheap offline rule, no model:
+
+    - Chinese (jieba's part-of-speech tags, ICTCLAS set): person, place,
+      organisation and other proper nouns (``nr``/``ns``/``nt``/``nz``…) and
+      common nouns (``n``) of two or more characters — a pet called 煤球 is
+      tagged a common noun — less a short list of everyday ones (时候, 东西…);
+    - Latin script: capitalised words and acronyms of two or more letters
+      (Mochi, Berlin, LGBTQ) that are not stopwords, weekdays, months or
+      interjections (Yesterday, Wow).
+
+    Empty for a text naming nothing. ``memory.text.initialise`` loads jieba."""
+    return list(_named(text)[:MAX_ENTITIES])
+
+
+@lru_cache(maxsize=4096)
+def _named(text: str) -> tuple[str, ...]:
+    """Every named thing of ``text`` (``entities``' rule, uncapped), memoised."""
+    import jieba.posseg as pseg
+
+    from memory.text import STOPWORDS, initialise, normalise, to_simplified
+
+    initialise()
+    proper: list[str] = []
+    common: list[str] = []
+    for piece in pseg.cut(to_simplified(text)):
+        word, flag = piece.word.strip(), piece.flag
+        if len(word) < 2:
+            continue
+        if flag == "eng":
+            if not word[0].isupper() or word.casefold().replace("'", "") in _GENERIC_EN \
+                    or word.casefold() in STOPWORDS:
+                continue
+            proper.append(normalise(word))
+        elif flag.startswith(_PROPER) or flag == "n":
+            w = normalise(word)
+            if w in STOPWORDS or w in _GENERIC_ZH or not any("\u4e00" <= c <= "\u9fff" for c in w):
+                continue
+            (proper if flag != "n" else common).append(w)
+    return tuple(dict.fromkeys(proper + common))
+
+
+@dataclass(frozen=True, slots=True)
+class LinkParams:
+    """How the core makes links (``MemoryCore(links=...)``).
+
+    ``recalled``: weight a pair gains each time its two memories go into one
+    prompt together (``MemoryCore.mark_recalled``; 0 turns co-recall links off);
+    ``entity``: weight a new memory's pair gains per entity it shares with an
+    older memory (``MemoryCore.add``; 0 turns entity links off);
+    ``half_life_days``: the decay applied to a pair's old weight before it grows
+    (keep it equal to ``RecallParams.link_half_life_days``, which decays it on
+    reading). Raises ValueError for a negative amount or a half-life ≤ 0."""
+
+    recalled: float = 1.0
+    entity: float = 1.0
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS
+
+    def __post_init__(self) -> None:
+        if self.recalled < 0 or self.entity < 0 or self.half_life_days <= 0:
+            raise ValueError("link amounts must be ≥ 0 and the half-life > 0")
+
+
+def link_entities(store, ns, memory_id: str, text: str, at: datetime, params: LinkParams = LinkParams()) -> int:
+    """Link the memory ``memory_id`` of ``ns`` (text ``text``, said at ``at``) to
+    the older live memories of ``ns`` that name one of its ``entities``, reason
+    ``entity``, ``params.entity`` per shared entity; an entity already named by
+    more than ``ENTITY_MAX_SHARE`` other memories is skipped. Bounded: one
+    ``Store.mentioning`` read per entity (at most ``MAX_ENTITIES``) and one write
+    per linked entity. Returns the pairs written. Raises StoreError."""
+    if params.entity <= 0:
+        return 0
+    written = 0
+    for ent in entities(text):
+        found = store.mentioning(ns, ent, limit=ENTITY_MAX_SHARE + 2)
+        others = [i for i, t in found if i != memory_id and ent in _named(t)]
+        if not others or len(others) > ENTITY_MAX_SHARE:
+            continue
+        written += store.strengthen_links(ns, [memory_id, *others], reason="entity", at=at, amount=params.entity,
+                                          half_life_days=params.half_life_days, pairs_with=memory_id)
+    return written

@@ -65,7 +65,8 @@ class Links(StoreBase):
     """Association links between the live memories of one namespace."""
 
     def strengthen_links(self, ns: Namespace, ids: Sequence[str], *, reason: str, at: datetime | None = None,
-                         amount: float = 1.0, half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> int:
+                         amount: float = 1.0, half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+                         pairs_with: str | None = None) -> int:
         """Link every pair among ``ids`` in ``ns`` once more: each pair's weight
         becomes its decayed weight at ``at`` (aware; default now) plus ``amount``
         (> 0), capped at ``memory.links.W_MAX``, and ``reason`` (one of
@@ -73,7 +74,9 @@ class Links(StoreBase):
         order and cut to the first ``MAX_LINKED_IDS``; ids that are not live
         memories of ``ns`` (another namespace's, forgotten, unknown) are dropped,
         checked in the same transaction. Returns the number of pairs written (0
-        with fewer than two live ids). Raises ValueError for an unknown reason or
+        with fewer than two live ids). ``pairs_with``: only the pairs of that id
+        (one of ``ids``) with each of the others (a new memory joining those that
+        name the same thing). Raises ValueError for an unknown reason or
         a non-positive ``amount`` or ``half_life_days``; StoreError when the
         database fails."""
         if reason not in REASONS:
@@ -81,23 +84,27 @@ class Links(StoreBase):
         if amount <= 0 or half_life_days <= 0:
             raise ValueError("amount and half_life_days must be > 0")
         wanted = list(dict.fromkeys(i for i in ids if i))[:MAX_LINKED_IDS]
+        if pairs_with is not None and pairs_with not in wanted:
+            return 0
         if len(wanted) < 2:
             return 0
         at = at or utcnow()
         try:
-            return self._strengthen(ns, wanted, reason, at, amount, half_life_days)
+            return self._strengthen(ns, wanted, reason, at, amount, half_life_days, pairs_with)
         except IntegrityError:
             # PostgreSQL: a concurrent writer inserted one of these pairs first; it is there now
-            return self._strengthen(ns, wanted, reason, at, amount, half_life_days)
+            return self._strengthen(ns, wanted, reason, at, amount, half_life_days, pairs_with)
 
     def _strengthen(self, ns: Namespace, wanted: list[str], reason: str, at: datetime, amount: float,
-                    half_life_days: float) -> int:
+                    half_life_days: float, pairs_with: str | None) -> int:
         with self._write_conn() as conn:
             live = set(conn.execute(_LIVE_SQL, {"ns": str(ns), "ids": wanted}).scalars())
             alive = [i for i in wanted if i in live]
             if len(alive) < 2:
                 return 0
-            pairs = [tuple(sorted(p)) for p in combinations(alive, 2)]
+            pairs = [tuple(sorted(p)) for p in combinations(alive, 2) if pairs_with is None or pairs_with in p]
+            if not pairs:
+                return 0
             have = {(r.a_id, r.b_id): r for r in conn.execute(_PAIRS_SQL, {"ns": str(ns), "ids": alive})}
             updates, inserts = [], []
             for a, b in pairs:
@@ -142,6 +149,19 @@ class Links(StoreBase):
         for neighbours in out.values():
             neighbours.sort(key=lambda n: (-n[1], n[0]))
         return out
+
+    def mentioning(self, ns: Namespace, needle: str, *, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` live memories of ``ns`` whose normalised text contains
+        ``needle`` (itself normalised: ``memory.text.normalise``) as a substring:
+        ``[(id, text)]``, oldest first. One query, a scan of the namespace's rows
+        (entity linking at add time, ``memory.links``); callers check the match."""
+        if not needle or limit <= 0:
+            return []
+        pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        q = select(_M.c.id, _M.c.text).where(_M.c.namespace == str(ns), _M.c.norm.like(pattern, escape="\\")) \
+            .order_by(_M.c.created_at, _M.c.id).limit(limit)
+        with self._read() as s:
+            return [(r.id, r.text) for r in s.connection().execute(q, {})]
 
     def count_links(self, ns: Namespace) -> int:
         """How many association links ``ns`` holds (stats, tests, benchmarks)."""

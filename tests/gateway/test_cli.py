@@ -49,6 +49,25 @@ def test_recall_command_prints_hits_with_ranks(tmp_path):
     assert "retention" in out["hits"][0]["parts"]
 
 
+def test_recall_explain_shows_the_association_channel_rank(tmp_path):
+    """A memory linked to the hit (recalled together before) comes up with its own ``assoc`` rank."""
+    from gateway.config import load_settings
+    from gateway.service import build_core
+    from memory.types import Namespace
+
+    core = build_core(load_settings())
+    ns = Namespace("default", "tg:78")
+    cat = core.add(ns, core.new(ns, "我养了一只叫煤球的黑猫")).memory.id
+    vet = core.add(ns, core.new(ns, "昨天带它去宠物医院看兽医了，打了疫苗💉")).memory.id
+    core.mark_recalled(ns, [cat, vet])
+    core.close()
+    result = runner.invoke(app, ["recall", "--subject", "tg:78", "--explain", "兽医怎么说？"])
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.stdout[result.stdout.index("{"):])["hits"]
+    assert [h["text"] for h in hits][:2] == ["昨天带它去宠物医院看兽医了，打了疫苗💉", "我养了一只叫煤球的黑猫"]
+    assert hits[1]["ranks"]["assoc"] == 1
+
+
 def test_replay_progress_bar_goes_to_stderr_and_leaves_stdout_json():
     """replay --progress counts payloads on stderr (all of them, 100%) while stdout stays one JSON line per message."""
     files = [str(TEST_DATA / "im/telegram"), str(TEST_DATA / "im/onebot")]

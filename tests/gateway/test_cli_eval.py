@@ -7,6 +7,7 @@ import json
 from datetime import date, datetime, timezone
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from gateway.cli import app
@@ -84,3 +85,16 @@ def test_eval_grounding_over_the_fixture():
     assert misses <= notes, misses - notes
     assert 0 < report["fallback_rate"] < 1 and report["p95_ms"] > 0
     assert runner.invoke(app, ["eval", "grounding", "/nonexistent.json"]).exit_code == 2
+
+
+def test_recall_params_override_the_association_channel():
+    """--param sets the association channel's weight, seeds, link floor and half-life like any recall default;
+    an unknown name or a non-number is refused."""
+    from gateway.cli_eval import recall_params
+
+    p = recall_params(["assoc_weight=0.25", "assoc_seeds=5", "assoc_min_weight=0.2", "link_half_life_days=7"])
+    assert (p.assoc_weight, p.assoc_seeds, p.assoc_min_weight, p.link_half_life_days) == (0.25, 5, 0.2, 7.0)
+    assert recall_params(["assoc_weight=0"]).assoc_weight == 0.0
+    for bad in (["assoc=1"], ["assoc_weight=很多"], ["assoc_seeds"]):
+        with pytest.raises(ValueError):
+            recall_params(bad)

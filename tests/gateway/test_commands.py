@@ -312,7 +312,7 @@ async def test_why_explains_the_last_recall(pipe, clock):
     assert asked.recalled == [cat]
     why_cat = await turn(pipe, tg(clock, f"/memory why {cat}", user=me, lang="en"))
     assert why_cat.reply.startswith("上一轮") and "想起了它：1 条中的第 1 条" in why_cat.reply
-    assert re.search(r"保持度 1\.00，激活度 -?\d+\.\d\d，.*关键词排名 \d+，语义排名 1$", why_cat.reply)
+    assert re.search(r"保持度 1\.00，激活度 -?\d+\.\d\d，.*关键词排名 \d+，语义排名 1，联想排名 (-|\d+)$", why_cat.reply)
     why_tea = await turn(pipe, tg(clock, f"/memory why {tea}", user=me, lang="zh"))
     assert why_tea.reply.startswith("上一轮") and "没有想起它" in why_tea.reply and "保持度" in why_tea.reply
     assert "在前 1 名之外" in why_tea.reply or "无关" in why_tea.reply

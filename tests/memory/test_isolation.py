@@ -9,6 +9,7 @@ import uuid
 from datetime import datetime, timezone
 
 import pytest
+from sqlalchemy import text
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -131,16 +132,19 @@ def _history_in_chat(core, tenant: str, asker: str, chat: ChatRef, memory_id: st
 class IsolationMachine(RuleBasedStateMachine):
     """Random add / keyed add (latest wins) / restating a keyed fact in a private
     chat or one of two groups / update / history / history shown in a chat /
-    recall / reindex / forget / consolidation (the fake model, which also cites
-    an invented id and another person's memory) across 5 namespaces of a fresh
-    tenant. Every hit and every history version belongs to the asking namespace
-    and to the model's live ids and versions; another namespace's id is NotFound
-    for every verb; ``/memory history`` shown in a chat (by the person, or by a
-    group admin in a group) lists exactly the versions whose own text was said
-    where that chat may see it (DESIGN rule 6, per version); every consolidated
-    memory and each of its sources is a live memory of its own namespace, no
-    phantom or foreign citation reaches its text, and forgetting a source takes
-    every abstraction citing it along."""
+    recall (with the association channel off, on, and dominant) / links made from
+    ids of two namespaces / ids recalled together (with a foreign one) / reindex /
+    forget / consolidation (the fake model, which also cites an invented id and
+    another person's memory) across 5 namespaces of a fresh tenant. Every hit and
+    every history version belongs to the asking namespace and to the model's live
+    ids and versions; another namespace's id is NotFound for every verb;
+    ``/memory history`` shown in a chat (by the person, or by a group admin in a
+    group) lists exactly the versions whose own text was said where that chat may
+    see it (DESIGN rule 6, per version); no association link ever joins two
+    namespaces or names a forgotten memory; every consolidated memory and each of
+    its sources is a live memory of its own namespace, no phantom or foreign
+    citation reaches its text, and forgetting a source takes every abstraction
+    citing it along."""
 
     core = None  # set by the test
     llm = None  # the fake model server, set by the test
@@ -273,10 +277,11 @@ class IsolationMachine(RuleBasedStateMachine):
 
     @rule(i=st.integers(0, 4), q=st.sampled_from(["猫", "咖啡", "hiking", "密码", "Paris", "花生", "山", "我", "edited"]),
           channels=st.sampled_from([("bm25",), ("vector",), ("bm25", "vector")]),
-          exact_max=st.sampled_from([0, EXACT_MAX]))
-    def recall(self, i, q, channels, exact_max):
+          exact_max=st.sampled_from([0, EXACT_MAX]), assoc_weight=st.sampled_from([0.0, 0.5, 5.0]))
+    def recall(self, i, q, channels, exact_max, assoc_weight):
         ns = self.spaces[i]
-        hits = self.core.recall(ns, [q], params=RecallParams(k=10, channels=channels, exact_max=exact_max))
+        hits = self.core.recall(ns, [q], params=RecallParams(k=10, channels=channels, exact_max=exact_max,
+                                                             assoc_weight=assoc_weight, assoc_seeds=5))
         for h in hits:
             assert h.memory.namespace == ns
             assert h.memory.id in self.live[ns]
@@ -330,6 +335,24 @@ class IsolationMachine(RuleBasedStateMachine):
             self.cites.setdefault(a.memory_id, set()).update(a.sources)
             IsolationMachine.made += 1
 
+    @rule(i=st.integers(0, 4), j=st.integers(0, 4), picks=st.lists(st.integers(0, 50), min_size=2, max_size=5),
+          reason=st.sampled_from(["recalled", "cluster", "entity"]))
+    def strengthen(self, i, j, picks, reason):
+        """Link ids drawn from two namespaces in namespace i: only i's live ones are paired."""
+        ns, other = self.spaces[i], self.spaces[j]
+        pool = sorted(self.live[ns]) + sorted(self.live[other])
+        ids = list(dict.fromkeys(pool[p % len(pool)] for p in picks)) if pool else []
+        mine = [m for m in ids if m in self.live[ns]]
+        assert self.core.store.strengthen_links(ns, ids, reason=reason) == len(mine) * (len(mine) - 1) // 2
+
+    @rule(i=st.integers(0, 4), picks=st.lists(st.integers(0, 50), min_size=2, max_size=4))
+    def recalled_together(self, i, picks):
+        """What went into one prompt of namespace i (its ids, plus a foreign one) is linked in i only."""
+        ns = self.spaces[i]
+        foreign = [m for other in self.spaces if other != ns for m in sorted(self.live[other])][:1]
+        mine = sorted(self.live[ns])
+        self.core.mark_recalled(ns, [mine[p % len(mine)] for p in picks] + foreign if mine else foreign)
+
     @rule()
     def reindex_tenant(self):
         reindex(self.core, Authority("test", self.tenant), progress=False)
@@ -350,6 +373,23 @@ class IsolationMachine(RuleBasedStateMachine):
                     assert set(row.sources) <= self.live[ns] and set(row.sources) <= self.cites[cid]
                     text = self.core.get(ns, cid).text
                     assert "火星" not in text and "Mars" not in text
+
+    @invariant()
+    def links_stay_in_their_namespace(self):
+        """Every association link joins two live memories of its own namespace (read in SQL, not through
+        the store's filters), and each namespace's links name only its live ids."""
+        if not hasattr(self, "spaces"):
+            return
+        with self.core.store.engine.connect() as conn:
+            stray = conn.execute(text(
+                "SELECT count(*) FROM memory_links l WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE "
+                "m.id = l.a_id AND m.namespace = l.namespace) OR NOT EXISTS (SELECT 1 FROM memories m "
+                "WHERE m.id = l.b_id AND m.namespace = l.namespace)")).scalar_one()
+        assert stray == 0
+        for ns in self.spaces:
+            for neighbours in self.core.store.links_of(ns, sorted(self.live[ns])).values():
+                assert {o for o, _, _ in neighbours} <= self.live[ns]
+
 
 
 def _run_machine(core, examples: int, llm) -> None:

@@ -4,14 +4,16 @@ forget-all and identity merges keep them honest — on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from memory.admin import Authority, forget_subject
-from memory.links import W_MAX, decayed, grown
+from memory.links import ENTITY_MAX_SHARE, W_MAX, LinkParams, decayed, entities, grown, spread
+from memory.recall import RecallParams
 from memory.store import MAX_LINKED_IDS
-from memory.types import Namespace
+from memory.types import ChatKind, ChatRef, Namespace, Visibility
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 TEXTS = ["我养了一只叫煤球的黑猫🐈", "煤球上周去看了兽医", "I walk Mochi in 中山公園 every Sunday",
@@ -19,7 +21,12 @@ TEXTS = ["我养了一只叫煤球的黑猫🐈", "煤球上周去看了兽医",
 
 
 def _memories(core, ns, texts=TEXTS) -> list[str]:
-    return [core.add(ns, core.new(ns, t)).memory.id for t in texts]
+    """Store ``texts`` in ``ns`` without entity links (the tests make their own); their ids."""
+    core.links = LinkParams(entity=0.0)
+    try:
+        return [core.add(ns, core.new(ns, t)).memory.id for t in texts]
+    finally:
+        core.links = LinkParams()
 
 
 def test_the_weight_grows_on_co_use_and_halves_every_half_life():
@@ -111,3 +118,109 @@ def test_linking_identities_carries_the_links_into_the_new_namespace(core, names
     core.store.move_namespace(namespace, person)
     assert core.store.count_links(namespace) == 0
     assert core.store.links_of(person, [a], at=T0)[a] == [(b, pytest.approx(1.0), "recalled")]
+
+
+# -- where links come from, and the association channel of recall ---------------
+
+DM = ChatRef("tg", ChatKind.PRIVATE, "1001")
+GROUP = ChatRef("tg", ChatKind.GROUP, "-100777")
+CAT = "我养了一只叫煤球的黑猫"
+VET = "昨天带它去宠物医院看兽医了，打了疫苗💉"
+VET_Q = "兽医怎么说？"
+
+
+@pytest.mark.parametrize("text, expected", [
+    (CAT, ["煤球", "黑猫"]), ("我們家的貓咪叫煤球", ["猫咪", "煤球"]), ("我妹妹小雨在北京读书", ["小雨", "北京", "妹妹", "读书"]),
+    ("I walk Mochi in 中山公園 every Sunday", ["mochi", "中山公园"]),
+    ("Yesterday Melanie's kids painted with me 😊", ["melanie"]), ("？？？", []), ("ok, thanks!", []),
+])
+def test_entities_are_proper_nouns_and_nouns_normalised(text, expected):
+    """zh (simplified and traditional), en and mixed text: names, places, nouns; weekdays, interjections and
+    punctuation name nothing."""
+    assert entities(text) == expected
+
+
+def test_a_memory_naming_what_older_ones_name_is_linked_to_them(core, namespace):
+    """煤球 in a new memory links it to the older memory about 煤球 (reason entity); an unrelated one stays
+    unlinked; an everyday word shared by too many memories links nothing."""
+    cat = core.add(namespace, core.new(namespace, CAT)).memory.id
+    other = core.add(namespace, core.new(namespace, "老板又改需求了，加班到十点！")).memory.id
+    vet = core.add(namespace, core.new(namespace, "煤球上周去看了兽医")).memory.id
+    assert core.store.links_of(namespace, [vet])[vet] == [(cat, pytest.approx(1.0), "entity")]
+    assert core.store.links_of(namespace, [other])[other] == []
+    many = [core.add(namespace, core.new(namespace, f"Berlin trip number {i}")).memory.id
+            for i in range(ENTITY_MAX_SHARE + 2)]
+    assert core.store.links_of(namespace, [many[-1]])[many[-1]] == []
+    assert len(core.store.links_of(namespace, [many[1]])[many[1]]) >= 1
+
+
+def test_memories_recalled_together_are_linked(core, namespace):
+    """mark_recalled links each pair of the ids that went into one prompt; one id links nothing."""
+    ids = _memories(core, namespace, ["I love jazz 🎷", "我在杭州上班", "My sister Lena lives in Berlin"])
+    core.mark_recalled(namespace, ids[:1])
+    assert core.store.count_links(namespace) == 0
+    core.mark_recalled(namespace, ids, T0)
+    got = core.store.links_of(namespace, [ids[0]], at=T0)[ids[0]]
+    assert sorted(o for o, _, _ in got) == sorted(ids[1:]) and {r for _, _, r in got} == {"recalled"}
+
+
+def test_the_association_channel_brings_up_the_linked_memory(core, namespace):
+    """Talking about the vet visit brings up 煤球 through its link, ranked by the association channel alone;
+    with the channel off, or without the link, it does not come up."""
+    cat = core.add(namespace, core.new(namespace, CAT)).memory.id
+    vet = core.add(namespace, core.new(namespace, VET)).memory.id
+    assert [h.memory.id for h in core.recall(namespace, [VET_Q])] == [vet]
+    core.mark_recalled(namespace, [cat, vet])
+    hits = core.recall(namespace, [VET_Q])
+    assert [h.memory.id for h in hits] == [vet, cat]
+    assert hits[1].ranks == {"assoc": 1}
+    assert [h.memory.id for h in core.recall(namespace, [VET_Q], params=RecallParams(assoc_weight=0.0))] == [vet]
+
+
+@pytest.mark.parametrize("query", ["？？？", "😂😂", "量子力学的基本原理是什么", "What is the capital of Peru?"])
+def test_no_hit_spreads_nothing(core, namespace, query):
+    """A content-free or unrelated query still recalls nothing, links or not."""
+    ids = _memories(core, namespace, [CAT, VET])
+    core.mark_recalled(namespace, ids)
+    assert core.recall(namespace, [query]) == []
+
+
+def test_a_private_memory_never_surfaces_in_a_group_through_a_link(core, namespace):
+    """The cat was told in private, the vet visit in the group: in the group only the vet visit comes up;
+    in private both."""
+    cat = core.add(namespace, core.new(namespace, CAT, origin=DM, visibility=Visibility.PRIVATE)).memory.id
+    vet = core.add(namespace, core.new(namespace, VET, origin=GROUP, visibility=Visibility.GROUP)).memory.id
+    core.mark_recalled(namespace, [cat, vet])
+    assert [h.memory.id for h in core.recall(namespace, [VET_Q], chat=GROUP)] == [vet]
+    assert [h.memory.id for h in core.recall(namespace, [VET_Q], chat=DM)] == [vet, cat]
+
+
+def test_a_link_never_brings_up_another_namespaces_memory(core, namespace):
+    """The same texts in two namespaces, linked only in one: the other recalls its own memory alone."""
+    other = Namespace(namespace.tenant, "tg:2002")
+    mine = _memories(core, namespace, [CAT, VET])
+    theirs = _memories(core, other, [CAT, VET])
+    core.mark_recalled(namespace, mine)
+    core.mark_recalled(other, [mine[0], theirs[1]])  # a foreign id links nothing
+    assert [h.memory.id for h in core.recall(other, [VET_Q])] == [theirs[1]]
+    assert [h.memory.id for h in core.recall(namespace, [VET_Q])] == [mine[1], mine[0]]
+
+
+def test_a_forgotten_memory_is_never_brought_up_by_a_link(core, namespace):
+    """Forget the cat: its link goes with it, and the vet visit is recalled alone."""
+    cat, vet = _memories(core, namespace, [CAT, VET])
+    core.mark_recalled(namespace, [cat, vet])
+    core.forget(namespace, cat)
+    assert [h.memory.id for h in core.recall(namespace, [VET_Q])] == [vet]
+
+
+def test_spreading_activation_weighs_sources_links_and_fans():
+    """A_j = Σ W_i · w/(w+1) / (1 + ln fan_i): stronger sources and links spread more; a crowded source less."""
+    links = {"a": [("x", 1.0, "recalled"), ("y", 3.0, "entity")], "b": [("x", 1.0, "recalled")],
+             "c": [("z", 1.0, "cluster")] + [(f"n{i}", 1.0, "cluster") for i in range(9)]}
+    act = dict(spread([("a", 1.0), ("b", 0.5), ("c", 1.0)], links))
+    fan2 = 1 + math.log(2)
+    assert act["y"] == pytest.approx(0.75 / fan2)
+    assert act["x"] == pytest.approx(0.5 / fan2 + 0.5 * 0.5)
+    assert act["z"] == pytest.approx(0.5 / (1 + math.log(10)))
+    assert spread([("a", 1.0)], {}) == [] and spread([], links) == []

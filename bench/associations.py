@@ -1,0 +1,160 @@
+"""The association channel on LoCoMo (issue 17): recall_any@k by question category
+with the channel on and off, in the same run over the same stores, on the
+held-out conversations, its weight fitted on the development ones.
+
+What builds the links, all offline and from the conversations alone (never from
+the questions that are reported, nor their evidence labels):
+
+- **entity links at ingest**: every turn is stored through ``MemoryCore.add``,
+  which links it to the older turns that name one of its entities
+  (``memory.links.link_entities``), as of the turn's date;
+- **co-recall links by replaying the conversation**: each turn, in order, is a
+  query as the pipeline makes one for every message; the first
+  ``REPLAY_MARKED`` hits said before that turn are marked recalled together
+  (``MemoryCore.mark_recalled``, as of the turn's date), as if they had gone
+  into the prompt. Replays recall with the association channel off, so the
+  links say what words and meaning brought together.
+
+LoCoMo's development split is its first 4 conversations and the held-out split
+the other 6 (``gateway.recall_eval``), each conversation its own namespace:
+links made by replaying the development questions could only ever join
+memories of the development conversations, so they cannot reach a held-out
+namespace and would leak the fitted questions' own answers into the fit.
+The turn replay stands in for them in both splits.
+
+The channel weight is fitted on the development split (``GRID``, best any@10,
+ties to the smaller weight) and the held-out split is reported with the fitted
+weight, the shipped default (``memory.recall.ASSOC_WEIGHT``) and the channel
+off, and (``entities``) at the shipped default with the entity links alone,
+measured before the replay adds the co-recall links. Reads LoCoMo from ``bench.DATA_DIR``; says so and skips when it is absent.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from bench import DATA_DIR
+
+__all__ = ["run", "GRID", "REPLAY_MARKED"]
+
+log = logging.getLogger(__name__)
+
+KS = (1, 3, 5, 10)
+GRID = (0.25, 0.5, 1.0, 2.0)
+"""Association channel weights tried on the development split."""
+REPLAY_MARKED = 5
+"""Hits of a replayed turn marked as recalled together (a prompt's worth)."""
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _replay(core, suite, params) -> int:
+    """Replay every conversation turn of ``suite`` as a query (module docstring);
+    returns how many turns marked two or more memories recalled together."""
+    marked = 0
+    for world, docs in suite.worlds.items():
+        ns = suite.namespace(world)
+        for d in docs:
+            hits = core.recall(ns, [d.text], params=params, now=d.said_at)
+            ids = [h.memory.id for h in hits if h.memory.created_at is not None
+                   and h.memory.created_at < d.said_at][:REPLAY_MARKED]
+            if len(ids) > 1:
+                core.mark_recalled(ns, ids, d.said_at)
+                marked += 1
+    return marked
+
+
+def _evaluate(core, suite, key_of, variants: dict):
+    """Every query of ``suite`` once per variant (name → RecallParams), alternating per query."""
+    from gateway.recall_eval import RecallRun
+
+    runs = {name: RecallRun() for name in variants}
+    for q in suite.queries:
+        for name, p in variants.items():
+            t0 = time.perf_counter()
+            hits = []
+            for w in q.worlds:
+                hits += core.recall(suite.namespace(w), list(q.tail), params=p, now=q.asked_at)
+            dt = time.perf_counter() - t0
+            keys: list[str] = []
+            for h in sorted(hits, key=lambda h: -h.score):
+                key = key_of.get(h.memory.id, h.memory.source_message_id or "?")
+                if key not in keys:
+                    keys.append(key)
+            runs[name].retrieved.append(keys[:max(KS)])
+            runs[name].latency_s.append(dt / max(1, len(q.worlds)))
+    return runs
+
+
+def run(embedder_name: str, workdir: Path, quick: bool = False, cache: Path | None = None) -> list[str]:
+    """The on/off figures (module docstring) with ``embedder_name``, stores under
+    ``workdir``; returns the printed blocks (one line saying why when LoCoMo is
+    absent). ``quick``: the first 5 conversations (4 development, 1 held out)."""
+    from gateway.recall_eval import CachedEmbedder, ingest, load_locomo, metrics, report_lines, split
+    from memory.core import MemoryCore
+    from memory.embed import make_embedder
+    from memory.index import SearchIndex
+    from memory.recall import ASSOC_WEIGHT, RecallParams
+    from memory.store import Store
+    from memory.text import initialise
+
+    path = DATA_DIR / "memory" / "locomo10.json"
+    if not path.is_file():
+        return [f"associations: skipped, no LoCoMo at {path} (set HUIYI_EVAL_DATA_DIR or --data-dir)"]
+    initialise()
+    inner = make_embedder(embedder_name)
+    embedder = CachedEmbedder(inner, cache) if cache is not None else inner
+    suite = load_locomo(path, conversations=5 if quick else None, layout="conversation")
+    workdir.mkdir(parents=True, exist_ok=True)
+    core = MemoryCore(Store(f"sqlite:///{workdir / 'huiyi.db'}"), SearchIndex(workdir / "index", embedder))
+    blocks = [f"associations: LoCoMo from {path} [{embedder_name}, raw, one namespace per conversation]"]
+    try:
+        t0 = time.perf_counter()
+        log.info("associations: ingest %d turns of %d conversations", suite.n_docs, len(suite.worlds))
+        key_of = ingest(core, suite, "raw")
+        ingest_s = time.perf_counter() - t0
+        log.info("associations: ingest %.1f s; held-out questions with the entity links alone", ingest_s)
+        entity_links = sum(core.store.count_links(suite.namespace(w)) for w in suite.worlds)
+        dev, test = split(suite, "dev"), split(suite, "test")
+        off = RecallParams(k=max(KS), assoc_weight=0.0)
+        if isinstance(embedder, CachedEmbedder):  # one batch instead of a query embedding per turn and question
+            embedder.prime_queries([d.text for docs in suite.worlds.values() for d in docs]
+                                   + [q.tail[-1] for q in suite.queries])
+        entity_only = _evaluate(core, test, key_of, {"entities": replace(off, assoc_weight=ASSOC_WEIGHT)})
+        log.info("associations: replaying the turns")
+        t0 = time.perf_counter()
+        marked = _replay(core, suite, replace(off, k=20))
+        replay_s = time.perf_counter() - t0
+        links = sum(core.store.count_links(suite.namespace(w)) for w in suite.worlds)
+        blocks.append(f"links: {entity_links} entity links at ingest ({suite.n_docs} turns, {ingest_s:.1f} s), "
+                      f"{links} after replaying every turn ({marked} turns marked {REPLAY_MARKED} hits recalled "
+                      f"together, {replay_s:.1f} s); load average {_load()}")
+        log.info("associations: replay %.1f s; fitting on %d dev questions", replay_s, len(dev.queries))
+        t0 = time.perf_counter()
+        fit = _evaluate(core, dev, key_of, {"off": off, **{f"w={w:g}": replace(off, assoc_weight=w) for w in GRID}})
+        fit_s = time.perf_counter() - t0
+        at10 = {name: metrics(dev, r, KS)["any@10"] for name, r in fit.items()}
+        best_w = min(GRID, key=lambda w: (-at10[f"w={w:g}"], w))
+        helps = at10[f"w={best_w:g}"] > at10["off"]
+        rows = "  ".join(f"{name} {v:.3f}" for name, v in at10.items())
+        blocks.append(f"fit on dev ({len(dev.queries)} questions, {fit_s:.1f} s): any@10 {rows}; best weight "
+                      f"{best_w:g}{'' if helps else ' (no better than off)'}; shipped default {ASSOC_WEIGHT:g}")
+        variants = {"off": off, f"on {best_w:g}": replace(off, assoc_weight=best_w)}
+        if best_w != ASSOC_WEIGHT:
+            variants[f"on {ASSOC_WEIGHT:g}"] = replace(off, assoc_weight=ASSOC_WEIGHT)
+        t0 = time.perf_counter()
+        runs = {**_evaluate(core, test, key_of, variants), **entity_only}
+        test_s = time.perf_counter() - t0
+        title = (f"association channel on/off, held-out LoCoMo ({len(test.queries)} questions, "
+                 f"{len(test.worlds)} conversations, {test_s:.1f} s; load average {_load()}); 'entities': "
+                 f"weight {ASSOC_WEIGHT:g} with the entity links alone, before the replay")
+        blocks.append("\n".join(report_lines(test, runs, KS, title)))
+    finally:
+        core.close()
+    return blocks
