@@ -21,6 +21,9 @@ from memory.types import ChatKind, ChatRef, Namespace, Visibility
 
 TEXTS = ["我养了一只叫煤球的黑猫", "我喜欢喝美式咖啡", "I love hiking in the Alps", "我的WiFi密码忘了",
          "My sister lives in Paris 🗼", "我在上海做程序员", "我對花生過敏", "週末我常去爬山"]
+FRAGMENTS = [("今天又加班到十点", "这周又加班到十点，好累"), ("老板又改需求了", "老板今天又改需求了😩"),
+             ("I worked late again tonight", "Worked late again, until ten tonight")]
+"""Pairs of related fragments a person says before a consolidation step (one cluster each)."""
 
 
 PATHS = pytest.mark.parametrize("exact_max", [0, EXACT_MAX], ids=["index", "exact"])
@@ -304,15 +307,20 @@ class IsolationMachine(RuleBasedStateMachine):
             with pytest.raises(NotFoundError):
                 self.core.history(ns, mid)
 
-    @rule(i=st.integers(0, 4), j=st.integers(0, 4))
-    def consolidate(self, i, j):
-        """Consolidate ``ns`` now with the fake model; it also cites an id of namespace ``j``."""
+    @rule(i=st.integers(0, 4), j=st.integers(0, 4), pair=st.sampled_from(FRAGMENTS), said=st.booleans())
+    def consolidate(self, i, j, pair, said):
+        """Consolidate ``ns`` now with the fake model; it also cites an id of namespace ``j``.
+        With ``said``, the person first says a pair of related fragments (a day's
+        worth of small talk before the night), so that clusters form in every run."""
         from fake_openai import consolidation_responder
         from gateway.config import LLMSettings
         from gateway.llm import ChatModel
         from memory.consolidate import ConsolidationParams, Consolidator
 
         ns, other = self.spaces[i], self.spaces[j]
+        if said:
+            for t in pair:
+                self._stored(ns, self.core.add(ns, self.core.new(ns, t)))
         foreign = sorted(self.live[other])[0] if other != ns and self.live[other] else "f0f0f0f0f0f0"
         self.llm.responder = consolidation_responder(foreign_id=foreign)
 
@@ -404,9 +412,9 @@ def _run_machine(core, examples: int, llm) -> None:
 
 
 def test_isolation_state_machine_sqlite(sqlite_core, llm):
-    """1,000 random add/update/history/recall/forget/reindex/consolidate programs on
+    """300 random add/update/history/recall/forget/reindex/consolidate programs on
     SQLite: no hit, version or abstraction ever leaves its namespace."""
-    _run_machine(sqlite_core, 1000, llm)
+    _run_machine(sqlite_core, 300, llm)
 
 
 @pytest.mark.parametrize("core", ["postgres"], indirect=True)
