@@ -68,6 +68,7 @@ def run(namespaces: int = 200, per_ns: int = 20, turns: int = 200, seed: int = 5
         big: int = 10_000) -> None:
     """Build the store, run the turns, print a table. Uses a temporary data root.
     ``embedder``: the offline model (None: the configured default)."""
+    from bench.synthetic import queries
     from gateway.config import load_settings
     from bridges.contract import InboundMessage
     from gateway.service import build_pipeline
@@ -93,6 +94,7 @@ def run(namespaces: int = 200, per_ns: int = 20, turns: int = 200, seed: int = 5
         core.index.optimize()
         build_s = time.perf_counter() - t0
         base = datetime(2026, 11, 1, tzinfo=timezone.utc)
+        asks = _ASK + queries(2 * turns, seed=seed)
         stages: dict[str, dict[str, list[float]]] = {}
 
         async def turns_loop(label: str, uids: list[str], offset: int) -> None:
@@ -100,7 +102,8 @@ def run(namespaces: int = 200, per_ns: int = 20, turns: int = 200, seed: int = 5
                                             "turn + capture": []})
             for k in range(turns):
                 uid = uids[rng.randrange(len(uids))]
-                text = rng.choice(_ASK) if k % 2 else _fact(rng)
+                # questions of the synthetic query set: new lines, each embedded (as a new message is)
+                text = asks[(offset + k) % len(asks)] if k % 2 else _fact(rng)
                 msg = InboundMessage(platform="tg", message_id=str(offset + k), sender_id=uid, sender_name="bench",
                                      chat_kind=ChatKind.PRIVATE, chat_id=uid, text=text,
                                      timestamp=base + timedelta(seconds=offset + k))
