@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", action="append", choices=("10k", "100k", "1m"), default=None,
                         help="speed: the synthetic store(s) to measure (repeatable; default 100k and 1m, "
                              "10k with --quick)")
+    parser.add_argument("--queries", type=int, default=None,
+                        help="speed: queries per namespace and path (default 300, 60 with --quick)")
     parser.add_argument("--keep", default="/tmp/huiyi-bench-speed",
                         help="speed: where built stores are kept between runs ('none': build in the temp dir)")
     parser.add_argument("--cache", default="/tmp/huiyi-eval-cache/embeddings.sqlite",
@@ -74,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             from bench import speed
 
             keep = None if args.keep == "none" else Path(args.keep)
-            print("\n\n".join(speed.run(names, workdir / "speed", quick=args.quick, stores=args.store, keep=keep)),
+            print("\n\n".join(speed.run(names, workdir / "speed", quick=args.quick, stores=args.store, keep=keep,
+                                             n_queries=args.queries)),
                   end="\n\n", flush=True)
         if args.what in ("scoring", "all"):
             from bench import scoring
