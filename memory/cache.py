@@ -7,16 +7,25 @@ rule 6), its tokens (``memory.text.tokens``) as BM25 postings with document
 lengths, and its embeddings as one float32 matrix ``(n, dim)``. The exact
 recall path searches a view built from the rows it has just read; the cached
 path searches a view kept in a ``NamespaceCache`` — the same code on the same
-data, so the two give identical channels.
+data, so the two give identical channels. A view built from a namespace's
+previous one and what changed since (``NamespaceView.appended``) holds the same
+live rows in another order, plus dead ones masked out of every search: BM25
+statistics and per-row scores do not depend on the order, and ties are broken
+by id.
 
 ``NamespaceCache`` is an LRU of views bounded in bytes (``max_mib``). Each view
 is stamped with the namespace's write version (``Store.namespace_state``)
 read *before* its rows, and is used only while the stored version still equals
 the stamp: any write in any process (add, edit, forget, move) bumps the
 version in its own transaction, so the next recall anywhere reloads. A reload
-reuses the old view's tokens and vectors of rows whose text and disclosure did
-not change; a cold load reads the namespace's vectors from the index in one
-read (``SearchIndex.namespace_vectors``) and embeds only what it lacks.
+reads the rows' stamps (id, row version, visibility, origin) and the texts of
+the new or changed rows only: it appends them to the old view and masks out
+the removed rows and the old versions of changed ones, so its cost grows with
+what changed, plus one read of the stamps. When more than a quarter of the
+rows would be dead or new, it reads the whole namespace instead, reusing the
+old view's tokens and vectors of rows whose text did not change; a cold load reads the namespace's
+vectors from the index in one read (``SearchIndex.namespace_vectors``) and
+embeds only what it lacks.
 
 BM25: Okapi BM25 (Robertson & Zaragoza 2009) with Lucene's non-negative IDF,
 statistics (N, df, average length) over the documents disclosed in the chat
@@ -103,6 +112,36 @@ class Bm25Postings:
                          for t, ix in idx.items()}
         self.nbytes = self.lengths.nbytes + sum(a.nbytes + b.nbytes + _TERM_OVERHEAD for a, b in self.postings.values())
 
+    def appended(self, docs: Sequence[Sequence[str]]) -> Bm25Postings:
+        """New postings: these plus ``docs`` as documents ``len(self.lengths)…``
+        (for postings built without ``only``). Copy on write: the terms of
+        ``docs`` get new arrays, every other term shares this one's, and this one
+        is left as it was (a view being searched keeps its postings)."""
+        out = Bm25Postings.__new__(Bm25Postings)
+        start = len(self.lengths)
+        added = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
+        out.lengths = np.concatenate([self.lengths, added])
+        idx: dict[str, list[int]] = {}
+        tfs: dict[str, list[int]] = {}
+        for i, d in enumerate(docs, start):
+            tf: dict[str, int] = {}
+            for t in d:
+                tf[t] = tf.get(t, 0) + 1
+            for t, c in tf.items():
+                idx.setdefault(t, []).append(i)
+                tfs.setdefault(t, []).append(c)
+        postings = dict(self.postings)
+        grown = added.nbytes
+        for t, ix in idx.items():
+            new_ix, new_tf = np.asarray(ix, dtype=np.int32), np.asarray(tfs[t], dtype=np.float64)
+            old = postings.get(t)
+            grown += new_ix.nbytes + new_tf.nbytes + (_TERM_OVERHEAD if old is None else 0)
+            postings[t] = (new_ix, new_tf) if old is None else (np.concatenate([old[0], new_ix]),
+                                                                np.concatenate([old[1], new_tf]))
+        out.postings = postings
+        out.nbytes = self.nbytes + grown
+        return out
+
     def scores(self, terms: dict[str, float], mask: np.ndarray | None = None, *, k1: float, b: float) -> np.ndarray:
         """BM25 of every document (class docstring); ``mask`` bool ``(n,)`` or None."""
         total = len(self.lengths)
@@ -146,6 +185,29 @@ class Bm25Postings:
         return False
 
 
+class _Rows:
+    """The float32 rows behind the matrices of successive views of one namespace,
+    with room to grow: a view reads its own first ``n`` rows; rows past ``used``
+    (the longest view's) are written once, by the first view that claims them
+    (``NamespaceView.appended``), so an older view being searched never sees a
+    row change."""
+
+    __slots__ = ("array", "used")
+
+    def __init__(self, array: np.ndarray, used: int) -> None:
+        self.array = array
+        self.used = used
+
+
+_GROW = threading.Lock()
+
+
+def _room(n: int) -> int:
+    """Rows to allocate for a matrix of ``n``: a tenth more (at least 64), for the
+    appends of the captures that follow."""
+    return n + max(64, n // 10)
+
+
 class NamespaceView:
     """One namespace's live memories as a search reads them (module docstring).
 
@@ -154,14 +216,20 @@ class NamespaceView:
     ``matrix``: float32 ``(n, dim)`` L2-normalised embeddings, or None when the
     view was built without vectors; ``version``: the namespace's write version
     it was read at (-1: not from the cache); ``nbytes``: estimated size in bytes;
-    ``terms``: build postings for these terms only (``Bm25Postings``' ``only``).
+    ``terms``: build postings for these terms only (``Bm25Postings``' ``only``);
+    ``sig``: each row's ``(id, row version, visibility, origin)`` as
+    ``Store.search_stamps`` reads them (None: not from the cache), which tells a
+    reload what it can keep (``appended``); ``dead``: rows a later write removed
+    or replaced (an appended view keeps them, masked out of every search:
+    ``disclosed``).
     Immutable once built; safe to share between threads."""
 
     __slots__ = ("ids", "texts", "_origins", "_groups", "docs", "bm25", "matrix", "version", "nbytes", "_masks",
-                 "_lock")
+                 "_lock", "sig", "_rows", "_alive")
 
     def __init__(self, rows: Sequence[MemoryText], matrix: np.ndarray | None, version: int = -1,
-                 docs: Sequence[Sequence[str]] | None = None, terms: Collection[str] | None = None) -> None:
+                 docs: Sequence[Sequence[str]] | None = None, terms: Collection[str] | None = None,
+                 sig: list[tuple[str, int, str, str]] | None = None, room: _Rows | None = None) -> None:
         self.ids = [m.id for m in rows]
         self.texts = [m.text for m in rows]
         self._origins = [(m.visibility, m.origin) for m in rows]
@@ -172,8 +240,73 @@ class NamespaceView:
         self.version = version
         self._masks: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
-        self.nbytes = (self.bm25.nbytes + (matrix.nbytes if matrix is not None else 0)
-                       + len(rows) * _DOC_OVERHEAD + sum(sys.getsizeof(t) for t in self.texts) + _VIEW_OVERHEAD)
+        self.sig = sig
+        self._rows = room
+        self._alive: np.ndarray | None = None
+        held = room.array.nbytes if room is not None else (matrix.nbytes if matrix is not None else 0)
+        self.nbytes = (self.bm25.nbytes + held + len(rows) * _DOC_OVERHEAD
+                       + sum(sys.getsizeof(t) for t in self.texts) + _VIEW_OVERHEAD)
+
+    def _successor(self, version: int) -> NamespaceView:
+        """A shallow copy stamped ``version`` (own lock and mask memo)."""
+        new = NamespaceView.__new__(NamespaceView)
+        for name in NamespaceView.__slots__:
+            setattr(new, name, getattr(self, name))
+        new.version = version
+        new._lock = threading.Lock()
+        new._masks = {}
+        return new
+
+    def restamped(self, version: int) -> NamespaceView:
+        """This view stamped ``version``: for a write that changed nothing a search
+        reads (the rows' ``sig`` are the same)."""
+        return self._successor(version)
+
+    def appended(self, rows: Sequence[MemoryText], vectors: np.ndarray, docs: Sequence[Sequence[str]],
+                 version: int, gone: Collection[int] = ()) -> NamespaceView:
+        """A new view: this one's rows and then ``rows`` (their ``vectors``, float32
+        ``(len(rows), dim)``, and tokens ``docs``), stamped ``version``, with the
+        rows ``gone`` (indices of this view: memories removed, or replaced by a
+        new version among ``rows``) masked out as ``dead``; this one is left as it
+        was. The postings are extended copy-on-write
+        (``Bm25Postings.appended``) and the matrix in place when its ``_Rows`` have
+        room past this view's rows and no other view claimed them (else copied
+        into new rows with room), so the cost grows with ``rows``, not with the
+        namespace. For a cached view (``sig`` and a matrix); ValueError otherwise."""
+        if self.sig is None or self.matrix is None:
+            raise ValueError("appended needs a cached view with vectors")
+        n, k = len(self), len(rows)
+        new = self._successor(version)
+        new.ids = self.ids + [m.id for m in rows]
+        new.texts = self.texts + [m.text for m in rows]
+        new._origins = self._origins + [(m.visibility, m.origin) for m in rows]
+        new._groups = None
+        new.docs = self.docs + [tuple(d) for d in docs]
+        new.bm25 = self.bm25.appended(new.docs[n:])
+        new.sig = self.sig + [(m.id, m.version, m.visibility.value, m.origin) for m in rows]
+        room = self._rows
+        with _GROW:
+            shared = room is not None and room.used == n and len(room.array) >= n + k
+            if shared:
+                room.array[n:n + k] = vectors  # type: ignore[union-attr]
+                room.used = n + k  # type: ignore[union-attr]
+        if not shared:
+            array = np.empty((_room(n + k), self.matrix.shape[1]), dtype=np.float32)
+            array[:n] = self.matrix
+            array[n:n + k] = vectors
+            room = _Rows(array, n + k)
+        new._rows = room
+        new.matrix = room.array[:n + k]  # type: ignore[union-attr]
+        if self._alive is not None or gone:
+            alive = np.ones(n + k, dtype=bool)
+            if self._alive is not None:
+                alive[:n] = self._alive
+            alive[list(gone)] = False
+            new._alive = alive
+        held = (self._rows.array.nbytes if self._rows is not None else self.matrix.nbytes)
+        new.nbytes = (self.nbytes - self.bm25.nbytes - held + new.bm25.nbytes + room.array.nbytes  # type: ignore[union-attr]
+                      + k * _DOC_OVERHEAD + sum(sys.getsizeof(t) for t in new.texts[n:]))
+        return new
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -186,19 +319,35 @@ class NamespaceView:
             return self._groups
 
     def disclosed(self, chat: ChatRef | None) -> np.ndarray | None:
-        """Bool mask ``(n,)`` of the rows disclosed in ``chat`` (DESIGN rule 6: in a
-        group chat only what was learned in that group, any of its topics); None
-        in a private chat or without one (every row)."""
+        """Bool mask ``(n,)`` of the live rows disclosed in ``chat`` (DESIGN rule 6:
+        in a group chat only what was learned in that group, any of its topics);
+        in a private chat or without one every live row: None when no row is dead
+        (``dead``). Every search of the view goes through this mask, so a dead row
+        is never a hit nor counted in a statistic."""
         if chat is None or not chat.is_group:
-            return None
+            return self._alive
         key = chat.group_key
         groups = self.groups()
         with self._lock:
             m = self._masks.get(key)
             if m is None:
                 m = np.fromiter((g == key for g in groups), dtype=bool, count=len(groups))
+                if self._alive is not None:
+                    m &= self._alive
                 self._masks[key] = m
         return m
+
+    @property
+    def dead(self) -> int:
+        """Rows masked out (removed or replaced since the view was loaded)."""
+        return 0 if self._alive is None else int(len(self._alive) - self._alive.sum())
+
+    def alive_sig(self) -> dict[tuple[str, int, str, str], int]:
+        """``{sig: row}`` of the live rows."""
+        assert self.sig is not None
+        if self._alive is None:
+            return {s: j for j, s in enumerate(self.sig)}
+        return {s: j for j, s in enumerate(self.sig) if self._alive[j]}
 
     def top(self, scores: np.ndarray, mask: np.ndarray | None, n: int, *, positive: bool) -> list[tuple[str, float]]:
         """The ``n`` best rows of ``scores`` among ``mask`` (and > 0 with
@@ -228,7 +377,9 @@ class NamespaceCache:
     namespace's write version on every use (module docstring). Thread-safe.
 
     ``hits``/``loads``/``evictions`` count uses served from memory, views
-    (re)built, and views dropped to stay within the bound."""
+    (re)built, and views dropped to stay within the bound; ``appends`` the
+    reloads that extended the old view (``_refresh``) instead of reading the
+    whole namespace (part of ``loads``)."""
 
     def __init__(self, max_mib: float) -> None:
         if max_mib <= 0:
@@ -239,6 +390,7 @@ class NamespaceCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.loads = 0
+        self.appends = 0
         self.evictions = 0
 
     @property
@@ -288,20 +440,54 @@ class NamespaceCache:
     def view(self, store: Store, index: SearchIndex, ns: Namespace, version: int) -> NamespaceView:
         """The view of ``ns`` at its current write version: from memory when the
         stamp is ``version``, else (re)loaded — the version read first, then the
-        rows (``Store.search_rows``), so a view is never newer than its stamp.
-        Raises StoreError, EmbedderError (a vector neither cached nor indexed
-        could not be made)."""
+        rows (``Store.search_rows``), so a view is never older than its stamp.
+        A reload of a cached namespace extends its old view with what changed
+        (``_refresh``) unless much changed; then, and for a cold namespace, it
+        reads the whole namespace, reusing the tokens and vectors of unchanged rows. Raises StoreError, EmbedderError (a vector
+        neither cached nor indexed could not be made)."""
         hit = self.get(ns, version)
         if hit is not None:
             return hit
         with self._lock:
             old = self._views.get(str(ns))
-        stamp, rows = store.search_rows(ns)
-        view = _load(index, ns, rows, stamp, old)
+        view = _refresh(store, index, ns, old) if old is not None and old.sig is not None else None
+        appended = view is not None
+        if view is None:
+            stamp, rows = store.search_rows(ns)
+            view = _load(index, ns, rows, stamp, old)
         with self._lock:
             self.loads += 1
+            self.appends += appended
         self._put(ns, view)
         return view
+
+
+def _refresh(store: Store, index: SearchIndex, ns: Namespace, old: NamespaceView) -> NamespaceView | None:
+    """``old`` brought up to the namespace's current state by reading the stamps
+    of its rows (``Store.search_stamps``) and the texts of new or changed rows
+    only: new rows appended, removed ones and the old versions of changed ones
+    masked out (``NamespaceView.appended``). None when that would leave more than
+    a quarter of the rows dead or append more than a quarter (the caller reloads
+    the whole namespace, which compacts). The rows read after the stamp may be
+    newer than it (each is kept as read), never older."""
+    stamp, sig = store.search_stamps(ns)
+    n = len(old)
+    assert old.sig is not None
+    gone: list[int] = []
+    if not old.dead and sig[:n] == old.sig:  # the usual case: only adds since, old rows first in read order
+        fresh = sig[n:]
+    else:
+        live = old.alive_sig()
+        now = set(sig)
+        gone = [j for s, j in live.items() if s not in now]
+        fresh = [s for s in sig if s not in live]
+    if not fresh and not gone:
+        return old.restamped(stamp)
+    if old.dead + len(gone) > n // 4 or len(fresh) > max(64, n // 4):
+        return None  # much changed: a whole load costs about the same and compacts
+    _, rows = store.search_rows(ns, [s[0] for s in fresh]) if fresh else (stamp, [])
+    vectors = index.vectors(rows) if rows else np.empty((0, index.embedder.dim), dtype=np.float32)
+    return old.appended(rows, vectors, [tokens(m.text) for m in rows], stamp, gone)
 
 
 def _load(index: SearchIndex, ns: Namespace, rows: Sequence[MemoryText], version: int,
@@ -309,7 +495,8 @@ def _load(index: SearchIndex, ns: Namespace, rows: Sequence[MemoryText], version
     """A view of ``rows``: tokens and vectors of rows unchanged since ``old`` are
     reused; a cold load reads the namespace's stored vectors in one index read."""
     dim = index.embedder.dim
-    matrix = np.empty((len(rows), dim), dtype=np.float32)
+    room = _Rows(np.empty((_room(len(rows)), dim), dtype=np.float32), len(rows))
+    matrix = room.array[:len(rows)]
     docs: list[Sequence[str] | None] = [None] * len(rows)
     missing: list[int] = []
     reuse = {i: j for j, i in enumerate(old.ids)} if old is not None and old.matrix is not None else {}
@@ -335,4 +522,5 @@ def _load(index: SearchIndex, ns: Namespace, rows: Sequence[MemoryText], version
     if missing:
         matrix[missing] = index.vectors([rows[r] for r in missing])
     out = [d if d is not None else tuple(tokens(rows[r].text)) for r, d in enumerate(docs)]
-    return NamespaceView(rows, matrix, version, out)
+    sig = [(m.id, m.version, m.visibility.value, m.origin) for m in rows]
+    return NamespaceView(rows, matrix, version, out, sig=sig, room=room)

