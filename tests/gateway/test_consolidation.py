@@ -1,7 +1,8 @@
 """Consolidation in the gateway (issue 17): the maintenance pass runs only for idle
 people with enough new fragments, ``/memory consolidate`` and ``/memory list``
 (type, confidence, hits; dormant ones with ``--all``) in zh and en, the admin
-rule, and ``huiyi consolidate`` — with the fake model server on loopback."""
+rule, and ``huiyi consolidate`` — with the fake model server on loopback. The
+maintenance pass and the real maintenance task run on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -49,30 +50,30 @@ def _add(core, ns, texts):
     return [core.add(ns, core.new(ns, t)).memory for t in texts]
 
 
-async def test_maintenance_pass_waits_until_the_person_is_idle(sqlite_core, llm, monkeypatch):
+async def test_maintenance_pass_waits_until_the_person_is_idle(core, llm, monkeypatch):
     """A turn moments ago keeps the pass away; once idle (idle_s 0) it consolidates; too few new fragments: nothing."""
-    busy = _pipeline(sqlite_core, llm, monkeypatch, idle_s=3600)
-    _add(sqlite_core, NS, WORK_ZH)
-    _add(sqlite_core, Namespace("default", "tg:1002"), WORK_ZH[:2])  # below min_new
+    busy = _pipeline(core, llm, monkeypatch, idle_s=3600)
+    _add(core, NS, WORK_ZH)
+    _add(core, Namespace("default", "tg:1002"), WORK_ZH[:2])  # below min_new
     await busy.handle("default", msg("/memory help"))
     assert await busy.consolidate_idle() == []
-    idle = _pipeline(sqlite_core, llm, monkeypatch, idle_s=0)
+    idle = _pipeline(core, llm, monkeypatch, idle_s=0)
     assert idle.start_consolidation() and not idle.start_consolidation()  # one pass at a time
     await idle._consolidating
     (report,) = idle._consolidating.result()
     assert report.namespace == NS and len(report.abstractions) == 1
-    assert sqlite_core.store.consolidated(Namespace("default", "tg:1002")) == {}
+    assert core.store.consolidated(Namespace("default", "tg:1002")) == {}
     assert await idle.consolidate_idle() == []  # nothing new since
 
 
-async def test_maintenance_pass_without_a_model_links_only(sqlite_core, monkeypatch):
+async def test_maintenance_pass_without_a_model_links_only(core, monkeypatch):
     """No chat model configured: the pass records its clusters and writes no abstraction."""
     monkeypatch.setenv("HUIYI_TENANTS__DEFAULT__CONSOLIDATION__MIN_NEW", "3")
     monkeypatch.setenv("HUIYI_TENANTS__DEFAULT__CONSOLIDATION__IDLE_S", "0")
-    pipeline = Pipeline(load_settings(), sqlite_core)
-    _add(sqlite_core, NS, WORK_ZH)
+    pipeline = Pipeline(load_settings(), core)
+    _add(core, NS, WORK_ZH)
     (report,) = await pipeline.consolidate_idle()
-    assert report.clusters and report.abstractions == () and sqlite_core.store.count(NS) == 3
+    assert report.clusters and report.abstractions == () and core.store.count(NS) == 3
 
 
 @pytest.mark.parametrize("lang,texts,word", [("zh", WORK_ZH, "长期记忆"), ("en", WORK_EN, "long-term")])
@@ -160,22 +161,22 @@ def test_huiyi_consolidate_cli(llm, monkeypatch):
     assert bad.exit_code == 2
 
 
-async def test_the_real_maintenance_task_consolidates_and_stops_with_it(sqlite_core, llm, monkeypatch):
+async def test_the_real_maintenance_task_consolidates_and_stops_with_it(core, llm, monkeypatch):
     """gateway.app.maintenance starts the pass for an idle person; cancelling it ends a pass still running."""
     import asyncio
 
     from gateway import app as app_module
 
     monkeypatch.setattr(app_module, "MAINTAIN_EVERY_S", 0.01)
-    p = _pipeline(sqlite_core, llm, monkeypatch, idle_s=0)
-    _add(sqlite_core, NS, WORK_ZH)
+    p = _pipeline(core, llm, monkeypatch, idle_s=0)
+    _add(core, NS, WORK_ZH)
     task = asyncio.create_task(app_module.maintenance(p))
     for _ in range(1000):
         await asyncio.sleep(0.01)
-        if sqlite_core.store.consolidated(NS):
+        if core.store.consolidated(NS):
             break
-    assert len(sqlite_core.store.consolidated(NS)) == 1
-    _add(sqlite_core, Namespace("default", "tg:1003"), WORK_EN)
+    assert len(core.store.consolidated(NS)) == 1
+    _add(core, Namespace("default", "tg:1003"), WORK_EN)
     llm.responder = None
     llm.enqueue("pattern: x", delay=5.0)  # a slow model: the next pass is still running when the app stops
     p._consolidation_started = None
