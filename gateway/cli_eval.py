@@ -180,6 +180,8 @@ def recall_eval(
     as_of: Annotated[str, typer.Option("--as-of", help="end: recall when the question is asked (memories "
                                                        "days to months old); now: at the wall clock")] = "end",
     mode: Annotated[str, typer.Option(help="raw: each turn is a memory; capture: turns go through capture")] = "raw",
+    context: Annotated[int, typer.Option(help="DuLeMon: dialogue lines before the bot's line that form the "
+                                              "query's tail (1: the user's line alone)", min=1)] = 1,
     split: Annotated[str, typer.Option(help="dev, test (held out) or all; several comma-separated (one "
                                             "ingest, one report each)")] = "all",
     data_dir: Annotated[Path | None, typer.Option(help="datasets (default: HUIYI_EVAL_DATA_DIR, else "
@@ -193,7 +195,7 @@ def recall_eval(
     = "/tmp/huiyi-eval-cache",
     param: Annotated[list[str] | None, typer.Option(help="override a recall default, NAME=VALUE (repeatable): "
                                                          "rrf_k, candidates, tail, exact_max, bm25_weight, "
-                                                         "vector_weight, time_weight, bm25_full_coverage, "
+                                                         "vector_weight, time_weight, bm25_full_coverage, tail_decay, "
                                                          "bm25_floor, vector_floor, "
                                                          "matched_vector_floor, assoc_weight, assoc_seeds, "
                                                          "assoc_min_weight, link_half_life_days, "
@@ -238,7 +240,7 @@ def recall_eval(
                    f"(LoCoMo, DuLeMon and LongMemEval as laid out in shared/data)", err=True)
         raise typer.Exit(2)
     try:
-        full = load_suite(dataset, Path(root), layout)
+        full = load_suite(dataset, Path(root), layout, context)
         splits = [x.strip() for x in split.split(",") if x.strip()]
         parts = {name: split_suite(full, name) for name in splits}
         if not parts:
@@ -281,6 +283,7 @@ def recall_eval(
         sub = {c: RecallRun([r.retrieved[index_of[q]] for q in part.queries],
                             [r.latency_s[index_of[q]] for q in part.queries]) for c, r in runs.items()}
         title = (f"recall {part.name} [{emb.name}, mode {mode}, as of {as_of}"
+                 f"{f', context {context}' if context != 1 else ''}"
                  f"{', ' + ' '.join(param) if param else ''}]: {len(part.queries)} queries; "
                  f"{suite.n_docs} turns/facts in {len(suite.worlds)} namespaces -> {len(key_of)} memories")
         typer.echo("\n".join(report_lines(part, sub, ks, title)))
@@ -315,7 +318,7 @@ def recall_params(overrides: list[str]):
             params = replace(params, scoring=ScoringParams(rescore_strength=float(value)))
         elif name in ("rrf_k", "candidates", "tail", "exact_max", "k", "assoc_seeds"):
             params = replace(params, **{name: int(value)})
-        elif name in ("bm25_weight", "vector_weight", "time_weight", "bm25_full_coverage", "bm25_floor",
+        elif name in ("bm25_weight", "vector_weight", "time_weight", "bm25_full_coverage", "bm25_floor", "tail_decay",
                       "vector_floor", "matched_vector_floor", "assoc_weight", "assoc_min_weight",
                       "link_half_life_days") \
                 and name in names:

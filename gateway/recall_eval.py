@@ -370,14 +370,16 @@ def load_longmemeval(path: Path, questions: int | None = None) -> Suite:
     return Suite("longmemeval", "lme", "q", worlds, tuple(queries), units, len(units) // 2)
 
 
-def load_suite(dataset: str, data_dir: Path, layout: str = "conversation") -> Suite:
-    """The Suite of ``dataset`` (one of DATASETS) under ``data_dir``. Raises EvalError
-    when the data is absent or the layout does not apply."""
+def load_suite(dataset: str, data_dir: Path, layout: str = "conversation", context: int = 1) -> Suite:
+    """The Suite of ``dataset`` (one of DATASETS) under ``data_dir``. ``context``: how
+    many dialogue lines before a DuLeMon query form its tail (1: the user's line
+    alone; LoCoMo and LongMemEval questions stand alone). Raises EvalError when the
+    data is absent or the layout does not apply."""
     data_dir = Path(data_dir)
     if dataset == "locomo":
         return load_locomo(data_dir / LOCOMO_FILE, layout=layout)
     if dataset == "dulemon":
-        return load_dulemon(data_dir / DULEMON_FILE, layout=layout)
+        return load_dulemon(data_dir / DULEMON_FILE, layout=layout, tail=context)
     if dataset == "longmemeval":
         if layout != "conversation":
             raise EvalError("LongMemEval has one layout: conversation (one namespace per question)")

@@ -165,6 +165,8 @@ class RecallParams:
     half-life of ``link_half_life_days`` days left out) ranks their neighbours;
     it may add a linked memory neither channel found, only one of the same
     namespace that is disclosed in the chat. No fused hit, no spreading.
+    ``tail_decay``: the weight of each older tail line relative to the next
+    (latest 1.0; 0 leaves the older lines out of the query).
     ``scoring``: the rescoring constants (None: ``memory.scoring.DEFAULT_PARAMS``).
     ``dormant_factor`` in [0, 1]: multiplies the final score of a dormant
     consolidated memory (``memory.consolidate``; 1.0 turns the down-weighting off)."""
@@ -186,6 +188,7 @@ class RecallParams:
     assoc_seeds: int = ASSOC_SEEDS
     assoc_min_weight: float = ASSOC_MIN_WEIGHT
     link_half_life_days: float = DEFAULT_HALF_LIFE_DAYS
+    tail_decay: float = TAIL_DECAY
     scoring: ScoringParams | None = None
     dormant_factor: float = DORMANT_FACTOR
 
@@ -272,10 +275,10 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, lines: Sequence[s
 def _query_lines(tail: Sequence[str], params: RecallParams) -> tuple[list[str], list[float]]:
     """The tail lines that form the query (the last ``params.tail`` non-blank
     ones, those without content left out) and their weights, latest 1.0, each
-    older one ``TAIL_DECAY`` times the next."""
+    older one ``params.tail_decay`` times the next."""
     lines = [t for t in tail if t and t.strip()][-params.tail:]
     lines = [t for t in lines if has_content(t)]
-    return lines, [TAIL_DECAY ** (len(lines) - 1 - i) for i in range(len(lines))]
+    return lines, [params.tail_decay ** (len(lines) - 1 - i) for i in range(len(lines))]
 
 
 def bm25_confidence(terms: dict[str, float], top: Sequence[str], docs: Sequence[Sequence[str]],
