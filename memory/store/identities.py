@@ -130,19 +130,9 @@ class Identities(StoreBase):
                 _bump(s, src, -len(rows))
                 _bump(s, dst, len(moved))
             _unlink(s, dst, revised)
-            for link in s.exec(select(_ConflictRow).where(_ConflictRow.namespace == str(src))).all():
-                if link.older_id in moved and link.newer_id in moved:
-                    link.namespace = str(dst)
-                    s.add(link)
-                else:
-                    s.delete(link)
+            _carry_pairs(s, _ConflictRow, "older_id", "newer_id", src, dst, moved)
             _unlink_links(s, dst, revised)
-            for assoc in s.exec(select(_LinkRow).where(_LinkRow.namespace == str(src))).all():
-                if assoc.a_id in moved and assoc.b_id in moved:
-                    assoc.namespace = str(dst)
-                    s.add(assoc)
-                else:
-                    s.delete(assoc)
+            _carry_pairs(s, _LinkRow, "a_id", "b_id", src, dst, moved)
             _move_consolidated(s, src, dst, moved, merged)
             have = set(s.exec(select(_TombstoneRow.fingerprint).where(_TombstoneRow.namespace == str(dst))).all())
             for t in s.exec(select(_TombstoneRow).where(_TombstoneRow.namespace == str(src))).all():
@@ -151,6 +141,18 @@ class Identities(StoreBase):
                 s.delete(t)
             s.exec(delete(_LastRecallRow).where(_LastRecallRow.namespace == str(src)))  # type: ignore[call-overload]
         return gone, sorted(set(changed))
+
+
+def _carry_pairs(s, table, first: str, second: str, src: Namespace, dst: Namespace, moved: set[str]) -> None:
+    """In session ``s``: the rows of ``table`` (conflict or association links,
+    each joining the memory ids in columns ``first`` and ``second``) of ``src``
+    move to ``dst`` when both their memories moved; the others are deleted."""
+    for row in s.exec(select(table).where(table.namespace == str(src))).all():
+        if getattr(row, first) in moved and getattr(row, second) in moved:
+            row.namespace = str(dst)
+            s.add(row)
+        else:
+            s.delete(row)
 
 
 def _move_consolidated(s, src: Namespace, dst: Namespace, moved: set[str], merged: dict[str, str]) -> None:
