@@ -86,6 +86,15 @@ def _value(row, ns: Namespace) -> Consolidated:
                         _aware(row.dormant_since), tuple(json.loads(row.sources or "[]")), _aware(row.created_at))
 
 
+def _awake(ns: Namespace, memory_id_column):
+    """SQL filter: the memory in ``memory_id_column`` (of ``ns``) is not a dormant
+    consolidated one, so that listings page over what they show (``/memory list``)."""
+    from sqlalchemy import exists
+
+    return ~exists().where(_C.c.namespace == str(ns), _C.c.memory_id == memory_id_column,
+                           _C.c.dormant_since.is_not(None))
+
+
 def _drop_consolidated(s: Session, ns: Namespace, memory_ids: Sequence[str]) -> None:
     """In session ``s``: delete the consolidated rows of ``memory_ids`` in ``ns``
     (the memories themselves are being deleted in the same transaction)."""

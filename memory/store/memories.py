@@ -26,7 +26,7 @@ from memory.errors import NamespaceError, NotFoundError
 from memory.store.base import StoreBase, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
-from memory.store.consolidated import _drop_consolidated
+from memory.store.consolidated import _awake, _drop_consolidated
 from memory.store.links import _unlink_links
 from memory.store.versions import _STATE_SQL, _bump
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IndexOpRow, _MemoryRow, _TombstoneRow,
@@ -225,24 +225,32 @@ class MemoryRows(StoreBase):
         when = _aware(forgotten)
         return (_to_memory(row, ns) if row else None), when  # type: ignore[arg-type]
 
-    def list(self, ns: Namespace, limit: int = 50, offset: int = 0) -> list[Memory]:
-        """Live memories of ``ns``, newest first."""
+    def list(self, ns: Namespace, limit: int = 50, offset: int = 0, *, include_dormant: bool = True) -> list[Memory]:
+        """Live memories of ``ns``, newest first; without dormant consolidated ones
+        when ``include_dormant`` is False (left out in SQL, so pages stay exact)."""
         with self._read() as s:
             rows = s.exec(
                 select(_MemoryRow)
-                .where(_MemoryRow.namespace == str(ns))
+                .where(*self._wanted(ns, include_dormant))
                 .order_by(_MemoryRow.updated_at.desc(), _MemoryRow.id)  # type: ignore[attr-defined]
                 .offset(offset)
                 .limit(limit)
             ).all()
         return [_to_memory(r) for r in rows]
 
-    def count(self, ns: Namespace) -> int:
-        """Number of live memories in ``ns``."""
+    def count(self, ns: Namespace, *, include_dormant: bool = True) -> int:
+        """Number of live memories in ``ns`` (what ``list`` with the same ``include_dormant`` can return)."""
         from sqlalchemy import func
 
         with self._read() as s:
-            return int(s.exec(select(func.count()).select_from(_MemoryRow).where(_MemoryRow.namespace == str(ns))).one())
+            return int(s.exec(select(func.count()).select_from(_MemoryRow)
+                              .where(*self._wanted(ns, include_dormant))).one())
+
+    @staticmethod
+    def _wanted(ns: Namespace, include_dormant: bool) -> tuple:
+        """SQL filter: the live memories of ``ns``, dormant consolidated ones only with ``include_dormant``."""
+        own = (_MemoryRow.namespace == str(ns),)
+        return own if include_dormant else (*own, _awake(ns, _MemoryRow.id))
 
     def live_total(self) -> int:
         """Live memories over all namespaces: a number only, for the index's health
@@ -436,25 +444,29 @@ class MemoryRows(StoreBase):
 
     # -- group-scoped listings (what a group may see, DESIGN rule 6) ----
 
-    def _in_group(self, ns: Namespace, group_key: str):
+    def _in_group(self, ns: Namespace, group_key: str, include_dormant: bool = True):
         """SQL filter: memories of ``ns`` visible in the group and learned in it
-        (``group_key`` itself or one of its topics, ``group_key:<thread>``)."""
+        (``group_key`` itself or one of its topics, ``group_key:<thread>``);
+        dormant consolidated ones only with ``include_dormant``."""
         origin = _MemoryRow.origin
-        return (_MemoryRow.namespace == str(ns), _MemoryRow.visibility == Visibility.GROUP.value,
+        return (*self._wanted(ns, include_dormant), _MemoryRow.visibility == Visibility.GROUP.value,
                 (origin == group_key) | origin.startswith(group_key + ":", autoescape=True))  # type: ignore[attr-defined]
 
-    def list_in_group(self, ns: Namespace, group_key: str, limit: int = 50, offset: int = 0) -> list[Memory]:
+    def list_in_group(self, ns: Namespace, group_key: str, limit: int = 50, offset: int = 0, *,
+                      include_dormant: bool = True) -> list[Memory]:
         """Live memories of ``ns`` learned in the group ``group_key`` (a
-        ``ChatRef.group_key``, any topic) and visible there, newest first."""
+        ``ChatRef.group_key``, any topic) and visible there, newest first;
+        without dormant consolidated ones when ``include_dormant`` is False."""
         with self._read() as s:
-            rows = s.exec(select(_MemoryRow).where(*self._in_group(ns, group_key))
+            rows = s.exec(select(_MemoryRow).where(*self._in_group(ns, group_key, include_dormant))
                           .order_by(_MemoryRow.updated_at.desc(), _MemoryRow.id)  # type: ignore[attr-defined]
                           .offset(offset).limit(limit)).all()
         return [_to_memory(r) for r in rows]
 
-    def count_in_group(self, ns: Namespace, group_key: str) -> int:
-        """How many memories ``list_in_group`` can return."""
+    def count_in_group(self, ns: Namespace, group_key: str, *, include_dormant: bool = True) -> int:
+        """How many memories ``list_in_group`` (same ``include_dormant``) can return."""
         from sqlalchemy import func
 
         with self._read() as s:
-            return int(s.exec(select(func.count()).select_from(_MemoryRow).where(*self._in_group(ns, group_key))).one())
+            return int(s.exec(select(func.count()).select_from(_MemoryRow)
+                              .where(*self._in_group(ns, group_key, include_dormant))).one())
