@@ -267,11 +267,14 @@ def reindex(progress: Annotated[bool | None, typer.Option("--progress/--no-progr
 def consolidate(tenant: Annotated[str, typer.Option(help="tenant")] = "default",
                 subject: Annotated[str | None, typer.Option(
                     help="one subject, e.g. tg:123456 (default: everyone of the tenant with new fragments)")] = None,
-                limit: Annotated[int, typer.Option(help="most people consolidated in one call")] = 1000) -> None:
+                limit: Annotated[int, typer.Option(min=1, help="most people consolidated in one call")] = 1000) -> None:
     """Consolidate now (``memory.consolidate``): cluster each person's new fragments,
-    abstract the clusters with the tenant's chat model (links only without one),
-    then run the dormancy sweep; one JSON line per person. Ignores the idle,
-    interval and minimum-fragment thresholds of the maintenance task."""
+    abstract the clusters with the tenant's chat model (links only without one:
+    a warning on stderr first), then run the dormancy sweep; one JSON line per
+    person, whose ``note`` says why no long-term memory was written (``no chat
+    model configured``, or the model failed and the run is tried again later).
+    Ignores the idle, interval and minimum-fragment thresholds of the maintenance
+    task. ``--limit`` below 1 is a usage error (exit 2)."""
     from gateway.errors import UnknownTenant
     from gateway.service import build_pipeline
     from memory.types import Namespace
@@ -285,6 +288,9 @@ def consolidate(tenant: Annotated[str, typer.Option(help="tenant")] = "default",
     except UnknownTenant as exc:
         pipeline.core.close()
         raise InputError(str(exc)) from exc
+    if pipeline.model(tenant) is None:
+        typer.echo(f"huiyi: tenant {tenant} has no chat model configured (HUIYI_LLM_* or its tenant llm settings): "
+                   "clusters are kept as links only and no long-term memory is written", err=True)
 
     async def run() -> None:
         names = ([Namespace(tenant, subject)] if subject is not None else
@@ -296,8 +302,8 @@ def consolidate(tenant: Annotated[str, typer.Option(help="tenant")] = "default",
                 "abstractions": [{"id": a.memory_id, "type": a.ctype, "confidence": a.confidence,
                                   "sources": list(a.sources)} for a in r.abstractions],
                 "model_calls": r.model_calls, "model_errors": r.model_errors,
-                "removed_sentences": r.removed_sentences, "dropped": r.dropped, "seconds": r.seconds},
-                ensure_ascii=False) + "\n")
+                "removed_sentences": r.removed_sentences, "dropped": r.dropped, "seconds": r.seconds,
+                "note": _consolidation_note(r)}, ensure_ascii=False) + "\n")
         dormant = await pipeline.consolidator(tenant).sweep(tenant)
         sys.stdout.write(json.dumps({"tenant": tenant, "went_dormant": dormant}) + "\n")
 
@@ -305,6 +311,19 @@ def consolidate(tenant: Annotated[str, typer.Option(help="tenant")] = "default",
         asyncio.run(run())
     finally:
         pipeline.core.close()
+
+
+def _consolidation_note(r) -> str | None:
+    """Why a run that ran wrote no long-term memory (None when it wrote some, or did not run):
+    no chat model (clusters, no model call), or the model failed (retried by a later run)."""
+    if r.skipped is not None or not r.clusters:
+        return None
+    if r.model_errors:
+        return (f"the chat model failed for {r.model_errors} of {r.model_calls} clusters: "
+                "no long-term memory from those; they are tried again later")
+    if r.model_calls == 0:
+        return f"kept {len(r.clusters)} clusters as links, no long-term memory written (no chat model configured)"
+    return None
 
 
 app.command()(stats)

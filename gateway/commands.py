@@ -19,7 +19,10 @@ Grammar (the subcommand follows the command; Chinese aliases in ``SUBCOMMANDS``)
 ``target`` names another person: ``platform:id`` (``tg:123``, ``qq:10001``,
 ``person:…``) or an @-mention the platform resolves to a user id. Without it
 the command is about the speaker (their linked subject when an admin linked
-identities, ``memory.identity``).
+identities, ``memory.identity``). A target that names nobody (``tg:None``, an
+unknown @-mention) is refused, and so is any argument ``list`` (whose words
+come in any order) or ``consolidate`` cannot read: it never falls back to the
+speaker.
 
 Who may do what:
 
@@ -338,12 +341,14 @@ def _scope(core, c: _Caller, token: str | None, sub: str) -> _Scope:
     if token.startswith("@"):
         uid = _mention_id(c, token)
         if uid is None:
-            raise _Stop(c.say("I can't tell who {who} is. Name them by platform id instead, e.g. {example}.",
-                              who=_snip(token, 40), example=f"{c.msg.platform}:123456"), "usage")
+            raise _not_a_person(c, token)
         subject = platform_subject(c.msg.platform, uid)
     else:
         subject = token
-    ns = resolve_subject(core.store, c.tenant, subject)
+    try:
+        ns = resolve_subject(core.store, c.tenant, subject)
+    except NamespaceError:  # tg:None, tg:0, person:null…: nobody in particular
+        raise _not_a_person(c, token) from None
     if ns == c.own:
         return own
     if c.tenant_admin:
@@ -364,16 +369,20 @@ def _audit_view(core, c: _Caller, scope: _Scope, sub: str, memory_id: str | None
         core.store.audit(scope.ns, "admin_view", scope.actor, memory_id, command=sub, chat=c.chat.key)
 
 
-def _count(core, scope: _Scope) -> int:
+def _count(core, scope: _Scope, include_dormant: bool = True) -> int:
+    """How many memories ``_page`` (same ``include_dormant``) can return: exactly what this chat may see."""
     if scope.group_key:
-        return core.store.count_in_group(scope.ns, scope.group_key)
-    return core.store.count(scope.ns)
+        return core.store.count_in_group(scope.ns, scope.group_key, include_dormant=include_dormant)
+    return core.store.count(scope.ns, include_dormant=include_dormant)
 
 
-def _page(core, scope: _Scope, limit: int, offset: int) -> list[Memory]:
+def _page(core, scope: _Scope, limit: int, offset: int, include_dormant: bool = True) -> list[Memory]:
+    """One page of the scope's memories, newest first; dormant consolidated ones are
+    left out in SQL when ``include_dormant`` is False, so the offset counts only what is shown."""
     if scope.group_key:
-        return core.store.list_in_group(scope.ns, scope.group_key, limit=limit, offset=offset)
-    return core.list(scope.ns, limit=limit, offset=offset)
+        return core.store.list_in_group(scope.ns, scope.group_key, limit=limit, offset=offset,
+                                        include_dormant=include_dormant)
+    return core.store.list(scope.ns, limit=limit, offset=offset, include_dormant=include_dormant)
 
 
 def _conflict_marks(core, c: _Caller, scope: _Scope, ids: list[str]) -> dict[str, list[str]]:
@@ -489,14 +498,9 @@ def _cmd_help(core, c: _Caller, rest: str) -> CommandReply:
 
 
 def _cmd_list(core, c: _Caller, rest: str) -> CommandReply:
-    token, rest = _split_target(rest)
+    token, page, everything = _list_args(c, rest)
     scope = _scope(core, c, token, "list")
-    args = rest.split()
-    everything = any(a.casefold() in LIST_ALL_WORDS for a in args)
-    args = [a for a in args if a.casefold() not in LIST_ALL_WORDS]
-    page = int(args[0]) if args and args[0].isdigit() else 1
-    dormant = {} if everything else core.store.consolidated(scope.ns, dormant=True)
-    total = _count(core, scope) - len(dormant)
+    total = _count(core, scope, include_dormant=everything)
     pages = max(1, math.ceil(total / PAGE_SIZE))
     page = min(max(page, 1), pages)
     _audit_view(core, c, scope, "list")
@@ -507,8 +511,7 @@ def _cmd_list(core, c: _Caller, rest: str) -> CommandReply:
         return CommandReply(c.say("I don't remember anything about {who} yet.", who=who), "list")
     lines = [c.say("What I remember about {who} ({total}), page {page}/{pages}:", who=who, total=total, page=page,
                    pages=pages)]
-    shown = [m for m in _page(core, scope, PAGE_SIZE + len(dormant), (page - 1) * PAGE_SIZE)
-             if m.id not in dormant][:PAGE_SIZE]
+    shown = _page(core, scope, PAGE_SIZE, (page - 1) * PAGE_SIZE, include_dormant=everything)
     marks = _conflict_marks(core, c, scope, [m.id for m in shown])
     consolidated = core.store.consolidated(scope.ns, [m.id for m in shown])
     for m in shown:
@@ -527,6 +530,29 @@ def _cmd_list(core, c: _Caller, rest: str) -> CommandReply:
     if scope.group_key:
         lines.append(c.say("Only what was said in this group is listed here; ask me in private for the rest."))
     return CommandReply(_fit("\n".join(lines)), "list")
+
+
+def _list_args(c: _Caller, rest: str) -> tuple[str | None, int, bool]:
+    """``list``'s arguments in any order: (target token or None, page ≥ 1, ``--all``
+    given). A word that is neither a target, a page number nor an all-flag is
+    refused (``_not_a_person``) rather than ignored: the list would be the speaker's."""
+    token, page, everything = None, None, False
+    for word in rest.split():
+        if word.casefold() in LIST_ALL_WORDS:
+            everything = True
+        elif page is None and word.isascii() and word.isdigit():
+            page = max(1, int(word))
+        elif token is None and _TARGET_RE.fullmatch(word):
+            token = word
+        else:
+            raise _not_a_person(c, word)
+    return token, page or 1, everything
+
+
+def _not_a_person(c: _Caller, word: str) -> _Stop:
+    """The refusal of an argument that names no person (the same words as an unknown @mention)."""
+    return _Stop(c.say("I can't tell who {who} is. Name them by platform id instead, e.g. {example}.",
+                       who=_snip(word, 40), example=f"{c.msg.platform}:123456"), "usage")
 
 
 def _consolidated_mark(c: _Caller, row) -> str:
@@ -800,7 +826,9 @@ def _cmd_stats(core, c: _Caller, rest: str) -> CommandReply:
 
 
 def _cmd_consolidate(core, c: _Caller, rest: str) -> CommandReply:
-    token, _ = _split_target(rest)
+    token, extra = _split_target(rest)
+    if extra:  # a word that names nobody must not run it for the speaker instead
+        raise _not_a_person(c, extra)
     scope = _scope(core, c, token, "consolidate")
     if not scope.own and not c.tenant_admin:  # a run reads everything of the person, not only this group
         core.store.audit(scope.ns, "command_denied", f"user:{c.subject}", command="consolidate", chat=c.chat.key)
@@ -815,15 +843,37 @@ def _cmd_consolidate(core, c: _Caller, rest: str) -> CommandReply:
         core.store.audit(scope.ns, "consolidate", scope.actor, chat=c.chat.key)
     if report.skipped is not None:
         return CommandReply(c.say("Nothing new to sort out for {who}.", who=_who(c, scope)), "consolidate")
+    return CommandReply(_fit("\n".join(_consolidation_lines(core, c, scope, report))), "consolidate")
+
+
+def _consolidation_lines(core, c: _Caller, scope: _Scope, report) -> list[str]:
+    """What ``/memory consolidate`` says about a run that ran: the counts, then the
+    long-term memories this chat may see, or why none was written — no chat model
+    (``model_calls`` 0 with clusters: kept as links) or every model call failed
+    (``model_errors``: the fragments are tried again later)."""
+    counts = dict(fragments=report.fragments, who=_who(c, scope), clusters=len(report.clusters))
+    if not report.abstractions:
+        if report.clusters and report.model_calls == 0:
+            return [c.say("Sorted {fragments} recent memories of {who} into {clusters} groups and kept them as "
+                          "links; no long-term memory written (no chat model is configured).", **counts)]
+        if report.model_errors:
+            return [c.say("Sorted {fragments} recent memories of {who} into {clusters} groups, but the chat model "
+                          "failed, so no long-term memory was written; they will be tried again later.", **counts)]
+        return [c.say("Sorted {fragments} recent memories of {who} into {clusters} groups; no long-term memory "
+                      "written.", **counts)]
     lines = [c.say("Sorted {fragments} recent memories of {who} into {clusters} groups; {n} long-term memories:",
-                   fragments=report.fragments, who=_who(c, scope), clusters=len(report.clusters),
-                   n=len(report.abstractions))]
+                   n=len(report.abstractions), **counts)]
     shown = core.store.get_many(scope.ns, [a.memory_id for a in report.abstractions])
     for a in report.abstractions:
         m = shown.get(a.memory_id)
         if m is not None and visible_in(m, c.chat):
             lines.append(c.say("{id} [{ctype}] {text}", id=a.memory_id, ctype=c.say(a.ctype), text=_snip(m.text)))
-    return CommandReply(_fit("\n".join(lines)), "consolidate")
+    if len(lines) == 1:  # none may be shown in this group
+        lines.append(c.say("Only what was said in this group is listed here; ask me in private for the rest."))
+    if report.model_errors:
+        lines.append(c.say("The chat model failed for {n} groups; they will be tried again later.",
+                           n=report.model_errors))
+    return lines
 
 
 _HANDLERS = {

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from gateway.commands import ALL_WORDS, CONFIRM_WORDS, run_command
+from gateway.commands import ALL_WORDS, CONFIRM_WORDS, LIST_ALL_WORDS, run_command
 from gateway.config import Settings, TenantSettings
 from gateway.errors import EmptyAnswer, LLMError, UnknownTenant
 from gateway.llm import ChatModel
@@ -418,7 +418,7 @@ class Pipeline:
         text = "" if msg.forwarded else msg.text
         if msg.is_command:
             words = text.split()
-            text = " ".join(w for w in words[2:] if w.casefold() not in ALL_WORDS | CONFIRM_WORDS)
+            text = " ".join(w for w in words[2:] if w.casefold() not in ALL_WORDS | LIST_ALL_WORDS | CONFIRM_WORDS)
             if written_language(text) is None and written_language(" ".join(words[:2])) == "zh_CN":
                 return "zh_CN"
         if written_language(text) is not None:

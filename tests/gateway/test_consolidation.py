@@ -7,6 +7,7 @@ maintenance pass and the real maintenance task run on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -17,7 +18,7 @@ from fake_openai import consolidation_responder
 from gateway.config import load_settings
 from gateway.pipeline import Pipeline
 from memory.store import utcnow
-from memory.types import ChatKind, Namespace
+from memory.types import ChatKind, ChatRef, Namespace, Visibility
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 NS = Namespace("default", "tg:1001")
@@ -186,3 +187,143 @@ async def test_the_real_maintenance_task_consolidates_and_stops_with_it(core, ll
     with pytest.raises(asyncio.CancelledError):
         await task
     assert running is not None and running.done() and p._consolidating is None
+
+
+# -- newcomer faults (issue 17 follow-up): paging, group counts, language, reasons, targets, --limit ------------
+
+GROUP = "-100111"
+PETS = ["我养了一只叫煤球的黑猫", "周末去爬香山了", "最喜欢喝冰美式", "在学弹吉他", "打算明年跳槽", "Tom likes hiking in the Alps 🏔️",
+        "妹妹在杭州读大学", "每天早上跑步五公里", "對貓毛過敏但還是養貓", "喜欢看科幻小说，尤其是《三体》", "周五晚上常去打羽毛球"]
+
+
+def group_msg(text, *, sender="1001", mid="g", role="member") -> InboundMessage:
+    """A message in the supergroup GROUP, a minute after the last."""
+    return InboundMessage(platform="tg", message_id=mid, sender_id=sender, sender_name="阿杰", chat_kind=ChatKind.GROUP,
+                          chat_id=GROUP, text=text, timestamp=T0 + timedelta(minutes=next(_TICK)),
+                          is_command=text.startswith("/"), sender_role=role)
+
+
+def _dormant(core, ns, text, source_id):
+    """A consolidated memory of ``ns`` citing ``source_id``, put to rest at once (the real sweep)."""
+    (m,) = _add(core, ns, [text])
+    core.store.put_consolidated(ns, m.id, "fact", 0.9, [source_id])
+    core.store.sweep_dormant(ns, unused_since=utcnow() + timedelta(days=1), below=1.0)
+    assert core.store.consolidated(ns, dormant=True).keys() == {m.id}
+    return m
+
+
+async def test_list_pages_each_awake_memory_once_when_one_is_dormant(core, monkeypatch):
+    """Fault: paging counted the hidden dormant rows, so a memory was shown twice and the oldest on no page.
+    Dormant ones are left out in SQL; --all pages over them too."""
+    p = Pipeline(load_settings(), core)
+    awake = _add(core, NS, PETS)
+    rest = _dormant(core, NS, "长期来看，你很爱你的猫煤球", awake[0].id)  # the newest
+    pages = [(await p.handle("default", msg(f"/memory list {n}", mid=f"p{n}"))).reply for n in (1, 2)]
+    seen = [mid for page in pages for mid in re.findall(r"\b[0-9a-f]{12}\b", page)]
+    assert sorted(seen) == sorted(m.id for m in awake) and "共 11 条" in pages[0]
+    every = [(await p.handle("default", msg(f"/记忆 列表 {n} --all", mid=f"a{n}"))).reply for n in (1, 2)]
+    seen = [mid for page in every for mid in re.findall(r"\b[0-9a-f]{12}\b", page)]
+    assert sorted(seen) == sorted([rest.id] + [m.id for m in awake]) and "共 12 条" in every[0] and "💤" in every[0]
+
+
+async def test_group_list_counts_only_what_the_group_may_see(sqlite_core, monkeypatch):
+    """Fault: the group count subtracted the person's private dormant memories ("共 -1 条")."""
+    p = Pipeline(load_settings(), sqlite_core)
+    (private,) = _add(sqlite_core, NS, ["我养了一只叫煤球的黑猫"])
+    _dormant(sqlite_core, NS, "你很爱你的猫煤球", private.id)
+    empty = (await p.handle("default", group_msg("/记忆 列表", mid="g1"))).reply
+    assert "-1" not in empty and "这个群" in empty
+    origin = ChatRef("tg", ChatKind.GROUP, GROUP)
+    said = sqlite_core.add(NS, sqlite_core.new(NS, "I play badminton on Fridays 🏸", origin=origin,
+                                               visibility=Visibility.GROUP)).memory
+    listing = (await p.handle("default", group_msg("/memory list", mid="g2"))).reply
+    assert "共 1 条" in listing and said.id in listing and private.id not in listing
+
+
+@pytest.mark.parametrize("tenant_lang,text,expected", [
+    ("zh_CN", "/记忆 列表 --all", "zh_CN"), ("zh_CN", "/memory list -a", "zh_CN"),
+    ("en", "/memory list --all", "en"), ("en", "/记忆 列表 -A", "zh_CN")])
+async def test_list_all_flag_is_no_language(sqlite_core, monkeypatch, tenant_lang, text, expected):
+    """Fault: --all / -a were read as English words, so a Chinese speaker got an English list."""
+    from locales import written_language
+
+    monkeypatch.setenv("HUIYI_TENANTS__DEFAULT__LANGUAGE", tenant_lang)
+    p = Pipeline(load_settings(), sqlite_core)
+    reply = (await p.handle("default", msg(text, sender="45", mid="lang"))).reply
+    assert written_language(reply) == expected, reply
+
+
+@pytest.mark.parametrize("lang,cmd,reason", [("zh_CN", "/记忆 整理", "没有配置对话模型"),
+                                             ("en", "/memory consolidate", "no chat model is configured")])
+async def test_consolidate_without_a_model_says_so(sqlite_core, monkeypatch, lang, cmd, reason):
+    """Fault: no model gave a dangling "得到 0 条长期记忆：" with no reason."""
+    monkeypatch.setenv("HUIYI_TENANTS__DEFAULT__LANGUAGE", lang)
+    p = Pipeline(load_settings(), sqlite_core)
+    _add(sqlite_core, NS, WORK_ZH if lang == "zh_CN" else WORK_EN)
+    reply = (await p.handle("default", msg(cmd, mid="nm"))).reply
+    assert reason in reply and not reply.rstrip().endswith((":", "：")), reply
+
+
+@pytest.mark.parametrize("lang,cmd,reason", [("zh_CN", "/记忆 整理", "稍后会再试"),
+                                             ("en", "/memory consolidate", "tried again later")])
+async def test_consolidate_when_the_model_fails_says_it_is_retried(sqlite_core, llm, monkeypatch, lang, cmd, reason):
+    """Fault: a failed model call gave the same dangling line; now it says it failed and will be retried."""
+    monkeypatch.setenv("HUIYI_TENANTS__DEFAULT__LANGUAGE", lang)
+    p = _pipeline(sqlite_core, llm, monkeypatch)
+    llm.responder = None
+    for _ in range(10):  # the client's retries each take one
+        llm.enqueue(status=500)
+    _add(sqlite_core, NS, WORK_ZH if lang == "zh_CN" else WORK_EN)
+    reply = (await p.handle("default", msg(cmd, mid="mf"))).reply
+    assert reason in reply and not reply.rstrip().endswith((":", "：")), reply
+    assert sqlite_core.store.consolidated(NS) == {}
+
+
+@pytest.mark.parametrize("arg", ["😀", "ＴＧ：４３", "tg:" + "4" * 200, "tg:None", "\u200b\u200b", "煤" * 300])
+@pytest.mark.parametrize("sub", ["consolidate", "list"])
+async def test_an_argument_naming_nobody_is_refused_not_run_for_the_speaker(sqlite_core, monkeypatch, arg, sub):
+    """Fault: /memory consolidate|list <not a person> ran for the speaker. Refused, in the speaker's language."""
+    monkeypatch.setenv("HUIYI_TENANTS__DEFAULT__LANGUAGE", "zh_CN")
+    p = Pipeline(load_settings(), sqlite_core)
+    _add(sqlite_core, NS, WORK_ZH)
+    zh = await p.handle("default", msg(f"/记忆 {'整理' if sub == 'consolidate' else '列表'} {arg}", mid="bz"))
+    en = await p.handle("default", msg(f"/memory {sub} {arg} please", mid="be"))
+    english = "认不出" if arg.startswith("煤") else "can't tell who"  # 300 Han characters outweigh "please"
+    assert "认不出" in zh.reply and english in en.reply, (zh.reply, en.reply)
+    assert sqlite_core.store.consolidation_state(NS).run_at is None
+    assert not any(m.id in zh.reply + en.reply for m in sqlite_core.list(NS))
+
+
+async def test_admin_list_takes_the_target_after_the_flag(sqlite_core, monkeypatch):
+    """Fault: `/memory list --all tg:43` listed the admin's own (empty) memories, in English."""
+    monkeypatch.setenv("HUIYI_TENANTS__DEFAULT__ADMINS", '["tg:9"]')
+    p = Pipeline(load_settings(), sqlite_core)
+    other = Namespace("default", "tg:43")
+    mine = _add(sqlite_core, other, WORK_ZH)
+    for n, text in enumerate(("/memory list --all tg:43", "/memory list tg:43 --all", "/记忆 列表 全部 tg:43 1")):
+        reply = (await p.handle("default", msg(text, sender="9", mid=f"t{n}"))).reply
+        assert all(m.id in reply for m in mine) and "tg:43" in reply, reply
+
+
+@pytest.mark.parametrize("limit", ["-1", "0"])
+def test_huiyi_consolidate_limit_below_one_is_a_usage_error(limit):
+    """Fault: --limit -1 printed a traceback on PostgreSQL (LIMIT must not be negative)."""
+    from gateway.cli import app
+
+    result = CliRunner().invoke(app, ["consolidate", "--limit", limit])
+    assert result.exit_code == 2 and "Traceback" not in result.output and "--limit" in result.output
+
+
+def test_huiyi_consolidate_without_a_model_warns_and_notes_why():
+    """Without a chat model the CLI warns on stderr, and each person's line says no long-term memory was written."""
+    from gateway.cli import app
+    from gateway.service import build_core
+
+    core = build_core(load_settings())
+    _add(core, Namespace("default", "tg:78"), WORK_ZH)
+    core.close()
+    result = CliRunner().invoke(app, ["consolidate", "--subject", "tg:78"])
+    assert result.exit_code == 0, result.output
+    assert "no chat model configured" in result.stderr
+    (line, _) = [json.loads(x) for x in result.stdout.splitlines() if x.startswith("{")]
+    assert line["abstractions"] == [] and "no chat model configured" in line["note"]
