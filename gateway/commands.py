@@ -274,10 +274,10 @@ def _snip(text: str, n: int = SNIPPET_CHARS) -> str:
 
 def _usage(c: _Caller, sub: str) -> str:
     forms = {
-        "list": "list [@person|platform:id] [page]", "show": "show <id>", "search": "search <query>",
+        "list": "list [@person|platform:id] [page] [--all]", "show": "show <id>", "search": "search <query>",
         "edit": "edit <id> <new text>", "forget": "forget <id> | forget all", "history": "history <id>",
         "why": "why <id>", "export": "export", "link": "link <platform:id> [<platform:id>]", "stats": "stats",
-        "consolidate": "consolidate",
+        "consolidate": "consolidate [@person|platform:id]",
     }
     return c.say("Usage: {usage}", usage=f"{c.cmd} {forms.get(sub, 'help')}")
 
