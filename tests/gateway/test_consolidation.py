@@ -277,6 +277,10 @@ async def test_consolidate_when_the_model_fails_says_it_is_retried(sqlite_core, 
     reply = (await p.handle("default", msg(cmd, mid="mf"))).reply
     assert reason in reply and not reply.rstrip().endswith((":", "：")), reply
     assert sqlite_core.store.consolidated(NS) == {}
+    llm.queue.clear()
+    llm.responder = consolidation_responder()  # the model is back: the same fragments are sorted out now
+    await p.handle("default", msg(cmd, mid="mf2"))
+    assert len(sqlite_core.store.consolidated(NS)) == 1
 
 
 @pytest.mark.parametrize("arg", ["😀", "ＴＧ：４３", "tg:" + "4" * 200, "tg:None", "\u200b\u200b", "煤" * 300])
