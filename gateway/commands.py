@@ -84,7 +84,8 @@ __all__ = ["COMMAND_NAMES", "CommandReply", "run_command", "execute", "is_memory
 
 log = logging.getLogger(__name__)
 
-COMMAND_NAMES = ("/memory", "/记忆")
+COMMAND_NAMES = ("/memory", "/记忆", "/記憶")
+"""The command and its aliases: simplified and traditional Chinese (``/記憶``)."""
 #: Memories per ``list`` page; at SNIPPET_CHARS per line a page stays far below MAX_REPLY_UTF16.
 PAGE_SIZE = 10
 #: Longest reply, in UTF-16 code units (Telegram counts those; its limit is 4096).
@@ -110,14 +111,17 @@ SUBCOMMANDS: dict[str, str] = {
     "link": "link", "关联": "link",
     "stats": "stats", "统计": "stats",
     "consolidate": "consolidate", "整理": "consolidate", "归纳": "consolidate",
+    # traditional Chinese spellings (列表, 列出, 查看, 搜索, 查找, 修改, 整理 are the same in both)
+    "幫助": "help", "詳情": "show", "編輯": "edit", "忘記": "forget", "刪除": "forget",
+    "歷史": "history", "為什麼": "why", "導出": "export", "關聯": "link", "統計": "stats", "歸納": "consolidate",
 }
 LIST_ALL_WORDS = frozenset({"--all", "-a", "all", "全部"})
 ALL_WORDS = frozenset({"all", "全部"})
-CONFIRM_WORDS = frozenset({"confirm", "确认"})
+CONFIRM_WORDS = frozenset({"confirm", "确认", "確認"})
 
 
 def is_memory_command(text: str) -> bool:
-    """True when ``text`` starts with ``/memory`` or ``/记忆`` (``/memory@bot`` too)."""
+    """True when ``text`` starts with ``/memory``, ``/记忆`` or ``/記憶`` (``/memory@bot`` too)."""
     words = text.split(maxsplit=1)
     return bool(words) and words[0].split("@")[0] in COMMAND_NAMES
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from gateway.commands import ALL_WORDS, CONFIRM_WORDS, LIST_ALL_WORDS, run_command
+from gateway.commands import ALL_WORDS, COMMAND_NAMES, CONFIRM_WORDS, LIST_ALL_WORDS, run_command
 from gateway.config import Settings, TenantSettings
 from gateway.errors import EmptyAnswer, LLMError, UnknownTenant
 from gateway.llm import ChatModel
@@ -62,7 +62,7 @@ MIGRATE_DRAIN_S = 30.0
 """Seconds a chat migration waits for the captures queued before it (``migrate_chat``)."""
 CONSOLIDATION_EVERY_S = 60.0
 """Least seconds between two starts of the maintenance task's consolidation pass."""
-MEMORY_COMMANDS = ("/memory", "/记忆")
+MEMORY_COMMANDS = COMMAND_NAMES
 REPUSH_WINDOW = timedelta(minutes=10)
 """A delivery with the content fingerprint of one claimed this recently is a re-push (same message, new id)."""
 LANGUAGE_LOOKBACK = 8

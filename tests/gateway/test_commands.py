@@ -153,6 +153,22 @@ async def test_replies_follow_the_person_language(pipe, clock):
     assert unknown.reply.startswith("Unknown command: frobnicate") and "/memory list" in unknown.reply
 
 
+async def test_traditional_chinese_command_and_subcommands(pipe, clock):
+    """「/記憶」 with traditional subcommands (列表, 幫助, 忘記 … 確認) works like 「/记忆」 and is never captured."""
+    said = await turn(pipe, ob(clock, "我養了一隻叫煤球的黑貓", user=10002))
+    (cat,) = said.captured
+    listing = await turn(pipe, ob(clock, "/記憶 列表", user=10002))
+    assert listing.command and listing.captured == [] and cat in listing.reply
+    helped = await turn(pipe, ob(clock, "/記憶 幫助", user=10002))
+    assert helped.command and helped.reply.startswith("记忆指令")
+    gone = await turn(pipe, ob(clock, f"/記憶 忘記 {cat}", user=10002))
+    assert gone.command and cat not in (await turn(pipe, ob(clock, "/記憶 列表", user=10002))).reply
+    await turn(pipe, ob(clock, "我喜歡喝美式咖啡☕", user=10002))
+    await turn(pipe, ob(clock, "/記憶 忘記 全部", user=10002))
+    done = await turn(pipe, ob(clock, "/記憶 忘記 全部 確認", user=10002))
+    assert done.command and pipe.core.store.count(Namespace("default", "qq:10002")) == 0
+
+
 async def test_person_cannot_touch_another_persons_memory(pipe, clock):
     """Someone else can neither find nor forget my memory by id, and addressing me is refused and audited."""
     mine = await turn(pipe, tg(clock, "我养了一只叫煤球的黑猫", user=111, lang="zh-hans"))
