@@ -634,13 +634,12 @@ class MemoryCore:
 
     def mark_recalled(self, ns: Namespace, ids: Sequence[str], at: datetime | None = None) -> None:
         """Record that these memories went into a prompt together: their ACT-R
-        access times; a consolidated one among them counts a hit and wakes up if
-        it was dormant (``Store.hit_consolidated``); and a ``recalled``
+        access times, where a consolidated one among them also counts a hit and
+        wakes up if it was dormant (``Store.touch``); and a ``recalled``
         association link between each pair of them (``Store.strengthen_links``:
         the first ``MAX_LINKED_IDS``, only live memories of ``ns``;
         ``self.links.recalled`` per co-use, 0: none)."""
         self.store.touch(ns, ids, at)
-        self.store.hit_consolidated(ns, ids, at)
         if self.links.recalled > 0 and len(set(ids)) > 1:
             self.store.strengthen_links(ns, ids, reason="recalled", at=at, amount=self.links.recalled,
                                         half_life_days=self.links.half_life_days)

@@ -46,6 +46,16 @@ _DORMANT_SQL = select(_C.c.memory_id).where(_C.c.namespace == bindparam("ns"), _
                                             _C.c.memory_id.in_(bindparam("ids", expanding=True)))
 
 
+def _count_hits(conn, ns: Namespace, memory_ids: Sequence[str], at: datetime) -> None:
+    """On connection ``conn`` (inside the caller's write transaction): a recall
+    hit for each consolidated memory of ``ns`` among ``memory_ids`` — ``hits`` + 1,
+    ``last_hit_at`` = ``at``, awake again (``dormant_since`` None); ids that are
+    not consolidated memories of ``ns`` are ignored. Called by ``touch``
+    (``memory.store.memories``), so a turn's recall marks take one transaction."""
+    conn.execute(update(_C).where(_C.c.namespace == str(ns), _C.c.memory_id.in_(list(memory_ids)))
+                 .values(hits=_C.c.hits + 1, last_hit_at=at, dormant_since=None))
+
+
 @dataclass(frozen=True, slots=True)
 class Consolidated:
     """The consolidated side of a memory of ``namespace``: ``ctype`` (one of
@@ -197,19 +207,6 @@ class ConsolidatedRows(StoreBase):
             return frozenset()
         with self.engine.connect() as conn:
             return frozenset(r[0] for r in conn.execute(_DORMANT_SQL, {"ns": str(ns), "ids": list(memory_ids)}))
-
-    def hit_consolidated(self, ns: Namespace, memory_ids: Sequence[str], at: datetime | None = None) -> int:
-        """Count a recall hit for each consolidated memory of ``ns`` among
-        ``memory_ids``: ``hits`` + 1, ``last_hit_at`` = ``at``, and awake again
-        (``dormant_since`` None). Returns how many rows changed (ids that are not
-        consolidated memories of ``ns`` are ignored)."""
-        if not memory_ids:
-            return 0
-        at = at or utcnow()
-        with self._write_conn() as conn:
-            res = conn.execute(update(_C).where(_C.c.namespace == str(ns), _C.c.memory_id.in_(list(memory_ids)))
-                               .values(hits=_C.c.hits + 1, last_hit_at=at, dormant_since=None))
-            return int(res.rowcount or 0)
 
     def sweep_dormant(self, ns: Namespace, *, unused_since: datetime, below: float,
                       at: datetime | None = None) -> list[str]:

@@ -26,7 +26,7 @@ from memory.errors import NamespaceError, NotFoundError
 from memory.store.base import StoreBase, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
-from memory.store.consolidated import _awake, _drop_consolidated
+from memory.store.consolidated import _awake, _count_hits, _drop_consolidated
 from memory.store.links import _unlink_links
 from memory.store.versions import _STATE_SQL, _bump
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IndexOpRow, _MemoryRow, _TombstoneRow,
@@ -413,7 +413,9 @@ class MemoryRows(StoreBase):
 
     def touch(self, ns: Namespace, ids: Sequence[str], at: datetime | None = None) -> None:
         """Record that these memories of ``ns`` were recalled into a prompt at ``at``
-        (keeps the last ACCESS_TIMES_KEPT times for ACT-R activation)."""
+        (keeps the last ACCESS_TIMES_KEPT times for ACT-R activation); a
+        consolidated one among them counts a hit and wakes up if it was dormant
+        (``memory.store.consolidated``), in the same transaction."""
         if not ids:
             return
         at = at or utcnow()
@@ -427,6 +429,7 @@ class MemoryRows(StoreBase):
                              [{"mid": r.id, "times": json.dumps((json.loads(r.access_times or "[]")
                                                                  + [at.isoformat()])[-ACCESS_TIMES_KEPT:])}
                               for r in rows])
+                _count_hits(conn, ns, [r.id for r in rows], at)
 
     def iter_ids(self, ns: Namespace) -> list[str]:
         """Ids of every live memory of ``ns`` (for index repair)."""
