@@ -981,19 +981,20 @@ def _contradicted(core, ns: Namespace, f: Fact, said_at: datetime):
     if f.quoted or not can_change(f.text):
         return None, None  # no slot family, polarity, negation, feeling or change verb: nothing to judge
     best = unsure = None
-    for live in core.list(ns, limit=CONTRADICTION_WINDOW):
-        if f.key and live.key == f.key:
+    for live_id, key, created_at, text in core.store.recent_claims(ns, CONTRADICTION_WINDOW):
+        if f.key and key == f.key:
             return None, None
-        if live.created_at is not None and live.created_at > said_at:
+        if created_at is not None and created_at > said_at:
             continue  # a newer statement is not replaced by an older one
-        verdict = judge(live.text, f.text)
+        verdict = judge(text, f.text)
         if verdict.changes and (best is None or verdict.overlap > best[0]):
-            best = (verdict.overlap, live, verdict)
+            best = (verdict.overlap, live_id, verdict)
         elif verdict.conflicts and (unsure is None or verdict.overlap > unsure[0]):
-            unsure = (verdict.overlap, live, verdict)
+            unsure = (verdict.overlap, live_id, verdict)
     if best is None and unsure is None:
         return None, None
-    overlap, live, verdict = best or unsure  # type: ignore[misc]
+    overlap, live_id, verdict = best or unsure  # type: ignore[misc]
+    live = core.get(ns, live_id)
     log.info("capture %s: new fact %s memory %s (%s, topic overlap %.2f)", ns, verdict.kind, live.id,
              verdict.family or "-", overlap)
     return (live, None) if best is not None else (None, live)

@@ -78,6 +78,9 @@ _KEY_SQL = select(_MemoryRow.__table__).where(  # type: ignore[attr-defined]
 _TOMBSTONE_SQL = select(func.max(_TombstoneRow.__table__.c.forgotten_at)).where(  # type: ignore[attr-defined]
     _TombstoneRow.__table__.c.namespace == bindparam("ns"),  # type: ignore[attr-defined]
     _TombstoneRow.__table__.c.fingerprint.in_(bindparam("fps", expanding=True)))  # type: ignore[attr-defined]
+_M = _MemoryRow.__table__  # type: ignore[attr-defined]
+_RECENT_SQL = select(_M.c.id, _M.c.key, _M.c.created_at, _M.c.text).where(_M.c.namespace == bindparam("ns")) \
+    .order_by(_M.c.updated_at.desc(), _M.c.id).limit(bindparam("limit"))
 
 
 class MemoryRows(StoreBase):
@@ -224,6 +227,15 @@ class MemoryRows(StoreBase):
             forgotten = conn.execute(_TOMBSTONE_SQL, {"ns": str(ns), "fps": prints}).scalar() if prints else None
         when = _aware(forgotten)
         return (_to_memory(row, ns) if row else None), when  # type: ignore[arg-type]
+
+    def recent_claims(self, ns: Namespace, limit: int) -> list[tuple[str, str | None, datetime | None, str]]:
+        """The ``limit`` newest live memories of ``ns`` (``list``'s order) as
+        ``(id, key, created_at, text)``: what capture's contradiction check reads
+        of each, on a bare connection without building ``Memory`` objects (the
+        capture hot path; ``list`` of 100 cost ~8 ms against ~1 ms). Raises StoreError."""
+        with self._read() as s:
+            return [(r.id, r.key, _aware(r.created_at), r.text)
+                    for r in s.connection().execute(_RECENT_SQL, {"ns": str(ns), "limit": int(limit)})]
 
     def list(self, ns: Namespace, limit: int = 50, offset: int = 0, *, include_dormant: bool = True) -> list[Memory]:
         """Live memories of ``ns``, newest first; without dormant consolidated ones
