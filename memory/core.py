@@ -68,7 +68,7 @@ from memory.cache import NamespaceCache
 from memory.errors import NotFoundError, SearchIndexError, StoreError
 from memory.explain import visible_in
 from memory.index import SearchIndex
-from memory.links import LinkParams, link_entities
+from memory.links import LinkParams, link_entities_many
 from memory.recall import RecallParams, Scorer, recall
 from memory.store import Store, new_memory_id, utcnow
 from memory.text import fingerprint, normalise
@@ -646,11 +646,20 @@ class MemoryCore:
 
     def _link_entities(self, ns: Namespace, memory: Memory, said: datetime) -> None:
         """Entity links of a memory just stored or superseded (``memory.links.link_entities``);
-        a failure is logged, never the add's."""
-        try:
-            link_entities(self.store, ns, memory.id, memory.text, said, self.links)
-        except Exception:  # noqa: BLE001 - links are a recall aid; the memory is stored
-            log.exception("entity links of memory %s in %s failed", memory.id, ns)
+        inside ``batch()`` they are made at the block's end, one scan per namespace
+        for the whole block. A failure is logged, never the add's."""
+        deferred = getattr(self._deferred, "links", None)
+        if deferred is not None:
+            deferred.setdefault(ns, []).append((memory.id, memory.text, said))
+            return
+        self._link_entities_many({ns: [(memory.id, memory.text, said)]})
+
+    def _link_entities_many(self, pending: dict[Namespace, list[tuple[str, str, datetime]]]) -> None:
+        for ns, new in pending.items():
+            try:
+                link_entities_many(self.store, ns, new, self.links)
+            except Exception:  # noqa: BLE001 - links are a recall aid; the memories are stored
+                log.exception("entity links of %d memories in %s failed", len(new), ns)
 
     # -- index maintenance -------------------------------------------------
 
@@ -659,17 +668,23 @@ class MemoryCore:
         """Defer the index writes of this thread's core calls until the block ends,
         then apply them all in one index write (bulk ingest: imports, replays,
         benchmarks). SQL and the outbox are written at once as usual, so a crash
-        inside the block loses nothing: maintenance applies the outbox. Nested
-        blocks join the outermost one."""
+        inside the block loses no memory: maintenance applies the outbox. The
+        block's entity links are made at its end too, one namespace scan for all
+        (``memory.links.link_entities_many``); a crash inside the block loses only
+        those links (a recall aid). Nested blocks join the outermost one."""
         if getattr(self._deferred, "ids", None) is not None:
             yield
             return
         self._deferred.ids = {}
+        self._deferred.links = {}
         try:
             yield
         finally:
             pending: dict[Namespace, set[str]] = self._deferred.ids
-            self._deferred.ids = None
+            links: dict[Namespace, list[tuple[str, str, datetime]]] = self._deferred.links
+            self._deferred.ids = self._deferred.links = None
+            if links:
+                self._link_entities_many(links)
             if pending:
                 self._commits.submit(pending)
 

@@ -33,7 +33,7 @@ from datetime import datetime
 from functools import lru_cache
 
 __all__ = ["DEFAULT_HALF_LIFE_DAYS", "W_MAX", "REASONS", "decayed", "grown", "spread", "entities",
-           "LinkParams", "link_entities", "MAX_ENTITIES", "ENTITY_MAX_SHARE"]
+           "LinkParams", "link_entities", "link_entities_many", "MAX_ENTITIES", "ENTITY_MAX_SHARE"]
 
 DEFAULT_HALF_LIFE_DAYS = 30.0
 """Days after which an unused link keeps half its weight."""
@@ -185,17 +185,48 @@ def link_entities(store, ns, memory_id: str, text: str, at: datetime, params: Li
     """Link the memory ``memory_id`` of ``ns`` (text ``text``, said at ``at``) to
     the older live memories of ``ns`` that name one of its ``entities``, reason
     ``entity``, ``params.entity`` per shared entity; an entity already named by
-    more than ``ENTITY_MAX_SHARE`` other memories is skipped. Bounded: one
-    ``Store.mentioning`` read per entity (at most ``MAX_ENTITIES``) and one write
-    per linked entity. Returns the pairs written. Raises StoreError."""
-    if params.entity <= 0:
+    more than ``ENTITY_MAX_SHARE`` other memories is skipped. ``link_entities_many``
+    with one memory. Returns the pairs written. Raises StoreError."""
+    return link_entities_many(store, ns, [(memory_id, text, at)], params)
+
+
+def link_entities_many(store, ns, new: Sequence[tuple[str, str, datetime]],
+                       params: LinkParams = LinkParams()) -> int:
+    """``link_entities`` for several memories of ``ns`` just stored, in the order
+    they were stored: ``new`` is ``[(memory id, text, said at)]``; each links to
+    the live memories of ``ns`` stored before it (the ones before it in ``new``
+    included), so a pair is linked once. Bounded: one ``Store.mentioning`` read
+    for all their entities (one scan of the namespace: ``MemoryCore.batch`` links a
+    block's memories with it at the block's end) and one write per memory and
+    distinct number of shared entities (nearly always one). Returns the pairs
+    written. Raises StoreError."""
+    from memory.store.links import MAX_LINKED_IDS
+
+    if params.entity <= 0 or not new:
         return 0
+    last = {memory_id: k for k, (memory_id, _, _) in enumerate(new)}  # a memory stored twice links once, as last stored
+    items = [(memory_id, entities(text), at) for k, (memory_id, text, at) in enumerate(new) if last[memory_id] == k]
+    needles = list(dict.fromkeys(e for _, names, _ in items for e in names))
+    if not needles:
+        return 0
+    found = store.mentioning(ns, needles, limit=ENTITY_MAX_SHARE + 1 + len(items))
     written = 0
-    for ent in entities(text):
-        found = store.mentioning(ns, ent, limit=ENTITY_MAX_SHARE + 2)
-        others = [i for i, t in found if i != memory_id and ent in _named(t)]
-        if not others or len(others) > ENTITY_MAX_SHARE:
-            continue
-        written += store.strengthen_links(ns, [memory_id, *others], reason="entity", at=at, amount=params.entity,
-                                          half_life_days=params.half_life_days, pairs_with=memory_id)
+    step = MAX_LINKED_IDS - 1  # strengthen_links takes this many others beside the memory's own id
+    for k, (memory_id, names, at) in enumerate(items):
+        later = {i for i, _, _ in items[k:]}
+        shared: dict[str, int] = {}
+        for ent in names:
+            others = [i for i, t in found.get(ent, ()) if i not in later and ent in _named(t)]
+            if len(others) > ENTITY_MAX_SHARE:
+                continue
+            for i in others:
+                shared[i] = shared.get(i, 0) + 1
+        by_count: dict[int, list[str]] = {}
+        for i, n in shared.items():
+            by_count.setdefault(n, []).append(i)
+        for n, others in sorted(by_count.items()):
+            for j in range(0, len(others), step):
+                written += store.strengthen_links(ns, [memory_id, *others[j:j + step]], reason="entity", at=at,
+                                                  amount=params.entity * n, half_life_days=params.half_life_days,
+                                                  pairs_with=memory_id)
     return written

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from itertools import combinations
 
-from sqlalchemy import Connection, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, func
 
@@ -150,18 +150,32 @@ class Links(StoreBase):
             neighbours.sort(key=lambda n: (-n[1], n[0]))
         return out
 
-    def mentioning(self, ns: Namespace, needle: str, *, limit: int) -> list[tuple[str, str]]:
-        """Up to ``limit`` live memories of ``ns`` whose normalised text contains
-        ``needle`` (itself normalised: ``memory.text.normalise``) as a substring:
-        ``[(id, text)]``, oldest first. One query, a scan of the namespace's rows
-        (entity linking at add time, ``memory.links``); callers check the match."""
-        if not needle or limit <= 0:
-            return []
-        pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        q = select(_M.c.id, _M.c.text).where(_M.c.namespace == str(ns), _M.c.norm.like(pattern, escape="\\")) \
-            .order_by(_M.c.created_at, _M.c.id).limit(limit)
+    def mentioning(self, ns: Namespace, needles: Sequence[str], *, limit: int) -> dict[str, list[tuple[str, str]]]:
+        """For each of ``needles`` (each normalised: ``memory.text.normalise``), up
+        to ``limit`` live memories of ``ns`` whose normalised text contains it as a
+        substring: ``{needle: [(id, text), …]}``, oldest first; every needle asked
+        for has an entry. One query for all needles (a single scan of the
+        namespace's rows, read only until every needle has ``limit``), for entity
+        linking at add time (``memory.links``); callers check the match. Raises
+        StoreError."""
+        wanted = list(dict.fromkeys(n for n in needles if n))
+        out: dict[str, list[tuple[str, str]]] = {n: [] for n in wanted}
+        if not wanted or limit <= 0:
+            return out
+        like = [_M.c.norm.like("%" + n.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",
+                               escape="\\") for n in wanted]
+        q = select(_M.c.id, _M.c.text, _M.c.norm).where(_M.c.namespace == str(ns), or_(*like)) \
+            .order_by(_M.c.created_at, _M.c.id)
+        open_ = set(wanted)
         with self._read() as s:
-            return [(r.id, r.text) for r in s.connection().execute(q, {})]
+            for r in s.connection().execute(q, {}):
+                for n in [n for n in open_ if n in (r.norm or "")]:
+                    out[n].append((r.id, r.text))
+                    if len(out[n]) >= limit:
+                        open_.discard(n)
+                if not open_:
+                    break
+        return out
 
     def count_links(self, ns: Namespace) -> int:
         """How many association links ``ns`` holds (stats, tests, benchmarks)."""

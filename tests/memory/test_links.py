@@ -154,6 +154,33 @@ def test_a_memory_naming_what_older_ones_name_is_linked_to_them(core, namespace)
     assert len(core.store.links_of(namespace, [many[1]])[many[1]]) >= 1
 
 
+def _all_links(core, ns, ids):
+    links = core.store.links_of(ns, ids, at=T0)
+    return sorted({(min(a, b), max(a, b), round(w, 6), r) for a in ids for b, w, r in links[a]})
+
+
+def test_a_batch_links_entities_as_adds_one_at_a_time_do(core, namespace):
+    """Inside ``batch()`` the block's entity links are made at its end in one scan: the same pairs and weights
+    as the same adds one at a time (a pair once, two shared entities count twice, a memory later in the block
+    links to one earlier in it), zh, en and mixed; the everyday-word cut-off still holds."""
+    texts = ["我养了一只叫煤球的黑猫🐈", "煤球上周去看了兽医", "Lena took 煤球 to Berlin",
+             "My sister Lena lives in Berlin", "老板又改需求了，加班到十点！",
+             *[f"Tokyo trip number {i}" for i in range(ENTITY_MAX_SHARE + 2)]]
+    one_by_one = [core.add(namespace, core.new(namespace, t, created_at=T0)).memory.id for t in texts]
+    other = Namespace(namespace.tenant, namespace.subject + "-batched")
+    with core.batch():
+        batched = [core.add(other, core.new(other, t, created_at=T0)).memory.id for t in texts]
+        assert core.store.count_links(other) == 0  # made at the block's end
+    rename = dict(zip(batched, one_by_one))
+    got = sorted((min(rename[a], rename[b]), max(rename[a], rename[b]), w, r)
+                 for a, b, w, r in _all_links(core, other, batched))
+    want = _all_links(core, namespace, one_by_one)
+    assert got == want
+    lena_berlin = (min(one_by_one[2], one_by_one[3]), max(one_by_one[2], one_by_one[3]), 2.0, "entity")
+    assert lena_berlin in want  # Lena and Berlin: two shared entities, one pair of weight 2
+    assert core.store.links_of(other, [batched[-1]])[batched[-1]] == []  # Tokyo: named by too many
+
+
 def test_memories_recalled_together_are_linked(core, namespace):
     """mark_recalled links each pair of the ids that went into one prompt; one id links nothing."""
     ids = _memories(core, namespace, ["I love jazz 🎷", "我在杭州上班", "My sister Lena lives in Berlin"])
