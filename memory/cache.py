@@ -18,10 +18,13 @@ is stamped with the namespace's write version (``Store.namespace_state``)
 read *before* its rows, and is used only while the stored version still equals
 the stamp: any write in any process (add, edit, forget, move) bumps the
 version in its own transaction, so the next recall anywhere reloads. A reload
-reads the rows' stamps (id, row version, visibility, origin) and the texts of
-the new or changed rows only: it appends them to the old view and masks out
+reads which memories changed since its stamp from the store's change log
+(``Store.changes_since``) and only those rows; when the log cannot tell (too
+many writes behind, a write that changed rows it did not name) it reads the
+rows' stamps (id, row version, visibility, origin) and the texts of the new or
+changed rows only. Either way it appends them to the old view and masks out
 the removed rows and the old versions of changed ones, so its cost grows with
-what changed, plus one read of the stamps. When more than a quarter of the
+what changed (plus, without the log, one read of the stamps). When more than a quarter of the
 rows would be dead or new, it reads the whole namespace instead, reusing the
 old view's tokens and vectors of rows whose text did not change; a cold load reads the namespace's
 vectors from the index in one read (``SearchIndex.namespace_vectors``) and
@@ -225,7 +228,7 @@ class NamespaceView:
     Immutable once built; safe to share between threads."""
 
     __slots__ = ("ids", "texts", "_origins", "_groups", "docs", "bm25", "matrix", "version", "nbytes", "_masks",
-                 "_lock", "sig", "_rows", "_alive")
+                 "_lock", "sig", "_rows", "_alive", "_where")
 
     def __init__(self, rows: Sequence[MemoryText], matrix: np.ndarray | None, version: int = -1,
                  docs: Sequence[Sequence[str]] | None = None, terms: Collection[str] | None = None,
@@ -243,6 +246,7 @@ class NamespaceView:
         self.sig = sig
         self._rows = room
         self._alive: np.ndarray | None = None
+        self._where: dict[str, int] | None = None
         held = room.array.nbytes if room is not None else (matrix.nbytes if matrix is not None else 0)
         self.nbytes = (self.bm25.nbytes + held + len(rows) * _DOC_OVERHEAD
                        + sum(sys.getsizeof(t) for t in self.texts) + _VIEW_OVERHEAD)
@@ -303,6 +307,13 @@ class NamespaceView:
                 alive[:n] = self._alive
             alive[list(gone)] = False
             new._alive = alive
+        if self._where is not None:  # carried along: a dict copy instead of a walk over every row
+            where = dict(self._where)
+            for j in gone:
+                if where.get(self.ids[j]) == j:
+                    del where[self.ids[j]]
+            where.update((m.id, n + i) for i, m in enumerate(rows))
+            new._where = where
         held = (self._rows.array.nbytes if self._rows is not None else self.matrix.nbytes)
         new.nbytes = (self.nbytes - self.bm25.nbytes - held + new.bm25.nbytes + room.array.nbytes  # type: ignore[union-attr]
                       + k * _DOC_OVERHEAD + sum(sys.getsizeof(t) for t in new.texts[n:]))
@@ -341,6 +352,15 @@ class NamespaceView:
     def dead(self) -> int:
         """Rows masked out (removed or replaced since the view was loaded)."""
         return 0 if self._alive is None else int(len(self._alive) - self._alive.sum())
+
+    def where(self) -> dict[str, int]:
+        """``{memory id: row}`` of the live rows, computed once per view (an
+        appended view derives it from its parent's)."""
+        with self._lock:
+            if self._where is None:
+                alive = self._alive
+                self._where = {i: j for j, i in enumerate(self.ids) if alive is None or alive[j]}
+            return self._where
 
     def alive_sig(self) -> dict[tuple[str, int, str, str], int]:
         """``{sig: row}`` of the live rows."""
@@ -463,16 +483,34 @@ class NamespaceCache:
 
 
 def _refresh(store: Store, index: SearchIndex, ns: Namespace, old: NamespaceView) -> NamespaceView | None:
-    """``old`` brought up to the namespace's current state by reading the stamps
-    of its rows (``Store.search_stamps``) and the texts of new or changed rows
-    only: new rows appended, removed ones and the old versions of changed ones
+    """``old`` brought up to the namespace's current state by reading the rows
+    the change log names since its stamp (``Store.changes_since``), or, when the
+    log cannot tell, the stamps of every row (``Store.search_stamps``), and the
+    texts of new or changed rows only: new rows appended, removed ones and the old versions of changed ones
     masked out (``NamespaceView.appended``). None when that would leave more than
     a quarter of the rows dead or append more than a quarter (the caller reloads
     the whole namespace, which compacts). The rows read after the stamp may be
     newer than it (each is kept as read), never older."""
-    stamp, sig = store.search_stamps(ns)
     n = len(old)
     assert old.sig is not None
+    changes = store.changes_since(ns, old.version)
+    if changes is not None:  # the change log names what changed: read those rows only
+        stamp, ids = changes
+        if not ids:
+            return old.restamped(stamp)
+        _, rows = store.search_rows(ns, sorted(ids))
+        where = old.where()
+        now = {(m.id, m.version, m.visibility.value, m.origin) for m in rows}
+        gone = [where[i] for i in ids if i in where and old.sig[where[i]] not in now]
+        held = {old.sig[where[i]] for i in ids if i in where}
+        rows = [m for m in rows if (m.id, m.version, m.visibility.value, m.origin) not in held]
+        if not rows and not gone:
+            return old.restamped(stamp)
+        if old.dead + len(gone) > n // 4 or len(rows) > max(64, n // 4):
+            return None
+        vectors = index.vectors(rows) if rows else np.empty((0, index.embedder.dim), dtype=np.float32)
+        return old.appended(rows, vectors, [tokens(m.text) for m in rows], stamp, gone)
+    stamp, sig = store.search_stamps(ns)
     gone: list[int] = []
     if not old.dead and sig[:n] == old.sig:  # the usual case: only adds since, old rows first in read order
         fresh = sig[n:]

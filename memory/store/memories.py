@@ -131,7 +131,7 @@ class MemoryRows(StoreBase):
             conn.execute(insert(_MemoryRow.__table__), [values])  # type: ignore[attr-defined]
             conn.execute(insert(_IndexOpRow.__table__),  # type: ignore[attr-defined]
                          [dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0)])
-            _bump(conn, ns, 1)
+            _bump(conn, ns, 1, [memory.id])
         return _to_memory(SimpleNamespace(**values))  # type: ignore[arg-type]
 
     def get(self, ns: Namespace, memory_id: str) -> Memory:
@@ -311,7 +311,7 @@ class MemoryRows(StoreBase):
             row.valid_from = at
             s.add(row)
             s.add(_IndexOpRow(namespace=str(ns), memory_id=row.id, op="upsert", created_at=at))
-            _bump(s, ns)
+            _bump(s, ns, 0, [row.id])
             _unlink(s, ns, [row.id])  # the disagreement was with the old text (the core re-judges the new one)
             _unlink_links(s, ns, [row.id])  # so were its associations; the new text earns its own
         return _to_memory(row)
@@ -395,7 +395,7 @@ class MemoryRows(StoreBase):
                 for origin, message_id in sources:
                     _redact_line(s, ns, origin, message_id)
             s.add(_IndexOpRow(namespace=str(ns), memory_id=memory_id, op="delete", created_at=now))
-            _bump(s, ns, -1)
+            _bump(s, ns, -1, [memory_id])
             if purge:
                 s.add(_IndexOpRow(namespace=str(ns), memory_id=memory_id, op="purge", created_at=now))
 

@@ -7,7 +7,7 @@ One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` �
 ``audit_log``, ``_IdentityRow`` → ``identities``, ``_LastRecallRow`` →
 ``last_recall``, ``_PendingRow`` → ``pending_confirmations``, ``_ConflictRow`` →
 ``memory_conflicts``, ``_ApiKeyRow`` → ``api_keys``, ``_NamespaceStateRow`` →
-``namespace_state``, ``_LinkRow`` → ``memory_links``, ``_ConsolidatedRow`` →
+``namespace_state``, ``_NamespaceChangeRow`` → ``namespace_changes``, ``_LinkRow`` → ``memory_links``, ``_ConsolidatedRow`` →
 ``consolidated``, ``_ConsolidationStateRow`` → ``consolidation_state``), registered on
 ``SQLModel.metadata`` when this module is imported; the row → ``Memory``
 conversion; and the engine helpers (URL normalisation, SQLite pragmas and
@@ -358,6 +358,21 @@ class _NamespaceStateRow(SQLModel, table=True):
     namespace: str = Field(primary_key=True, max_length=260)
     version: int = 0
     live: int = 0
+
+
+class _NamespaceChangeRow(SQLModel, table=True):
+    """Which memories each write version of a namespace changed: one row per
+    memory id and version (``memory_id`` ``*``: the write changed rows it did
+    not name — a chat migration, an identity move — so a reader reloads the
+    whole namespace). Written by ``_bump`` in the write's transaction and kept
+    for the last ``memory.store.versions.CHANGES_KEPT`` versions, it lets
+    recall's cache read only what changed since its stamp (``Store.changes_since``)."""
+
+    __tablename__ = "namespace_changes"
+
+    namespace: str = Field(primary_key=True, max_length=260)
+    version: int = Field(primary_key=True)
+    memory_id: str = Field(primary_key=True, max_length=32)
 
 
 class _LinkRow(SQLModel, table=True):

@@ -8,18 +8,40 @@ namespace — calls ``_bump`` inside its own transaction: the namespace's
 the rows, so a cache is never newer than its stamp, and a stamp that differs
 from the stored version means a reload: every replica sees a change at its
 next recall, whatever process made it.
+
+The same transaction logs which memories the new version changed
+(``namespace_changes``; ``*`` when the write does not name them), keeping the
+last ``CHANGES_KEPT`` versions: a cache stamped with a version still in the
+log reloads only those memories' rows (``changes_since``), a cost that grows
+with what changed instead of with the namespace.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import bindparam, select
 
 from memory.store.base import StoreBase
-from memory.store.tables import _MemoryRow, _NamespaceStateRow
+from memory.store.tables import _MemoryRow, _NamespaceChangeRow, _NamespaceStateRow
 from memory.types import Namespace
 
 _T = _NamespaceStateRow.__table__  # type: ignore[attr-defined]
+_C = _NamespaceChangeRow.__table__  # type: ignore[attr-defined]
 _STATE_SQL = select(_T.c.version, _T.c.live).where(_T.c.namespace == bindparam("ns"))
+_LOG_SQL = _C.insert().from_select(
+    ["namespace", "version", "memory_id"],
+    select(_T.c.namespace, _T.c.version, bindparam("mid")).where(_T.c.namespace == bindparam("ns")))
+_PRUNE_SQL = _C.delete().where(_C.c.namespace == bindparam("ns"), _C.c.version <= select(
+    _T.c.version - bindparam("kept")).where(_T.c.namespace == bindparam("ns")).scalar_subquery())
+_SINCE_SQL = select(_C.c.version, _C.c.memory_id).where(_C.c.namespace == bindparam("ns"),
+                                                          _C.c.version > bindparam("since"))
+
+CHANGES_KEPT = 256
+"""Write versions per namespace whose changed memories stay in the log: a cache
+more than this many writes behind reads the namespace's stamps instead."""
+ALL = "*"
+"""The ``memory_id`` of a logged version that changed memories it does not name."""
 
 
 def _bump_sql(dialect: str):
@@ -41,12 +63,18 @@ def _bump_sql(dialect: str):
 _BUMPS: dict = {}
 
 
-def _bump(conn, ns: Namespace | str, live_delta: int = 0) -> None:
+def _bump(conn, ns: Namespace | str, live_delta: int = 0, changed: Sequence[str] | None = None) -> None:
     """In the caller's transaction (a Connection or an ORM Session): version + 1
     and live + ``live_delta`` for ``ns``, creating its row (version 1) when
-    missing. One upsert statement, atomic on SQLite and PostgreSQL alike."""
+    missing (one upsert, atomic on SQLite and PostgreSQL alike); then the new
+    version's ``changed`` memory ids go into the change log (None: ``ALL``, the
+    write changed rows it does not name) and versions older than
+    ``CHANGES_KEPT`` leave it."""
     dialect = conn.get_bind().dialect.name if hasattr(conn, "get_bind") else conn.dialect.name
     conn.execute(_bump_sql(dialect), {"ns": str(ns), "live0": max(live_delta, 0), "delta": live_delta})
+    for mid in (list(dict.fromkeys(changed)) if changed is not None else None) or [ALL]:
+        conn.execute(_LOG_SQL, {"ns": str(ns), "mid": mid})
+    conn.execute(_PRUNE_SQL, {"ns": str(ns), "kept": CHANGES_KEPT})
 
 
 class NamespaceVersions(StoreBase):
@@ -66,3 +94,24 @@ class NamespaceVersions(StoreBase):
             m = _MemoryRow.__table__  # type: ignore[attr-defined]
             n = conn.execute(select(func.count()).select_from(m).where(m.c.namespace == str(ns))).scalar()
         return 0, int(n or 0)
+
+    def changes_since(self, ns: Namespace, version: int) -> tuple[int, set[str]] | None:
+        """``(current write version, ids of the memories changed after version
+        ``version``)`` of ``ns`` from the change log — the ids of writes made
+        after the version was read included (a reader may see rows newer than
+        its stamp, never older); None when the log cannot tell: a version it no
+        longer holds (more than ``CHANGES_KEPT`` writes ago, or before the log
+        existed) or a write that did not name its memories (``ALL``). Two
+        indexed reads on one connection."""
+        if version < 0:
+            return None
+        with self.engine.connect() as conn:
+            state = conn.execute(_STATE_SQL, {"ns": str(ns)}).first()
+            stamp = int(state.version) if state is not None else 0
+            if stamp == version:
+                return stamp, set()
+            rows = conn.execute(_SINCE_SQL, {"ns": str(ns), "since": version}).all()
+        if stamp < version or len({r.version for r in rows if r.version <= stamp}) < stamp - version \
+                or any(r.memory_id == ALL for r in rows):
+            return None
+        return stamp, {r.memory_id for r in rows}

@@ -298,3 +298,50 @@ def test_an_appended_view_leaves_its_predecessor_as_it_was(sqlite_core):
     assert (first.matrix[-1] == sqlite_core.index.vectors(rows_a)[0]).all()
     assert (second.matrix[-1] == sqlite_core.index.vectors(rows_b)[0]).all()
     assert first.bm25.df("日语") == 1 and second.bm25.df("日语") == 0 and second.bm25.df("5k") == 1
+
+
+def test_the_change_log_names_what_each_write_changed(core):
+    """``changes_since`` after an add, an edit and a forget names exactly those memories (zh, en, emoji,
+    traditional); nothing since the current version is an empty set; a chat migration (rows it does not
+    name), a version older than the log keeps, and a negative version give None — the cache then reads
+    every stamp."""
+    from memory.store.versions import CHANGES_KEPT
+
+    ns = Namespace("default", "tg:8181")
+    first = core.add(ns, core.new(ns, "我養了一隻貓🐈")).memory.id
+    v0, _ = core.store.namespace_state(ns)
+    assert core.store.changes_since(ns, v0) == (v0, set())
+    second = core.add(ns, core.new(ns, "I love hiking in the Alps ⛰️")).memory.id
+    core.update(ns, first, "我养了两只猫")
+    assert core.store.changes_since(ns, v0) == (v0 + 2, {second, first})
+    core.forget(ns, second)
+    v1, _ = core.store.namespace_state(ns)
+    assert core.store.changes_since(ns, v0)[1] == {first, second} and core.store.changes_since(ns, v1 - 1)[1] == {second}
+    assert core.store.changes_since(ns, -1) is None
+    other = Namespace("default", "tg:8282")
+    core.add(other, core.new(other, "群里说周六去爬山", origin=GROUP, visibility=Visibility.GROUP))
+    before, _ = core.store.namespace_state(other)
+    core.store.migrate_chat("default", GROUP, ChatRef("qq", ChatKind.GROUP, "7003"), "admin")
+    assert core.store.changes_since(other, before) is None
+    for i in range(CHANGES_KEPT + 1):
+        core.add(ns, core.new(ns, f"第{i}条 note number {i}"))
+    assert core.store.changes_since(ns, v1) is None  # the log no longer reaches back that far
+    v2, _ = core.store.namespace_state(ns)
+    assert core.store.changes_since(ns, v2 - 3) is not None
+
+
+def test_a_chat_migration_is_seen_by_a_warm_cache(core):
+    """A group migrated to a new id (rows the change log does not name): the warm cache reads every stamp and
+    recalls in the new group exactly as exact search does; the old group sees nothing of it."""
+    ns = Namespace("default", "tg:8383")
+    _fill(core, ns)
+    cached = _cached(core)
+    assert cached.recall(ns, ["爬山"], chat=GROUP)
+    moved = ChatRef("qq", ChatKind.GROUP, "7004")
+    core.store.migrate_chat("default", GROUP, moved, "admin")
+    for chat in (GROUP, moved):
+        now = utcnow()
+        exact = core.recall(ns, ["爬山 jazz 猫"], chat=chat, now=now, params=RecallParams(exact_max=EXACT_MAX))
+        assert _shape(cached.recall(ns, ["爬山 jazz 猫"], chat=chat, now=now)) == _shape(exact), chat
+    assert cached.recall(ns, ["爬山 jazz 猫"], chat=GROUP) == []
+    assert cached.recall(ns, ["爬山 jazz 猫"], chat=moved)
