@@ -23,6 +23,7 @@ import re
 import time
 import unicodedata
 from dataclasses import dataclass
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -91,7 +92,8 @@ class Pipeline:
         self._capture_slots: asyncio.Semaphore | None = None
         self._after: list[_After] = []  # queued for the worker (_spawn_after)
         self._worker: asyncio.Task | None = None
-        self._last_turn: dict[str, float] = {}  # namespace → time.monotonic() of its last turn here
+        # namespace → time.monotonic() of its last turn here, oldest first; bounded (_turned)
+        self._last_turn: OrderedDict[str, float] = OrderedDict()
         self._consolidators: dict[str, Consolidator] = {}
         self._consolidating: asyncio.Task | None = None
         self._consolidation_started: float | None = None
@@ -150,6 +152,21 @@ class Pipeline:
         """``time.monotonic()`` of the last turn of ``ns`` in this process (a
         message, a command or an edit), None when it had none since start-up."""
         return self._last_turn.get(str(ns))
+
+    def _turned(self, ns: Namespace, now: float | None = None) -> None:
+        """Record a turn of ``ns`` now (``time.monotonic()``), and forget the
+        namespaces whose last turn is older than every tenant's ``idle_s`` (they
+        read as idle either way), so the map holds the recently active people
+        instead of growing with everyone who ever spoke to this process."""
+        now = time.monotonic() if now is None else now
+        self._last_turn[str(ns)] = now
+        self._last_turn.move_to_end(str(ns))
+        keep = max((t.consolidation.idle_s for t in self.settings.tenants.values()), default=0.0)
+        while self._last_turn:
+            oldest, at = next(iter(self._last_turn.items()))
+            if now - at <= keep:
+                break
+            del self._last_turn[oldest]
 
     def idle(self, ns: Namespace, idle_s: float, now: float | None = None) -> bool:
         """True when ``ns`` had no turn in this process for ``idle_s`` seconds."""
@@ -351,7 +368,7 @@ class Pipeline:
                     privileged: bool = True) -> TurnResult:
         chat = msg.chat
         started = time.perf_counter()
-        self._last_turn[str(ns)] = time.monotonic()  # consolidation waits until the person is idle
+        self._turned(ns)  # consolidation waits until the person is idle
         lang = await self._language(tenant, t, msg)
         if not msg.sender_name:  # nothing visible in the name: a readable one, never a bare id
             label = _PLATFORM_LABELS.get(msg.platform, msg.platform)

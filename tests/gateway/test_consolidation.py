@@ -67,6 +67,20 @@ async def test_maintenance_pass_waits_until_the_person_is_idle(core, llm, monkey
     assert await idle.consolidate_idle() == []  # nothing new since
 
 
+def test_the_last_turn_map_forgets_people_idle_longer_than_every_tenant_waits(sqlite_core, llm, monkeypatch):
+    """The per-namespace last-turn times are kept only while they can still keep a pass away (idle_s 600): an
+    older entry goes when the next turn is recorded, so the map holds the recently active, not everyone who
+    ever wrote; a person still inside idle_s keeps theirs and stays busy."""
+    p = _pipeline(sqlite_core, llm, monkeypatch, idle_s=600)
+    people = [Namespace("default", f"tg:{2000 + i}") for i in range(50)]
+    for i, ns in enumerate(people):
+        p._turned(ns, now=1000.0 + i)
+    assert len(p._last_turn) == 50 and not p.idle(people[0], 600, now=1100.0)
+    p._turned(NS, now=1000.0 + 49 + 601)  # every earlier entry is now older than 600 s
+    assert list(p._last_turn) == [str(NS)]
+    assert p.idle(people[0], 600, now=1700.0) and not p.idle(NS, 600, now=1700.0)
+
+
 async def test_maintenance_pass_without_a_model_links_only(core, monkeypatch):
     """No chat model configured: the pass records its clusters and writes no abstraction."""
     monkeypatch.setenv("HUIYI_TENANTS__DEFAULT__CONSOLIDATION__MIN_NEW", "3")
