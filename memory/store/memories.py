@@ -73,6 +73,8 @@ class MemoryText:
 
 _NOT_IN_MEMORY = frozenset({"norm", "tenant", "source_fp"})
 """Columns of ``memories`` that ``_to_memory`` does not read."""
+_GET_COLUMNS = tuple(c.name for c in _MemoryRow.__table__.c if c.name not in _NOT_IN_MEMORY)  # type: ignore[attr-defined]
+_DATE_COLUMNS = tuple(c for c in ("created_at", "updated_at", "valid_from", "valid_to", "event_time") if c in _GET_COLUMNS)
 _KEY_SQL = select(_MemoryRow.__table__).where(  # type: ignore[attr-defined]
     _MemoryRow.__table__.c.namespace == bindparam("ns"), _MemoryRow.__table__.c.key == bindparam("key"))  # type: ignore[attr-defined]
 _TOMBSTONE_SQL = select(func.max(_TombstoneRow.__table__.c.forgotten_at)).where(  # type: ignore[attr-defined]
@@ -146,16 +148,32 @@ class MemoryRows(StoreBase):
         """Live memories of ``ns`` among ``ids`` (ids of other namespaces are simply absent)."""
         if not ids:
             return {}
-        t = _MemoryRow.__table__  # type: ignore[attr-defined]
+        ids = list(dict.fromkeys(ids))
+        mark = "?" if self.is_sqlite else "%s"
         # `namespace || ''`: still filtered on the namespace, but not through its index —
         # SQLite otherwise scans a large namespace for ~80 ids instead of looking each
-        # up by primary key (5 ms vs 0.9 ms at 10k memories)
-        # only the columns a Memory is built from (not norm, tenant, source_fp): recall's hot path
-        q = select(*(c for c in t.c if c.name not in _NOT_IN_MEMORY)).where(
-            t.c.id.in_(list(ids)), t.c.namespace.concat("") == str(ns))
-        with self.engine.connect() as conn:  # plain rows, not ORM objects: recall reads ~80 per turn
-            rows = conn.execute(q).all()
-        return {r.id: _to_memory(r, ns) for r in rows}  # type: ignore[arg-type]
+        # up by primary key (5 ms vs 0.9 ms at 10k memories); only the columns a Memory
+        # is built from (not norm, tenant, source_fp); the DBAPI cursor itself, whose
+        # plain tuples skip SQLAlchemy's per-value result processing (recall's hot
+        # path: ~60 candidates a turn, 2.4 → 1.3 ms p50 measured on a 3,000-memory namespace)
+        sql = (f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE id IN ({', '.join([mark] * len(ids))}) "
+               f"AND namespace || '' = {mark}")
+        with self.engine.connect() as conn:
+            cur = conn.connection.cursor()
+            try:
+                cur.execute(sql, (*ids, str(ns)))
+                rows = cur.fetchall()
+            finally:
+                cur.close()
+        out: dict[str, Memory] = {}
+        for r in rows:
+            row = SimpleNamespace(**dict(zip(_GET_COLUMNS, r)))
+            for name in _DATE_COLUMNS:  # SQLite hands back the stored text; PostgreSQL a datetime
+                value = getattr(row, name)
+                if isinstance(value, str):
+                    setattr(row, name, datetime.fromisoformat(value))
+            out[row.id] = _to_memory(row, ns)  # type: ignore[arg-type]
+        return out
 
     def live_if_at_most(self, ns: Namespace, n: int) -> list[MemoryText] | None:
         """Every live memory of ``ns`` when it holds at most ``n``, else None (one
