@@ -15,6 +15,7 @@ milliseconds; the goal (issue 14) is a turn without a model within 30 ms p95.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import random
 import shutil
@@ -122,7 +123,12 @@ def run(namespaces: int = 200, per_ns: int = 20, turns: int = 200, seed: int = 5
             if big:
                 await turns_loop(f"one person × {big}", [heavy_uid], 20_000)
 
-        asyncio.run(all_turns())
+        gc.collect()
+        gc.freeze()  # as ``huiyi serve`` does once started (gateway.app.create_app's freeze_gc)
+        try:
+            asyncio.run(all_turns())
+        finally:
+            gc.unfreeze()
         rows = [(f"{label}: {name}", percentile(v, 50), percentile(v, 95))
                 for label, out in stages.items() for name, v in out.items()]
         print(table(f"pipeline [{core.index.embedder.name}]: {turns} private turns over {namespaces} people × "

@@ -126,7 +126,7 @@ def serve(host: Annotated[str | None, typer.Option(help="listen address")] = Non
     # slow and hostile clients: a bound on connections at once (503 beyond it), and
     # idle keep-alive connections closed after 5 s; the body itself must arrive
     # within settings.body_timeout_s (gateway.app._body)
-    uvicorn.run(create_app(settings, telegram_polling=polling), host=host or settings.host, port=port or settings.port,
+    uvicorn.run(create_app(settings, telegram_polling=polling, freeze_gc=True), host=host or settings.host, port=port or settings.port,
                 log_config=None, limit_concurrency=settings.max_connections, timeout_keep_alive=5)
 
 
