@@ -205,6 +205,11 @@ class _Rows:
 _GROW = threading.Lock()
 
 
+def _held(room: _Rows | None, matrix: np.ndarray | None) -> int:
+    """Bytes of a view's vectors: its rows with room, else its matrix, else 0."""
+    return room.array.nbytes if room is not None else (matrix.nbytes if matrix is not None else 0)
+
+
 def _room(n: int) -> int:
     """Rows to allocate for a matrix of ``n``: a tenth more (at least 64), for the
     appends of the captures that follow."""
@@ -247,7 +252,7 @@ class NamespaceView:
         self._rows = room
         self._alive: np.ndarray | None = None
         self._where: dict[str, int] | None = None
-        held = room.array.nbytes if room is not None else (matrix.nbytes if matrix is not None else 0)
+        held = _held(room, matrix)
         self.nbytes = (self.bm25.nbytes + held + len(rows) * _DOC_OVERHEAD
                        + sum(sys.getsizeof(t) for t in self.texts) + _VIEW_OVERHEAD)
 
@@ -277,8 +282,8 @@ class NamespaceView:
         room past this view's rows and no other view claimed them (else copied
         into new rows with room), so the cost grows with ``rows``, not with the
         namespace. For a cached view (``sig`` and a matrix); ValueError otherwise."""
-        if self.sig is None or self.matrix is None:
-            raise ValueError("appended needs a cached view with vectors")
+        if self.sig is None:
+            raise ValueError("appended needs a cached view")
         n, k = len(self), len(rows)
         new = self._successor(version)
         new.ids = self.ids + [m.id for m in rows]
@@ -289,18 +294,19 @@ class NamespaceView:
         new.bm25 = self.bm25.appended(new.docs[n:])
         new.sig = self.sig + [(m.id, m.version, m.visibility.value, m.origin) for m in rows]
         room = self._rows
-        with _GROW:
-            shared = room is not None and room.used == n and len(room.array) >= n + k
-            if shared:
-                room.array[n:n + k] = vectors  # type: ignore[union-attr]
-                room.used = n + k  # type: ignore[union-attr]
-        if not shared:
-            array = np.empty((_room(n + k), self.matrix.shape[1]), dtype=np.float32)
-            array[:n] = self.matrix
-            array[n:n + k] = vectors
-            room = _Rows(array, n + k)
-        new._rows = room
-        new.matrix = room.array[:n + k]  # type: ignore[union-attr]
+        if self.matrix is not None:
+            with _GROW:
+                shared = room is not None and room.used == n and len(room.array) >= n + k
+                if shared:
+                    room.array[n:n + k] = vectors  # type: ignore[union-attr]
+                    room.used = n + k  # type: ignore[union-attr]
+            if not shared:
+                array = np.empty((_room(n + k), self.matrix.shape[1]), dtype=np.float32)
+                array[:n] = self.matrix
+                array[n:n + k] = vectors
+                room = _Rows(array, n + k)
+            new._rows = room
+            new.matrix = room.array[:n + k]  # type: ignore[union-attr]
         if self._alive is not None or gone:
             alive = np.ones(n + k, dtype=bool)
             if self._alive is not None:
@@ -314,8 +320,8 @@ class NamespaceView:
                     del where[self.ids[j]]
             where.update((m.id, n + i) for i, m in enumerate(rows))
             new._where = where
-        held = (self._rows.array.nbytes if self._rows is not None else self.matrix.nbytes)
-        new.nbytes = (self.nbytes - self.bm25.nbytes - held + new.bm25.nbytes + room.array.nbytes  # type: ignore[union-attr]
+        held = _held(self._rows, self.matrix)
+        new.nbytes = (self.nbytes - self.bm25.nbytes - held + new.bm25.nbytes + _held(new._rows, new.matrix)
                       + k * _DOC_OVERHEAD + sum(sys.getsizeof(t) for t in new.texts[n:]))
         return new
 
@@ -426,11 +432,18 @@ class NamespaceCache:
         (its estimate at most half the bound, so one namespace never flushes the rest)."""
         return live * (dim * 4 + _DOC_OVERHEAD + 400) <= self.max_bytes // 2
 
-    def get(self, ns: Namespace, version: int) -> NamespaceView | None:
-        """The view of ``ns`` when it is stamped ``version``, else None."""
+    def fits_postings(self, live: int) -> bool:
+        """Whether a namespace of ``live`` memories can be held without its vectors
+        (``view(..., vectors=False)``: BM25 in process with the namespace's own
+        statistics, the vector channel through the index), on ``fits``' rule."""
+        return live * (_DOC_OVERHEAD + 400) <= self.max_bytes // 2
+
+    def get(self, ns: Namespace, version: int, vectors: bool = True) -> NamespaceView | None:
+        """The view of ``ns`` when it is stamped ``version`` (and holds vectors, or
+        not, as ``vectors`` asks), else None."""
         with self._lock:
             v = self._views.get(str(ns))
-            if v is None or v.version != version:
+            if v is None or v.version != version or (v.matrix is not None) != vectors:
                 return None
             self._views.move_to_end(str(ns))
             self.hits += 1
@@ -457,24 +470,28 @@ class NamespaceCache:
             if old is not None:
                 self._bytes -= old.nbytes
 
-    def view(self, store: Store, index: SearchIndex, ns: Namespace, version: int) -> NamespaceView:
-        """The view of ``ns`` at its current write version: from memory when the
-        stamp is ``version``, else (re)loaded — the version read first, then the
+    def view(self, store: Store, index: SearchIndex, ns: Namespace, version: int,
+             vectors: bool = True) -> NamespaceView:
+        """The view of ``ns`` at its current write version, with its vectors or
+        (``vectors`` False: a namespace ``fits_postings`` only) without: from
+        memory when the stamp is ``version``, else (re)loaded — the version read first, then the
         rows (``Store.search_rows``), so a view is never older than its stamp.
         A reload of a cached namespace extends its old view with what changed
         (``_refresh``) unless much changed; then, and for a cold namespace, it
         reads the whole namespace, reusing the tokens and vectors of unchanged rows. Raises StoreError, EmbedderError (a vector
         neither cached nor indexed could not be made)."""
-        hit = self.get(ns, version)
+        hit = self.get(ns, version, vectors)
         if hit is not None:
             return hit
         with self._lock:
             old = self._views.get(str(ns))
+        if old is not None and (old.matrix is not None) != vectors:
+            old = None  # the namespace crossed the vector budget: a whole load in the other kind
         view = _refresh(store, index, ns, old) if old is not None and old.sig is not None else None
         appended = view is not None
         if view is None:
             stamp, rows = store.search_rows(ns)
-            view = _load(index, ns, rows, stamp, old)
+            view = _load(index, ns, rows, stamp, old, vectors)
         with self._lock:
             self.loads += 1
             self.appends += appended
@@ -508,8 +525,7 @@ def _refresh(store: Store, index: SearchIndex, ns: Namespace, old: NamespaceView
             return old.restamped(stamp)
         if old.dead + len(gone) > n // 4 or len(rows) > max(64, n // 4):
             return None
-        vectors = index.vectors(rows) if rows else np.empty((0, index.embedder.dim), dtype=np.float32)
-        return old.appended(rows, vectors, [tokens(m.text) for m in rows], stamp, gone)
+        return old.appended(rows, _vectors(index, old, rows), [tokens(m.text) for m in rows], stamp, gone)
     stamp, sig = store.search_stamps(ns)
     gone: list[int] = []
     if not old.dead and sig[:n] == old.sig:  # the usual case: only adds since, old rows first in read order
@@ -524,14 +540,30 @@ def _refresh(store: Store, index: SearchIndex, ns: Namespace, old: NamespaceView
     if old.dead + len(gone) > n // 4 or len(fresh) > max(64, n // 4):
         return None  # much changed: a whole load costs about the same and compacts
     _, rows = store.search_rows(ns, [s[0] for s in fresh]) if fresh else (stamp, [])
-    vectors = index.vectors(rows) if rows else np.empty((0, index.embedder.dim), dtype=np.float32)
-    return old.appended(rows, vectors, [tokens(m.text) for m in rows], stamp, gone)
+    return old.appended(rows, _vectors(index, old, rows), [tokens(m.text) for m in rows], stamp, gone)
+
+
+def _vectors(index: SearchIndex, old: NamespaceView, rows: Sequence[MemoryText]) -> np.ndarray:
+    """The vectors of ``rows`` appended to ``old``: none for a view without vectors."""
+    if rows and old.matrix is not None:
+        return index.vectors(rows)
+    return np.empty((0, index.embedder.dim), dtype=np.float32)
 
 
 def _load(index: SearchIndex, ns: Namespace, rows: Sequence[MemoryText], version: int,
-          old: NamespaceView | None) -> NamespaceView:
+          old: NamespaceView | None, vectors: bool = True) -> NamespaceView:
     """A view of ``rows``: tokens and vectors of rows unchanged since ``old`` are
-    reused; a cold load reads the namespace's stored vectors in one index read."""
+    reused; a cold load reads the namespace's stored vectors in one index read.
+    ``vectors`` False: tokens only (no matrix)."""
+    if not vectors:
+        reuse = {i: j for j, i in enumerate(old.ids)} if old is not None else {}
+        docs = []
+        for m in rows:
+            j = reuse.get(m.id)
+            docs.append(old.docs[j] if j is not None and old is not None and old.texts[j] == m.text
+                        else tuple(tokens(m.text)))
+        sig = [(m.id, m.version, m.visibility.value, m.origin) for m in rows]
+        return NamespaceView(rows, None, version, docs, sig=sig)
     dim = index.embedder.dim
     room = _Rows(np.empty((_room(len(rows)), dim), dtype=np.float32), len(rows))
     matrix = room.array[:len(rows)]

@@ -28,10 +28,15 @@ namespace's own statistics — checked against the namespace's write version in
 SQL on every recall, so a write in any process is seen at the next one.
 Otherwise a namespace of at most ``EXACT_MAX`` live memories (its live count
 read from SQL) is searched exactly in process — its rows read from SQL in that
-namespace and searched through the same view code — and a larger one through
-the LanceDB index (full-text + vector search, both prefiltered on the
-namespace). The cached and the exact path give identical channels and
-identical BM25 confidence (IDF over the namespace's disclosed rows).
+namespace and searched through the same view code. A larger one whose vectors
+are over the cache's budget but whose postings fit is held without vectors:
+BM25 in process with its own statistics, the vector channel through the
+LanceDB index (prefiltered on the namespace). Without a cache, a larger one
+goes through the index for both channels (full-text + vector search, both
+prefiltered on the namespace; the full-text statistics are then the whole
+table's). The cached and the exact path give identical channels and identical
+BM25 confidence (IDF over the namespace's disclosed rows); the postings-only
+path the same BM25 channel and confidence.
 
 The query is the conversation tail: the latest user message weighs most
 (weight 1.0), older lines less (``TAIL_DECAY`` per step back). Both channels
@@ -251,8 +256,10 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, lines: Sequence[s
     elif 0 < params.exact_max and live <= params.exact_max:
         small = store.live_if_at_most(ns, params.exact_max)
         view = _exact_view(index, small, lines, weights, params) if small else None
+    elif cache is not None and cache.fits_postings(live):  # too big for its vectors: BM25 stays in process
+        view = cache.view(store, index, ns, version, vectors=False)
     if view is not None:
-        ranked = _search_view(index, view, lines, weights, params, chat)
+        ranked = _search_view(index, view, lines, weights, params, chat, ns)
     elif small is not None:
         ranked = {}
     else:
@@ -521,11 +528,13 @@ def _exact_view(index: SearchIndex, small: Sequence[MemoryText], lines: Sequence
 
 
 def _search_view(index: SearchIndex, view: NamespaceView, lines: Sequence[str], weights: Sequence[float],
-                 params: RecallParams, chat: ChatRef | None) -> dict[str, list[tuple[str, float]]]:
+                 params: RecallParams, chat: ChatRef | None, ns: Namespace) -> dict[str, list[tuple[str, float]]]:
     """Both channels over a namespace view, disclosure applied (``NamespaceView.disclosed``,
     the rule of ``_disclosed``): BM25 with the disclosed documents' own statistics
-    (``bm25_scores``' arithmetic), cosine against every disclosed vector; each
-    list best first, ties broken by id, cut at ``params.candidates``."""
+    (``bm25_scores``' arithmetic), cosine against every disclosed vector — or, for
+    a view held without vectors (a namespace over the cache's vector budget), the
+    index's vector search of ``ns`` with the same disclosure; each list best
+    first, ties broken by id, cut at ``params.candidates``."""
     mask = view.disclosed(chat)
     ranked: dict[str, list[tuple[str, float]]] = {}
     if not len(view) or (mask is not None and not mask.any()):
@@ -535,6 +544,8 @@ def _search_view(index: SearchIndex, view: NamespaceView, lines: Sequence[str], 
         ranked["bm25"] = view.top(scores, mask, params.candidates, positive=True)
     if "vector" in params.channels:
         q = _query_vector(index, lines, weights)
-        if q is not None:
+        if q is not None and view.matrix is None:
+            ranked["vector"] = [(h.id, h.score) for h in index.search_vector(ns, q, params.candidates, chat=chat)]
+        elif q is not None:
             ranked["vector"] = view.top(view.cosine(q), mask, params.candidates, positive=False)
     return ranked

@@ -345,3 +345,37 @@ def test_a_chat_migration_is_seen_by_a_warm_cache(core):
         assert _shape(cached.recall(ns, ["爬山 jazz 猫"], chat=chat, now=now)) == _shape(exact), chat
     assert cached.recall(ns, ["爬山 jazz 猫"], chat=GROUP) == []
     assert cached.recall(ns, ["爬山 jazz 猫"], chat=moved)
+
+
+def test_a_namespace_over_the_vector_budget_keeps_its_bm25_in_process(core):
+    """A cache too small for the namespace's vectors but not for its postings holds it without vectors: BM25
+    with the namespace's own statistics in process, the vector channel through the index — the same hits, ranks
+    and (to float32 rounding) scores as exact search in every chat, zh / en / emoji / traditional; an add and a
+    forget in between are appended to it and seen (SQLite and PostgreSQL)."""
+    ns = Namespace("default", "tg:8484")
+    _fill(core, ns)
+    _, live = core.store.namespace_state(ns)
+    budget = _cached(core, mib=0.04)
+    assert budget.cache is not None
+    assert not budget.cache.fits(live, core.index.embedder.dim) and budget.cache.fits_postings(live)
+
+    def same(q: str, chat: ChatRef | None) -> None:
+        now = utcnow()
+        exact = core.recall(ns, [q], chat=chat, now=now, params=RecallParams(exact_max=EXACT_MAX))
+        got = budget.recall(ns, [q], chat=chat, now=now, params=RecallParams(exact_max=0))
+        assert [(h.memory.id, h.ranks) for h in got] == [(h.memory.id, h.ranks) for h in exact], (q, chat)
+        assert [h.score for h in got] == pytest.approx([h.score for h in exact], rel=1e-5)
+
+    for q in QUERIES[:10]:
+        for chat in (None, GROUP, OTHER_GROUP):
+            same(q, chat)
+    version, _ = core.store.namespace_state(ns)
+    held = budget.cache.get(ns, version, vectors=False)
+    assert held is not None and held.matrix is None
+    added = core.add(ns, core.new(ns, "我們下個月去京都看紅葉 🍁")).memory.id
+    gone = next(h.memory.id for h in core.recall(ns, ["猫"]) if "煤球" in h.memory.text)
+    core.forget(ns, gone)
+    for q in ["京都 紅葉", "猫", "咖啡"]:
+        same(q, None)
+    assert added in {h.memory.id for h in budget.recall(ns, ["京都 紅葉"], params=RecallParams(exact_max=0))}
+    assert budget.cache.appends >= 1
