@@ -498,11 +498,11 @@ class SearchIndex:
         """Whether the table has a vector index (``build_ann``)."""
         return any("vector" in ix.columns for ix in self._table.list_indices())
 
-    def build_ann(self, *, force: bool = False) -> bool:
+    def build_ann(self, *, force: bool = False) -> int:
         """Build the ANN vector index (``ANN_INDEX``, ⌈√rows⌉ partitions up to
         ``ANN_MAX_PARTITIONS``) unless there is one or the table has fewer than
         ``ann_min_rows`` rows (``force``: whatever the row count, from 256 rows,
-        what k-means needs to train); True when one was built. Minutes of CPU at a million rows, so it does not
+        what k-means needs to train); returns its partitions, 0 when none was built. Minutes of CPU at a million rows, so it does not
         hold the write lock: Lance commits the index beside concurrent appends
         and deletes (their rows are searched flat until the next optimize), and
         a build that loses its commit to a compaction fails here and is tried
@@ -510,14 +510,14 @@ class SearchIndex:
         try:
             n = self.count()
             if self.has_ann() or n < (256 if force else max(256, self.ann_min_rows)):
-                return False
+                return 0
             parts = min(ANN_MAX_PARTITIONS, max(1, math.ceil(math.sqrt(n))))
             log.info("index: building the vector index (%s, %d partitions) over %d rows", ANN_INDEX, parts, n)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 self._table.create_index(metric="l2", vector_column_name="vector", index_type=ANN_INDEX,
                                          num_partitions=parts, replace=True)
-            return True
+            return parts
         except Exception as exc:
             raise SearchIndexError(f"vector index build failed: {exc}") from exc
 
