@@ -113,3 +113,25 @@ def test_ann_search_keeps_the_group_disclosure_filter(ann_index):
         hits = ann_index.search_vector(THIN, q, 50, chat=GROUP)
         assert hits and {h.id for h in hits} <= in_group
         assert len(hits) == len(in_group)
+
+
+def test_purge_rewrites_the_vector_index_without_the_forgotten_rows(tmp_path):
+    """A forget's purge (``SearchIndex.purge``) leaves no file of the vector index
+    that held the deleted rows: the index is rewritten over the live rows only
+    and the old one's directory is removed (module docstring's promise)."""
+    index = SearchIndex(tmp_path / "index", SeededEmbedder(), ann_min_rows=2_000)
+    index.upsert([_memory(i) for i in range(2_100)])
+    index.optimize()
+
+    def vector_index():
+        ix = next(ix for ix in index._table.list_indices() if "vector" in ix.columns)
+        return ix.index_uuid, index._table.index_stats(ix.name).num_indexed_rows
+
+    old, rows = vector_index()
+    thin = sorted(index.ids(THIN))
+    index.delete(THIN, thin)
+    index.purge()
+    new, left = vector_index()
+    assert new != old and left == rows - len(thin)
+    assert not (tmp_path / "index" / "memories.lance" / "_indices" / old).exists()
+    assert index.search_vector(BIG, _queries(1)[0], 5)
