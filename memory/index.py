@@ -44,7 +44,8 @@ its files, until compaction rewrites the fragment and cleanup removes the old
 versions. ``purge()`` does both at once (compaction that materialises *every*
 deletion — Lance's default only rewrites fragments with more than 10 %
 deleted rows — then removal of all older versions, with the FTS and scalar
-indices rebuilt over the compacted data). A forget runs it (memory.core), so
+indices rebuilt over the compacted data and the vector index, when there is
+one, rewritten without the deleted rows). A forget runs it (memory.core), so
 afterwards no file under the index holds the forgotten text. It needs the
 ``pylance`` package (``Table.to_lance()``). Another *process* still reading an
 older version at that moment sees one failed search (its recall degrades to
