@@ -20,19 +20,22 @@ would both leak work across namespaces and return too few rows.
 Vector search is flat (exact) until the table holds ``ANN_MIN_ROWS`` rows;
 from then on ``optimize`` (maintenance, a full rebuild) builds an ANN index on
 ``vector`` (``ANN_INDEX``, L2 on the unit vectors, ⌈√rows⌉ partitions up to
-``ANN_MAX_PARTITIONS``),
-and later optimizes fold new rows into it (rows not yet in it are searched
-flat, so a new memory is found at once). A search through it probes the
-partitions nearest the query, searching only the namespace's rows in them
-(the prefilter is an allow-list handed to the index), and goes on to further
-partitions until ``k × ANN_REFINE`` candidates are found (``minimum_nprobes``
-``ANN_NPROBES``, ``maximum_nprobes`` 0: no limit), so a namespace scattered
-thinly through the table still gets its candidates; the candidates are then
-re-ranked by their exact distances (``refine_factor``), so the scores returned
-are exact cosines and only the choice of candidates is approximate. Recall
-reaches the index only for namespaces above ``EXACT_MAX`` that its cache
-cannot hold (``memory.recall``); ``bench speed`` prints the recall@10 of this
-search against the exact one.
+``ANN_MAX_PARTITIONS``), and later optimizes fold new rows into it (rows not
+yet in it are searched flat, so a new memory is found at once). A search
+through it computes quantised distances to every row of the ``ANN_NPROBES``
+partitions nearest the query and keeps those of the namespace (the prefilter
+is an allow-list handed to the index: its cost is the partitions' rows, not
+the namespace's), takes the best ``k × ANN_REFINE`` as candidates and re-ranks
+them by their exact distances (``refine_factor``): the scores returned are
+exact cosines, only the choice of candidates is approximate. A namespace (or
+its disclosure in a group) too thin to fill ``k`` hits from those partitions
+is searched again flat — exact, and cheap because few rows pass its filter.
+LanceDB's dynamic probing (``maximum_nprobes`` above the minimum, or 0)
+searched every partition under a prefilter in lancedb 0.40 (``bench speed``,
+1M rows: 1.0M distance computations against 254k at 20 of 128), so the probes
+are fixed. Recall reaches the index only for namespaces above ``EXACT_MAX``
+that its cache cannot hold (``memory.recall``); ``bench speed`` prints the
+recall@10 of this search against the exact one.
 
 The embedder's model name and dimension are stored in ``index_meta.json``
 beside the table; opening the index with a different embedder marks it for
@@ -118,12 +121,13 @@ VECTOR_CACHE = 20_000
 ANN_MIN_ROWS = 100_000
 """Rows from which ``optimize`` builds the ANN vector index (``SearchIndex``'s
 ``ann_min_rows``). Below it every vector search stays flat and exact: it reads
-only the namespace's own vectors (the prefilter), a namespace big enough to
-reach the index is then a large share of a small table, and the index's
-training (k-means over the partitions, then the quantiser) would cost minutes
-of a small machine's CPU at every full rebuild for little gain. At 100k rows
-a flat search of a 10k namespace already takes ~100 ms on 2 cores against
-~30 ms through the index (``bench speed``)."""
+only the namespace's own vectors (the prefilter), and a namespace big enough
+to reach the index (above ``EXACT_MAX``, not in the cache) is then a large
+share of a small table, while the index's training (k-means over the
+partitions) costs a minute or more of a small machine's CPU at every full
+rebuild. From here up it pays: at 100k rows the vector channel of a 10k
+namespace took 81 ms p50 flat against 18 ms through the index, at 1M rows
+112 ms against 50 ms (``bench speed``, 2 cores at load average ~4)."""
 ANN_INDEX = "IVF_SQ"
 """The vector index type (LanceDB ``create_index(index_type=…)``): IVF partitions
 of 8-bit scalar-quantised vectors. Its quantiser trains in a pass (a min and max
@@ -133,12 +137,13 @@ pick the candidates, ``ANN_REFINE`` re-ranks them exactly."""
 ANN_MAX_PARTITIONS = 128
 """At most this many IVF partitions (else ⌈√rows⌉). k-means trains on 256 rows per
 partition against every centroid, so its cost grows with the partitions'
-square: 100 partitions took most of the 165 s above, ⌈√1M⌉ = 1000 would take
-hours on a small machine. With 128 a 10k-memory namespace in a 1M table still
-has ~80 rows in each partition."""
+square: 128 partitions took 54–177 s here (1M and 100k rows, as the load
+varied); ⌈√1M⌉ = 1000 would take some 60 times as long. With 128 a 10k-memory
+namespace in a 1M table still has ~80 rows in each partition."""
 ANN_NPROBES = 20
-"""IVF partitions searched at least per query (more only when they hold fewer
-than ``k × ANN_REFINE`` of the namespace's rows)."""
+"""IVF partitions searched per query: 20 of 128 hold ~1,500 rows of a 10k-memory
+namespace in a 1M table, enough for ``k × ANN_REFINE`` candidates at recall's
+40 per channel."""
 ANN_REFINE = 10
 """Candidates per hit re-ranked with exact distances (``refine_factor``)."""
 _ID_RE = re.compile(r"[0-9a-zA-Z_-]{1,32}")
@@ -716,20 +721,26 @@ class SearchIndex:
         """The ``k`` nearest of ``ns``'s rows (and disclosure for group chats) to the
         unit ``vector``, best first, scored by exact cosine: a flat search, or
         through the ANN index once the table has one (module docstring: its
-        candidates are approximate, their scores exact). ``exact``: flat whatever
-        the table has (benchmarks and tests compare the two)."""
+        candidates are approximate, their scores exact; fewer than ``k`` found
+        there: flat again). ``exact``: flat whatever the table has (benchmarks
+        and tests compare the two)."""
         try:
             self._files.acquire_shared()
             try:
-                q = (self._table.search(np.asarray(vector, dtype=np.float32), vector_column_name="vector")
-                     .where(self._where(ns, chat), prefilter=True))
-                # without a vector index LanceDB ignores the probes and the refine: a flat search
-                q = q.bypass_vector_index() if exact else \
-                    q.minimum_nprobes(ANN_NPROBES).maximum_nprobes(0).refine_factor(ANN_REFINE)
-                rows = q.select(["id", "namespace", "_distance"]).limit(k).to_list()
+                rows = self._nearest(ns, vector, k, chat, exact)
+                if not exact and len(rows) < k:  # too thin for the probed partitions (or no index: same search)
+                    rows = self._nearest(ns, vector, k, chat, True)
             finally:
                 self._files.release_shared()
         except Exception as exc:
             raise SearchIndexError(f"vector search failed: {exc}") from exc
         return [IndexHit(r["id"], i + 1, 1.0 - float(r.get("_distance", 0.0)) / 2.0) for i, r in enumerate(rows)
                 if r["namespace"] == str(ns)]
+
+    def _nearest(self, ns: Namespace, vector: np.ndarray, k: int, chat: ChatRef | None, exact: bool) -> list[dict]:
+        """One prefiltered vector query: flat (``exact``) or through the ANN index
+        with fixed probes and the refine (without an index LanceDB ignores both)."""
+        q = (self._table.search(np.asarray(vector, dtype=np.float32), vector_column_name="vector")
+             .where(self._where(ns, chat), prefilter=True))
+        q = q.bypass_vector_index() if exact else q.nprobes(ANN_NPROBES).refine_factor(ANN_REFINE)
+        return q.select(["id", "namespace", "_distance"]).limit(k).to_list()

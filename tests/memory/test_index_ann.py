@@ -23,16 +23,22 @@ ROWS = 3_000
 
 
 class SeededEmbedder:
-    """Unit vectors drawn from a generator seeded by each text's SHA-256: a
-    deterministic stand-in for a model, for tables too big to embed for real."""
+    """A deterministic stand-in for a model, for tables too big to embed for real:
+    each text's SHA-256 seeds a draw of one of ``TOPICS`` topic directions plus
+    noise, so that the vectors cluster as a model's do (uniformly random vectors
+    have no neighbourhoods for IVF partitions to find)."""
 
     name = "seeded-32"
     dim = DIM
     symmetric = True
+    _topics = np.random.default_rng(7).standard_normal((40, DIM))
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
-        out = np.stack([np.random.default_rng(int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "big"))
-                        .standard_normal(DIM) for t in texts]).astype(np.float32)
+        rows = []
+        for t in texts:
+            rng = np.random.default_rng(int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "big"))
+            rows.append(self._topics[rng.integers(len(self._topics))] + 0.6 * rng.standard_normal(DIM))
+        out = np.asarray(rows, dtype=np.float32)
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
     def embed_query(self, text: str) -> np.ndarray:
