@@ -31,9 +31,10 @@ exact cosines, only the choice of candidates is approximate. A namespace (or
 its disclosure in a group) too thin to fill ``k`` hits from those partitions
 is searched again flat — exact, and cheap because few rows pass its filter.
 LanceDB's dynamic probing (``maximum_nprobes`` above the minimum, or 0)
-searched every partition under a prefilter in lancedb 0.40 (``bench speed``,
-1M rows: 1.0M distance computations against 254k at 20 of 128), so the probes
-are fixed. Recall reaches the index only for namespaces above ``EXACT_MAX``
+searched every partition under a prefilter in lancedb 0.40 (``analyze_plan``
+on the bench's 1M store: 1.0M distances per query against 254k at 20 of 128
+partitions, whether the namespace held 99 rows or 10k), so the probes are
+fixed. Recall reaches the index only for namespaces above ``EXACT_MAX``
 that its cache cannot hold (``memory.recall``); ``bench speed`` prints the
 recall@10 of this search against the exact one.
 
@@ -131,9 +132,10 @@ namespace took 81 ms p50 flat against 18 ms through the index, at 1M rows
 ANN_INDEX = "IVF_SQ"
 """The vector index type (LanceDB ``create_index(index_type=…)``): IVF partitions
 of 8-bit scalar-quantised vectors. Its quantiser trains in a pass (a min and max
-per dimension) where PQ's k-means codebooks doubled the build (100k rows, 100
-partitions, 2 loaded cores: 165 s against 325 s); the quantised distances only
-pick the candidates, ``ANN_REFINE`` re-ranks them exactly."""
+per dimension) where PQ's k-means codebooks doubled the build (measured once:
+100k rows, 100 partitions, 2 loaded cores, 165 s against 325 s); the
+quantised distances only pick the candidates, ``ANN_REFINE`` re-ranks them
+exactly."""
 ANN_MAX_PARTITIONS = 128
 """At most this many IVF partitions (else ⌈√rows⌉). k-means trains on 256 rows per
 partition against every centroid, so its cost grows with the partitions'
@@ -728,7 +730,7 @@ class SearchIndex:
             self._files.acquire_shared()
             try:
                 rows = self._nearest(ns, vector, k, chat, exact)
-                if not exact and len(rows) < k:  # too thin for the probed partitions (or no index: same search)
+                if not exact and len(rows) < k and self.has_ann():  # too thin for the probed partitions
                     rows = self._nearest(ns, vector, k, chat, True)
             finally:
                 self._files.release_shared()
