@@ -61,6 +61,10 @@ TARGET_CAPTURE_PER_S = 300.0
 BATCH = 256
 COLD = 5
 """Cold recalls per namespace (each after dropping the namespace from the cache)."""
+TIE = 1e-5
+"""Cosines this close count as equal in the ANN's recall@10: the stores reuse
+pooled vectors, so a namespace holds exact duplicates, and which of two equal
+vectors makes a top 10 is arbitrary."""
 
 STORES = {
     "10k": StoreConfig(total=10_000, namespaces=100, sizes=(3_000, 1_000), pool=1_000),
@@ -121,9 +125,11 @@ def _unembed(core: MemoryCore, q: str) -> None:
         index._vectors.pop("q:" + text_hash(q), None)
 
 
-def _compare(plain: MemoryCore, cached: MemoryCore, ns: Namespace, qs: Sequence[str], checked: int) -> dict[str, float]:
-    """Today's path (``plain``) and the cached path (``cached``) on the same queries,
-    each query timed on both back to back, each embedding its query (``_unembed``);
+def _compare(plain: MemoryCore, cached: MemoryCore, ann: MemoryCore, ns: Namespace, qs: Sequence[str],
+             checked: int) -> dict[str, float]:
+    """Today's path (``plain``), the cached path (``cached``) and today's path over an
+    index with the ANN vector index (``ann``) on the same queries,
+    each query timed on all three back to back, each embedding its query (``_unembed``);
     the cold recall of the cached path
     (``COLD`` queries, the namespace dropped before each); the namespace's bytes in
     the cache; and its top-10 against exact search (``exact_max`` above the
@@ -143,10 +149,11 @@ def _compare(plain: MemoryCore, cached: MemoryCore, ns: Namespace, qs: Sequence[
     before = cached.cache.nbytes
     cached.recall(ns, [qs[0]])
     size = cached.cache.nbytes - before
-    for q in qs[:5]:  # warm-up of both
+    for q in qs[:5]:  # warm-up of all three
         plain.recall(ns, [q])
         cached.recall(ns, [q])
-    today, hot, today_s, hot_s = [], [], [], []
+        ann.recall(ns, [q])
+    today, hot, approx, today_s, hot_s, approx_s = [], [], [], [], [], []
     for q in qs:
         _unembed(plain, q)
         t0 = time.perf_counter()
@@ -156,8 +163,13 @@ def _compare(plain: MemoryCore, cached: MemoryCore, ns: Namespace, qs: Sequence[
         t2 = time.perf_counter()
         cached.recall(ns, [q], params=RecallParams())
         t3 = time.perf_counter()
+        _unembed(ann, q)
+        t4 = time.perf_counter()
+        ann.recall(ns, [q], params=RecallParams())
+        t5 = time.perf_counter()
         today.append(t1 - t0)
         hot.append(t3 - t2)
+        approx.append(t5 - t4)
         # and again with the query's vector at hand: the search alone, which a busy
         # machine's slow embedding otherwise hides
         t0 = time.perf_counter()
@@ -165,8 +177,11 @@ def _compare(plain: MemoryCore, cached: MemoryCore, ns: Namespace, qs: Sequence[
         t1 = time.perf_counter()
         cached.recall(ns, [q], params=RecallParams())
         t2 = time.perf_counter()
+        ann.recall(ns, [q], params=RecallParams())
+        t3 = time.perf_counter()
         today_s.append(t1 - t0)
         hot_s.append(t2 - t1)
+        approx_s.append(t3 - t2)
     same = found = wanted = 0
     exact_params = RecallParams(k=10, exact_max=10**9)
     for q in qs[:checked]:
@@ -176,7 +191,10 @@ def _compare(plain: MemoryCore, cached: MemoryCore, ns: Namespace, qs: Sequence[
         same += exact == got
         found += len(set(exact) & set(got))
         wanted += len(exact)
-    return {"today p50": percentile(today, 50), "today p95": percentile(today, 95),
+    return {**_vector_channel(plain, ann, ns, qs[:checked]),
+            "ann p50": percentile(approx, 50), "ann p95": percentile(approx, 95),
+            "search ann p50": percentile(approx_s, 50), "search ann p95": percentile(approx_s, 95),
+            "today p50": percentile(today, 50), "today p95": percentile(today, 95),
             "cached p50": percentile(hot, 50), "cached p95": percentile(hot, 95),
             "ratio p50": percentile(hot, 50) / percentile(today, 50),
             "ratio p95": percentile(hot, 95) / percentile(today, 95),
@@ -184,6 +202,36 @@ def _compare(plain: MemoryCore, cached: MemoryCore, ns: Namespace, qs: Sequence[
             "search cached p50": percentile(hot_s, 50), "search cached p95": percentile(hot_s, 95),
             "cold p50": percentile(cold, 50), "cold max": max(cold), "bytes": size,
             "identical": same / max(1, len(qs[:checked])), "recall@10": found / wanted if wanted else 1.0}
+
+
+def _vector_channel(plain: MemoryCore, ann: MemoryCore, ns: Namespace, qs: Sequence[str]) -> dict[str, float]:
+    """The vector channel alone on ``qs`` (each query's vector at hand, ``candidates``
+    deep, in ``ns``): seconds of the flat search (``plain``'s index, ``exact``) and
+    of the ANN one (``ann``'s index), alternating query by query; and the ANN's
+    recall@10 against the flat top 10 — by id, and counting an ANN hit whose
+    cosine ties the flat 10th's or beats it (``TIE``) as found."""
+    k = RecallParams().candidates
+    flat_s, ann_s = [], []
+    by_id = by_score = wanted = 0
+    for q in qs:
+        v = ann.index.embed_tail([q])[0]
+        t0 = time.perf_counter()
+        exact = plain.index.search_vector(ns, v, k, exact=True)
+        t1 = time.perf_counter()
+        got = ann.index.search_vector(ns, v, k)
+        t2 = time.perf_counter()
+        flat_s.append(t1 - t0)
+        ann_s.append(t2 - t1)
+        top, mine = exact[:10], got[:10]
+        if not top:
+            continue
+        by_id += len({h.id for h in top} & {h.id for h in mine})
+        by_score += sum(1 for h in mine if h.score >= top[-1].score - TIE)
+        wanted += len(top)
+    return {"vector flat p50": percentile(flat_s, 50), "vector flat p95": percentile(flat_s, 95),
+            "vector ann p50": percentile(ann_s, 50), "vector ann p95": percentile(ann_s, 95),
+            "ann recall@10": by_score / wanted if wanted else float("nan"),
+            "ann recall@10 id": by_id / wanted if wanted else float("nan")}
 
 
 def _threads(embedder, qs: Sequence[str]) -> dict[int, list[float]]:
@@ -340,6 +388,37 @@ def _index(b: Built, name: str, inner) -> tuple[Path, np.ndarray, dict, bool]:
     return idir, vecs, record, False
 
 
+def _ann_index(idir: Path, inner) -> tuple[Path, dict, bool]:
+    """A copy of the index directory ``idir`` with the ANN vector index
+    (``SearchIndex.build_ann``), kept beside it and keyed by the index type and
+    partition cap: ``(directory, build record, reused)``. ``inner``: the embedder."""
+    import shutil
+
+    from memory.index import ANN_INDEX, ANN_MAX_PARTITIONS, SearchIndex
+
+    adir = idir.with_name(f"{idir.name}-ann-{ANN_INDEX.lower()}-{ANN_MAX_PARTITIONS}")
+    record = read_marker(adir)
+    if record is not None:
+        return adir, record, True
+    fresh_dir(adir)
+    adir.rmdir()  # copytree makes it
+    t0 = time.perf_counter()
+    shutil.copytree(idir, adir)
+    copy_s = time.perf_counter() - t0
+    log.info("speed: building the ANN vector index in %s", adir)
+    vecs = np.load(adir / "pool.npy")
+    index = SearchIndex(adir, PooledEmbedder(inner, [], vecs))
+    load = _load()
+    t0 = time.perf_counter()
+    parts = index.build_ann(force=True)
+    build_s = time.perf_counter() - t0
+    del index
+    record = {"copy_s": copy_s, "build_s": build_s, "load": load, "index": ANN_INDEX, "partitions": parts,
+              "built_at": _now()}
+    write_marker(adir, record)
+    return adir, record, False
+
+
 def _undo(store, index, b: Built, original: dict[Namespace, set[str]]) -> None:
     """Remove what the capture measurements added to ``b``'s namespaces (SQL rows and
     their index rows) and drop the outbox, so the kept store is as built."""
@@ -394,32 +473,55 @@ def run(embedder_names: Sequence[str], workdir: Path, quick: bool = False, store
                          f"({irec['embed_ms_per_sentence']:.2f} ms each), {cfg.total} rows written in "
                          f"{irec['write_s']:.1f} s, namespace and full-text indices in {irec['indices_s']:.1f} s")
                 blocks.append(f"== store {store_name} [{name}]: index {built}")
+                adir, arec, areused = _ann_index(idir, inner)
+                blocks.append(f"== store {store_name} [{name}]: ANN vector index ({arec['index']}, "
+                              f"{arec['partitions']} partitions) on a copy of that index: "
+                              + ("reused" if areused else "built") + f" {arec['built_at']}: copy "
+                              f"{arec['copy_s']:.0f} s, index {arec['build_s']:.0f} s at load average {arec['load']}")
                 index = SearchIndex(idir, PooledEmbedder(inner, b.lay.pool, vecs))
                 core = MemoryCore(store, index)
                 cached_core = MemoryCore(store, index, cache_mib=CACHE_MIB)
+                ann_core = MemoryCore(store, SearchIndex(adir, PooledEmbedder(inner, b.lay.pool, vecs)))
+                assert ann_core.index.has_ann() and not index.has_ann()
                 log.info("speed[%s/%s]: today's path vs the namespace cache", store_name, name)
                 typical = b.lay.typical[0]
-                compared = {label: _compare(core, cached_core, ns, qs, run_cfg.checked) for label, ns in
+                compared = {label: _compare(core, cached_core, ann_core, ns, qs, run_cfg.checked) for label, ns in
                             ((f"big ({cfg.sizes[0]})", b.lay.big), (f"mid ({cfg.sizes[1]})", b.lay.mid),
                              (f"typical ({len(store.iter_ids(typical))})", typical))}
-                del cached_core
+                del cached_core, ann_core
                 steps = _breakdown(core, b.lay.big, qs[:100])
                 big, mid = compared[f"big ({cfg.sizes[0]})"], compared[f"mid ({cfg.sizes[1]})"]
                 blocks.append(table(
-                    f"recall [{store_name} / {name}]: today's path vs the namespace cache (each query on both, "
-                    f"back to back; query embedding included; load average {_load()})",
+                    f"recall [{store_name} / {name}]: today's path vs the namespace cache and vs today's path over "
+                    f"the ANN index (each query on all three, back to back; query embedding included; load average "
+                    f"{_load()})",
                     ["namespace", "today p50", "today p95", "cached p50", "cached p95", "ratio p50", "ratio p95",
-                     "cold p50 ms", "cold max ms", "cache MiB", "top-10 identical", "recall@10"],
+                     "cold p50 ms", "cold max ms", "cache MiB", "top-10 identical", "recall@10", "ANN p50", "ANN p95",
+                     "ANN ratio p50", "ANN ratio p95"],
                     [[label, c["today p50"] * 1000, c["today p95"] * 1000, c["cached p50"] * 1000,
                       c["cached p95"] * 1000, c["ratio p50"], c["ratio p95"], c["cold p50"] * 1000,
-                      c["cold max"] * 1000, c["bytes"] / 2**20, c["identical"], c["recall@10"]]
+                      c["cold max"] * 1000, c["bytes"] / 2**20, c["identical"], c["recall@10"], c["ann p50"] * 1000,
+                      c["ann p95"] * 1000, c["ann p50"] / c["today p50"], c["ann p95"] / c["today p95"]]
                      for label, c in compared.items()]))
                 blocks.append(table(
                     f"the same recalls without the query embedding (its vector at hand) [{store_name} / {name}]",
-                    ["namespace", "today p50", "today p95", "cached p50", "cached p95", "ratio p50", "ratio p95"],
+                    ["namespace", "today p50", "today p95", "cached p50", "cached p95", "ratio p50", "ratio p95",
+                     "ANN p50", "ANN p95", "ANN ratio p50", "ANN ratio p95"],
                     [[label, c["search today p50"] * 1000, c["search today p95"] * 1000,
                       c["search cached p50"] * 1000, c["search cached p95"] * 1000,
-                      c["search cached p50"] / c["search today p50"], c["search cached p95"] / c["search today p95"]]
+                      c["search cached p50"] / c["search today p50"], c["search cached p95"] / c["search today p95"],
+                      c["search ann p50"] * 1000, c["search ann p95"] * 1000,
+                      c["search ann p50"] / c["search today p50"], c["search ann p95"] / c["search today p95"]]
+                     for label, c in compared.items()]))
+                blocks.append(table(
+                    f"the vector channel alone, flat vs ANN (SearchIndex.search_vector, {RecallParams().candidates} "
+                    f"deep, the query's vector at hand, alternating; ANN recall@10 against the flat top 10 over "
+                    f"{run_cfg.checked} queries) [{store_name} / {name}]; load average {_load()}",
+                    ["namespace", "flat p50", "flat p95", "ANN p50", "ANN p95", "ratio p50", "ratio p95",
+                     "ANN recall@10", "by id"],
+                    [[label, c["vector flat p50"] * 1000, c["vector flat p95"] * 1000, c["vector ann p50"] * 1000,
+                      c["vector ann p95"] * 1000, c["vector ann p50"] / c["vector flat p50"],
+                      c["vector ann p95"] / c["vector flat p95"], c["ann recall@10"], c["ann recall@10 id"]]
                      for label, c in compared.items()]))
                 blocks.append(
                     f"targets (issue 14, cached, warm): p95 <= {TARGET_BIG_P95_MS:.0f} ms at {cfg.sizes[0]}: "

@@ -67,3 +67,29 @@ def test_a_kept_store_is_reused_and_a_broken_one_rebuilt(tmp_path, monkeypatch):
     assert not first.reused and again.reused and again.dir == first.dir and again.record == first.record
     synthetic.clear_marker(first.dir / "huiyi.db")
     assert not speed._store("tiny", tmp_path).reused
+
+
+def test_the_ann_copy_is_built_once_and_its_vector_channel_is_checked_against_exact(sqlite_core, tmp_path):
+    """``speed._ann_index`` copies a store's index and builds the ANN vector index on
+    the copy (the original stays flat), reused on the next run; ``_vector_channel``
+    times both and scores the ANN top 10 against the exact one (recall in [0, 1],
+    here all found: 300 rows, every candidate refined)."""
+    from memory.index import SearchIndex
+
+    lay = synthetic.layout(SMALL)
+    inner = sqlite_core.index.embedder
+    vecs = inner.embed_documents(lay.pool[:50])
+    idir = tmp_path / "speed-index"  # the fixture core has tmp_path / "index"
+    flat = SearchIndex(idir, synthetic.PooledEmbedder(inner, lay.pool, vecs))
+    synthetic.build_index(flat, lay, vecs)
+    np.save(idir / "pool.npy", vecs)
+    synthetic.build_sql(sqlite_core.store, lay)
+
+    adir, record, reused = speed._ann_index(idir, inner)
+    assert not reused and record["partitions"] >= 1 and speed._ann_index(idir, inner)[2]
+    ann = SearchIndex(adir, synthetic.PooledEmbedder(inner, lay.pool, vecs))
+    assert ann.has_ann() and not flat.has_ann() and ann.count() == flat.count() == 700
+    out = speed._vector_channel(MemoryCore(sqlite_core.store, flat), MemoryCore(sqlite_core.store, ann), lay.big,
+                                ["你还记得我喜欢吃什么吗", "do you remember where my sister lives?", "周末要不要一起去成都"])
+    assert out["ann recall@10"] == 1.0 and 0.0 <= out["ann recall@10 id"] <= 1.0
+    assert out["vector flat p50"] > 0 and out["vector ann p50"] > 0
