@@ -29,6 +29,7 @@ embedding included, identical to exact search):
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -485,9 +486,14 @@ def run(embedder_names: Sequence[str], workdir: Path, quick: bool = False, store
                 assert ann_core.index.has_ann() and not index.has_ann()
                 log.info("speed[%s/%s]: today's path vs the namespace cache", store_name, name)
                 typical = b.lay.typical[0]
-                compared = {label: _compare(core, cached_core, ann_core, ns, qs, run_cfg.checked) for label, ns in
-                            ((f"big ({cfg.sizes[0]})", b.lay.big), (f"mid ({cfg.sizes[1]})", b.lay.mid),
-                             (f"typical ({len(store.iter_ids(typical))})", typical))}
+                gc.collect()
+                gc.freeze()  # the store's layout and the models, as ``huiyi serve`` freezes its start-up objects
+                try:
+                    compared = {label: _compare(core, cached_core, ann_core, ns, qs, run_cfg.checked) for label, ns in
+                                ((f"big ({cfg.sizes[0]})", b.lay.big), (f"mid ({cfg.sizes[1]})", b.lay.mid),
+                                 (f"typical ({len(store.iter_ids(typical))})", typical))}
+                finally:
+                    gc.unfreeze()
                 del cached_core, ann_core
                 steps = _breakdown(core, b.lay.big, qs[:100])
                 big, mid = compared[f"big ({cfg.sizes[0]})"], compared[f"mid ({cfg.sizes[1]})"]
