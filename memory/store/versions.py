@@ -29,24 +29,23 @@ from memory.types import Namespace
 _T = _NamespaceStateRow.__table__  # type: ignore[attr-defined]
 _C = _NamespaceChangeRow.__table__  # type: ignore[attr-defined]
 _STATE_SQL = select(_T.c.version, _T.c.live).where(_T.c.namespace == bindparam("ns"))
-_LOG_SQL = _C.insert().from_select(
-    ["namespace", "version", "memory_id"],
-    select(_T.c.namespace, _T.c.version, bindparam("mid")).where(_T.c.namespace == bindparam("ns")))
-_PRUNE_SQL = _C.delete().where(_C.c.namespace == bindparam("ns"), _C.c.version <= select(
-    _T.c.version - bindparam("kept")).where(_T.c.namespace == bindparam("ns")).scalar_subquery())
 _SINCE_SQL = select(_C.c.version, _C.c.memory_id).where(_C.c.namespace == bindparam("ns"),
                                                           _C.c.version > bindparam("since"))
 
 CHANGES_KEPT = 256
 """Write versions per namespace whose changed memories stay in the log: a cache
 more than this many writes behind reads the namespace's stamps instead."""
+PRUNE_EVERY = 16
+"""``_bump`` drops the versions older than ``CHANGES_KEPT`` at every this many
+writes of a namespace (the log holds up to ``CHANGES_KEPT + PRUNE_EVERY``)."""
 ALL = "*"
 """The ``memory_id`` of a logged version that changed memories it does not name."""
 
 
 def _bump_sql(dialect: str):
     """The bump upsert for ``dialect``, built once (bound parameters ``ns``,
-    ``live0`` and ``delta``): it runs in every memory write's transaction."""
+    ``live0`` and ``delta``; returns the new version): it runs in every memory
+    write's transaction."""
     stmt = _BUMPS.get(dialect)
     if stmt is None:
         if dialect == "postgresql":
@@ -56,7 +55,7 @@ def _bump_sql(dialect: str):
         stmt = insert(_T).values(namespace=bindparam("ns"), version=1, live=bindparam("live0"))
         stmt = stmt.on_conflict_do_update(index_elements=[_T.c.namespace],
                                           set_={"version": _T.c.version + 1, "live": _T.c.live + bindparam("delta")})
-        _BUMPS[dialect] = stmt
+        _BUMPS[dialect] = stmt = stmt.returning(_T.c.version)
     return stmt
 
 
@@ -71,10 +70,12 @@ def _bump(conn, ns: Namespace | str, live_delta: int = 0, changed: Sequence[str]
     write changed rows it does not name) and versions older than
     ``CHANGES_KEPT`` leave it."""
     dialect = conn.get_bind().dialect.name if hasattr(conn, "get_bind") else conn.dialect.name
-    conn.execute(_bump_sql(dialect), {"ns": str(ns), "live0": max(live_delta, 0), "delta": live_delta})
-    for mid in (list(dict.fromkeys(changed)) if changed is not None else None) or [ALL]:
-        conn.execute(_LOG_SQL, {"ns": str(ns), "mid": mid})
-    conn.execute(_PRUNE_SQL, {"ns": str(ns), "kept": CHANGES_KEPT})
+    version = int(conn.execute(_bump_sql(dialect), {"ns": str(ns), "live0": max(live_delta, 0),
+                                                    "delta": live_delta}).scalar_one())
+    ids = (list(dict.fromkeys(changed)) if changed is not None else None) or [ALL]
+    conn.execute(_C.insert(), [{"namespace": str(ns), "version": version, "memory_id": i} for i in ids])
+    if version % PRUNE_EVERY == 0:  # a range delete on the key, every few writes rather than each
+        conn.execute(_C.delete().where(_C.c.namespace == str(ns), _C.c.version <= version - CHANGES_KEPT))
 
 
 class NamespaceVersions(StoreBase):

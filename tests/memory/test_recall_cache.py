@@ -305,7 +305,7 @@ def test_the_change_log_names_what_each_write_changed(core):
     traditional); nothing since the current version is an empty set; a chat migration (rows it does not
     name), a version older than the log keeps, and a negative version give None — the cache then reads
     every stamp."""
-    from memory.store.versions import CHANGES_KEPT
+    from memory.store.versions import CHANGES_KEPT, PRUNE_EVERY
 
     ns = Namespace("default", "tg:8181")
     first = core.add(ns, core.new(ns, "我養了一隻貓🐈")).memory.id
@@ -323,7 +323,7 @@ def test_the_change_log_names_what_each_write_changed(core):
     before, _ = core.store.namespace_state(other)
     core.store.migrate_chat("default", GROUP, ChatRef("qq", ChatKind.GROUP, "7003"), "admin")
     assert core.store.changes_since(other, before) is None
-    for i in range(CHANGES_KEPT + 1):
+    for i in range(CHANGES_KEPT + PRUNE_EVERY):
         core.add(ns, core.new(ns, f"第{i}条 note number {i}"))
     assert core.store.changes_since(ns, v1) is None  # the log no longer reaches back that far
     v2, _ = core.store.namespace_state(ns)
