@@ -66,6 +66,14 @@ _TERM_OVERHEAD = 240
 """Bytes counted per distinct term of a view (dict slot, key string, two small arrays' headers)."""
 
 
+_FIT_BYTES_PER_MEMORY = 2400
+"""What ``fits`` and ``fits_postings`` count per memory beyond its vector: the
+postings, texts and overhead of a view as ``NamespaceView.nbytes`` counts them,
+taken high on purpose — short chat memories with their own vocabulary came to
+~2.2 KB each (19 zh/en/emoji memories), synthetic template text to 0.44–0.57
+KB (``bench.synthetic``). An estimate below a view's real size made a view
+that can never be kept, reloaded at every recall."""
+
 _VIEW_OVERHEAD = 2048
 """Bytes counted per view whatever its size, so that views of empty namespaces
 (a recall of someone who has no memories yet) still count against the bound."""
@@ -430,13 +438,13 @@ class NamespaceCache:
     def fits(self, live: int, dim: int) -> bool:
         """Whether a namespace of ``live`` memories with ``dim``-d vectors can be held
         (its estimate at most half the bound, so one namespace never flushes the rest)."""
-        return live * (dim * 4 + _DOC_OVERHEAD + 400) <= self.max_bytes // 2
+        return live * (dim * 4 + _FIT_BYTES_PER_MEMORY) <= self.max_bytes // 2
 
     def fits_postings(self, live: int) -> bool:
         """Whether a namespace of ``live`` memories can be held without its vectors
         (``view(..., vectors=False)``: BM25 in process with the namespace's own
         statistics, the vector channel through the index), on ``fits``' rule."""
-        return live * (_DOC_OVERHEAD + 400) <= self.max_bytes // 2
+        return live * _FIT_BYTES_PER_MEMORY <= self.max_bytes // 2
 
     def get(self, ns: Namespace, version: int, vectors: bool = True) -> NamespaceView | None:
         """The view of ``ns`` when it is stamped ``version`` (and holds vectors, or

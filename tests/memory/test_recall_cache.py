@@ -355,7 +355,7 @@ def test_a_namespace_over_the_vector_budget_keeps_its_bm25_in_process(core):
     ns = Namespace("default", "tg:8484")
     _fill(core, ns)
     _, live = core.store.namespace_state(ns)
-    budget = _cached(core, mib=0.04)
+    budget = _cached(core, mib=0.1)
     assert budget.cache is not None
     assert not budget.cache.fits(live, core.index.embedder.dim) and budget.cache.fits_postings(live)
 
@@ -371,7 +371,10 @@ def test_a_namespace_over_the_vector_budget_keeps_its_bm25_in_process(core):
             same(q, chat)
     version, _ = core.store.namespace_state(ns)
     held = budget.cache.get(ns, version, vectors=False)
-    assert held is not None and held.matrix is None
+    assert held is not None and held.matrix is None and held.nbytes <= budget.cache.max_bytes // 2
+    loads = budget.cache.loads
+    same("咖啡", None)
+    assert budget.cache.loads == loads  # kept: the next recall is served from memory, not reloaded
     added = core.add(ns, core.new(ns, "我們下個月去京都看紅葉 🍁")).memory.id
     gone = next(h.memory.id for h in core.recall(ns, ["猫"]) if "煤球" in h.memory.text)
     core.forget(ns, gone)
