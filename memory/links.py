@@ -33,7 +33,7 @@ from datetime import datetime
 from functools import lru_cache
 
 __all__ = ["DEFAULT_HALF_LIFE_DAYS", "W_MAX", "REASONS", "decayed", "grown", "spread", "entities",
-           "LinkParams", "link_entities", "link_entities_many", "MAX_ENTITIES", "ENTITY_MAX_SHARE"]
+           "LinkParams", "link_entities", "link_entities_many", "MAX_LINKED_IDS", "MAX_ENTITIES", "ENTITY_MAX_SHARE"]
 
 DEFAULT_HALF_LIFE_DAYS = 30.0
 """Days after which an unused link keeps half its weight."""
@@ -98,6 +98,9 @@ def spread(sources: Sequence[tuple[str, float]], links: Mapping[str, Sequence[tu
 
 
 # -- entities: what two memories name in common ---------------------------------
+
+MAX_LINKED_IDS = 12
+"""``Store.strengthen_links`` links the first this many distinct ids (at most 66 pairs)."""
 
 MAX_ENTITIES = 6
 """``entities`` keeps at most this many per text (proper nouns first)."""
@@ -200,8 +203,6 @@ def link_entities_many(store, ns, new: Sequence[tuple[str, str, datetime]],
     block's memories with it at the block's end) and one write per memory and
     distinct number of shared entities (nearly always one). Returns the pairs
     written. Raises StoreError."""
-    from memory.store.links import MAX_LINKED_IDS
-
     if params.entity <= 0 or not new:
         return 0
     last = {memory_id: k for k, (memory_id, _, _) in enumerate(new)}  # a memory stored twice links once, as last stored

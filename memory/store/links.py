@@ -23,15 +23,13 @@ from sqlalchemy import Connection, bindparam, delete, insert, or_, select, updat
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, func
 
-from memory.links import DEFAULT_HALF_LIFE_DAYS, REASONS, decayed, grown
+from memory.links import DEFAULT_HALF_LIFE_DAYS, MAX_LINKED_IDS, REASONS, decayed, grown
 from memory.store.base import StoreBase, utcnow
 from memory.store.tables import _aware, _LinkRow, _MemoryRow
 from memory.types import Namespace
 
 __all__ = ["Links", "MAX_LINKED_IDS"]
 
-MAX_LINKED_IDS = 12
-"""``strengthen_links`` links the first this many distinct ids (at most 66 pairs)."""
 
 _T = _LinkRow.__table__  # type: ignore[attr-defined]
 _M = _MemoryRow.__table__  # type: ignore[attr-defined]
