@@ -80,6 +80,19 @@ class _NullLock:
         return None
 
 
+def raw_rows(conn, sql: str, params: tuple) -> list[tuple]:
+    """``sql`` run through the DBAPI cursor of SQLAlchemy connection ``conn``
+    (placeholders: ``StoreBase.mark``), its rows as plain tuples: for the hot
+    reads whose rows SQLAlchemy's per-value result processing would cost more
+    than the query (recall's candidates, a namespace's stamps)."""
+    cur = conn.connection.cursor()
+    try:
+        cur.execute(sql, params)
+        return cur.fetchall()
+    finally:
+        cur.close()
+
+
 class StoreBase:
     """Engine, schema and transactions of a ``Store`` (see ``memory.store.Store``
     for the whole surface).
@@ -97,6 +110,8 @@ class StoreBase:
         self.url = _normalise_url(url)
         self.schema = schema
         self.is_sqlite = self.url.startswith("sqlite")
+        #: the DBAPI placeholder of ``raw_rows`` statements (sqlite3 ``?``, psycopg ``%s``)
+        self.mark = "?" if self.is_sqlite else "%s"
         kwargs: dict = {"pool_timeout": POOL_TIMEOUT_S}
         if self.is_sqlite:
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 10}

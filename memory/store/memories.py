@@ -23,7 +23,7 @@ from sqlalchemy import bindparam, func, insert, update
 from sqlmodel import Session, delete, select
 
 from memory.errors import NamespaceError, NotFoundError
-from memory.store.base import StoreBase, utcnow
+from memory.store.base import StoreBase, raw_rows, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
 from memory.store.consolidated import _awake, _count_hits, _drop_consolidated
@@ -149,7 +149,7 @@ class MemoryRows(StoreBase):
         if not ids:
             return {}
         ids = list(dict.fromkeys(ids))
-        mark = "?" if self.is_sqlite else "%s"
+        mark = self.mark
         # `namespace || ''`: still filtered on the namespace, but not through its index —
         # SQLite otherwise scans a large namespace for ~80 ids instead of looking each
         # up by primary key (5 ms vs 0.9 ms at 10k memories); only the columns a Memory
@@ -159,12 +159,7 @@ class MemoryRows(StoreBase):
         sql = (f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE id IN ({', '.join([mark] * len(ids))}) "
                f"AND namespace || '' = {mark}")
         with self.engine.connect() as conn:
-            cur = conn.connection.cursor()
-            try:
-                cur.execute(sql, (*ids, str(ns)))
-                rows = cur.fetchall()
-            finally:
-                cur.close()
+            rows = raw_rows(conn, sql, (*ids, str(ns)))
         out: dict[str, Memory] = {}
         for r in rows:
             row = SimpleNamespace(**dict(zip(_GET_COLUMNS, r)))
@@ -216,15 +211,10 @@ class MemoryRows(StoreBase):
         about a tenth of ``search_rows``' cost at 10k memories."""
         # the DBAPI cursor itself: its rows are plain tuples already, and wrapping
         # 10k of them in SQLAlchemy rows cost more than the query
-        mark = "?" if self.is_sqlite else "%s"
         with self.engine.connect() as conn:
             state = conn.execute(_STATE_SQL, {"ns": str(ns)}).first()
-            cur = conn.connection.cursor()
-            try:
-                cur.execute(f"SELECT id, version, visibility, origin FROM memories WHERE namespace = {mark}", (str(ns),))
-                rows = cur.fetchall()
-            finally:
-                cur.close()
+            rows = raw_rows(conn, f"SELECT id, version, visibility, origin FROM memories WHERE namespace = {self.mark}",
+                            (str(ns),))
         return (int(state.version) if state is not None else 0, [tuple(r) for r in rows])
 
     def find_by_key(self, ns: Namespace, key: str) -> Memory | None:
