@@ -68,7 +68,7 @@ from memory.cache import NamespaceCache
 from memory.errors import NotFoundError, SearchIndexError, StoreError
 from memory.explain import visible_in
 from memory.index import SearchIndex
-from memory.links import LinkParams, link_entities_many
+from memory.links import LinkParams, link_entities
 from memory.recall import RecallParams, Scorer, recall
 from memory.store import Store, new_memory_id, utcnow
 from memory.text import fingerprint, normalise
@@ -652,12 +652,12 @@ class MemoryCore:
         if deferred is not None:
             deferred.setdefault(ns, []).append((memory.id, memory.text, said))
             return
-        self._link_entities_many({ns: [(memory.id, memory.text, said)]})
+        self._link_entities_of({ns: [(memory.id, memory.text, said)]})
 
-    def _link_entities_many(self, pending: dict[Namespace, list[tuple[str, str, datetime]]]) -> None:
+    def _link_entities_of(self, pending: dict[Namespace, list[tuple[str, str, datetime]]]) -> None:
         for ns, new in pending.items():
             try:
-                link_entities_many(self.store, ns, new, self.links)
+                link_entities(self.store, ns, new, self.links)
             except Exception:  # noqa: BLE001 - links are a recall aid; the memories are stored
                 log.exception("entity links of %d memories in %s failed", len(new), ns)
 
@@ -670,7 +670,7 @@ class MemoryCore:
         benchmarks). SQL and the outbox are written at once as usual, so a crash
         inside the block loses no memory: maintenance applies the outbox. The
         block's entity links are made at its end too, one namespace scan for all
-        (``memory.links.link_entities_many``); a crash inside the block loses only
+        (``memory.links.link_entities``); a crash inside the block loses only
         those links (a recall aid). Nested blocks join the outermost one."""
         if getattr(self._deferred, "ids", None) is not None:
             yield
@@ -684,7 +684,7 @@ class MemoryCore:
             links: dict[Namespace, list[tuple[str, str, datetime]]] = self._deferred.links
             self._deferred.ids = self._deferred.links = None
             if links:
-                self._link_entities_many(links)
+                self._link_entities_of(links)
             if pending:
                 self._commits.submit(pending)
 

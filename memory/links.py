@@ -33,7 +33,7 @@ from datetime import datetime
 from functools import lru_cache
 
 __all__ = ["DEFAULT_HALF_LIFE_DAYS", "W_MAX", "REASONS", "decayed", "grown", "spread", "entities",
-           "LinkParams", "link_entities", "link_entities_many", "MAX_LINKED_IDS", "MAX_ENTITIES", "ENTITY_MAX_SHARE"]
+           "LinkParams", "link_entities", "MAX_LINKED_IDS", "MAX_ENTITIES", "ENTITY_MAX_SHARE"]
 
 DEFAULT_HALF_LIFE_DAYS = 30.0
 """Days after which an unused link keeps half its weight."""
@@ -184,22 +184,15 @@ class LinkParams:
             raise ValueError("link amounts must be ≥ 0 and the half-life > 0")
 
 
-def link_entities(store, ns, memory_id: str, text: str, at: datetime, params: LinkParams = LinkParams()) -> int:
-    """Link the memory ``memory_id`` of ``ns`` (text ``text``, said at ``at``) to
-    the older live memories of ``ns`` that name one of its ``entities``, reason
-    ``entity``, ``params.entity`` per shared entity; an entity already named by
-    more than ``ENTITY_MAX_SHARE`` other memories is skipped. ``link_entities_many``
-    with one memory. Returns the pairs written. Raises StoreError."""
-    return link_entities_many(store, ns, [(memory_id, text, at)], params)
-
-
-def link_entities_many(store, ns, new: Sequence[tuple[str, str, datetime]],
-                       params: LinkParams = LinkParams()) -> int:
-    """``link_entities`` for several memories of ``ns`` just stored, in the order
-    they were stored: ``new`` is ``[(memory id, text, said at)]``; each links to
-    the live memories of ``ns`` stored before it (the ones before it in ``new``
-    included), so a pair is linked once. Bounded: one ``Store.mentioning`` read
-    for all their entities (one scan of the namespace: ``MemoryCore.batch`` links a
+def link_entities(store, ns, new: Sequence[tuple[str, str, datetime]],
+                  params: LinkParams = LinkParams()) -> int:
+    """Link each memory of ``ns`` just stored (``new``: ``[(memory id, text, said
+    at)]`` in the order they were stored) to the live memories of ``ns`` stored
+    before it (the ones before it in ``new`` included, so a pair is linked once)
+    that name one of its ``entities``: reason ``entity``, ``params.entity`` per
+    shared entity; an entity already named by more than ``ENTITY_MAX_SHARE``
+    other memories is skipped. Bounded: one ``Store.mentioning`` read for all
+    their entities (one scan of the namespace: ``MemoryCore.batch`` links a
     block's memories with it at the block's end) and one write per memory and
     distinct number of shared entities (nearly always one). Returns the pairs
     written. Raises StoreError."""
