@@ -521,33 +521,29 @@ def _refresh(store: Store, index: SearchIndex, ns: Namespace, old: NamespaceView
     changes = store.changes_since(ns, old.version)
     if changes is not None:  # the change log names what changed: read those rows only
         stamp, ids = changes
-        if not ids:
-            return old.restamped(stamp)
-        _, rows = store.search_rows(ns, sorted(ids))
+        _, rows = store.search_rows(ns, sorted(ids)) if ids else (stamp, [])
         where = old.where()
         now = {(m.id, m.version, m.visibility.value, m.origin) for m in rows}
         gone = [where[i] for i in ids if i in where and old.sig[where[i]] not in now]
         held = {old.sig[where[i]] for i in ids if i in where}
         rows = [m for m in rows if (m.id, m.version, m.visibility.value, m.origin) not in held]
-        if not rows and not gone:
-            return old.restamped(stamp)
-        if old.dead + len(gone) > n // 4 or len(rows) > max(64, n // 4):
-            return None
-        return old.appended(rows, _vectors(index, old, rows), [tokens(m.text) for m in rows], stamp, gone)
-    stamp, sig = store.search_stamps(ns)
-    gone: list[int] = []
-    if not old.dead and sig[:n] == old.sig:  # the usual case: only adds since, old rows first in read order
-        fresh = sig[n:]
     else:
-        live = old.alive_sig()
-        now = set(sig)
-        gone = [j for s, j in live.items() if s not in now]
-        fresh = [s for s in sig if s not in live]
-    if not fresh and not gone:
+        stamp, sig = store.search_stamps(ns)
+        gone = []
+        if not old.dead and sig[:n] == old.sig:  # the usual case: only adds since, old rows first in read order
+            fresh = sig[n:]
+        else:
+            live = old.alive_sig()
+            now = set(sig)
+            gone = [j for s, j in live.items() if s not in now]
+            fresh = [s for s in sig if s not in live]
+        if (fresh or gone) and (old.dead + len(gone) > n // 4 or len(fresh) > max(64, n // 4)):
+            return None  # much changed (below): known before reading the rows
+        _, rows = store.search_rows(ns, [s[0] for s in fresh]) if fresh else (stamp, [])
+    if not rows and not gone:
         return old.restamped(stamp)
-    if old.dead + len(gone) > n // 4 or len(fresh) > max(64, n // 4):
+    if old.dead + len(gone) > n // 4 or len(rows) > max(64, n // 4):
         return None  # much changed: a whole load costs about the same and compacts
-    _, rows = store.search_rows(ns, [s[0] for s in fresh]) if fresh else (stamp, [])
     return old.appended(rows, _vectors(index, old, rows), [tokens(m.text) for m in rows], stamp, gone)
 
 
