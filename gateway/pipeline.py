@@ -94,6 +94,7 @@ class Pipeline:
         self._worker: asyncio.Task | None = None
         # namespace → time.monotonic() of its last turn here, oldest first; bounded (_turned)
         self._last_turn: OrderedDict[str, float] = OrderedDict()
+        self._idle_horizon_s = max((t.consolidation.idle_s for t in settings.tenants.values()), default=0.0)
         self._consolidators: dict[str, Consolidator] = {}
         self._consolidating: asyncio.Task | None = None
         self._consolidation_started: float | None = None
@@ -161,7 +162,7 @@ class Pipeline:
         now = time.monotonic() if now is None else now
         self._last_turn[str(ns)] = now
         self._last_turn.move_to_end(str(ns))
-        keep = max((t.consolidation.idle_s for t in self.settings.tenants.values()), default=0.0)
+        keep = self._idle_horizon_s
         while self._last_turn:
             oldest, at = next(iter(self._last_turn.items()))
             if now - at <= keep:
