@@ -383,6 +383,7 @@ def build_sql(store, lay: Layout, now: datetime | None = None) -> float:
     the current time). Returns seconds taken."""
     from sqlalchemy import insert
 
+    from memory.links import stored_entities
     from memory.store.tables import _MemoryRow, _NamespaceStateRow
     from memory.text import normalise
 
@@ -390,6 +391,7 @@ def build_sql(store, lay: Layout, now: datetime | None = None) -> float:
     now = now or datetime.now(timezone.utc)
     access = json.dumps([now.isoformat()])
     norm = _Composed(normalise, lay, "", random.Random(1))
+    named = _Composed(stored_entities, lay, "\n", random.Random(2))  # as Store.add writes them
     names = [str(ns) for ns in lay.spaces]
     tenants = [ns.tenant for ns in lay.spaces]
     memories = _MemoryRow.__table__  # type: ignore[attr-defined]
@@ -412,7 +414,7 @@ def build_sql(store, lay: Layout, now: datetime | None = None) -> float:
                          importance=float(lay.importance[r]), valence=0.0, arousal=0.0, emotion="neutral",
                          origin="", visibility="private", source_message_id=None, created_at=stamp,
                          updated_at=stamp, valid_from=stamp, event_time=None, version=1, access_times=access,
-                         source_fp="")
+                         source_fp="", entities=named(lay, r))
                     for r in range(start, min(start + SQL_BLOCK, len(lay)))]
             with engine.begin() as conn:
                 if sql is not None:

@@ -33,7 +33,8 @@ from datetime import datetime
 from functools import lru_cache
 
 __all__ = ["DEFAULT_HALF_LIFE_DAYS", "W_MAX", "REASONS", "decayed", "grown", "spread", "entities",
-           "LinkParams", "link_entities", "MAX_LINKED_IDS", "MAX_ENTITIES", "ENTITY_MAX_SHARE"]
+           "LinkParams", "link_entities", "MAX_LINKED_IDS", "MAX_ENTITIES", "ENTITY_MAX_SHARE",
+           "named_things", "stored_entities", "ENTITY_SEP"]
 
 DEFAULT_HALF_LIFE_DAYS = 30.0
 """Days after which an unused link keeps half its weight."""
@@ -133,11 +134,24 @@ def entities(text: str) -> list[str]:
       interjections (Yesterday, Wow).
 
     Empty for a text naming nothing. ``memory.text.initialise`` loads jieba."""
-    return list(_named(text)[:MAX_ENTITIES])
+    return list(named_things(text)[:MAX_ENTITIES])
+
+
+ENTITY_SEP = "\n"
+"""Joins a memory's ``named_things`` in its ``memories.entities`` column (a
+named thing is one jieba word: it holds no line break)."""
+
+
+def stored_entities(text: str) -> str:
+    """What ``memories.entities`` holds for a memory of ``text``: its
+    ``named_things`` joined by ``ENTITY_SEP`` ("" when it names nothing). Written
+    with the text (``Store.add``, ``Store.supersede``) so that entity linking
+    reads it instead of tagging every older memory's text again."""
+    return ENTITY_SEP.join(named_things(text))
 
 
 @lru_cache(maxsize=4096)
-def _named(text: str) -> tuple[str, ...]:
+def named_things(text: str) -> tuple[str, ...]:
     """Every named thing of ``text`` (``entities``' rule, uncapped), memoised."""
     import jieba.posseg as pseg
 
@@ -194,7 +208,9 @@ def link_entities(store, ns, new: Sequence[tuple[str, str, datetime]],
     other memories is skipped. Bounded: one ``Store.mentioning`` read for all
     their entities (one scan of the namespace: ``MemoryCore.batch`` links a
     block's memories with it at the block's end) and one write per memory and
-    distinct number of shared entities (nearly always one). Returns the pairs
+    distinct number of shared entities (nearly always one). An older memory
+    counts as naming an entity when its stored ``entities`` hold it (a row
+    written before that column existed is tagged again). Returns the pairs
     written. Raises StoreError."""
     if params.entity <= 0 or not new:
         return 0
@@ -210,7 +226,8 @@ def link_entities(store, ns, new: Sequence[tuple[str, str, datetime]],
         later = {i for i, _, _ in items[k:]}
         shared: dict[str, int] = {}
         for ent in names:
-            others = [i for i, t in found.get(ent, ()) if i not in later and ent in _named(t)]
+            others = [i for i, t, stored in found.get(ent, ()) if i not in later
+                      and ent in (named_things(t) if stored is None else stored.split(ENTITY_SEP))]
             if len(others) > ENTITY_MAX_SHARE:
                 continue
             for i in others:

@@ -111,7 +111,7 @@ class Identities(StoreBase):
                                       valid_from=older.valid_from, valid_to=newer.valid_from))
                     if newer is r:
                         revised.append(other.id)
-                        other.text, other.norm, other.category = r.text, r.norm, r.category
+                        other.text, other.norm, other.category, other.entities = r.text, r.norm, r.category, r.entities
                         # the text discloses as where it was said, not as the row it lands in
                         other.origin, other.visibility = r.origin, r.visibility
                         other.source_message_id, other.source_fp = r.source_message_id, r.source_fp

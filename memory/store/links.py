@@ -148,27 +148,30 @@ class Links(StoreBase):
             neighbours.sort(key=lambda n: (-n[1], n[0]))
         return out
 
-    def mentioning(self, ns: Namespace, needles: Sequence[str], *, limit: int) -> dict[str, list[tuple[str, str]]]:
+    def mentioning(self, ns: Namespace, needles: Sequence[str], *,
+                   limit: int) -> dict[str, list[tuple[str, str, str | None]]]:
         """For each of ``needles`` (each normalised: ``memory.text.normalise``), up
         to ``limit`` live memories of ``ns`` whose normalised text contains it as a
-        substring: ``{needle: [(id, text), …]}``, oldest first; every needle asked
+        substring: ``{needle: [(id, text, entities), …]}`` (``entities``: the row's
+        stored ``memory.links.stored_entities``, None on a row written before that
+        column), oldest first; every needle asked
         for has an entry. One query for all needles (a single scan of the
         namespace's rows, read only until every needle has ``limit``), for entity
         linking at add time (``memory.links``); callers check the match. Raises
         StoreError."""
         wanted = list(dict.fromkeys(n for n in needles if n))
-        out: dict[str, list[tuple[str, str]]] = {n: [] for n in wanted}
+        out: dict[str, list[tuple[str, str, str | None]]] = {n: [] for n in wanted}
         if not wanted or limit <= 0:
             return out
         like = [_M.c.norm.like("%" + n.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",
                                escape="\\") for n in wanted]
-        q = select(_M.c.id, _M.c.text, _M.c.norm).where(_M.c.namespace == str(ns), or_(*like)) \
+        q = select(_M.c.id, _M.c.text, _M.c.norm, _M.c.entities).where(_M.c.namespace == str(ns), or_(*like)) \
             .order_by(_M.c.created_at, _M.c.id)
         open_ = set(wanted)
         with self._read() as s:
             for r in s.connection().execute(q, {}):
                 for n in [n for n in open_ if n in (r.norm or "")]:
-                    out[n].append((r.id, r.text))
+                    out[n].append((r.id, r.text, r.entities))
                     if len(out[n]) >= limit:
                         open_.discard(n)
                 if not open_:

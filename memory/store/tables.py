@@ -49,7 +49,9 @@ class _MemoryRow(SQLModel, table=True):
     """A live memory (``memory.types.Memory``): one per ``(namespace, key)``.
     ``norm`` is the normalised text; ``origin`` a ``ChatRef.key`` ("" when none);
     ``access_times`` a JSON list of ISO 8601 recall times (at most
-    ``ACCESS_TIMES_KEPT``); ``source_fp`` the fingerprint of the evidence text."""
+    ``ACCESS_TIMES_KEPT``); ``source_fp`` the fingerprint of the evidence text;
+    ``entities`` what the text names (``memory.links.stored_entities``, for entity
+    linking; NULL on rows written before the column, which are tagged when read)."""
 
     __tablename__ = "memories"
     __table_args__ = (
@@ -78,6 +80,7 @@ class _MemoryRow(SQLModel, table=True):
     version: int = 1
     access_times: str = "[]"
     source_fp: str = Field(default="", max_length=64)
+    entities: str | None = None
 
 
 class _HistoryRow(SQLModel, table=True):

@@ -661,3 +661,22 @@ def test_talk_about_credentials_without_a_value_is_still_captured(sqlite_core, n
     results = capture(sqlite_core, namespace, text, chat=DM, said_at=t0, message_id="s2",
                       extractor=HeuristicExtractor(), addressed=True)
     assert all(r.reason != "secret" for r in results)
+
+
+def test_recent_claims_reads_the_newest_of_the_namespace_only(core, namespace):
+    """What the contradiction check reads (``Store.recent_claims``, a raw DBAPI read): id, key, an aware
+    created_at and the text of the newest live memories of the namespace, newest first, at most ``limit``;
+    another namespace's and a forgotten memory never appear (SQLite hands back text timestamps, PostgreSQL
+    datetimes: both come back aware)."""
+    t0 = datetime(2026, 5, 1, 8, 0, tzinfo=timezone.utc)
+    other = Namespace(namespace.tenant, namespace.subject + "-other")
+    core.add(other, core.new(other, "别人的猫叫大黄", created_at=t0 + timedelta(days=9)))
+    ids = [core.add(namespace, core.new(namespace, text, created_at=t0 + timedelta(days=i))).memory.id
+           for i, text in enumerate(["我住在上海", "I work as a nurse", "我們家的貓咪叫煤球 🐈", "我对花生过敏"])]
+    core.forget(namespace, ids[3])
+    got = core.store.recent_claims(namespace, 2)
+    assert [g[0] for g in got] == [ids[2], ids[1]]
+    assert [g[3] for g in got] == ["我們家的貓咪叫煤球 🐈", "I work as a nurse"]
+    assert got[0][2] == t0 + timedelta(days=2) and got[0][2].tzinfo is not None
+    assert got[0][1] == core.store.get(namespace, ids[2]).key
+    assert [g[0] for g in core.store.recent_claims(namespace, 10)] == [ids[2], ids[1], ids[0]]

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from memory.admin import Authority, forget_subject
-from memory.links import ENTITY_MAX_SHARE, W_MAX, LinkParams, decayed, entities, grown, spread
+from memory.links import ENTITY_MAX_SHARE, ENTITY_SEP, W_MAX, LinkParams, decayed, entities, grown, spread
 from memory.recall import RecallParams
 from memory.store import MAX_LINKED_IDS
 from memory.types import ChatKind, ChatRef, Namespace, Visibility
@@ -179,6 +179,49 @@ def test_a_batch_links_entities_as_adds_one_at_a_time_do(core, namespace):
     lena_berlin = (min(one_by_one[2], one_by_one[3]), max(one_by_one[2], one_by_one[3]), 2.0, "entity")
     assert lena_berlin in want  # Lena and Berlin: two shared entities, one pair of weight 2
     assert core.store.links_of(other, [batched[-1]])[batched[-1]] == []  # Tokyo: named by too many
+
+
+def _stored_entities(core, ns, memory_id):
+    from sqlalchemy import text
+
+    with core.store.engine.connect() as conn:
+        return conn.execute(text("SELECT entities FROM memories WHERE namespace = :ns AND id = :id"),
+                            {"ns": str(ns), "id": memory_id}).scalar_one()
+
+
+def test_what_a_memory_names_is_stored_with_its_text_and_follows_an_edit(core, namespace):
+    """``memories.entities`` holds the text's named things (zh, traditional, en, mixed) from the add on,
+    "" for a text naming nothing, and the new text's after an edit — what entity linking reads instead of
+    tagging every older memory again."""
+    cat = core.add(namespace, core.new(namespace, "我們家的貓咪叫煤球")).memory.id
+    mixed = core.add(namespace, core.new(namespace, "I walk Mochi in 中山公園 every Sunday")).memory.id
+    empty = core.add(namespace, core.new(namespace, "？？？😂")).memory.id
+    assert _stored_entities(core, namespace, cat).split(ENTITY_SEP) == ["猫咪", "煤球"]
+    assert _stored_entities(core, namespace, mixed).split(ENTITY_SEP) == ["mochi", "中山公园"]
+    assert _stored_entities(core, namespace, empty) == ""
+    core.update(namespace, mixed, "My sister Lena lives in Berlin")
+    assert _stored_entities(core, namespace, mixed).split(ENTITY_SEP) == ["lena", "berlin"]
+
+
+def test_rows_written_before_the_entities_column_link_as_stored_ones_do(core, namespace):
+    """A row whose ``entities`` is NULL (written before migration 0007) is tagged when a new memory names
+    what it names: the same pairs and weights as with the column filled, zh and en."""
+    from sqlalchemy import text
+
+    texts = ["我养了一只叫煤球的黑猫🐈", "My sister Lena lives in Berlin", "老板又改需求了，加班到十点！"]
+    news = ["煤球上周去看了兽医", "Lena took 煤球 to Berlin"]
+    old_ns = Namespace(namespace.tenant, namespace.subject + "-legacy")
+    got = {}
+    for ns in (namespace, old_ns):
+        olds = _memories(core, ns, texts)
+        if ns == old_ns:
+            with core.store.engine.begin() as conn:
+                conn.execute(text("UPDATE memories SET entities = NULL WHERE namespace = :ns"), {"ns": str(ns)})
+            assert _stored_entities(core, ns, olds[0]) is None
+        ids = olds + [core.add(ns, core.new(ns, t, created_at=T0)).memory.id for t in news]
+        rename = {i: k for k, i in enumerate(ids)}
+        got[ns] = sorted((*sorted((rename[a], rename[b])), w, r) for a, b, w, r in _all_links(core, ns, ids))
+    assert got[namespace] == got[old_ns] and len(got[namespace]) >= 3
 
 
 def test_memories_recalled_together_are_linked(core, namespace):
