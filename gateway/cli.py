@@ -63,7 +63,7 @@ class _Group(TyperGroup):
             raise typer.Exit(CONFIG_EXIT) from None
 
 
-app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True,
+app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True, rich_markup_mode="markdown",
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="huiyi (回忆): a memory gateway for companion bots")
 log = logging.getLogger("huiyi")
@@ -268,7 +268,9 @@ def consolidate(tenant: Annotated[str, typer.Option(help="tenant")] = "default",
                 subject: Annotated[str | None, typer.Option(
                     help="one subject, e.g. tg:123456 (default: everyone of the tenant with new fragments)")] = None,
                 limit: Annotated[int, typer.Option(min=1, help="most people consolidated in one call")] = 1000) -> None:
-    """Consolidate now (``memory.consolidate``): cluster each person's new fragments,
+    """Consolidate now: each person's new fragments become long-term memories.
+
+    ``memory.consolidate``: cluster each person's new fragments,
     abstract the clusters with the tenant's chat model (links only without one:
     a warning on stderr first), then run the dormancy sweep; one JSON line per
     person, whose ``note`` says why no long-term memory was written (``no chat

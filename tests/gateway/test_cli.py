@@ -144,3 +144,17 @@ def test_recall_with_a_bad_subject_is_one_line_exit_2(subject):
     result = runner.invoke(app, ["recall", "--subject", subject, "我喜欢什么 what do I like"])
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.output
+
+
+def test_help_lists_each_command_in_a_sentence_without_markup():
+    """``huiyi --help`` (what an operator reads first): every command listed on one line of a wide terminal —
+    its summary reflowed, not broken where the docstring wraps — and without reStructuredText's double
+    backquotes."""
+    out = runner.invoke(app, ["--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"})
+    assert out.exit_code == 0
+    box = out.stdout.split("Commands")[1].splitlines()[1:]
+    rows = [line.strip("│ ") for line in box if line.startswith("│")]
+    names = [row.split(" ")[0] for row in rows]
+    assert {"serve", "replay", "recall", "reindex", "consolidate", "stats", "eval", "memories", "db", "keys"} <= set(names)
+    assert all(name and row[len(name):].startswith("  ") for name, row in zip(names, rows)), rows  # no continuation rows
+    assert "``" not in out.stdout
