@@ -393,6 +393,11 @@ class Settings(BaseSettings):
     #: 2.3 MiB per 1,000 memories with 512-d vectors); 0 turns it off. Env
     #: ``HUIYI_RECALL_CACHE_MIB``.
     recall_cache_mib: float = Field(default=256.0, ge=0)
+    #: rows of the LanceDB table from which its vector search goes through an ANN
+    #: index (IVF_SQ with exact re-ranking, built by maintenance's optimize; below
+    #: it the search is flat and exact). Only namespaces too big for the cache's
+    #: vectors reach it. Env ``HUIYI_ANN_MIN_ROWS``; at least 256 (k-means).
+    ann_min_rows: int = Field(default=100_000, ge=256)  # memory.index.ANN_MIN_ROWS (a test keeps them equal)
     #: datasets for ``huiyi eval recall`` (LoCoMo, DuLeMon, LongMemEval), env
     #: ``HUIYI_EVAL_DATA_DIR``; unset → ``../shared/data`` beside the repository
     eval_data_dir: Path | None = None

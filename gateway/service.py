@@ -41,7 +41,7 @@ def build_core(settings: Settings, *, schema: str | None = None,
     except Exception as exc:  # noqa: BLE001 - an embedder that fails now fails visibly at the first recall
         log.warning("embedder warm-up failed: %s", exc)
     store = Store(settings.db_url, schema=schema)
-    index = SearchIndex(settings.index_path, embedder)
+    index = SearchIndex(settings.index_path, embedder, ann_min_rows=settings.ann_min_rows)
     core = MemoryCore(store, index, rebuild=rebuild, cache_mib=settings.recall_cache_mib)
     try:
         core.maintain()  # repair what a crash between SQL and index left behind

