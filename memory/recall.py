@@ -64,7 +64,7 @@ from memory.links import DEFAULT_HALF_LIFE_DAYS, spread
 from memory.scoring import DEFAULT_PARAMS, ScoringParams, final
 from memory.scoring import score as default_score
 from memory.store import MemoryText, Store, utcnow
-from memory.text import is_cjk, tokens
+from memory.text import is_cjk, is_filler, tokens
 from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
 __all__ = ["RecallParams", "recall", "rrf_fuse", "bm25_scores", "bm25_confidence", "channel_hits", "has_content",
@@ -218,9 +218,11 @@ def rrf_fuse(channels: dict[str, Sequence[str]], k: int = RRF_K,
 
 
 def has_content(line: str) -> bool:
-    """True when ``line`` has a searchable token that is not an emoji: 「？？？」,
-    「……」 and 「😂😂」 have none (a content-free message recalls nothing)."""
-    return any(unicodedata.category(c)[0] in "LN" for t in tokens(line) for c in t)
+    """True when ``line`` has a searchable token that is neither an emoji nor
+    laughter, an acknowledgement or thanks (``memory.text.is_filler``): 「？？？」,
+    「……」, 「😂😂」, 「哈哈哈」, 「好的」 and "lol" have none (a content-free
+    message recalls nothing)."""
+    return any(not is_filler(t) and any(unicodedata.category(c)[0] in "LN" for c in t) for t in tokens(line))
 
 
 def channel_hits(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str], *,

@@ -65,6 +65,22 @@ STOPWORDS_EN = frozenset(
 )
 STOPWORDS = STOPWORDS_ZH | STOPWORDS_EN
 
+# Tokens of a line that only laughs, acknowledges or thanks (「哈哈」「好的」「收到」
+# "lol", "ok", "thanks"): such a line says nothing to recall by. Not greetings
+# (「晚上好」 "hi"): a greeting may be answered with what is known of the person.
+FILLER_TOKENS = frozenset(
+    "好 好的 好吧 好哒 好滴 可以 可 行 收到 收 知道 知 道 了解 谢谢 谢 多谢 感谢 "
+    "ok okay okey k kk lol lmao lmfao rofl hmm hm yeah yep yup yea thank thx ty np".split()
+)
+_FILLER_RUN = re.compile(r"[哈呵嘿嘻嘎嗯哦噢喔哇呀啊呃额唉]+|a?(?:ha|he|hi|ja|xi){2,}h?|a?ha|2333*|666+")
+
+
+def is_filler(token: str) -> bool:
+    """True when ``token`` (one of ``tokens``' output: simplified, case-folded,
+    English stemmed) is laughter, an acknowledgement or thanks (``FILLER_TOKENS``;
+    runs such as 「哈哈哈」, "hahaha", "233", "666"), which recall does not search by."""
+    return token in FILLER_TOKENS or _FILLER_RUN.fullmatch(token) is not None
+
 _init_lock = threading.Lock()
 _initialised = False
 _converter_lock = threading.Lock()

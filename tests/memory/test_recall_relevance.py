@@ -34,19 +34,26 @@ def person(tmp_path, offline):
     core.close()
 
 
-@pytest.mark.parametrize("line", ["？？？", "😂😂", "……", "?!", "  ", "🙂👍🏻"])
+FILLERS = ["哈哈", "哈哈哈哈！", "好的", "好吧～", "收到👌", "謝謝！", "嗯嗯", "呵呵", "233333", "lol", "OK", "Okay!",
+           "hahaha 😂", "Thanks!!", "hmm…", "yeah", "ＯＫ"]
+
+
+@pytest.mark.parametrize("line", ["？？？", "😂😂", "……", "?!", "  ", "🙂👍🏻", *FILLERS])
 def test_content_free_lines_have_no_content(line):
-    """Punctuation, ellipses and emoji alone are no query."""
+    """Punctuation, ellipses and emoji alone are no query; nor laughter, an acknowledgement or thanks (zh,
+    traditional, en, full-width)."""
     assert not has_content(line)
 
 
-@pytest.mark.parametrize("line", ["猫", "cats?", "NBA", "2023", "我喜欢🐱"])
+@pytest.mark.parametrize("line", ["猫", "cats?", "NBA", "2023", "我喜欢🐱", "哈哈，我喜欢猫", "好的，明天去北京",
+                                  "ok I moved to Paris", "晚上好", "hi", "Hiking"])
 def test_words_and_numbers_are_content(line):
-    """A word, a single CJK character or a number is a query."""
+    """A word, a single CJK character or a number is a query, laughter beside it or not; a greeting is one
+    too (it may be answered with what is known of the person)."""
     assert has_content(line)
 
 
-@pytest.mark.parametrize("query", ["？？？", "😂😂", "……"])
+@pytest.mark.parametrize("query", ["？？？", "😂😂", "……", "哈哈", "好的", "lol", "Thanks!"])
 def test_content_free_query_recalls_nothing(person, query):
     """The issue's case: a person who said 「我喜欢猫。」 does not get it back for 「？？？」."""
     assert person.recall(NS, [query]) == []
