@@ -22,7 +22,7 @@ import logging
 import re
 import time
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -61,6 +61,8 @@ RESUME_AFTER_S = 60.0
 """A capture queued this many seconds ago and still not done is resumed."""
 MIGRATE_DRAIN_S = 30.0
 """Seconds a chat migration waits for the captures queued before it (``migrate_chat``)."""
+EDIT_WAITS_S = 30.0
+"""Seconds an edit waits for the capture of its original still due in this process (``_apply_edit``)."""
 CONSOLIDATION_EVERY_S = 60.0
 """Least seconds between two starts of the maintenance task's consolidation pass."""
 MEMORY_COMMANDS = COMMAND_NAMES
@@ -460,12 +462,16 @@ class Pipeline:
         which gives it up (logged at ERROR) so that a message that always fails is
         not retried forever. ``done``: collect the line id there instead of marking
         it (the caller marks a batch at once). A line this process queued is taken
-        first (``Store.take_captures``) unless ``taken`` says the caller did; one
-        another replica claimed meanwhile is left to it."""
-        if job.queued is not None and job.line_id and not taken \
-                and not self.core.store.take_captures({job.line_id: job.queued}):
-            log.info("capture of %s message %s left to the replica that claimed it", job.namespace, job.message_id)
-            return []
+        first (``Store.take_captures``: with its text as it is now, which an edit may
+        have changed meanwhile) unless ``taken`` says the caller did (and passed the
+        job with that text); one another replica claimed meanwhile is left to it."""
+        if job.queued is not None and job.line_id and not taken:
+            took = self.core.store.take_captures({job.line_id: job.queued})
+            if job.line_id not in took:
+                log.info("capture of %s message %s left to the replica that claimed it", job.namespace,
+                         job.message_id)
+                return []
+            job = replace(job, text=took[job.line_id])
         t = self.tenant(job.tenant)
         if self.core.store.is_redacted(job.tenant, job.chat, job.message_id):
             log.info("capture of %s message %s skipped: the message was withdrawn", job.namespace, job.message_id)
@@ -582,7 +588,8 @@ class Pipeline:
                             log.info("capture of %s message %s left to the replica that claimed it",
                                      item.job.namespace, item.job.message_id)
                             continue
-                        item.res.captured = self._capture_sync(item.job, None, last_try=False, done=done, taken=True)
+                        job = replace(item.job, text=taken[item.job.line_id]) if item.job.line_id in taken else item.job
+                        item.res.captured = self._capture_sync(job, None, last_try=False, done=done, taken=True)
                 self.core.store.capture_done(*done)  # after the batch's index write
                 self._capturing.difference_update(item.job.line_id for item in batch if item.job is not None)
                 # the turn audit lines last, once the batch is written
@@ -737,9 +744,19 @@ class Pipeline:
         """An edited message: its chat-log line takes the new text, and what was
         captured from the original follows the edit (``memory.capture.capture_edit``:
         changed facts get a new version, facts the edit no longer states are
-        retracted, new ones captured). The bot does not answer an edit again."""
+        retracted, new ones captured). The bot does not answer an edit again.
+
+        An edit that arrives while the original's capture is still due in this
+        process (queued after its answer, or running) waits for it, at most
+        ``EDIT_WAITS_S`` seconds: a capture not yet started then reads the edited
+        text (``Store.take_captures``), one running finishes first, and the edit
+        revises what it stored — never the original's capture landing after the
+        edit and superseding it with the old words."""
         chat = msg.chat
-        await asyncio.to_thread(self.core.store.edit_chat_line, tenant, chat, msg.message_id, msg.text)
+        lines = await asyncio.to_thread(self.core.store.edit_chat_line, tenant, chat, msg.message_id, msg.text)
+        deadline = time.monotonic() + EDIT_WAITS_S
+        while any(line in self._capturing for line in lines) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
         if not (res.addressed or not chat.is_group or t.capture_all_group_messages
                 or await asyncio.to_thread(self.core.store.find_by_source, ns, chat, msg.message_id)):
             return

@@ -221,23 +221,25 @@ class ChatLog(StoreBase):
         return [PendingCapture(r.id, r.tenant, Namespace.parse(r.capture_ns), ChatRef.parse(r.chat), r.message_id,
                                r.text, _aware(r.at)) for r in sorted(rows, key=lambda r: r.id)]
 
-    def take_captures(self, lines: Mapping[int, datetime], *, now: datetime | None = None) -> set[int]:
+    def take_captures(self, lines: Mapping[int, datetime], *, now: datetime | None = None) -> dict[int, str]:
         """Take the captures this process queued itself before running them:
         ``lines`` maps a chat-log line id to when its append returned here
         (``PendingCapture.queued``). In one transaction each line whose capture is
         still due and whose ``capture_queued`` is not later than that moment gets a
-        new lease from ``now`` and is returned; a line another replica claimed
-        meanwhile (``claim_captures`` sets the claimer's now, at least the resume
-        age after the queueing) or that is done or gone is not. So a capture held
-        up longer than the resume age runs in one replica only."""
+        new lease from ``now`` and is returned with its text as it is now — an edit
+        that arrived while the capture waited changed it, and the capture learns
+        what the person finally said: ``{line id: text}``; a line another replica
+        claimed meanwhile (``claim_captures`` sets the claimer's now, at least the
+        resume age after the queueing) or that is done or gone is not. So a capture
+        held up longer than the resume age runs in one replica only."""
         if not lines:
-            return set()
+            return {}
         now = now or utcnow()
         t = _ChatLogRow.__table__  # type: ignore[attr-defined]
         mine = or_(*[and_(t.c.id == line_id, t.c.capture_queued <= at) for line_id, at in lines.items()])
         with self._write_conn() as conn:
-            return set(conn.execute(update(t).where(mine, t.c.capture_ns != "").values(capture_queued=now)
-                                    .returning(t.c.id)).scalars())
+            return {r.id: r.text for r in conn.execute(update(t).where(mine, t.c.capture_ns != "")
+                                                       .values(capture_queued=now).returning(t.c.id, t.c.text))}
 
     def captures_due(self) -> int:
         """How many chat-log lines still have their capture due, in every tenant
@@ -319,16 +321,17 @@ class ChatLog(StoreBase):
 
     # -- edits and chat migration (Telegram) ------------------------------
 
-    def edit_chat_line(self, tenant: str, chat: ChatRef, message_id: str, text: str) -> bool:
+    def edit_chat_line(self, tenant: str, chat: ChatRef, message_id: str, text: str) -> list[int]:
         """Replace the text of the person's line ``message_id`` in the chat log (an
-        edited message); False when the line is no longer in the log."""
+        edited message); the ids of the lines changed, empty when the line is no
+        longer in the log."""
         with self._write() as s:
             rows = s.exec(select(_ChatLogRow).where(_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat.key,
                                                     _ChatLogRow.role == "user", _ChatLogRow.message_id == message_id)).all()
             for row in rows:
                 row.text = text
                 s.add(row)
-        return bool(rows)
+            return [row.id for row in rows]
 
     def migrate_chat(self, tenant: str, old: ChatRef, new: ChatRef, actor: str) -> ChatMigration:
         """Move one tenant's chat to a new id (Telegram group → supergroup): its chat

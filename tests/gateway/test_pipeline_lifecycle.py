@@ -93,6 +93,21 @@ async def test_edited_message_updates_its_memory_once(pipeline):
     assert core.get(NS, mid).text == "我住在上海" and core.store.count(NS) == 2
 
 
+@pytest.mark.parametrize("said, edited", [("我最喜欢的运动是游泳", "我最喜欢的运动是攀岩"),
+                                          ("My favourite sport is swimming 🏊", "My favourite sport is climbing 🧗")])
+async def test_an_edit_right_after_its_message_is_what_stays(pipeline, said, edited):
+    """A message and its edit back to back (Telegram delivers both within a second) while the message's
+    capture still waits after its answer: the edit is what the person said — the original's capture must not
+    land after the edit and supersede it with the old words (zh and en)."""
+    core = pipeline.core
+    await pipeline.handle("default", msg(said, "20"), background_capture=True)
+    await pipeline.handle("default", msg(edited, "20", is_edit=True), background_capture=True)
+    assert await pipeline.drain(timeout=30)
+    assert texts(core) == [edited]
+    assert [line.text for line in core.store.chat_tail("default", msg(said, "20").chat, 5)
+            if line.role == "user"] == [edited]
+
+
 async def test_tenant_time_zone_resolves_relative_dates(sqlite_core, tmp_path, monkeypatch):
     """"明天" is resolved in the tenant's zone: at 2026-11-30 17:00 UTC it is
     2026-12-02 for a Shanghai tenant and 2026-12-01 for a New York one."""

@@ -142,7 +142,7 @@ def test_a_line_runs_in_one_replica_whether_its_own_or_a_resuming_one_gets_there
         resume_at = datetime.now(timezone.utc) + timedelta(minutes=2)  # both lines are past the resume age then
         resumed = other.claim_captures(resume_at - timedelta(minutes=1), now=resume_at, limit=1)
         assert [c.line_id for c in resumed] == [late]
-        assert core.store.take_captures({late: late_queued, soon: soon_queued}, now=resume_at) == {soon}
+        assert core.store.take_captures({late: late_queued, soon: soon_queued}, now=resume_at) == {soon: "我叫小雨，I'm 小雨"}
         assert other.claim_captures(resume_at - timedelta(minutes=1), now=resume_at) == []  # both leased
     finally:
         other.close()

@@ -70,9 +70,9 @@ def test_edit_chat_line_and_find_by_source(core):
     ns = Namespace("a", "tg:1")
     core.store.append_chat("a", OLD, ChatLine("user", "1", "原话", T0, "42"))
     core.store.append_chat("a", OLD, ChatLine("bot", "bot", "机器人的话", T0, ""))
-    assert core.store.edit_chat_line("a", OLD, "42", "改过的话") is True
+    assert len(core.store.edit_chat_line("a", OLD, "42", "改过的话")) == 1
     assert [x.text for x in core.store.chat_tail("a", OLD)] == ["改过的话", "机器人的话"]
-    assert core.store.edit_chat_line("a", OLD, "43", "x") is False
+    assert core.store.edit_chat_line("a", OLD, "43", "x") == []
     m = _group_memory(core, ns, "我喜欢雨天", OLD, mid="42")
     _group_memory(core, ns, "我喜欢晴天", NEW, mid="42")
     assert [x.id for x in core.store.find_by_source(ns, OLD, "42")] == [m.id]
