@@ -101,6 +101,26 @@ LLM_MAX_CHARS = 4000
 _FIRST_ZH = re.compile(r"我|咱|本人")
 _FIRST_EN = re.compile(r"\b(i|i'm|i've|i'd|i'll|im|my|me|mine|myself)\b", re.IGNORECASE)
 _QUESTION_RE = re.compile(r"([?？]\s*$)|([吗呢么嘛]\s*[。!！~～]*\s*$)")
+# a question word asking (not 「什么都吃」「谁都知道」「哪里都想去」「没什么」「不怎么」「多少有点」,
+# nor the complaints 「怎么又…」「为什么这么…」, which tell how the person is)
+_ASKING_ZH = re.compile(
+    r"(?<![不没])(?>谁|哪(?:里|儿|天|个|些|年|家|位|种|次|边)?|什么(?:时候)?|为什么|为啥|怎么(?:样|办)?|怎样|"
+    r"几(?:点|岁|号|月)|多大|多久|多远|多少(?!有点|有些|会|也|都))(?![都也又这那])|来着")
+_AUX_EN = r"(?:do|does|did|can|could|will|would|should|is|are|am|was|were|have|has|had)"
+_ASKING_EN = re.compile(  # not "When I was young, …", "What a day", "How nice"
+    rf"^\s*(?:(?:what|when|where|who|whom|whose|why|how|which)(?:\s+{_AUX_EN}\b|'s\b|\s+many\b|\s+much\b|"
+    rf"\s+old\b|\s+long\b)|{_AUX_EN}\s+(?:you|i|we|he|she|they|it|my|your)\b)", re.IGNORECASE)
+
+
+def is_question(plain: str) -> bool:
+    """True when ``plain`` (one sentence, simplified) asks rather than tells:
+    a question mark or a sentence-final 吗/呢 — or, since people in chat often
+    leave the mark out, a question word that asks (「我生日是哪天」「我是谁」
+    「我喜欢什么运动」「我住哪来着」; not 「我什么都吃」「我没什么爱好」
+    「我不怎么吃辣」) or an English sentence opening with a wh-word and an
+    auxiliary or with an inverted auxiliary ("where do I live", "what's my
+    cat's name", "do you remember my cat"; not "When I was young, …")."""
+    return bool(_QUESTION_RE.search(plain) or _ASKING_ZH.search(plain) or _ASKING_EN.match(plain))
 
 _CATEGORY_WORDS: tuple[tuple[Category, re.Pattern[str]], ...] = (
     (Category.PROFILE, re.compile(r"名字|我是|我今年|岁|生日|住在|老家|工作|上班|职业|学生|毕业|"
@@ -211,7 +231,7 @@ def _subjectless_about_speaker(plain: str) -> bool:
     False for questions, greetings, small talk (weather, acknowledgements), a
     remark to the bot (你/you) or another subject (他, 小美, 电影, It)."""
     text = plain.strip().rstrip("。.!！~～…").strip()
-    if len(text) < 2 or _QUESTION_RE.search(plain) or is_instruction_like(text):
+    if len(text) < 2 or is_question(plain) or is_instruction_like(text):
         return False
     cjk = len(re.findall(r"[\u4e00-\u9fff]", text))
     words = re.findall(r"[A-Za-z][A-Za-z'’]*", text)
@@ -491,7 +511,7 @@ def _is_speaker_statement(sentence: str, addressed: bool) -> bool:
     first-person statement (or, said to the bot, one without another subject),
     not a question, greeting or small talk, not the gateway's own words."""
     plain = to_simplified(sentence)
-    if len(sentence.strip()) < MIN_CHARS or sentence.lstrip().startswith("/") or _QUESTION_RE.search(plain):
+    if len(sentence.strip()) < MIN_CHARS or sentence.lstrip().startswith("/") or is_question(plain):
         return False
     if _SMALL_TALK_ZH.match(plain.strip()) or is_gateway_text(sentence):
         return False

@@ -67,6 +67,25 @@ def test_short_facts_are_kept_and_questions_dropped():
         assert H.extract(text, AT) == [], text
 
 
+@pytest.mark.parametrize("text", ["我生日是哪天", "我是谁", "我喜欢什么运动", "我養的貓叫什麼名字", "我住在哪里来着",
+                                  "我什么时候去的北京", "我今年多大了", "我几点下班来着", "what is my birthday",
+                                  "where do I live", "what's my cat's name", "do you remember my cat 🐈", "how old am I"])
+def test_a_question_without_its_mark_is_not_a_fact(text):
+    """People in chat leave the question mark out: a question word that asks (zh, traditional) or an English
+    sentence opening with a wh-word and an auxiliary, or an inverted auxiliary, is a question — never stored
+    as something the person said about themselves."""
+    assert H.extract(text, AT) == [], text
+
+
+@pytest.mark.parametrize("text", ["我什么都吃", "我没什么爱好", "我不怎么吃辣", "我多少有点怕黑", "我哪里都想去",
+                                  "我跟谁都合得来", "我为什么这么累", "When I was young I lived in Paris",
+                                  "What a day, I finally moved to Berlin", "Where I live it rains a lot"])
+def test_a_question_word_that_does_not_ask_keeps_the_fact(text):
+    """Indefinite and rhetorical uses (「什么都」「没什么」「不怎么」「多少有点」「为什么这么…」) and English
+    clauses opening with when/where/what without an auxiliary still tell something about the person."""
+    assert H.extract(text, AT), text
+
+
 def test_emotion_comes_from_the_lexicon_and_raises_importance():
     """Each fact carries valence/arousal/label from memory.emotion.analyse; strong
     emotion makes a fact more important than a neutral one of its category."""
