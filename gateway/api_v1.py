@@ -63,7 +63,7 @@ from memory.explain import TRACE_DEPTH, record_recall, visible_in
 from memory.identity import is_platform_subject, platform_subject
 from memory.store import ChatLine, utcnow
 from memory.types import (ID_RE, SUBJECT_RE, TENANT_RE, Category, ChatKind, ChatRef, Hit, Memory, Namespace,
-                          Visibility, clean_name, in_era)
+                          Visibility, clean_controls, clean_name, in_era)
 
 __all__ = ["router", "announce", "openapi_of"]
 
@@ -103,11 +103,13 @@ class _Guarded(APIRoute):
 
 
 def _no_nul(value: Any) -> Any:
-    """NUL characters dropped (PostgreSQL refuses them in text), as InboundMessage does."""
-    return value.replace("\x00", "") if isinstance(value, str) else value
+    """Control characters dropped (``memory.types.clean_controls``; NUL first of
+    all: PostgreSQL refuses it in text), before the length checks: a text of
+    nothing else is empty, hence refused."""
+    return clean_controls(value) if isinstance(value, str) else value
 
 
-#: Text from outside: NUL dropped before the length checks (lone surrogates were repaired with the body).
+#: Text from outside: control characters dropped before the length checks (lone surrogates were repaired with the body).
 Text = Annotated[str, BeforeValidator(_no_nul)]
 
 

@@ -72,7 +72,7 @@ from memory.links import LinkParams, link_entities
 from memory.recall import RecallParams, Scorer, recall
 from memory.store import Store, new_memory_id, utcnow
 from memory.text import fingerprint, normalise
-from memory.types import ChatRef, Hit, Memory, Namespace, Visibility, repair
+from memory.types import ChatRef, Hit, Memory, Namespace, Visibility, clean_controls, repair
 
 __all__ = ["MemoryCore", "AddResult", "default_key"]
 
@@ -463,8 +463,10 @@ class MemoryCore:
 
     def new(self, ns: Namespace, text: str, **fields) -> Memory:
         """A Memory value for ``ns`` with a fresh id (not stored yet); ``text``
-        repaired (``memory.types.repair``: no lone surrogate reaches the stores)."""
-        return Memory(id=new_memory_id(), namespace=ns, text=repair(text), **fields)
+        repaired and without control characters (``memory.types.clean_controls``:
+        no lone surrogate reaches the stores, no BEL or right-to-left override an
+        admin's terminal)."""
+        return Memory(id=new_memory_id(), namespace=ns, text=clean_controls(text), **fields)
 
     def recall(self, ns: Namespace, tail: Sequence[str], **kwargs) -> list[Hit]:
         """Hybrid recall (see memory.recall.recall) with this core's scorer, each hit
@@ -556,8 +558,9 @@ class MemoryCore:
     def update(self, ns: Namespace, memory_id: str, text: str, *, actor: str = "admin") -> Memory:
         """A new version of ``memory_id`` with ``text`` (history kept, audited as
         ``edit``; its conflict links are re-judged with the new text, module
-        docstring). NotFoundError if it is not in ``ns``."""
-        text = repair(text)
+        docstring). The text is cleaned as ``new`` cleans it. NotFoundError if it
+        is not in ``ns``."""
+        text = clean_controls(text)
         with self._locked(ns):
             cur = self.store.get(ns, memory_id)
             links = self.store.conflicts(ns, [memory_id])

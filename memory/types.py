@@ -38,6 +38,7 @@ __all__ = [
     "has_control",
     "in_era",
     "repair",
+    "clean_controls",
     "repair_tree",
     "clean_name",
     "Namespace",
@@ -135,6 +136,23 @@ def repair(text: str) -> str:
         return text
     except UnicodeEncodeError:
         return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u2060\ufeff\u202a-\u202e\u2066-\u2069"
+                       "\ufdd0-\ufdef\ufffe\uffff]")
+
+
+def clean_controls(text: str) -> str:
+    """``repair``, then without the characters that carry no text and can only
+    disturb whoever reads it back: C0/C1 control characters but tab and line
+    breaks (a BEL or an ESC sequence reaching an admin's terminal), the Unicode
+    bidirectional embeddings, overrides and isolates (U+202A–U+202E,
+    U+2066–U+2069: right-to-left spoofing), zero-width space, word joiner and
+    byte-order mark, and the noncharacters U+FDD0–U+FDEF, U+FFFE, U+FFFF. Joiners
+    that emoji and scripts need (U+200C, U+200D) and variation selectors stay.
+    Applied to every memory text (``MemoryCore.new``, ``MemoryCore.update``)."""
+    text = repair(text)
+    return _CONTROLS.sub("", text) if isinstance(text, str) else text
 
 
 def repair_tree(value):

@@ -374,6 +374,14 @@ def test_nul_characters_are_dropped_and_a_bad_import_writes_nothing(app):
     r = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": "我喜欢\x00猫"}]})
     assert r.json()["results"][0]["memory"]["text"] == "我喜欢猫"
     assert c.post("/v1/subjects/tg:42/memories", json={"messages": [{"text": "\x00"}]}).status_code == 400
+    # a BEL, an ESC sequence, a right-to-left override, a zero-width space and a noncharacter carry no text
+    r = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [
+        {"text": "My\u202e cat\x07 is called \x1b[31mMochi\u200b 🐈\uffff"}]})
+    assert r.json()["results"][0]["memory"]["text"] == "My cat is called [31mMochi 🐈"
+    assert c.post("/v1/subjects/tg:42/memories", json={"messages": [{"text": "\x07\u202e\ufeff"}]}).status_code == 400
+    memory_id = c.get("/v1/subjects/tg:42/memories").json()["items"][0]["id"]
+    assert c.patch(f"/v1/subjects/tg:42/memories/{memory_id}",
+                   json={"text": "我家的猫\u2066叫煤球\x1b"}).json()["text"] == "我家的猫叫煤球"
     doc = {"memories": [{"id": "a", "text": "I like tea"}, {"id": "b", "text": "我住在上海", "origin": "not a chat"}]}
     r = c.post("/v1/subjects/tg:44/import", json=doc)
     assert r.status_code == 400 and r.json()["error"] == "NamespaceError"
