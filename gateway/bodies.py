@@ -50,9 +50,12 @@ async def read_body(request: Request) -> bytes:
     return request._body
 
 
-def validation_errors(exc: ValidationError) -> list:
-    """Validation errors without the rejected input (it may be megabytes long)."""
-    return exc.errors(include_url=False, include_input=False)
+def validation_errors(exc: ValidationError) -> str:
+    """What was wrong, field by field, as one readable line — ``"timestamp:
+    Value error, timestamp must lie between 1970 and 2100; text: Field
+    required"`` — without the rejected input (it may be megabytes long) or
+    pydantic's internals (a Python repr of the exception)."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors(include_url=False))
 
 
 async def json_object(request: Request) -> dict:

@@ -105,6 +105,10 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
 )
 
 
+_HTTP_NAMES = {404: "NotFound", 405: "MethodNotAllowed"}
+"""The ``error`` of the router's own answers (``install_handlers``)."""
+
+
 def status_of(exc: Exception) -> int:
     """HTTP status for an exception (500 for anything unknown)."""
     from fastapi.exceptions import RequestValidationError
@@ -125,17 +129,36 @@ def install_handlers(app) -> None:
     async def handler(request: Request, exc: Exception) -> JSONResponse:
         code = status_of(exc)
         if code == 503:  # the reason (SQL, paths, hosts) is the operator's, never the client's
-            log.warning("%s %s -> %d %s: %s", request.method, request.url.path, code, type(exc).__name__, exc)
+            log.warning("%s %s -> %d %s: %s", request.method, request.url.path[:200], code, type(exc).__name__, exc)
             return JSONResponse({"error": type(exc).__name__, "detail": UNAVAILABLE}, status_code=code)
-        log.warning("%s %s -> %d %s", request.method, request.url.path, code, type(exc).__name__)
+        log.warning("%s %s -> %d %s%s", request.method, request.url.path[:200], code, type(exc).__name__,
+                    _fields(exc))
         return JSONResponse({"error": type(exc).__name__, "detail": _detail(exc)}, status_code=code)
 
     from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        # the router's own answers (an unknown path, a wrong method) in the same shape as every other error
+        name = _HTTP_NAMES.get(exc.status_code, "HTTPError")
+        log.warning("%s %s -> %d %s", request.method, request.url.path[:200], exc.status_code, name)
+        return JSONResponse({"error": name, "detail": exc.detail}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
 
     for cls, _ in _STATUS:
         app.add_exception_handler(cls, handler)
     app.add_exception_handler(RequestValidationError, handler)
+    app.add_exception_handler(HTTPException, http_error)
     app.add_middleware(KeepAlive)
+
+
+def _fields(exc: Exception) -> str:
+    """For the log line of a rejected body: which fields were wrong (never their values)."""
+    from fastapi.exceptions import RequestValidationError
+
+    if isinstance(exc, (ValidationError, RequestValidationError)):
+        return " at " + ", ".join(".".join(str(p) for p in e.get("loc", ())) for e in exc.errors())[:300]
+    return ""
 
 
 def _detail(exc: Exception) -> object:

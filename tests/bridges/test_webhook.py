@@ -105,6 +105,21 @@ def test_invalid_schema_is_400(client, body):
     """Missing fields, ids outside the pattern, unknown chat types/fields and empty text: 400 with a reason."""
     r = post(client, body)
     assert r.status_code == 400 and r.json()["error"] == "BadPayload"
+    detail = r.json()["detail"]
+    assert detail.startswith("invalid webhook message: ") and "'loc'" not in detail and "Error(" not in detail
+
+
+def test_a_bad_date_is_named_in_a_readable_reason_and_unknown_routes_answer_in_the_same_shape(client):
+    """A timestamp outside 1970–2100 is 400 with the field and the reason in words (no Python repr); an
+    unknown path is 404 and a wrong method 405, each as {"error", "detail"} like every other error."""
+    r = post(client, msg("hi") | {"timestamp": "2999-01-01T00:00:00Z"})
+    assert r.status_code == 400
+    assert r.json()["detail"].startswith("invalid webhook message: timestamp: ") and "1970" in r.json()["detail"]
+    assert "ValueError(" not in r.json()["detail"]
+    r = client.get("/no-such-path")
+    assert r.status_code == 404 and r.json() == {"error": "NotFound", "detail": "Not Found"}
+    r = client.get("/webhook/default")
+    assert r.status_code == 405 and r.json()["error"] == "MethodNotAllowed" and "POST" in r.headers["allow"]
 
 
 def test_replayed_signature_is_refused_and_a_re_signed_retry_is_a_duplicate(client, llm, caplog):
