@@ -25,6 +25,23 @@ def _store():
     return Store(settings.db_url, migrate=False)
 
 
+def _no_database_yet() -> str | None:
+    """The path of the configured SQLite file when it does not exist yet (None
+    otherwise): ``db current`` says so instead of creating an empty one."""
+    settings = load_settings()
+    if settings.database_url is None and not (settings.data_dir / "huiyi.db").exists():
+        return str(settings.data_dir / "huiyi.db")
+    return None
+
+
+def _empty(store) -> bool:
+    """Whether the database holds none of huiyi's tables (a new one)."""
+    from sqlalchemy import inspect
+    from sqlmodel import SQLModel
+
+    return not set(inspect(store.engine).get_table_names(schema=store.schema)) & set(SQLModel.metadata.tables)
+
+
 @db_app.command()
 def upgrade() -> None:
     """Upgrade the database to this version's schema (one transaction; no row is dropped)."""
@@ -34,6 +51,7 @@ def upgrade() -> None:
     try:
         store = _store()
         try:
+            empty = store.schema_revision() is None and _empty(store)
             before, after = store.upgrade_schema()
         finally:
             store.close()
@@ -42,6 +60,8 @@ def upgrade() -> None:
         raise typer.Exit(1) from exc
     if before == after:
         typer.echo(f"database already at revision {after}")
+    elif empty:
+        typer.echo(f"new database: today's tables created at revision {after}")
     else:
         typer.echo(f"database upgraded from {before or 'an unversioned schema'} to revision {after}")
 
@@ -53,6 +73,11 @@ def current() -> None:
     from memory.store.migrate import head
 
     configure_logging()
+    missing = _no_database_yet()
+    if missing is not None:
+        typer.echo(f"database revision: none (no database yet at {missing}; `huiyi db upgrade` or the gateway "
+                   f"creates it); head: {head()}")
+        return
     try:
         store = _store()
         try:

@@ -86,8 +86,12 @@ def upgrade(conn: Connection, schema: str | None = None) -> tuple[str | None, st
     lock(conn)
     before = current(conn, schema)
     if before != head():
+        new = before is None and not set(inspect(conn).get_table_names(schema=schema)) & set(SQLModel.metadata.tables)
         command.upgrade(config(conn, schema), "head")
-        log.warning("store: schema upgraded from %s to %s", before or "an unversioned database", head())
+        if new:  # nothing to warn about: a new database got its tables
+            log.info("store: new database, its tables built up to revision %s", head())
+        else:
+            log.warning("store: schema upgraded from %s to %s", before or "an unversioned database", head())
     return before, head()
 
 

@@ -197,6 +197,25 @@ def test_huiyi_db_upgrade_reports_the_revisions(tmp_path, monkeypatch):
         assert con.execute("SELECT count(*) FROM memories").fetchone() == (5,)
 
 
+def test_huiyi_db_on_a_fresh_data_dir_says_what_it_finds(tmp_path, monkeypatch):
+    """``db current`` before any database exists says so and creates nothing; ``db upgrade`` then says it
+    created a new database's tables (not "upgraded from an unversioned schema")."""
+    from typer.testing import CliRunner
+
+    from gateway.cli import app
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("HUIYI_DATA_DIR", str(tmp_path / "fresh"))
+    runner = CliRunner()
+    cur = runner.invoke(app, ["db", "current"])
+    assert cur.exit_code == 0 and "no database yet" in cur.stdout and f"head: {head()}" in cur.stdout
+    assert not (tmp_path / "fresh" / "huiyi.db").exists()
+    up = runner.invoke(app, ["db", "upgrade"])
+    assert up.exit_code == 0 and f"new database: today's tables created at revision {head()}" in up.stdout
+    cur = runner.invoke(app, ["db", "current"])
+    assert cur.exit_code == 0 and f"database revision: {head()}" in cur.stdout
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_two_stores_opening_one_empty_database_at_once_both_get_the_schema(backend, tmp_path, request):
     """Two replicas starting together on one empty database: the schema is created
