@@ -283,7 +283,7 @@ def _usage(c: _Caller, sub: str) -> str:
         "why": "why <id>", "export": "export", "link": "link <platform:id> [<platform:id>]", "stats": "stats",
         "consolidate": "consolidate [@person|platform:id]",
     }
-    return c.say("Usage: {usage}", usage=f"{c.cmd} {forms.get(sub, 'help')}")
+    return c.say("Usage: {usage}", usage=f"{c.cmd} {c.say(forms[sub]) if sub in forms else 'help'}")
 
 
 def _help(c: _Caller) -> str:

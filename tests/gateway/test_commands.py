@@ -539,3 +539,12 @@ async def test_forget_all_replies_in_english_to_an_english_speaker(pipe, clock):
     assert done.reply.startswith("Forgotten")
     # their chat lines are redacted with the memories: now only the app's language hint can tell
     assert (await turn(pipe, tg(clock, "/memory forget all", lang="en"))).reply == "There is nothing to forget."
+
+
+async def test_a_usage_line_names_its_arguments_in_the_speakers_language(pipe, clock):
+    """A command missing its arguments answers with its usage: in Chinese with Chinese placeholders (as the help
+    writes them), in English with English ones."""
+    zh = await turn(pipe, tg(clock, "/记忆 修改", lang="zh-hans"))
+    assert zh.reply.startswith("用法：") and "<编号> <新内容>" in zh.reply and "<id>" not in zh.reply
+    en = await turn(pipe, tg(clock, "/memory edit"))
+    assert en.reply.startswith("Usage:") and "edit <id> <new text>" in en.reply
