@@ -747,6 +747,9 @@ def _cmd_export(core, c: _Caller, rest: str) -> CommandReply:
     scope = _scope(core, c, token, "export")
     doc = export_document(core, scope.ns, c.chat, c.now, ids=_all_ids(core, scope))
     memories = doc["memories"]
+    if not memories:  # an empty file says nothing the reply does not
+        core.store.audit(scope.ns, "export", scope.actor, count=0, chat=c.chat.key)
+        return CommandReply(c.say("I don't remember anything about {who} yet.", who=_who(c, scope)), "export")
     name = f"huiyi-memories-{scope.ns.subject.replace(':', '-')}-{c.now:%Y%m%d}.json"
     data = json.dumps(doc, ensure_ascii=False, indent=2).encode("utf-8")
     core.store.audit(scope.ns, "export", scope.actor, count=len(memories), chat=c.chat.key)

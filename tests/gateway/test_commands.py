@@ -548,3 +548,11 @@ async def test_a_usage_line_names_its_arguments_in_the_speakers_language(pipe, c
     assert zh.reply.startswith("用法：") and "<编号> <新内容>" in zh.reply and "<id>" not in zh.reply
     en = await turn(pipe, tg(clock, "/memory edit"))
     assert en.reply.startswith("Usage:") and "edit <id> <new text>" in en.reply
+
+
+async def test_export_of_nobody_known_sends_no_empty_file(pipe, clock):
+    """A person with no memory asking for an export is told so, in their language, with no attachment."""
+    en = await turn(pipe, tg(clock, "/memory export", user=515151))
+    assert en.attachment is None and "don't remember anything" in en.reply
+    zh = await turn(pipe, tg(clock, "/记忆 导出", user=626262, lang="zh-hans"))
+    assert zh.attachment is None and zh.reply and "0" not in zh.reply
