@@ -125,6 +125,12 @@ overall is over-weighted (LoCoMo dev, ~520 turns a conversation: hybrid any@5
 0.605 exact vs 0.579 indexed)."""
 BM25_K1 = 1.2
 BM25_B = 0.75
+"""BM25's term-frequency saturation k1 and length normalisation b in [0, 1]
+(Robertson & Zaragoza 2009, "The Probabilistic Relevance Framework: BM25 and
+Beyond", §3.5 and §3.6; 1.2 and 0.75 are their usual values, and LanceDB's
+full-text search hard-codes them). Only the in-process paths (exact, cached,
+postings-only) take ``RecallParams.bm25_k1``/``bm25_b``; the index path of a
+namespace whose postings are not in process always scores with these."""
 
 Scorer = Callable[[float, Memory, datetime, float], ScoreParts]
 """(rrf score, memory, now, query valence in [-1, 1]) -> ScoreParts; the final
@@ -170,6 +176,10 @@ class RecallParams:
     half-life of ``link_half_life_days`` days left out) ranks their neighbours;
     it may add a linked memory neither channel found, only one of the same
     namespace that is disclosed in the chat. No fused hit, no spreading.
+    ``bm25_k1`` ≥ 0 and ``bm25_b`` in [0, 1]: BM25's term-frequency saturation
+    and length normalisation on the in-process paths (``bm25_scores``); the
+    LanceDB full-text path cannot take them and keeps 1.2 / 0.75, so a value
+    other than those ranks a namespace differently on that path.
     ``tail_decay``: the weight of each older tail line relative to the next
     (latest 1.0; 0 leaves the older lines out of the query).
     ``scoring``: the rescoring constants (None: ``memory.scoring.DEFAULT_PARAMS``).
@@ -193,6 +203,8 @@ class RecallParams:
     assoc_seeds: int = ASSOC_SEEDS
     assoc_min_weight: float = ASSOC_MIN_WEIGHT
     link_half_life_days: float = DEFAULT_HALF_LIFE_DAYS
+    bm25_k1: float = BM25_K1
+    bm25_b: float = BM25_B
     tail_decay: float = TAIL_DECAY
     scoring: ScoringParams | None = None
     dormant_factor: float = DORMANT_FACTOR
@@ -540,7 +552,7 @@ def _search_view(index: SearchIndex, view: NamespaceView, lines: Sequence[str], 
     if not len(view) or (mask is not None and not mask.any()):
         return ranked
     if "bm25" in params.channels:
-        scores = view.bm25.scores(_query_terms(lines, weights), mask, k1=BM25_K1, b=BM25_B)
+        scores = view.bm25.scores(_query_terms(lines, weights), mask, k1=params.bm25_k1, b=params.bm25_b)
         ranked["bm25"] = view.top(scores, mask, params.candidates, positive=True)
     if "vector" in params.channels:
         q = _query_vector(index, lines, weights)
