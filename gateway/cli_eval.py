@@ -319,7 +319,7 @@ def recall_params(overrides: list[str]):
         elif name in ("rrf_k", "candidates", "tail", "exact_max", "k", "assoc_seeds"):
             params = replace(params, **{name: int(value)})
         elif name in ("bm25_weight", "vector_weight", "time_weight", "bm25_full_coverage", "bm25_floor", "tail_decay",
-                      "bm25_k1", "bm25_b", "vector_floor", "matched_vector_floor", "assoc_weight", "assoc_min_weight",
+                      "bm25_k1", "bm25_b", "bm25_min_length", "vector_floor", "matched_vector_floor", "assoc_weight", "assoc_min_weight",
                       "link_half_life_days") \
                 and name in names:
             params = replace(params, **{name: float(value)})
