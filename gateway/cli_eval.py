@@ -196,7 +196,7 @@ def recall_eval(
     param: Annotated[list[str] | None, typer.Option(help="override a recall default, NAME=VALUE (repeatable): "
                                                          "rrf_k, candidates, tail, exact_max, bm25_weight, "
                                                          "vector_weight, time_weight, bm25_full_coverage, tail_decay, "
-                                                         "bm25_floor, bm25_k1, bm25_b, vector_floor, "
+                                                         "bm25_floor, bm25_k1, bm25_b, bm25_min_length, vector_floor, "
                                                          "matched_vector_floor, assoc_weight, assoc_seeds, "
                                                          "assoc_min_weight, link_half_life_days, "
                                                          "rescore_strength")] = None,
