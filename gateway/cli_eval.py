@@ -196,13 +196,19 @@ def recall_eval(
     param: Annotated[list[str] | None, typer.Option(help="override a recall default, NAME=VALUE (repeatable): "
                                                          "rrf_k, candidates, tail, exact_max, bm25_weight, "
                                                          "vector_weight, time_weight, bm25_full_coverage, tail_decay, "
-                                                         "bm25_floor, vector_floor, "
+                                                         "bm25_floor, bm25_k1, bm25_b, bm25_min_length, vector_floor, "
                                                          "matched_vector_floor, assoc_weight, assoc_seeds, "
                                                          "assoc_min_weight, link_half_life_days, "
                                                          "rescore_strength")] = None,
+    setting: Annotated[list[str] | None, typer.Option(help="also evaluate this setting over the same ingest, "
+                                                           "NAME=VALUE[,NAME=VALUE…] on top of --param "
+                                                           "(repeatable; one report each, after the base one; "
+                                                           "the plot is the base setting's)")] = None,
 ) -> None:
     """Recall quality of the real MemoryCore.recall on a public dataset: any@k / all@k / MRR per
-    category for the shipped hybrid and, in the same run, its BM25-only and vector-only channels."""
+    category for the shipped hybrid and, in the same run, its BM25-only and vector-only channels.
+    With ``--setting`` each further setting is measured over the same stores: ingest, which
+    dominates a run, happens once."""
     import logging
     import shutil
     import tempfile
@@ -230,6 +236,8 @@ def recall_eval(
         raise typer.Exit(2)
     try:
         params = recall_params(param or [])
+        variants = [(extra, recall_params([*(param or []), *[x for x in extra.split(",") if x.strip()]]))
+                    for extra in (setting or [])]
     except ValueError as exc:
         typer.echo(f"--param: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -271,7 +279,8 @@ def recall_eval(
         key_of = ingest(core, suite, mode)
         ingest_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        runs = evaluate(core, suite, key_of, k=max(ks), as_of=as_of, params=params)
+        results = [("", evaluate(core, suite, key_of, k=max(ks), as_of=as_of, params=params))]
+        results += [(extra, evaluate(core, suite, key_of, k=max(ks), as_of=as_of, params=p)) for extra, p in variants]
         eval_s = time.perf_counter() - t0
     finally:
         core.close()
@@ -280,21 +289,26 @@ def recall_eval(
 
     index_of = {q: i for i, q in enumerate(suite.queries)}
     for name, part in parts.items():
-        sub = {c: RecallRun([r.retrieved[index_of[q]] for q in part.queries],
-                            [r.latency_s[index_of[q]] for q in part.queries]) for c, r in runs.items()}
-        title = (f"recall {part.name} [{emb.name}, mode {mode}, as of {as_of}"
-                 f"{f', context {context}' if context != 1 else ''}"
-                 f"{', ' + ' '.join(param) if param else ''}]: {len(part.queries)} queries; "
-                 f"{suite.n_docs} turns/facts in {len(suite.worlds)} namespaces -> {len(key_of)} memories")
-        typer.echo("\n".join(report_lines(part, sub, ks, title)))
-        out = plot_path if (plot_path and len(parts) == 1) else \
-            (plot_path.with_name(f"{plot_path.stem}-{name}{plot_path.suffix}") if plot_path
-             else Path(f"recall-{dataset}-{layout}-{name}.png"))
-        try:
-            plot(part, sub, ks, out, title)
-            typer.echo(f"plot: {out}\n")
-        except ImportError:
-            typer.echo("plot skipped: matplotlib is not installed (pip install 'huiyi[eval]')\n")
+        for extra, runs in results:
+            sub = {c: RecallRun([r.retrieved[index_of[q]] for q in part.queries],
+                                [r.latency_s[index_of[q]] for q in part.queries]) for c, r in runs.items()}
+            shown = [*(param or []), *[x for x in extra.split(",") if x.strip()]]
+            title = (f"recall {part.name} [{emb.name}, mode {mode}, as of {as_of}"
+                     f"{f', context {context}' if context != 1 else ''}"
+                     f"{', ' + ' '.join(shown) if shown else ''}]: {len(part.queries)} queries; "
+                     f"{suite.n_docs} turns/facts in {len(suite.worlds)} namespaces -> {len(key_of)} memories")
+            typer.echo("\n".join(report_lines(part, sub, ks, title)))
+            if extra:
+                typer.echo("")
+                continue
+            out = plot_path if (plot_path and len(parts) == 1) else \
+                (plot_path.with_name(f"{plot_path.stem}-{name}{plot_path.suffix}") if plot_path
+                 else Path(f"recall-{dataset}-{layout}-{name}.png"))
+            try:
+                plot(part, sub, ks, out, title)
+                typer.echo(f"plot: {out}\n")
+            except ImportError:
+                typer.echo("plot skipped: matplotlib is not installed (pip install 'huiyi[eval]')\n")
     typer.echo(f"ingest {ingest_s:.1f} s, recall {eval_s:.1f} s; load average "
                f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
@@ -319,7 +333,7 @@ def recall_params(overrides: list[str]):
         elif name in ("rrf_k", "candidates", "tail", "exact_max", "k", "assoc_seeds"):
             params = replace(params, **{name: int(value)})
         elif name in ("bm25_weight", "vector_weight", "time_weight", "bm25_full_coverage", "bm25_floor", "tail_decay",
-                      "vector_floor", "matched_vector_floor", "assoc_weight", "assoc_min_weight",
+                      "bm25_k1", "bm25_b", "bm25_min_length", "vector_floor", "matched_vector_floor", "assoc_weight", "assoc_min_weight",
                       "link_half_life_days") \
                 and name in names:
             params = replace(params, **{name: float(value)})

@@ -98,7 +98,8 @@ class Bm25Postings:
     ``scores(terms, mask)``: Okapi BM25 of every document for weighted query
     ``terms`` — ``Σ_t w_t · idf_t · tf·(k1 + 1) / (tf + k1·(1 - b + b·|d| / avgdl))``
     with ``idf_t = ln(1 + (N - df_t + 0.5) / (df_t + 0.5))`` — where N, df and
-    avgdl count only the documents of ``mask`` (all when None); a document
+    avgdl count only the documents of ``mask`` (all when None) and ``|d|`` is at
+    least ``min_length`` (``memory.recall.BM25_MIN_LENGTH``); a document
     outside ``mask`` or without a query term scores 0.0. Shape ``(n,)`` float64.
 
     ``only``: keep postings of these terms alone (a one-query search: the exact
@@ -153,18 +154,22 @@ class Bm25Postings:
         out.nbytes = self.nbytes + grown
         return out
 
-    def scores(self, terms: dict[str, float], mask: np.ndarray | None = None, *, k1: float, b: float) -> np.ndarray:
-        """BM25 of every document (class docstring); ``mask`` bool ``(n,)`` or None."""
+    def scores(self, terms: dict[str, float], mask: np.ndarray | None = None, *, k1: float, b: float,
+               min_length: float = 0.0) -> np.ndarray:
+        """BM25 of every document (class docstring); ``mask`` bool ``(n,)`` or None.
+        ``min_length``: a document shorter than this many tokens counts as this
+        long in ``|d|`` and ``avgdl`` (0: its own length)."""
         total = len(self.lengths)
         out = np.zeros(total, dtype=np.float64)
+        lengths = self.lengths if min_length <= 0 else np.maximum(self.lengths, min_length)
         if mask is None:
-            n, dl = total, int(self.lengths.sum())
+            n, dl = total, float(lengths.sum())
         else:
-            n, dl = int(mask.sum()), int(self.lengths[mask].sum())
+            n, dl = int(mask.sum()), float(lengths[mask].sum())
         if not n or not terms:
             return out
         avgdl = dl / n or 1.0
-        norm = k1 * (1.0 - b + b * self.lengths / avgdl)
+        norm = k1 * (1.0 - b + b * lengths / avgdl)
         for t, w in terms.items():
             p = self.postings.get(t)
             if p is None:

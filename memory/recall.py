@@ -125,6 +125,35 @@ overall is over-weighted (LoCoMo dev, ~520 turns a conversation: hybrid any@5
 0.605 exact vs 0.579 indexed)."""
 BM25_K1 = 1.2
 BM25_B = 0.75
+"""BM25's term-frequency saturation k1 and length normalisation b in [0, 1]
+(Robertson & Zaragoza 2009, "The Probabilistic Relevance Framework: BM25 and
+Beyond", §3.5 and §3.6; 1.2 and 0.75 are their usual values, and LanceDB's
+full-text search hard-codes them). Only the in-process paths (exact, cached,
+postings-only) take ``RecallParams.bm25_k1``/``bm25_b``; the index path of a
+namespace whose postings are not in process always scores with these. Fitted
+on the dev split (k1 0.6-2.0, b 0-0.9) and kept: LoCoMo's raw turns gain up to
++0.03 any@5 at b = 0, but LongMemEval loses 0.07-0.10 any@5 at every b < 0.75
+(see ``BM25_MIN_LENGTH``, which takes the gain without the loss)."""
+BM25_MIN_LENGTH = 20
+"""A memory shorter than this many tokens (``memory.text.tokens``) counts as
+this long in BM25's length normalisation, ``|d|`` and ``avgdl`` alike, so that
+among short memories — a chat message or two, nearly all of a person's — the one
+that holds the query's words more often or more of them wins, not the shortest;
+longer ones (a pasted text, a long answer) are normalised as usual. Robertson &
+Zaragoza (2009, §3.6) ground normalisation in the "verbosity" hypothesis, a
+long text saying the same things in more words; a chat memory is longer
+because it says more ("scope"), and Singhal, Buckley & Mitra (1996, "Pivoted
+Document Length Normalization") showed that normalising by length alone
+over-rewards short documents. The floor is huiyi's own, not theirs. Dev split,
+hybrid any@5 / any@10, none → 12 / 16 / 20 / 24 tokens: LoCoMo per speaker
+0.651 / 0.747 → 0.663 / 0.744, 0.668 / 0.749, 0.677 / 0.751, 0.680 / 0.753;
+per conversation 0.639 / 0.735 → 0.637 / 0.739, 0.651 / 0.746, 0.656 / 0.749,
+0.658 / 0.758; LongMemEval 0.967 / 0.967 at every floor (its BM25 channel alone
+0.900 → 0.867 @5 from 24: its 200-370-token assistant turns must stay
+normalised against its 20-30-token user turns that hold the answers);
+DuLeMon pool and per dialogue unchanged (0.250 / 0.344, 0.844 / 0.844); LoCoMo
+per speaker through capture 0.565 / 0.632 → 0.560 / 0.627 (within its
+run-to-run noise). Only the in-process paths take it (``BM25_K1``)."""
 
 Scorer = Callable[[float, Memory, datetime, float], ScoreParts]
 """(rrf score, memory, now, query valence in [-1, 1]) -> ScoreParts; the final
@@ -170,6 +199,13 @@ class RecallParams:
     half-life of ``link_half_life_days`` days left out) ranks their neighbours;
     it may add a linked memory neither channel found, only one of the same
     namespace that is disclosed in the chat. No fused hit, no spreading.
+    ``bm25_k1`` ≥ 0 and ``bm25_b`` in [0, 1]: BM25's term-frequency saturation
+    and length normalisation on the in-process paths (``bm25_scores``);
+    ``bm25_min_length`` ≥ 0: the length in tokens under which a memory counts as
+    that long in the normalisation (``BM25_MIN_LENGTH``; 0 turns it off). The
+    LanceDB full-text path cannot take any of the three and keeps 1.2 / 0.75 /
+    0, so on that path (a namespace above ``exact_max`` whose postings are not
+    cached) BM25 ranks short memories as plain Okapi BM25 does.
     ``tail_decay``: the weight of each older tail line relative to the next
     (latest 1.0; 0 leaves the older lines out of the query).
     ``scoring``: the rescoring constants (None: ``memory.scoring.DEFAULT_PARAMS``).
@@ -193,6 +229,9 @@ class RecallParams:
     assoc_seeds: int = ASSOC_SEEDS
     assoc_min_weight: float = ASSOC_MIN_WEIGHT
     link_half_life_days: float = DEFAULT_HALF_LIFE_DAYS
+    bm25_k1: float = BM25_K1
+    bm25_b: float = BM25_B
+    bm25_min_length: float = BM25_MIN_LENGTH
     tail_decay: float = TAIL_DECAY
     scoring: ScoringParams | None = None
     dormant_factor: float = DORMANT_FACTOR
@@ -506,17 +545,19 @@ def _disclosed(m: MemoryText, chat: ChatRef | None) -> bool:
 
 
 def bm25_scores(docs: Sequence[Sequence[str]], terms: dict[str, float], *, k1: float = BM25_K1,
-                b: float = BM25_B) -> list[float]:
+                b: float = BM25_B, min_length: float = BM25_MIN_LENGTH) -> list[float]:
     """Okapi BM25 of each tokenised document for weighted query ``terms``
     (Robertson & Zaragoza 2009, "The Probabilistic Relevance Framework: BM25 and
     Beyond"), with Lucene's non-negative IDF ``ln(1 + (N - df + 0.5) / (df + 0.5))``:
-    ``Σ_t w_t · idf_t · tf·(k1 + 1) / (tf + k1·(1 - b + b·|d| / avgdl))``. Statistics
-    are over ``docs`` only (one namespace). 0.0 for a document without a query term.
+    ``Σ_t w_t · idf_t · tf·(k1 + 1) / (tf + k1·(1 - b + b·|d| / avgdl))``, where a
+    document shorter than ``min_length`` tokens counts as that long in ``|d|`` and
+    ``avgdl`` (``BM25_MIN_LENGTH``; 0: plain Okapi BM25). Statistics are over
+    ``docs`` only (one namespace). 0.0 for a document without a query term.
     The arithmetic is ``memory.cache.Bm25Postings``', which every in-process path
     uses, so a score here is bit-identical to the cached path's."""
     if not docs:
         return []
-    return Bm25Postings(docs).scores(terms, k1=k1, b=b).tolist()
+    return Bm25Postings(docs).scores(terms, k1=k1, b=b, min_length=min_length).tolist()
 
 
 def _exact_view(index: SearchIndex, small: Sequence[MemoryText], lines: Sequence[str], weights: Sequence[float],
@@ -542,7 +583,8 @@ def _search_view(index: SearchIndex, view: NamespaceView, lines: Sequence[str], 
     if not len(view) or (mask is not None and not mask.any()):
         return ranked
     if "bm25" in params.channels:
-        scores = view.bm25.scores(_query_terms(lines, weights), mask, k1=BM25_K1, b=BM25_B)
+        scores = view.bm25.scores(_query_terms(lines, weights), mask, k1=params.bm25_k1, b=params.bm25_b,
+                                  min_length=params.bm25_min_length)
         ranked["bm25"] = view.top(scores, mask, params.candidates, positive=True)
     if "vector" in params.channels:
         q = _query_vector(index, lines, weights)

@@ -173,6 +173,32 @@ def test_cli_dulemon_pool_and_longmemeval(tmp_path):
         assert "hybrid" in res.output and "vector" in res.output
 
 
+def test_cli_settings_share_one_ingest_and_match_their_own_runs(tmp_path):
+    """--setting reports each further setting after the base one, over the same ingest;
+    its figures equal those of a separate run with the same --param, and a bad
+    setting is refused with exit status 2 before anything is ingested."""
+    def tables(output: str) -> list[list[str]]:
+        out: list[list[str]] = []
+        for line in output.splitlines():
+            if line.startswith("recall "):
+                out.append([line.split("]")[0]])
+            elif out and line.split() and line.split()[0] in CHANNELS:
+                out[-1].append(" ".join(line.split()[:9]))  # figures, not latencies
+        return out
+
+    base = ["eval", "recall", "--dataset", "locomo", "--data-dir", str(DATA), "--k", "1,5,10", "--cache-dir", "none",
+            "--plot", str(tmp_path / "p.png"), "--param", "rrf_k=5"]
+    both = runner.invoke(app, [*base, "--setting", "bm25_min_length=0,bm25_b=0.3", "--setting", "assoc_weight=0"])
+    assert both.exit_code == 0, both.output
+    got = tables(both.output)
+    assert [t[0].split("as of end, ")[1] for t in got] == ["rrf_k=5", "rrf_k=5 bm25_min_length=0 bm25_b=0.3",
+                                                          "rrf_k=5 assoc_weight=0"]
+    alone = runner.invoke(app, [*base, "--param", "bm25_min_length=0", "--param", "bm25_b=0.3"])
+    assert tables(alone.output)[0][1:] == got[1][1:]
+    bad = runner.invoke(app, [*base, "--setting", "bm25_k3=1"])
+    assert bad.exit_code == 2 and "bm25_k3" in bad.output
+
+
 def test_cli_without_data_exits_2(tmp_path):
     """No data directory: a clear message and exit status 2."""
     res = runner.invoke(app, ["eval", "recall", "--data-dir", str(tmp_path / "absent")])

@@ -383,3 +383,26 @@ def test_a_namespace_over_the_vector_budget_keeps_its_bm25_in_process(core):
         same(q, None)
     assert added in {h.memory.id for h in budget.recall(ns, ["京都 紅葉"], params=RecallParams(exact_max=0))}
     assert budget.cache.appends >= 1
+
+
+def test_bm25_k1_and_b_reach_both_in_process_paths(sqlite_core):
+    """``bm25_k1``/``bm25_b``/``bm25_min_length`` set the BM25 channel's saturation
+    and length normalisation on the exact and the cached path alike (same scores):
+    with full length normalisation the short memory that says 「猫」 once comes
+    first, without it (b = 0, or the short one floored to the long one's length)
+    the long one that says it three or four times (zh and en)."""
+    ns = Namespace("default", "tg:k1b")
+    short = {"猫": "我有猫", "hiking": "I go hiking"}
+    long = {"猫": "我喜欢猫，猫也喜欢我，我每天都和猫一起玩，晚上猫在沙发上睡觉",
+            "hiking": "hiking hiking hiking every weekend with my friends in the hills around the old mill town"}
+    ids = {}
+    for term in short:
+        ids[term] = (sqlite_core.add(ns, sqlite_core.new(ns, short[term])).memory.id,
+                     sqlite_core.add(ns, sqlite_core.new(ns, long[term])).memory.id)
+    cached = _cached(sqlite_core)
+    for term, (s_id, l_id) in ids.items():
+        for b, floor, first in ((1.0, 0, s_id), (0.0, 0, l_id), (1.0, 64, l_id)):
+            p = RecallParams(channels=("bm25",), bm25_k1=2.0, bm25_b=b, bm25_min_length=floor)
+            exact, _ = channel_hits(sqlite_core.store, sqlite_core.index, ns, [term], params=p)
+            hot, _ = channel_hits(sqlite_core.store, sqlite_core.index, ns, [term], params=p, cache=cached.cache)
+            assert hot == exact and exact["bm25"][0][0] == first, (term, b, floor)

@@ -100,6 +100,29 @@ def test_bm25_scores():
     assert bm25_scores([], {"x": 1.0}) == [] and bm25_scores(docs, {}) == [0.0] * 4
 
 
+def test_bm25_length_floor_ranks_short_memories_by_their_words_not_their_length():
+    """Below ``BM25_MIN_LENGTH`` tokens a memory is not favoured for being short: of
+    two short memories the one that says the query's word twice wins, where plain
+    Okapi BM25 (``min_length=0``) preferred the shorter one; a long text (60
+    tokens) is still normalised against them (zh and en)."""
+    from memory.recall import BM25_MIN_LENGTH
+    from memory.text import tokens
+
+    assert 0 < BM25_MIN_LENGTH <= 32
+    said = ["I love hiking", "Last summer I went hiking in the Alps with my sister and we loved it, hiking",
+            "我有猫", "我喜欢猫，猫也喜欢我，晚上它睡在我的床上", "my sister lives in Paris"]
+    docs = [tokens(t) for t in said]
+    assert all(len(d) < BM25_MIN_LENGTH for d in docs)
+    for q, short, longer in (("hiking", 0, 1), ("猫", 2, 3)):
+        terms = {t: 1.0 for t in tokens(q)}
+        floored, plain = bm25_scores(docs, terms), bm25_scores(docs, terms, min_length=0)
+        assert floored[longer] > floored[short] > 0, q
+        assert plain[short] > plain[longer] > 0, q
+    verbose = docs + [tokens("hiking " + " ".join(f"word{i}" for i in range(59)))]
+    s = bm25_scores(verbose, {"hike": 1.0})
+    assert s[0] > s[-1] > 0  # one mention in 60 tokens: normalised, below the short memory's
+
+
 def test_bm25_confidence_is_the_idf_weighted_share_of_the_query_in_the_best_hit():
     """A best hit holding the rare words of the question is trusted fully; one holding
     only a common word of a long Chinese question is not; the share counts by IDF
