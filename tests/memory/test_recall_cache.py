@@ -38,11 +38,14 @@ def _cached(core: MemoryCore, mib: float = 64.0) -> MemoryCore:
 
 
 def _fill(core: MemoryCore, ns: Namespace) -> None:
-    for t in FACTS:
-        core.add(ns, core.new(ns, t))
-    for t in GROUP_FACTS:
-        core.add(ns, core.new(ns, t, origin=GROUP, visibility=Visibility.GROUP))
-    core.add(ns, core.new(ns, "群二的秘密 secret of group two", origin=OTHER_GROUP, visibility=Visibility.GROUP))
+    """17 memories of ``ns`` in one index write: every test compares recalls over the state this leaves, and
+    an add reads nothing of the index (the writes of a write version are SQL's)."""
+    with core.batch():
+        for t in FACTS:
+            core.add(ns, core.new(ns, t))
+        for t in GROUP_FACTS:
+            core.add(ns, core.new(ns, t, origin=GROUP, visibility=Visibility.GROUP))
+        core.add(ns, core.new(ns, "群二的秘密 secret of group two", origin=OTHER_GROUP, visibility=Visibility.GROUP))
 
 
 def _shape(hits) -> list[tuple[str, float, dict]]:
