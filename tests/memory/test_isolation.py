@@ -35,9 +35,10 @@ PATHS = pytest.mark.parametrize("exact_max", [0, EXACT_MAX], ids=["index", "exac
 def test_near_identical_texts_never_cross(core, channels, exact_max):
     """Two subjects store near-identical texts; each recall returns only the asker's rows."""
     a, b = Namespace("default", "tg:1"), Namespace("default", "tg:2")
-    for t in TEXTS:
-        core.add(a, core.new(a, t))
-        core.add(b, core.new(b, t + "。"))
+    with core.batch():  # one index write for both: what is pinned is what recall returns
+        for t in TEXTS:
+            core.add(a, core.new(a, t))
+            core.add(b, core.new(b, t + "。"))
     for q in ["猫", "煤球", "咖啡", "hiking", "Paris", "過敏", "爬山"]:
         for ns in (a, b):
             hits = core.recall(ns, [q], params=RecallParams(k=20, channels=channels, exact_max=exact_max))
