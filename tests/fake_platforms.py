@@ -370,4 +370,25 @@ def gateway(llm, monkeypatch):
 
     yield make
     for client in clients:
+        _close_bot_sessions(client)
         client.__exit__(None, None, None)
+
+
+def _close_bot_sessions(client) -> None:
+    """Close the aiohttp sessions of the app's Telegram bots once their turns are idle, before the app stops.
+    aiogram's ``AiohttpSession.close`` then sleeps 250 ms for TLS connections to shut down (aiohttp's graceful
+    shutdown advice); the fake Bot API is plain HTTP on loopback, with no TLS connection to wait for, and that
+    sleep was a quarter of a second of every test that sent a Telegram reply. The runtime's own ``close`` still
+    runs at the app's shutdown and finds the sessions closed."""
+    telegram = getattr(client.app.state, "telegram", None)
+    if telegram is None or client.portal is None:  # the app never started, or the test stopped it already
+        return
+
+    async def close() -> None:
+        await telegram.turns.idle(30.0)
+        for bot in list(telegram._bots.values()):
+            session = getattr(bot.session, "_session", None)
+            if session is not None and not session.closed:
+                await session.close()
+
+    client.portal.call(close)

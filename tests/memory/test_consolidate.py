@@ -37,7 +37,10 @@ def model(llm):
 
 
 def _add(core, ns, texts, **fields):
-    return [core.add(ns, core.new(ns, t, **fields)).memory for t in texts]
+    """Store ``texts`` in ``ns`` in one index write (``batch()``: what consolidation reads is SQL's and the
+    entity links it makes at the block's end are those of single adds, pinned in test_links)."""
+    with core.batch():
+        return [core.add(ns, core.new(ns, t, **fields)).memory for t in texts]
 
 
 # -- the pure parts -----------------------------------------------------------

@@ -21,10 +21,12 @@ TEXTS = ["我养了一只叫煤球的黑猫🐈", "煤球上周去看了兽医",
 
 
 def _memories(core, ns, texts=TEXTS) -> list[str]:
-    """Store ``texts`` in ``ns`` without entity links (the tests make their own); their ids."""
+    """Store ``texts`` in ``ns`` without entity links (the tests make their own); their ids. One index
+    write for them all (``batch()``; its deferred entity links are made, or here not, before the finally)."""
     core.links = LinkParams(entity=0.0)
     try:
-        return [core.add(ns, core.new(ns, t)).memory.id for t in texts]
+        with core.batch():
+            return [core.add(ns, core.new(ns, t)).memory.id for t in texts]
     finally:
         core.links = LinkParams()
 

@@ -5,7 +5,9 @@ and PostgreSQL — and a bound in MiB that it keeps."""
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import subprocess
 import sys
 import textwrap
@@ -36,11 +38,14 @@ def _cached(core: MemoryCore, mib: float = 64.0) -> MemoryCore:
 
 
 def _fill(core: MemoryCore, ns: Namespace) -> None:
-    for t in FACTS:
-        core.add(ns, core.new(ns, t))
-    for t in GROUP_FACTS:
-        core.add(ns, core.new(ns, t, origin=GROUP, visibility=Visibility.GROUP))
-    core.add(ns, core.new(ns, "群二的秘密 secret of group two", origin=OTHER_GROUP, visibility=Visibility.GROUP))
+    """17 memories of ``ns`` in one index write: every test compares recalls over the state this leaves, and
+    an add reads nothing of the index (the writes of a write version are SQL's)."""
+    with core.batch():
+        for t in FACTS:
+            core.add(ns, core.new(ns, t))
+        for t in GROUP_FACTS:
+            core.add(ns, core.new(ns, t, origin=GROUP, visibility=Visibility.GROUP))
+        core.add(ns, core.new(ns, "群二的秘密 secret of group two", origin=OTHER_GROUP, visibility=Visibility.GROUP))
 
 
 def _shape(hits) -> list[tuple[str, float, dict]]:
@@ -111,35 +116,63 @@ def test_writes_in_this_process_are_seen_at_the_next_recall(core):
 
 
 _OTHER_PROCESS = textwrap.dedent("""
+    import json
     import sys
+    import traceback
     from memory.core import MemoryCore
     from memory.embed import Usem3Embedder
     from memory.index import SearchIndex
     from memory.store import Store
     from memory.types import Namespace
 
-    url, schema, index, verb, arg = sys.argv[1:6]
+    embedder = Usem3Embedder()
     ns = Namespace("default", "tg:6060")
-    core = MemoryCore(Store(url, schema=schema or None), SearchIndex(index, Usem3Embedder()), cache_mib=16)
-    if verb == "forget":
-        core.forget(ns, arg)
-    elif verb == "edit":
-        core.update(ns, arg, "我改喝拿铁了 ☕")
-    else:
-        print(core.add(ns, core.new(ns, arg)).memory.id)
-    core.close()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        url, schema, index, verb, arg = json.loads(line)
+        try:  # a core of its own per request, closed after it: as a process of its own would
+            core = MemoryCore(Store(url, schema=schema or None), SearchIndex(index, embedder), cache_mib=16)
+            out = ""
+            if verb == "forget":
+                core.forget(ns, arg)
+            elif verb == "edit":
+                core.update(ns, arg, "我改喝拿铁了 ☕")
+            else:
+                out = core.add(ns, core.new(ns, arg)).memory.id
+            core.close()
+            print(json.dumps({"out": out}), flush=True)
+        except Exception:
+            print(json.dumps({"error": traceback.format_exc()}), flush=True)
 """)
 
 
-def _in_another_process(core: MemoryCore, *args: str) -> str:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", _OTHER_PROCESS, core.store.url, core.store.schema or "",
-                          core.index.path, *args], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return out.stdout.strip()
+@pytest.fixture(scope="module")
+def other_process():
+    """Another Python process that writes to a store and index it is told of, one
+    request a line on stdin. One process for the module: its start (imports, the
+    embedder's weights) costs seconds, and what the tests pin is only that the
+    write is not this process's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HUIYI_") and k != "DATABASE_URL"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.Popen([sys.executable, "-c", _OTHER_PROCESS], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    yield proc
+    proc.stdin.close()
+    proc.wait(timeout=60)
 
 
-def test_a_forget_in_another_process_is_never_served_from_the_cache(core):
+def _in_another_process(proc: subprocess.Popen, core: MemoryCore, *args: str) -> str:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps([core.store.url, core.store.schema or "", str(core.index.path), *args]) + "\n")
+    proc.stdin.flush()
+    assert select.select([proc.stdout], [], [], 300)[0], "the other process did not answer in 300 s"
+    answer = json.loads(proc.stdout.readline())
+    assert "error" not in answer, answer["error"][-2000:]
+    return answer["out"]
+
+
+def test_a_forget_in_another_process_is_never_served_from_the_cache(core, other_process):
     """A warm cache in this process, then another process forgets, edits and adds:
     the very next recall here has the forgotten memory gone, the edit's new text and
     the new memory (SQLite and PostgreSQL)."""
@@ -151,14 +184,14 @@ def test_a_forget_in_another_process_is_never_served_from_the_cache(core):
     assert secret in {h.memory.id for h in cached.recall(ns, ["银行卡密码"])}
     assert cached.cache is not None and cached.cache.loads == 1
 
-    _in_another_process(core, "forget", secret)
+    _in_another_process(other_process, core, "forget", secret)
     assert secret not in {h.memory.id for h in cached.recall(ns, ["银行卡密码"])}
     assert all("2468" not in h.memory.text for h in cached.recall(ns, ["银行卡 密码 2468"]))
 
-    _in_another_process(core, "edit", coffee)
+    _in_another_process(other_process, core, "edit", coffee)
     assert [h.memory.text for h in cached.recall(ns, ["拿铁"])] == ["我改喝拿铁了 ☕"]
 
-    added = _in_another_process(core, "add", "My sister lives in Paris 🗼")
+    added = _in_another_process(other_process, core, "add", "My sister lives in Paris 🗼")
     assert added in {h.memory.id for h in cached.recall(ns, ["sister Paris"])}
     assert cached.cache.loads == 4
 
@@ -264,14 +297,14 @@ def test_a_reload_after_adds_extends_the_view_and_still_equals_exact_search(core
     assert cached.cache.appends == 2 and cached.cache.get(ns, version).dead == 0
 
 
-def test_an_add_in_another_process_is_appended_to_the_warm_view(core):
+def test_an_add_in_another_process_is_appended_to_the_warm_view(core, other_process):
     """A warm cache here, an add in another process: the next recall here appends it
     (one new row read, SQLite and PostgreSQL) and finds it."""
     ns = Namespace("default", "tg:6060")
     cached = _cached(core)
     cached.add(ns, cached.new(ns, "我喜欢喝美式咖啡"))
     assert cached.recall(ns, ["咖啡"])
-    added = _in_another_process(core, "add", "My sister lives in Paris 🗼，她在那边读书")
+    added = _in_another_process(other_process, core, "add", "My sister lives in Paris 🗼，她在那边读书")
     assert added in {h.memory.id for h in cached.recall(ns, ["sister Paris"])}
     assert cached.cache is not None and cached.cache.appends == 1
 
