@@ -34,14 +34,6 @@ def _no_database_yet() -> str | None:
     return None
 
 
-def _empty(store) -> bool:
-    """Whether the database holds none of huiyi's tables (a new one)."""
-    from sqlalchemy import inspect
-    from sqlmodel import SQLModel
-
-    return not set(inspect(store.engine).get_table_names(schema=store.schema)) & set(SQLModel.metadata.tables)
-
-
 @db_app.command()
 def upgrade() -> None:
     """Upgrade the database to this version's schema (one transaction; no row is dropped)."""
@@ -51,7 +43,7 @@ def upgrade() -> None:
     try:
         store = _store()
         try:
-            empty = store.schema_revision() is None and _empty(store)
+            empty = store.schema_revision() is None and store.is_new()
             before, after = store.upgrade_schema()
         finally:
             store.close()

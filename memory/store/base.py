@@ -157,6 +157,16 @@ class StoreBase:
         except (DBAPIError, PoolTimeout) as exc:
             raise StoreError(str(exc)) from exc
 
+    def is_new(self) -> bool:
+        """True when the database holds none of huiyi's tables (``huiyi db
+        upgrade`` says it created them rather than upgraded them). Raises
+        StoreError when the database cannot be reached."""
+        try:
+            with self.engine.connect() as conn:
+                return _migrate.is_new(conn, self.schema)
+        except (DBAPIError, PoolTimeout) as exc:
+            raise StoreError(str(exc)) from exc
+
     def ping(self) -> str:
         """Prove the database answers and holds the store's schema: reads the
         Alembic revision (the readiness probe). Raises StoreError otherwise."""

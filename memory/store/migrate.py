@@ -80,13 +80,18 @@ def lock(conn: Connection) -> None:
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_LOCK_KEY})
 
 
+def is_new(conn: Connection, schema: str | None = None) -> bool:
+    """Whether the database on ``conn`` holds none of huiyi's tables."""
+    return not set(inspect(conn).get_table_names(schema=schema)) & set(SQLModel.metadata.tables)
+
+
 def upgrade(conn: Connection, schema: str | None = None) -> tuple[str | None, str]:
     """Upgrade the database on ``conn`` (inside the caller's transaction) to the
     head; returns (revision before, revision after)."""
     lock(conn)
     before = current(conn, schema)
     if before != head():
-        new = before is None and not set(inspect(conn).get_table_names(schema=schema)) & set(SQLModel.metadata.tables)
+        new = before is None and is_new(conn, schema)
         command.upgrade(config(conn, schema), "head")
         if new:  # nothing to warn about: a new database got its tables
             log.info("store: new database, its tables built up to revision %s", head())
@@ -102,7 +107,7 @@ def prepare(conn: Connection, schema: str | None = None) -> None:
     before = current(conn, schema)
     if before == head():
         return
-    if before is None and not set(inspect(conn).get_table_names(schema=schema)) & set(SQLModel.metadata.tables):
+    if before is None and is_new(conn, schema):
         SQLModel.metadata.create_all(conn)
         MigrationContext.configure(conn, opts={"version_table_schema": schema}).stamp(scripts(), "head")
         return
