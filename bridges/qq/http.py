@@ -123,7 +123,7 @@ class OneBotHTTP:
         token = self.pipeline.settings.onebot.access_token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         async for attempt in AsyncRetrying(retry=retry_if_exception(lambda e: getattr(e, "transient", False)),
-                                           wait=wait_exponential_jitter(initial=BACKOFF_INITIAL_S, max=5.0, jitter=0.5),
+                                           wait=wait_exponential_jitter(multiplier=BACKOFF_INITIAL_S, max=5.0, jitter=0.5),
                                            stop=stop_after_attempt(CALL_ATTEMPTS), reraise=True):
             with attempt:
                 await self._call(root + "/send_msg", body, headers)

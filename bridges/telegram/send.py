@@ -136,7 +136,7 @@ def _wait(state) -> float:
     exc = state.outcome.exception() if state.outcome is not None else None
     if isinstance(exc, TelegramRetryAfter):
         return min(float(exc.retry_after), RETRY_AFTER_MAX_S)
-    return wait_exponential_jitter(initial=BACKOFF_INITIAL_S, max=8.0, jitter=0.5)(state)
+    return wait_exponential_jitter(multiplier=BACKOFF_INITIAL_S, max=8.0, jitter=0.5)(state)
 
 
 def _thread_gone(exc: BaseException) -> bool:

@@ -50,7 +50,7 @@ def _callback_wait(state) -> float:
         after = exc.response.headers.get("retry-after", "")
         if after.isdigit():
             return min(float(after), 30.0)
-    return wait_exponential_jitter(initial=BACKOFF_INITIAL_S, max=8.0, jitter=0.5)(state)
+    return wait_exponential_jitter(multiplier=BACKOFF_INITIAL_S, max=8.0, jitter=0.5)(state)
 
 
 class WebhookRuntime:

@@ -131,7 +131,7 @@ class WeChatAPI:
     async def _call(self, method: str, path: str, **kwargs: Any) -> dict:
         """One API call, retried while it fails transiently (module docstring)."""
         async for attempt in AsyncRetrying(retry=retry_if_exception(lambda e: getattr(e, "transient", False)),
-                                           wait=wait_exponential_jitter(initial=BACKOFF_INITIAL_S, max=5.0, jitter=0.5),
+                                           wait=wait_exponential_jitter(multiplier=BACKOFF_INITIAL_S, max=5.0, jitter=0.5),
                                            stop=stop_after_attempt(CALL_ATTEMPTS), reraise=True):
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
