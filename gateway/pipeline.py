@@ -763,7 +763,8 @@ class Pipeline:
         extractor = self.extractor(tenant)
 
         def recapture() -> list[str]:
-            results = capture_edit(self.core, ns, msg.text, chat=chat, said_at=msg.timestamp,
+            # the bot's @-mention is no part of the fact, as in the original's capture (_capture_sync)
+            results = capture_edit(self.core, ns, _without_bot_mention(msg.text, t), chat=chat, said_at=msg.timestamp,
                                    message_id=msg.message_id, extractor=extractor, tz=t.tz, addressed=res.addressed)
             return [r.memory.id for r in results if r.memory is not None and r.action not in ("rejected", "conflict")]
 

@@ -104,12 +104,14 @@ _QUESTION_RE = re.compile(r"([?？]\s*$)|([吗呢么嘛]\s*[。!！~～]*\s*$)")
 # a question word asking (not 「什么都吃」「谁都知道」「哪里都想去」「没什么」「不怎么」「多少有点」,
 # nor the complaints 「怎么又…」「为什么这么…」, which tell how the person is)
 _ASKING_ZH = re.compile(
-    r"(?<![不没])(?>谁|哪(?:里|儿|天|个|些|年|家|位|种|次|边)?|什么(?:时候)?|为什么|为啥|怎么(?:样|办)?|怎样|"
-    r"几(?:点|岁|号|月)|多大|多久|多远|多少(?!有点|有些|会|也|都))(?![都也又这那])|来着")
+    r"(?<![不没])(?>谁|哪(?:里|儿|天|个|些|年|家|位|种|次|边)?|什么(?:时候)?|啥(?:时候)?|为什么|为啥|怎么(?:样|办)?|怎样|"
+    r"几(?:点|岁|号|月)|多大|多久|多远|多少(?!有点|有些|会|也|都))(?![都也又这那])|来着|是否|"
+    r"([\u4e00-\u9fff])[不没]\1")  # A-not-A: 是不是, 有没有, 喜不喜欢
 _AUX_EN = r"(?:do|does|did|can|could|will|would|should|is|are|am|was|were|have|has|had)"
-_ASKING_EN = re.compile(  # not "When I was young, …", "What a day", "How nice"
-    rf"^\s*(?:(?:what|when|where|who|whom|whose|why|how|which)(?:\s+{_AUX_EN}\b|'s\b|\s+many\b|\s+much\b|"
-    rf"\s+old\b|\s+long\b)|{_AUX_EN}\s+(?:you|i|we|he|she|they|it|my|your)\b)", re.IGNORECASE)
+_ASKING_EN = re.compile(  # not "When I was young, …", "What a day", "How nice", "Remember that I moved"
+    rf"^\s*(?:(?:what|when|where|who|whom|whose|why|how|which)(?:\s+{_AUX_EN}\b|['’]?s\b|\s+many\b|\s+much\b|"
+    rf"\s+old\b|\s+long\b)|{_AUX_EN}\s+(?:you|i|we|he|she|they|it|my|your)\b|"
+    rf"(?:tell|remind|show)\s+me\b|remember\s+(?:what|when|where|who|how|which)\b)", re.IGNORECASE)
 
 
 def is_question(plain: str) -> bool:

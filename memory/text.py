@@ -69,8 +69,8 @@ STOPWORDS = STOPWORDS_ZH | STOPWORDS_EN
 # "lol", "ok", "thanks"): such a line says nothing to recall by. Not greetings
 # (「晚上好」 "hi"): a greeting may be answered with what is known of the person.
 FILLER_TOKENS = frozenset(
-    "好 好的 好吧 好哒 好滴 可以 可 行 收到 收 知道 知 道 了解 谢谢 谢 多谢 感谢 "
-    "ok okay okey k kk lol lmao lmfao rofl hmm hm yeah yep yup yea thank thx ty np".split()
+    "好 好的 好吧 好哒 好滴 好嘞 滴 哒 嘞 哼 可以 可 行 收到 收 知道 知 道 了解 谢谢 谢 多谢 感谢 "
+    "ok okay okey okk k kk lol lmao lmfao rofl hmm hm yeah yep yup yea thank thx ty np".split()
 )
 _FILLER_RUN = re.compile(r"[哈呵嘿嘻嘎嗯哦噢喔哇呀啊呃额唉]+|a?(?:ha|he|hi|ja|xi){2,}h?|a?ha|2333*|666+")
 

@@ -138,13 +138,17 @@ def repair(text: str) -> str:
         return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+"""Terminal escape sequences, whole: CSI (colours, cursor moves), OSC (window titles), two-byte ones."""
 _CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u2060\ufeff\u202a-\u202e\u2066-\u2069"
                        "\ufdd0-\ufdef\ufffe\uffff]")
 
 
 def clean_controls(text: str) -> str:
     """``repair``, then without the characters that carry no text and can only
-    disturb whoever reads it back: C0/C1 control characters but tab and line
+    disturb whoever reads it back: terminal escape sequences whole (``ESC [31m``,
+    an OSC title — not just their ESC, which would leave ``[31m`` in the
+    text), C0/C1 control characters but tab and line
     breaks (a BEL or an ESC sequence reaching an admin's terminal), the Unicode
     bidirectional embeddings, overrides and isolates (U+202A–U+202E,
     U+2066–U+2069: right-to-left spoofing), zero-width space, word joiner and
@@ -152,7 +156,7 @@ def clean_controls(text: str) -> str:
     that emoji and scripts need (U+200C, U+200D) and variation selectors stay.
     Applied to every memory text (``MemoryCore.new``, ``MemoryCore.update``)."""
     text = repair(text)
-    return _CONTROLS.sub("", text) if isinstance(text, str) else text
+    return _CONTROLS.sub("", _ESCAPES.sub("", text)) if isinstance(text, str) else text
 
 
 def repair_tree(value):

@@ -377,8 +377,11 @@ def test_nul_characters_are_dropped_and_a_bad_import_writes_nothing(app):
     # a BEL, an ESC sequence, a right-to-left override, a zero-width space and a noncharacter carry no text
     r = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [
         {"text": "My\u202e cat\x07 is called \x1b[31mMochi\u200b 🐈\uffff"}]})
-    assert r.json()["results"][0]["memory"]["text"] == "My cat is called [31mMochi 🐈"
+    assert r.json()["results"][0]["memory"]["text"] == "My cat is called Mochi 🐈"  # the colour sequence whole
     assert c.post("/v1/subjects/tg:42/memories", json={"messages": [{"text": "\x07\u202e\ufeff"}]}).status_code == 400
+    # a text of nothing but escape sequences is empty too, not "[31m[0m"
+    assert c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [
+        {"text": "\x1b[31m\u202e\x1b[0m\x1b]0;title\x07"}]}).status_code == 400
     memory_id = c.get("/v1/subjects/tg:42/memories").json()["items"][0]["id"]
     assert c.patch(f"/v1/subjects/tg:42/memories/{memory_id}",
                    json={"text": "我家的猫\u2066叫煤球\x1b"}).json()["text"] == "我家的猫叫煤球"

@@ -115,6 +115,10 @@ async def test_bot_mention_is_not_part_of_the_captured_fact(sqlite_core, monkeyp
     r = await p.handle("default", msg("@Mochi_Bot 我养了一只叫煤球的猫", kind=ChatKind.GROUP, chat_id="-100500",
                                       mid="77", mentions_bot=True))
     assert [p.core.get(Namespace("default", "tg:1001"), i).text for i in r.captured] == ["我养了一只叫煤球的猫"]
+    # its edit keeps the mention out too (the edit revises the same memory)
+    e = await p.handle("default", msg("@mochi_bot 我养了一只叫煤球的狗", kind=ChatKind.GROUP, chat_id="-100500",
+                                      mid="77", mentions_bot=True, is_edit=True))
+    assert [p.core.get(Namespace("default", "tg:1001"), i).text for i in e.captured] == ["我养了一只叫煤球的狗"]
 
 
 async def test_private_chat_log_is_keyed_by_the_sender(pipeline):

@@ -69,7 +69,10 @@ def test_short_facts_are_kept_and_questions_dropped():
 
 @pytest.mark.parametrize("text", ["我生日是哪天", "我是谁", "我喜欢什么运动", "我養的貓叫什麼名字", "我住在哪里来着",
                                   "我什么时候去的北京", "我今年多大了", "我几点下班来着", "what is my birthday",
-                                  "where do I live", "what's my cat's name", "do you remember my cat 🐈", "how old am I"])
+                                  "where do I live", "what's my cat's name", "do you remember my cat 🐈", "how old am I",
+                                  "我喜歡吃啥", "我养的猫叫啥名", "我是不是喜欢猫", "我有没有说过我的生日", "我是否说过我住哪",
+                                  "whats my name", "wheres my cat", "tell me my favourite colour",
+                                  "remember what i told you about my job"])
 def test_a_question_without_its_mark_is_not_a_fact(text):
     """People in chat leave the question mark out: a question word that asks (zh, traditional) or an English
     sentence opening with a wh-word and an auxiliary, or an inverted auxiliary, is a question — never stored
@@ -79,7 +82,8 @@ def test_a_question_without_its_mark_is_not_a_fact(text):
 
 @pytest.mark.parametrize("text", ["我什么都吃", "我没什么爱好", "我不怎么吃辣", "我多少有点怕黑", "我哪里都想去",
                                   "我跟谁都合得来", "我为什么这么累", "When I was young I lived in Paris",
-                                  "What a day, I finally moved to Berlin", "Where I live it rains a lot"])
+                                  "What a day, I finally moved to Berlin", "Where I live it rains a lot", "我啥都吃",
+                                  "我不得不搬家了", "我越来越喜欢猫了", "remember that my birthday is May 3rd"])
 def test_a_question_word_that_does_not_ask_keeps_the_fact(text):
     """Indefinite and rhetorical uses (「什么都」「没什么」「不怎么」「多少有点」「为什么这么…」) and English
     clauses opening with when/where/what without an auxiliary still tell something about the person."""

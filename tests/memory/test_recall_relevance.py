@@ -35,7 +35,7 @@ def person(tmp_path, offline):
     core.close()
 
 
-FILLERS = ["哈哈", "哈哈哈哈！", "好的", "好吧～", "收到👌", "謝謝！", "嗯嗯", "呵呵", "233333", "lol", "OK", "Okay!",
+FILLERS = ["哈哈", "哈哈哈哈！", "好的", "好吧～", "好滴", "好嘞", "收到👌", "謝謝！", "嗯嗯", "呵呵", "233333", "lol", "OK", "Okay!",
            "hahaha 😂", "Thanks!!", "hmm…", "yeah", "ＯＫ"]
 
 
