@@ -609,17 +609,18 @@ def _cmd_search(core, c: _Caller, rest: str) -> CommandReply:
         raise _Stop(_usage(c, "search"), "usage")
     scope = _scope(core, c, token, "search")
     _audit_view(core, c, scope, "search")
+    # a look-up lists what matches: the query's words, or nearly its meaning (the embedder's strict floor,
+    # not the lower one a turn uses once a word matches); no memory only linked to a match
     hits = core.recall(scope.ns, [query], chat=c.chat if scope.group_key else None,
-                       params=RecallParams(k=PAGE_SIZE))
+                       params=RecallParams(k=PAGE_SIZE, matched_vector_floor=1.0, assoc_weight=0.0))
     who = _who(c, scope)
     if not hits:
         return CommandReply(c.say("Nothing about {who} matches “{query}”.", who=who, query=_snip(query, 40)), "search")
     lines = [c.say("Memories of {who} matching “{query}”:", who=who, query=_snip(query, 40))]
     for h in hits:
-        lines.append(c.say("{id} score {score} (words {bm25}, meaning {vector}, association {assoc}) {text}",
+        lines.append(c.say("{id} score {score} (words {bm25}, meaning {vector}) {text}",
                            id=h.memory.id, score=f"{h.score:.4f}", bm25=h.ranks.get("bm25", "-"),
-                           vector=h.ranks.get("vector", "-"), assoc=h.ranks.get("assoc", "-"),
-                           text=_snip(h.memory.text)))
+                           vector=h.ranks.get("vector", "-"), text=_snip(h.memory.text)))
     return CommandReply(_fit("\n".join(lines)), "search")
 
 

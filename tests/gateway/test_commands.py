@@ -556,3 +556,19 @@ async def test_export_of_nobody_known_sends_no_empty_file(pipe, clock):
     assert en.attachment is None and "don't remember anything" in en.reply
     zh = await turn(pipe, tg(clock, "/记忆 导出", user=626262, lang="zh-hans"))
     assert zh.attachment is None and zh.reply and "0" not in zh.reply
+
+
+async def test_search_lists_what_matches_not_everything_a_small_person_said(pipe, clock):
+    """/memory search is a person looking something up: a memory that shares the query's words, or means
+    nearly the same, is listed; the rest of a small person's memories are not (zh, traditional, en)."""
+    me = 737373
+    facts = ["我對花生過敏", "我养了一只叫煤球的黑猫", "My sister lives in Toronto", "我在杭州上班", "I love Radiohead",
+             "我最喜欢的运动是攀岩", "我生日是五月三号", "I work as a nurse"]
+    for text in facts:
+        await turn(pipe, tg(clock, text, user=me, lang="zh-hans"))
+    found = await turn(pipe, tg(clock, "/记忆 搜索 过敏", user=me, lang="zh-hans"))
+    assert "花生過敏" in found.reply and len(ids_in(found.reply)) == 1, found.reply
+    sister = await turn(pipe, tg(clock, "/memory search sister", user=me))
+    listed = sister.reply.splitlines()[1:]
+    assert "Toronto" in listed[0] and len(listed) < len(facts) // 2, sister.reply  # e5 puts "nurse" near "sister"
+    assert all("association" not in line for line in listed)
