@@ -523,6 +523,10 @@ def _refresh(store: Store, index: SearchIndex, ns: Namespace, old: NamespaceView
     newer than it (each is kept as read), never older."""
     n = len(old)
     assert old.sig is not None
+
+    def much(gone: int, new: int) -> bool:  # a whole load costs about the same and compacts
+        return old.dead + gone > n // 4 or new > max(64, n // 4)
+
     changes = store.changes_since(ns, old.version)
     if changes is not None:  # the change log names what changed: read those rows only
         stamp, ids = changes
@@ -542,13 +546,13 @@ def _refresh(store: Store, index: SearchIndex, ns: Namespace, old: NamespaceView
             now = set(sig)
             gone = [j for s, j in live.items() if s not in now]
             fresh = [s for s in sig if s not in live]
-        if (fresh or gone) and (old.dead + len(gone) > n // 4 or len(fresh) > max(64, n // 4)):
-            return None  # much changed (below): known before reading the rows
+        if (fresh or gone) and much(len(gone), len(fresh)):
+            return None  # known before reading the rows
         _, rows = store.search_rows(ns, [s[0] for s in fresh]) if fresh else (stamp, [])
     if not rows and not gone:
         return old.restamped(stamp)
-    if old.dead + len(gone) > n // 4 or len(rows) > max(64, n // 4):
-        return None  # much changed: a whole load costs about the same and compacts
+    if much(len(gone), len(rows)):
+        return None
     return old.appended(rows, _vectors(index, old, rows), [tokens(m.text) for m in rows], stamp, gone)
 
 
@@ -564,26 +568,21 @@ def _load(index: SearchIndex, ns: Namespace, rows: Sequence[MemoryText], version
     """A view of ``rows``: tokens and vectors of rows unchanged since ``old`` are
     reused; a cold load reads the namespace's stored vectors in one index read.
     ``vectors`` False: tokens only (no matrix)."""
+    # each row's row in ``old`` when its text is unchanged there: its tokens (and vector) are reused
+    at = {i: j for j, i in enumerate(old.ids)} if old is not None else {}
+    same = [j if j is not None and old.texts[j] == m.text else None  # type: ignore[union-attr]
+            for m, j in ((m, at.get(m.id)) for m in rows)]
+    docs = [old.docs[j] if j is not None else tuple(tokens(m.text)) for m, j in zip(rows, same)]  # type: ignore[union-attr]
+    sig = [(m.id, m.version, m.visibility.value, m.origin) for m in rows]
     if not vectors:
-        reuse = {i: j for j, i in enumerate(old.ids)} if old is not None else {}
-        docs = []
-        for m in rows:
-            j = reuse.get(m.id)
-            docs.append(old.docs[j] if j is not None and old is not None and old.texts[j] == m.text
-                        else tuple(tokens(m.text)))
-        sig = [(m.id, m.version, m.visibility.value, m.origin) for m in rows]
         return NamespaceView(rows, None, version, docs, sig=sig)
     dim = index.embedder.dim
     room = _Rows(np.empty((_room(len(rows)), dim), dtype=np.float32), len(rows))
     matrix = room.array[:len(rows)]
-    docs: list[Sequence[str] | None] = [None] * len(rows)
     missing: list[int] = []
-    reuse = {i: j for j, i in enumerate(old.ids)} if old is not None and old.matrix is not None else {}
-    for r, m in enumerate(rows):
-        j = reuse.get(m.id)
-        if j is not None and old is not None and old.texts[j] == m.text:
-            matrix[r] = old.matrix[j]  # type: ignore[index]
-            docs[r] = old.docs[j]
+    for r, j in enumerate(same):
+        if j is not None and old.matrix is not None:  # type: ignore[union-attr]
+            matrix[r] = old.matrix[j]  # type: ignore[union-attr]
         else:
             missing.append(r)
     if missing and len(missing) > 64:  # a cold (or much changed) namespace: its stored vectors in one read
@@ -600,6 +599,4 @@ def _load(index: SearchIndex, ns: Namespace, rows: Sequence[MemoryText], version
         missing = still
     if missing:
         matrix[missing] = index.vectors([rows[r] for r in missing])
-    out = [d if d is not None else tuple(tokens(rows[r].text)) for r, d in enumerate(docs)]
-    sig = [(m.id, m.version, m.visibility.value, m.origin) for m in rows]
-    return NamespaceView(rows, matrix, version, out, sig=sig, room=room)
+    return NamespaceView(rows, matrix, version, docs, sig=sig, room=room)

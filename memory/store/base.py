@@ -93,6 +93,12 @@ def raw_rows(conn, sql: str, params: tuple) -> list[tuple]:
         cur.close()
 
 
+def raw_datetime(value):
+    """A timestamp column as ``raw_rows`` hands it back, as a datetime: SQLite
+    gives the stored text, PostgreSQL a datetime already; None stays None."""
+    return datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
 class StoreBase:
     """Engine, schema and transactions of a ``Store`` (see ``memory.store.Store``
     for the whole surface).

@@ -23,7 +23,7 @@ from sqlalchemy import bindparam, func, insert, update
 from sqlmodel import Session, delete, select
 
 from memory.errors import NamespaceError, NotFoundError
-from memory.store.base import StoreBase, raw_rows, utcnow
+from memory.store.base import StoreBase, raw_datetime, raw_rows, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
 from memory.store.consolidated import _awake, _count_hits, _drop_consolidated
@@ -162,10 +162,8 @@ class MemoryRows(StoreBase):
         out: dict[str, Memory] = {}
         for r in rows:
             row = SimpleNamespace(**dict(zip(_GET_COLUMNS, r)))
-            for name in _DATE_COLUMNS:  # SQLite hands back the stored text; PostgreSQL a datetime
-                value = getattr(row, name)
-                if isinstance(value, str):
-                    setattr(row, name, datetime.fromisoformat(value))
+            for name in _DATE_COLUMNS:
+                setattr(row, name, raw_datetime(getattr(row, name)))
             out[row.id] = _to_memory(row, ns)  # type: ignore[arg-type]
         return out
 
@@ -246,9 +244,7 @@ class MemoryRows(StoreBase):
         with self.engine.connect() as conn:
             rows = raw_rows(conn, f"SELECT id, key, created_at, text FROM memories WHERE namespace = {mark} "
                                   f"ORDER BY updated_at DESC, id LIMIT {mark}", (str(ns), int(limit)))
-        # SQLite hands back the stored text of a timestamp, PostgreSQL a datetime
-        return [(i, key, _aware(datetime.fromisoformat(at) if isinstance(at, str) else at), text)
-                for i, key, at, text in rows]
+        return [(i, key, _aware(raw_datetime(at)), text) for i, key, at, text in rows]
 
     def list(self, ns: Namespace, limit: int = 50, offset: int = 0, *, include_dormant: bool = True) -> list[Memory]:
         """Live memories of ``ns``, newest first; without dormant consolidated ones
@@ -297,6 +293,7 @@ class MemoryRows(StoreBase):
         from memory.links import stored_entities
         from memory.text import normalise
 
+        norm, named = normalise(new.text), stored_entities(new.text)  # tagged before the write lock is taken
         with self._write() as s:
             row = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id == memory_id)
                          .with_for_update()).first()
@@ -307,8 +304,7 @@ class MemoryRows(StoreBase):
                               visibility=row.visibility, source_message_id=row.source_message_id,
                               source_fp=row.source_fp, valid_from=row.valid_from, valid_to=at))
             row.text = new.text
-            row.norm = normalise(new.text)
-            row.entities = stored_entities(new.text)
+            row.norm, row.entities = norm, named
             row.category = new.category.value
             if key is not None:
                 row.key = key
