@@ -62,7 +62,7 @@ from memory.errors import NotFoundError
 from memory.explain import TRACE_DEPTH, record_recall, visible_in
 from memory.identity import is_platform_subject, platform_subject
 from memory.store import ChatLine, utcnow
-from memory.types import (ID_RE, SUBJECT_RE, TENANT_RE, Category, ChatKind, ChatRef, Hit, Memory, Namespace,
+from memory.types import (CONTEXT_CHARS, ID_RE, SUBJECT_RE, TENANT_RE, Category, ChatKind, ChatRef, Hit, Memory, Namespace,
                           Visibility, clean_controls, clean_name, in_era)
 
 __all__ = ["router", "announce", "openapi_of"]
@@ -207,7 +207,8 @@ def _person_chat(subject: str, chat: ChatRef | None, caller: Caller, writing_tai
 class MemoryOut(BaseModel):
     """One memory (``memory.types.Memory``): valence in [-1, 1], arousal and
     importance in [0, 1], times ISO 8601 UTC; ``origin`` the chat it was learned
-    in; ``version`` from 1, +1 per edit or supersession."""
+    in; ``version`` from 1, +1 per edit or supersession; ``context`` the
+    companion's line the memory's message answered, searched with its text ("" when none)."""
 
     id: str
     subject: str
@@ -227,6 +228,7 @@ class MemoryOut(BaseModel):
     valid_to: datetime | None
     event_time: datetime | None
     recalled_at: list[datetime]
+    context: str = ""
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
@@ -234,7 +236,7 @@ class MemoryOut(BaseModel):
                    importance=m.importance, valence=m.valence, arousal=m.arousal, emotion=m.emotion,
                    origin=m.origin.key if m.origin else None, visibility=m.visibility, version=m.version,
                    created_at=m.created_at, updated_at=m.updated_at, valid_from=m.valid_from, valid_to=m.valid_to,
-                   event_time=m.event_time, recalled_at=list(m.access_times))
+                   event_time=m.event_time, recalled_at=list(m.access_times), context=m.context)
 
 
 class MemoryPage(BaseModel):
@@ -388,6 +390,7 @@ class ExportedMemory(BaseModel):
     valid_from: datetime | None = None
     event_time: datetime | None = None
     recalled_at: list[datetime | None] = Field(default_factory=list)
+    context: str = Field(default="", max_length=4 * CONTEXT_CHARS)
     history: list[ExportedVersion] = Field(default_factory=list, max_length=200)
 
 
@@ -646,11 +649,11 @@ def _import(core, ns: Namespace, doc: ExportDoc, actor: str) -> list[ImportedOut
                  for v in m.history]
         steps.append((m.text, m.category, m.valid_from or m.created_at, origin, m.visibility))
         result = None
-        for text, category, at, where, vis in steps:
+        for n, (text, category, at, where, vis) in enumerate(steps, start=1):
             said = (at or utcnow()) if (at is None or at.tzinfo) else at.replace(tzinfo=timezone.utc)
             memory = core.new(ns, text, category=category, key=key, importance=m.importance, valence=m.valence,
                               arousal=m.arousal, emotion=m.emotion, origin=where, visibility=vis,
-                              event_time=m.event_time)
+                              event_time=m.event_time, context=m.context if n == len(steps) else "")
             result = core.add(ns, memory, said_at=said, actor=actor, evidence=text)
         out.append(ImportedOut(source_id=m.id, action=result.action, reason=result.reason,
                                memory_id=result.memory.id if result.memory else None))
@@ -676,7 +679,7 @@ def _line(subject: str, m: MessageIn) -> ChatLine:
 @router.post("/subjects/{subject}/memories", response_model=CaptureOut, summary="capture from messages")
 async def capture_messages(ctx: Ctx, subject: SubjectPath, body: CaptureIn) -> CaptureOut:
     """Learn from the subject's own lines (others' lines and the bot's only join the tail)."""
-    from memory.capture import capture
+    from memory.capture import answered_line, capture
 
     ns = await _ns(ctx, subject)
     where = _person_chat(subject, _chat(body.chat), ctx.caller, writing_tail=True)
@@ -686,18 +689,22 @@ async def capture_messages(ctx: Ctx, subject: SubjectPath, body: CaptureIn) -> C
 
     def run() -> list[AddOut]:
         out: list[AddOut] = []
+        before = None  # the message before this one: a line of the bot's is what it answered
         for m in body.messages:
+            line = _line(subject, m)
             if where is not None and body.to_tail:
-                ctx.core.store.append_chat(ctx.tenant, where, _line(subject, m))
+                ctx.core.store.append_chat(ctx.tenant, where, line)
+            answered, before = answered_line(before, line.at), line
             if m.role != "user" or (m.sender_id or own_id) != own_id:
                 continue
             if body.infer:  # the caller hands these lines to the bot: they are said to it
                 results = capture(ctx.core, ns, m.text, chat=where, said_at=m.at(), message_id=m.message_id,
-                                  extractor=extractor, tz=t.tz, own_texts=(t.persona,), addressed=True)
+                                  extractor=extractor, tz=t.tz, own_texts=(t.persona,), addressed=True,
+                                  context=answered)
             else:
                 memory = ctx.core.new(ns, m.text, category=Category.OTHER, origin=where,
                                       visibility=Visibility.GROUP if where and where.is_group else Visibility.PRIVATE,
-                                      source_message_id=m.message_id)
+                                      source_message_id=m.message_id, context=answered)
                 results = [ctx.core.add(ns, memory, said_at=m.at(), actor=ctx.caller.actor, evidence=m.text)]
             out += [AddOut(action=r.action, reason=r.reason, memory=MemoryOut.of(r.memory) if r.memory else None)
                     for r in results]

@@ -793,6 +793,7 @@ def export_document(core, ns: Namespace, chat, now: datetime, *, ids: list[str] 
             "created_at": _iso(live.created_at), "updated_at": _iso(live.updated_at),
             "valid_from": _iso(live.valid_from), "event_time": _iso(live.event_time),
             "recalled_at": [_iso(t) for t in live.access_times],
+            "context": live.context,
             "history": [{"version": v.version, "text": v.text, "category": v.category.value,
                          "origin": v.origin.key if v.origin else None, "visibility": v.visibility.value,
                          "valid_from": _iso(v.valid_from), "valid_to": _iso(v.valid_to)} for v in older],

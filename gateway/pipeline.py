@@ -37,7 +37,7 @@ from gateway.metrics import Metrics
 from gateway.observability import turn_record, write_turn
 from gateway.character_prompt import build_messages
 from locales import translate, turn_language, written_language
-from memory.capture import LLMExtractor, capture, capture_edit
+from memory.capture import LLMExtractor, answered_line, capture, capture_edit
 from memory.consolidate import SWEEP_EVERY_S, ConsolidationReport, Consolidator
 from memory.core import MemoryCore
 from memory.explain import TRACE_DEPTH, record_recall
@@ -479,9 +479,10 @@ class Pipeline:
                 self.core.store.capture_done(job.line_id)
             return []
         try:
+            context = self._answered(job.tenant, job.chat, job.line_id, job.at)
             results = capture(self.core, job.namespace, _without_bot_mention(job.text, t), chat=job.chat,
                               said_at=job.at, message_id=job.message_id, extractor=extractor, tz=t.tz,
-                              addressed=_said_to_bot(job, t), own_texts=(t.persona,))
+                              addressed=_said_to_bot(job, t), own_texts=(t.persona,), context=context)
         except Exception:  # noqa: BLE001 - capture never breaks the turn; the line keeps it for a retry
             if not last_try:
                 log.exception("capture failed for %s message %s; it will be retried", job.namespace, job.message_id)
@@ -497,6 +498,13 @@ class Pipeline:
             self._retract_from(job.namespace, job.chat, job.message_id)
             return []
         return [r.memory.id for r in results if r.memory is not None and r.action not in ("rejected", "conflict")]
+
+    def _answered(self, tenant: str, chat: ChatRef, line_id: int | None, at: datetime) -> str:
+        """The context of the person's line ``line_id`` of ``chat``: the companion's
+        line just before it (``memory.capture.answered_line``), "" when none."""
+        if not line_id:
+            return ""
+        return answered_line(self.core.store.line_before(tenant, chat, line_id), at)
 
     def _retract_from(self, ns: Namespace, chat: ChatRef, message_id: str) -> list[str]:
         """Retract every live memory of ``ns`` learned from ``message_id`` of ``chat``."""
@@ -764,8 +772,10 @@ class Pipeline:
 
         def recapture() -> list[str]:
             # the bot's @-mention is no part of the fact, as in the original's capture (_capture_sync)
+            context = self._answered(tenant, chat, lines[0] if lines else None, msg.timestamp)
             results = capture_edit(self.core, ns, _without_bot_mention(msg.text, t), chat=chat, said_at=msg.timestamp,
-                                   message_id=msg.message_id, extractor=extractor, tz=t.tz, addressed=res.addressed)
+                                   message_id=msg.message_id, extractor=extractor, tz=t.tz, addressed=res.addressed,
+                                   context=context)
             return [r.memory.id for r in results if r.memory is not None and r.action not in ("rejected", "conflict")]
 
         try:

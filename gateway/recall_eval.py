@@ -28,7 +28,10 @@ One loader per dataset (recipes in ``../shared/data/README.md``), each giving a
   ``question_date``. Split: the first half of the questions is ``dev``.
 
 Modes: ``raw`` stores each doc as one memory through ``MemoryCore.add`` (its text
-``"<speaker>: <text>"`` when the dataset names a speaker, ``created_at`` = said-at);
+``"<speaker>: <text>"`` when the dataset names a speaker, ``created_at`` = said-at,
+``context`` the other side's turn it answered, as the gateway keeps the
+companion's line a person's message answered: LoCoMo's other speaker,
+LongMemEval's assistant turn before a user turn; DuLeMon's facts have none);
 ``capture`` sends each turn through the real capture path (``memory.capture.capture``,
 the offline extractor), and a memory maps back to the turn it was learned from
 (``source_message_id``).
@@ -117,12 +120,15 @@ def default_data_dir() -> Path:
 class Doc:
     """One stored item: ``key`` is its gold id (LoCoMo dia_id, DuLeMon ``d03:U2``,
     LongMemEval ``<session id>:<turn>``); ``speaker`` the person who said it ("" when
-    the namespace is that one person); ``said_at`` when (UTC)."""
+    the namespace is that one person); ``said_at`` when (UTC); ``context`` the line
+    it answered as the product keeps it (``Memory.context``: the other side's turn
+    just before it in its session, ``"<name>: <text>"``; "" when none)."""
 
     key: str
     text: str
     speaker: str = ""
     said_at: datetime = DULEMON_DAY
+    context: str = ""
 
     @property
     def memory_text(self) -> str:
@@ -233,12 +239,17 @@ def load_locomo(path: Path, conversations: int | None = None, max_turns: int | N
         last = DULEMON_DAY
         for n, turns in sessions:
             start = _locomo_date(conv[f"session_{n}_date_time"])
+            said = ""
             for i, turn in enumerate(turns):
                 text = turn["text"]
                 if turn.get("blip_caption"):
                     text = f"{text} {turn['blip_caption']}"
                 last = start + timedelta(minutes=i)
-                docs.append(Doc(turn["dia_id"], text, turn["speaker"], last))
+                # the other speaker's turn before it is what it answered: to this speaker's
+                # namespace the other one is who a companion is to a person
+                context = said if i and turns[i - 1]["speaker"] != turn["speaker"] else ""
+                docs.append(Doc(turn["dia_id"], text, turn["speaker"], last, context))
+                said = f"{turn['speaker']}: {text}"
         all_ids = {d.key for d in docs}
         if max_turns is not None:
             docs = docs[:max_turns]
@@ -359,7 +370,12 @@ def load_longmemeval(path: Path, questions: int | None = None) -> Suite:
             start = _lme_date(date_s)
             for j, turn in enumerate(turns):
                 key = f"{sid}:{j}"
-                docs.append(Doc(key, str(turn["content"]), "", start + timedelta(minutes=j)))
+                # a user turn answers the assistant's turn before it (the product's
+                # Memory.context: only the companion's line is kept as context)
+                before = turns[j - 1] if j else None
+                context = (f"assistant: {before['content']}" if turn.get("role") == "user" and before is not None
+                           and before.get("role") == "assistant" else "")
+                docs.append(Doc(key, str(turn["content"]), "", start + timedelta(minutes=j), context))
                 if turn.get("has_answer"):
                     gold.add(key)
         worlds[qid] = tuple(docs)
@@ -510,12 +526,13 @@ def ingest(core, suite: Suite, mode: str = "raw") -> dict[str, str]:
                     # an id derived from the doc, not a random one: BM25 and cosine ties
                     # break by id, and random ids made two runs of one setting differ
                     mem = replace(core.new(ns, d.memory_text, key=f"eval:{d.key}", source_message_id=d.key,
-                                           created_at=d.said_at),
+                                           created_at=d.said_at, context=d.context),
                                   id=hashlib.sha256(f"{world}|{d.key}".encode()).hexdigest()[:12])
                     res = core.add(ns, mem, said_at=d.said_at)
                     results = [res]
                 else:
-                    results = capture(core, ns, d.text, chat=None, said_at=d.said_at, message_id=d.key)
+                    results = capture(core, ns, d.text, chat=None, said_at=d.said_at, message_id=d.key,
+                                      context=d.context)
                 for r in results:
                     if r.memory is not None and r.memory.id not in key_of:
                         key_of[r.memory.id] = r.memory.source_message_id or d.key

@@ -252,10 +252,10 @@ class NamespaceView:
                  docs: Sequence[Sequence[str]] | None = None, terms: Collection[str] | None = None,
                  sig: list[tuple[str, int, str, str]] | None = None, room: _Rows | None = None) -> None:
         self.ids = [m.id for m in rows]
-        self.texts = [m.text for m in rows]
+        self.texts = [m.searched for m in rows]
         self._origins = [(m.visibility, m.origin) for m in rows]
         self._groups: list[str] | None = None
-        self.docs = list(docs) if docs is not None else [tuple(tokens(m.text)) for m in rows]
+        self.docs = list(docs) if docs is not None else [tuple(tokens(m.searched)) for m in rows]
         self.bm25 = Bm25Postings(self.docs, terms)
         self.matrix = matrix
         self.version = version
@@ -300,7 +300,7 @@ class NamespaceView:
         n, k = len(self), len(rows)
         new = self._successor(version)
         new.ids = self.ids + [m.id for m in rows]
-        new.texts = self.texts + [m.text for m in rows]
+        new.texts = self.texts + [m.searched for m in rows]
         new._origins = self._origins + [(m.visibility, m.origin) for m in rows]
         new._groups = None
         new.docs = self.docs + [tuple(d) for d in docs]
@@ -553,7 +553,7 @@ def _refresh(store: Store, index: SearchIndex, ns: Namespace, old: NamespaceView
         return old.restamped(stamp)
     if much(len(gone), len(rows)):
         return None
-    return old.appended(rows, _vectors(index, old, rows), [tokens(m.text) for m in rows], stamp, gone)
+    return old.appended(rows, _vectors(index, old, rows), [tokens(m.searched) for m in rows], stamp, gone)
 
 
 def _vectors(index: SearchIndex, old: NamespaceView, rows: Sequence[MemoryText]) -> np.ndarray:
@@ -570,9 +570,9 @@ def _load(index: SearchIndex, ns: Namespace, rows: Sequence[MemoryText], version
     ``vectors`` False: tokens only (no matrix)."""
     # each row's row in ``old`` when its text is unchanged there: its tokens (and vector) are reused
     at = {i: j for j, i in enumerate(old.ids)} if old is not None else {}
-    same = [j if j is not None and old.texts[j] == m.text else None  # type: ignore[union-attr]
+    same = [j if j is not None and old.texts[j] == m.searched else None  # type: ignore[union-attr]
             for m, j in ((m, at.get(m.id)) for m in rows)]
-    docs = [old.docs[j] if j is not None else tuple(tokens(m.text)) for m, j in zip(rows, same)]  # type: ignore[union-attr]
+    docs = [old.docs[j] if j is not None else tuple(tokens(m.searched)) for m, j in zip(rows, same)]  # type: ignore[union-attr]
     sig = [(m.id, m.version, m.visibility.value, m.origin) for m in rows]
     if not vectors:
         return NamespaceView(rows, None, version, docs, sig=sig)
@@ -591,7 +591,7 @@ def _load(index: SearchIndex, ns: Namespace, rows: Sequence[MemoryText], version
         stored = index.namespace_vectors(ns)
         still = []
         for r in missing:
-            v = stored.get((rows[r].id, text_hash(rows[r].text)))
+            v = stored.get((rows[r].id, text_hash(rows[r].searched)))
             if v is None:
                 still.append(r)
             else:

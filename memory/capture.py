@@ -63,7 +63,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timezone
+from datetime import date, datetime, time, timedelta, timezone
 from functools import lru_cache
 from typing import Protocol
 
@@ -80,6 +80,8 @@ __all__ = [
     "LLMExtractor",
     "capture",
     "capture_edit",
+    "answered_line",
+    "CONTEXT_WINDOW",
     "clean_text",
     "guess_category",
     "is_instruction_like",
@@ -977,11 +979,34 @@ class LLMExtractor:
 # -- storing ---------------------------------------------------------------------------
 
 
-def _memory(core, ns: Namespace, f: Fact, chat: ChatRef | None, said_at: datetime, message_id: str | None):
+def _memory(core, ns: Namespace, f: Fact, chat: ChatRef | None, said_at: datetime, message_id: str | None,
+            context: str = ""):
     visibility = Visibility.GROUP if (chat is not None and chat.is_group) else Visibility.PRIVATE
     return core.new(ns, f.text, category=f.category, key=f.key, importance=f.importance, valence=f.valence,
                     arousal=f.arousal, emotion=f.emotion, origin=chat, visibility=visibility,
-                    source_message_id=message_id, created_at=said_at, event_time=f.event_time)
+                    source_message_id=message_id, created_at=said_at, event_time=f.event_time, context=context)
+
+
+CONTEXT_WINDOW = timedelta(minutes=30)
+"""How long after the companion's line a person's message still counts as its answer."""
+
+
+def answered_line(line, said_at: datetime, *, window: timedelta = CONTEXT_WINDOW) -> str:
+    """The context of a person's message (``Memory.context``): ``line`` — the chat
+    line logged just before it (a ``memory.store.ChatLine`` or anything with its
+    ``role``, ``text``, ``at`` and ``sender_name``; None when there is none) — as
+    ``"<name>: <text>"`` (the persona's name, else ``bot``) when the companion said
+    it (role ``bot``) at most ``window`` before ``said_at``; else "". So "Yes, last
+    weekend!" after "Mochi: Did you go to the pride parade?" is searched with the
+    parade. Another person's line is never taken (their words would be kept in
+    somebody else's memory), nor the person's own (it is a memory of its own,
+    which a forget must be able to remove without leaving its text here)."""
+    if line is None or line.role != "bot" or not (line.text or "").strip():
+        return ""
+    gap = said_at - line.at
+    if gap > window or gap < -timedelta(minutes=1):  # a minute of slack: platform and gateway clocks differ
+        return ""
+    return f"{line.sender_name or 'bot'}: {line.text.strip()}"
 
 
 CONTRADICTION_WINDOW = 100
@@ -1064,14 +1089,16 @@ def _weaker_than_live(core, ns: Namespace, f: Fact):
 
 def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: datetime,
             message_id: str | None = None, extractor: Extractor | None = None, tz: str = DEFAULT_TZ,
-            addressed: bool | None = None, own_texts: Sequence[str] = ()) -> list:
+            addressed: bool | None = None, own_texts: Sequence[str] = (), context: str = "") -> list:
     """Extract facts from the speaker's own ``text`` and add them to ``ns``.
 
     ``said_at``: timezone-aware message time (the evidence time checked against
     tombstones); ``tz``: the tenant's IANA zone for relative dates; ``addressed``:
     said to the bot, so that subject-less statements are the speaker's (None: true
     in a private chat, false in a group); ``own_texts``: the tenant's own prompt
-    texts (persona), never captured when echoed (``is_gateway_text``). Visibility
+    texts (persona), never captured when echoed (``is_gateway_text``); ``context``:
+    the line ``text`` answered (``answered_line``), kept with each fact
+    (``Memory.context``) and searched with it. Visibility
     follows the chat (group → GROUP with the group as origin, else PRIVATE).
     Returns the ``AddResult`` of each fact (stored / deduped / superseded /
     conflict / rejected; reason ``weaker`` when an identity slot would be
@@ -1099,7 +1126,7 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
             results.append(weaker)
             continue
         old, unsure = _contradicted(core, ns, f, said_at)
-        results.append(core.add(ns, _memory(core, ns, f, chat, said_at, message_id), said_at=said_at,
+        results.append(core.add(ns, _memory(core, ns, f, chat, said_at, message_id, context), said_at=said_at,
                                 evidence=f.source or text, replaces=old.id if old is not None else None,
                                 conflicts_with=unsure.id if unsure is not None else None))
     if results:
@@ -1108,9 +1135,10 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
 
 
 def capture_edit(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: datetime, message_id: str,
-                 extractor: Extractor | None = None, tz: str = DEFAULT_TZ, addressed: bool | None = None) -> list:
+                 extractor: Extractor | None = None, tz: str = DEFAULT_TZ, addressed: bool | None = None,
+                 context: str = "") -> list:
     """Apply an edited message to the memories of ``ns`` derived from it (same chat,
-    same ``message_id``).
+    same ``message_id``; ``context``: the line the message answered, as in ``capture``).
 
     Each new fact whose key a derived memory holds updates that memory (a new
     version, or nothing when unchanged); another new fact revises a remaining
@@ -1124,7 +1152,8 @@ def capture_edit(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_a
 
     extractor = extractor or HeuristicExtractor()
     remaining = core.store.find_by_source(ns, chat, message_id)
-    mems = [(f, _memory(core, ns, f, chat, said_at, message_id)) for f in extractor.extract(text, said_at, tz, addressed=_addressed(chat, addressed))]
+    mems = [(f, _memory(core, ns, f, chat, said_at, message_id, context))
+            for f in extractor.extract(text, said_at, tz, addressed=_addressed(chat, addressed))]
     pairs: list[tuple[str, str | None]] = [("new", None)] * len(mems)
     for i, (_f, mem) in enumerate(mems):  # first: the same key
         key = mem.key or default_key(mem)

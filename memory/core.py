@@ -72,7 +72,7 @@ from memory.links import LinkParams, link_entities
 from memory.recall import RecallParams, Scorer, recall
 from memory.store import Store, new_memory_id, utcnow
 from memory.text import fingerprint, normalise
-from memory.types import ChatRef, Hit, Memory, Namespace, Visibility, clean_controls, repair
+from memory.types import CONTEXT_CHARS, ChatRef, Hit, Memory, Namespace, Visibility, clean_controls, repair
 
 __all__ = ["MemoryCore", "AddResult", "default_key"]
 
@@ -465,7 +465,10 @@ class MemoryCore:
         """A Memory value for ``ns`` with a fresh id (not stored yet); ``text``
         repaired and without control characters (``memory.types.clean_controls``:
         no lone surrogate reaches the stores, no BEL or right-to-left override an
-        admin's terminal)."""
+        admin's terminal); a ``context`` field likewise, cut to its last
+        ``CONTEXT_CHARS`` characters."""
+        if fields.get("context"):
+            fields["context"] = clean_controls(fields["context"])[-CONTEXT_CHARS:].strip()
         return Memory(id=new_memory_id(), namespace=ns, text=clean_controls(text), **fields)
 
     def recall(self, ns: Namespace, tail: Sequence[str], **kwargs) -> list[Hit]:

@@ -385,7 +385,7 @@ def word_match(index: SearchIndex, ns: Namespace, small: Sequence[MemoryText] | 
     if view is not None:
         return view.bm25.has_any(words, view.disclosed(chat))
     if small is not None:
-        return any(words.intersection(tokens(m.text)) for m in small if _disclosed(m, chat))
+        return any(words.intersection(tokens(m.searched)) for m in small if _disclosed(m, chat))
     return bool(index.search_bm25(ns, sorted(words), 1, chat=chat))
 
 
@@ -418,11 +418,11 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         # IDF over what BM25 searched: the disclosed rows of the view searched (cached or
         # exact: counted in its postings), the fused candidates on the index path (whose
         # statistics LanceDB keeps to itself)
-        terms, top = _query_terms(lines, tail_weights), tokens(memories[lists["bm25"][0]].text)
+        terms, top = _query_terms(lines, tail_weights), tokens(memories[lists["bm25"][0]].searched)
         if view is not None:
             conf = _view_confidence(view, chat, terms, top, params.bm25_full_coverage)
         else:
-            conf = bm25_confidence(terms, top, [tokens(m.text) for m in memories.values()],
+            conf = bm25_confidence(terms, top, [tokens(m.searched) for m in memories.values()],
                                    params.bm25_full_coverage)
         if conf < 1.0:
             weights["bm25"] = params.bm25_weight * conf

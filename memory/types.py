@@ -47,6 +47,8 @@ __all__ = [
     "Category",
     "Visibility",
     "Memory",
+    "CONTEXT_CHARS",
+    "search_text",
     "Hit",
     "ScoreParts",
     "TENANT_RE",
@@ -328,6 +330,24 @@ class Visibility(str, enum.Enum):
     GROUP = "group"
 
 
+CONTEXT_CHARS = 300
+"""The most characters of a memory's ``context`` kept (its end: a line that asks
+usually asks at its end)."""
+
+
+def search_text(text: str, context: str = "") -> str:
+    """What recall searches for a memory (BM25 tokens and the embedded text): its
+    ``text``, then the line it answered in parentheses when it has one —
+    ``"It was amazing! (Mochi: How was the parade?)"``. An elliptical answer
+    ("Yes, last week!", 「对，超好玩」) holds no word of its topic; the line it
+    answered does. This is contextual retrieval (Anthropic, "Introducing
+    Contextual Retrieval", 2024: each chunk indexed with the context that
+    situates it), with the context taken from the chat instead of written by
+    a model. Without a context the text alone, so rows written before the
+    context existed index exactly as they did."""
+    return f"{text} ({context})" if context else text
+
+
 @dataclass(frozen=True, slots=True)
 class Memory:
     """One durable statement about a subject.
@@ -335,7 +355,11 @@ class Memory:
     valence in [-1, 1], arousal in [0, 1], importance in [0, 1]. Times are
     timezone-aware UTC datetimes. ``origin`` is the chat it was learned in;
     ``visibility`` follows from it unless a tenant tightened it. ``version``
-    starts at 1 and grows by one per latest-wins update.
+    starts at 1 and grows by one per latest-wins update. ``context``: the chat
+    line the memory's message answered (``"<name>: <text>"``, at most
+    CONTEXT_CHARS; the companion's line or the person's own, never another
+    person's: ``memory.capture.answered_line``), "" when none — searched with
+    the text (``search_text``), never told as the person's words.
     """
 
     id: str
@@ -357,6 +381,12 @@ class Memory:
     event_time: datetime | None = None
     version: int = 1
     access_times: tuple[datetime, ...] = ()
+    context: str = ""
+
+    @property
+    def searched(self) -> str:
+        """``search_text(text, context)``: what BM25 and the embedder see of it."""
+        return search_text(self.text, self.context)
 
 
 @dataclass(frozen=True, slots=True)

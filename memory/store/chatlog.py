@@ -269,6 +269,17 @@ class ChatLog(StoreBase):
             rows = s.exec(q.order_by(_ChatLogRow.id.desc()).limit(n)).all()  # type: ignore[union-attr]
         return [ChatLine(r.role, r.sender_id, r.text, _aware(r.at), r.message_id, r.sender_name) for r in reversed(rows)]  # type: ignore[arg-type]
 
+    def line_before(self, tenant: str, chat: ChatRef, line_id: int) -> ChatLine | None:
+        """The line of ``chat`` (of its topic when it has a thread) logged just
+        before line ``line_id``, None when there is none (the first line, or one
+        pruned or redacted since)."""
+        with self._read() as s:
+            r = s.exec(select(_ChatLogRow).where(_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat.key,
+                                                 _ChatLogRow.id < line_id)  # type: ignore[operator]
+                       .order_by(_ChatLogRow.id.desc()).limit(1)).first()  # type: ignore[union-attr]
+        return None if r is None else ChatLine(r.role, r.sender_id, r.text, _aware(r.at), r.message_id,  # type: ignore[arg-type]
+                                               r.sender_name)
+
     # -- redaction of what a person said ------------------------------------
 
     def _speaker_lines(self, ns: Namespace, group_key: str | None) -> list:

@@ -115,6 +115,7 @@ class Identities(StoreBase):
                         # the text discloses as where it was said, not as the row it lands in
                         other.origin, other.visibility = r.origin, r.visibility
                         other.source_message_id, other.source_fp = r.source_message_id, r.source_fp
+                        other.context = r.context
                         other.importance, other.valence, other.arousal, other.emotion = (
                             r.importance, r.valence, r.arousal, r.emotion)
                         other.updated_at, other.valid_from = r.updated_at, r.valid_from

@@ -31,7 +31,7 @@ from memory.store.links import _unlink_links
 from memory.store.versions import _STATE_SQL, _bump
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IndexOpRow, _MemoryRow, _TombstoneRow,
                                  _to_memory)
-from memory.types import Category, ChatRef, Memory, Namespace, Visibility
+from memory.types import Category, ChatRef, Memory, Namespace, Visibility, search_text
 
 
 def _origin_or_none(key: str) -> ChatRef | None:
@@ -53,8 +53,9 @@ def _visibility_or_private(value: str) -> Visibility:
 @dataclass(frozen=True, slots=True)
 class MemoryText:
     """What a search needs of a live memory: id, namespace, text, visibility,
-    origin (the chat key it was learned in, "" when none) and, when read for
-    recall's cache, the row's own ``version`` (``Memory.version``; 0 when not read)."""
+    origin (the chat key it was learned in, "" when none), when read for
+    recall's cache the row's own ``version`` (``Memory.version``; 0 when not read),
+    and the line it answered (``Memory.context``)."""
 
     id: str
     namespace: Namespace
@@ -63,6 +64,12 @@ class MemoryText:
     origin: str
     _row: object = field(default=None, repr=False, compare=False)
     version: int = field(default=0, compare=False)
+    context: str = ""
+
+    @property
+    def searched(self) -> str:
+        """``memory.types.search_text(text, context)``, as ``Memory.searched``."""
+        return search_text(self.text, self.context)
 
     def memory(self) -> Memory:
         """The whole memory, built from the row this was read from (no query)."""
@@ -125,6 +132,7 @@ class MemoryRows(StoreBase):
             access_times=json.dumps([created.isoformat()]),
             source_fp=source_fp,
             entities=stored_entities(memory.text),
+            context=memory.context,
         )
         # Core inserts, not ORM objects: this is the capture hot path, and building
         # SQLModel rows (validation, attribute instrumentation) cost more than the SQL
@@ -177,7 +185,7 @@ class MemoryRows(StoreBase):
             rows = conn.execute(select(t).where(t.c.namespace == str(ns)).limit(n + 1)).all()
         if len(rows) > n:
             return None
-        return [MemoryText(r.id, ns, r.text, Visibility(r.visibility), r.origin, r) for r in rows]
+        return [MemoryText(r.id, ns, r.text, Visibility(r.visibility), r.origin, r, context=r.context or "") for r in rows]
 
     def search_rows(self, ns: Namespace, ids: Sequence[str] | None = None) -> tuple[int, list[MemoryText]]:
         """``(write version, every live memory of ns)`` for recall's cache — or only
@@ -185,10 +193,10 @@ class MemoryRows(StoreBase):
         (``Store.namespace_state``; 0 when never written) is read first and the rows
         after it, on one connection, so the rows are never older than the version
         they are stamped with. Only the columns a search reads (id, text,
-        visibility, origin) and the row's version; ``MemoryText.memory()`` is not
+        visibility, origin, context) and the row's version; ``MemoryText.memory()`` is not
         available on them."""
         t = _MemoryRow.__table__  # type: ignore[attr-defined]
-        q = select(t.c.id, t.c.text, t.c.visibility, t.c.origin, t.c.version)
+        q = select(t.c.id, t.c.text, t.c.visibility, t.c.origin, t.c.version, t.c.context)
         if ids is None:
             q = q.where(t.c.namespace == str(ns))
         else:  # by primary key, still filtered on the namespace (`|| ''`: see get_many)
@@ -197,7 +205,8 @@ class MemoryRows(StoreBase):
             state = conn.execute(_STATE_SQL, {"ns": str(ns)}).first()
             rows = conn.execute(q).all() if ids is None or ids else []
         return (int(state.version) if state is not None else 0,
-                [MemoryText(r.id, ns, r.text, Visibility(r.visibility), r.origin, None, r.version) for r in rows])
+                [MemoryText(r.id, ns, r.text, Visibility(r.visibility), r.origin, None, r.version, r.context or "")
+                 for r in rows])
 
     def search_stamps(self, ns: Namespace) -> tuple[int, list[tuple[str, int, str, str]]]:
         """``(write version, [(id, row version, visibility, origin)] of every live
@@ -315,6 +324,8 @@ class MemoryRows(StoreBase):
                 if new.origin is not None:
                     row.origin = new.origin.key
                     row.visibility = new.visibility.value
+            if new.source_message_id or new.context:  # said anew: searched with the line it answered then
+                row.context = new.context
             row.source_fp = source_fp or row.source_fp
             row.event_time = new.event_time or row.event_time
             row.version += 1

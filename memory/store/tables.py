@@ -51,7 +51,8 @@ class _MemoryRow(SQLModel, table=True):
     ``access_times`` a JSON list of ISO 8601 recall times (at most
     ``ACCESS_TIMES_KEPT``); ``source_fp`` the fingerprint of the evidence text;
     ``entities`` what the text names (``memory.links.stored_entities``, for entity
-    linking; NULL on rows written before the column, which are tagged when read)."""
+    linking; NULL on rows written before the column, which are tagged when read);
+    ``context`` the chat line the memory answered (``Memory.context``, "" when none)."""
 
     __tablename__ = "memories"
     __table_args__ = (
@@ -81,6 +82,7 @@ class _MemoryRow(SQLModel, table=True):
     access_times: str = "[]"
     source_fp: str = Field(default="", max_length=64)
     entities: str | None = None
+    context: str = ""
 
 
 class _HistoryRow(SQLModel, table=True):
@@ -304,6 +306,7 @@ def _to_memory(row: _MemoryRow, ns: Namespace | None = None) -> Memory:
         event_time=_aware(row.event_time),
         version=row.version,
         access_times=tuple(datetime.fromisoformat(t) for t in json.loads(row.access_times or "[]")),
+        context=row.context or "",
     )
 
 

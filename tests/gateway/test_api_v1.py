@@ -402,3 +402,24 @@ def test_a_json_body_is_read_whatever_its_content_type(app):
         assert r.status_code == 200, (ctype, r.text)
     r = c.post("/v1/subjects/tg:42/memories", content=b"messages=hi", headers={"content-type": "text/plain"})
     assert r.status_code == 400 and r.json()["error"] == "BadPayload"
+
+
+def test_captured_messages_keep_the_bots_line_they_answered_through_export_and_import(app):
+    """/v1 capture: a person's line after the assistant's is searched with it (its ``context``); a
+    line after another user line has none; export carries the context and import restores it."""
+    c = client_for(app, REMOTE, new_key(app))
+    r = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [
+        {"role": "assistant", "text": "How was the pride parade last weekend?", "sender_name": "Mochi",
+         "timestamp": "2026-06-01T10:00:00Z"},
+        {"text": "Yes!! It was so much fun 🏳️‍🌈", "timestamp": "2026-06-01T10:01:00Z"},
+        {"text": "我妹妹也去了", "timestamp": "2026-06-01T10:02:00Z"}]})
+    first, second = (x["memory"] for x in r.json()["results"])
+    assert first["context"] == "Mochi: How was the pride parade last weekend?" and second["context"] == ""
+    hits = c.post("/v1/subjects/tg:42/search", json={"query": "pride parade"}).json()["hits"]
+    assert [h["memory"]["id"] for h in hits][:1] == [first["id"]]
+    doc = c.get("/v1/subjects/tg:42/export").json()
+    assert {m["text"]: m["context"] for m in doc["memories"]}["Yes!! It was so much fun 🏳️‍🌈"] == first["context"]
+    c.post("/v1/subjects/qq:10001/import", json=doc)
+    items = c.get("/v1/subjects/qq:10001/memories").json()["items"]
+    assert {m["text"]: m["context"] for m in items} == {"Yes!! It was so much fun 🏳️‍🌈": first["context"],
+                                                       "我妹妹也去了": ""}

@@ -140,3 +140,27 @@ async def test_failed_turn_releases_its_delivery_for_the_retry(pipeline, monkeyp
     monkeypatch.undo()
     again = await pipeline.handle("default", msg("我喜欢喝美式咖啡", mid="9"))
     assert not again.duplicate and len(again.captured) == 1
+
+
+async def test_a_fact_keeps_the_companions_line_it_answered(pipeline):
+    """The companion's line just before a person's message is the memory's context (searched with
+    it); in a group another member's line before it is not (their words stay out of this memory)."""
+    from memory.store import ChatLine
+    from memory.types import ChatRef
+
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    store = pipeline.core.store
+    store.append_chat("default", ChatRef("tg", ChatKind.PRIVATE, "1001"),
+                      ChatLine("bot", "bot", "你上周末去迪士尼了吗？", now - timedelta(minutes=2), "", "小莫"))
+    r = await pipeline.handle("default", msg("我去了，人超多，排了两个小时队", mid="1", at=now))
+    [mid] = r.captured
+    assert store.get(Namespace("default", "tg:1001"), mid).context == "小莫: 你上周末去迪士尼了吗？"
+    found = await pipeline.handle("default", msg("迪士尼怎么样？", mid="2", at=now + timedelta(minutes=1)))
+    assert mid in found.recalled
+
+    group = ChatRef("tg", ChatKind.GROUP, "-100200")
+    store.append_chat("default", group, ChatLine("user", "2002", "我是B，周末去迪士尼吗？", now, "b1", "B"))
+    r2 = await pipeline.handle("default", msg("I went hiking with my sister", kind=ChatKind.GROUP, chat_id="-100200",
+                                              mid="3", at=now + timedelta(minutes=2), mentions_bot=True))
+    [gid] = r2.captured
+    assert store.get(Namespace("default", "tg:1001"), gid).context == ""

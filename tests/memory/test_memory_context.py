@@ -1,0 +1,111 @@
+"""A memory keeps the companion's line its message answered (``Memory.context``) and
+is searched with it: an elliptical answer ("Yes! It was so much fun.", 「对，超好玩的」)
+is found by the topic of the question it answered, on every search path, and only
+in its own namespace; the context follows new evidence, not an admin's edit; only
+the companion's recent line becomes a context (``answered_line``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memory.capture import CONTEXT_WINDOW, answered_line, capture
+from memory.recall import RecallParams
+from memory.store import ChatLine
+from memory.types import CONTEXT_CHARS, ChatKind, ChatRef, Namespace, search_text
+
+A = Namespace("default", "tg:1001")
+B = Namespace("default", "tg:2002")
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+
+# (what the person said, the companion's line it answered, a later question on that topic)
+ANSWERS = [
+    ("Yes! It was so much fun.", "Mochi: How was the pride parade last weekend?", "the pride parade"),
+    ("对，超好玩的，排了两个小时队", "小莫：你上周末去迪士尼了吗？", "迪士尼人多吗"),
+    ("去了，風景很美 🌄", "小莫：你去過阿里山嗎？", "阿里山"),
+    ("Yep, 两只 🐕🐕", "Mochi: Do you still have the corgis?", "your corgis"),
+]
+PATHS = {"exact": RecallParams(), "index": RecallParams(exact_max=0)}
+
+
+def test_search_text_is_the_text_then_the_line_it_answered():
+    assert search_text("Yes!", "Mochi: Parade?") == "Yes! (Mochi: Parade?)"
+    assert search_text("我喜欢猫。") == "我喜欢猫。"  # no context: exactly the text, as before the column
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_answer_is_recalled_by_the_topic_of_the_line_it_answered(core, path):
+    """en, zh, traditional and mixed with emoji: each answer shares no word with the later question
+    but is found through its context; the same text without a context, said by another person,
+    is not — and A's contexts never reach B's recall."""
+    with core.batch():
+        for text, line, _q in ANSWERS:
+            core.add(A, core.new(A, text, context=line, created_at=T0), said_at=T0)
+            core.add(B, core.new(B, text, created_at=T0), said_at=T0)
+    for text, _line, question in ANSWERS:
+        found = [h.memory.text for h in core.recall(A, [question], params=PATHS[path])]
+        assert found[:1] == [text], (question, found)
+        assert all(h.memory.namespace == B for h in core.recall(B, [question], params=PATHS[path]))
+        assert text not in [h.memory.text for h in core.recall(B, [question], params=PATHS[path])
+                            if h.ranks.get("bm25")]
+
+
+def test_context_is_cleaned_and_cut_to_its_end(sqlite_core):
+    """Control characters go as in the text; a long line keeps its last CONTEXT_CHARS characters
+    (a line that asks usually asks at its end)."""
+    long = "Mochi: " + "blah " * 200 + "So, did you\x1b[31m finish the marathon?"
+    m = sqlite_core.new(A, "I did!", context=long)
+    assert len(m.context) <= CONTEXT_CHARS and m.context.endswith("did you finish the marathon?")
+    stored = sqlite_core.add(A, m, said_at=T0).memory
+    assert sqlite_core.store.get(A, stored.id).context == m.context
+
+
+def test_new_evidence_brings_its_context_and_an_admin_edit_keeps_it(sqlite_core):
+    """Said again in other words (a revision through capture) the memory is searched with the new
+    line it answered; an admin's edit of the text keeps the context; the index follows both."""
+    core = sqlite_core
+    first = capture(core, A, "我住在上海", chat=None, said_at=T0, message_id="m1",
+                    context="小莫：你现在住哪个城市？")[0].memory
+    assert core.store.get(A, first.id).context == "小莫：你现在住哪个城市？"
+    moved = capture(core, A, "我上个月搬到杭州了", chat=None, said_at=T0 + timedelta(days=40), message_id="m2",
+                    context="小莫：最近工作顺利吗？")[0].memory
+    assert moved.id == first.id and core.store.get(A, first.id).context == "小莫：最近工作顺利吗？"
+    edited = core.update(A, first.id, "我搬到杭州西湖边了")
+    assert edited.context == "小莫：最近工作顺利吗？"
+    core.maintain()
+    hits = core.recall(A, ["工作顺利"], params=PATHS["index"])
+    assert [h.memory.id for h in hits][:1] == [first.id]
+    assert not [h for h in core.recall(A, ["哪个城市"], params=PATHS["index"]) if h.ranks.get("bm25")]
+
+
+def _line(role: str, text: str, at: datetime, name: str = "", sender: str = "bot") -> ChatLine:
+    return ChatLine(role, sender, text, at, "", name)
+
+
+def test_answered_line_is_the_companions_recent_line_only():
+    now = T0 + timedelta(minutes=3)
+    assert answered_line(_line("bot", "你上周末去哪了？", T0, "小莫"), now) == "小莫: 你上周末去哪了？"
+    assert answered_line(_line("bot", "How was it?", T0), now) == "bot: How was it?"  # no persona name
+    # another person's line would keep their words in this person's memory; the person's own is a memory itself
+    assert answered_line(_line("user", "我是B，我喜欢猫", T0, "B", sender="2002"), now) == ""
+    assert answered_line(_line("user", "I went hiking", T0, "阿杰", sender="1001"), now) == ""
+    assert answered_line(None, now) == ""
+    assert answered_line(_line("bot", "  ", T0), now) == ""
+    assert answered_line(_line("bot", "Long ago?", T0), T0 + CONTEXT_WINDOW + timedelta(seconds=1)) == ""
+    assert answered_line(_line("bot", "Later?", now + timedelta(hours=1)), now) == ""  # said after it
+
+
+def test_store_reads_the_line_before_in_the_same_chat_only(sqlite_core):
+    store = sqlite_core.store
+    dm = ChatRef("tg", ChatKind.PRIVATE, "1001")
+    other = ChatRef("tg", ChatKind.PRIVATE, "2002")
+    store.append_chat("default", dm, _line("bot", "你上周末去哪了？", T0, "小莫"))
+    store.append_chat("default", other, _line("bot", "别的聊天", T0, "小莫"))
+    mine = store.append_chat("default", dm, _line("user", "去爬山了", T0, "阿杰", sender="1001"))
+    before = store.line_before("default", dm, mine)
+    assert before is not None and (before.role, before.text) == ("bot", "你上周末去哪了？")
+    first = store.line_before("default", dm, mine - 2)
+    assert first is None
+    assert store.line_before("other-tenant", dm, mine) is None
