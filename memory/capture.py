@@ -594,12 +594,13 @@ def _template_line_res() -> tuple[re.Pattern[str], ...]:
     out = []
     for lang in LANGUAGES:
         for msgid in ("What you remember about {name}:", '- {when}, {name} said: "{text}"',
+                      '- {when}, {name} said: "{text}" (replying to {context})',
                       '- {name} earlier said "{older}" ({older_when}), later said "{newer}" ({newer_when})'):
             shape = translate(lang, msgid)
             pattern = re.escape(shape.lstrip("- "))
             for field_name, any_text in (("name", ".{1,64}?"), ("when", ".{1,40}?"), ("text", ".*"),
                                          ("older_when", ".{1,40}?"), ("newer_when", ".{1,40}?"), ("older", ".*"),
-                                         ("newer", ".*")):
+                                         ("newer", ".*"), ("context", ".*")):
                 pattern = pattern.replace(re.escape("{" + field_name + "}"), any_text)
             out.append(re.compile(r"^\s*(?:[-*•·]\s*)?" + pattern + r"\s*$"))
     return tuple(out)

@@ -73,7 +73,8 @@ _RECONSTRUCTION_SYSTEM = {
     "zh_CN": (
         "你是{persona_name}。你的性格与说话方式：\n{persona_voice}\n\n"
         "现在请你用自己的口吻，把你对{person}的相关记忆回想成一小段话，供你接下来回复时参考。规则：\n"
-        "1. 只能使用 <memories> 块里的记忆。每条记忆的格式是 [编号] 内容 (日期, 情绪)。\n"
+        "1. 只能使用 <memories> 块里的记忆。每条记忆的格式是 [编号] 内容 (日期, 情绪)。"
+        "括号里有“↩ 某句话”时，那是这条记忆回应的、你当时说的话：它说明这条记忆讲的是什么，但那是你的话，不是对方的话。\n"
         "2. 每一句陈述事实的话都必须在句末标点之前注明出处，写成 [src:编号]，例如：你养了一只叫煤球的黑猫[src:a1b2c3d4e5f6]。"
         "一句话用到多条记忆时写多个标注。\n"
         "3. 不得写出任何记忆里没有的事实，不要猜测，不要补充细节。\n"
@@ -89,7 +90,9 @@ _RECONSTRUCTION_SYSTEM = {
         "You are {persona_name}. Your character and voice:\n{persona_voice}\n\n"
         "In your own voice, recall what you remember about {person} that matters for this conversation, "
         "as a short passage you will use when you reply. Rules:\n"
-        "1. Use only the memories in the <memories> block. Each memory reads [ID] text (date, emotion).\n"
+        "1. Use only the memories in the <memories> block. Each memory reads [ID] text (date, emotion). "
+        "\"↩ line\" inside its brackets is the line of yours it answered: it tells what the memory is about, "
+        "but those are your words, not theirs.\n"
         "2. Every sentence that states a fact cites its source before the sentence's final punctuation as "
         "[src:ID], e.g. \"You have a black cat called Coal [src:a1b2c3d4e5f6].\" "
         "A sentence that uses several memories cites each of them.\n"
@@ -124,10 +127,12 @@ def escape_memory(text: str) -> str:
     return escape_block(" ".join(text.split())).translate(_BRACKETS)
 
 
-def memory_line(memory_id: str, text: str, date: str, emotion: str) -> str:
-    """One recalled memory as the model sees it: ``[ID] text (date, emotion)``,
-    the text escaped by ``escape_memory``."""
-    return f"[{memory_id}] {escape_memory(text)} ({escape_memory(date)}, {escape_memory(emotion)})"
+def memory_line(memory_id: str, text: str, date: str, emotion: str, context: str = "") -> str:
+    """One recalled memory as the model sees it: ``[ID] text (date, emotion)``, or
+    ``[ID] text (date, emotion; ↩ context)`` when it answered a line of the
+    companion's (``Memory.context``); text and context escaped by ``escape_memory``."""
+    answered = f"; ↩ {escape_memory(context)}" if context else ""
+    return f"[{memory_id}] {escape_memory(text)} ({escape_memory(date)}, {escape_memory(emotion)}{answered})"
 
 
 def change_line(older_id: str, newer_id: str) -> str:
@@ -137,11 +142,11 @@ def change_line(older_id: str, newer_id: str) -> str:
 
 
 def reconstruction_messages(*, persona_name: str, persona_voice: str, person_name: str | None,
-                            memories: Sequence[tuple[str, str, str, str]], tail: Sequence[tuple[str, str]],
+                            memories: Sequence[tuple[str, ...]], tail: Sequence[tuple[str, str]],
                             lang: str, max_chars: int, changes: Sequence[tuple[str, str]] = ()) -> list[dict[str, str]]:
     """Chat messages asking the model for a cited recollection.
 
-    ``memories``: (id, text, date, emotion) per recalled memory; ``tail``:
+    ``memories``: (id, text, date, emotion[, context]) per recalled memory; ``tail``:
     (speaker, text) per chat line, oldest first; ``lang``: zh_CN or en (the
     rules' language; the model writes in the conversation's language);
     ``max_chars``: length limit in characters; ``changes``: (older id, newer

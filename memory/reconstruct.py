@@ -260,8 +260,13 @@ def template_recollection(hits: Sequence[Hit], *, lang: str, name: str | None, n
                 newer=_one_line(newer.text), newer_when=when_text(newer.created_at, now, lang, tz)))
         else:
             m = said[0]
-            lines.append(translate(lang, '- {when}, {name} said: "{text}"', when=when_text(m.created_at, now, lang, tz),
-                                   name=who, text=_one_line(m.text)))
+            when = when_text(m.created_at, now, lang, tz)
+            if m.context:  # what it answered: "Yes, so much fun!" says nothing without the question
+                lines.append(translate(lang, '- {when}, {name} said: "{text}" (replying to {context})', when=when,
+                                       name=who, text=_one_line(m.text), context=_one_line(m.context)))
+            else:
+                lines.append(translate(lang, '- {when}, {name} said: "{text}"', when=when, name=who,
+                                       text=_one_line(m.text)))
         sources += [m.id for m in said if m.id not in sources]
     return Recollection(text="\n".join(lines), sources=tuple(sources), fallback_reason=reason, raw_hits=tuple(top))
 
@@ -630,12 +635,13 @@ async def _attempt(hits: list[Hit], tail: Sequence[TailLine], complete: Complete
     groups = _told(hits)
     said = [m for group in groups for m in group]
     changes = [(group[0].id, group[1].id) for group in groups if len(group) == 2]
-    memories = [(m.id, m.text, _date(m, tz), m.emotion or "neutral") for m in said]
+    memories = [(m.id, m.text, _date(m, tz), m.emotion or "neutral", m.context) for m in said]
     lines = [(persona_name if line.role == "bot" else (line.sender_name or line.sender_id), line.text) for line in tail]
     messages = reconstruction_messages(persona_name=persona_name, persona_voice=persona_voice,
                                        person_name=person_name, memories=memories, tail=lines, lang=lang,
                                        max_chars=max_chars, changes=changes)
-    sources = {m.id: m.text for m in said}
+    # a memory grounds what it says and what the line it answered says of its topic
+    sources = {m.id: m.searched for m in said}
     dates = {m.id: _when(m, tz) for m in said}
     # tokenise the memories while the model writes: the validator then only tokenises the answer
     primed = asyncio.ensure_future(asyncio.to_thread(prime, sources, dates))

@@ -109,3 +109,47 @@ def test_store_reads_the_line_before_in_the_same_chat_only(sqlite_core):
     first = store.line_before("default", dm, mine - 2)
     assert first is None
     assert store.line_before("other-tenant", dm, mine) is None
+
+
+def _hit(text: str, context: str = "", mid: str = "a1b2c3d4e5f6"):
+    from memory.types import Hit, Memory
+
+    return Hit(Memory(mid, A, text, created_at=T0, context=context, emotion="joy"), 1.0)
+
+
+@pytest.mark.parametrize("lang,expected", [
+    ("zh_CN", "- 昨天，阿杰说过：「对，超好玩的」（回应 小莫: 你上周末去迪士尼了吗？）"),
+    ("en", '- yesterday, 阿杰 said: "对，超好玩的" (replying to 小莫: 你上周末去迪士尼了吗？)')])
+def test_the_template_recollection_tells_what_an_answer_replied_to(lang, expected):
+    from memory.reconstruct import template_recollection
+
+    rec = template_recollection([_hit("对，超好玩的", "小莫: 你上周末去迪士尼了吗？"), _hit("我养猫", mid="0123456789ab")],
+                                lang=lang, name="阿杰", now=T0 + timedelta(days=1))
+    assert rec.text.splitlines()[1] == expected
+    assert "回应" not in rec.text.splitlines()[2] and "replying" not in rec.text.splitlines()[2]
+
+
+def test_the_model_sees_the_line_answered_as_the_companions_and_the_echo_is_not_captured():
+    """The model's memory line carries the context inside its brackets (escaped like the text: no forged
+    ``[src:…]``); the template line with a context, echoed back by a person, is not learned as a fact."""
+    from memory.capture import is_gateway_text
+    from memory.model_prompts import memory_line
+
+    line = memory_line("a1b2c3d4e5f6", "Yes! So much fun.", "2026-11-01", "joy", "Mochi: the parade [src:zzz]?")
+    assert line == "[a1b2c3d4e5f6] Yes! So much fun. (2026-11-01, joy; ↩ Mochi: the parade ［src:zzz］?)"
+    assert memory_line("a1b2c3d4e5f6", "我养猫", "2026-11-01", "neutral") == "[a1b2c3d4e5f6] 我养猫 (2026-11-01, neutral)"
+    assert is_gateway_text(line)
+    assert is_gateway_text("- 昨天，阿杰说过：「对，超好玩的」（回应 小莫: 你上周末去迪士尼了吗？）")
+    assert is_gateway_text('- yesterday, Sam said: "Yes!" (replying to Mochi: How was the parade?)')
+
+
+def test_a_retelling_of_the_answer_is_grounded_by_the_line_it_answered():
+    """"You loved the pride parade [src:…]" is grounded by the memory "Yes! It was so much fun." that
+    answered "How was the pride parade?"; without that context it would not be."""
+    from memory.reconstruct import validate
+
+    out = "You had so much fun at the pride parade [src:a1b2c3d4e5f6]."
+    with_context = validate(out, {"a1b2c3d4e5f6": search_text("Yes! It was so much fun.",
+                                                             "Mochi: How was the pride parade?")})
+    without = validate(out, {"a1b2c3d4e5f6": "Yes! It was so much fun."})
+    assert with_context.grounding > without.grounding
