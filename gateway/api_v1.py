@@ -694,7 +694,7 @@ async def capture_messages(ctx: Ctx, subject: SubjectPath, body: CaptureIn) -> C
             line = _line(subject, m)
             if where is not None and body.to_tail:
                 ctx.core.store.append_chat(ctx.tenant, where, line)
-            answered, before = answered_line(before, line.at), line
+            answered, before = answered_line(before, line.at, where, persona=t.persona_name), line
             if m.role != "user" or (m.sender_id or own_id) != own_id:
                 continue
             if body.infer:  # the caller hands these lines to the bot: they are said to it

@@ -501,10 +501,12 @@ class Pipeline:
 
     def _answered(self, tenant: str, chat: ChatRef, line_id: int | None, at: datetime) -> str:
         """The context of the person's line ``line_id`` of ``chat``: the companion's
-        line just before it (``memory.capture.answered_line``), "" when none."""
-        if not line_id:
+        line just before it (``memory.capture.answered_line``), "" when none (and
+        in a group, without reading the log)."""
+        if not line_id or chat.is_group:
             return ""
-        return answered_line(self.core.store.line_before(tenant, chat, line_id), at)
+        return answered_line(self.core.store.line_before(tenant, chat, line_id), at, chat,
+                             persona=self.tenant(tenant).persona_name)
 
     def _retract_from(self, ns: Namespace, chat: ChatRef, message_id: str) -> list[str]:
         """Retract every live memory of ``ns`` learned from ``message_id`` of ``chat``."""

@@ -71,7 +71,7 @@ from memory.dates import DEFAULT_TZ, resolve_when, zone
 from memory.emotion import LABELS, analyse
 from memory.model_prompts import escape_block, extraction_messages
 from memory.text import normalise, split_sentences, to_simplified
-from memory.types import Category, ChatRef, Namespace, Visibility, repair_tree
+from memory.types import CONTEXT_CHARS, Category, ChatRef, Namespace, Visibility, repair_tree
 
 __all__ = [
     "Fact",
@@ -992,22 +992,32 @@ CONTEXT_WINDOW = timedelta(minutes=30)
 """How long after the companion's line a person's message still counts as its answer."""
 
 
-def answered_line(line, said_at: datetime, *, window: timedelta = CONTEXT_WINDOW) -> str:
-    """The context of a person's message (``Memory.context``): ``line`` — the chat
-    line logged just before it (a ``memory.store.ChatLine`` or anything with its
-    ``role``, ``text``, ``at`` and ``sender_name``; None when there is none) — as
-    ``"<name>: <text>"`` (the persona's name, else ``bot``) when the companion said
-    it (role ``bot``) at most ``window`` before ``said_at``; else "". So "Yes, last
-    weekend!" after "Mochi: Did you go to the pride parade?" is searched with the
-    parade. Another person's line is never taken (their words would be kept in
-    somebody else's memory), nor the person's own (it is a memory of its own,
-    which a forget must be able to remove without leaving its text here)."""
+def answered_line(line, said_at: datetime, chat: ChatRef | None, *, persona: str = "",
+                  window: timedelta = CONTEXT_WINDOW) -> str:
+    """The context of a person's message (``Memory.context``) said at ``said_at`` in
+    ``chat``: ``line`` — the chat line logged just before it (a
+    ``memory.store.ChatLine`` or anything with its ``role``, ``text``, ``at`` and
+    ``sender_name``; None when there is none) — as ``"<name>: <text>"`` (the line's
+    sender name, else ``persona``, else ``bot``; the text cut to its last
+    characters so that the whole is at most ``CONTEXT_CHARS``) when the companion
+    said it (role ``bot``) at most ``window`` before, in a private chat (``chat``
+    None counts as private); else "". So "Yes, I went with my sister!" after
+    "Mochi: Did you go to the pride parade?" is searched with the parade.
+
+    Never another person's line (their words would be kept in somebody else's
+    memory), nor the person's own (a memory of its own, which a forget must
+    remove whole), nor any line of a group: there the companion's line may
+    answer someone else and carry what they said."""
+    if chat is not None and chat.is_group:
+        return ""
     if line is None or line.role != "bot" or not (line.text or "").strip():
         return ""
     gap = said_at - line.at
     if gap > window or gap < -timedelta(minutes=1):  # a minute of slack: platform and gateway clocks differ
         return ""
-    return f"{line.sender_name or 'bot'}: {line.text.strip()}"
+    name = line.sender_name or persona or "bot"
+    room = max(0, CONTEXT_CHARS - len(name) - 2)
+    return f"{name}: {' '.join(line.text.split())[-room:].strip()}"
 
 
 CONTRADICTION_WINDOW = 100

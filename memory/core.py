@@ -71,8 +71,8 @@ from memory.index import SearchIndex
 from memory.links import LinkParams, link_entities
 from memory.recall import RecallParams, Scorer, recall
 from memory.store import Store, new_memory_id, utcnow
-from memory.text import fingerprint, normalise
-from memory.types import CONTEXT_CHARS, ChatRef, Hit, Memory, Namespace, Visibility, clean_controls, repair
+from memory.text import fingerprint, normalise, retells
+from memory.types import CONTEXT_CHARS, CONTEXT_JOIN, ChatRef, Hit, Memory, Namespace, Visibility, clean_controls, repair
 
 __all__ = ["MemoryCore", "AddResult", "default_key"]
 
@@ -349,8 +349,10 @@ class MemoryCore:
         touched = [result.memory.id] if result.action in ("stored", "superseded") and result.memory else []
         if touched:
             self._link_entities(ns, result.memory, said)
-        if touched or replaces is not None:
-            self._apply_outbox_for(ns, touched + ([replaces] if replaces is not None else []))
+        # a dedupe may have joined the new line to its context (_with_context_locked)
+        regrown = [result.memory.id] if result.action == "deduped" and memory.context and result.memory else []
+        if touched or regrown or replaces is not None:
+            self._apply_outbox_for(ns, touched + regrown + ([replaces] if replaces is not None else []))
         return result
 
     def _onto_existing(self, ns: Namespace, existing: Memory, memory: Memory, said: datetime, source_fp: str,
@@ -358,7 +360,7 @@ class MemoryCore:
         """Dedupe / conflict / stale / supersede of ``memory`` onto the live row with its key."""
         if normalise(existing.text) == normalise(memory.text):
             self.audit.record(ns, "dedupe", actor, existing.id)
-            return AddResult("deduped", existing)
+            return AddResult("deduped", self._with_context_locked(ns, existing, memory.context))
         if existing.category is not memory.category:
             self.audit.record(ns, "conflict", actor, existing.id, category=memory.category.value,
                               existing_category=existing.category.value)
@@ -373,6 +375,19 @@ class MemoryCore:
         self.audit.record(ns, "supersede", actor, live.id, version=live.version)
         self._rejudge_locked(ns, live, links, actor)
         return AddResult("superseded", live)
+
+    def _with_context_locked(self, ns: Namespace, existing: Memory, context: str) -> Memory:
+        """``existing`` said again in answer to the companion's line ``context``: the
+        line joins its context (``CONTEXT_JOIN``, the newest last, cut to
+        ``CONTEXT_CHARS`` from the end as ``new`` cuts), so the same short answer
+        to two questions ("Yes! So much fun." after the parade and after the
+        concert) is found by either. Unchanged when ``context`` is empty or held."""
+        if not context or context in existing.context:
+            return existing
+        joined = f"{existing.context}{CONTEXT_JOIN}{context}" if existing.context else context
+        joined = joined[-CONTEXT_CHARS:].strip()
+        self.store.set_contexts(ns, {existing.id: joined})  # the caller applies its outbox op
+        return replace(existing, context=joined, version=existing.version + 1)
 
     def _link_locked(self, ns: Namespace, older_id: str, newer_id: str, actor: str) -> bool:
         """Link two live memories of ``ns`` as a conflict (under the namespace lock);
@@ -451,15 +466,29 @@ class MemoryCore:
             gone.append(cid)
         return gone
 
+    def _drop_retelling_contexts_locked(self, ns: Namespace, texts: Sequence[str]) -> list[str]:
+        """Drop the context of every live memory of ``ns`` whose context retells one
+        of ``texts`` (``memory.text.retells``): the companion often says back what
+        the person told it (「记住啦，你对花生过敏」), and a forgotten or withdrawn
+        statement must not stay searchable in the context of the next answer.
+        Returns the ids whose context was dropped (their index rows need rewriting)."""
+        drop = {mid: "" for mid, line in self.store.contexts(ns).items() if any(retells(line, t) for t in texts)}
+        if drop:
+            self.store.set_contexts(ns, drop)
+        return list(drop)
+
     def retract(self, ns: Namespace, memory_id: str, *, actor: str = "edit") -> None:
         """Remove a memory whose message was edited so that it no longer says it
         (no tombstone: saying it again is new evidence), with the consolidated
-        memories that cite it. NotFoundError if it is not in ``ns``."""
+        memories that cite it and the contexts that retell it (as ``forget``).
+        NotFoundError if it is not in ``ns``."""
         with self._locked(ns):
+            texts = [self.store.get(ns, memory_id).text]
             self.store.retract(ns, memory_id)
             self.audit.record(ns, "retract", actor, memory_id)
             derived = self._drop_citing_locked(ns, memory_id, actor, tombstone=False)
-        self._apply_outbox_for(ns, [memory_id, *derived])
+            retold = self._drop_retelling_contexts_locked(ns, texts)
+        self._apply_outbox_for(ns, [memory_id, *derived, *retold])
 
     def new(self, ns: Namespace, text: str, **fields) -> Memory:
         """A Memory value for ``ns`` with a fresh id (not stored yet); ``text``
@@ -593,6 +622,10 @@ class MemoryCore:
         - Consolidated memories citing it (``memory.consolidate``) are forgotten
           with it, their texts tombstoned, so that no later consolidation of the
           fragments said before now brings the abstraction back.
+        - Contexts: another memory whose context (the companion's line it
+          answered) retells one of its versions loses that context
+          (``memory.text.retells``), so the forgotten statement is not found or
+          told through it.
         """
         with self._locked(ns):
             versions = self.store.history(ns, memory_id)
@@ -600,7 +633,8 @@ class MemoryCore:
             self.store.delete(ns, memory_id, tombstones=prints, redact_sources=True, purge=True)
             self.audit.record(ns, "forget", actor, memory_id, versions=len(versions))
             derived = self._drop_citing_locked(ns, memory_id, actor, tombstone=True)
-        self._apply_outbox_for(ns, [memory_id, *derived])
+            retold = self._drop_retelling_contexts_locked(ns, [v.text for v in versions])
+        self._apply_outbox_for(ns, [memory_id, *derived, *retold])
         try:
             self.store.scrub()
         except Exception as exc:  # noqa: BLE001 - the forget itself has committed; the next scrub finishes it

@@ -640,8 +640,9 @@ async def _attempt(hits: list[Hit], tail: Sequence[TailLine], complete: Complete
     messages = reconstruction_messages(persona_name=persona_name, persona_voice=persona_voice,
                                        person_name=person_name, memories=memories, tail=lines, lang=lang,
                                        max_chars=max_chars, changes=changes)
-    # a memory grounds what it says and what the line it answered says of its topic
-    sources = {m.id: m.searched for m in said}
+    # grounded in the person's own words only: the line a memory answered (its context)
+    # may ask what they denied ("Did you go?" — "No, I stayed home.")
+    sources = {m.id: m.text for m in said}
     dates = {m.id: _when(m, tz) for m in said}
     # tokenise the memories while the model writes: the validator then only tokenises the answer
     primed = asyncio.ensure_future(asyncio.to_thread(prime, sources, dates))

@@ -34,7 +34,7 @@ import unicodedata
 from functools import lru_cache
 
 __all__ = ["initialise", "normalise", "to_simplified", "tokens", "fts_text", "is_cjk", "fingerprint",
-           "split_sentences", "stem", "TOKENS_VERSION"]
+           "split_sentences", "stem", "retells", "RETELL_SHARE", "TOKENS_VERSION"]
 
 TOKENS_VERSION = 2
 """Version of what ``tokens`` produces; an index whose full-text column was
@@ -258,6 +258,24 @@ def tokens(text: str) -> list[str]:
     no content gives ``[]``.
     """
     return list(_text_tokens(text))
+
+
+RETELL_SHARE = 0.5
+"""The share of a text's words another line must hold to retell it (``retells``)."""
+
+
+def retells(line: str, text: str, share: float = RETELL_SHARE) -> bool:
+    """True when ``line`` holds at least ``share`` (in [0, 1]) of ``text``'s distinct
+    words (``tokens``; a CJK text's multi-character words when it has any, so that
+    its single characters do not count twice): the companion's 「记住啦，你对花生过敏」
+    retells 「我对花生过敏」. False for a text without words."""
+    words = set(tokens(text))
+    multi = {w for w in words if not (len(w) == 1 and is_cjk(w))}
+    words = multi or words
+    if not words:
+        return False
+    held = set(tokens(line))
+    return len(words & held) >= share * len(words)
 
 
 @lru_cache(maxsize=20_000)

@@ -48,6 +48,7 @@ __all__ = [
     "Visibility",
     "Memory",
     "CONTEXT_CHARS",
+    "CONTEXT_JOIN",
     "search_text",
     "Hit",
     "ScoreParts",
@@ -333,6 +334,9 @@ class Visibility(str, enum.Enum):
 CONTEXT_CHARS = 300
 """The most characters of a memory's ``context`` kept (its end: a line that asks
 usually asks at its end)."""
+CONTEXT_JOIN = " / "
+"""Between two lines of one context: the same words said again in answer to
+another line keep both (``MemoryCore.add``)."""
 
 
 def search_text(text: str, context: str = "") -> str:
@@ -357,9 +361,10 @@ class Memory:
     ``visibility`` follows from it unless a tenant tightened it. ``version``
     starts at 1 and grows by one per latest-wins update. ``context``: the chat
     line the memory's message answered (``"<name>: <text>"``, at most
-    CONTEXT_CHARS; the companion's line or the person's own, never another
-    person's: ``memory.capture.answered_line``), "" when none — searched with
-    the text (``search_text``), never told as the person's words.
+    CONTEXT_CHARS; the companion's line in a private chat, never another
+    person's nor the person's own: ``memory.capture.answered_line``), "" when
+    none — searched with the text (``search_text``), shown as what the memory
+    replied to, never told or grounded as the person's words.
     """
 
     id: str

@@ -14,7 +14,7 @@ for index repair (``iter_ids``) and the one tenant-wide read,
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import SimpleNamespace
@@ -337,6 +337,40 @@ class MemoryRows(StoreBase):
             _unlink(s, ns, [row.id])  # the disagreement was with the old text (the core re-judges the new one)
             _unlink_links(s, ns, [row.id])  # so were its associations; the new text earns its own
         return _to_memory(row)
+
+    def contexts(self, ns: Namespace) -> dict[str, str]:
+        """``{memory id: context}`` of the live memories of ``ns`` that have one
+        (``Memory.context``)."""
+        t = _MemoryRow.__table__  # type: ignore[attr-defined]
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(t.c.id, t.c.context).where(t.c.namespace == str(ns), t.c.context != "")).all()
+        return {r.id: r.context for r in rows}
+
+    def set_contexts(self, ns: Namespace, contexts: Mapping[str, str]) -> int:
+        """Give live memories of ``ns`` a new context (``{memory id: context}``; "" drops
+        it): what is searched changes, so each row's version grows by one (recall's
+        caches see the change) and the index re-reads it (outbox upsert). No history
+        row: the text, which history keeps, did not change. Ids not in ``ns`` are
+        skipped; returns how many rows changed."""
+        if not contexts:
+            return 0
+        now = utcnow()
+        changed: list[str] = []
+        with self._write() as s:
+            rows = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns),
+                                                   _MemoryRow.id.in_(list(contexts)))  # type: ignore[attr-defined]
+                          .with_for_update()).all()
+            for row in rows:
+                if row.context == contexts[row.id]:
+                    continue
+                row.context = contexts[row.id]
+                row.version += 1
+                s.add(row)
+                s.add(_IndexOpRow(namespace=str(ns), memory_id=row.id, op="upsert", created_at=now))
+                changed.append(row.id)
+            if changed:
+                _bump(s, ns, 0, changed)
+        return len(changed)
 
     def find_by_source(self, ns: Namespace, chat: ChatRef | None, message_id: str) -> list[Memory]:
         """Live memories of ``ns`` learned from message ``message_id`` of ``chat``

@@ -84,17 +84,27 @@ def _line(role: str, text: str, at: datetime, name: str = "", sender: str = "bot
     return ChatLine(role, sender, text, at, "", name)
 
 
-def test_answered_line_is_the_companions_recent_line_only():
+DM = ChatRef("tg", ChatKind.PRIVATE, "1001")
+
+
+def test_answered_line_is_the_companions_recent_line_in_a_private_chat_only():
     now = T0 + timedelta(minutes=3)
-    assert answered_line(_line("bot", "你上周末去哪了？", T0, "小莫"), now) == "小莫: 你上周末去哪了？"
-    assert answered_line(_line("bot", "How was it?", T0), now) == "bot: How was it?"  # no persona name
+    assert answered_line(_line("bot", "你上周末去哪了？", T0, "小莫"), now, DM) == "小莫: 你上周末去哪了？"
+    assert answered_line(_line("bot", "How was it?", T0), now, None, persona="Mochi") == "Mochi: How was it?"
+    assert answered_line(_line("bot", "How was it?", T0), now, DM) == "bot: How was it?"  # no name at all
     # another person's line would keep their words in this person's memory; the person's own is a memory itself
-    assert answered_line(_line("user", "我是B，我喜欢猫", T0, "B", sender="2002"), now) == ""
-    assert answered_line(_line("user", "I went hiking", T0, "阿杰", sender="1001"), now) == ""
-    assert answered_line(None, now) == ""
-    assert answered_line(_line("bot", "  ", T0), now) == ""
-    assert answered_line(_line("bot", "Long ago?", T0), T0 + CONTEXT_WINDOW + timedelta(seconds=1)) == ""
-    assert answered_line(_line("bot", "Later?", now + timedelta(hours=1)), now) == ""  # said after it
+    assert answered_line(_line("user", "我是B，我喜欢猫", T0, "B", sender="2002"), now, DM) == ""
+    assert answered_line(_line("user", "I went hiking", T0, "阿杰", sender="1001"), now, DM) == ""
+    # in a group the companion's line may answer someone else and carry what they said
+    group = ChatRef("tg", ChatKind.GROUP, "-100200")
+    assert answered_line(_line("bot", "B，祝你手术顺利！花生过敏要小心哦", T0, "小莫"), now, group) == ""
+    assert answered_line(None, now, DM) == ""
+    assert answered_line(_line("bot", "  ", T0), now, DM) == ""
+    assert answered_line(_line("bot", "Long ago?", T0), T0 + CONTEXT_WINDOW + timedelta(seconds=1), DM) == ""
+    assert answered_line(_line("bot", "Later?", now + timedelta(hours=1)), now, DM) == ""  # said after it
+    # a long line keeps its name and the end of its text, within CONTEXT_CHARS
+    long = answered_line(_line("bot", "嗯" * 1000 + "\n那你最后去了吗？", T0, "小莫"), now, DM)
+    assert long.startswith("小莫: 嗯") and long.endswith("嗯 那你最后去了吗？") and len(long) == CONTEXT_CHARS
 
 
 def test_store_reads_the_line_before_in_the_same_chat_only(sqlite_core):
@@ -143,13 +153,61 @@ def test_the_model_sees_the_line_answered_as_the_companions_and_the_echo_is_not_
     assert is_gateway_text('- yesterday, Sam said: "Yes!" (replying to Mochi: How was the parade?)')
 
 
-def test_a_retelling_of_the_answer_is_grounded_by_the_line_it_answered():
-    """"You loved the pride parade [src:…]" is grounded by the memory "Yes! It was so much fun." that
-    answered "How was the pride parade?"; without that context it would not be."""
-    from memory.reconstruct import validate
+async def test_a_retelling_is_grounded_in_the_persons_words_not_in_the_line_they_answered():
+    """"No, I stayed home." answering "Did you go to the pride parade in Berlin?": a model that retells
+    the question as the person's deed is not grounded by it — the recollection falls back to the
+    template, which tells the answer with what it replied to."""
+    from memory.reconstruct import reconstruct
 
-    out = "You had so much fun at the pride parade [src:a1b2c3d4e5f6]."
-    with_context = validate(out, {"a1b2c3d4e5f6": search_text("Yes! It was so much fun.",
-                                                             "Mochi: How was the pride parade?")})
-    without = validate(out, {"a1b2c3d4e5f6": "Yes! It was so much fun."})
-    assert with_context.grounding > without.grounding
+    hit = _hit("No, I stayed home.", "Mochi: Did you go to the pride parade in Berlin?")
+
+    asked: list = []
+
+    async def model(messages):
+        asked.append(messages)
+        return "You went to the pride parade in Berlin [src:a1b2c3d4e5f6]."
+
+    rec = await reconstruct([hit], tail=[], complete=model, lang="en", persona_name="Mochi", persona_voice="",
+                            person_name="Sam", now=T0 + timedelta(days=1), min_hits=1)
+    assert asked and "; ↩ Mochi: Did you go to the pride parade in Berlin?)" in asked[0][-1]["content"]
+    assert rec.fallback_reason and "went to the pride parade" not in rec.text
+    assert 'Sam said: "No, I stayed home." (replying to Mochi: Did you go to the pride parade in Berlin?)' in rec.text
+
+
+def test_a_forget_takes_its_retelling_out_of_the_next_answers_context(sqlite_core):
+    """The companion said back what the person told it (「记住啦，你对花生过敏」) and the person answered
+    that line: forgetting the allergy drops that context too, on every search path, while a context
+    that tells something else stays; a withdrawal (retract) does the same."""
+    core = sqlite_core
+    allergy = core.add(A, core.new(A, "我对花生过敏，吃了会进医院", created_at=T0), said_at=T0).memory
+    answer = core.add(A, core.new(A, "还行吧，好多了", created_at=T0,
+                                  context="小莫: 记住啦，你对花生过敏，吃了会进医院。那你最近身体还好吗？"), said_at=T0).memory
+    other = core.add(A, core.new(A, "去了，人超多", created_at=T0, context="小莫: 你去迪士尼了吗？"), said_at=T0).memory
+    assert answer.id in [h.memory.id for h in core.recall(A, ["花生过敏"], params=PATHS["index"])]
+    core.forget(A, allergy.id)
+    assert core.store.get(A, answer.id).context == "" and core.store.get(A, other.id).context == "小莫: 你去迪士尼了吗？"
+    for params in PATHS.values():
+        assert not [h for h in core.recall(A, ["花生过敏"], params=params) if h.ranks.get("bm25")]
+    cat = core.add(A, core.new(A, "I adopted a cat called Luna", created_at=T0), said_at=T0).memory
+    reply = core.add(A, core.new(A, "She is so fluffy", created_at=T0,
+                                 context="Mochi: You adopted a cat called Luna? How is she?"), said_at=T0).memory
+    core.retract(A, cat.id)
+    assert core.store.get(A, reply.id).context == ""
+
+
+def test_the_same_answer_to_two_lines_keeps_both(sqlite_core):
+    """"Yes! It was so much fun." after the parade and again after the concert is one memory searched
+    with both lines (the newer last); said again after the same line, nothing changes."""
+    core = sqlite_core
+    first = core.add(A, core.new(A, "Yes! It was so much fun.", context="Mochi: How was the pride parade?"),
+                     said_at=T0).memory
+    again = core.add(A, core.new(A, "Yes! It was so much fun.", context="Mochi: And the Taylor Swift concert?"),
+                     said_at=T0 + timedelta(hours=1))
+    assert again.action == "deduped" and again.memory.id == first.id
+    joined = "Mochi: How was the pride parade? / Mochi: And the Taylor Swift concert?"
+    assert core.store.get(A, first.id).context == joined == again.memory.context
+    for question in ("the pride parade", "the Taylor Swift concert"):
+        assert [h.memory.id for h in core.recall(A, [question], params=PATHS["index"])][:1] == [first.id]
+    core.add(A, core.new(A, "Yes! It was so much fun.", context="Mochi: And the Taylor Swift concert?"),
+             said_at=T0 + timedelta(hours=2))
+    assert core.store.get(A, first.id).context == joined
