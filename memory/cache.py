@@ -591,7 +591,7 @@ def _load(index: SearchIndex, ns: Namespace, rows: Sequence[MemoryText], version
         stored = index.namespace_vectors(ns)
         still = []
         for r in missing:
-            v = stored.get((rows[r].id, text_hash(rows[r].searched)))
+            v = stored.get((rows[r].id, text_hash(rows[r].text)))
             if v is None:
                 still.append(r)
             else:

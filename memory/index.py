@@ -440,7 +440,7 @@ class SearchIndex:
                 "visibility": m.visibility.value,
                 "origin": m.origin.group_key if (m.origin and m.visibility is Visibility.GROUP) else "",
                 "tokens": fts_text(m.searched),
-                "text_hash": text_hash(m.searched),
+                "text_hash": text_hash(m.text),
                 "vector": vectors[i],
             }
             for i, m in enumerate(memories)
@@ -582,14 +582,14 @@ class SearchIndex:
                 self._vectors.popitem(last=False)
 
     def vectors(self, memories: Sequence[Memory | MemoryText], *, fetch: bool = True) -> np.ndarray:
-        """Document embeddings of ``memories``' searched texts (``Memory.searched``:
-        the text and the line it answered): float32 ``(len(memories), dim)``,
+        """Document embeddings of ``memories``' texts (the person's words alone: the
+        line a memory answered is searched by BM25 only): float32 ``(len(memories), dim)``,
         L2-normalised, in order. From the in-process cache (keyed by the text's hash,
         so a vector always belongs to exactly the text it embeds); then, with
         ``fetch``, from the index rows of those ids whose ``text_hash`` still matches
         (one query per namespace); the rest are embedded. Raises EmbedderError."""
         out = np.empty((len(memories), self.embedder.dim), dtype=np.float32)
-        hashes = [text_hash(m.searched) for m in memories]
+        hashes = [text_hash(m.text) for m in memories]
         missing: list[int] = []
         for i, h in enumerate(hashes):
             v = self._cached(h)
@@ -609,7 +609,7 @@ class SearchIndex:
                     self._remember(hashes[i], v)
             missing = still
         if missing:
-            fresh = self.embedder.embed_documents([memories[i].searched for i in missing]).astype(np.float32)
+            fresh = self.embedder.embed_documents([memories[i].text for i in missing]).astype(np.float32)
             for row, i in enumerate(missing):
                 out[i] = fresh[row]
                 self._remember(hashes[i], fresh[row])
