@@ -636,12 +636,13 @@ async def export(ctx: Ctx, subject: SubjectPath) -> ExportDoc:
 def _import(core, ns: Namespace, doc: ExportDoc, actor: str) -> list[ImportedOut]:
     """Each memory of ``doc`` into ``ns``: its earlier versions first, then the live
     text, under one key (so they chain as versions; the core's write rules apply:
-    tombstones refuse what was forgotten, restating dedupes)."""
+    tombstones refuse what was forgotten, restating dedupes); then no context of
+    ``ns`` may retell a text the tombstones refused (``MemoryCore.drop_retellings``)."""
     for m in doc.memories:  # every origin checked before anything is written: a bad document writes nothing
         for where in [m.origin, *(v.origin for v in m.history)]:
             if where:
                 ChatRef.parse(where)
-    out = []
+    out, refused = [], []
     for m in doc.memories:
         origin = ChatRef.parse(m.origin) if m.origin else None
         key = m.key or f"{m.category.value}:import:{m.id}"[:KEY_CHARS]
@@ -655,8 +656,12 @@ def _import(core, ns: Namespace, doc: ExportDoc, actor: str) -> list[ImportedOut
                               arousal=m.arousal, emotion=m.emotion, origin=where, visibility=vis,
                               event_time=m.event_time, context=m.context if n == len(steps) else "")
             result = core.add(ns, memory, said_at=said, actor=actor, evidence=text)
+            if result.action == "rejected" and result.reason == "tombstone":
+                refused.append(text)
         out.append(ImportedOut(source_id=m.id, action=result.action, reason=result.reason,
                                memory_id=result.memory.id if result.memory else None))
+    if refused:  # a context the document brought back must not retell what stays forgotten
+        core.drop_retellings(ns, refused)
     return out
 
 

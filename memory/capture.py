@@ -71,7 +71,7 @@ from memory.dates import DEFAULT_TZ, resolve_when, zone
 from memory.emotion import LABELS, analyse
 from memory.model_prompts import escape_block, extraction_messages
 from memory.text import normalise, split_sentences, to_simplified
-from memory.types import CONTEXT_CHARS, Category, ChatRef, Namespace, Visibility, repair_tree
+from memory.types import CONTEXT_CHARS, Category, ChatRef, Namespace, Visibility, clip_line, repair_tree
 
 __all__ = [
     "Fact",
@@ -1015,9 +1015,7 @@ def answered_line(line, said_at: datetime, chat: ChatRef | None, *, persona: str
     gap = said_at - line.at
     if gap > window or gap < -timedelta(minutes=1):  # a minute of slack: platform and gateway clocks differ
         return ""
-    name = line.sender_name or persona or "bot"
-    room = max(0, CONTEXT_CHARS - len(name) - 2)
-    return f"{name}: {' '.join(line.text.split())[-room:].strip()}"
+    return clip_line(f"{line.sender_name or persona or 'bot'}: {line.text.strip()}", CONTEXT_CHARS)
 
 
 CONTRADICTION_WINDOW = 100

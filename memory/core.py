@@ -72,7 +72,8 @@ from memory.links import LinkParams, link_entities
 from memory.recall import RecallParams, Scorer, recall
 from memory.store import Store, new_memory_id, utcnow
 from memory.text import fingerprint, normalise, retells
-from memory.types import CONTEXT_CHARS, CONTEXT_JOIN, ChatRef, Hit, Memory, Namespace, Visibility, clean_controls, repair
+from memory.types import (CONTEXT_CHARS, CONTEXT_JOIN, ChatRef, Hit, Memory, Namespace, Visibility, clean_controls,
+                          clip_line, repair)
 
 __all__ = ["MemoryCore", "AddResult", "default_key"]
 
@@ -378,14 +379,16 @@ class MemoryCore:
 
     def _with_context_locked(self, ns: Namespace, existing: Memory, context: str) -> Memory:
         """``existing`` said again in answer to the companion's line ``context``: the
-        line joins its context (``CONTEXT_JOIN``, the newest last, cut to
-        ``CONTEXT_CHARS`` from the end as ``new`` cuts), so the same short answer
-        to two questions ("Yes! So much fun." after the parade and after the
-        concert) is found by either. Unchanged when ``context`` is empty or held."""
+        line joins its context (``CONTEXT_JOIN``, the newest last; the two latest
+        lines kept, each cut to half of ``CONTEXT_CHARS`` by ``clip_line``), so the
+        same short answer to two questions ("Yes! So much fun." after the parade
+        and after the concert) is found by either. Unchanged when ``context`` is
+        empty or held."""
         if not context or context in existing.context:
             return existing
-        joined = f"{existing.context}{CONTEXT_JOIN}{context}" if existing.context else context
-        joined = joined[-CONTEXT_CHARS:].strip()
+        lines = [*existing.context.split(CONTEXT_JOIN), context][-2:] if existing.context else [context]
+        room = (CONTEXT_CHARS - len(CONTEXT_JOIN)) // len(lines)
+        joined = CONTEXT_JOIN.join(clip_line(line, room) for line in lines)
         self.store.set_contexts(ns, {existing.id: joined})  # the caller applies its outbox op
         return replace(existing, context=joined, version=existing.version + 1)
 
@@ -466,16 +469,36 @@ class MemoryCore:
             gone.append(cid)
         return gone
 
-    def _drop_retelling_contexts_locked(self, ns: Namespace, texts: Sequence[str]) -> list[str]:
-        """Drop the context of every live memory of ``ns`` whose context retells one
-        of ``texts`` (``memory.text.retells``): the companion often says back what
-        the person told it (「记住啦，你对花生过敏」), and a forgotten or withdrawn
-        statement must not stay searchable in the context of the next answer.
-        Returns the ids whose context was dropped (their index rows need rewriting)."""
+    def _drop_retelling_contexts_locked(self, ns: Namespace, gone: Sequence[Memory]) -> list[str]:
+        """The companion often says back what the person told it (「记住啦，你对花生过敏」);
+        a forgotten or withdrawn statement (the versions ``gone``) must not stay
+        searchable in the context of an answer, nor come back as the next one's:
+        drop the context of every live memory of ``ns`` that retells one of their
+        texts (``memory.text.retells``), and the companion's lines that retell one
+        from the chat log of the chats they were said in
+        (``Store.drop_retelling_lines``). Returns the ids whose context was dropped
+        (their index rows need rewriting)."""
+        texts = [m.text for m in gone]
+        dropped = self._drop_contexts_retelling_locked(ns, texts)
+        chats = sorted({m.origin.key for m in gone if m.origin is not None})
+        self.store.drop_retelling_lines(ns.tenant, chats, texts)
+        return dropped
+
+    def _drop_contexts_retelling_locked(self, ns: Namespace, texts: Sequence[str]) -> list[str]:
         drop = {mid: "" for mid, line in self.store.contexts(ns).items() if any(retells(line, t) for t in texts)}
         if drop:
             self.store.set_contexts(ns, drop)
         return list(drop)
+
+    def drop_retellings(self, ns: Namespace, texts: Sequence[str]) -> list[str]:
+        """``texts`` may not be known in ``ns`` (an import refused them by tombstone):
+        drop every context of ``ns`` that retells one of them (as a forget does) and
+        rewrite those index rows. Returns the ids whose context was dropped."""
+        with self._locked(ns):
+            dropped = self._drop_contexts_retelling_locked(ns, texts)
+        if dropped:
+            self._apply_outbox_for(ns, dropped)
+        return dropped
 
     def retract(self, ns: Namespace, memory_id: str, *, actor: str = "edit") -> None:
         """Remove a memory whose message was edited so that it no longer says it
@@ -483,21 +506,21 @@ class MemoryCore:
         memories that cite it and the contexts that retell it (as ``forget``).
         NotFoundError if it is not in ``ns``."""
         with self._locked(ns):
-            texts = [self.store.get(ns, memory_id).text]
+            gone = self.store.get(ns, memory_id)
             self.store.retract(ns, memory_id)
             self.audit.record(ns, "retract", actor, memory_id)
             derived = self._drop_citing_locked(ns, memory_id, actor, tombstone=False)
-            retold = self._drop_retelling_contexts_locked(ns, texts)
+            retold = self._drop_retelling_contexts_locked(ns, [gone])
         self._apply_outbox_for(ns, [memory_id, *derived, *retold])
 
     def new(self, ns: Namespace, text: str, **fields) -> Memory:
         """A Memory value for ``ns`` with a fresh id (not stored yet); ``text``
         repaired and without control characters (``memory.types.clean_controls``:
         no lone surrogate reaches the stores, no BEL or right-to-left override an
-        admin's terminal); a ``context`` field likewise, cut to its last
-        ``CONTEXT_CHARS`` characters."""
+        admin's terminal); a ``context`` field likewise, cut to ``CONTEXT_CHARS``
+        characters by ``clip_line`` (its speaker's name and the end of its text)."""
         if fields.get("context"):
-            fields["context"] = clean_controls(fields["context"])[-CONTEXT_CHARS:].strip()
+            fields["context"] = clip_line(clean_controls(fields["context"]), CONTEXT_CHARS)
         return Memory(id=new_memory_id(), namespace=ns, text=clean_controls(text), **fields)
 
     def recall(self, ns: Namespace, tail: Sequence[str], **kwargs) -> list[Hit]:
@@ -633,7 +656,7 @@ class MemoryCore:
             self.store.delete(ns, memory_id, tombstones=prints, redact_sources=True, purge=True)
             self.audit.record(ns, "forget", actor, memory_id, versions=len(versions))
             derived = self._drop_citing_locked(ns, memory_id, actor, tombstone=True)
-            retold = self._drop_retelling_contexts_locked(ns, [v.text for v in versions])
+            retold = self._drop_retelling_contexts_locked(ns, versions)
         self._apply_outbox_for(ns, [memory_id, *derived, *retold])
         try:
             self.store.scrub()

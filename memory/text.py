@@ -266,16 +266,17 @@ RETELL_SHARE = 0.5
 
 def retells(line: str, text: str, share: float = RETELL_SHARE) -> bool:
     """True when ``line`` holds at least ``share`` (in [0, 1]) of ``text``'s distinct
-    words (``tokens``; a CJK text's multi-character words when it has any, so that
-    its single characters do not count twice): the companion's 「记住啦，你对花生过敏」
-    retells 「我对花生过敏」. False for a text without words."""
+    words, or two of them (``tokens``; a CJK text's multi-character words when it
+    has any, so that its single characters do not count twice): the companion's
+    「记住啦，你对花生过敏，一定要小心」 retells 「我对花生过敏，上次吃了一口就进了急诊室」.
+    Errs towards True: it decides what a forget removes. False for a text without words."""
     words = set(tokens(text))
     multi = {w for w in words if not (len(w) == 1 and is_cjk(w))}
     words = multi or words
     if not words:
         return False
-    held = set(tokens(line))
-    return len(words & held) >= share * len(words)
+    common = len(words & set(tokens(line)))
+    return common >= min(2, len(words)) or common >= share * len(words)
 
 
 @lru_cache(maxsize=20_000)

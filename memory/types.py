@@ -49,6 +49,7 @@ __all__ = [
     "Memory",
     "CONTEXT_CHARS",
     "CONTEXT_JOIN",
+    "clip_line",
     "search_text",
     "Hit",
     "ScoreParts",
@@ -339,7 +340,20 @@ LongMemEval (0.867 / 0.967), 150 loses LoCoMo 0.014 @10; a long line (an
 assistant's 300-token answer) dilutes a short memory's text, so the shorter."""
 CONTEXT_JOIN = " / "
 """Between two lines of one context: the same words said again in answer to
-another line keep both (``MemoryCore.add``)."""
+another line keep the two latest, each in half the room (``MemoryCore.add``)."""
+
+
+def clip_line(line: str, room: int) -> str:
+    """``line`` (``"<name>: <text>"``) in at most ``room`` characters: whole when it
+    fits, else the name and the end of the text (a line that asks usually asks at
+    its end), whitespace collapsed; without a name (no ``": "``), its end."""
+    line = " ".join(line.split())
+    if len(line) <= room:
+        return line
+    name, sep, text = line.partition(": ")
+    if sep and len(name) + 2 < room:
+        return f"{name}: {text[-(room - len(name) - 2):].strip()}"
+    return line[-room:].strip()
 
 
 def search_text(text: str, context: str = "") -> str:

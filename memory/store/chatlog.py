@@ -13,7 +13,7 @@ carry.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -268,6 +268,24 @@ class ChatLog(StoreBase):
                 q = q.where(_ChatLogRow.at >= (now or utcnow()) - max_age)
             rows = s.exec(q.order_by(_ChatLogRow.id.desc()).limit(n)).all()  # type: ignore[union-attr]
         return [ChatLine(r.role, r.sender_id, r.text, _aware(r.at), r.message_id, r.sender_name) for r in reversed(rows)]  # type: ignore[arg-type]
+
+    def drop_retelling_lines(self, tenant: str, chats: Sequence[str], texts: Sequence[str]) -> int:
+        """Delete the companion's lines (role ``bot``) of the chats ``chats`` (``ChatRef``
+        keys) of ``tenant`` that retell one of ``texts`` (``memory.text.retells``): a
+        forgotten statement said back by the companion must not come back through
+        the tail or as the next message's context. Returns how many were deleted."""
+        from memory.text import retells
+
+        if not chats or not texts:
+            return 0
+        t = _ChatLogRow.__table__  # type: ignore[attr-defined]
+        with self._write_conn() as conn:
+            rows = conn.execute(select(t.c.id, t.c.text).where(t.c.tenant == tenant, t.c.chat.in_(list(chats)),
+                                                               t.c.role == "bot")).all()
+            gone = [r.id for r in rows if any(retells(r.text, x) for x in texts)]
+            if gone:
+                conn.execute(delete(t).where(t.c.id.in_(gone)))
+        return len(gone)
 
     def line_before(self, tenant: str, chat: ChatRef, line_id: int) -> ChatLine | None:
         """The line of ``chat`` (of its topic when it has a thread) logged just

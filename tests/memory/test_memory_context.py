@@ -195,6 +195,46 @@ def test_a_forget_takes_its_retelling_out_of_the_next_answers_context(sqlite_cor
     assert core.store.get(A, reply.id).context == ""
 
 
+def test_retells_errs_towards_a_retelling():
+    from memory.text import retells
+
+    assert retells("小莫: 记住啦，你对花生过敏，一定要小心！最近身体还好吗？",
+                   "我对花生过敏，上次吃了一口就进了急诊室，医生说以后要随身带肾上腺素笔")  # two of its words
+    assert retells("Mochi: How is Luna, your cat?", "I adopted a cat called Luna")
+    assert not retells("小莫: 工作怎么样？", "我在上海工作，经常加班")
+    assert not retells("Mochi: Any plans for the weekend?", "I adopted a cat called Luna")
+
+
+def test_a_forget_takes_the_companions_retelling_out_of_the_chat_log(sqlite_core):
+    """The companion's line that said the forgotten fact back is deleted from the chat log of the chat
+    it was said in, so it neither feeds the tail nor becomes the next message's context; its other
+    lines stay."""
+    core, store = sqlite_core, sqlite_core.store
+    fact = core.add(A, core.new(A, "我对花生过敏，吃了会进医院", origin=DM, created_at=T0), said_at=T0).memory
+    store.append_chat("default", DM, _line("bot", "记住啦，你对花生过敏，吃了会进医院。最近还好吗？", T0, "小莫"))
+    store.append_chat("default", DM, _line("bot", "今天天气不错呀", T0, "小莫"))
+    core.forget(A, fact.id)
+    assert [line.text for line in store.chat_tail("default", DM)] == ["今天天气不错呀"]
+
+
+def test_reimporting_an_old_export_does_not_bring_a_retelling_back(sqlite_core):
+    """After a forget, an export taken before it is imported again: the tombstone refuses the fact and the
+    answer that was deduped keeps no context retelling it."""
+    from gateway.api_v1 import ExportDoc, _import
+    from gateway.commands import export_document
+
+    core = sqlite_core
+    fact = core.add(A, core.new(A, "我对花生过敏，吃了会进医院", created_at=T0), said_at=T0).memory
+    answer = core.add(A, core.new(A, "还行吧，好多了", context="小莫: 记住啦，你对花生过敏！最近身体还好吗？",
+                                  created_at=T0), said_at=T0).memory
+    doc = ExportDoc.model_validate(export_document(core, A, None, T0))
+    core.forget(A, fact.id)
+    results = _import(core, A, doc, "admin")
+    assert {r.action for r in results} == {"rejected", "deduped"}
+    assert core.store.get(A, answer.id).context == ""
+    assert not [h for h in core.recall(A, ["花生过敏"], params=PATHS["exact"]) if h.ranks.get("bm25")]
+
+
 def test_the_same_answer_to_two_lines_keeps_both(sqlite_core):
     """"Yes! It was so much fun." after the parade and again after the concert is one memory searched
     with both lines (the newer last); said again after the same line, nothing changes."""
@@ -211,3 +251,8 @@ def test_the_same_answer_to_two_lines_keeps_both(sqlite_core):
     core.add(A, core.new(A, "Yes! It was so much fun.", context="Mochi: And the Taylor Swift concert?"),
              said_at=T0 + timedelta(hours=2))
     assert core.store.get(A, first.id).context == joined
+    long = "Mochi: And the festival? " + "I heard the band played for hours " * 10 + "did you like it?"
+    third = core.add(A, core.new(A, "Yes! It was so much fun.", context=long), said_at=T0 + timedelta(hours=3))
+    kept = third.memory.context.split(" / ")
+    assert len(third.memory.context) <= CONTEXT_CHARS and kept[0] == "Mochi: And the Taylor Swift concert?"
+    assert kept[1].startswith("Mochi: ") and kept[1].endswith("did you like it?")
