@@ -350,8 +350,9 @@ class MemoryCore:
         touched = [result.memory.id] if result.action in ("stored", "superseded") and result.memory else []
         if touched:
             self._link_entities(ns, result.memory, said)
-        # a dedupe may have joined the new line to its context (_with_context_locked)
-        regrown = [result.memory.id] if result.action == "deduped" and memory.context and result.memory else []
+        # a dedupe that joined the new line to its context (_with_context_locked) returns a new value
+        regrown = ([result.memory.id] if result.action == "deduped" and result.memory is not None
+                   and result.memory is not existing else [])
         if touched or regrown or replaces is not None:
             self._apply_outbox_for(ns, touched + regrown + ([replaces] if replaces is not None else []))
         return result
@@ -506,11 +507,11 @@ class MemoryCore:
         memories that cite it and the contexts that retell it (as ``forget``).
         NotFoundError if it is not in ``ns``."""
         with self._locked(ns):
-            gone = self.store.get(ns, memory_id)
+            versions = self.store.history(ns, memory_id)  # every version goes, as in forget
             self.store.retract(ns, memory_id)
             self.audit.record(ns, "retract", actor, memory_id)
             derived = self._drop_citing_locked(ns, memory_id, actor, tombstone=False)
-            retold = self._drop_retelling_contexts_locked(ns, [gone])
+            retold = self._drop_retelling_contexts_locked(ns, versions)
         self._apply_outbox_for(ns, [memory_id, *derived, *retold])
 
     def new(self, ns: Namespace, text: str, **fields) -> Memory:
