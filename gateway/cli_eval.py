@@ -265,7 +265,8 @@ def recall_eval(
     logging.basicConfig(level=logging.WARNING)
     try:
         emb = make_embedder(embedder or settings.embed_model, None if embedder else settings.embed_base_url,
-                            settings.embed_api_key, None if embedder else settings.embed_min_similarity)
+                            settings.embed_api_key, None if embedder else settings.embed_min_similarity,
+                            None if embedder else settings.embed_fusion_weight)
     except EmbedderError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None

