@@ -23,6 +23,7 @@ Operator output is plain English text (or ``--json``), like the rest of the CLI.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -187,7 +188,8 @@ def recall_eval(
     data_dir: Annotated[Path | None, typer.Option(help="datasets (default: HUIYI_EVAL_DATA_DIR, else "
                                                        "../shared/data beside the repository)")] = None,
     k: Annotated[str, typer.Option("--k", help="comma-separated cut-offs")] = "1,3,5,10,20",
-    embedder: Annotated[str | None, typer.Option(help="offline embedder (default: as configured)")] = None,
+    embedder: Annotated[str | None, typer.Option(help="offline embedder with its own relevance floor and fusion weight "
+                                                         "(default: as configured, with the configured ones)")] = None,
     plot_path: Annotated[Path | None, typer.Option("--plot", help="PNG of recall against k "
                                                                   "(default: recall-<dataset>-<layout>-<split>.png)")]
     = None,
@@ -337,7 +339,10 @@ def recall_params(overrides: list[str]):
                       "bm25_k1", "bm25_b", "bm25_min_length", "vector_floor", "matched_vector_floor", "assoc_weight", "assoc_min_weight",
                       "link_half_life_days") \
                 and name in names:
-            params = replace(params, **{name: float(value)})
+            number = float(value)
+            if not math.isfinite(number) or (name.endswith("_weight") and number < 0):
+                raise ValueError(f"{name} must be a finite number{' >= 0' if name.endswith('_weight') else ''}, got {value!r}")
+            params = replace(params, **{name: number})
         else:
             raise ValueError(f"unknown recall parameter {name!r}")
     return params

@@ -90,13 +90,15 @@ def test_eval_grounding_over_the_fixture():
 def test_recall_params_override_the_association_channel():
     """--param sets the association channel's weight, seeds, link floor and half-life (and BM25's k1 and b)
     like any recall default;
-    an unknown name or a non-number is refused."""
+    an unknown name, a non-number, a non-finite number or a negative weight is refused."""
     from gateway.cli_eval import recall_params
 
     p = recall_params(["assoc_weight=0.25", "assoc_seeds=5", "assoc_min_weight=0.2", "link_half_life_days=7"])
     assert (p.assoc_weight, p.assoc_seeds, p.assoc_min_weight, p.link_half_life_days) == (0.25, 5, 0.2, 7.0)
     assert recall_params(["assoc_weight=0"]).assoc_weight == 0.0
     assert (recall_params(["bm25_k1=0.9", "bm25_b=0.3"]).bm25_k1, recall_params(["bm25_b=0"]).bm25_b) == (0.9, 0.0)
-    for bad in (["assoc=1"], ["assoc_weight=很多"], ["assoc_seeds"]):
+    assert recall_params(["vector_weight=0.25"]).vector_weight == 0.25 and recall_params([]).vector_weight is None
+    for bad in (["assoc=1"], ["assoc_weight=很多"], ["assoc_seeds"], ["vector_weight=-1"], ["bm25_weight=inf"],
+                ["vector_floor=nan"]):
         with pytest.raises(ValueError):
             recall_params(bad)
