@@ -43,7 +43,8 @@ def _iso(dt: datetime | None) -> str | None:
 def _record(m) -> dict:
     """A memory as a JSON-able record (every field of ``memory.types.Memory``)."""
     return {
-        "id": m.id, "namespace": str(m.namespace), "text": m.text, "category": m.category.value, "key": m.key,
+        "id": m.id, "namespace": str(m.namespace), "text": m.text, "context": m.context,
+        "category": m.category.value, "key": m.key,
         "importance": m.importance, "valence": m.valence, "arousal": m.arousal, "emotion": m.emotion,
         "origin": m.origin.key if m.origin else None, "visibility": m.visibility.value,
         "source_message_id": m.source_message_id, "created_at": _iso(m.created_at), "updated_at": _iso(m.updated_at),

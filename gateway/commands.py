@@ -576,6 +576,7 @@ def _cmd_show(core, c: _Caller, rest: str) -> CommandReply:
         c.say("{id} · version {version} · {category} · {emotion}", id=m.id, version=m.version,
               category=_category(c, m), emotion=_emotion(c, m)),
         m.text,
+        *([c.say("In reply to {context}", context=m.context)] if m.context else []),
         c.say("Learned in {origin} ({visibility}).", origin=_origin(c, m), visibility=vis),
         c.say("Valid since {since}; said {created}.", since=_at(c, m.valid_from), created=_at(c, m.created_at)),
     ]

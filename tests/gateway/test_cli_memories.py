@@ -46,6 +46,12 @@ def test_list_show_history_as_json(seeded):
     r = run("show", seeded["cat"], "--subject", "tg:77", "--json")
     shown = json.loads(r.stdout)
     assert shown["version"] == 2 and shown["key"] == "pet.cat.name"
+    from dataclasses import fields
+
+    from memory.types import Memory
+
+    # "every field": a field added to Memory (as context was) must show here too
+    assert set(shown) == {f.name for f in fields(Memory)} and shown["context"] == ""
     r = run("history", seeded["cat"], "--subject", "tg:77", "--json")
     versions = json.loads(r.stdout)["versions"]
     assert [v["text"] for v in versions] == ["我的猫叫煤球", "我的猫叫雪球"]

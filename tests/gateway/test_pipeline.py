@@ -157,6 +157,9 @@ async def test_a_fact_keeps_the_companions_line_it_answered(pipeline):
     assert store.get(Namespace("default", "tg:1001"), mid).context == "小莫: 你上周末去迪士尼了吗？"
     found = await pipeline.handle("default", msg("迪士尼怎么样？", mid="2", at=now + timedelta(minutes=1)))
     assert mid in found.recalled
+    shown = await pipeline.handle("default", msg(f"/memory show {mid}", mid="2b", at=now + timedelta(minutes=1),
+                                                 is_command=True))
+    assert "我去了，人超多，排了两个小时队\n回应：小莫: 你上周末去迪士尼了吗？\n" in shown.reply
 
     group = ChatRef("tg", ChatKind.GROUP, "-100200")
     store.append_chat("default", group, ChatLine("user", "2002", "我是B，周末去迪士尼吗？", now, "b1", "B"))
