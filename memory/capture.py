@@ -1015,7 +1015,8 @@ def answered_line(line, said_at: datetime, chat: ChatRef | None, *, persona: str
     gap = said_at - line.at
     if gap > window or gap < -timedelta(minutes=1):  # a minute of slack: platform and gateway clocks differ
         return ""
-    return clip_line(f"{line.sender_name or persona or 'bot'}: {line.text.strip()}", CONTEXT_CHARS)
+    name = line.sender_name or persona or "bot"
+    return clip_line(f"{name}: {line.text.strip()}", CONTEXT_CHARS, name)
 
 
 CONTRADICTION_WINDOW = 100

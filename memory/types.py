@@ -343,14 +343,21 @@ CONTEXT_JOIN = " / "
 another line keep the two latest, each in half the room (``MemoryCore.add``)."""
 
 
-def clip_line(line: str, room: int) -> str:
+def clip_line(line: str, room: int, name: str | None = None) -> str:
     """``line`` (``"<name>: <text>"``) in at most ``room`` characters: whole when it
     fits, else the name and the end of the text (a line that asks usually asks at
-    its end), whitespace collapsed; without a name (no ``": "``), its end."""
+    its end), whitespace collapsed; without a name (no ``": "``), its end.
+    ``name``: the speaker's name when the caller knows it (it may itself hold
+    ``": "``, e.g. "Bot: Mochi"); else the part before the first ``": "``."""
     line = " ".join(line.split())
     if len(line) <= room:
         return line
-    name, sep, text = line.partition(": ")
+    if name is not None:
+        name = " ".join(name.split())
+    if name is not None and line.startswith(name + ": "):
+        sep, text = ": ", line[len(name) + 2:]
+    else:
+        name, sep, text = line.partition(": ")
     if sep and len(name) + 2 < room:
         return f"{name}: {text[-(room - len(name) - 2):].strip()}"
     return line[-room:].strip()

@@ -105,6 +105,9 @@ def test_answered_line_is_the_companions_recent_line_in_a_private_chat_only():
     # a long line keeps its name and the end of its text, within CONTEXT_CHARS
     long = answered_line(_line("bot", "嗯" * 1000 + "\n那你最后去了吗？", T0, "小莫"), now, DM)
     assert long.startswith("小莫: 嗯") and long.endswith("嗯 那你最后去了吗？") and len(long) == CONTEXT_CHARS
+    # a name that itself holds ": " is kept whole (it used to be cut at its own ": ")
+    named = answered_line(_line("bot", "运动" * 150 + "你喜欢哪种？", T0, "Bot: 小桃"), now, DM)
+    assert named.startswith("Bot: 小桃: ") and "运动运动" in named and named.endswith("你喜欢哪种？") and len(named) == CONTEXT_CHARS
 
 
 def test_store_reads_the_line_before_in_the_same_chat_only(sqlite_core):
