@@ -241,7 +241,7 @@ def recall_eval(
         variants = [(extra, recall_params([*(param or []), *[x for x in extra.split(",") if x.strip()]]))
                     for extra in (setting or [])]
     except ValueError as exc:
-        typer.echo(f"--param: {exc}", err=True)
+        typer.echo(f"--param/--setting: {exc}", err=True)
         raise typer.Exit(2) from None
     settings = load_settings()
     root = data_dir or settings.eval_data_dir or default_data_dir()
@@ -316,6 +316,31 @@ def recall_eval(
                f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
+_RANGES = {"rrf_k": (0, None), "candidates": (1, None), "tail": (1, None), "exact_max": (0, None), "k": (1, None),
+           "assoc_seeds": (0, None), "bm25_full_coverage": (0, 1), "tail_decay": (0, None), "bm25_k1": (0, None),
+           "bm25_b": (0, 1), "bm25_min_length": (0, None), "vector_floor": (-1, 1), "matched_vector_floor": (-1, 1),
+           "assoc_min_weight": (0, None), "rescore_strength": (0, None)}
+"""Inclusive bounds of the recall parameters the eval takes (None: unbounded); every
+``*_weight`` is at least 0, and ``link_half_life_days`` above 0."""
+
+
+def _number(name: str, value: str, kind: type) -> float | int:
+    """``value`` as ``kind`` within ``name``'s bounds; raises ValueError naming the
+    parameter otherwise (a negative RRF k divided by zero, a zero half-life raised
+    deep inside recall)."""
+    try:
+        number = kind(value)
+    except ValueError:
+        raise ValueError(f"{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}") from None
+    lo, hi = _RANGES.get(name, (0, None) if name.endswith("_weight") else (None, None))
+    if not math.isfinite(number) or (lo is not None and number < lo) or (hi is not None and number > hi) \
+            or (name == "link_half_life_days" and not number > 0):
+        bounds = "> 0" if name == "link_half_life_days" else \
+            " and ".join(b for b in (f">= {lo}" if lo is not None else "", f"<= {hi}" if hi is not None else "") if b)
+        raise ValueError(f"{name} must be a finite number{' ' + bounds if bounds else ''}, got {value!r}")
+    return number
+
+
 def recall_params(overrides: list[str]):
     """RecallParams with ``NAME=VALUE`` overrides of its fields (``rescore_strength``
     sets ``scoring``); raises ValueError on an unknown name or a bad value."""
@@ -332,17 +357,14 @@ def recall_params(overrides: list[str]):
         if not sep:
             raise ValueError(f"{item!r} is not NAME=VALUE")
         if name == "rescore_strength":
-            params = replace(params, scoring=ScoringParams(rescore_strength=float(value)))
+            params = replace(params, scoring=ScoringParams(rescore_strength=_number(name, value, float)))
         elif name in ("rrf_k", "candidates", "tail", "exact_max", "k", "assoc_seeds"):
-            params = replace(params, **{name: int(value)})
+            params = replace(params, **{name: _number(name, value, int)})
         elif name in ("bm25_weight", "vector_weight", "time_weight", "bm25_full_coverage", "bm25_floor", "tail_decay",
                       "bm25_k1", "bm25_b", "bm25_min_length", "vector_floor", "matched_vector_floor", "assoc_weight", "assoc_min_weight",
                       "link_half_life_days") \
                 and name in names:
-            number = float(value)
-            if not math.isfinite(number) or (name.endswith("_weight") and number < 0):
-                raise ValueError(f"{name} must be a finite number{' >= 0' if name.endswith('_weight') else ''}, got {value!r}")
-            params = replace(params, **{name: number})
+            params = replace(params, **{name: _number(name, value, float)})
         else:
             raise ValueError(f"unknown recall parameter {name!r}")
     return params

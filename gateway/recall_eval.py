@@ -558,7 +558,10 @@ def evaluate(core, suite: Suite, key_of: dict[str, str], *, k: int = 20, as_of: 
     configuration (alternating per query, so they see the same cache state).
     ``as_of``: ``end`` recalls at the query's ``asked_at``, ``now`` at the wall
     clock. ``params``: the base RecallParams (default: the shipped ones) whose
-    ``k`` and ``channels`` are replaced. A query over several worlds merges their
+    ``k`` and ``channels`` are replaced; a single-channel configuration also runs
+    at channel weight 1 (the weights only matter against the rescoring there, and
+    a row of "the vector channel alone" must not change with a ``vector_weight``
+    sweep). A query over several worlds merges their
     hits by score."""
     from memory.recall import RecallParams
 
@@ -571,6 +574,8 @@ def evaluate(core, suite: Suite, key_of: dict[str, str], *, k: int = 20, as_of: 
         core.index.embed_tail([line for line in q.tail if line.strip()][-base.tail:])
         for name, chans in channels.items():
             p = replace(base, k=k, candidates=max(base.candidates, k), channels=chans)
+            if len(chans) == 1:  # a channel alone at its nominal weight: its row must not move with a weight sweep
+                p = replace(p, bm25_weight=1.0, vector_weight=1.0)
             t0 = time.perf_counter()
             hits = []
             for w in q.worlds:

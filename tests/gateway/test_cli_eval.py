@@ -99,6 +99,8 @@ def test_recall_params_override_the_association_channel():
     assert (recall_params(["bm25_k1=0.9", "bm25_b=0.3"]).bm25_k1, recall_params(["bm25_b=0"]).bm25_b) == (0.9, 0.0)
     assert recall_params(["vector_weight=0.25"]).vector_weight == 0.25 and recall_params([]).vector_weight is None
     for bad in (["assoc=1"], ["assoc_weight=很多"], ["assoc_seeds"], ["vector_weight=-1"], ["bm25_weight=inf"],
-                ["vector_floor=nan"]):
-        with pytest.raises(ValueError):
+                ["vector_floor=nan"], ["rrf_k=-5"], ["link_half_life_days=0"], ["tail=-1"], ["bm25_k1=-1"],
+                ["bm25_b=5"], ["exact_max=-1"], ["assoc_seeds=-1"], ["candidates=0"], ["rrf_k=2.5"]):
+        with pytest.raises(ValueError, match=bad[0].split("=")[0]):
             recall_params(bad)
+    assert recall_params(["rrf_k=0", "vector_floor=-1", "bm25_b=1", "rescore_strength=1"]).rrf_k == 0
