@@ -78,7 +78,7 @@ def test_a_zero_weight_channel_is_off():
     assert [(m, ranks) for m, _, ranks in fused] == [("a", {"bm25": 1}), ("b", {"bm25": 2})]
 
 
-@pytest.mark.parametrize("query", ["宠物", "Any pets?", "煤球最近好吗？", "How is Berlin?"])
+@pytest.mark.parametrize("query", ["宠物", "Any pets?", "黑猫煤球乖吗？", "How is Berlin?"])
 def test_fusion_weight_zero_recalls_by_words_alone(tmp_path, query):
     """An operator's HUIYI_EMBED_FUSION_WEIGHT=0 (here through make_embedder): a question that
     shares no word with the person's memories recalls nothing (it used to divide by zero when
