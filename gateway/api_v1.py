@@ -637,7 +637,7 @@ def _import(core, ns: Namespace, doc: ExportDoc, actor: str) -> list[ImportedOut
     """Each memory of ``doc`` into ``ns``: its earlier versions first, then the live
     text, under one key (so they chain as versions; the core's write rules apply:
     tombstones refuse what was forgotten, restating dedupes); then no context of
-    ``ns`` may retell a text the tombstones refused (``MemoryCore.drop_retellings``)."""
+    ``ns`` may retell a text the tombstones refused (``MemoryCore.drop_retelling_contexts``)."""
     for m in doc.memories:  # every origin checked before anything is written: a bad document writes nothing
         for where in [m.origin, *(v.origin for v in m.history)]:
             if where:
@@ -661,7 +661,7 @@ def _import(core, ns: Namespace, doc: ExportDoc, actor: str) -> list[ImportedOut
         out.append(ImportedOut(source_id=m.id, action=result.action, reason=result.reason,
                                memory_id=result.memory.id if result.memory else None))
     if refused:  # a context the document brought back must not retell what stays forgotten
-        core.drop_retellings(ns, refused)
+        core.drop_retelling_contexts(ns, refused)
     return out
 
 

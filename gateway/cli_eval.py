@@ -319,9 +319,10 @@ def recall_eval(
 _RANGES = {"rrf_k": (0, None), "candidates": (1, None), "tail": (1, None), "exact_max": (0, None), "k": (1, None),
            "assoc_seeds": (0, None), "bm25_full_coverage": (0, 1), "tail_decay": (0, None), "bm25_k1": (0, None),
            "bm25_b": (0, 1), "bm25_min_length": (0, None), "vector_floor": (-1, 1), "matched_vector_floor": (-1, 1),
-           "assoc_min_weight": (0, None), "rescore_strength": (0, None)}
-"""Inclusive bounds of the recall parameters the eval takes (None: unbounded); every
-``*_weight`` is at least 0, and ``link_half_life_days`` above 0."""
+           "assoc_min_weight": (0, None), "rescore_strength": (0, None), "link_half_life_days": (0, None)}
+"""Bounds of the recall parameters the eval takes (None: unbounded), inclusive
+except for those in ``_ABOVE``; every ``*_weight`` is at least 0."""
+_ABOVE = {"link_half_life_days"}
 
 
 def _number(name: str, value: str, kind: type) -> float | int:
@@ -333,11 +334,11 @@ def _number(name: str, value: str, kind: type) -> float | int:
     except ValueError:
         raise ValueError(f"{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}") from None
     lo, hi = _RANGES.get(name, (0, None) if name.endswith("_weight") else (None, None))
-    if not math.isfinite(number) or (lo is not None and number < lo) or (hi is not None and number > hi) \
-            or (name == "link_half_life_days" and not number > 0):
-        bounds = "> 0" if name == "link_half_life_days" else \
-            " and ".join(b for b in (f">= {lo}" if lo is not None else "", f"<= {hi}" if hi is not None else "") if b)
-        raise ValueError(f"{name} must be a finite number{' ' + bounds if bounds else ''}, got {value!r}")
+    above = name in _ABOVE
+    if not math.isfinite(number) or (lo is not None and (number <= lo if above else number < lo)) \
+            or (hi is not None and number > hi):
+        bounds = [f"{'>' if above else '>='} {lo}"] * (lo is not None) + [f"<= {hi}"] * (hi is not None)
+        raise ValueError(f"{name} must be a finite number{' ' + ' and '.join(bounds) if bounds else ''}, got {value!r}")
     return number
 
 

@@ -470,7 +470,7 @@ class MemoryCore:
             gone.append(cid)
         return gone
 
-    def _drop_retelling_contexts_locked(self, ns: Namespace, gone: Sequence[Memory]) -> list[str]:
+    def _scrub_retellings_locked(self, ns: Namespace, gone: Sequence[Memory]) -> list[str]:
         """The companion often says back what the person told it (「记住啦，你对花生过敏」);
         a forgotten or withdrawn statement (the versions ``gone``) must not stay
         searchable in the context of an answer, nor come back as the next one's:
@@ -480,23 +480,25 @@ class MemoryCore:
         (``Store.drop_retelling_lines``). Returns the ids whose context was dropped
         (their index rows need rewriting)."""
         texts = [m.text for m in gone]
-        dropped = self._drop_contexts_retelling_locked(ns, texts)
+        dropped = self._drop_retelling_contexts_locked(ns, texts)
         chats = sorted({m.origin.key for m in gone if m.origin is not None})
         self.store.drop_retelling_lines(ns.tenant, chats, texts)
         return dropped
 
-    def _drop_contexts_retelling_locked(self, ns: Namespace, texts: Sequence[str]) -> list[str]:
+    def _drop_retelling_contexts_locked(self, ns: Namespace, texts: Sequence[str]) -> list[str]:
+        """Clear the context of every live memory of ``ns`` that retells one of
+        ``texts``; the ids cleared."""
         drop = {mid: "" for mid, line in self.store.contexts(ns).items() if any(retells(line, t) for t in texts)}
         if drop:
             self.store.set_contexts(ns, drop)
         return list(drop)
 
-    def drop_retellings(self, ns: Namespace, texts: Sequence[str]) -> list[str]:
+    def drop_retelling_contexts(self, ns: Namespace, texts: Sequence[str]) -> list[str]:
         """``texts`` may not be known in ``ns`` (an import refused them by tombstone):
         drop every context of ``ns`` that retells one of them (as a forget does) and
         rewrite those index rows. Returns the ids whose context was dropped."""
         with self._locked(ns):
-            dropped = self._drop_contexts_retelling_locked(ns, texts)
+            dropped = self._drop_retelling_contexts_locked(ns, texts)
         if dropped:
             self._apply_outbox_for(ns, dropped)
         return dropped
@@ -511,7 +513,7 @@ class MemoryCore:
             self.store.retract(ns, memory_id)
             self.audit.record(ns, "retract", actor, memory_id)
             derived = self._drop_citing_locked(ns, memory_id, actor, tombstone=False)
-            retold = self._drop_retelling_contexts_locked(ns, versions)
+            retold = self._scrub_retellings_locked(ns, versions)
         self._apply_outbox_for(ns, [memory_id, *derived, *retold])
 
     def new(self, ns: Namespace, text: str, **fields) -> Memory:
@@ -657,7 +659,7 @@ class MemoryCore:
             self.store.delete(ns, memory_id, tombstones=prints, redact_sources=True, purge=True)
             self.audit.record(ns, "forget", actor, memory_id, versions=len(versions))
             derived = self._drop_citing_locked(ns, memory_id, actor, tombstone=True)
-            retold = self._drop_retelling_contexts_locked(ns, versions)
+            retold = self._scrub_retellings_locked(ns, versions)
         self._apply_outbox_for(ns, [memory_id, *derived, *retold])
         try:
             self.store.scrub()

@@ -487,9 +487,7 @@ def _associated(store: Store, ns: Namespace, fused: Sequence[tuple[str, float, d
     seeds = [(m, sc) for m, sc, _ in fused[:params.assoc_seeds] if m in memories]
     if not seeds:
         return []
-    top = seeds[0][1]
-    if not top > 0:
-        return []
+    top = seeds[0][1]  # > 0: rrf_fuse leaves zero-weight channels out
     links = store.links_of(ns, [m for m, _ in seeds], at=now, min_weight=params.assoc_min_weight,
                            half_life_days=params.link_half_life_days)
     ranked = spread([(m, sc / top) for m, sc in seeds], links)[:params.candidates]
