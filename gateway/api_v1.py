@@ -622,12 +622,17 @@ async def forget_subject(ctx: Ctx, subject: SubjectPath) -> ForgetSubjectOut:
 
 
 @router.get("/subjects/{subject}/export", response_model=ExportDoc, summary="export a person's memories")
-async def export(ctx: Ctx, subject: SubjectPath) -> ExportDoc:
+async def export(ctx: Ctx, subject: SubjectPath, chat: ChatQuery = None) -> ExportDoc:
+    """Every live memory with its history; with a group ``chat`` only what that
+    group may see (DESIGN rule 6, as every other read): memories learned there,
+    and of each only the versions said there."""
     ns = await _ns(ctx, subject)
+    where = _chat(chat)
 
     def run() -> dict:
-        doc = export_document(ctx.core, ns, None, utcnow())
-        ctx.core.store.audit(ns, "export", ctx.caller.actor, count=len(doc["memories"]), chat="api")
+        doc = export_document(ctx.core, ns, where, utcnow())
+        ctx.core.store.audit(ns, "export", ctx.caller.actor, count=len(doc["memories"]),
+                             chat=where.key if where is not None else "api")
         return doc
 
     return ExportDoc.model_validate(await asyncio.to_thread(run))

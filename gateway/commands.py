@@ -768,8 +768,11 @@ def export_document(core, ns: Namespace, chat, now: datetime, *, ids: list[str] 
     """The ``huiyi.memories.v1`` document of ``ns``: every live memory (of ``ids``
     when given, else all) with the earlier versions that may be shown in
     ``chat`` (a ChatRef, or None for the person's own view), and the identities
-    linked to the subject. The shape ``/memory export`` sends and
+    linked to the subject. In a group ``chat`` only memories learned in that
+    group, without contexts (companions' lines of private chats), and only the
+    identities on the group's platform. The shape ``/memory export`` sends and
     ``POST /v1/subjects/{subject}/import`` reads."""
+    group = chat if chat is not None and chat.is_group else None
     memories = []
     if ids is None:
         ids = []
@@ -781,8 +784,8 @@ def export_document(core, ns: Namespace, chat, now: datetime, *, ids: list[str] 
         except NotFoundError:
             continue
         live = versions[-1]
-        # exports go only to private chats, where every version may be shown; the
-        # rule is still applied per version so that no path relies on that alone
+        # per version: a text said in private or in another group stays out of a
+        # group's export even where a later version was said there
         if not visible_in(live, chat):
             continue
         older = [v for v in versions[:-1] if visible_in(v, chat)]
@@ -794,13 +797,17 @@ def export_document(core, ns: Namespace, chat, now: datetime, *, ids: list[str] 
             "created_at": _iso(live.created_at), "updated_at": _iso(live.updated_at),
             "valid_from": _iso(live.valid_from), "event_time": _iso(live.event_time),
             "recalled_at": [_iso(t) for t in live.access_times],
-            "context": live.context,
+            # a context is a companion's line of a private chat: no group sees it
+            "context": live.context if group is None else "",
             "history": [{"version": v.version, "text": v.text, "category": v.category.value,
                          "origin": v.origin.key if v.origin else None, "visibility": v.visibility.value,
                          "valid_from": _iso(v.valid_from), "valid_to": _iso(v.valid_to)} for v in older],
         })
+    identities = core.store.identities(ns)
+    if group is not None:  # a group knows the person by their id on its own platform, not their other accounts
+        identities = [i for i in identities if i.startswith(f"{group.platform}:")]
     return {"format": "huiyi.memories.v1", "tenant": ns.tenant, "subject": ns.subject,
-            "identities": core.store.identities(ns), "exported_at": _iso(now), "memories": memories}
+            "identities": identities, "exported_at": _iso(now), "memories": memories}
 
 
 def _admin_only(core, c: _Caller, sub: str) -> None:

@@ -87,6 +87,7 @@ async def test_async_client_runs_every_verb_with_typed_results(app):
         assert stored.memory.id in rec.sources and rec.prompt[0]["role"] == "system"
         assert await hy.record_reply("tg:42", "Of course, 煤球!") == "tg:private:42"
         doc = await hy.export("tg:42")
+        assert (await hy.export("tg:42", chat="tg:group:-100"))["memories"] == []  # nothing was said in that group
         imported = await hy.import_memories("qq:10001", doc)
         by_source = {r.source_id: r for r in imported}
         # the edited memory is imported with its history: v1 stored, then v2 supersedes it

@@ -423,3 +423,33 @@ def test_captured_messages_keep_the_bots_line_they_answered_through_export_and_i
     items = c.get("/v1/subjects/qq:10001/memories").json()["items"]
     assert {m["text"]: m["context"] for m in items} == {"Yes!! It was so much fun 🏳️‍🌈": first["context"],
                                                        "我妹妹也去了": ""}
+
+
+def test_export_for_a_group_holds_only_what_that_group_may_see(app):
+    """``export?chat=<group>`` (issue 26.1): only memories learned in that group, none of another group's or private
+    ones, no version said in private in a group memory's history, no context and no other platform's identity;
+    without ``chat`` everything, in zh and en."""
+    from memory.admin import Authority, link
+
+    c = client_for(app, REMOTE, new_key(app))
+    c.post("/v1/subjects/tg:42/memories", json={"chat": "tg:private:42", "messages": [
+        {"role": "assistant", "text": "你周末做什么？"}, {"text": "我的生日是五月三号"}, {"text": "我住在北京"}]})
+    here = c.post("/v1/subjects/tg:42/memories", json={"chat": "tg:group:-100", "messages": [
+        {"text": EN_FACT}, {"text": "我搬到上海了"}]}).json()["results"]
+    c.post("/v1/subjects/tg:42/memories", json={"chat": "tg:group:-200", "messages": [{"text": ZH_FACT}]})
+    link(app.state.pipeline.core, Authority(actor="test", tenant="default"), "default", ["tg:42", "qq:777"])
+    whole = c.get("/v1/subjects/tg:42/export").json()
+    assert {"我的生日是五月三号", EN_FACT, ZH_FACT} <= {m["text"] for m in whole["memories"]}
+    assert sorted(whole["identities"]) == ["qq:777", "tg:42"]
+    moved = next(m for m in whole["memories"] if "上海" in m["text"])
+    assert [v["text"] for v in moved["history"]] == ["我住在北京"]  # the person's own view keeps the old version
+    r = c.get("/v1/subjects/tg:42/export", params={"chat": "tg:group:-100"})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    listed = c.get("/v1/subjects/tg:42/memories", params={"chat": "tg:group:-100"}).json()["items"]
+    assert [m["text"] for m in doc["memories"]] == [m["text"] for m in listed] == [EN_FACT]  # what the group sees
+    assert "我搬到上海了" in [h["memory"]["text"] for h in here]  # a revision of a private memory stays private
+    assert all(m["context"] == "" and m["history"] == [] for m in doc["memories"])
+    assert doc["identities"] == ["tg:42"]
+    assert c.get("/v1/subjects/tg:42/export", params={"chat": "tg:group:-300"}).json()["memories"] == []
+    assert c.get("/v1/subjects/tg:42/export", params={"chat": "tg:nonsense"}).status_code == 400

@@ -355,8 +355,8 @@ class _Calls:
     def forget_subject(self, subject: str) -> _Call[int]:
         return _Call("DELETE", _subject(subject), lambda d: d["forgotten"], self._q())
 
-    def export(self, subject: str) -> _Call[dict[str, Any]]:
-        return _Call("GET", _subject(subject) + "/export", dict, self._q())
+    def export(self, subject: str, chat: str | None) -> _Call[dict[str, Any]]:
+        return _Call("GET", _subject(subject) + "/export", dict, self._q(chat=chat))
 
     def import_memories(self, subject: str, document: Mapping[str, Any]) -> _Call[list[ImportResult]]:
         return _Call("POST", _subject(subject) + "/import",
@@ -453,9 +453,9 @@ class AsyncHuiyi:
         """Forget everything of the person; returns how many memories."""
         return await self._run(self._calls.forget_subject(subject))
 
-    async def export(self, subject: str) -> dict[str, Any]:
-        """The ``huiyi.memories.v1`` document."""
-        return await self._run(self._calls.export(subject))
+    async def export(self, subject: str, *, chat: str | None = None) -> dict[str, Any]:
+        """The ``huiyi.memories.v1`` document; with a group ``chat`` only what that group may see."""
+        return await self._run(self._calls.export(subject, chat))
 
     async def import_memories(self, subject: str, document: Mapping[str, Any]) -> list[ImportResult]:
         """Add the memories of a ``huiyi.memories.v1`` document to the person."""
@@ -542,9 +542,9 @@ class Huiyi:
         """See ``AsyncHuiyi.forget_subject``."""
         return self._run(self._calls.forget_subject(subject))
 
-    def export(self, subject: str) -> dict[str, Any]:
+    def export(self, subject: str, *, chat: str | None = None) -> dict[str, Any]:
         """See ``AsyncHuiyi.export``."""
-        return self._run(self._calls.export(subject))
+        return self._run(self._calls.export(subject, chat))
 
     def import_memories(self, subject: str, document: Mapping[str, Any]) -> list[ImportResult]:
         """See ``AsyncHuiyi.import_memories``."""
