@@ -72,7 +72,7 @@ def _utf16_slice(text: str, offset: Any, length: Any) -> str | None:
     """``text[offset:offset+length]`` counted in UTF-16 code units, or None if invalid."""
     if not isinstance(offset, int) or not isinstance(length, int) or offset < 0 or length < 0:
         return None
-    units = text.encode("utf-16-le")
+    units = text.encode("utf-16-le", "surrogatepass")  # a lone surrogate counts as the one unit it is
     if 2 * (offset + length) > len(units):
         return None
     return units[2 * offset : 2 * (offset + length)].decode("utf-16-le", errors="replace")
@@ -192,7 +192,8 @@ def parse_update(
         log.warning("telegram: %s without valid message_id/chat, ignored", kind)
         return None
     chat_id = _id(chat.get("id"))
-    chat_kind = _CHAT_KINDS.get(chat.get("type"))
+    chat_type = chat.get("type")
+    chat_kind = _CHAT_KINDS.get(chat_type) if isinstance(chat_type, str) else None  # a list or object: no kind
     if chat_id is None:
         log.warning("telegram: message %s without valid chat id, ignored", message_id)
         return None

@@ -156,6 +156,16 @@ def test_shared_sender_list_matches_what_the_parsers_ignore():
 # -- 2. lone surrogates are repaired at every boundary --------------------------------------
 
 
+@pytest.mark.parametrize("chat_type", [["private"], {"type": "private"}, None, 7])
+def test_telegram_chat_type_of_any_json_shape_is_ignored_not_500(client, fake_telegram, chat_type):
+    """``message.chat.type`` a list or an object (a TypeError in the parser before, so a 500 Telegram redelivers):
+    200 and ignored, nothing stored or sent (issue 26.2)."""
+    r = client.post("/telegram/default", content=raw_json(tg_update("我喜欢猫", mid=31, chat_type=chat_type)),
+                    headers=TG)
+    assert r.status_code == 200 and r.json() == {"ok": True, "ignored": True}
+    assert chat_lines(client, ChatRef("tg", ChatKind.PRIVATE, "555")) == [] and fake_telegram.sent() == []
+
+
 def test_lone_surrogate_on_telegram_is_answered_not_500(client, fake_telegram):
     """The issue's Update ("我喜欢\\ud83c") answers 200, is logged with U+FFFD, and the reply is sent."""
     r = client.post("/telegram/default", content=raw_json(tg_update("我喜欢\ud83c", first_name="小\ud83c明")),
