@@ -12,6 +12,7 @@ Routes (request and response bodies are the pydantic models below, so
 ``/openapi.json`` describes all of them)::
 
     POST   /v1/turns                                 one message through the whole pipeline
+    POST   /v1/withdrawals                           a person withdrew a message: what it taught goes
     POST   /v1/subjects/{subject}/memories           capture from messages (infer: extractor or verbatim)
     GET    /v1/subjects/{subject}/memories           list, newest first, paged
     POST   /v1/subjects/{subject}/search             hybrid search with scores (explain: components)
@@ -49,7 +50,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader, HTTPBearer
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from bridges.contract import InboundMessage
+from bridges.contract import InboundMessage, Withdrawal
 from gateway.auth import KEY_HEADER, Caller, authenticate
 from gateway.bodies import json_object, read_body
 from gateway.character_prompt import build_messages
@@ -492,6 +493,22 @@ class TurnRequest(BaseModel):
         return data
 
 
+class WithdrawalRequest(BaseModel):
+    """Body of ``POST /v1/withdrawals``: a person withdrew (recalled) one of their
+    messages (``bridges.contract.Withdrawal``: OneBot's ``friend_recall`` /
+    ``group_recall``), and the tenant (default the key's)."""
+
+    tenant: str | None = Field(default=None, pattern=f"^{TENANT_RE.pattern}$", max_length=63)
+    withdrawal: Withdrawal
+
+
+class WithdrawalOut(BaseModel):
+    """The author's namespace and the memory ids the withdrawal retracted."""
+
+    namespace: str
+    retracted: list[str]
+
+
 class TurnOut(BaseModel):
     """What the turn did (``bridges.contract.TurnResult``)."""
 
@@ -533,6 +550,20 @@ async def turns(body: TurnRequest, request: Request) -> TurnOut:
     result = await ctx.pipeline.handle(ctx.tenant, msg, background_capture=body.background_capture,
                                        privileged=ctx.caller.admin)
     return TurnOut.model_validate(result.to_json())
+
+
+@router.post("/withdrawals", response_model=WithdrawalOut, summary="a person withdrew a message")
+async def withdrawals(body: WithdrawalRequest, request: Request) -> WithdrawalOut:
+    """The message's chat-log line is redacted (a message that arrives after its
+    withdrawal is neither logged nor captured), a capture still due on it never
+    runs, and every memory it taught is retracted (``Pipeline.withdraw``).
+    Idempotent. A member key withdraws only its own person's messages."""
+    ctx = await _ctx(request, body.tenant)
+    w = body.withdrawal
+    w.chat  # validates ids against their patterns (NamespaceError: 400)
+    ns = await _ns(ctx, platform_subject(w.platform, w.sender_id))
+    retracted = await ctx.pipeline.withdraw(ctx.tenant, w)
+    return WithdrawalOut(namespace=str(ns), retracted=retracted)
 
 
 def _memories(core, ns: Namespace, chat: ChatRef | None, limit: int, offset: int) -> tuple[int, list[Memory]]:

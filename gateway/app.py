@@ -226,7 +226,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
     @app.post("/onebot/{tenant}")
     async def onebot(tenant: str, request: Request) -> dict:
         from bridges.qq.auth import onebot_request_ok
-        from bridges.qq.parse import parse_event
+        from bridges.qq.parse import parse_event, parse_recall
 
         p = pl(request)
         p.tenant(tenant)
@@ -249,6 +249,9 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
             raise Unauthorized(exc.reason) from exc
         msg = parse_event(body)
         if msg is None:
+            withdrawal = parse_recall(body)
+            if withdrawal is not None:  # friend_recall / group_recall, as on the NoneBot endpoints
+                await p.withdraw(tenant, withdrawal)
             return {}
         # a quick operation when the reply comes within onebot.reply_within, else
         # {} once the message is claimed and the reply through the bot's API

@@ -41,6 +41,7 @@ from memory.capture import LLMExtractor, answered_line, capture, capture_edit
 from memory.consolidate import SWEEP_EVERY_S, ConsolidationReport, Consolidator
 from memory.core import MemoryCore
 from memory.explain import TRACE_DEPTH, record_recall
+from memory.identity import platform_subject
 from memory.identity import resolve as resolve_identity
 from memory.reconstruct import Recollection, reconstruct
 from memory.emotion import analyse
@@ -532,9 +533,11 @@ class Pipeline:
         if not chat.is_group and w.chat_id != w.sender_id:  # a private chat is keyed by its person
             chat = ChatRef(w.platform, chat.kind, w.sender_id, chat.thread_id)
         ns = await asyncio.to_thread(resolve_identity, self.core.store, tenant, w.platform, w.sender_id)
+        # the chat log keys a line by its platform sender, also for a linked person:<id>
+        author = Namespace(tenant, platform_subject(w.platform, w.sender_id))
 
         def work() -> list[str]:
-            self.core.store.withdraw_line(ns, chat, w.message_id)
+            self.core.store.withdraw_line(author, chat, w.message_id)
             return self._retract_from(ns, chat, w.message_id)
 
         gone = await asyncio.to_thread(work)

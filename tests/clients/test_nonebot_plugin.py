@@ -125,3 +125,23 @@ def test_the_plugin_loads_in_a_bot_with_its_own_memory_py(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and "loaded" in r.stdout, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("group", [None, 123])
+async def test_a_withdrawn_message_is_withdrawn_in_the_gateway(app: App, plugin, llm, group):
+    """friend_recall / group_recall reach the gateway from a remote bot too (issue 26.3): the memory goes."""
+    application = plugin[1]
+    ns = Namespace("default", "qq:4242")
+    llm.enqueue("好的")
+    segs = [{"type": "text", "data": {"text": "我对芒果过敏。"}}]
+    if group:
+        segs = [{"type": "at", "data": {"qq": SELF_ID}}, *segs]
+    await run(app, event(segs, group=group, mid=21),
+              MessageSegment.reply(21) + MessageSegment.text("好的") if group else "好的")
+    assert [m.text for m in application.state.pipeline.core.list(ns)] == ["我对芒果过敏。"]
+    notice = {"time": int(time.time()), "self_id": int(SELF_ID), "post_type": "notice", "user_id": 4242,
+              "message_id": 21, "notice_type": "group_recall" if group else "friend_recall"}
+    if group:
+        notice |= {"group_id": group, "operator_id": 4242}
+    await run(app, notice, None)
+    assert application.state.pipeline.core.list(ns) == []

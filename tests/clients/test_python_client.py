@@ -145,6 +145,10 @@ def test_sync_client_over_a_loopback_socket(served):
         turn = hy.turn({"platform": "tg", "message_id": "t1", "sender_id": "7", "chat_kind": "private",
                         "chat_id": "7", "text": "which nuts am I allergic to?"})
         assert turn.reply is None and turn.recalled and turn.namespace == "default/tg:7"
+        said = hy.turn({"platform": "tg", "message_id": "t2", "sender_id": "7", "chat_kind": "private",
+                        "chat_id": "7", "text": "我对芒果过敏。"})
+        assert said.captured and hy.withdraw({"platform": "tg", "message_id": "t2", "sender_id": "7",
+                                              "chat_kind": "private", "chat_id": "7"}) == list(said.captured)
 
 
 # -- newcomer faults: lone surrogates and a gateway that is down ------------------------------

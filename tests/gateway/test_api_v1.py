@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from gateway.app import create_app
 from gateway.auth import is_loopback
 from gateway.config import TenantSettings, load_settings
-from memory.types import Namespace
+from memory.types import ChatRef, Namespace
 
 LOOPBACK = ("127.0.0.1", 50000)
 REMOTE = ("203.0.113.7", 40000)
@@ -85,6 +85,8 @@ BODIES = {
     ("POST", "/v1/subjects/{subject}/import"): {"memories": [{"id": "x1", "text": EN_FACT}]},
     ("POST", "/v1/subjects/{subject}/recollection"): {"query": "我的猫"},
     ("POST", "/v1/subjects/{subject}/replies"): {"text": "煤球今天怎么样？"},
+    ("POST", "/v1/withdrawals"): {"withdrawal": {"platform": "tg", "message_id": "m1", "sender_id": "42",
+                                                 "chat_kind": "private", "chat_id": "42"}},
 }
 
 
@@ -116,7 +118,7 @@ def test_every_v1_route_refuses_unkeyed_wrong_revoked_and_wrong_tenant_callers(a
     store(app).revoke_api_key("default", revoked.split("_")[1])
     assert call(client_for(app, REMOTE, revoked), method, path).status_code == 401
     other = client_for(app, REMOTE, new_key(app, tenant="other"))
-    if path == "/v1/turns":
+    if path in ("/v1/turns", "/v1/withdrawals"):
         r = other.post(path, json={**BODIES[(method, path)], "tenant": "default"})
     else:
         r = call(other, method, path, params={"tenant": "default"})
@@ -453,3 +455,27 @@ def test_export_for_a_group_holds_only_what_that_group_may_see(app):
     assert doc["identities"] == ["tg:42"]
     assert c.get("/v1/subjects/tg:42/export", params={"chat": "tg:group:-300"}).json()["memories"] == []
     assert c.get("/v1/subjects/tg:42/export", params={"chat": "tg:nonsense"}).status_code == 400
+
+
+@pytest.mark.parametrize("text", [ZH_FACT, EN_FACT])
+def test_a_withdrawal_retracts_what_the_message_taught_and_a_member_key_withdraws_only_its_own(app, text):
+    """``POST /v1/withdrawals`` (issue 26.3): the memory a turn's message taught is retracted and the line leaves the
+    tail; again it retracts nothing; a member key of another person: 403 and nothing changes."""
+    admin = client_for(app, REMOTE, new_key(app))
+    msg = {"platform": "tg", "message_id": "w1", "sender_id": "42", "chat_kind": "private", "chat_id": "42",
+           "text": text}
+    captured = admin.post("/v1/turns", json={"message": msg}).json()["captured"]
+    assert len(captured) == 1
+    withdrawal = {k: msg[k] for k in ("platform", "message_id", "sender_id", "chat_kind", "chat_id")}
+    other = client_for(app, REMOTE, new_key(app, scope="member", subject="tg:43"))
+    assert other.post("/v1/withdrawals", json={"withdrawal": withdrawal}).status_code == 403
+    assert store(app).count(Namespace("default", "tg:42")) == 1
+    own = client_for(app, REMOTE, new_key(app, scope="member", subject="tg:42"))
+    r = own.post("/v1/withdrawals", json={"withdrawal": withdrawal})
+    assert r.status_code == 200 and r.json() == {"namespace": "default/tg:42", "retracted": captured}
+    assert own.post("/v1/withdrawals", json={"withdrawal": withdrawal}).json()["retracted"] == []
+    assert store(app).count(Namespace("default", "tg:42")) == 0
+    tail = store(app).chat_tail("default", ChatRef.parse("tg:private:42"), 10)
+    assert text not in [line.text for line in tail]
+    bad = {**withdrawal, "chat_id": "1' OR 1=1"}
+    assert admin.post("/v1/withdrawals", json={"withdrawal": bad}).status_code == 400

@@ -564,3 +564,40 @@ def test_database_lost_while_serving_answers_503(client):
     store._write_engine = store.engine.execution_options(huiyi_write=True)
     r = turn(client, text="我喜欢猫")
     assert r.status_code == 503 and r.json()["error"] == "StoreError"
+
+
+# -- withdrawals on every OneBot route (issue 26.3) ------------------------------------------
+
+
+def ob_recall(mid: int, *, user: int = 20005, group: int | None = None, operator: int | None = None) -> dict:
+    notice = {"time": NOW, "self_id": SELF_ID, "post_type": "notice", "user_id": user, "message_id": mid,
+              "notice_type": "friend_recall" if group is None else "group_recall"}
+    if group is not None:
+        notice.update(group_id=group, operator_id=operator or user)
+    return notice
+
+
+@pytest.mark.parametrize("text", ["我对芒果过敏。", "I'm allergic to mangoes."])
+@pytest.mark.parametrize("group", [None, 9003])
+def test_onebot_http_withdrawal_after_the_capture_unteaches_it(client, llm, text, group):
+    """``POST /onebot/{tenant}`` with friend_recall / group_recall (it answered ``{}`` and kept the memory before):
+    the memory the message taught is retracted and its line leaves the tail; another message's memory stays."""
+    ns = Namespace("default", "qq:20005")
+    assert client.post("/onebot/default", content=raw_json(ob_event("我叫阿青。", mid=8301, group=group)),
+                       headers=OB).status_code == 200
+    client.post("/onebot/default", content=raw_json(ob_event(text, mid=8302, group=group)), headers=OB)
+    assert any("芒果" in m.text or "mango" in m.text for m in core(client).list(ns))
+    r = client.post("/onebot/default", content=raw_json(ob_recall(8302, group=group, operator=20006)), headers=OB)
+    assert r.status_code == 200 and r.json() == {}
+    assert [m.text for m in core(client).list(ns)] == ["我叫阿青。"]
+    chat = ChatRef("qq", ChatKind.GROUP, str(group)) if group else ChatRef("qq", ChatKind.PRIVATE, "20005")
+    assert text not in [ln.text for ln in chat_lines(client, chat)]
+
+
+def test_onebot_http_withdrawal_before_its_message_keeps_it_out(client, llm):
+    """The notice overtakes its message on the HTTP route: the message is neither logged nor captured."""
+    ns = Namespace("default", "qq:20005")
+    assert client.post("/onebot/default", content=raw_json(ob_recall(8311)), headers=OB).json() == {}
+    client.post("/onebot/default", content=raw_json(ob_event("我对芒果过敏。", mid=8311)), headers=OB)
+    assert core(client).list(ns) == []
+    assert "我对芒果过敏。" not in [ln.text for ln in chat_lines(client, ChatRef("qq", ChatKind.PRIVATE, "20005"))]

@@ -293,6 +293,24 @@ async def test_a_withdrawn_message_unteaches_what_it_taught(pipeline, text, quer
     assert core.index.ids(QQ) == {m.id for m in core.list(QQ)}
 
 
+async def test_a_linked_persons_withdrawal_takes_its_line_out_too(pipeline):
+    """A QQ identity linked to a person (``person:…``): the withdrawn message's memory goes, its chat-log line
+    leaves the tail, and a message arriving after its withdrawal is not logged (the line was kept before: the
+    redaction looked for a platform subject)."""
+    from memory.admin import Authority, link
+
+    core = pipeline.core
+    person = link(core, Authority(actor="test", tenant="default"), "default", ["qq:20001", "tg:1001"]).person
+    taught = await pipeline.handle("default", qq_msg("我对芒果过敏。", 9201))
+    (mid,) = taught.captured
+    assert await pipeline.withdraw("default", recall(9201)) == [mid]
+    assert core.list(person) == []
+    await pipeline.withdraw("default", recall(9202))
+    await pipeline.handle("default", qq_msg("I'm allergic to mangoes.", 9202))
+    tail = [line.text for line in core.store.chat_tail("default", qq_msg("x", 1).chat, 20)]
+    assert "我对芒果过敏。" not in tail and "I'm allergic to mangoes." not in tail and core.list(person) == []
+
+
 async def test_a_withdrawal_before_the_capture_ran_stores_nothing(pipeline):
     """The notice arrives while the capture is still queued (background capture), or
     even before the message itself: nothing is learned and nothing is logged."""

@@ -5,7 +5,8 @@ turn of the gateway (``POST /v1/turns`` through ``huiyi_client``): the gateway
 recalls, builds the recollection and prompt, asks the tenant's model, captures
 the message, and its reply is sent back (in a group as a reply to the person's
 message). ``/memory`` and ``/记忆`` are answered by the gateway like on every
-platform. The memory, its maintenance and its heavy dependencies stay in the
+platform. A withdrawn message (``friend_recall`` / ``group_recall``) is withdrawn in
+the gateway too (``POST /v1/withdrawals``): what it taught is forgotten. The memory, its maintenance and its heavy dependencies stay in the
 gateway; this plugin imports only NoneBot, the adapter and the client — no
 top-level ``memory`` or ``gateway`` package, so it loads in a bot that has a
 ``memory.py`` of its own.
@@ -26,15 +27,16 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timezone
 
-from nonebot import get_driver, get_plugin_config, on_message
-from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent, MessageEvent, MessageSegment
+from nonebot import get_driver, get_plugin_config, on_message, on_notice
+from nonebot.adapters.onebot.v11 import (Bot, FriendRecallNoticeEvent, GroupMessageEvent, GroupRecallNoticeEvent,
+                                         MessageEvent, MessageSegment)
 from nonebot.plugin import PluginMetadata
 
 from huiyi_client import AsyncHuiyi, HuiyiError
 
 from .config import Config
 
-__all__ = ["Config", "turn_message", "client", "MODE", "HOMEPAGE"]
+__all__ = ["Config", "turn_message", "withdrawal", "client", "MODE", "HOMEPAGE"]
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +101,28 @@ def turn_message(event: MessageEvent) -> dict | None:
     }
 
 
+def withdrawal(event: FriendRecallNoticeEvent | GroupRecallNoticeEvent) -> dict:
+    """The gateway's ``Withdrawal`` JSON for a OneBot v11 withdrawal notice: ``user_id``
+    wrote ``message_id`` (in ``group_id`` for a group_recall, withdrawn by ``operator_id``)."""
+    group = isinstance(event, GroupRecallNoticeEvent)
+    return {"platform": "qq", "message_id": str(event.message_id), "sender_id": str(event.user_id),
+            "chat_kind": "group" if group else "private", "chat_id": str(event.group_id if group else event.user_id),
+            "operator_id": str(event.operator_id if group else event.user_id)}
+
+
 turns = on_message(priority=50, block=False)
+recalls = on_notice(priority=50, block=False)
+
+
+@recalls.handle()
+async def _on_recall(event: FriendRecallNoticeEvent | GroupRecallNoticeEvent) -> None:
+    """A withdrawn message is withdrawn in the gateway too: what it taught is forgotten there."""
+    if MODE != "remote":  # embedded: the gateway's bridge plugin handles the notice
+        return
+    try:
+        await client().withdraw(withdrawal(event))
+    except Exception as exc:  # noqa: BLE001 - HuiyiError or a transport error; the bot goes on
+        log.warning("huiyi withdrawal of qq:%s message %s failed: %s", event.user_id, event.message_id, exc)
 
 
 @turns.handle()

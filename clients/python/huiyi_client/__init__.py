@@ -377,6 +377,10 @@ class _Calls:
         body = _clean({"message": dict(message), "background_capture": background_capture, "tenant": self.tenant})
         return _Call("POST", "/v1/turns", _turn, None, body)
 
+    def withdraw(self, withdrawal: Mapping[str, Any]) -> _Call[list[str]]:
+        body = _clean({"withdrawal": dict(withdrawal), "tenant": self.tenant})
+        return _Call("POST", "/v1/withdrawals", lambda d: list(d["retracted"]), None, body)
+
 
 def _headers(api_key: str | None) -> dict[str, str]:
     return {"X-API-Key": api_key} if api_key else {}
@@ -477,6 +481,12 @@ class AsyncHuiyi:
         """One platform-neutral message through the gateway's whole pipeline."""
         return await self._run(self._calls.turn(message, background_capture))
 
+    async def withdraw(self, withdrawal: Mapping[str, Any]) -> list[str]:
+        """A person withdrew one of their messages (``{"platform", "message_id", "sender_id", "chat_kind",
+        "chat_id", "operator_id"?}``): its chat line is redacted and the ids of the memories it taught,
+        retracted now, are returned. Idempotent."""
+        return await self._run(self._calls.withdraw(withdrawal))
+
 
 class Huiyi:
     """Sync client: the methods of ``AsyncHuiyi``, blocking. ``http`` an
@@ -562,3 +572,7 @@ class Huiyi:
     def turn(self, message: Mapping[str, Any], *, background_capture: bool = False) -> Turn:
         """See ``AsyncHuiyi.turn``."""
         return self._run(self._calls.turn(message, background_capture))
+
+    def withdraw(self, withdrawal: Mapping[str, Any]) -> list[str]:
+        """See ``AsyncHuiyi.withdraw``."""
+        return self._run(self._calls.withdraw(withdrawal))
