@@ -43,7 +43,7 @@ from memory.core import MemoryCore
 from memory.explain import TRACE_DEPTH, record_recall
 from memory.identity import platform_subject
 from memory.identity import resolve as resolve_identity
-from memory.reconstruct import Recollection, reconstruct
+from memory.reconstruct import Recollection, reconstruct, without_markers
 from memory.emotion import analyse
 from memory.errors import DuplicateDelivery
 from memory.store import ChatLine, PendingCapture, utcnow
@@ -845,11 +845,13 @@ def _content_key(tenant: str, msg: InboundMessage, chat: ChatRef) -> str:
 
 def _spoken(answer: str) -> str | None:
     """The model's answer as it may reach a person: control words (``NO_REPLY``,
-    ``[NO_REPLY]``, ``HEARTBEAT_OK``…) removed wherever they stand; None — stay
-    silent — when nothing is left but whitespace and punctuation, or when the
-    answer was blank to begin with."""
-    if _SILENCE_RE.search(answer):
-        answer = _SILENCE_RE.sub("", answer)
+    ``[NO_REPLY]``, ``HEARTBEAT_OK``…), ``[src:…]`` citations, memory ids and the
+    recollection's block tags (``memory.reconstruct.without_markers``) removed
+    wherever they stand; None — stay silent — when nothing is left but
+    whitespace and punctuation, or when the answer was blank to begin with."""
+    spoken = without_markers(_SILENCE_RE.sub("", answer))
+    if spoken != answer:
+        answer = spoken
         if not any(unicodedata.category(ch)[0] in "LNS" for ch in answer):
             return None
     answer = answer.strip()

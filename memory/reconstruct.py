@@ -88,6 +88,7 @@ __all__ = [
     "validate",
     "split_cited_sentences",
     "parse_citations",
+    "without_markers",
     "token_coverage",
     "prime",
     "REASONS",
@@ -345,6 +346,33 @@ def parse_citations(sentence: str) -> tuple[str, tuple[str, ...]]:
     clean = _BROKEN_MARKER_RE.sub("", clean)
     clean = re.sub(r"[ \t]+([,.!?;:，。！？；：])", r"\1", clean)
     return " ".join(clean.split()), tuple(cited)
+
+
+# The prompt's block tags (memory.model_prompts), in ASCII or full-width brackets.
+_BLOCK_TAG_ANYWHERE_RE = re.compile(
+    r"[<＜]\s*/?\s*(?:recollection|memories|changes|conversation|message)\s*[>＞]", re.IGNORECASE)
+# A memory id in brackets ("[a1b2c3d4e5f6]", as the model's memory lines show it): never for a person.
+_BARE_ID_RE = re.compile(r"[\[［【]\s*[0-9a-f]{12}\s*[\]］】]")
+_BROKEN_MARKER_LINE_RE = re.compile(r"[\[［【]\s*src\s*[:：][^\]］】\n]*$", re.IGNORECASE | re.MULTILINE)
+
+
+def without_markers(text: str) -> str:
+    """``text`` as it may reach a person: every ``[src:…]`` citation (closed, or
+    left open at a line's end), every bracketed memory id and every tag of the
+    prompt's blocks (``<recollection>``, ``</memories>``, ``<changes>``…, also
+    full-width) removed wherever they stand, with the spaces they leave before
+    punctuation and at line ends. Lines and the rest of the text are kept as they
+    were; ``""`` when nothing else was there."""
+    if not text:
+        return ""
+    out = _MARKER_RE.sub("", text)
+    out = _BROKEN_MARKER_LINE_RE.sub("", out)
+    out = _BLOCK_TAG_ANYWHERE_RE.sub("", _BARE_ID_RE.sub("", out))
+    if out == text:
+        return text
+    out = re.sub(r"[ \t]+([,.!?;:，。！？；：、])", r"\1", out)
+    lines = [re.sub(r"[ \t]{2,}", " ", line).rstrip() for line in out.split("\n")]
+    return "\n".join(lines).strip()
 
 
 # -- grounding -----------------------------------------------------------------

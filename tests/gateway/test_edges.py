@@ -403,6 +403,34 @@ def test_control_word_inside_a_real_answer_is_removed(client, llm):
     assert turn(client, text="我明天考试").json()["reply"] == "加油！"
 
 
+@pytest.mark.parametrize("answer, spoken", [
+    ("你养了一只叫煤球的黑猫[src:a1b2c3d4e5f6]，它最近还好吗？", "你养了一只叫煤球的黑猫，它最近还好吗？"),
+    ("Coal is a lovely name [src: zz99, a1b2c3d4e5f6]. How is he?【src：不存在】", "Coal is a lovely name. How is he?"),
+    ("<recollection>\n记得你说过喜欢猫 [a1b2c3d4e5f6]\n</recollection>\n要不要聊聊煤球？", "记得你说过喜欢猫\n\n要不要聊聊煤球？"),
+    ("Sure!＜/memories＞ Tell me more [src:", "Sure! Tell me more"),
+])
+def test_citation_markers_and_block_tags_never_reach_a_person(client, llm, fake_telegram, answer, spoken):
+    """A model reply carrying ``[src:ID]`` markers (ours or invented, ASCII or full-width, one left open), memory
+    ids or the recollection's tags reaches the person without them on Telegram, OneBot and /v1/turns, and the
+    chat tail keeps what was said (issue 26.4)."""
+    llm.enqueue(answer)
+    assert client.post("/telegram/default", content=raw_json(tg_update("嗯", mid=71)), headers=TG).status_code == 200
+    assert fake_telegram.wait_for(lambda: len(fake_telegram.sent()) == 1)
+    assert fake_telegram.sent()[0]["text"] == spoken
+    llm.enqueue(answer)
+    r = client.post("/onebot/default", content=raw_json(ob_event("嗯", mid=72)), headers=OB)
+    assert r.json()["reply"] == spoken  # a private quick operation: the text itself
+    llm.enqueue(answer)
+    assert turn(client, text="嗯", message_id="73").json()["reply"] == spoken
+    assert [ln.text for ln in chat_lines(client, ChatRef("tg", ChatKind.PRIVATE, "555")) if ln.role == "bot"] == [spoken]
+
+
+def test_a_reply_of_markers_alone_is_silence(client, llm):
+    """Nothing left once the markers and tags are gone: the bot stays silent instead of sending punctuation."""
+    llm.enqueue("[src:a1b2c3d4e5f6]。<recollection></recollection>")
+    assert turn(client, text="嗯", message_id="74").json()["reply"] is None
+
+
 # -- 7. the reply language follows what the person writes -----------------------------------
 
 

@@ -281,3 +281,15 @@ async def test_memory_lines_sent_to_the_model_carry_the_local_day(tz, said_local
     assert f"[b1] 我养猫 ({local_said}, neutral)" in seen[0][1]["content"]
     rec = template_recollection(hits, lang="en", name="Jie", now=said + timedelta(minutes=20), tz=tz)
     assert rec.text.splitlines()[1].startswith("- today, Jie said:")
+
+
+def test_without_markers_keeps_everything_but_citations_ids_and_block_tags():
+    """``without_markers``: markers (closed, open at a line's end, full-width), bracketed memory ids and block tags go;
+    other brackets, emoji, traditional characters and line breaks stay."""
+    from memory.reconstruct import without_markers
+
+    assert without_markers("你養了一隻貓[src:a1b2c3d4e5f6]🐈。\n第二行【src：x】！") == "你養了一隻貓🐈。\n第二行！"
+    assert without_markers("See [1] and [note] ＜recollection＞ok [0123456789ab]") == "See [1] and [note] ok"
+    assert without_markers("no markers here  ") == "no markers here  "
+    assert without_markers("Tell me more [src: a1,") == "Tell me more"
+    assert without_markers("") == ""
