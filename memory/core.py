@@ -103,11 +103,15 @@ def default_key(memory: Memory) -> str:
     return f"{memory.category.value}:{normalise(memory.text)}"[:KEY_CHARS]
 
 
+DAMAGED = "\ufffd"
+"""The replacement character a repaired lone surrogate or broken byte leaves: a text holding it lost content."""
+
+
 class AddResult:
     """Outcome of ``MemoryCore.add``: ``action`` is ``stored``, ``deduped``,
     ``superseded``, ``revised`` (an edit changed a memory in place), ``conflict``
     (same key, other category; ``memory`` is the existing one) or ``rejected``
-    (tombstoned or stale; ``memory`` None); ``reason`` says why for the last two."""
+    (tombstoned, stale or damaged; ``memory`` None); ``reason`` says why for the last two."""
 
     __slots__ = ("action", "memory", "reason")
 
@@ -311,10 +315,17 @@ class MemoryCore:
         disagrees with without a clear change — when the add stores a new memory,
         the two are linked as a conflict (that one older, this one newer; audited
         as ``conflict`` with reason ``unsure``); gone meanwhile, nothing is linked.
+        A text holding U+FFFD (a lone surrogate or a broken byte repaired at the
+        edge: 「我喜欢\ufffd」) is damaged content and is rejected (reason
+        ``damaged``, logged), never stored as what the person said.
         Raises ValueError if ``memory.namespace`` is not ``ns``.
         """
         if memory.namespace != ns:
             raise ValueError("memory.namespace differs from the namespace of the call")
+        if DAMAGED in memory.text:
+            log.info("add %s: a damaged text (U+FFFD) was not stored", ns)
+            self.audit.record(ns, "reject", actor, None, reason="damaged")
+            return AddResult("rejected", None, "damaged")
         if not memory.key:
             memory = replace(memory, key=default_key(memory))
         said = said_at or memory.created_at or utcnow()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import time
 
 import pytest
@@ -203,6 +204,19 @@ def test_model_answer_with_lone_surrogate_is_stored_repaired(client, llm):
     captured = r.json()["captured"]
     assert len(captured) == 1
     assert core(client).get(Namespace("default", "tg:77"), captured[0]).text == "我喜欢周杰伦"
+
+
+@pytest.mark.parametrize("text, clean", [("我喜欢\ud83c！", "我养了一只猫。"), ("I like \udc00 jazz.", "I have a cat.")])
+def test_a_lone_surrogate_is_not_stored_as_a_fact(client, caplog, text, clean):
+    """「我喜欢\ud83c」 is repaired to U+FFFD for the chat log, but damaged content is no memory (logged); a clean
+    sentence of the same message still is (issue 26.5)."""
+    ns = Namespace("default", "tg:79")
+    with caplog.at_level(logging.INFO, logger="memory.core"):
+        r = turn(client, text=text, sender_id="79", chat_id="79")
+    assert r.status_code == 200 and r.json()["captured"] == [] and core(client).list(ns) == []
+    assert any("damaged" in rec.getMessage() for rec in caplog.records)
+    r = turn(client, text=f"{text} {clean}", sender_id="79", chat_id="79", message_id="2")
+    assert [m.text for m in core(client).list(ns)] == [clean]
 
 
 def test_recall_query_with_lone_surrogate_does_not_raise(client):
