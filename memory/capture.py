@@ -61,6 +61,7 @@ import inspect
 import json
 import logging
 import re
+import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
@@ -81,6 +82,8 @@ __all__ = [
     "capture",
     "capture_edit",
     "answered_line",
+    "answer_facts",
+    "told_beside_question",
     "CONTEXT_WINDOW",
     "clean_text",
     "guess_category",
@@ -102,12 +105,23 @@ LLM_MAX_CHARS = 4000
 
 _FIRST_ZH = re.compile(r"我|咱|本人")
 _FIRST_EN = re.compile(r"\b(i|i'm|i've|i'd|i'll|im|my|me|mine|myself)\b", re.IGNORECASE)
-_QUESTION_RE = re.compile(r"([?？]\s*$)|([吗呢么嘛]\s*[。!！~～]*\s*$)")
+_QUESTION_RE = re.compile(r"([?？]\s*$)|([吗么]\s*[。!！~～]*\s*$)")
+# a sentence-final 呢 asks only after a short "what about X" (你呢, 那你呢, 然后呢, 小美呢); after
+# anything else it is an exclamation (结尾太好哭了呢, 好累呢) — or the question word already asks
+_WHAT_ABOUT_RE = re.compile(r"^(?:那|那么|所以|还有)?(?P<x>[\u4e00-\u9fffA-Za-z]{1,4})呢\s*[。!！~～]*\s*$")
+_WHAT_ABOUT_WORDS = frozenset("你 您 他 她 它 你们 他们 她们 大家 别人 然后 后来 接下来 之后 明天 今天 其他 别的 这个 那个 "
+                              "这些 那些 这里 那里 这儿 那儿".split())
+# an indirect question inside a statement tells how the person is (不知道该怎么跟他沟通, 在纠结要不要辞职,
+# 忘了把护照放哪儿了, "I don't know how to"): its question word asks nothing
+_INDIRECT_ZH = re.compile(r"(?:不知道|不清楚|不明白|搞不懂|想不通|想不明白|不确定|不晓得|不懂|弄不清楚?|说不清楚?|拿不准|"
+                          r"拿不定主意|没想好|还没想好|想知道|纠结|犹豫|考虑|在想|没决定|还没决定|决定不了|定不下来|忘了|忘记|"
+                          r"记不清|想不起来?)(?:[^，,。！!？?；;]*)")
+_TRAILING_SYMBOLS_RE = re.compile(r"[\s\u200d\ufe0f\U0001f3fb-\U0001f3ff\u2600-\u27bf\U0001f000-\U0001faff]+$")
 # a question word asking (not 「什么都吃」「谁都知道」「哪里都想去」「没什么」「不怎么」「多少有点」,
 # nor the complaints 「怎么又…」「为什么这么…」, which tell how the person is)
 _ASKING_ZH = re.compile(
     r"(?<![不没])(?>谁|哪(?:里|儿|天|个|些|年|家|位|种|次|边)?|什么(?:时候)?|啥(?:时候)?|为什么|为啥|怎么(?:样|办)?|怎样|"
-    r"几(?:点|岁|号|月)|多大|多久|多远|多少(?!有点|有些|会|也|都))(?![都也又这那])|来着|是否|"
+    r"几(?:点|岁|号|月)|多大|多久|多远|多少(?!有点|有些|会|也|都))(?![都也又这那])|来着|是否|干(?:嘛|啥|吗)|"
     r"([\u4e00-\u9fff])[不没]\1")  # A-not-A: 是不是, 有没有, 喜不喜欢
 _AUX_EN = r"(?:do|does|did|can|could|will|would|should|is|are|am|was|were|have|has|had)"
 _ASKING_EN = re.compile(  # not "When I was young, …", "What a day", "How nice", "Remember that I moved"
@@ -123,8 +137,28 @@ def is_question(plain: str) -> bool:
     「我喜欢什么运动」「我住哪来着」; not 「我什么都吃」「我没什么爱好」
     「我不怎么吃辣」) or an English sentence opening with a wh-word and an
     auxiliary or with an inverted auxiliary ("where do I live", "what's my
-    cat's name", "do you remember my cat"; not "When I was young, …")."""
-    return bool(_QUESTION_RE.search(plain) or _ASKING_ZH.search(plain) or _ASKING_EN.match(plain))
+    cat's name", "do you remember my cat"; not "When I was young, …").
+    Sentence-final 呢 asks only in a short "what about X" (你呢, 那你呢, 然后呢);
+    after anything else it is an exclamation (「结尾太好哭了呢」), and 嘛/吧/啊
+    never ask by themselves. A question word inside an indirect question
+    (「不知道该怎么跟他沟通」, 不清楚/想不通/不确定…) asks nothing."""
+    plain = _TRAILING_SYMBOLS_RE.sub("", plain)  # 「我能养猫吗🥺」: the emoji after it hides no question
+    if _QUESTION_RE.search(plain) or _ASKING_EN.match(plain) or _asks_what_about(plain):
+        return True
+    return bool(_ASKING_ZH.search(_INDIRECT_ZH.sub("", plain)))
+
+
+def _asks_what_about(plain: str) -> bool:
+    """「你呢」「那你呢」「小美呢」「明天呢」: a short X呢 whose X is a pronoun, a name,
+    a noun or a time (jieba's tags), not a feeling (「好累呢」)."""
+    m = _WHAT_ABOUT_RE.match(plain.strip())
+    if m is None:
+        return False
+    x = m["x"]
+    if x in _WHAT_ABOUT_WORDS:
+        return True
+    tags = [f for _w, f in _posseg(x)]
+    return tags[-1].startswith(("n", "r", "t")) and all(f.startswith(("n", "r", "t", "uj")) for f in tags)
 
 _CATEGORY_WORDS: tuple[tuple[Category, re.Pattern[str]], ...] = (
     (Category.PROFILE, re.compile(r"名字|我是|我今年|岁|生日|住在|老家|工作|上班|职业|学生|毕业|"
@@ -183,18 +217,19 @@ _INSTRUCTION_RE = re.compile(
 _SMALL_TALK_ZH = re.compile(
     r"^(?:(?:你好|您好|早上好|早安|中午好|午安|下午好|晚上好|晚安|哈喽|嗨|嘿|哈+|嘿+|呵+|嘻+|嗯+|哦+|噢+|喔+|啊+|诶|欸|"
     r"好的?|好吧|好嘞|行吧?|可以|对|对啊|是啊|是的|没错|确实|真的|收到|了解|明白了?|懂了|知道了|谢谢|多谢|感谢|不客气|"
-    r"没事|没关系|拜拜|再见|回头见|晚点聊|加油|辛苦了|厉害|牛|绝了|笑死|晚安啦|早|在吗|在不在|OK|ok|好滴|不错|挺好|还行|还好|太好了)"
+    r"没事|没关系|拜拜|再见|回头见|晚点聊|加油|辛苦了|厉害|牛|绝了|笑死|晚安啦|早|在吗|在不在|OK|ok|好滴|不错|挺好|还行|还好|太好了|好久不见|久违了)"
     r"[啊呀啦哦吧嘛哈呢~～!！。.，,、\s]*)+$")
 _WEATHER_ZH = re.compile(r"天气|下雨|下雪|刮风|好热|好冷|太热|太冷|热死|冷死|晴天|阴天|雾霾|气温|降温|升温")
 # person, pronoun, place or organisation names as the first content word: another subject
 _OTHER_SUBJECT_FLAGS = ("r", "nr", "nrfg", "nrt", "ns", "nt", "nz")
-_LEADING_FLAGS = ("t", "tg", "f", "d", "zg", "c", "y", "e", "o", "x", "m", "mq", "uj", "ul")
+_LEADING_FLAGS = ("t", "tg", "f", "d", "zg", "c", "y", "e", "o", "x", "m", "mq", "uj", "ul", "b")
 _SPEAKER_HEAD_FLAGS = ("v", "vd", "vn", "vg", "a", "ad", "an", "ag", "p", "i", "l")
 _DISCOURSE_ZH = re.compile(r"^(?:对了|话说|其实|说真的|顺便说一下|顺便|另外|还有|然后|所以|不过|哎|唉|诶|嗯)[，,、\s]*")
 _LEADING_DATE_ZH = re.compile(r"^(?:这|本|下下?|上上?)个?(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|礼拜[一二三四五六日天]|"
                               r"周|星期|礼拜|月|学期|季度)")
 _PERSONAL_NOUNS_ZH = re.compile(r"生日|考试|面试|婚礼|手术|体检|航班|约会|毕业|入职|离职|出差|搬家|旅行|旅游|加班|上班|下班|"
-                                r"放假|休假|请假|感冒|发烧|生病|住院|失眠|减肥|健身|纪念日|答辩|考研|高考|驾照")
+                                r"放假|休假|请假|感冒|发烧|生病|住院|失眠|减肥|健身|纪念日|答辩|考研|高考|驾照|"
+                                r"心情|压力|身体|膝盖|头疼|头痛|肚子|胃|腰|嗓子|喉咙|牙|眼睛|失恋|分手|工资|年终奖")
 _NOT_SPEAKER_EN = frozenset((
     "you your yours he she it they we him her them his its their this that these those there here what who which "
     "the a an my our hi hello hey thanks thank thx ty good morning night evening afternoon lol lmao haha hahaha ok okay "
@@ -209,7 +244,13 @@ _SMALL_TALK_EN = re.compile(r"^\s*(?:got it|sounds? (?:good|great|fun)|looking f
 _VOCATIVE_EN = re.compile(r",\s*(?:[A-Z][a-z]+|buddy|dude|mate|man|bro|girl|guys|friend)\s*[!.?~]*\s*$")
 _LEADING_EN = frozenset((
     "just finally also still really so totally actually recently lately today yesterday tonight tomorrow btw anyway "
-    "anyways again already then now last next this soon currently").split())
+    "anyways again already then now last next this soon currently yay woohoo hooray ugh phew whew welp argh yass "
+    "kinda sorta super pretty very quite bit a").split())
+# how the speaker is, said without "I'm": "Nervous af, …", "Kinda homesick", "Happy but sleepy"
+_STATE_EN = frozenset((
+    "nervous anxious happy sad sleepy homesick excited sick hungry bored lonely busy broke sore stuck proud scared "
+    "worried upset glad angry grumpy exhausted stressed tired jetlagged hungover sleepless restless heartbroken "
+    "thrilled ecstatic miserable gutted knackered").split())
 _SPEAKER_VERBS_EN = frozenset((
     "went got had made took saw met bought lost found quit left began started came ran won ate drank wrote read built "
     "sold spent felt slept broke flew drove gave kept paid thought taught caught fell forgot moved adopted love loves "
@@ -251,6 +292,8 @@ def _subjectless_about_speaker(plain: str) -> bool:
         if head is None:  # only time words and particles: "周五生日" (生日 is tagged as a time word)
             return personal
         word, flag = head
+        if word in ("自己", "本人"):  # 「第一次自己做成了蛋糕」: oneself is the speaker
+            flag = "v"
         if flag in _OTHER_SUBJECT_FLAGS or _NOT_A_NAME_ZH.match(word) or word in _SPECIES:
             return False
         if flag.startswith(_SPEAKER_HEAD_FLAGS) or personal:
@@ -274,7 +317,7 @@ def _subjectless_about_speaker(plain: str) -> bool:
         return False  # "Love and acceptance …": a noun phrase is the subject
     if head.endswith("ing") and _GERUND_SUBJECT_EN.search(" ".join(rest[1:])):
         return False  # "Working out together is a great way of bonding": a gerund is the subject
-    return head in _SPEAKER_VERBS_EN or (len(head) > 4 and head.endswith("ed")) or \
+    return head in _SPEAKER_VERBS_EN or head in _STATE_EN or (len(head) > 4 and head.endswith("ed")) or \
         (len(head) > 5 and head.endswith("ing") and head not in _EN_NOT_VERB_ING)
 
 
@@ -510,12 +553,38 @@ def cap_facts(facts: list[Fact], limit: int = MAX_FACTS) -> list[Fact]:
     return [facts[i] for i in kept]
 
 
+# a request to the companion (「给我讲个笑话吧」「推荐几部好看的电影」"Write me a haiku"): what it asks for is no fact
+_REQUEST_ZH = re.compile(r"^(?:请|麻烦|能不能|可不可以|可以)?(?:你)?(?:给我|帮我|替我|陪我|教我|告诉我|提醒我|推荐|讲个|讲一个|说个|"
+                         r"说一个|来个|来一个|来首|来一首|写一|写个|画一|画个|唱一|唱个|唱首|翻译|解释一下)")
+_DONE_ZH = re.compile(r"[了过]")
+_REQUEST_EN = re.compile(r"^\s*(?:please\s+)?(?:write|give|tell|show|send|make|draw|sing|recommend|suggest|explain|"
+                         r"translate|help|remind|teach|describe|list|name|find|pick|generate|compose)\b(?!\s+(?:me\s+)?"
+                         r"(?:up|out)\b)", re.I)
+# hearsay: what the speaker heard (「听说周杰伦又要开演唱会了」"Apparently it'll rain"), not what they are or did
+_HEARSAY_RE = re.compile(r"^(?:听说|据说|听人说|听别人说|新闻说|网上说|有人说|传说|据报道)|^\s*(?:i heard|heard|apparently|"
+                         r"rumou?r has it|word is|they say|people say)\b", re.I)
+
+
+def is_request(plain: str) -> bool:
+    """True when ``plain`` (one sentence, simplified) asks the companion to do
+    something instead of telling about the speaker: 「给我讲个笑话吧」「帮我写一首诗」
+    「推荐几部好看的电影」「陪我聊会儿天嘛」, "Write me a haiku", "Give me three
+    ideas" — not a done deed (「帮我妈做了饭」, with 了/过)."""
+    text = _DISCOURSE_ZH.sub("", plain.strip())
+    if _REQUEST_ZH.match(text):
+        return not _DONE_ZH.search(text)
+    return bool(_REQUEST_EN.match(text))
+
+
 def _is_speaker_statement(sentence: str, addressed: bool) -> bool:
     """The filters every extracted fact passes, whichever extractor made it: a
     first-person statement (or, said to the bot, one without another subject),
-    not a question, greeting or small talk, not the gateway's own words."""
+    not a question, request, hearsay, greeting or small talk, not the gateway's
+    own words."""
     plain = to_simplified(sentence)
     if len(sentence.strip()) < MIN_CHARS or sentence.lstrip().startswith("/") or is_question(plain):
+        return False
+    if is_request(plain) or _HEARSAY_RE.match(plain.strip()):
         return False
     if _SMALL_TALK_ZH.match(plain.strip()) or is_gateway_text(sentence):
         return False
@@ -740,6 +809,75 @@ def _when_or_none(plain: str, said_at, tz):
         return None
 
 
+# -- a statement beside a question to the companion ------------------------------
+# 「我最近在学尤克里里，你会弹什么乐器吗？」, "Going to Chengdu next week, any food tips?": the
+# ordinary shape of a chat line. The question asks the companion; the clause before it tells.
+
+_CLAUSE_BREAK = frozenset("，,")
+_OPENERS, _CLOSERS = "《「『“‘（([【", "》」』”’）)]】"
+# what only leads into a question, or supposes instead of telling: no statement of its own
+_NOT_TOLD_RE = re.compile(
+    r"^\s*(?:如果|要是|假如|假设|万一|比如说?|我想问(?:一下|问|你)?|想问(?:一下|问|你)?|问一下|问你(?:个|一个)?(?:问题|事)?|请问|"
+    r"我想知道|我很?好奇|好奇|说起来|对了|话说|顺便问一下|"
+    r"if\b|what if\b|suppose\b|i (?:was |am |'m )?wondering\b|i wonder\b|just wondering\b|quick question\b|"
+    r"can i ask\b|i want(?:ed)? to ask\b|let me ask\b|by the way\b|btw\b|so\s*$|also\s*$)", re.I)
+
+
+def _is_emoji(ch: str) -> bool:
+    return unicodedata.category(ch) == "So" or ch in "\u200d\ufe0f"
+
+
+def _clauses(sentence: str) -> list[str]:
+    """``sentence`` cut at 「，」/「,」 outside brackets and quotes (《你好，李焕英》 stays whole;
+    "1,000" too) and after an emoji that text follows (「我办了年卡🏋️你平时运动吗」); each
+    clause keeps its own text (an emoji stays with the clause before it), the comma dropped."""
+    out, buf, depth = [], "", 0
+    for i, ch in enumerate(sentence):
+        if ch in _OPENERS:
+            depth += 1
+        elif ch in _CLOSERS and depth:
+            depth -= 1
+        nxt = sentence[i + 1:i + 2]
+        if ch in _CLAUSE_BREAK and depth == 0 and not (ch == "," and buf[-1:].isdigit() and nxt.isdigit()):
+            out.append(buf)
+            buf = ""
+            continue
+        buf += ch
+        if depth == 0 and _is_emoji(ch) and nxt and not _is_emoji(nxt) and not nxt.isspace() or \
+                depth == 0 and _is_emoji(ch) and nxt.isspace() and sentence[i + 2:i + 3].isalpha():
+            out.append(buf)
+            buf = ""
+    out.append(buf)
+    return [c.strip() for c in out if c.strip()]
+
+
+def told_beside_question(sentence: str) -> str | None:
+    """The statement a question-shaped ``sentence`` makes before (or after) the
+    question it puts to the companion: the clauses left once the asking clauses at
+    its end (「，你会弹什么乐器吗？」「, any food tips?」「，你呢？」) and at its start
+    (「你知道吗，」"guess what,") are cut off, when what is left does not ask itself,
+    does not only lead into the question (「我想问一下」) and supposes nothing
+    (「如果我明天去北京」). None when ``sentence`` does not ask or nothing is left."""
+    plain = to_simplified(sentence)
+    if not is_question(plain):
+        return None
+    clauses = _clauses(sentence)
+    if len(clauses) < 2:
+        return None
+    start, end = 0, len(clauses)
+    while end > start and is_question(to_simplified(clauses[end - 1])):
+        end -= 1
+    while start < end and is_question(to_simplified(clauses[start])):
+        start += 1
+    told = clauses[start:end]
+    if not told or len(told) == len(clauses):
+        return None
+    head = "，".join(told) if any("\u4e00" <= c <= "\u9fff" for c in sentence) else ", ".join(told)
+    if is_question(to_simplified(head)) or _NOT_TOLD_RE.match(to_simplified(head)):
+        return None
+    return head
+
+
 class HeuristicExtractor:
     """Offline extractor: first-person, non-question sentences of at least
     MIN_CHARS characters, with slots, category, importance, emotion and dates
@@ -756,6 +894,12 @@ class HeuristicExtractor:
                 continue
             for part in parts:
                 fact = self.sentence_fact(part, said_at, tz, addressed=addressed, continued=continued)
+                if fact is None and not continued:  # "我在学尤克里里，你会弹什么乐器吗？": the clause that tells
+                    told = told_beside_question(part)
+                    if told is not None:
+                        # the statement is the speaker's when one of its clauses is (「心情不太好，被领导骂了一顿」)
+                        theirs = any(_is_speaker_statement(c, addressed) for c in _clauses(told))
+                        fact = self.sentence_fact(told, said_at, tz, addressed=addressed, continued=theirs)
                 if fact is not None:
                     facts.append(fact)
         return cap_facts(facts)
@@ -1097,6 +1241,49 @@ def _weaker_than_live(core, ns: Namespace, f: Fact):
     return AddResult("rejected", None, "weaker")
 
 
+# -- an elliptical answer to the companion's question -----------------------------
+# companion 「你们团队有多少人？」 → person 「八个人左右，都挺好相处的。」: no subject, no 我, yet the
+# person's fact, read with the question it answers (kept as the memory's context).
+
+_ACK_LEAD_RE = re.compile(
+    r"^\s*(?:(?:对|对的|对啊|对呀|是|是的|是啊|是呀|嗯+|恩+|没错|当然|有|有的|没有|没|不是|不|还好|还行|"
+    r"yes|yeah|yep|yup|no|nope|nah|sure|of course|definitely|well|hmm+|um+|oh|ah)[啊呀呢嘛哦吧啦~～!！.。,，、\s]*)+",
+    re.I)
+_OFFER_RE = re.compile(r"要不要我|我(?:来|帮你|给你|陪你|替你)|需要我|让我|\b(?:shall|should) i\b|\bwant me to\b|"
+                       r"\blet me\b|\bcan i (?:help|get|tell|show)\b", re.I)
+_TO_PERSON_RE = re.compile(r"你|您|\byou(?:r|rs)?\b", re.I)
+
+
+def answer_facts(text: str, context: str, said_at: datetime, tz: str = DEFAULT_TZ) -> list[Fact]:
+    """The facts of ``text`` read as an elliptical answer to the companion's question
+    in ``context`` (``answered_line``'s ``"<name>: <line>"``): when the line ends
+    by asking the person about themselves (a question with 你/您/you, not an offer
+    such as 「要不要我给你讲个笑话？」) and ``text`` answers with content of its own
+    (not a question, greeting, acknowledgement or small talk, not about the
+    companion, two CJK characters or two words once a leading 对/嗯/yes is
+    dropped), each of its sentences is a fact (slots, category, dates and emotion
+    as for any sentence): 「八个人左右，都挺好相处的。」 after 「你们团队有多少人？」.
+    ``[]`` otherwise."""
+    line = context.split(": ", 1)[1] if ": " in context else context
+    asked = split_sentences(line)
+    if not asked or not is_question(to_simplified(asked[-1])) or not _TO_PERSON_RE.search(asked[-1]) \
+            or _OFFER_RE.search(asked[-1]):
+        return []
+    facts = []
+    for sent in split_sentences(clean_text(text), semicolons=True):
+        plain = to_simplified(sent)
+        rest = _ACK_LEAD_RE.sub("", plain).strip(" 。.!！~～…")
+        if is_question(plain) or is_instruction_like(sent) or is_gateway_text(sent) or not rest \
+                or _SMALL_TALK_ZH.match(rest) or _SMALL_TALK_EN.match(rest) or re.search(r"你|您|\byou\b", rest, re.I):
+            continue
+        if len(re.findall(r"[\u4e00-\u9fff]", rest)) < 2 and len(re.findall(r"[A-Za-z0-9]+", rest)) < 2:
+            continue
+        fact = HeuristicExtractor.sentence_fact(sent[:MAX_FACT_CHARS], said_at, tz, continued=True)
+        if fact is not None:
+            facts.append(fact)
+    return cap_facts(facts)
+
+
 def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: datetime,
             message_id: str | None = None, extractor: Extractor | None = None, tz: str = DEFAULT_TZ,
             addressed: bool | None = None, own_texts: Sequence[str] = (), context: str = "") -> list:
@@ -1123,6 +1310,8 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
     if own_texts:
         text = without_gateway_text(text, own_texts)
     facts = extractor.extract(text, said_at, tz, addressed=_addressed(chat, addressed))
+    if not facts and context:  # "八个人左右" after "你们团队有多少人？": an answer, read with its question
+        facts = answer_facts(text, context, said_at, tz)
     results = []
     for f in facts:
         if holds_secret(f.text):
