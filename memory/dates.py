@@ -32,7 +32,7 @@ from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
-__all__ = ["When", "resolve_when", "query_period", "zone", "DEFAULT_TZ"]
+__all__ = ["When", "resolve_when", "query_period", "query_period_span", "zone", "DEFAULT_TZ"]
 
 DEFAULT_TZ = "Asia/Shanghai"
 
@@ -312,9 +312,12 @@ _GRAIN_RE = (("year", re.compile(r"年|\byears?\b", re.IGNORECASE)),
              ("week", re.compile(r"(?:周|星期|礼拜)(?![一二三四五六日天1-7末])|\bweeks?\b", re.IGNORECASE)))
 
 
-def query_period(text: str, now: datetime, tz: str | tzinfo | None = DEFAULT_TZ) -> tuple[date, date] | None:
-    """The calendar period a question names, as (first day, last day) inclusive in
-    zone ``tz``, or None: "on February 7, 2022" and 「2022年2月7日」 a day; "in May",
+def query_period_span(text: str, now: datetime, tz: str | tzinfo | None = DEFAULT_TZ
+                      ) -> tuple[tuple[date, date], tuple[int, int]] | None:
+    """``query_period`` with where the text names it: ``((first day, last day),
+    (start, end))``, the span in characters of ``text``; None when it names no
+    period. The period a question names, as (first day, last day) inclusive in
+    zone ``tz``: "on February 7, 2022" and 「2022年2月7日」 a day; "in May",
     "May 2023", 「五月」, 「2023年5月」 a month (a month without a year is its latest
     occurrence not after ``now``); "in 2022", 「2022年」 a year; and every relative
     expression of ``resolve_when`` at its own grain: "yesterday"/「昨天」 a day,
@@ -327,7 +330,7 @@ def query_period(text: str, now: datetime, tz: str | tzinfo | None = DEFAULT_TZ)
     tzi = tz if isinstance(tz, tzinfo) else zone(tz)
     moment = now if now.tzinfo else now.replace(tzinfo=timezone.utc)
     today = moment.astimezone(tzi).date()
-    found: list[tuple[int, tuple[date, date]]] = []
+    found: list[tuple[int, tuple[date, date], int]] = []
     for kind, pattern in _PERIODS:
         for m in pattern.finditer(text):
             try:
@@ -335,19 +338,33 @@ def query_period(text: str, now: datetime, tz: str | tzinfo | None = DEFAULT_TZ)
             except (ValueError, KeyError):  # 2月30日, month 13
                 period = None
             if period is not None:
-                found.append((m.start(), period))
+                found.append((m.start(), period, m.end()))
                 break
     when = resolve_when(text, moment, tzi)
-    if when is not None and not any(start <= when.span[0] for start, _ in found):
+    if when is not None and not any(start <= when.span[0] for start, _, _ in found):
         phrase = text[when.span[0]:when.span[1]]
         grain = next((g for g, rx in _GRAIN_RE if rx.search(phrase)), "day")
         d = when.day
         if grain == "year":
-            found.append((when.span[0], (date(d.year, 1, 1), date(d.year, 12, 31))))
+            period = (date(d.year, 1, 1), date(d.year, 12, 31))
         elif grain == "month":
-            found.append((when.span[0], (d.replace(day=1), _month_end(d.year, d.month))))
+            period = (d.replace(day=1), _month_end(d.year, d.month))
         elif grain == "week":
-            found.append((when.span[0], (_monday(d), _monday(d) + timedelta(days=6))))
+            period = (_monday(d), _monday(d) + timedelta(days=6))
         else:
-            found.append((when.span[0], (d, d)))
-    return min(found)[1] if found else None
+            period = (d, d)
+        found.append((when.span[0], period, when.span[1]))
+    if not found:
+        return None
+    start, period, end = min(found)
+    if text[end:end + 1] in ("日", "号") and end < len(text):  # 「4月30日」: the day's character belongs to the date
+        end += 1
+    return period, (start, end)
+
+
+def query_period(text: str, now: datetime, tz: str | tzinfo | None = DEFAULT_TZ) -> tuple[date, date] | None:
+    """The calendar period a question names, as (first day, last day) inclusive in
+    zone ``tz``, or None (``query_period_span`` without the span; its docstring
+    lists what counts). Raises ValueError for an unknown zone name."""
+    found = query_period_span(text, now, tz)
+    return found[0] if found else None

@@ -11,8 +11,9 @@ cosine when the query shares no word with the person's memories, a lower
 mentioned recalls nothing, and a message without content (「？？？」, 「😂😂」)
 is no query at all. The BM25 channel's weight is scaled by how much of the
 question its best hit holds (``bm25_confidence``), and a question that names a
-period ("in May", 「上个月」) adds a time channel: the relevant candidates said
-in that period, in fused order. An association channel follows
+period ("in May", 「上个月」, "the first time") adds a time channel: the relevant
+candidates said in that period, content before greetings and moods (or, for a
+question asked by its date alone, that period's memories). An association channel follows
 (``RecallParams.assoc_weight``): activation spreads from the first fused
 candidates along the namespace's association links (``memory.links.spread``,
 Collins & Loftus 1975, ACT-R's spreading activation), read in one SQL query
@@ -38,8 +39,14 @@ table's). The cached and the exact path give identical channels and identical
 BM25 confidence (IDF over the namespace's disclosed rows); the postings-only
 path the same BM25 channel and confidence.
 
-The query is the conversation tail: the latest user message weighs most
-(weight 1.0), older lines less (``TAIL_DECAY`` per step back). Both channels
+The query is the person's latest message with content (``turn_query``). The
+earlier lines of the tail join it only where it leans on them — it has no
+content word of its own (「你还记得吗」「后来呢？」), or it points back
+(「它」「那个」"that one", "she") with at most two — and then as queries of their
+own, each ranked by both channels and fused by RRF at ``TAIL_DECAY`` per step
+back, never mixed into the question's terms or vector: a question is not
+pulled towards what was said just before it. The floors, the BM25 confidence
+and the time channel read the question. Both channels
 are prefiltered by the namespace inside the index; ids are then resolved
 against SQL *in the same namespace*, so a stale index row can never surface a
 memory of someone else. An empty namespace returns ``[]`` and nothing ever
@@ -50,25 +57,26 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, time, timedelta, timezone
 
 import numpy as np
 
-from memory.dates import query_period
+from memory.dates import query_period_span
 from memory.cache import Bm25Postings, NamespaceCache, NamespaceView
 from memory.index import SearchIndex
 from memory.links import DEFAULT_HALF_LIFE_DAYS, spread
 from memory.scoring import DEFAULT_PARAMS, ScoringParams, final
 from memory.scoring import score as default_score
 from memory.store import MemoryText, Store, utcnow
-from memory.text import is_cjk, is_filler, tokens
+from memory.text import is_cjk, is_filler, to_simplified, tokens
 from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
 __all__ = ["RecallParams", "recall", "rrf_fuse", "vector_weight", "bm25_scores", "bm25_confidence", "channel_hits", "has_content",
-           "word_match", "Scorer",
+           "word_match", "Scorer", "TurnQuery", "turn_query", "leans_on_context", "is_thin",
            "EXACT_MAX"]
 
 log = logging.getLogger(__name__)
@@ -115,6 +123,8 @@ while any@1 0.249 → 0.243 and MRR 0.379 → 0.375 — a small gain at the dept
 a prompt uses, a small loss at the very top; the entity links alone change
 nothing measurable. Kept at half a channel's weight for that reason."""
 TAIL_DECAY = 0.5
+"""Weight of an earlier tail line's own query relative to the next line's
+(the question 1.0), when the question leans on it (``turn_query``)."""
 EXACT_MAX = 1024
 """Namespaces with at most this many live memories are searched exactly in
 process (BM25 over the namespace's own documents, cosine over every vector);
@@ -196,8 +206,13 @@ class RecallParams:
     latest line names a period (``memory.dates.query_period``: "in May",
     「上个月」, "on February 7, 2022"), the fused candidates said in that period
     or whose event falls in it (one day of slack at each end for time zones)
-    form a third ranked list, in their fused order, so that of two relevant
-    memories the one from the named time comes first; it adds no candidate.
+    form a third ranked list — those that say something before a bare greeting,
+    date or mood (``is_thin``), then in their fused order — so that of two
+    relevant memories the one from the named time comes first. It adds no
+    candidate, except for a question asked by its date alone (「我们4月30号聊了
+    什么？」): then the period's memories are the candidates and BM25 and the
+    vectors do not rank them (the period's words are never BM25's to search).
+    "The first time" / 「第一次聊天」 names the day of the person's earliest memory.
     ``assoc_weight``: the weight of the association channel (0 turns it off):
     activation spread from the first ``assoc_seeds`` fused candidates along the
     namespace's association links (``memory.links.spread``; links read in one
@@ -212,8 +227,9 @@ class RecallParams:
     LanceDB full-text path cannot take any of the three and keeps 1.2 / 0.75 /
     0, so on that path (a namespace above ``exact_max`` whose postings are not
     cached) BM25 ranks short memories as plain Okapi BM25 does.
-    ``tail_decay``: the weight of each older tail line relative to the next
-    (latest 1.0; 0 leaves the older lines out of the query).
+    ``tail_decay``: the fusion weight of each older tail line's query relative
+    to the next (the question 1.0; 0 leaves the older lines out), used only when
+    the question leans on them (``turn_query``).
     ``scoring``: the rescoring constants (None: ``memory.scoring.DEFAULT_PARAMS``).
     ``dormant_factor`` in [0, 1]: multiplies the final score of a dormant
     consolidated memory (``memory.consolidate``; 1.0 turns the down-weighting off)."""
@@ -281,30 +297,133 @@ def has_content(line: str) -> bool:
     return any(not is_filler(t) and any(unicodedata.category(c)[0] in "LN" for c in t) for t in tokens(line))
 
 
+# A question that points back at something said before it: 「它」「那个」「那次」, "she", "that one".
+_ANAPHOR_RE = re.compile(
+    r"[它他她]|[那这](?:个|件|次|里|儿|边|家|本|部|只|位|人|事|些|种|天|回)|\b(?:it|its|that|this|those|these|he|she|him|"
+    r"her|his|hers|they|them|their|there|one)\b", re.IGNORECASE)
+# Words that say a question is about something, not what about: remembering, telling, a vague time.
+_GENERIC_WORDS = frozenset(
+    "记得 还记得 知道 觉得 怎么样 怎么 后来 然后 接着 最近 那天 那次 那时 那时候 当时 之前 以前 上次 刚才 说过 聊过 提过 "
+    "告诉 以后 现在 真的 一下 那个 这个 那些 这些 那里 这里 那家 那边 是不是 有没有 还是 "
+    "rememb know think tell told say said talk mention happen again realli still recent ago last time thing do did go "
+    "what when where who how whi which".split())
+
+
+@dataclass(frozen=True, slots=True)
+class TurnQuery:
+    """What a conversation tail asks: ``question``, the latest line with content
+    ("" when the tail has none), and ``context``: the earlier lines that join it
+    as queries of their own, each ``(line, weight)``, nearest first, weight in
+    (0, 1] (``RecallParams.tail_decay`` per step back); empty unless the question
+    leans on them (``leans_on_context``)."""
+
+    question: str
+    context: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def lines(self) -> list[str]:
+        """The question first, then the context lines, nearest first."""
+        return [self.question, *(line for line, _ in self.context)] if self.question else []
+
+
+def leans_on_context(line: str) -> bool:
+    """True when ``line`` cannot be understood without what was said before it:
+    it has no content word of its own (a jieba word of two or more characters or
+    a Latin word, other than remembering, telling, a vague time or a question
+    word: 「你还记得吗」「后来呢？」「它最近怎么样？」"Do you remember?"), or it
+    points back (「它」「他」「那个」「那次」, "it", "she", "that one") with at most
+    two content words (「那个电影叫什么来着」"When did she go?"). A question that
+    names its topic (「我养的猫叫什么名字？」, "What did Caroline research?") does not."""
+    content = _content_words(line)
+    if not content:
+        return True
+    return len(content) <= 2 and _ANAPHOR_RE.search(to_simplified(line)) is not None
+
+
+def _content_words(line: str) -> list[str]:
+    """The tokens of ``line`` that name a topic (``leans_on_context``)."""
+    return [t for t in tokens(line) if (len(t) >= 2 or not is_cjk(t)) and t not in _GENERIC_WORDS and not is_filler(t)]
+
+
+def turn_query(tail: Sequence[str], params: RecallParams = RecallParams()) -> TurnQuery:
+    """The query of a conversation ``tail`` (oldest first, the person's latest
+    line last): of its last ``params.tail`` non-blank lines, those with content
+    (``has_content``); the last of them is the question; the ones before it join
+    as context queries only when the question leans on them
+    (``leans_on_context``) and ``params.tail_decay`` > 0, weighted
+    ``tail_decay`` to the power of their distance from the question."""
+    lines = [t for t in tail if t and t.strip()][-params.tail:]
+    lines = [t for t in lines if has_content(t)]
+    if not lines:
+        return TurnQuery("")
+    question, earlier = lines[-1], lines[:-1]
+    if not earlier or params.tail_decay <= 0 or not leans_on_context(question):
+        return TurnQuery(question)
+    return TurnQuery(question, tuple((line, params.tail_decay ** step)
+                                     for step, line in enumerate(reversed(earlier), start=1)))
+
+
+# "the first time", 「第一次聊天」: the earliest period of the person's memories
+_FIRST_TIME_RE = re.compile(r"第一次(?:聊|说|见|认识|跟你|和你|找你|来)|刚认识|最开始|一开始(?:聊|说)|最早(?:的|那次)?(?:聊|说)|"
+                            r"\b(?:the|our|my)\s+(?:very\s+)?first\s+(?:time|conversation|chat|talk|day|message)\b|"
+                            r"\bwhen\s+(?:we|i)\s+first\b", re.IGNORECASE)
+_DATE_STAMP_RE = re.compile(r"[（(]\s*\d{4}-\d{2}-\d{2}\s*[）)]")
+_SPEAKER_PREFIX_RE = re.compile(r"^[^:：\n]{1,40}[:：]\s+")
+# what a greeting, a mood report or a day says without telling anything
+_THIN_WORDS = frozenset(
+    "你好 您好 早上好 晚上好 下午好 早安 晚安 哈喽 嗨 上好 心情 开心 好开心 难过 不好 不太好 不错 高兴 伤心 郁闷 糟糕 "
+    "烦躁 还行 一般 今天 昨天 明天 今晚 早上 晚上 上午 下午 中午 最近 有点 感觉 觉得 天天 "
+    "hi hello hey morn even afternoon night mood feel good great bad fine nice happi sad tire today yesterday "
+    "tonight glad see long time day okay".split())  # English as memory.text.tokens stems it
+
+
+def is_thin(text: str) -> bool:
+    """True when a memory's ``text`` carries only a greeting, a date or a mood
+    (「你好，我今天心情不太好。（2023-04-30）」, "Hey Mel! Good to see you!"): no
+    content word (``leans_on_context``'s), or one capitalised Latin word (a name
+    greeted), once its date stamp, a ``"<speaker>: "`` prefix, greetings, mood
+    and day words are left out. Such a
+    memory comes after the ones that say something in the time channel."""
+    plain = _SPEAKER_PREFIX_RE.sub("", _DATE_STAMP_RE.sub("", text))
+    content = [t for t in _content_words(plain) if t not in _THIN_WORDS]
+    if len(content) != 1 or is_cjk(content[0][:1]):
+        return not content
+    said = re.search(rf"\b{re.escape(content[0])}", plain, re.IGNORECASE)  # one Latin word: a name greeted?
+    return said is not None and said.group(0)[:1].isupper()
+
+
+def _list_name(channel: str, step: int) -> str:
+    """The fused list of ``channel`` for the query ``step`` lines before the question: ``bm25``, ``bm25~1``…"""
+    return channel if step == 0 else f"{channel}~{step}"
+
+
 def channel_hits(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str], *,
                  chat: ChatRef | None = None, params: RecallParams = RecallParams(),
                  cache: NamespaceCache | None = None
                  ) -> tuple[dict[str, list[tuple[str, float]]], Sequence[MemoryText] | None]:
-    """The channels of a recall before fusion: ``({channel: [(id, raw score)]}, the
+    """The channels of a recall before fusion: ``({list: [(id, raw score)]}, the
     namespace's rows when it was searched exactly, else None)``, each list best
     first and cut at the channel's relevance floor (BM25 score, cosine
-    similarity). Lines without content (``has_content``) are left out of the
-    query; a tail with none gives ``({}, None)``. ``cache``: search ``ns`` from
-    its cached view when it fits (module docstring)."""
-    lines, weights = _query_lines(tail, params)
-    ranked, small, _ = _channels(store, index, ns, lines, weights, chat, params, cache)
+    similarity): ``bm25`` and ``vector`` for the question, ``bm25~1``,
+    ``vector~1``… for each context line of ``turn_query``. A tail without
+    content gives ``({}, None)``. ``cache``: search ``ns`` from its cached view
+    when it fits (module docstring)."""
+    ranked, small, _ = _channels(store, index, ns, turn_query(tail, params).lines, chat, params, cache)
     return ranked, small
 
 
-def _channels(store: Store, index: SearchIndex, ns: Namespace, lines: Sequence[str], weights: Sequence[float],
-              chat: ChatRef | None, params: RecallParams, cache: NamespaceCache | None
+def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence[str],
+              chat: ChatRef | None, params: RecallParams, cache: NamespaceCache | None, words: str | None = None
               ) -> tuple[dict[str, list[tuple[str, float]]], Sequence[MemoryText] | None, NamespaceView | None]:
-    """``channel_hits`` for the query ``lines`` (``_query_lines``) plus the view
-    searched: the cached one, or the exact path's built for this query (None on
-    the index path). The path: cached when ``cache`` can hold the namespace, else
-    exact up to ``params.exact_max`` live memories (the live count read from SQL,
-    not the rows), else the index."""
-    if not lines:
+    """``channel_hits`` for ``queries`` (``TurnQuery.lines``: the question, then
+    each context line) plus the view searched: the cached one, or the exact
+    path's built for this query (None on the index path). The path: cached when
+    ``cache`` can hold the namespace, else exact up to ``params.exact_max`` live
+    memories (the live count read from SQL, not the rows), else the index. The
+    vector floor is chosen by the question (``word_match``) and applies to every
+    list. ``words``: what BM25 searches for the question instead of it (the
+    question without the period it names, which the time channel reads)."""
+    if not queries:
         return {}, None, None
     version, live = store.namespace_state(ns)
     small: Sequence[MemoryText] | None = None
@@ -313,37 +432,33 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, lines: Sequence[s
         view = cache.view(store, index, ns, version)
     elif 0 < params.exact_max and live <= params.exact_max:
         small = store.live_if_at_most(ns, params.exact_max)
-        view = _exact_view(index, small, lines, weights, params) if small else None
+        view = _exact_view(index, small, [*queries, words or ""], params) if small else None
     elif cache is not None and cache.fits_postings(live):  # too big for its vectors: BM25 stays in process
         view = cache.view(store, index, ns, version, vectors=False)
-    if view is not None:
-        ranked = _search_view(index, view, lines, weights, params, chat, ns)
-    elif small is not None:
-        ranked = {}
-    else:
-        ranked = _indexed(index, ns, lines, weights, params, chat)
+    ranked: dict[str, list[tuple[str, float]]] = {}
+    if view is not None or small is None:
+        vectors = _query_vectors(index, queries) if "vector" in params.channels else [None] * len(queries)
+        for step, (line, vec) in enumerate(zip(queries, vectors)):
+            said = words if step == 0 and words is not None else line
+            one = _search_view(index, view, said, vec, params, chat, ns) if view is not None else \
+                _indexed(index, ns, said, vec, params, chat)
+            ranked.update({_list_name(c, step): hits for c, hits in one.items()})
     floor = params.vector_floor if params.vector_floor is not None else \
         float(getattr(index.embedder, "min_similarity", 0.0))
     matched = params.matched_vector_floor if params.matched_vector_floor is not None else \
         getattr(index.embedder, "matched_min_similarity", None)
+    vector_lists = [name for name in ranked if name.startswith("vector")]
     # the word test costs a search on the index path: ask it only when the lower floor would admit a hit
-    if "vector" in ranked and matched is not None and matched < floor \
-            and any(matched <= sc < floor for _, sc in ranked["vector"]) and word_match(index, ns, small, lines, chat, view):
+    if vector_lists and matched is not None and matched < floor \
+            and any(matched <= sc < floor for name in vector_lists for _, sc in ranked[name]) \
+            and word_match(index, ns, small, queries[:1], chat, view):
         floor = float(matched)
-    if "vector" in ranked:
-        ranked["vector"] = [(m, sc) for m, sc in ranked["vector"] if sc >= floor]
-    if "bm25" in ranked:
-        ranked["bm25"] = [(m, sc) for m, sc in ranked["bm25"] if sc > 0 and sc >= params.bm25_floor]
+    for name in ranked:
+        if name.startswith("vector"):
+            ranked[name] = [(m, sc) for m, sc in ranked[name] if sc >= floor]
+        else:
+            ranked[name] = [(m, sc) for m, sc in ranked[name] if sc > 0 and sc >= params.bm25_floor]
     return {c: v for c, v in ranked.items() if v}, small, view
-
-
-def _query_lines(tail: Sequence[str], params: RecallParams) -> tuple[list[str], list[float]]:
-    """The tail lines that form the query (the last ``params.tail`` non-blank
-    ones, those without content left out) and their weights, latest 1.0, each
-    older one ``params.tail_decay`` times the next."""
-    lines = [t for t in tail if t and t.strip()][-params.tail:]
-    lines = [t for t in lines if has_content(t)]
-    return lines, [params.tail_decay ** (len(lines) - 1 - i) for i in range(len(lines))]
 
 
 def bm25_confidence(terms: dict[str, float], top: Sequence[str], docs: Sequence[Sequence[str]],
@@ -418,36 +533,74 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     Raises SearchIndexError when the index fails (the pipeline degrades to no
     recollection).
     """
-    lines, tail_weights = _query_lines(tail, params)
-    ranked, small, view = _channels(store, index, ns, lines, tail_weights, chat, params, cache)
+    query = turn_query(tail, params)
+    queries = query.lines
+    now = now or utcnow()
+    named = query_period_span(query.question, now) if params.time_weight > 0 and query.question else None
+    # the period a question names is the time channel's to read: its digits and month names would make
+    # BM25 prefer a memory that only carries the date (「…心情不太好。（2023-04-30）」) over the day's content
+    words = None if named is None else query.question[:named[1][0]] + " " + query.question[named[1][1]:]
+    # 「我们4月30号聊了什么？」"What did we talk about on April 30?": the date is all it asks by, so the
+    # period's memories are its candidates (the time channel's own), neither BM25 (it would match the date
+    # stamp of a greeting) nor the vectors (the meaning of "what did we talk about") rank them, and a day
+    # without memories recalls nothing
+    date_only = words is not None and not _content_words(words)
+    ranked, small, view = _channels(store, index, ns, queries, chat, params, cache, words)
     lists = {c: [m for m, _ in hits] for c, hits in ranked.items()}
     weights = {"bm25": params.bm25_weight, "vector": vector_weight(index, params), "time": params.time_weight}
+    for step, (_line, w) in enumerate(query.context, start=1):  # each context line's lists, at its lower weight
+        weights[_list_name("bm25", step)] = w * weights["bm25"]
+        weights[_list_name("vector", step)] = w * weights["vector"]
+    if query.context and not _content_words(query.question):
+        weights["bm25"] = 0.0  # 「它最近怎么样？」: its words match by 最 or 怎, never by its topic
+    if date_only:
+        weights["bm25"] = weights["vector"] = 0.0
     fused = rrf_fuse(lists, params.rrf_k, weights)
-    if not fused:
+    period_ids: list[str] = []
+    if date_only:
+        lo, hi = named[0][0] - timedelta(days=1), named[0][1] + timedelta(days=2)
+        period_ids = store.said_between(ns, datetime.combine(lo, time.min, tzinfo=timezone.utc),
+                                        datetime.combine(hi, time.min, tzinfo=timezone.utc), params.candidates,
+                                        chat.group_key if chat is not None and chat.is_group else None)
+    if not fused and not period_ids:
         return []
     if small is not None:  # the rows are at hand: build only the candidates
-        wanted = {m for m, _, _ in fused}
+        wanted = {m for m, _, _ in fused} | set(period_ids)
         memories = {t.id: t.memory() for t in small if t.id in wanted}
     else:
-        memories = store.get_many(ns, [m for m, _, _ in fused])
-    now = now or utcnow()
-    if lists.get("bm25") and lists["bm25"][0] in memories and params.bm25_full_coverage > 0:
+        memories = store.get_many(ns, list(dict.fromkeys([*(m for m, _, _ in fused), *period_ids])))
+    if params.bm25_full_coverage > 0:
         # IDF over what BM25 searched: the disclosed rows of the view searched (cached or
         # exact: counted in its postings), the fused candidates on the index path (whose
-        # statistics LanceDB keeps to itself)
-        terms, top = _query_terms(lines, tail_weights), tokens(memories[lists["bm25"][0]].searched)
-        if view is not None:
-            conf = _view_confidence(view, chat, terms, top, params.bm25_full_coverage)
-        else:
-            conf = bm25_confidence(terms, top, [tokens(m.searched) for m in memories.values()],
-                                   params.bm25_full_coverage)
-        if conf < 1.0:
-            weights["bm25"] = params.bm25_weight * conf
+        # statistics LanceDB keeps to itself); each query's list by its own best hit
+        scaled = False
+        for step, line in enumerate(queries):
+            name = _list_name("bm25", step)
+            line = words if step == 0 and words is not None else line
+            if not lists.get(name) or lists[name][0] not in memories:
+                continue
+            terms, top = _query_terms(line), tokens(memories[lists[name][0]].searched)
+            if view is not None:
+                conf = _view_confidence(view, chat, terms, top, params.bm25_full_coverage)
+            else:
+                conf = bm25_confidence(terms, top, [tokens(m.searched) for m in memories.values()],
+                                       params.bm25_full_coverage)
+            if conf < 1.0:
+                weights[name] *= conf
+                scaled = True
+        if scaled:
             fused = rrf_fuse(lists, params.rrf_k, weights)
     if params.time_weight > 0:
-        period = query_period(lines[-1], now)
+        period = named[0] if named is not None else None
+        if period is None and _FIRST_TIME_RE.search(to_simplified(query.question)):
+            first = store.first_said(ns, chat.group_key if chat is not None and chat.is_group else None)
+            period = None if first is None else (first.date(), first.date())
         if period is not None:
             inside = [m for m, _, _ in fused if m in memories and _said_in(memories[m], period)]
+            inside += [m for m in period_ids if m in memories and m not in inside]
+            # of that period's memories, those that say something come before a bare greeting or mood,
+            # and those of the period itself before those of the day of slack around it
+            inside.sort(key=lambda m: (is_thin(memories[m].text), not _said_in(memories[m], period, slack=0)))
             if inside:
                 lists["time"] = inside
                 fused = rrf_fuse(lists, params.rrf_k, weights)
@@ -509,46 +662,41 @@ def _memory_disclosed(m: Memory, chat: ChatRef | None) -> bool:
     return m.visibility is Visibility.GROUP and m.origin is not None and m.origin.group_key == chat.group_key
 
 
-def _said_in(mem: Memory, period: tuple[date, date]) -> bool:
+def _said_in(mem: Memory, period: tuple[date, date], slack: int = 1) -> bool:
     """True when ``mem`` was said (``created_at``) or its event falls
-    (``event_time``) within ``period`` (inclusive days), give or take one day:
-    the period is in the tenant's zone, the times in UTC."""
-    lo, hi = period[0] - timedelta(days=1), period[1] + timedelta(days=1)
+    (``event_time``) within ``period`` (inclusive days), give or take ``slack``
+    days: the period is in the tenant's zone, the times in UTC."""
+    lo, hi = period[0] - timedelta(days=slack), period[1] + timedelta(days=slack)
     return any(t is not None and lo <= t.date() <= hi for t in (mem.created_at, mem.event_time))
 
 
-def _query_terms(lines: Sequence[str], weights: Sequence[float]) -> dict[str, float]:
-    """Query tokens with their weight: a token's best weight over the tail lines."""
-    best: dict[str, float] = {}
-    for line, w in zip(lines, weights):
-        for t in tokens(line):
-            if t:
-                best[t] = max(best.get(t, 0.0), w)
-    return best
+def _query_terms(line: str) -> dict[str, float]:
+    """The query tokens of one line, each of weight 1.0."""
+    return {t: 1.0 for t in tokens(line) if t}
 
 
-def _query_vector(index: SearchIndex, lines: Sequence[str], weights: Sequence[float]) -> np.ndarray | None:
-    """Weighted mean of the tail's embeddings, L2-normalised: the latest line is
-    embedded as a query (e5's prefixes matter), older lines as context; None when
-    it is the zero vector."""
-    v = np.average(index.embed_tail(lines), axis=0, weights=weights)
-    n = np.linalg.norm(v)
-    return v / n if n > 0 else None
+def _query_vectors(index: SearchIndex, queries: Sequence[str]) -> list[np.ndarray | None]:
+    """One L2-normalised embedding per query line (None for a zero vector): the
+    question (``queries[0]``) embedded as a query (e5's prefixes matter), each
+    context line as a document — as the tail's lines were embedded when captured,
+    so ``SearchIndex.embed_tail``'s cache usually has them."""
+    rows = index.embed_tail([*queries[1:], queries[0]])
+    out: list[np.ndarray | None] = []
+    for v in [rows[-1], *rows[:-1]]:
+        n = np.linalg.norm(v)
+        out.append(v / n if n > 0 else None)
+    return out
 
 
-def _indexed(index: SearchIndex, ns: Namespace, lines: Sequence[str], weights: Sequence[float],
+def _indexed(index: SearchIndex, ns: Namespace, line: str, vec: np.ndarray | None,
              params: RecallParams, chat: ChatRef | None) -> dict[str, list[tuple[str, float]]]:
-    """Both channels through the LanceDB index, prefiltered on ``ns`` (large namespaces)."""
+    """Both channels of one query line through the LanceDB index, prefiltered on ``ns`` (large namespaces)."""
     ranked: dict[str, list[tuple[str, float]]] = {}
     if "bm25" in params.channels:
-        terms = _query_terms(lines, weights)
-        hits = index.search_bm25(ns, list(terms), params.candidates, chat=chat,
-                                 weights=list(terms.values()) if len(lines) > 1 else None)
+        hits = index.search_bm25(ns, list(_query_terms(line)), params.candidates, chat=chat)
         ranked["bm25"] = [(h.id, h.score) for h in hits]
-    if "vector" in params.channels:
-        q = _query_vector(index, lines, weights)
-        if q is not None:
-            ranked["vector"] = [(h.id, h.score) for h in index.search_vector(ns, q, params.candidates, chat=chat)]
+    if "vector" in params.channels and vec is not None:
+        ranked["vector"] = [(h.id, h.score) for h in index.search_vector(ns, vec, params.candidates, chat=chat)]
     return ranked
 
 
@@ -577,36 +725,37 @@ def bm25_scores(docs: Sequence[Sequence[str]], terms: dict[str, float], *, k1: f
     return Bm25Postings(docs).scores(terms, k1=k1, b=b, min_length=min_length).tolist()
 
 
-def _exact_view(index: SearchIndex, small: Sequence[MemoryText], lines: Sequence[str], weights: Sequence[float],
+def _exact_view(index: SearchIndex, small: Sequence[MemoryText], queries: Sequence[str],
                 params: RecallParams) -> NamespaceView:
     """A view of a small namespace's live memories (read from SQL in that
     namespace) built for this recall only, searched like a cached one
     (``_search_view``): vectors from ``SearchIndex.vectors`` when the vector
-    channel runs, postings of this query's terms only."""
+    channel runs, postings of the query lines' terms only."""
     matrix = index.vectors(small) if "vector" in params.channels else None
-    return NamespaceView(small, matrix, terms=_query_terms(lines, weights))
+    terms = {t: 1.0 for line in queries for t in _query_terms(line)}
+    return NamespaceView(small, matrix, terms=terms)
 
 
-def _search_view(index: SearchIndex, view: NamespaceView, lines: Sequence[str], weights: Sequence[float],
+def _search_view(index: SearchIndex, view: NamespaceView, line: str, vec: np.ndarray | None,
                  params: RecallParams, chat: ChatRef | None, ns: Namespace) -> dict[str, list[tuple[str, float]]]:
-    """Both channels over a namespace view, disclosure applied (``NamespaceView.disclosed``,
-    the rule of ``_disclosed``): BM25 with the disclosed documents' own statistics
-    (``bm25_scores``' arithmetic), cosine against every disclosed vector — or, for
-    a view held without vectors (a namespace over the cache's vector budget), the
-    index's vector search of ``ns`` with the same disclosure; each list best
-    first, ties broken by id, cut at ``params.candidates``."""
+    """Both channels of one query line over a namespace view, disclosure applied
+    (``NamespaceView.disclosed``, the rule of ``_disclosed``): BM25 with the
+    disclosed documents' own statistics (``bm25_scores``' arithmetic), cosine of
+    ``vec`` against every disclosed vector — or, for a view held without vectors
+    (a namespace over the cache's vector budget), the index's vector search of
+    ``ns`` with the same disclosure; each list best first, ties broken by id, cut
+    at ``params.candidates``."""
     mask = view.disclosed(chat)
     ranked: dict[str, list[tuple[str, float]]] = {}
     if not len(view) or (mask is not None and not mask.any()):
         return ranked
     if "bm25" in params.channels:
-        scores = view.bm25.scores(_query_terms(lines, weights), mask, k1=params.bm25_k1, b=params.bm25_b,
+        scores = view.bm25.scores(_query_terms(line), mask, k1=params.bm25_k1, b=params.bm25_b,
                                   min_length=params.bm25_min_length)
         ranked["bm25"] = view.top(scores, mask, params.candidates, positive=True)
-    if "vector" in params.channels:
-        q = _query_vector(index, lines, weights)
-        if q is not None and view.matrix is None:
-            ranked["vector"] = [(h.id, h.score) for h in index.search_vector(ns, q, params.candidates, chat=chat)]
-        elif q is not None:
-            ranked["vector"] = view.top(view.cosine(q), mask, params.candidates, positive=False)
+    if "vector" in params.channels and vec is not None:
+        if view.matrix is None:
+            ranked["vector"] = [(h.id, h.score) for h in index.search_vector(ns, vec, params.candidates, chat=chat)]
+        else:
+            ranked["vector"] = view.top(view.cosine(vec), mask, params.candidates, positive=False)
     return ranked

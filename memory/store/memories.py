@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from types import SimpleNamespace
 
 from sqlalchemy import bindparam, func, insert, update
@@ -281,6 +281,34 @@ class MemoryRows(StoreBase):
         """SQL filter: the live memories of ``ns``, dormant consolidated ones only with ``include_dormant``."""
         own = (_MemoryRow.namespace == str(ns),)
         return own if include_dormant else (*own, _awake(ns, _MemoryRow.id))
+
+    def first_said(self, ns: Namespace, group_key: str | None = None) -> datetime | None:
+        """When the earliest live memory of ``ns`` was said (``created_at``, UTC);
+        with ``group_key`` only of those learned in that group and visible there.
+        None for an empty namespace."""
+        from sqlalchemy import func
+
+        where = self._in_group(ns, group_key) if group_key is not None else self._wanted(ns, True)
+        with self._read() as s:
+            first = s.exec(select(func.min(_MemoryRow.created_at)).where(*where)).one()
+        if isinstance(first, str):  # SQLite's func.min returns the stored text
+            first = datetime.fromisoformat(first)
+        return first if first is None or first.tzinfo else first.replace(tzinfo=timezone.utc)
+
+    def said_between(self, ns: Namespace, start: datetime, end: datetime, limit: int,
+                     group_key: str | None = None) -> list[str]:
+        """Ids of the live memories of ``ns`` said (``created_at``) or whose event
+        falls (``event_time``) in ``[start, end)`` (UTC), earliest first, at most
+        ``limit``; with ``group_key`` only those learned in that group and
+        visible there."""
+        from sqlalchemy import and_, or_
+
+        where = self._in_group(ns, group_key) if group_key is not None else self._wanted(ns, True)
+        within = or_(and_(_MemoryRow.created_at >= start, _MemoryRow.created_at < end),  # type: ignore[operator]
+                     and_(_MemoryRow.event_time >= start, _MemoryRow.event_time < end))  # type: ignore[operator]
+        with self._read() as s:
+            return list(s.exec(select(_MemoryRow.id).where(*where, within)
+                               .order_by(_MemoryRow.created_at, _MemoryRow.id).limit(limit)).all())
 
     def live_total(self) -> int:
         """Live memories over all namespaces: a number only, for the index's health

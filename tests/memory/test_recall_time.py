@@ -90,3 +90,74 @@ def test_the_period_adds_no_candidate(person):
     off = person.recall(NS, ["Where did I go hiking in May?"], now=NOW, params=RecallParams(k=8, time_weight=0))
     assert {h.memory.id for h in on} == {h.memory.id for h in off}
     assert "My cat Mochi had a vet visit." not in [h.memory.text for h in on]
+
+
+@pytest.mark.parametrize("text, thin", [
+    ("你好，我今天心情不太好。（2023-04-30）", True), ("早上好呀", True), ("Caroline: Hey Mel! Good to see you!", True),
+    ("Good morning! Feeling great today", True), ("我今天去公司面试了（2023-04-30）", False),
+    ("我今天心情不错，因为升职了", False), ("Melanie: I painted a lake sunrise last year", False),
+])
+def test_a_greeting_date_or_mood_alone_is_thin(text, thin):
+    """What carries only a greeting, a date or a mood (zh, en, with a speaker prefix) is thin; content is not."""
+    from memory.recall import is_thin
+
+    assert is_thin(text) is thin
+
+
+def _day(core, ns, texts):
+    ids = {}
+    for text, at in texts:
+        ids[text] = core.add(ns, core.new(ns, text, created_at=at), said_at=at).memory.id
+    return ids
+
+
+@pytest.mark.parametrize("question", ["我们2023年4月30日聊了什么？", "What did we talk about on April 30, 2023?"])
+def test_a_days_content_comes_before_its_greeting_and_mood_opener(core, question):
+    """Issue 25.4: the day's opener (date stamp + 今天/心情) no longer wins rank 1 for a day-level question; the
+    day's content memories come first (SQLite and PostgreSQL)."""
+    ns = Namespace("default", "tg:4001")
+    day = datetime(2023, 4, 30, 2, 0, tzinfo=timezone.utc)
+    ids = _day(core, ns, [("你好，我今天心情不太好。（2023-04-30）", day),
+                          ("跟老板聊了升职的事，他说要再等等", day.replace(hour=3)),
+                          ("I talked to my boss about the promotion, he said wait", day.replace(hour=4)),
+                          ("我养了一只叫煤球的黑猫", datetime(2023, 3, 1, tzinfo=timezone.utc))])
+    hits = core.recall(ns, [question], now=NOW)
+    ranked = [h.memory.id for h in hits]
+    opener = ids["你好，我今天心情不太好。（2023-04-30）"]
+    content = {ids["跟老板聊了升职的事，他说要再等等"], ids["I talked to my boss about the promotion, he said wait"]}
+    assert ranked and ranked[0] in content
+    assert opener not in ranked or ranked.index(opener) > min(ranked.index(i) for i in content if i in ranked)
+
+
+@pytest.mark.parametrize("question", ["我们第一次聊天的时候我说了什么？", "What did I say about my work the first time we talked?"])
+def test_the_first_time_reads_as_the_earliest_period(core, question):
+    """「第一次聊天」 / "the first time": the memories of the person's earliest day come first."""
+    ns = Namespace("default", "tg:4002")
+    first = datetime(2023, 1, 5, 2, 0, tzinfo=timezone.utc)
+    ids = _day(core, ns, [("我说我是个程序员，住在杭州", first), ("I told you I work as a programmer in Hangzhou", first),
+                          ("我说我下个月要换工作", datetime(2023, 6, 1, tzinfo=timezone.utc)),
+                          ("I told you I was changing jobs next month", datetime(2023, 6, 2, tzinfo=timezone.utc))])
+    hits = core.recall(ns, [question], now=NOW)
+    assert hits and hits[0].memory.id in {ids["我说我是个程序员，住在杭州"], ids["I told you I work as a programmer in Hangzhou"]}
+    assert hits[0].ranks.get("time") == 1
+
+
+@pytest.mark.parametrize("question", ["我们2023年4月30日聊了什么？", "What did we talk about on April 30, 2023?"])
+def test_a_question_asked_by_its_date_alone_recalls_that_days_content_and_no_other_day(core, question):
+    """Asked by the date alone, the day's memories are the candidates (content before the opener); a day with no
+    memory recalls nothing (rule 4); in a group only what was learned there that day."""
+    from memory.types import ChatKind, ChatRef, Visibility
+
+    ns = Namespace("default", "tg:4003")
+    day = datetime(2023, 4, 30, 2, 0, tzinfo=timezone.utc)
+    group = ChatRef("tg", ChatKind.GROUP, "-100")
+    ids = _day(core, ns, [("你好，我今天心情不太好。（2023-04-30）", day), ("跟老板聊了升职的事，他说要再等等", day.replace(hour=3)),
+                          ("我养了一只叫煤球的黑猫", datetime(2023, 3, 1, tzinfo=timezone.utc))])
+    shared = core.add(ns, core.new(ns, "在群里说了周末去爬山", origin=group, visibility=Visibility.GROUP,
+                                   created_at=day.replace(hour=5)), said_at=day.replace(hour=5)).memory.id
+    ranked = [h.memory.id for h in core.recall(ns, [question], now=NOW)]
+    assert ranked[0] in {ids["跟老板聊了升职的事，他说要再等等"], shared}
+    assert ids["我养了一只叫煤球的黑猫"] not in ranked
+    assert ranked.index(ids["你好，我今天心情不太好。（2023-04-30）"]) > ranked.index(ids["跟老板聊了升职的事，他说要再等等"])
+    assert [h.memory.id for h in core.recall(ns, [question], chat=group, now=NOW)] == [shared]
+    assert core.recall(ns, [question.replace("30", "20")], now=NOW) == []
