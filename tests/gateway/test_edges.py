@@ -31,6 +31,8 @@ OB_TOKEN = "ob-edge-token"
 OB = {"Authorization": f"Bearer {OB_TOKEN}"}
 WH_SECRET = "wh-edge-secret"
 NOW = int(time.time())
+"""When the module was imported; events default to the time they are built (a OneBot event's ``time`` must be
+within the freshness window when it arrives, however long the suite ran before this module)."""
 SELF_ID = 2000000001
 
 
@@ -50,22 +52,22 @@ def raw_json(body: dict) -> bytes:
 
 
 def tg_update(text: str, *, mid: int = 10, sender: int = 555, chat: int | None = None, chat_type: str = "private",
-              date: int = NOW, first_name: str = "Ann", language: str | None = "zh-hans", uid: int = 1,
+              date: int | None = None, first_name: str = "Ann", language: str | None = "zh-hans", uid: int = 1,
               **extra) -> dict:
     user = {"id": sender, "is_bot": False, "first_name": first_name}
     if language:
         user["language_code"] = language
-    msg = {"message_id": mid, "date": date, "chat": {"id": chat if chat is not None else sender, "type": chat_type},
+    msg = {"message_id": mid, "date": int(time.time()) if date is None else date, "chat": {"id": chat if chat is not None else sender, "type": chat_type},
            "from": user, "text": text, **extra}
     return {"update_id": uid, "message": msg}
 
 
-def ob_event(text: str, *, mid: int = 8101, user: int = 20005, group: int | None = None, at: int = NOW,
+def ob_event(text: str, *, mid: int = 8101, user: int = 20005, group: int | None = None, at: int | None = None,
              card: str | None = None, nickname: str = "阿青") -> dict:
     sender = {"user_id": user, "nickname": nickname}
     if card is not None:
         sender["card"] = card
-    event = {"time": at, "self_id": SELF_ID, "post_type": "message", "message_id": mid, "user_id": user,
+    event = {"time": int(time.time()) if at is None else at, "self_id": SELF_ID, "post_type": "message", "message_id": mid, "user_id": user,
              "message": [{"type": "text", "data": {"text": text}}], "raw_message": text, "font": 0, "sender": sender}
     if group is None:
         event.update(message_type="private", sub_type="friend")
@@ -495,16 +497,17 @@ def test_mixed_text_language_is_the_majority_script():
 def test_onebot_repush_with_new_message_id_is_one_turn(client, llm):
     """The issue's pair (8101 and 15358246: same self_id, group, user, time, text) gets one reply and one tail line;
     the same text at another second, or from another person, is a turn of its own."""
-    first = ob_event("@小忆 我明天考科目二", mid=8101, group=9002)
-    again = ob_event("@小忆 我明天考科目二", mid=15358246, group=9002)
+    now = int(time.time())
+    first = ob_event("@小忆 我明天考科目二", mid=8101, group=9002, at=now)
+    again = ob_event("@小忆 我明天考科目二", mid=15358246, group=9002, at=now)
     r1 = client.post("/onebot/default", content=raw_json(first), headers=OB)
     r2 = client.post("/onebot/default", content=raw_json(again), headers=OB)
     assert r1.status_code == r2.status_code == 200
     assert r1.json()["reply"][1]["data"]["text"] == "好的，我记得。" and r2.json() == {}
     group = ChatRef("qq", ChatKind.GROUP, "9002")
     assert [(ln.role, ln.message_id) for ln in chat_lines(client, group)] == [("user", "8101"), ("bot", "")]
-    later = ob_event("@小忆 我明天考科目二", mid=8102, group=9002, at=NOW + 1)
-    other = ob_event("@小忆 我明天考科目二", mid=8103, group=9002, user=20006)
+    later = ob_event("@小忆 我明天考科目二", mid=8102, group=9002, at=now + 1)
+    other = ob_event("@小忆 我明天考科目二", mid=8103, group=9002, user=20006, at=now)
     assert client.post("/onebot/default", content=raw_json(later), headers=OB).json()["reply"]
     assert client.post("/onebot/default", content=raw_json(other), headers=OB).json()["reply"]
     assert [ln.message_id for ln in chat_lines(client, group) if ln.role == "user"] == ["8101", "8102", "8103"]
@@ -512,12 +515,13 @@ def test_onebot_repush_with_new_message_id_is_one_turn(client, llm):
 
 def test_telegram_and_command_repush_are_deduplicated(client, fake_telegram):
     """A Telegram message and a /memory command re-pushed under new ids run once each (one reply each)."""
+    now = int(time.time())
     for mid in (91, 92):
-        assert client.post("/telegram/default", content=raw_json(tg_update("我喜欢乌龙茶", mid=mid, date=NOW - 5)),
+        assert client.post("/telegram/default", content=raw_json(tg_update("我喜欢乌龙茶", mid=mid, date=now - 5)),
                            headers=TG).status_code == 200
     cmd = {"entities": [{"type": "bot_command", "offset": 0, "length": 7}]}
     for mid in (93, 94):
-        assert client.post("/telegram/default", content=raw_json(tg_update("/memory 列表", mid=mid, date=NOW - 4,
+        assert client.post("/telegram/default", content=raw_json(tg_update("/memory 列表", mid=mid, date=now - 4,
                                                                            **cmd)), headers=TG).status_code == 200
     assert fake_telegram.wait_for(lambda: len(fake_telegram.sent()) >= 2)
     time.sleep(0.3)
@@ -612,7 +616,7 @@ def test_database_lost_while_serving_answers_503(client):
 
 
 def ob_recall(mid: int, *, user: int = 20005, group: int | None = None, operator: int | None = None) -> dict:
-    notice = {"time": NOW, "self_id": SELF_ID, "post_type": "notice", "user_id": user, "message_id": mid,
+    notice = {"time": int(time.time()), "self_id": SELF_ID, "post_type": "notice", "user_id": user, "message_id": mid,
               "notice_type": "friend_recall" if group is None else "group_recall"}
     if group is not None:
         notice.update(group_id=group, operator_id=operator or user)
