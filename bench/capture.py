@@ -1,10 +1,14 @@
 """Capture on chat-shaped messages: what the turn path learns from a labelled zh/en set.
 
-Data: ``tests/data/capture_set.jsonl`` (written for this project; fields in
-``tests/data/MANIFEST.md``): messages a person would send a companion bot, each
+Data: ``tests/data/capture_set.jsonl`` (the dev set, ``--set dev``, the
+default) or ``tests/data/capture_heldout.jsonl`` (``--set heldout``: written
+independently, by another author, for measuring and never tuning), or any file
+of the same format (``--set PATH``); both written for this project, fields in
+``tests/data/MANIFEST.md``: messages a person would send a companion bot, each
 labelled with its kind and the facts it must yield — or none, for the
 negatives (greetings, questions, gossip, weather, the bot's own lines,
-forwards, acknowledgements, commands, requests).
+forwards, acknowledgements, commands, requests). The set is named in the
+report's header.
 
 Every item is a private turn of a person of its own (``tg:<n>``, so items
 cannot interfere) through the real ``gateway.pipeline.Pipeline`` over SQLite +
@@ -49,11 +53,16 @@ from pathlib import Path
 
 from bench import table
 
-__all__ = ["SET", "POSITIVE_KINDS", "NEGATIVE_KINDS", "SENT_AS", "Rule", "Item", "Stored", "Outcome", "Tally",
+__all__ = ["SET", "HELDOUT", "SETS", "set_path", "set_label", "POSITIVE_KINDS", "NEGATIVE_KINDS", "SENT_AS", "Rule", "Item", "Stored", "Outcome", "Tally",
            "Report", "load", "feed", "score", "render", "run"]
 
 ROOT = Path(__file__).resolve().parents[1]
 SET = ROOT / "tests" / "data" / "capture_set.jsonl"
+"""The dev set: the one capture was tuned on."""
+HELDOUT = ROOT / "tests" / "data" / "capture_heldout.jsonl"
+"""The held-out set: written independently of the dev set and of the extractor, for measuring only."""
+SETS = {"dev": SET, "heldout": HELDOUT}
+"""The sets ``--set`` knows by name."""
 LANGS = ("zh", "en")
 POSITIVE_KINDS = ("statement", "statement_question", "exclamation", "indirect_question", "elliptical",
                   "mood_question")
@@ -70,6 +79,23 @@ BASE = datetime(2026, 11, 4, 2, 0, tzinfo=timezone.utc)
 """When the first item is said (a Wednesday, 10:00 in the default tenant's Asia/Shanghai); each next one a minute later."""
 CONTEXT_BEFORE = timedelta(minutes=1)
 """How long before its item the companion's line is logged (within memory.capture.CONTEXT_WINDOW)."""
+
+
+def set_path(name: str | Path) -> Path:
+    """The file of a capture set: ``dev`` or ``heldout`` (SETS), else a path.
+    Raises FileNotFoundError when the file is not there."""
+    path = SETS.get(str(name), Path(name))
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no capture set at {path} (name one of {', '.join(SETS)} or give a path)")
+    return Path(path)
+
+
+def set_label(path: Path) -> str:
+    """How the report's header names the set: ``dev`` / ``heldout`` with the file name, else the path."""
+    for name, known in SETS.items():
+        if Path(path).resolve() == known.resolve():
+            return f"{name} set {known.name}"
+    return f"set {path}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,15 +359,17 @@ def below(report: Report, min_precision: float | None, min_recall: float | None)
 
 
 def run(embedder: str | None = None, *, verbose: bool = False, min_precision: float | None = None,
-        min_recall: float | None = None, path: Path = SET) -> int:
+        min_recall: float | None = None, path: Path | str = SET) -> int:
     """Build a pipeline in a temporary data root (``embedder``: the offline model,
-    None: the gateway's default), feed the set, print the report; 0, or 1 when a
-    threshold is given and missed (``below``)."""
+    None: the gateway's default), feed the set (``path``: a file, or ``dev`` /
+    ``heldout``, see set_path), print the report, the set named in its header;
+    0, or 1 when a threshold is given and missed (``below``)."""
     from gateway.config import load_settings
     from gateway.service import build_pipeline
 
     started = time.perf_counter()
     load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    path = set_path(path)
     items = load(path)
     root = Path(tempfile.mkdtemp(prefix="huiyi-bench-capture-"))
     try:
@@ -357,7 +385,7 @@ def run(embedder: str | None = None, *, verbose: bool = False, min_precision: fl
     report = score(outcomes)
     positives = sum(1 for i in items if i.positive)
     title = (f"capture [{name}]: {len(items)} chat-shaped messages ({positives} with facts, {len(items) - positives} "
-             f"without; {path.name}), each a private turn of its own person through Pipeline.handle, no chat model "
+             f"without; {set_label(path)}), each a private turn of its own person through Pipeline.handle, no chat model "
              f"(offline extractor), SQLite + LanceDB")
     print(render(report, verbose=verbose, title=title), flush=True)
     print(f"capture bench: {time.perf_counter() - started:.1f} s wall; load average {load_start} at start, "
@@ -371,4 +399,5 @@ def run(embedder: str | None = None, *, verbose: bool = False, min_precision: fl
 if __name__ == "__main__":  # pragma: no cover
     import sys
 
-    sys.exit(run(verbose="-v" in sys.argv))
+    args = [a for a in sys.argv[1:] if a != "-v"]
+    sys.exit(run(verbose="-v" in sys.argv, path=args[0] if args else SET))

