@@ -103,8 +103,10 @@ MAX_FACT_CHARS = 300
 MAX_FACTS = 24
 LLM_MAX_CHARS = 4000
 
-_FIRST_ZH = re.compile(r"我|咱|本人")
-_FIRST_EN = re.compile(r"\b(i|i'm|i've|i'd|i'll|im|my|me|mine|myself)\b", re.IGNORECASE)
+_FIRST_ZH = re.compile(r"我|咱|本人|俺")
+# "we" as a subject, said to the companion, is the speaker with their own ("we're expecting twins"), as 我们
+# is; "our"/"us" alone is not ("Chasing our dreams …" is a saying, not a deed)
+_FIRST_EN = re.compile(r"\b(i|i'm|i've|i'd|i'll|im|my|me|mine|myself|we|we're|we've|we'll|we'd)\b", re.IGNORECASE)
 _QUESTION_RE = re.compile(r"([?？]\s*$)|([吗么]\s*[。!！~～]*\s*$)")
 # a sentence-final 呢 asks only after a short "what about X" (你呢, 那你呢, 然后呢, 小美呢); after
 # anything else it is an exclamation (结尾太好哭了呢, 好累呢) — or the question word already asks
@@ -217,9 +219,9 @@ _INSTRUCTION_RE = re.compile(
 _SMALL_TALK_ZH = re.compile(
     r"^(?:(?:你好|您好|早上好|早安|中午好|午安|下午好|晚上好|晚安|哈喽|嗨|嘿|哈+|嘿+|呵+|嘻+|嗯+|哦+|噢+|喔+|啊+|诶|欸|"
     r"好的?|好吧|好嘞|行吧?|可以|对|对啊|是啊|是的|没错|确实|真的|收到|了解|明白了?|懂了|知道了|谢谢|多谢|感谢|不客气|"
-    r"没事|没关系|拜拜|再见|回头见|晚点聊|加油|辛苦了|厉害|牛|绝了|笑死|晚安啦|早|在吗|在不在|OK|ok|好滴|不错|挺好|还行|还好|太好了|好久不见|久违了)"
+    r"没事|没关系|拜拜|再见|回头见|晚点聊|加油|辛苦了|厉害|牛|绝了|笑死|晚安啦|早|在吗|在不在|OK|ok|好滴|不错|挺好|还行|还好|太好了|好久不见|久违了|睡啦|睡了|先睡了|去睡了|撤了|先撤了|下线了|溜了|闪了|我先睡了)"
     r"[啊呀啦哦吧嘛哈呢~～!！。.，,、\s]*)+$")
-_WEATHER_ZH = re.compile(r"天气|下雨|下雪|刮风|好热|好冷|太热|太冷|热死|冷死|晴天|阴天|雾霾|气温|降温|升温")
+_WEATHER_ZH = re.compile(r"天气|下.{0,4}[雨雪]|刮.{0,3}风|好热|好冷|太热|太冷|热死|冷死|晴天|阴天|雾霾|气温|降温|升温")
 # person, pronoun, place or organisation names as the first content word: another subject
 _OTHER_SUBJECT_FLAGS = ("r", "nr", "nrfg", "nrt", "ns", "nt", "nz")
 _LEADING_FLAGS = ("t", "tg", "f", "d", "zg", "c", "y", "e", "o", "x", "m", "mq", "uj", "ul", "b")
@@ -239,6 +241,8 @@ _NOT_SPEAKER_EN = frozenset((
 # a gerund subject ("Taking care of ourselves is key"), a name or friend called at the end ("…, John!")
 _GERUND_SUBJECT_EN = re.compile(r"\b(?:is|was|are|were|'s|will|would|can|could|must|should|might|may|makes|pays|helps|"
                                 r"takes|gives|means|feels|seems|sounds|looks|has|have|had|made)\b", re.I)
+_PREPOSITIONS_EN = frozenset("to for in at on with from about by into onto over under after before during until "
+                             "till since through".split())
 _SMALL_TALK_EN = re.compile(r"^\s*(?:got it|sounds? (?:good|great|fun)|looking forward|see you|take care|good luck|no worries|"
                             r"no problem|my pleasure|just like|totally|so true|same here|fair enough|will do)\b", re.I)
 _VOCATIVE_EN = re.compile(r",\s*(?:[A-Z][a-z]+|buddy|dude|mate|man|bro|girl|guys|friend)\s*[!.?~]*\s*$")
@@ -315,7 +319,12 @@ def _subjectless_about_speaker(plain: str) -> bool:
     head = rest[0]
     if len(rest) > 1 and rest[1] == "and" and not head.endswith("ed"):
         return False  # "Love and acceptance …": a noun phrase is the subject
-    if head.endswith("ing") and _GERUND_SUBJECT_EN.search(" ".join(rest[1:])):
+    phrase = []  # "Working out together is …": the gerund's phrase up to a preposition ("Going to Seoul in May")
+    for w in rest[1:]:
+        if w in _PREPOSITIONS_EN or w[:1].isdigit():
+            break
+        phrase.append(w)
+    if head.endswith("ing") and _GERUND_SUBJECT_EN.search(" ".join(phrase)):
         return False  # "Working out together is a great way of bonding": a gerund is the subject
     return head in _SPEAKER_VERBS_EN or head in _STATE_EN or (len(head) > 4 and head.endswith("ed")) or \
         (len(head) > 5 and head.endswith("ing") and head not in _EN_NOT_VERB_ING)
@@ -561,8 +570,9 @@ _REQUEST_EN = re.compile(r"^\s*(?:please\s+)?(?:write|give|tell|show|send|make|d
                          r"translate|help|remind|teach|describe|list|name|find|pick|generate|compose)\b(?!\s+(?:me\s+)?"
                          r"(?:up|out)\b)", re.I)
 # hearsay: what the speaker heard (「听说周杰伦又要开演唱会了」"Apparently it'll rain"), not what they are or did
-_HEARSAY_RE = re.compile(r"^(?:听说|据说|听人说|听别人说|新闻说|网上说|有人说|传说|据报道)|^\s*(?:i heard|heard|apparently|"
-                         r"rumou?r has it|word is|they say|people say)\b", re.I)
+_HEARSAY_RE = re.compile(r"^(?:听说|据说|听人说|听别人说|新闻说|网上说|有人说|传说|据报道|刷到|看到新闻说|看新闻说)|"
+                         r"^\s*(?:i heard|heard|apparently|rumou?r has it|word is|they say|people say|"
+                         r"(?:saw|read)\s+(?:on|in)\s+[^,.!?]{1,30}?\s+that)\b", re.I)
 
 
 def is_request(plain: str) -> bool:
@@ -584,9 +594,14 @@ def _is_speaker_statement(sentence: str, addressed: bool) -> bool:
     plain = to_simplified(sentence)
     if len(sentence.strip()) < MIN_CHARS or sentence.lstrip().startswith("/") or is_question(plain):
         return False
-    if is_request(plain) or _HEARSAY_RE.match(plain.strip()):
+    if is_request(plain):
         return False
-    if _SMALL_TALK_ZH.match(plain.strip()) or is_gateway_text(sentence):
+    heard = _HEARSAY_RE.match(plain.strip())
+    if heard:  # what they heard — unless it is about their own (听说我们部门要裁员)
+        rest = plain.strip()[heard.end():]
+        if not (_FIRST_ZH.search(rest) or _FIRST_EN.search(rest)):
+            return False
+    if _SMALL_TALK_ZH.match(_TRAILING_SYMBOLS_RE.sub("", plain.strip())) or is_gateway_text(sentence):
         return False
     if _FIRST_ZH.search(plain) or _FIRST_EN.search(plain):
         return True
@@ -828,7 +843,7 @@ def _is_emoji(ch: str) -> bool:
 
 
 def _clauses(sentence: str) -> list[str]:
-    """``sentence`` cut at 「，」/「,」 outside brackets and quotes (《你好，李焕英》 stays whole;
+    """``sentence`` cut at 「，」/「,」 and a spaced dash outside brackets and quotes (《你好，李焕英》 stays whole;
     "1,000" too) and after an emoji that text follows (「我办了年卡🏋️你平时运动吗」); each
     clause keeps its own text (an emoji stays with the clause before it), the comma dropped."""
     out, buf, depth = [], "", 0
@@ -838,7 +853,8 @@ def _clauses(sentence: str) -> list[str]:
         elif ch in _CLOSERS and depth:
             depth -= 1
         nxt = sentence[i + 1:i + 2]
-        if ch in _CLAUSE_BREAK and depth == 0 and not (ch == "," and buf[-1:].isdigit() and nxt.isdigit()):
+        dash = ch in "-–—" and buf[-1:] == " " and nxt == " "  # "challenge - day 4 - is fruit cheating?"
+        if (ch in _CLAUSE_BREAK or dash) and depth == 0 and not (ch == "," and buf[-1:].isdigit() and nxt.isdigit()):
             out.append(buf)
             buf = ""
             continue
@@ -1254,29 +1270,40 @@ _OFFER_RE = re.compile(r"要不要我|我(?:来|帮你|给你|陪你|替你)|需
 _TO_PERSON_RE = re.compile(r"你|您|\byou(?:r|rs)?\b", re.I)
 
 
-def answer_facts(text: str, context: str, said_at: datetime, tz: str = DEFAULT_TZ) -> list[Fact]:
+_WH_RE = re.compile(r"什么|啥|哪|谁|几|多少|多大|多久|\b(?:what|what's|where|where's|who|who's|which|when|how many|"
+                    r"how much|how old|how long)\b", re.I)
+
+
+def answer_facts(text: str, context: str, said_at: datetime, tz: str = DEFAULT_TZ,
+                 skip: Sequence[str] = ()) -> list[Fact]:
     """The facts of ``text`` read as an elliptical answer to the companion's question
     in ``context`` (``answered_line``'s ``"<name>: <line>"``): when the line ends
     by asking the person about themselves (a question with 你/您/you, not an offer
     such as 「要不要我给你讲个笑话？」) and ``text`` answers with content of its own
     (not a question, greeting, acknowledgement or small talk, not about the
     companion, two CJK characters or two words once a leading 对/嗯/yes is
-    dropped), each of its sentences is a fact (slots, category, dates and emotion
-    as for any sentence): 「八个人左右，都挺好相处的。」 after 「你们团队有多少人？」.
-    ``[]`` otherwise."""
+    dropped; one word is enough after a question asking for a thing: "Waffles!"
+    after "What's your dog's name?"), each of its sentences is a fact (slots,
+    category, dates and emotion as for any sentence): 「八个人左右，都挺好相处的。」
+    after 「你们团队有多少人？」. ``skip``: sentences already read as facts. ``[]``
+    otherwise."""
     line = context.split(": ", 1)[1] if ": " in context else context
     asked = split_sentences(line)
     if not asked or not is_question(to_simplified(asked[-1])) or not _TO_PERSON_RE.search(asked[-1]) \
             or _OFFER_RE.search(asked[-1]):
         return []
+    # "What's your dog's name?" → "Waffles!": a question asking for a thing takes a one-word answer
+    least = 1 if _WH_RE.search(to_simplified(asked[-1])) else 2
     facts = []
     for sent in split_sentences(clean_text(text), semicolons=True):
+        if sent in skip:
+            continue
         plain = to_simplified(sent)
         rest = _ACK_LEAD_RE.sub("", plain).strip(" 。.!！~～…")
         if is_question(plain) or is_instruction_like(sent) or is_gateway_text(sent) or not rest \
                 or _SMALL_TALK_ZH.match(rest) or _SMALL_TALK_EN.match(rest) or re.search(r"你|您|\byou\b", rest, re.I):
             continue
-        if len(re.findall(r"[\u4e00-\u9fff]", rest)) < 2 and len(re.findall(r"[A-Za-z0-9]+", rest)) < 2:
+        if len(re.findall(r"[\u4e00-\u9fff]", rest)) < 2 and len(re.findall(r"[A-Za-z0-9]+", rest)) < least:
             continue
         fact = HeuristicExtractor.sentence_fact(sent[:MAX_FACT_CHARS], said_at, tz, continued=True)
         if fact is not None:
@@ -1310,8 +1337,8 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
     if own_texts:
         text = without_gateway_text(text, own_texts)
     facts = extractor.extract(text, said_at, tz, addressed=_addressed(chat, addressed))
-    if not facts and context:  # "八个人左右" after "你们团队有多少人？": an answer, read with its question
-        facts = answer_facts(text, context, said_at, tz)
+    if context:  # "八个人左右" after "你们团队有多少人？": an answer, read with its question
+        facts = cap_facts(facts + answer_facts(text, context, said_at, tz, skip=[f.source for f in facts]))
     results = []
     for f in facts:
         if holds_secret(f.text):

@@ -124,3 +124,34 @@ def test_other_peoples_facts_and_damaged_text_stay_out(sqlite_core):
     assert told("他们说明天要下雨，你那边呢？") == []
     results = capture(sqlite_core, ns, "我喜欢\ufffd，你呢？", chat=DM, said_at=AT)
     assert [r.reason for r in results] == ["damaged"] and sqlite_core.list(ns) == []
+
+
+@pytest.mark.parametrize("text, kept", [
+    ("听说我们部门年底要裁员，心里有点慌", "裁员"),  # hearsay about their own is theirs (DESIGN rule 5)
+    ("Heard my company's getting bought by Oracle, not sure what that means for my team", "Oracle"),
+    ("俺家在东北，冬天零下三十度是常事", "东北"),
+    ("we're expecting twins in december!", "twins"),
+    ("Going to Seoul for a week in May, anything I shouldn't miss?", "Seoul"),  # "May" is no modal verb
+    ("I'm doing a 30-day no-sugar challenge - day 4 - is fruit cheating?", "no-sugar"),
+])
+def test_held_out_shapes_keep_their_fact(text, kept):
+    """Shapes the held-out capture set found: own hearsay, 俺, "we", a month named May, clauses cut by dashes."""
+    facts = told(text)
+    assert len(facts) == 1 and kept in facts[0], facts
+
+
+@pytest.mark.parametrize("text", ["听说周杰伦又要开演唱会了。", "Saw on Twitter that the new Zelda game is delayed again",
+                                  "睡啦，晚安🌙", "外面下好大的雨"])
+def test_hearsay_sign_offs_and_weather_stay_out(text):
+    """Other people's news, a goodnight with an emoji, rain however it is said: nothing."""
+    assert told(text) == []
+
+
+def test_a_one_word_answer_to_a_question_asking_for_a_thing(sqlite_core):
+    """"Waffles!" after "What's your dog's name?" is kept beside the sentence extraction already kept."""
+    ns = Namespace("default", "tg:2003")
+    results = capture(sqlite_core, ns, "Waffles! He's a beagle 🐶", chat=DM, said_at=AT,
+                      context="Mochi: What's your dog's name?")
+    texts = sorted(r.memory.text for r in results if r.memory is not None)
+    assert texts == ["He's a beagle 🐶", "Waffles!"]
+    assert answer_facts("Yes!", "Mochi: Did you go to the parade?", AT) == []  # a yes/no question needs more
