@@ -200,8 +200,8 @@ def recall_eval(
                                                          "vector_weight, time_weight, bm25_full_coverage, tail_decay, "
                                                          "bm25_floor, bm25_k1, bm25_b, bm25_min_length, vector_floor, "
                                                          "matched_vector_floor, assoc_weight, assoc_seeds, "
-                                                         "assoc_min_weight, link_half_life_days, "
-                                                         "rescore_strength")] = None,
+                                                         "assoc_min_weight, link_half_life_days, keep_top, "
+                                                         "keep_within, rescore_strength")] = None,
     setting: Annotated[list[str] | None, typer.Option(help="also evaluate this setting over the same ingest, "
                                                            "NAME=VALUE[,NAME=VALUE…] on top of --param "
                                                            "(repeatable; one report each, after the base one; "
@@ -319,7 +319,8 @@ def recall_eval(
 _RANGES = {"rrf_k": (0, None), "candidates": (1, None), "tail": (1, None), "exact_max": (0, None), "k": (1, None),
            "assoc_seeds": (0, None), "bm25_full_coverage": (0, 1), "tail_decay": (0, None), "bm25_k1": (0, None),
            "bm25_b": (0, 1), "bm25_min_length": (0, None), "vector_floor": (-1, 1), "matched_vector_floor": (-1, 1),
-           "assoc_min_weight": (0, None), "rescore_strength": (0, None), "link_half_life_days": (0, None)}
+           "assoc_min_weight": (0, None), "rescore_strength": (0, None), "link_half_life_days": (0, None),
+           "keep_top": (0, None), "keep_within": (0, None)}
 """Bounds of the recall parameters the eval takes (None: unbounded), inclusive
 except for those in ``_ABOVE``; every ``*_weight`` is at least 0."""
 _ABOVE = {"link_half_life_days"}
@@ -359,7 +360,7 @@ def recall_params(overrides: list[str]):
             raise ValueError(f"{item!r} is not NAME=VALUE")
         if name == "rescore_strength":
             params = replace(params, scoring=ScoringParams(rescore_strength=_number(name, value, float)))
-        elif name in ("rrf_k", "candidates", "tail", "exact_max", "k", "assoc_seeds"):
+        elif name in ("rrf_k", "candidates", "tail", "exact_max", "k", "assoc_seeds", "keep_top", "keep_within"):
             params = replace(params, **{name: _number(name, value, int)})
         elif name in ("bm25_weight", "vector_weight", "time_weight", "bm25_full_coverage", "bm25_floor", "tail_decay",
                       "bm25_k1", "bm25_b", "bm25_min_length", "vector_floor", "matched_vector_floor", "assoc_weight", "assoc_min_weight",
