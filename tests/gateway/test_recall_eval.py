@@ -351,3 +351,30 @@ def test_turn_mode_merges_a_question_asked_of_two_people_by_score(tmp_path, embe
     merged = sorted(a.recalled + b.recalled, key=lambda m: -score[m])
     assert run.retrieved[0] == [key_of[m] for m in merged] and run.retrieved[0][0] == "D1:1"
 
+
+def test_cli_prints_the_modes_side_by_side(tmp_path):
+    """--mode raw,capture,turn prints one table, a row per mode and channel (turn: the hybrid
+    alone, the pipeline cannot be told a channel), its figures those of each mode run alone;
+    --mode all is the same; an unknown mode exits 2."""
+    def rows(output: str) -> dict[str, str]:
+        return {line.split()[0]: " ".join(line.split()[1:9]) for line in output.splitlines()
+                if line.split() and line.split()[0].split("/")[-1] in CHANNELS}
+
+    base = ["eval", "recall", "--dataset", "locomo", "--layout", "speaker", "--data-dir", str(DATA), "--k", "1,5,10",
+            "--cache-dir", str(tmp_path / "cache"), "--plot", str(tmp_path / "p.png")]
+    both = runner.invoke(app, [*base, "--mode", "raw,capture,turn"])
+    assert both.exit_code == 0, both.output
+    got = rows(both.output.split("\n\n")[0])
+    assert list(got) == ["raw/hybrid", "raw/bm25", "raw/vector", "capture/hybrid", "capture/bm25", "capture/vector",
+                         "turn/hybrid"]
+    assert "mode raw,capture,turn" in both.output and "(raw)" in both.output and "(capture)" in both.output
+    raw = runner.invoke(app, [*base, "--mode", "raw"])
+    assert {f"raw/{c}": v for c, v in rows(raw.output.split("\n\n")[0]).items()} == \
+        {c: v for c, v in got.items() if c.startswith("raw/")}
+    turn = runner.invoke(app, [*base, "--mode", "turn"])
+    assert turn.exit_code == 0, turn.output
+    assert list(rows(turn.output.split("\n\n")[0])) == ["hybrid"]
+    every = runner.invoke(app, [*base, "--mode", "all"])
+    assert rows(every.output.split("\n\n")[0])["raw/hybrid"] == got["raw/hybrid"]
+    bad = runner.invoke(app, [*base, "--mode", "raw,chat"])
+    assert bad.exit_code == 2 and "unknown mode" in bad.output
