@@ -378,3 +378,25 @@ def test_cli_prints_the_modes_side_by_side(tmp_path):
     assert rows(every.output.split("\n\n")[0])["raw/hybrid"] == got["raw/hybrid"]
     bad = runner.invoke(app, [*base, "--mode", "raw,chat"])
     assert bad.exit_code == 2 and "unknown mode" in bad.output
+
+
+@pytest.mark.parametrize("dataset,layout", [("locomo", "speaker"), ("dulemon", "pool")])
+def test_a_turn_with_nothing_said_before_recalls_what_capture_mode_does(tmp_path, embedder, dataset, layout):
+    """With no preceding lines the turn's query is the question alone: the pipeline's recall
+    (its own parameters, the message's valence, at the message's time) retrieves what
+    ``evaluate`` retrieves for capture mode's hybrid — what turn mode adds is the person's
+    preceding lines, not another recall."""
+    from memory.core import MemoryCore
+    from memory.index import SearchIndex
+    from memory.store import Store
+
+    suite = load_suite(dataset, DATA, layout)
+    bare = replace(suite, queries=tuple(replace(q, said_before=()) for q in suite.queries))
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 'b.db'}"), SearchIndex(tmp_path / "bi", embedder))
+    try:
+        key_of = ingest(core, suite, "capture")
+        direct = evaluate(core, bare, key_of, k=10, channels={"hybrid": CHANNELS["hybrid"]})["hybrid"]
+        turned = evaluate_turns(core, bare, key_of, data_dir=tmp_path / "d", k=10)["hybrid"]
+    finally:
+        core.close()
+    assert turned.retrieved == direct.retrieved
