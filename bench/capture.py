@@ -17,7 +17,7 @@ offline extractor), captured after the answer as the bridges run it
 (``background_capture``, drained before the next item). An item's ``context``
 (the companion's question an elliptical answer replies to) is logged just
 before it as the bot's line, as the pipeline logs its replies, so that capture
-reads it as the memory's context (``Pipeline._answered``); a forward is an
+reads it as the memory's context (``CaptureQueue.context_of``); a forward is an
 ``InboundMessage(forwarded=True)``; a bot line is only logged as the bot's.
 
 Matching: a fact is a rule ``{"all": [...], "any": [...]}`` over the stored

@@ -556,7 +556,7 @@ async def turns(body: TurnRequest, request: Request) -> TurnOut:
 async def withdrawals(body: WithdrawalRequest, request: Request) -> WithdrawalOut:
     """The message's chat-log line is redacted (a message that arrives after its
     withdrawal is neither logged nor captured), a capture still due on it never
-    runs, and every memory it taught is retracted (``Pipeline.withdraw``).
+    runs, and every memory it taught is retracted (``gateway.withdrawals``).
     Idempotent. A member key withdraws only its own person's messages."""
     ctx = await _ctx(request, body.tenant)
     w = body.withdrawal
@@ -726,7 +726,7 @@ async def capture_messages(ctx: Ctx, subject: SubjectPath, body: CaptureIn) -> C
     where = _person_chat(subject, _chat(body.chat), ctx.caller, writing_tail=True)
     t = ctx.t
     own_id = subject.split(":", 1)[1]
-    extractor = ctx.pipeline.extractor(ctx.tenant) if body.infer and body.extractor == "auto" else None
+    extractor = ctx.pipeline.models.extractor(ctx.tenant) if body.infer and body.extractor == "auto" else None
 
     def run() -> list[AddOut]:
         out: list[AddOut] = []
@@ -823,7 +823,7 @@ async def recollection(ctx: Ctx, subject: SubjectPath, body: RecollectIn) -> Rec
             reason = f"recall failed: {type(exc).__name__}"
             log.warning("recall failed for %s: %s", ns, exc)
     ranked, hits = hits, hits[: t.recall_k]
-    rc, model = t.reconstruction, ctx.pipeline.model(ctx.tenant)
+    rc, model = t.reconstruction, ctx.pipeline.models.of(ctx.tenant)
     complete = None if model is None else functools.partial(
         model.complete, temperature=rc.temperature, timeout=rc.timeout_s, max_tokens=rc.max_chars * 2)
     now = utcnow()

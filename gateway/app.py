@@ -26,7 +26,6 @@ import contextlib
 import gc
 import logging
 import time
-from datetime import datetime, timedelta, timezone
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -40,82 +39,19 @@ from gateway.bodies import json_object as _json_body
 from gateway.bodies import read_body as _body
 from gateway.bodies import validation_errors as _errors
 from gateway.errors import BadPayload, Unauthorized, install_handlers
+from gateway.maintenance import maintenance
 from gateway.pipeline import Pipeline
 
-__all__ = ["create_app", "TurnRequest", "maintenance"]
+__all__ = ["create_app", "TurnRequest"]
 
 log = logging.getLogger(__name__)
-
-MAINTAIN_EVERY_S = 15.0
-OPTIMIZE_EVERY_S = 600.0
-OPTIMIZE_AFTER_WRITES = 32
-
-
-def nonce_horizon(settings: Settings, now: datetime | None = None) -> datetime:
-    """Nonces of signed callbacks recorded before this time may be pruned: a
-    request whose nonce was seen at ``t`` carries a timestamp of at least
-    ``t - window``, refused as stale from ``t + 2 × window`` on (the widest
-    window of any tenant or bridge; a minute of slack)."""
-    windows = [settings.onebot.window] + [w for t in settings.tenants.values()
-                                          for w in (t.wechat.window, t.webhook.window)]
-    return (now or datetime.now(timezone.utc)) - timedelta(seconds=2 * max(windows) + 60)
-
-
-async def maintenance(pipeline: Pipeline) -> None:
-    """The maintenance task of a serving pipeline (the app's, and the standalone
-    NoneBot plugin's: ``gateway.huiyi_nonebot``), every MAINTAIN_EVERY_S seconds
-    until cancelled. Off the hot path: resume captures a crash or failure left pending
-    (``Pipeline.resume_captures``); apply pending index writes; optimize (compact fragments,
-    fold new rows into the indices) every OPTIMIZE_EVERY_S seconds, or sooner once
-    OPTIMIZE_AFTER_WRITES index writes have piled up (each write is a fragment and
-    an unoptimized table makes every search slower); prune the nonces of signed
-    callbacks that no replay window reaches any more (``prune_nonces``); start
-    the sleep consolidation of idle people and the dormancy sweep in a task of
-    their own unless the last pass still runs (``Pipeline.start_consolidation``,
-    ``memory.consolidate``); start
-    the index's rebuild from SQL again when the one begun at start-up (a missing
-    or unreadable index, ``MemoryCore``) failed. Cancelling it cancels the
-    consolidation pass it started (``Pipeline.stop_consolidation``)."""
-    try:
-        await _maintain_forever(pipeline)
-    finally:  # cancelled with the app: a consolidation pass it started goes too
-        await pipeline.stop_consolidation()
-
-
-async def _maintain_forever(pipeline: Pipeline) -> None:
-    """``maintenance``'s loop."""
-    last_opt = asyncio.get_running_loop().time()
-    while True:
-        await asyncio.sleep(MAINTAIN_EVERY_S)
-        if pipeline.core.start_rebuild():  # a rebuild of a missing or unreadable index failed: again
-            log.warning("index: not ready; rebuilding it from SQL again")
-        try:
-            await pipeline.resume_captures()
-        except Exception as exc:  # noqa: BLE001 - keep maintaining
-            log.warning("resuming pending captures: %s", exc)
-        try:  # in a task of its own: a long run never delays the index maintenance below
-            pipeline.start_consolidation()
-        except Exception as exc:  # noqa: BLE001 - keep maintaining
-            log.warning("starting consolidation: %s", exc)
-        try:
-            await asyncio.to_thread(pipeline.core.store.prune_nonces, nonce_horizon(pipeline.settings))
-        except Exception as exc:  # noqa: BLE001 - keep maintaining
-            log.warning("pruning callback nonces: %s", exc)
-        try:
-            await asyncio.to_thread(pipeline.core.maintain)
-            now = asyncio.get_running_loop().time()
-            if (now - last_opt >= OPTIMIZE_EVERY_S
-                    or pipeline.core.index.writes_since_optimize >= OPTIMIZE_AFTER_WRITES):
-                await asyncio.to_thread(pipeline.core.index.optimize)
-                last_opt = now
-        except Exception as exc:  # noqa: BLE001 - keep maintaining
-            log.warning("index maintenance: %s", exc)
 
 
 def create_app(settings: Settings | None = None, pipeline: Pipeline | None = None, *,
                telegram_polling: bool = False, freeze_gc: bool = False) -> FastAPI:
     """The FastAPI app. Builds the core on start-up (lifespan) unless a pipeline
-    is given; runs index maintenance in the background. ``telegram_polling``
+    is given; runs the maintenance task (``gateway.maintenance``) beside it, and
+    at shutdown lets the captures still queued finish. ``telegram_polling``
     long-polls Telegram for every tenant with a bot token (development;
     ``huiyi serve --polling``). With ``onebot.enabled`` the NoneBot2 host is
     mounted (nonebot is imported only then). ``freeze_gc`` (``huiyi serve``):
@@ -173,7 +109,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
             # the turns answered before their reply first (they queue captures), then the captures
             await asyncio.gather(app.state.wechat.close(), app.state.webhook.close(), app.state.telegram.close(),
                                  app.state.onebot.close())
-            if not await pipeline.drain(timeout=30):
+            if not await pipeline.captures.drain(timeout=30):
                 log.warning("shutdown: captures still running; they resume at the next start")
             await http.aclose()
 

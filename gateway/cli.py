@@ -290,7 +290,7 @@ def consolidate(tenant: Annotated[str, typer.Option(help="tenant")] = "default",
     except UnknownTenant as exc:
         pipeline.core.close()
         raise InputError(str(exc)) from exc
-    if pipeline.model(tenant) is None:
+    if pipeline.models.of(tenant) is None:
         typer.echo(f"huiyi: tenant {tenant} has no chat model configured (HUIYI_LLM_* or its tenant llm settings): "
                    "clusters are kept as links only and no long-term memory is written", err=True)
 
@@ -298,7 +298,7 @@ def consolidate(tenant: Annotated[str, typer.Option(help="tenant")] = "default",
         names = ([Namespace(tenant, subject)] if subject is not None else
                  await asyncio.to_thread(pipeline.core.store.consolidation_candidates, tenant, 1, limit))
         for ns in names:
-            r = await pipeline.consolidate(tenant, ns, force=True)
+            r = await pipeline.consolidation.consolidate(tenant, ns, force=True)
             sys.stdout.write(json.dumps({
                 "namespace": str(ns), "skipped": r.skipped, "fragments": r.fragments, "clusters": len(r.clusters),
                 "abstractions": [{"id": a.memory_id, "type": a.ctype, "confidence": a.confidence,
@@ -306,7 +306,7 @@ def consolidate(tenant: Annotated[str, typer.Option(help="tenant")] = "default",
                 "model_calls": r.model_calls, "model_errors": r.model_errors,
                 "removed_sentences": r.removed_sentences, "dropped": r.dropped, "seconds": r.seconds,
                 "note": _consolidation_note(r)}, ensure_ascii=False) + "\n")
-        dormant = await pipeline.consolidator(tenant).sweep(tenant)
+        dormant = await pipeline.consolidation.consolidator(tenant).sweep(tenant)
         sys.stdout.write(json.dumps({"tenant": tenant, "went_dormant": dormant}) + "\n")
 
     try:

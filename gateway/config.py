@@ -34,6 +34,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import (BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict,
                                TomlConfigSettingsSource)
 
+from gateway.errors import UnknownTenant
 from memory.types import SHARED_SENDERS, TENANT_RE, not_a_person, repair  # noqa: F401 (SHARED_SENDERS: re-exported)
 
 __all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "ConsolidationSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings"]
@@ -450,8 +451,11 @@ class Settings(BaseSettings):
         return self.index_uri or str(self.data_dir / "index")
 
     def tenant(self, name: str) -> TenantSettings:
-        """Settings of tenant ``name``; KeyError for an unknown tenant."""
-        return self.tenants[name]
+        """Settings of tenant ``name``; UnknownTenant (``gateway.errors``) if it is not configured."""
+        try:
+            return self.tenants[name]
+        except KeyError as exc:
+            raise UnknownTenant(f"unknown tenant {name!r}") from exc
 
 
 class _StrictEnv(EnvSettingsSource):

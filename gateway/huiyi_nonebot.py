@@ -34,10 +34,10 @@ def build_pipeline_from_settings():
 
 
 async def maintain(pipeline) -> None:
-    """The gateway's maintenance task (``gateway.app.maintenance``) beside the
+    """The gateway's maintenance task (``gateway.maintenance``) beside the
     plugin's pipeline: queued captures a crash left are resumed, the index is
     repaired and rebuilt when it must be."""
-    from gateway.app import maintenance
+    from gateway.maintenance import maintenance
 
     await maintenance(pipeline)
 

@@ -1,15 +1,25 @@
 """The one OpenAI-compatible chat client (DeepSeek, Qwen, Ollama, vLLM, OpenAI…),
-through the ``openai`` package. One client per tenant model settings."""
+through the ``openai`` package: ``ChatModel``, one client per tenant model
+settings; ``ChatModels``, the tenants' models as the turn and the background
+work call them, their failures counted by purpose."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from gateway.config import LLMSettings
+from gateway.config import LLMSettings, Settings
 from gateway.errors import EmptyAnswer, LLMError
 from memory.types import repair
 
-__all__ = ["ChatModel"]
+if TYPE_CHECKING:
+    from gateway.metrics import Metrics
+    from memory.capture import LLMExtractor
+
+__all__ = ["ChatModel", "ChatModels"]
 
 log = logging.getLogger(__name__)
 
@@ -58,3 +68,52 @@ class ChatModel:
     async def close(self) -> None:
         """Close the HTTP client."""
         await self._client.close()
+
+
+class ChatModels:
+    """The tenants' chat models: one ``ChatModel`` per tenant with a configured
+    model, made on first use and shared by the turn and the background work;
+    ``counted`` wraps a call so that its failures are counted in ``metrics``
+    (``huiyi_model_errors_total{purpose, error}``)."""
+
+    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self._models: dict[str, ChatModel] = {}
+
+    def of(self, tenant: str) -> ChatModel | None:
+        """The tenant's chat model, or None when none is configured. Raises UnknownTenant."""
+        cfg = self.settings.tenant(tenant).llm
+        if not cfg.configured:
+            return None
+        if tenant not in self._models:
+            self._models[tenant] = ChatModel(cfg)
+        return self._models[tenant]
+
+    def counted(self, complete: Callable, purpose: str) -> Callable:
+        """``complete`` (a model call) counting its failures in the metrics by
+        ``purpose`` (reply, reconstruct, extract, consolidate) and exception class."""
+        errors = self.metrics.model_errors
+
+        async def call(*args, **kwargs):
+            try:
+                return await complete(*args, **kwargs)
+            except Exception as exc:
+                errors.labels(purpose, type(exc).__name__).inc()
+                raise
+
+        return call
+
+    def extractor(self, tenant: str) -> LLMExtractor | None:
+        """The tenant's LLM fact extractor when it has a chat model (None: the
+        heuristic one). Call it on the event loop: the model call is scheduled back
+        onto this loop from capture's worker thread. Temperature 0; the model's own
+        timeout bounds it, and any failure falls back to the heuristic."""
+        from memory.capture import LLMExtractor
+
+        model = self.of(tenant)
+        if model is None:
+            return None
+        complete = self.counted(functools.partial(model.complete, temperature=0.0, max_tokens=800), "extract")
+        return LLMExtractor(complete, loop=asyncio.get_running_loop(),
+                            timeout=model.settings.timeout * (model.settings.max_retries + 1) + 1)

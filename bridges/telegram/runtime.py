@@ -3,7 +3,7 @@ with a bot token (aiogram 3 ``Bot`` over its aiohttp session).
 
 ``TelegramRuntime.handle_update`` is the one path every update takes, from
 the webhook route or from polling: a group → supergroup migration moves the
-chat (``Pipeline.migrate_chat``); anything ``parse_update`` ignores ends
+chat (``TurnHandler.migrate_chat``); anything ``parse_update`` ignores ends
 there (the webhook still answers 200, so Telegram does not redeliver); a
 person's message runs a turn and its reply is sent where the message was
 said (``bridges.telegram.send``). From the webhook the update is

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bridges.replay import FRESH, RETRY, ReplayedRequest, StaleRequest, check_fresh, guard
-from gateway.app import nonce_horizon
+from gateway.nonces import nonce_horizon
 from gateway.config import TenantSettings, load_settings
 
 NOW = 1_796_000_000.0

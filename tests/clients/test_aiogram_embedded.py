@@ -49,10 +49,10 @@ async def bot(fake_telegram):
 @pytest.fixture
 async def hy(tmp_path, monkeypatch):
     """The embedded gateway (data root in tmp_path, maintenance every 50 ms) and its client."""
-    import gateway.app
+    import gateway.maintenance
 
-    monkeypatch.setattr(gateway.app, "MAINTAIN_EVERY_S", 0.05)
-    monkeypatch.setattr(gateway.app, "OPTIMIZE_AFTER_WRITES", 1)
+    monkeypatch.setattr(gateway.maintenance, "MAINTAIN_EVERY_S", 0.05)
+    monkeypatch.setattr(gateway.maintenance, "OPTIMIZE_AFTER_WRITES", 1)
     settings = load_settings(data_dir=tmp_path / "bot-data", tenants={"default": TenantSettings(language="en")})
     async with embedded(settings) as client:
         yield client

@@ -32,12 +32,12 @@ SELF_ID = "10002"
 async def embedded(tmp_path, llm, monkeypatch):
     """The plugin switched to embedded mode, its localstore data directory in tmp_path, maintenance every 50 ms, started as the
     driver's start-up hook would and stopped as its shutdown hook would; yields (pipeline, localstore dir)."""
-    import gateway.app
+    import gateway.maintenance
 
     monkeypatch.setenv("HUIYI_LLM_BASE_URL", llm.base_url)
     monkeypatch.setenv("HUIYI_LLM_MODEL", "fake-chat")
-    monkeypatch.setattr(gateway.app, "MAINTAIN_EVERY_S", 0.05)
-    monkeypatch.setattr(gateway.app, "OPTIMIZE_AFTER_WRITES", 1)
+    monkeypatch.setattr(gateway.maintenance, "MAINTAIN_EVERY_S", 0.05)
+    monkeypatch.setattr(gateway.maintenance, "OPTIMIZE_AFTER_WRITES", 1)
     if Adapter.get_name() not in nonebot.get_adapters():
         nonebot.get_driver().register_adapter(Adapter)
     config = nonebot.get_driver().config

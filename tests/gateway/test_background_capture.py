@@ -62,7 +62,7 @@ async def test_a_capture_lost_in_a_crash_is_resumed(pipeline):
 async def test_a_failed_capture_stays_pending_and_a_retry_stores_it(pipeline, monkeypatch):
     """A capture that fails after the reply is logged and left on its line; the
     resume stores it. A capture that fails on its last try is given up (logged)."""
-    import gateway.pipeline as gp
+    import gateway.capture_queue as gp
 
     real = gp.capture
     calls = {"n": 0}

@@ -57,26 +57,26 @@ async def test_maintenance_pass_waits_until_the_person_is_idle(core, llm, monkey
     _add(core, NS, WORK_ZH)
     _add(core, Namespace("default", "tg:1002"), WORK_ZH[:2])  # below min_new
     await busy.handle("default", msg("/memory help"))
-    assert await busy.consolidate_idle() == []
+    assert await busy.consolidation.consolidate_idle() == []
     idle = _pipeline(core, llm, monkeypatch, idle_s=0)
-    assert idle.start_consolidation() and not idle.start_consolidation()  # one pass at a time
-    await idle._consolidating
-    (report,) = idle._consolidating.result()
+    assert idle.consolidation.start() and not idle.consolidation.start()  # one pass at a time
+    await idle.consolidation._pass
+    (report,) = idle.consolidation._pass.result()
     assert report.namespace == NS and len(report.abstractions) == 1
     assert core.store.consolidated(Namespace("default", "tg:1002")) == {}
-    assert await idle.consolidate_idle() == []  # nothing new since
+    assert await idle.consolidation.consolidate_idle() == []  # nothing new since
 
 
 def test_the_last_turn_map_forgets_people_idle_longer_than_every_tenant_waits(sqlite_core, llm, monkeypatch):
     """The per-namespace last-turn times are kept only while they can still keep a pass away (idle_s 600): an
     older entry goes when the next turn is recorded, so the map holds the recently active, not everyone who
     ever wrote; a person still inside idle_s keeps theirs and stays busy."""
-    p = _pipeline(sqlite_core, llm, monkeypatch, idle_s=600)
+    p = _pipeline(sqlite_core, llm, monkeypatch, idle_s=600).consolidation
     people = [Namespace("default", f"tg:{2000 + i}") for i in range(50)]
     for i, ns in enumerate(people):
-        p._turned(ns, now=1000.0 + i)
+        p.turned(ns, now=1000.0 + i)
     assert len(p._last_turn) == 50 and not p.idle(people[0], 600, now=1100.0)
-    p._turned(NS, now=1000.0 + 49 + 601)  # every earlier entry is now older than 600 s
+    p.turned(NS, now=1000.0 + 49 + 601)  # every earlier entry is now older than 600 s
     assert list(p._last_turn) == [str(NS)]
     assert p.idle(people[0], 600, now=1700.0) and not p.idle(NS, 600, now=1700.0)
 
@@ -87,7 +87,7 @@ async def test_maintenance_pass_without_a_model_links_only(core, monkeypatch):
     monkeypatch.setenv("HUIYI_TENANTS__DEFAULT__CONSOLIDATION__IDLE_S", "0")
     pipeline = Pipeline(load_settings(), core)
     _add(core, NS, WORK_ZH)
-    (report,) = await pipeline.consolidate_idle()
+    (report,) = await pipeline.consolidation.consolidate_idle()
     assert report.clusters and report.abstractions == () and core.store.count(NS) == 3
 
 
@@ -177,15 +177,15 @@ def test_huiyi_consolidate_cli(llm, monkeypatch):
 
 
 async def test_the_real_maintenance_task_consolidates_and_stops_with_it(core, llm, monkeypatch):
-    """gateway.app.maintenance starts the pass for an idle person; cancelling it ends a pass still running."""
+    """gateway.maintenance starts the pass for an idle person; cancelling it ends a pass still running."""
     import asyncio
 
-    from gateway import app as app_module
+    from gateway import maintenance as maintenance_module
 
-    monkeypatch.setattr(app_module, "MAINTAIN_EVERY_S", 0.01)
+    monkeypatch.setattr(maintenance_module, "MAINTAIN_EVERY_S", 0.01)
     p = _pipeline(core, llm, monkeypatch, idle_s=0)
     _add(core, NS, WORK_ZH)
-    task = asyncio.create_task(app_module.maintenance(p))
+    task = asyncio.create_task(maintenance_module.maintenance(p))
     for _ in range(1000):
         await asyncio.sleep(0.01)
         if core.store.consolidated(NS):
@@ -194,13 +194,13 @@ async def test_the_real_maintenance_task_consolidates_and_stops_with_it(core, ll
     _add(core, Namespace("default", "tg:1003"), WORK_EN)
     llm.responder = None
     llm.enqueue("pattern: x", delay=5.0)  # a slow model: the next pass is still running when the app stops
-    p._consolidation_started = None
+    p.consolidation._pass_started = None
     await asyncio.sleep(0.3)
-    running = p._consolidating
+    running = p.consolidation._pass
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert running is not None and running.done() and p._consolidating is None
+    assert running is not None and running.done() and p.consolidation._pass is None
 
 
 # -- newcomer faults (issue 17 follow-up): paging, group counts, language, reasons, targets, --limit ------------

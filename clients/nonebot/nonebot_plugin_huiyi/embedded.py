@@ -5,7 +5,7 @@ huiyi repository, ``pip install .``: its stores and embedder). Nothing is duplic
 v11 handling is the gateway's own bridge plugin (``bridges.qq.huiyi_plugin``,
 loaded with ``require``: parsing, @-mentions and replies, withdrawals,
 duplicates, ``/memory``), the pipeline is built by ``gateway.service`` and
-maintenance is the gateway's loop (``gateway.app.maintenance``: pending
+maintenance is the gateway's loop (``gateway.maintenance``: pending
 captures resumed, failed index writes re-applied, fragments compacted, nonces
 pruned).
 
@@ -99,7 +99,7 @@ async def start() -> Any:
     async with _lock:
         if _state["pipeline"] is not None:
             return _state["pipeline"]
-        from gateway.app import maintenance
+        from gateway.maintenance import maintenance
         from gateway.config import load_settings
         from gateway.service import build_pipeline
 

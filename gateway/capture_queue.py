@@ -1,0 +1,283 @@
+"""The durable capture queue: what a turn leaves to capture, and who runs it.
+
+A person's message is durable from its turn on: its chat-log line carries its
+capture (``Store.append_chat(capture=…)``) until the capture is done. A turn
+that captures before it returns calls ``capture``; one answered first
+(``background_capture``) hands what follows its answer to ``put``. One worker
+runs that queue in batches (``AFTER_BATCH``), each batch in one thread and one
+``MemoryCore.batch()`` (one index write), so that the answers of the next
+turns compete with one background thread, not one per message; captures that
+need the tenant's model (LLM extraction: a network call each) run as tasks of
+their own, ``CAPTURE_CONCURRENCY`` at a time. ``drain`` waits for what runs;
+``resume`` (the maintenance task, ``gateway.maintenance``) runs what a crash
+or a failure left in the chat log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from bridges.contract import TurnResult
+from gateway.config import Settings, TenantSettings
+from gateway.llm import ChatModels
+from gateway.withdrawals import retract_from
+from memory.capture import LLMExtractor, answered_line, capture
+from memory.core import MemoryCore
+from memory.store import PendingCapture, utcnow
+from memory.types import ChatRef
+
+__all__ = ["CaptureQueue", "without_bot_mention"]
+
+log = logging.getLogger(__name__)
+
+CAPTURE_CONCURRENCY = 4
+"""Background captures with LLM extraction running at once per queue."""
+AFTER_BATCH = 32
+"""Turns whose after-work (bookkeeping, heuristic capture) one worker batch takes."""
+RESUME_AFTER_S = 60.0
+"""A capture queued this many seconds ago and still not done is resumed."""
+
+
+@dataclass
+class _After:
+    """What is left of a turn answered first (``CaptureQueue.put``)."""
+
+    after: list[Callable[[], None]]
+    job: PendingCapture | None
+    res: TurnResult
+    audit: Callable[[], None] | None
+
+
+class CaptureQueue:
+    """The captures of every tenant's turns over one core, in this process."""
+
+    def __init__(self, settings: Settings, core: MemoryCore, models: ChatModels) -> None:
+        self.settings = settings
+        self.core = core
+        self.models = models
+        self._tasks: set[asyncio.Task] = set()
+        self._running: set[int] = set()  # chat-log line ids whose capture runs in this process
+        self._slots: asyncio.Semaphore | None = None
+        self._after: list[_After] = []  # queued for the worker (put)
+        self._worker: asyncio.Task | None = None
+
+    def queued(self) -> int:
+        """Captures queued or running in this process (the after-work queue and model captures)."""
+        return len(self._after) + sum(1 for t in self._tasks if t is not self._worker)
+
+    def hold(self, line_id: int) -> None:
+        """Line ``line_id``'s capture runs in this process from now on (its turn has
+        not answered yet): ``resume`` leaves it alone until ``release``."""
+        self._running.add(line_id)
+
+    def release(self, line_id: int) -> None:
+        """The capture of ``line_id`` no longer runs here: the line keeps it for ``resume``."""
+        self._running.discard(line_id)
+
+    async def settle(self, lines: Iterable[int], timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until none of ``lines`` has a capture
+        queued or running in this process."""
+        lines = list(lines)
+        deadline = time.monotonic() + timeout
+        while any(line in self._running for line in lines) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    def context_of(self, tenant: str, chat: ChatRef, line_id: int | None, at: datetime) -> str:
+        """The context of the person's line ``line_id`` of ``chat``: the companion's
+        line just before it (``memory.capture.answered_line``), "" when none (and
+        in a group, without reading the log). Blocking (SQL)."""
+        if not line_id or chat.is_group:
+            return ""
+        return answered_line(self.core.store.line_before(tenant, chat, line_id), at, chat,
+                             persona=self.settings.tenant(tenant).persona_name)
+
+    async def capture(self, job: PendingCapture, *, last_try: bool = False) -> list[str]:
+        """Capture ``job`` now, in a thread (the extractor is made here, on the
+        loop); returns the ids stored or updated (``_capture_sync``)."""
+        try:
+            return await asyncio.to_thread(self._capture_sync, job, self.models.extractor(job.tenant), last_try)
+        finally:
+            self._running.discard(job.line_id)
+
+    def _capture_sync(self, job: PendingCapture, extractor: LLMExtractor | None, last_try: bool, *,
+                      done: list[int] | None = None, taken: bool = False) -> list[str]:
+        """In a worker thread: capture one person's line into its namespace and mark
+        its chat-log line done; returns the ids stored or updated. A failure is
+        logged and leaves the line for ``resume`` — unless ``last_try``,
+        which gives it up (logged at ERROR) so that a message that always fails is
+        not retried forever. ``done``: collect the line id there instead of marking
+        it (the caller marks a batch at once). A line this process queued is taken
+        first (``Store.take_captures``: with its text as it is now, which an edit may
+        have changed meanwhile) unless ``taken`` says the caller did (and passed the
+        job with that text); one another replica claimed meanwhile is left to it."""
+        if job.queued is not None and job.line_id and not taken:
+            took = self.core.store.take_captures({job.line_id: job.queued})
+            if job.line_id not in took:
+                log.info("capture of %s message %s left to the replica that claimed it", job.namespace,
+                         job.message_id)
+                return []
+            job = replace(job, text=took[job.line_id])
+        t = self.settings.tenant(job.tenant)
+        if self.core.store.is_redacted(job.tenant, job.chat, job.message_id):
+            log.info("capture of %s message %s skipped: the message was withdrawn", job.namespace, job.message_id)
+            if job.line_id:
+                self.core.store.capture_done(job.line_id)
+            return []
+        try:
+            context = self.context_of(job.tenant, job.chat, job.line_id, job.at)
+            results = capture(self.core, job.namespace, without_bot_mention(job.text, t), chat=job.chat,
+                              said_at=job.at, message_id=job.message_id, extractor=extractor, tz=t.tz,
+                              addressed=_said_to_bot(job, t), own_texts=(t.persona,), context=context)
+        except Exception:  # noqa: BLE001 - capture never breaks the turn; the line keeps it for a retry
+            if not last_try:
+                log.exception("capture failed for %s message %s; it will be retried", job.namespace, job.message_id)
+                return []
+            log.exception("capture of %s message %s failed again; given up", job.namespace, job.message_id)
+            results = []
+        if job.line_id and done is not None:
+            done.append(job.line_id)
+        elif job.line_id:
+            self.core.store.capture_done(job.line_id)
+        if results and self.core.store.is_redacted(job.tenant, job.chat, job.message_id):
+            # withdrawn while this capture ran: what it just stored goes too
+            retract_from(self.core, job.namespace, job.chat, job.message_id)
+            return []
+        return [r.memory.id for r in results if r.memory is not None and r.action not in ("rejected", "conflict")]
+
+    def put(self, after: list[Callable[[], None]], job: PendingCapture | None, res: TurnResult,
+            audit: Callable[[], None] | None) -> None:
+        """Queue what follows a turn answered first: its bookkeeping ``after`` (recall
+        trace, ACT-R access times), the capture ``job`` (its ids land in
+        ``res.captured``), then ``audit`` (the turn's audit line), each run in a
+        thread. One worker runs the queue in batches (module docstring); a
+        capture that needs the tenant's model runs as its own task instead."""
+        item = _After(after, job, res, audit)
+        if job is not None and self.models.of(job.tenant) is not None:
+            if self._slots is None:
+                self._slots = asyncio.Semaphore(CAPTURE_CONCURRENCY)
+            task = asyncio.create_task(self._run_model_capture(item, self._slots))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        self._after.append(item)
+        if self._worker is None or self._worker.done():
+            # a context of its own: the worker outlives the turn that started it (no stale turn_id)
+            self._worker = asyncio.create_task(self._after_worker(), context=contextvars.Context())
+            self._tasks.add(self._worker)
+            self._worker.add_done_callback(self._tasks.discard)
+
+    async def _run_model_capture(self, item: _After, slots: asyncio.Semaphore) -> None:
+        async with slots:
+            if item.after:
+                await asyncio.to_thread(_run_all, item.after)
+            item.res.captured = await self.capture(item.job)  # type: ignore[arg-type]
+            if item.audit is not None:
+                await asyncio.to_thread(item.audit)
+
+    async def _after_worker(self) -> None:
+        while self._after:
+            batch = self._after[:AFTER_BATCH]
+            del self._after[:AFTER_BATCH]
+
+            def work() -> None:
+                done: list[int] = []
+                mine = {item.job.line_id: item.job.queued for item in batch
+                        if item.job is not None and item.job.line_id and item.job.queued is not None}
+                taken = self.core.store.take_captures(mine)  # one statement for the batch
+                with self.core.batch():
+                    for item in batch:
+                        _run_all(item.after)
+                        if item.job is None:
+                            continue
+                        if item.job.line_id in mine and item.job.line_id not in taken:
+                            log.info("capture of %s message %s left to the replica that claimed it",
+                                     item.job.namespace, item.job.message_id)
+                            continue
+                        job = replace(item.job, text=taken[item.job.line_id]) if item.job.line_id in taken else item.job
+                        item.res.captured = self._capture_sync(job, None, last_try=False, done=done, taken=True)
+                self.core.store.capture_done(*done)  # after the batch's index write
+                self._running.difference_update(item.job.line_id for item in batch if item.job is not None)
+                # the turn audit lines last, once the batch is written
+                for item in batch:
+                    if item.audit is not None:
+                        item.audit()
+
+            try:
+                await asyncio.to_thread(work)
+            except Exception:  # noqa: BLE001 - the lines keep their captures for resume
+                log.exception("background capture batch of %d failed", len(batch))
+                self._running.difference_update(item.job.line_id for item in batch if item.job is not None)
+
+    async def drain(self, timeout: float | None = None) -> bool:
+        """Wait for the captures running after their turns (at most ``timeout``
+        seconds); True when none is left. What is not done stays durable in the
+        chat log for ``resume``."""
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        while self._tasks or self._after:
+            left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+            if left is not None and left <= 0:
+                return False
+            if self._tasks:
+                await asyncio.wait(set(self._tasks), timeout=left)
+            else:
+                await asyncio.sleep(0)
+        return True
+
+    async def resume(self, older_than_s: float = RESUME_AFTER_S, limit: int = 100) -> int:
+        """Run the captures that were queued more than ``older_than_s`` seconds ago
+        and never finished (the process died after the reply, or the capture
+        failed), one at a time, each tried one last time; returns how many ran.
+        Each line is claimed first (``Store.claim_captures``: a lease of
+        ``older_than_s`` seconds in the database), so two replicas resuming at the
+        same moment never run the same line; captures in flight in this process
+        are left alone."""
+        jobs = await asyncio.to_thread(self.core.store.claim_captures,
+                                       utcnow() - timedelta(seconds=older_than_s), limit)
+        ran = 0
+        for job in jobs:
+            if job.line_id in self._running:
+                continue
+            if job.tenant not in self.settings.tenants:
+                log.warning("pending capture of line %d: tenant %s is no longer configured; dropped",
+                            job.line_id, job.tenant)
+                await asyncio.to_thread(self.core.store.capture_done, job.line_id)
+                continue
+            self._running.add(job.line_id)
+            await self.capture(job, last_try=True)
+            ran += 1
+        if ran:
+            log.info("resumed %d pending capture(s)", ran)
+        return ran
+
+
+def without_bot_mention(text: str, t: TenantSettings) -> str:
+    """The message without the @-mention of this tenant's Telegram bot: "@mochi_bot
+    我养了只猫" is a fact about the cat, not about the bot's handle."""
+    name = (t.telegram.bot_username or t.telegram_bot_username or "").lstrip("@")
+    if not name:
+        return text
+    return re.sub(rf"(?i)@{re.escape(name)}\b", "", text).strip()
+
+
+def _said_to_bot(job: PendingCapture, t: TenantSettings) -> bool:
+    """Was the line said to the bot (its subject-less statements are then the
+    speaker's, memory.capture)? Private chats always; in a group what the turn
+    decided, or for a line read back from the store, true when the tenant does not
+    capture all group messages (then only addressed ones were queued)."""
+    if not job.chat.is_group:
+        return True
+    if job.addressed is not None:
+        return job.addressed
+    return not t.capture_all_group_messages
+
+
+def _run_all(fns: list[Callable[[], None]]) -> None:
+    for f in fns:
+        f()

@@ -1,0 +1,71 @@
+"""The maintenance task of a serving gateway: the background work the app (and
+an embedding host: ``gateway.huiyi_nonebot``, the NoneBot plugin's and the
+Python client's embedded modes) starts beside the turns, and stops with them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gateway.pipeline import Pipeline
+
+__all__ = ["maintenance", "MAINTAIN_EVERY_S", "OPTIMIZE_EVERY_S", "OPTIMIZE_AFTER_WRITES"]
+
+log = logging.getLogger(__name__)
+
+MAINTAIN_EVERY_S = 15.0
+OPTIMIZE_EVERY_S = 600.0
+OPTIMIZE_AFTER_WRITES = 32
+
+
+async def maintenance(pipeline: Pipeline) -> None:
+    """The maintenance task of a serving pipeline, every MAINTAIN_EVERY_S seconds
+    until cancelled. Off the hot path: resume captures a crash or failure left pending
+    (``CaptureQueue.resume``); apply pending index writes; optimize (compact fragments,
+    fold new rows into the indices) every OPTIMIZE_EVERY_S seconds, or sooner once
+    OPTIMIZE_AFTER_WRITES index writes have piled up (each write is a fragment and
+    an unoptimized table makes every search slower); prune the nonces of signed
+    callbacks that no replay window reaches any more (``Nonces.prune``); start
+    the sleep consolidation of idle people and the dormancy sweep in a task of
+    their own unless the last pass still runs (``ConsolidationScheduler.start``,
+    ``memory.consolidate``); start
+    the index's rebuild from SQL again when the one begun at start-up (a missing
+    or unreadable index, ``MemoryCore``) failed. Cancelling it cancels the
+    consolidation pass it started (``ConsolidationScheduler.stop``)."""
+    try:
+        await _maintain_forever(pipeline)
+    finally:  # cancelled with the app: a consolidation pass it started goes too
+        await pipeline.consolidation.stop()
+
+
+async def _maintain_forever(pipeline: Pipeline) -> None:
+    """``maintenance``'s loop."""
+    last_opt = asyncio.get_running_loop().time()
+    while True:
+        await asyncio.sleep(MAINTAIN_EVERY_S)
+        if pipeline.core.start_rebuild():  # a rebuild of a missing or unreadable index failed: again
+            log.warning("index: not ready; rebuilding it from SQL again")
+        try:
+            await pipeline.captures.resume()
+        except Exception as exc:  # noqa: BLE001 - keep maintaining
+            log.warning("resuming pending captures: %s", exc)
+        try:  # in a task of its own: a long run never delays the index maintenance below
+            pipeline.consolidation.start()
+        except Exception as exc:  # noqa: BLE001 - keep maintaining
+            log.warning("starting consolidation: %s", exc)
+        try:
+            await asyncio.to_thread(pipeline.nonces.prune)
+        except Exception as exc:  # noqa: BLE001 - keep maintaining
+            log.warning("pruning callback nonces: %s", exc)
+        try:
+            await asyncio.to_thread(pipeline.core.maintain)
+            now = asyncio.get_running_loop().time()
+            if (now - last_opt >= OPTIMIZE_EVERY_S
+                    or pipeline.core.index.writes_since_optimize >= OPTIMIZE_AFTER_WRITES):
+                await asyncio.to_thread(pipeline.core.index.optimize)
+                last_opt = now
+        except Exception as exc:  # noqa: BLE001 - keep maintaining
+            log.warning("index maintenance: %s", exc)
