@@ -42,6 +42,7 @@ COPY locales locales
 COPY memory memory
 COPY bridges bridges
 COPY gateway gateway
+COPY evals evals
 RUN pip install --no-deps . \
     && huiyi --version
 

@@ -16,7 +16,7 @@ the questions that are reported, nor their evidence labels):
   links say what words and meaning brought together.
 
 LoCoMo's development split is its first 4 conversations and the held-out split
-the other 6 (``gateway.recall_eval``), each conversation its own namespace:
+the other 6 (``evals.recall``), each conversation its own namespace:
 links made by replaying the development questions could only ever join
 memories of the development conversations, so they cannot reach a held-out
 namespace and would leak the fitted questions' own answers into the fit.
@@ -72,7 +72,7 @@ def _replay(core, suite, params) -> int:
 
 def _evaluate(core, suite, key_of, variants: dict):
     """Every query of ``suite`` once per variant (name → RecallParams), alternating per query."""
-    from gateway.recall_eval import RecallRun
+    from evals.recall import RecallRun
 
     runs = {name: RecallRun() for name in variants}
     for q in suite.queries:
@@ -96,7 +96,7 @@ def run(embedder_name: str, workdir: Path, quick: bool = False, cache: Path | No
     """The on/off figures (module docstring) with ``embedder_name``, stores under
     ``workdir``; returns the printed blocks (one line saying why when LoCoMo is
     absent). ``quick``: the first 5 conversations (4 development, 1 held out)."""
-    from gateway.recall_eval import CachedEmbedder, ingest, load_locomo, metrics, report_lines, split
+    from evals.recall import CachedEmbedder, ingest, load_locomo, metrics, report_lines, split
     from memory.core import MemoryCore
     from memory.embed import make_embedder
     from memory.index import SearchIndex

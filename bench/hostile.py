@@ -329,7 +329,7 @@ def run(min_requests: int = MIN_REQUESTS, deadline_s: float = DEADLINE_S) -> int
     the number of 5xx answers (0 is the goal)."""
     import uvicorn
 
-    from gateway.app import create_app
+    from gateway.http.app import create_app
     from gateway.config import TenantSettings, load_settings
 
     workdir = Path(tempfile.mkdtemp(prefix="huiyi-hostile-"))

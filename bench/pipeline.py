@@ -124,7 +124,7 @@ def run(namespaces: int = 200, per_ns: int = 20, turns: int = 200, seed: int = 5
                 await turns_loop(f"one person × {big}", [heavy_uid], 20_000)
 
         gc.collect()
-        gc.freeze()  # as ``huiyi serve`` does once started (gateway.app.create_app's freeze_gc)
+        gc.freeze()  # as ``huiyi serve`` does once started (gateway.http.app.create_app's freeze_gc)
         try:
             asyncio.run(all_turns())
         finally:

@@ -1,5 +1,5 @@
 """Recall quality on public data with evidence labels, for ``make bench``: the same
-loaders, ingest and evaluation as ``huiyi eval recall`` (``gateway.recall_eval``),
+loaders, ingest and evaluation as ``huiyi eval recall`` (``evals.recall``),
 over LoCoMo (one namespace per conversation, and per speaker) and DuLeMon (per
 dialogue, and every fact in one pool), with the BM25-only and vector-only channels
 of the same run, per embedder, and the embedding cost that the default-embedder
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import DATA_DIR, table
-from gateway.recall_eval import (CachedEmbedder, Suite, evaluate, ingest, load_dulemon, load_locomo, metrics,
+from evals.recall import (CachedEmbedder, Suite, evaluate, ingest, load_dulemon, load_locomo, metrics,
                                  report_lines)
 
 __all__ = ["EmbedderQuality", "run", "decision_table", "embedding_cost", "SETS"]

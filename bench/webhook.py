@@ -128,7 +128,7 @@ def measure(workdir: Path, *, chats: int = CHATS, messages: int = MESSAGES, warm
     "turn_p50_ms", "recall_p50_ms"}`` (milliseconds, requests/s)."""
     import uvicorn
 
-    from gateway.app import create_app
+    from gateway.http.app import create_app
     from gateway.config import TenantSettings, load_settings
     from gateway.pipeline import Pipeline
     from gateway.service import build_core

@@ -377,7 +377,7 @@ class Settings(BaseSettings):
     body_timeout_s: float = Field(default=15.0, gt=0)
     #: Refuse every ``/v1`` call without an API key, loopback callers too (env
     #: ``HUIYI_API_REQUIRE_KEY``). Off, a tenant that never had a key answers
-    #: ``/v1`` to loopback callers without one (gateway.auth); turn it on when a
+    #: ``/v1`` to loopback callers without one (gateway.http.auth); turn it on when a
     #: proxy on the same host forwards outside traffic without X-Forwarded-For.
     api_require_key: bool = False
     llm_base_url: str | None = None

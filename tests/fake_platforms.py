@@ -353,7 +353,7 @@ def gateway(llm, monkeypatch):
     (``SettlingClient``: ``client.settle()``, ``with client.unsettled():``)."""
     from fastapi.testclient import TestClient
 
-    from gateway.app import create_app
+    from gateway.http.app import create_app
     from gateway.config import TenantSettings, load_settings
 
     monkeypatch.setenv("HUIYI_LLM_BASE_URL", llm.base_url)
@@ -363,7 +363,7 @@ def gateway(llm, monkeypatch):
 
     def make(*, settings_overrides: dict | None = None, **tenant: object) -> TestClient:
         settings = load_settings(tenants={"default": TenantSettings(**tenant)}, **(settings_overrides or {}))
-        client = settling(create_app(settings), client=("127.0.0.1", 50000))  # loopback: keyless /v1 (gateway.auth)
+        client = settling(create_app(settings), client=("127.0.0.1", 50000))  # loopback: keyless /v1 (gateway.http.auth)
         client.__enter__()
         clients.append(client)
         return client

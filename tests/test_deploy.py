@@ -134,7 +134,7 @@ def test_dockerfile_layers_user_and_base_argument():
     assert lines[0].startswith("ARG BASE_IMAGE=") and lines[1] == "FROM ${BASE_IMAGE}"
     text = "\n".join(lines)
     deps = text.index("-c constraints.txt")
-    for src in ("COPY memory", "COPY gateway", "COPY bridges", "COPY locales"):
+    for src in ("COPY memory", "COPY gateway", "COPY evals", "COPY bridges", "COPY locales"):
         assert text.index(src) > deps, f"{src} comes before the dependency install"
     users = [ln for ln in lines if ln.startswith("USER ")]
     assert users[-1] == "USER huiyi"

@@ -12,7 +12,7 @@ if str(ROOT) not in sys.path:  # bench/ is a top-level package of the repository
     sys.path.insert(0, str(ROOT))
 
 from bench import DATA_DIR  # noqa: E402
-from gateway.recall_eval import evaluate, ingest, load_dulemon, load_locomo, metrics  # noqa: E402
+from evals.recall import evaluate, ingest, load_dulemon, load_locomo, metrics  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"no evaluation data at {DATA_DIR} (HUIYI_EVAL_DATA_DIR)")
 

@@ -210,7 +210,7 @@ def test_capture_queued_at_a_kill_is_replayed_after_restart(tmp_path, llm, fake_
     data root captures it (resume_captures, what its maintenance task runs)."""
     from fastapi.testclient import TestClient
 
-    from gateway.app import create_app
+    from gateway.http.app import create_app
     from gateway.config import load_settings
 
     port = free_port()

@@ -183,7 +183,7 @@ def test_quick_operation_in_a_group_quotes_the_message(gateway, llm):
 _OWNED_HOST_SCRIPT = r"""
 import json, sys
 from fastapi.testclient import TestClient
-from gateway.app import create_app
+from gateway.http.app import create_app
 from gateway.config import load_settings
 
 event = json.loads(sys.argv[1])

@@ -216,7 +216,7 @@ def test_long_polling_processes_queued_updates(gateway, fake_telegram, llm):
     """serve --polling: the webhook is deleted, getUpdates is polled, and the update is answered."""
     from fastapi.testclient import TestClient
 
-    from gateway.app import create_app
+    from gateway.http.app import create_app
     from gateway.config import TenantSettings, load_settings
 
     fake_telegram.updates.append(update(text_message("我在学日语", mid=90), uid=500))

@@ -23,7 +23,7 @@ from aiogram.types import Message, Update  # noqa: E402
 from huiyi_client import AsyncHuiyi  # noqa: E402
 from huiyi_client.aiogram import HuiyiMiddleware, chat_key, memory_router  # noqa: E402
 
-from gateway.app import create_app  # noqa: E402
+from gateway.http.app import create_app  # noqa: E402
 from gateway.config import TenantSettings, load_settings  # noqa: E402
 from memory.types import Namespace  # noqa: E402
 

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 for part in ("python", "nonebot"):
     sys.path.insert(0, str(ROOT / "clients" / part))
 
-from gateway.app import create_app  # noqa: E402
+from gateway.http.app import create_app  # noqa: E402
 from gateway.config import TenantSettings, load_settings  # noqa: E402
 from memory.types import Namespace  # noqa: E402
 

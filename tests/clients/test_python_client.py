@@ -22,7 +22,7 @@ sys.path.insert(0, str(CLIENT_DIR))
 from huiyi_client import (AsyncHuiyi, AuthError, BadRequest, ForbiddenError, Hit, Huiyi, HuiyiError, Memory,  # noqa: E402
                           Message, NotFound, Unavailable, Unreachable)
 
-from gateway.app import create_app  # noqa: E402
+from gateway.http.app import create_app  # noqa: E402
 from gateway.config import TenantSettings, load_settings  # noqa: E402
 
 ZH = "我养了一只叫煤球的黑猫"

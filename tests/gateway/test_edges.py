@@ -552,7 +552,7 @@ def test_half_a_body_gets_408_within_the_body_timeout():
     import socket
 
     from fake_openai import LoopbackServer
-    from gateway.app import create_app
+    from gateway.http.app import create_app
     from gateway.config import load_settings
 
     settings = load_settings(body_timeout_s=1.0)

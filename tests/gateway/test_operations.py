@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-import gateway.health
-from gateway.app import create_app
+import gateway.http.health
+from gateway.http.app import create_app
 from gateway.config import LLMSettings, TenantSettings, load_settings
 from gateway.logs import configure_logging
 from gateway.pipeline import Pipeline
@@ -24,7 +24,7 @@ DM = {"platform": "tg", "sender_id": "42", "sender_name": "小明", "chat_kind":
 SECRET_WORDS = "我的秘密：猫叫煤球🐈 and my PIN is 7391！"
 
 
-LOOPBACK = ("127.0.0.1", 50000)  # keyless /v1 answers loopback callers only (gateway.auth)
+LOOPBACK = ("127.0.0.1", 50000)  # keyless /v1 answers loopback callers only (gateway.http.auth)
 
 def _app(core, tenant: TenantSettings | None = None, **settings):
     s = load_settings(tenants={"default": tenant or TenantSettings()}, **settings)
@@ -84,7 +84,7 @@ def test_readyz_is_503_when_the_database_is_gone(core, monkeypatch):
         assert client.get("/readyz").status_code == 200
         _gone(core)
         assert client.get("/readyz").status_code == 200  # the verdict of a moment ago is reused (CACHE_S)
-        monkeypatch.setattr(gateway.health, "CACHE_S", 0.0)
+        monkeypatch.setattr(gateway.http.health, "CACHE_S", 0.0)
         r = client.get("/readyz")
         assert r.status_code == 503
         body = r.json()
@@ -96,7 +96,7 @@ def test_readyz_is_503_when_the_database_is_gone(core, monkeypatch):
 def test_readyz_checks_the_configured_model(sqlite_core, llm, monkeypatch):
     """A configured model that answers keeps the gateway ready; one whose server is
     down makes /readyz 503 naming that model, within the probe timeout."""
-    monkeypatch.setattr(gateway.health, "CACHE_S", 0.0)
+    monkeypatch.setattr(gateway.http.health, "CACHE_S", 0.0)
     up = TenantSettings(llm=LLMSettings(base_url=llm.base_url, model="fake-chat"))
     with TestClient(_app(sqlite_core, up), client=LOOPBACK) as client:
         r = client.get("/readyz")

@@ -143,7 +143,7 @@ def test_gateway_starts_on_corrupt_manifests_and_rebuilds(tmp_path):
     meanwhile, and its background rebuild restores every memory to the index."""
     from fastapi.testclient import TestClient
 
-    from gateway.app import create_app
+    from gateway.http.app import create_app
 
     ids = _seed_gateway_data(tmp_path)
     _corrupt_manifests(tmp_path / "data" / "index", "garbage")

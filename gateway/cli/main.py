@@ -5,13 +5,13 @@ replay    run platform payload files through the pipeline, one JSON line per per
 recall    print the hits of a query for one subject, with scores and channel ranks
 reindex   rebuild the search index from SQL
 consolidate  sleep consolidation now: one tenant's people (or --subject), one JSON line each
-stats     one day of turns: reconstruction success, fallback reasons, latencies (gateway.cli_eval)
-eval      offline evaluations, e.g. ``eval grounding`` (gateway.cli_eval)
+stats     one day of turns: reconstruction success, fallback reasons, latencies (gateway.cli.evaluate)
+eval      offline evaluations, e.g. ``eval grounding`` (gateway.cli.evaluate)
 telegram  set-webhook / delete-webhook for a tenant's Telegram bot
-memories  list | show | history | forget | forget-subject of one person (gateway/cli_memories.py)
+memories  list | show | history | forget | forget-subject of one person (gateway/cli/memories.py)
 config    check: validate the configuration and print it, secrets masked
-db        upgrade | current: the database schema, by Alembic (gateway/cli_db.py)
-keys      create | list | revoke API keys of the /v1 HTTP API (gateway/cli_keys.py)
+db        upgrade | current: the database schema, by Alembic (gateway/cli/db.py)
+keys      create | list | revoke API keys of the /v1 HTTP API (gateway/cli/keys.py)
 
 ``huiyi --version`` prints the installed version; ``-h`` is ``--help``. A
 configuration error (``gateway.config.ConfigError``) or a user's input error
@@ -33,7 +33,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from gateway.cli_eval import eval_app, stats
+from gateway.cli.evaluate import eval_app, stats
 from gateway.config import ConfigError, load_settings, masked
 from gateway.logs import configure_logging
 
@@ -81,7 +81,7 @@ def version() -> str:
         import tomllib
 
         try:
-            meta = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+            meta = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
             return str(meta["project"]["version"])
         except (OSError, KeyError, tomllib.TOMLDecodeError):
             return "unknown"
@@ -118,14 +118,14 @@ def serve(host: Annotated[str | None, typer.Option(help="listen address")] = Non
     """Run the gateway (embedded defaults: SQLite + local LanceDB + offline embedder)."""
     import uvicorn
 
-    from gateway.app import create_app
+    from gateway.http.app import create_app
 
     settings = load_settings()
     # one JSON object per line; a person's words only when the privacy switch allows (gateway.logs)
     configure_logging(json_logs=True, allow_text=settings.audit_fragments)
     # slow and hostile clients: a bound on connections at once (503 beyond it), and
     # idle keep-alive connections closed after 5 s; the body itself must arrive
-    # within settings.body_timeout_s (gateway.app._body)
+    # within settings.body_timeout_s (gateway.http.app._body)
     uvicorn.run(create_app(settings, telegram_polling=polling, freeze_gc=True), host=host or settings.host, port=port or settings.port,
                 log_config=None, limit_concurrency=settings.max_connections, timeout_keep_alive=5)
 
@@ -330,22 +330,19 @@ def _consolidation_note(r) -> str | None:
 
 app.command()(stats)
 app.add_typer(eval_app, name="eval")
-from gateway.telegram_cli import telegram_app  # noqa: E402 - command groups register after the core commands
+from gateway.cli.telegram import telegram_app  # noqa: E402 - command groups register after the core commands
 
 app.add_typer(telegram_app, name="telegram")
 
-from gateway.cli_memories import memories_app  # noqa: E402 - registered after the commands above
+from gateway.cli.memories import memories_app  # noqa: E402 - registered after the commands above
 
 app.add_typer(memories_app, name="memories")
 app.add_typer(config_app, name="config")
 
-from gateway.cli_db import db_app  # noqa: E402 - registered after the commands above
+from gateway.cli.db import db_app  # noqa: E402 - registered after the commands above
 
 app.add_typer(db_app, name="db")
 
-from gateway.cli_keys import keys_app  # noqa: E402 - registered after the commands above
+from gateway.cli.keys import keys_app  # noqa: E402 - registered after the commands above
 
 app.add_typer(keys_app, name="keys")
-
-if __name__ == "__main__":  # pragma: no cover
-    app()

@@ -1,4 +1,4 @@
-"""``huiyi keys`` — API keys of the ``/v1`` HTTP API (``gateway.auth``).
+"""``huiyi keys`` — API keys of the ``/v1`` HTTP API (``gateway.http.auth``).
 
 create  a new key for ``--tenant`` (``--scope admin``, the default: every person
         of the tenant; ``--scope member --subject tg:42``: that person only),

@@ -1,10 +1,10 @@
 """The HTTP gateway (FastAPI).
 
 Routes: ``GET /healthz`` (the process answers), ``GET /readyz`` (database,
-index and configured chat models answer: 200, else 503; ``gateway.health``),
+index and configured chat models answer: 200, else 503; ``gateway.http.health``),
 ``GET /metrics`` (Prometheus text, ``gateway.metrics``); ``/v1``
-(``gateway.api_v1``: ``POST /v1/turns``, a platform-neutral message →
-recollection, prompt, reply, and the memory API; keyed, ``gateway.auth``);
+(``gateway.http.api_v1``: ``POST /v1/turns``, a platform-neutral message →
+recollection, prompt, reply, and the memory API; keyed, ``gateway.http.auth``);
 ``POST /telegram/{tenant}`` (a Bot API Update,
 ``X-Telegram-Bot-Api-Secret-Token`` required; the reply is sent through the
 Bot API); ``POST /onebot/{tenant}`` (a OneBot v11 HTTP POST event, signed or
@@ -33,11 +33,11 @@ from pydantic import ValidationError
 
 from bridges.replay import ReplayError, check_fresh, guard
 from gateway.config import Settings, load_settings
-from gateway import api_v1
-from gateway.api_v1 import TurnRequest
-from gateway.bodies import json_object as _json_body
-from gateway.bodies import read_body as _body
-from gateway.bodies import validation_errors as _errors
+from gateway.http import api_v1
+from gateway.http.api_v1 import TurnRequest
+from gateway.http.bodies import json_object as _json_body
+from gateway.http.bodies import read_body as _body
+from gateway.http.bodies import validation_errors as _errors
 from gateway.errors import BadPayload, Unauthorized, install_handlers
 from gateway.maintenance import maintenance
 from gateway.pipeline import Pipeline
@@ -88,7 +88,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         app.state.wechat = WeChatRuntime(pipeline, http)
         app.state.webhook = WebhookRuntime(pipeline, http)
         app.state.onebot = OneBotHTTP(pipeline, http)
-        from gateway.health import Readiness
+        from gateway.http.health import Readiness
 
         app.state.readiness = Readiness(pipeline, http)
         tasks = [asyncio.create_task(maintenance(pipeline))]
@@ -115,7 +115,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
 
     app = FastAPI(title="huiyi", version="0.1.0", lifespan=lifespan)
     app.state.body_timeout_s = cfg.body_timeout_s
-    app.state.api_require_key = cfg.api_require_key  # read by gateway.auth before the body
+    app.state.api_require_key = cfg.api_require_key  # read by gateway.http.auth before the body
     install_handlers(app)
 
     def pl(request: Request) -> Pipeline:
@@ -128,7 +128,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
 
     @app.get("/readyz")
     async def readyz(request: Request) -> JSONResponse:
-        """Readiness: 200 when database, index and configured models answer, else 503 (``gateway.health``)."""
+        """Readiness: 200 when database, index and configured models answer, else 503 (``gateway.http.health``)."""
         readiness = getattr(request.app.state, "readiness", None)
         if readiness is None:
             return JSONResponse({"status": "not ready", "checks": {"startup": "pending"}}, status_code=503)
@@ -143,7 +143,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         body = await asyncio.to_thread(pl(request).metrics.render)  # the queue gauges read the database
         return Response(body, media_type=CONTENT_TYPE)
 
-    app.include_router(api_v1.router)  # /v1: keyed (gateway.auth), before NoneBot's catch-all mount
+    app.include_router(api_v1.router)  # /v1: keyed (gateway.http.auth), before NoneBot's catch-all mount
     app.openapi = lambda: api_v1.openapi_of(app)  # validation errors are 400 ErrorOut, not FastAPI's 422
 
     @app.post("/telegram/{tenant}")

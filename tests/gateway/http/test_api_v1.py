@@ -13,8 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from gateway.app import create_app
-from gateway.auth import is_loopback
+from gateway.http.app import create_app
+from gateway.http.auth import is_loopback
 from gateway.config import TenantSettings, load_settings
 from memory.types import ChatRef, Namespace
 
@@ -206,7 +206,7 @@ def test_keyless_calls_reach_a_keyless_tenant_from_loopback_only(app, caplog):
 
 def test_start_up_says_who_may_call_v1(caplog):
     """The start-up log names the keyless tenants and that they answer loopback only."""
-    with caplog.at_level(logging.INFO, logger="gateway.api_v1"):
+    with caplog.at_level(logging.INFO, logger="gateway.http.api_v1"):
         with TestClient(create_app(_settings()), client=LOOPBACK):
             pass
     assert any("loopback" in r.getMessage() and "default" in r.getMessage() for r in caplog.records)

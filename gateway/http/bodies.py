@@ -1,8 +1,8 @@
 """Reading request bodies at the HTTP edge: bounded in size and in time, and
 every string repaired (``memory.types.repair``) before anything parses it.
 
-Shared by the platform routes (``gateway.app``) and the ``/v1`` API
-(``gateway.api_v1``).
+Shared by the platform routes (``gateway.http.app``) and the ``/v1`` API
+(``gateway.http.api_v1``).
 """
 
 from __future__ import annotations

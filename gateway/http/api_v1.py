@@ -1,6 +1,6 @@
 """The ``/v1`` HTTP API: turns, and the memory verbs for bots that bring their own model.
 
-Every route needs a caller (``gateway.auth``: an API key, or no key from
+Every route needs a caller (``gateway.http.auth``: an API key, or no key from
 loopback for a tenant that never had one), which is checked before the body
 is read. The tenant is the key's (``?tenant=`` may name it, and must match);
 the person is ``{subject}`` in the path (``tg:42``, ``qq:10001``,
@@ -51,8 +51,8 @@ from fastapi.security import APIKeyHeader, HTTPBearer
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from bridges.contract import InboundMessage, Withdrawal
-from gateway.auth import KEY_HEADER, Caller, authenticate
-from gateway.bodies import json_object, read_body
+from gateway.http.auth import KEY_HEADER, Caller, authenticate
+from gateway.http.bodies import json_object, read_body
 from gateway.character_prompt import build_messages
 from gateway.commands import MAX_EDIT_CHARS, export_document
 from gateway.errors import BadPayload, Forbidden
@@ -79,7 +79,7 @@ SEARCH_K_MAX = 50
 class _Guarded(APIRoute):
     """A route whose caller is authenticated before its body is read (a keyless
     remote caller cannot make the gateway buffer anything), whose body is read
-    within the size and time limits of ``gateway.bodies`` and whose JSON strings
+    within the size and time limits of ``gateway.http.bodies`` and whose JSON strings
     are repaired (``memory.types.repair``) before pydantic sees them."""
 
     def get_route_handler(self) -> Callable:
@@ -852,7 +852,7 @@ async def recollection(ctx: Ctx, subject: SubjectPath, body: RecollectIn) -> Rec
 
 
 async def announce(pipeline: Pipeline) -> None:
-    """Log at start-up who may call ``/v1`` (gateway.auth): the tenants without a
+    """Log at start-up who may call ``/v1`` (gateway.http.auth): the tenants without a
     key answer keyless loopback callers only, or nobody with ``api_require_key``."""
     try:
         keyless = await asyncio.to_thread(pipeline.core.store.keyless_tenants, sorted(pipeline.settings.tenants))

@@ -16,7 +16,7 @@ from gateway.observability import audit_file, read_turns, summarise, write_turn
 
 runner = CliRunner()
 DAY = date(2026, 11, 1)
-FIXTURE = Path(__file__).resolve().parents[1] / "data" / "grounding_cases.json"
+FIXTURE = Path(__file__).resolve().parents[2] / "data" / "grounding_cases.json"
 
 
 def record(i: int, *, attempted: bool, reason: str | None, grounding: float | None, total: float) -> dict:
@@ -91,7 +91,7 @@ def test_recall_params_override_the_association_channel():
     """--param sets the association channel's weight, seeds, link floor and half-life (and BM25's k1 and b)
     like any recall default;
     an unknown name, a non-number, a non-finite number or a negative weight is refused."""
-    from gateway.cli_eval import recall_params
+    from gateway.cli.evaluate import recall_params
 
     p = recall_params(["assoc_weight=0.25", "assoc_seeds=5", "assoc_min_weight=0.2", "link_half_life_days=7"])
     assert (p.assoc_weight, p.assoc_seeds, p.assoc_min_weight, p.link_half_life_days) == (0.25, 5, 0.2, 7.0)

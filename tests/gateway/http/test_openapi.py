@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 
-from gateway.app import create_app
+from gateway.http.app import create_app
 from gateway.config import TenantSettings, load_settings
 
 schemathesis = pytest.importorskip("schemathesis")

@@ -3,7 +3,7 @@
 stats             one day of the per-turn audit (gateway.observability): turns,
                   reconstruction success rate, fallback reasons, p50/p95 latency
                   per stage
-eval recall       recall quality on LoCoMo / DuLeMon / LongMemEval (gateway.recall_eval):
+eval recall       recall quality on LoCoMo / DuLeMon / LongMemEval (evals.recall):
                   any@k, all@k, MRR of the hybrid and of each channel, a PNG plot; per
                   ingest mode (raw, capture, turn: the question through the real turn),
                   several side by side in one table
@@ -39,7 +39,7 @@ from gateway.config import load_settings
 
 __all__ = ["stats", "eval_app", "evaluate_grounding", "GroundingReport", "DEFAULT_FIXTURE", "recall_eval"]
 
-DEFAULT_FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "data" / "grounding_cases.json"
+DEFAULT_FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "data" / "grounding_cases.json"
 
 eval_app = typer.Typer(add_completion=False, no_args_is_help=True, help="offline evaluations")
 
@@ -227,7 +227,7 @@ def recall_eval(
 
     from dataclasses import replace
 
-    from gateway.recall_eval import (INGEST_OF, MODES, CachedEmbedder, EvalError, RecallRun, default_data_dir,
+    from evals.recall import (INGEST_OF, MODES, CachedEmbedder, EvalError, RecallRun, default_data_dir,
                                      evaluate, evaluate_turns, ingest, load_suite, plot, report_lines,
                                      split as split_suite)
     from memory.core import MemoryCore
