@@ -872,7 +872,7 @@ async def announce(pipeline: Pipeline) -> None:
 def openapi_of(app) -> dict:
     """``app``'s OpenAPI document as the ``/v1`` routes really answer: FastAPI
     declares a 422 for every route with parameters, but a request that does not
-    validate is a 400 with ``ErrorOut`` here (``gateway.errors``), so the 422s
+    validate is a 400 with ``ErrorOut`` here (``gateway.http.errors``), so the 422s
     and their schemas are dropped. Built once and cached on the app."""
     from fastapi.openapi.utils import get_openapi
 

@@ -38,7 +38,8 @@ from gateway.http.api_v1 import TurnRequest
 from gateway.http.bodies import json_object as _json_body
 from gateway.http.bodies import read_body as _body
 from gateway.http.bodies import validation_errors as _errors
-from gateway.errors import BadPayload, Unauthorized, install_handlers
+from gateway.errors import BadPayload, Unauthorized
+from gateway.http.errors import install_handlers
 from gateway.maintenance import maintenance
 from gateway.pipeline import Pipeline
 

@@ -326,7 +326,7 @@ def test_unexpected_error_answers_500_and_keeps_the_connection(fake_llm):
     from fastapi import FastAPI
 
     from fake_openai import LoopbackServer
-    from gateway.errors import install_handlers
+    from gateway.http.errors import install_handlers
 
     class Server(LoopbackServer):
         def _make_app(self):

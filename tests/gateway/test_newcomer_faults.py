@@ -107,7 +107,7 @@ def test_store_error_503_detail_is_generic_and_logged_without_text(client, caplo
     is logged at WARNING for the operator, and the message text is in no log record."""
     from sqlalchemy import create_engine
 
-    from gateway.errors import UNAVAILABLE
+    from gateway.http.errors import UNAVAILABLE
 
     store = core(client).store
     store.engine.dispose()
