@@ -42,7 +42,8 @@ LongMemEval's assistant turn before a user turn; DuLeMon's facts have none);
 the offline extractor), and a memory maps back to the turn it was learned from
 (``source_message_id``); ``turn`` stores as ``capture`` does, then sends each
 query's latest line (the question; DuLeMon's user line) as the person's private
-message through ``gateway.pipeline.Pipeline.handle`` (no chat model) after the
+message through the real turn (a ``gateway.pipeline.Pipeline`` the caller makes,
+``MakeTurns``; no chat model) after the
 person's own preceding lines (``Query.said_before``, at most ``SAID_BEFORE``, in
 the chat's log a few minutes before it), in the world's own namespace (platform
 ``Suite.kind``, user id the world), and scores the turn's ``recalled``: the
@@ -71,10 +72,11 @@ import textwrap
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -100,6 +102,7 @@ __all__ = [
     "MODES",
     "INGEST_OF",
     "SAID_BEFORE",
+    "MakeTurns",
     "evaluate_turns",
     "metrics",
     "report_lines",
@@ -130,6 +133,13 @@ SAID_BEFORE = 3
 the pipeline's recall reads the person's last ``RecallParams.tail`` (3) lines of the
 chat's tail, the question among them, so the last two of these reach the query and
 all of them the prompt (``TenantSettings.tail``, 8 lines)."""
+
+MakeTurns = Callable[[Any, str, int], Any]
+"""How turn mode gets its pipeline: ``make(core, tenant, recall_k)`` returns one
+over ``core`` whose ``tenant`` has the default settings but ``recall_k``, no chat
+model, with ``handle(tenant, InboundMessage, background_capture=True)`` and
+``drain()`` (``gateway.cli.evaluate.turn_pipeline``: the gateway's real
+``Pipeline``; the harness does not import the gateway, which imports it)."""
 
 
 class EvalError(Exception):
@@ -653,10 +663,10 @@ class _Probe:
         return None
 
 
-def evaluate_turns(core, suite: Suite, key_of: dict[str, str], *, data_dir: Path, k: int = 20,
+def evaluate_turns(core, suite: Suite, key_of: dict[str, str], *, turns: MakeTurns, k: int = 20,
                    as_of: str = "end") -> dict[str, RecallRun]:
     """Ask every query of ``suite`` as a person's private message through the real
-    turn (``gateway.pipeline.Pipeline.handle``, no chat model: ``reply`` is None)
+    turn (the pipeline ``turns`` makes, no chat model: ``reply`` is None)
     over the memories in ``core`` (those of ``ingest(core, suite, "capture")``);
     returns ``{"hybrid": RecallRun}`` — the pipeline cannot be told a channel, so
     the shipped hybrid is the only configuration — scored on ``TurnResult.recalled``
@@ -675,9 +685,8 @@ def evaluate_turns(core, suite: Suite, key_of: dict[str, str], *, data_dir: Path
     microseconds — one sender's same text at the same platform time is a re-push
     to the pipeline, and LoCoMo repeats some questions — with message ids and a
     bot id of this call's own, so that a second call over the same store is no
-    re-delivery of the first. The tenant (``suite.tenant``,
-    defaults but ``recall_k = k``) runs under ``Settings(data_dir=data_dir)``,
-    where the turns' audit lines go.
+    re-delivery of the first. The tenant (``suite.tenant``, defaults but
+    ``recall_k = k``) is the one ``turns`` configures.
 
     Nothing a question's turn writes reaches a later query: it runs with
     ``background_capture``, and before the loop runs anything else the person's
@@ -692,21 +701,18 @@ def evaluate_turns(core, suite: Suite, key_of: dict[str, str], *, data_dir: Path
     by score."""
     import asyncio
 
-    return asyncio.run(_ask_turns(core, suite, key_of, Path(data_dir), k, as_of))
+    return asyncio.run(_ask_turns(core, suite, key_of, turns, k, as_of))
 
 
-async def _ask_turns(core, suite: Suite, key_of: dict[str, str], data_dir: Path, k: int, as_of: str
+async def _ask_turns(core, suite: Suite, key_of: dict[str, str], turns: MakeTurns, k: int, as_of: str
                      ) -> dict[str, RecallRun]:
     """``evaluate_turns`` on the running loop."""
     from bridges.contract import InboundMessage
-    from gateway.config import Settings, TenantSettings
-    from gateway.pipeline import Pipeline
     from memory.recall import RecallParams
     from memory.store import ChatLine, utcnow
     from memory.types import ChatKind, ChatRef
 
-    settings = Settings(data_dir=data_dir).model_copy(update={"tenants": {suite.tenant: TenantSettings(recall_k=k)}})
-    pipeline = Pipeline(settings, _Probe(core))
+    pipeline = turns(_Probe(core), suite.tenant, k)
     query_lines = RecallParams().tail
     call = uuid.uuid4().hex[:8]
     run = RecallRun()

@@ -8,18 +8,13 @@ eval recall       recall quality on LoCoMo / DuLeMon / LongMemEval (evals.recall
                   ingest mode (raw, capture, turn: the question through the real turn),
                   several side by side in one table
 eval grounding    the validator (memory.reconstruct.validate) over a fixture of
-                  (memories, context, model output, expected decision) cases:
-                  grounding, fallback rate, agreement with the expected decision
-                  and the validator's own latency
+                  (memories, context, model output, expected decision) cases
+                  (evals.grounding, which gives the format): grounding, fallback
+                  rate, agreement with the expected decision and the validator's
+                  own latency
 
-Fixture format (JSON)::
-
-    {"cases": [{"id": "zh-grounded", "lang": "zh_CN", "names": ["阿杰", "小忆"],
-                "memories": [{"id": "a1", "text": "…", "date": "2026-10-20", "emotion": "joy"}],
-                "context": ["阿杰: …"], "output": "…[src:a1]。",
-                "expect": "accepted" | "ungrounded" | "bad_citations" | "malformed"}]}
-
-Operator output is plain English text (or ``--json``), like the rest of the CLI.
+The harnesses are the package ``evals``; this module reads the options and
+prints. Operator output is plain English text (or ``--json``), like the rest of the CLI.
 """
 
 from __future__ import annotations
@@ -28,7 +23,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Annotated
@@ -37,7 +32,7 @@ import typer
 
 from gateway.config import load_settings
 
-__all__ = ["stats", "eval_app", "evaluate_grounding", "GroundingReport", "DEFAULT_FIXTURE", "recall_eval"]
+__all__ = ["stats", "eval_app", "DEFAULT_FIXTURE", "recall_eval", "turn_pipeline"]
 
 DEFAULT_FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "data" / "grounding_cases.json"
 
@@ -61,92 +56,6 @@ def stats(day: Annotated[str | None, typer.Option(help="UTC day YYYY-MM-DD (defa
         typer.echo("\n".join(summary.lines()))
 
 
-@dataclass
-class CaseResult:
-    """One case: validator ``decision`` ("accepted" or a fallback reason) against ``expect``;
-    grounding and confidence in [0, 1]; ``ms``: median validator time in milliseconds."""
-
-    id: str
-    lang: str
-    grounding: float
-    confidence: float
-    decision: str
-    expect: str | None
-    ms: float
-    statuses: list[str] = field(default_factory=list)
-
-    @property
-    def agrees(self) -> bool | None:
-        return None if self.expect is None else self.decision == self.expect
-
-
-@dataclass
-class GroundingReport:
-    """Over all cases: ``grounding_mean`` in [0, 1]; ``fallback_rate``: share of
-    cases not accepted; ``agreement``: share whose decision matches ``expect``;
-    ``p50_ms``/``p95_ms``: validator latency over every timed run."""
-
-    embedder: str
-    cases: list[CaseResult]
-    grounding_mean: float
-    fallback_rate: float
-    agreement: float | None
-    p50_ms: float
-    p95_ms: float
-
-    def lines(self) -> list[str]:
-        out = [f"{'case':<30}{'lang':<7}{'grounding':>10}{'conf':>6}  {'decision':<14}{'expected':<14}{'ms':>7}"]
-        for c in self.cases:
-            mark = "" if c.agrees is None else ("  ok" if c.agrees else "  MISS")
-            out.append(f"{c.id:<30}{c.lang:<7}{c.grounding:>10.3f}{c.confidence:>6.2f}  {c.decision:<14}"
-                       f"{c.expect or '-':<14}{c.ms:>7.2f}{mark}")
-        agree = "-" if self.agreement is None else f"{self.agreement:.1%}"
-        out.append(f"{len(self.cases)} cases, embedder {self.embedder}: mean grounding {self.grounding_mean:.3f}, "
-                   f"fallback rate {self.fallback_rate:.1%}, agreement with expected {agree}, "
-                   f"validator p50 {self.p50_ms:.2f} ms, p95 {self.p95_ms:.2f} ms")
-        return out
-
-
-def evaluate_grounding(cases: list[dict], *, embedder=None, repeat: int = 5) -> GroundingReport:
-    """Run ``validate`` on each case ``repeat`` times (timing every run; the first
-    warms jieba's caches for that text). ``embedder``: an Embedder for the
-    second chance, or None for token overlap only. Raises KeyError/ValueError on
-    a malformed case."""
-    from gateway.observability import percentile
-    from memory import text
-    from memory.reconstruct import validate
-
-    text.initialise()
-    results: list[CaseResult] = []
-    timings: list[float] = []
-    for case in cases:
-        sources = {m["id"]: m["text"] for m in case["memories"]}
-        dates = {m["id"]: date.fromisoformat(m["date"]) for m in case["memories"] if m.get("date")}
-        runs: list[float] = []
-        v = None
-        for _ in range(max(1, repeat)):
-            t0 = time.perf_counter()
-            v = validate(case["output"], sources, dates=dates, names=case.get("names", ()), embedder=embedder)
-            runs.append((time.perf_counter() - t0) * 1000)
-        assert v is not None
-        timings += runs
-        results.append(CaseResult(id=case["id"], lang=case.get("lang", "?"), grounding=v.grounding,
-                                  confidence=v.confidence, decision=v.reason or "accepted",
-                                  expect=case.get("expect"), ms=round(percentile(runs, 50) or 0.0, 3),
-                                  statuses=[x.status for x in v.sentences]))
-    n = len(results) or 1
-    labelled = [r for r in results if r.expect is not None]
-    return GroundingReport(
-        embedder=getattr(embedder, "name", "none") if embedder is not None else "none",
-        cases=results,
-        grounding_mean=round(sum(r.grounding for r in results) / n, 4),
-        fallback_rate=round(sum(1 for r in results if r.decision != "accepted") / n, 4),
-        agreement=round(sum(1 for r in labelled if r.agrees) / len(labelled), 4) if labelled else None,
-        p50_ms=round(percentile(timings, 50) or 0.0, 3),
-        p95_ms=round(percentile(timings, 95) or 0.0, 3),
-    )
-
-
 @eval_app.command("grounding")
 def grounding(fixture: Annotated[Path, typer.Argument(help="cases JSON (default: tests/data/grounding_cases.json)")]
               = DEFAULT_FIXTURE,
@@ -154,6 +63,8 @@ def grounding(fixture: Annotated[Path, typer.Argument(help="cases JSON (default:
               repeat: Annotated[int, typer.Option(help="timed runs per case")] = 5,
               as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
     """Validate every case's model output; print grounding, fallback rate, agreement and validator latency."""
+    from evals.grounding import evaluate_grounding
+
     try:
         cases = json.loads(Path(fixture).read_text(encoding="utf-8"))["cases"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -305,7 +216,8 @@ def recall_eval(
                 for m in (m for m in MODES if m in modes and INGEST_OF[m] == kind):  # capture before turn
                     t0 = time.perf_counter()
                     if m == "turn":
-                        runs = [evaluate_turns(core, suite, key_of, data_dir=work / "turns", k=max(ks), as_of=as_of)]
+                        runs = [evaluate_turns(core, suite, key_of, turns=turn_pipeline(work / "turns"), k=max(ks),
+                                               as_of=as_of)]
                     else:
                         runs = [evaluate(core, suite, key_of, k=max(ks), as_of=as_of, params=p)
                                 for p in [params, *(p for _, p in variants)]]
@@ -347,6 +259,21 @@ def recall_eval(
     typer.echo(f"ingest {', '.join(f'{k} {v:.1f} s' for k, v in ingest_s.items())}; recall "
                f"{', '.join(f'{k} {v:.1f} s' for k, v in eval_s.items())}; load average "
                f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def turn_pipeline(data_dir: Path):
+    """The pipelines ``eval recall --mode turn`` asks through (``evals.recall.MakeTurns``):
+    a real ``Pipeline`` over the core it is given, the tenant at its defaults but
+    ``recall_k``, no chat model, the turns' audit lines under ``data_dir``."""
+    def make(core, tenant: str, recall_k: int):
+        from gateway.config import Settings, TenantSettings
+        from gateway.pipeline import Pipeline
+
+        tenants = {tenant: TenantSettings(recall_k=recall_k)}
+        settings = Settings(data_dir=data_dir).model_copy(update={"tenants": tenants})
+        return Pipeline(settings, core)
+
+    return make
 
 
 _RANGES = {"rrf_k": (0, None), "candidates": (1, None), "tail": (1, None), "exact_max": (0, None), "k": (1, None),

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gateway.cli import app
+from gateway.cli.evaluate import turn_pipeline
 from evals.recall import (CHANNELS, Doc, EvalError, Query, RecallRun, Suite, evaluate, evaluate_turns, ingest,
                                  load_dulemon, load_locomo, load_longmemeval, load_suite, metrics, split)
 
@@ -306,11 +307,11 @@ def test_turn_mode_asks_through_the_pipeline_and_leaves_no_trace(tmp_path, embed
         key_of = ingest(core, suite, "capture")
         assert sorted(key_of.values()) == ["f1", "f2", "f3", "f4"]
         before = {m.id: (m.text, m.version, m.access_times) for m in core.list(ns, limit=50)}
-        run = evaluate_turns(core, suite, key_of, data_dir=tmp_path / "d", k=10)["hybrid"]
+        run = evaluate_turns(core, suite, key_of, turns=turn_pipeline(tmp_path / "d"), k=10)["hybrid"]
         assert {m.id: (m.text, m.version, m.access_times) for m in core.list(ns, limit=50)} == before
         assert core.store.chat_tail("turns", ChatRef("dlg", ChatKind.PRIVATE, "p1")) == []
-        alone = evaluate_turns(core, replace(suite, queries=suite.queries[1:]), key_of, data_dir=tmp_path / "d",
-                               k=10)["hybrid"]
+        alone = evaluate_turns(core, replace(suite, queries=suite.queries[1:]), key_of,
+                               turns=turn_pipeline(tmp_path / "d"), k=10)["hybrid"]
     finally:
         core.close()
     facts, idle, fact, question, gold = TURN_SUITES[lang]
@@ -340,7 +341,7 @@ def test_turn_mode_merges_a_question_asked_of_two_people_by_score(tmp_path, embe
     core = MemoryCore(Store(f"sqlite:///{tmp_path / 'm.db'}"), SearchIndex(tmp_path / "mi", embedder))
     try:
         key_of = ingest(core, suite, "capture")
-        run = evaluate_turns(core, suite, key_of, data_dir=tmp_path / "d", k=5)["hybrid"]
+        run = evaluate_turns(core, suite, key_of, turns=turn_pipeline(tmp_path / "d"), k=5)["hybrid"]
         traces = {w: core.store.last_recall(suite.namespace(w)) for w in ("c.a", "c.b")}
     finally:
         core.close()
@@ -396,7 +397,7 @@ def test_a_turn_with_nothing_said_before_recalls_what_capture_mode_does(tmp_path
     try:
         key_of = ingest(core, suite, "capture")
         direct = evaluate(core, bare, key_of, k=10, channels={"hybrid": CHANNELS["hybrid"]})["hybrid"]
-        turned = evaluate_turns(core, bare, key_of, data_dir=tmp_path / "d", k=10)["hybrid"]
+        turned = evaluate_turns(core, bare, key_of, turns=turn_pipeline(tmp_path / "d"), k=10)["hybrid"]
     finally:
         core.close()
     assert turned.retrieved == direct.retrieved
