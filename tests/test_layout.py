@@ -1,6 +1,6 @@
 """The layout's import rules hold (DESIGN "Layout"): arrows run one way, the core
-imports no web or IM framework, and nothing the tests need lives outside the
-repository.
+imports no web or IM framework, the turn imports neither the HTTP face nor the
+command line, and nothing the tests need lives outside the repository.
 
 Imports are read from the source (every ``import`` statement, including the
 ones inside functions and ``if TYPE_CHECKING:`` blocks), so a lazy import
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("gateway", "bridges", "memory", "locales")
+PACKAGES = ("gateway", "bridges", "memory", "locales", "evals")
 
 
 def _modules(package: str) -> dict[str, Path]:
@@ -60,15 +60,18 @@ def _top(name: str) -> str:
 
 #: package -> the first-party packages and third-party frameworks it must never import
 FORBIDDEN = {
-    "memory": {"gateway", "bridges", "fastapi", "starlette", "uvicorn", "aiogram", "nonebot", "wechatpy", "httpx"},
-    "bridges": {"gateway"},
-    "locales": {"gateway", "bridges", "memory"},
+    "memory": {"gateway", "bridges", "evals", "fastapi", "starlette", "uvicorn", "aiogram", "nonebot", "wechatpy",
+               "httpx"},
+    "bridges": {"gateway", "evals"},
+    "locales": {"gateway", "bridges", "memory", "evals"},
+    "evals": {"gateway", "fastapi", "starlette", "uvicorn", "aiogram", "nonebot", "wechatpy", "typer"},
 }
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_imports_run_one_way(package):
-    """gateway → bridges → bridges.contract → memory.types; gateway → memory; locales imports none of them."""
+    """gateway → bridges → bridges.contract → memory.types; gateway → evals → memory; gateway → memory;
+    locales imports none of them."""
     bad = sorted(f"{mod} imports {imp}" for mod, imps in IMPORTS.items() if _top(mod) == package
                  for imp in imps if _top(imp) in FORBIDDEN[package])
     assert bad == []
@@ -80,6 +83,53 @@ def test_bridges_reach_the_core_only_through_its_value_types():
                  for imp in imps if _top(imp) == "memory" and imp not in ("memory", "memory.types")
                  and not imp.startswith("memory.types."))
     assert bad == []
+
+
+def test_evals_drive_the_turn_only_through_the_contract():
+    """The harness builds the turn's messages (bridges.contract) and is handed its pipeline; no bridge runtime."""
+    bad = sorted(f"{mod} imports {imp}" for mod, imps in IMPORTS.items() if _top(mod) == "evals"
+                 for imp in imps if _top(imp) == "bridges" and imp not in ("bridges", "bridges.contract")
+                 and not imp.startswith("bridges.contract."))
+    assert bad == []
+
+
+#: what a part of gateway/ must never import (by module prefix): the turn and its
+#: parts (the top of gateway/) know neither the HTTP face nor the command line, nor
+#: their frameworks; the HTTP face does not reach into the command line
+GATEWAY_FORBIDDEN = {
+    "turn": ("gateway.http", "gateway.cli", "fastapi", "starlette", "uvicorn", "typer"),
+    "gateway.http": ("gateway.cli", "typer"),
+}
+
+
+def _part(mod: str) -> str | None:
+    """Which part of gateway/ ``mod`` is: ``gateway.http``, ``gateway.cli`` or ``turn`` (the rest)."""
+    if _top(mod) != "gateway":
+        return None
+    for sub in ("gateway.http", "gateway.cli"):
+        if mod == sub or mod.startswith(sub + "."):
+            return sub
+    return "turn"
+
+
+def _names(imp: str, prefix: str) -> bool:
+    return imp == prefix or imp.startswith(prefix + ".")
+
+
+@pytest.mark.parametrize("part", sorted(GATEWAY_FORBIDDEN))
+def test_the_turn_knows_neither_the_http_face_nor_the_command_line(part):
+    """gateway.cli → gateway.http → the turn (pipeline and its parts at the top of gateway/), never back."""
+    bad = sorted(f"{mod} imports {imp}" for mod, imps in IMPORTS.items() if _part(mod) == part
+                 for imp in imps if any(_names(imp, p) for p in GATEWAY_FORBIDDEN[part]))
+    assert bad == []
+
+
+def test_the_gateway_parts_are_told_apart():
+    """The checker itself: the HTTP face, the command line and the turn."""
+    assert [_part(m) for m in ("gateway.http.app", "gateway.http", "gateway.cli.main", "gateway.pipeline",
+                               "gateway.httpx", "memory.core")] == \
+        ["gateway.http", "gateway.http", "gateway.cli", "turn", "turn", None]
+    assert _names("gateway.http.errors", "gateway.http") and not _names("gateway.httpd", "gateway.http")
 
 
 def test_sql_and_index_libraries_stay_in_the_store_and_index_modules():
@@ -139,7 +189,7 @@ def _module_graph() -> dict[str, set[str]]:
 
 
 def test_no_import_cycle_between_top_level_packages():
-    """The package graph (gateway, bridges, memory, locales) has no cycle."""
+    """The package graph (gateway, bridges, memory, locales, evals) has no cycle."""
     graph: dict[str, set[str]] = defaultdict(set)
     for mod, targets in _module_graph().items():
         graph[_top(mod)].update(_top(t) for t in targets if _top(t) != _top(mod))
