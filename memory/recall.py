@@ -22,22 +22,12 @@ memory neither channel found — only one of the same namespace (the links are
 per namespace in SQL) that is disclosed in the chat. No fused candidate, no
 spreading: a content-free or unrelated question still recalls nothing.
 
-Three ways to run the channels, same fusion and scoring after. With a
-``NamespaceCache`` (``memory.cache``), a namespace that fits in it is searched
-in process from its cached view — vectors as one matrix, BM25 postings with the
-namespace's own statistics — checked against the namespace's write version in
-SQL on every recall, so a write in any process is seen at the next one.
-Otherwise a namespace of at most ``EXACT_MAX`` live memories (its live count
-read from SQL) is searched exactly in process — its rows read from SQL in that
-namespace and searched through the same view code. A larger one whose vectors
-are over the cache's budget but whose postings fit is held without vectors:
-BM25 in process with its own statistics, the vector channel through the
-LanceDB index (prefiltered on the namespace). Without a cache, a larger one
-goes through the index for both channels (full-text + vector search, both
-prefiltered on the namespace; the full-text statistics are then the whole
-table's). The cached and the exact path give identical channels and identical
-BM25 confidence (IDF over the namespace's disclosed rows); the postings-only
-path the same BM25 channel and confidence.
+The channels search a view of the namespace in process (``NamespaceView``:
+its vectors as one matrix, its BM25 postings with its own statistics) — one
+code path whether the view is the namespace cache's (``memory.cache``) or built
+for this recall from the namespace's rows in SQL (at most ``EXACT_MAX`` live
+memories), so the two give identical results — or, for a larger namespace,
+the LanceDB index (``_view`` picks).
 
 The query is the person's latest message with content (``turn_query``). The
 earlier lines of the tail join it only where it leans on them — it has no
@@ -432,27 +422,17 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
               chat: ChatRef | None, params: RecallParams, cache: NamespaceCache | None, words: str | None = None
               ) -> tuple[dict[str, list[tuple[str, float]]], Sequence[MemoryText] | None, NamespaceView | None]:
     """``channel_hits`` for ``queries`` (``TurnQuery.lines``: the question, then
-    each context line) plus the view searched: the cached one, or the exact
-    path's built for this query (None on the index path). The path: cached when
-    ``cache`` can hold the namespace, else exact up to ``params.exact_max`` live
-    memories (the live count read from SQL, not the rows), else the index. The
-    vector floor is chosen by the question (``word_match``) and applies to every
+    each context line) plus the view searched (``_view``: the cache's, or one
+    built for this query from the namespace's rows; None on the index path),
+    every line through the same search of it (``_search_view``) or of the index
+    (``_indexed``). The vector floor is chosen by the question (``word_match``) and applies to every
     list. ``words``: what BM25 searches for the question instead of it (the
     question without the period it names, which the time channel reads)."""
     if not queries:
         return {}, None, None
-    version, live = store.namespace_state(ns)
-    small: Sequence[MemoryText] | None = None
-    view: NamespaceView | None = None
-    if cache is not None and cache.fits(live, index.embedder.dim):
-        view = cache.view(store, index, ns, version)
-    elif 0 < params.exact_max and live <= params.exact_max:
-        small = store.live_if_at_most(ns, params.exact_max)
-        view = _exact_view(index, small, [*queries, words or ""], params) if small else None
-    elif cache is not None and cache.fits_postings(live):  # too big for its vectors: BM25 stays in process
-        view = cache.view(store, index, ns, version, vectors=False)
+    view, small = _view(store, index, ns, [*queries, words or ""], params, cache)
     ranked: dict[str, list[tuple[str, float]]] = {}
-    if view is not None or small is None:
+    if view is not None or small is None:  # small == []: an empty namespace, nothing to search
         vectors = _query_vectors(index, queries) if "vector" in params.channels else [None] * len(queries)
         for step, (line, vec) in enumerate(zip(queries, vectors)):
             said = words if step == 0 and words is not None else line
@@ -475,6 +455,29 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
         else:
             ranked[name] = [(m, sc) for m, sc in ranked[name] if sc > 0 and sc >= params.bm25_floor]
     return {c: v for c, v in ranked.items() if v}, small, view
+
+
+def _view(store: Store, index: SearchIndex, ns: Namespace, lines: Sequence[str], params: RecallParams,
+          cache: NamespaceCache | None) -> tuple[NamespaceView | None, Sequence[MemoryText] | None]:
+    """Where ``ns`` is searched: ``(view, rows)``. The cache's view when ``cache``
+    can hold the namespace (checked against its write version in SQL, so a write
+    in any process is seen at the next recall); else, for at most
+    ``params.exact_max`` live memories (the live count read from SQL, not the
+    rows), a view of its rows read from SQL, built for this recall with the
+    postings of ``lines``' terms, and those ``rows`` (``[]``: nothing to search);
+    else the cache's view without vectors when its postings fit (BM25 in process
+    with the namespace's own statistics, the vector channel through the index);
+    else ``(None, None)``: both channels through the index, prefiltered on the
+    namespace (its full-text statistics are then the whole table's)."""
+    version, live = store.namespace_state(ns)
+    if cache is not None and cache.fits(live, index.embedder.dim):
+        return cache.view(store, index, ns, version), None
+    if 0 < params.exact_max and live <= params.exact_max:
+        small = store.live_if_at_most(ns, params.exact_max)
+        return (_exact_view(index, small, lines, params) if small else None), small
+    if cache is not None and cache.fits_postings(live):  # too big for its vectors: BM25 stays in process
+        return cache.view(store, index, ns, version, vectors=False), None
+    return None, None
 
 
 def bm25_confidence(terms: dict[str, float], top: Sequence[str], docs: Sequence[Sequence[str]],
