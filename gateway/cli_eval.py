@@ -4,7 +4,9 @@ stats             one day of the per-turn audit (gateway.observability): turns,
                   reconstruction success rate, fallback reasons, p50/p95 latency
                   per stage
 eval recall       recall quality on LoCoMo / DuLeMon / LongMemEval (gateway.recall_eval):
-                  any@k, all@k, MRR of the hybrid and of each channel, a PNG plot
+                  any@k, all@k, MRR of the hybrid and of each channel, a PNG plot; per
+                  ingest mode (raw, capture, turn: the question through the real turn),
+                  several side by side in one table
 eval grounding    the validator (memory.reconstruct.validate) over a fixture of
                   (memories, context, model output, expected decision) cases:
                   grounding, fallback rate, agreement with the expected decision
@@ -180,9 +182,14 @@ def recall_eval(
                                              "every fact in one namespace)")] = "conversation",
     as_of: Annotated[str, typer.Option("--as-of", help="end: recall when the question is asked (memories "
                                                        "days to months old); now: at the wall clock")] = "end",
-    mode: Annotated[str, typer.Option(help="raw: each turn is a memory; capture: turns go through capture")] = "raw",
+    mode: Annotated[str, typer.Option(help="raw: each turn is a memory; capture: turns go through capture; "
+                                           "turn: capture's memories, each question asked through the real "
+                                           "pipeline after the person's preceding lines (hybrid only); several "
+                                           "comma-separated, or all: one table, a row per mode and channel")]
+    = "raw",
     context: Annotated[int, typer.Option(help="DuLeMon: dialogue lines before the bot's line that form the "
-                                              "query's tail (1: the user's line alone)", min=1)] = 1,
+                                              "query's tail (1: the user's line alone; turn mode sends the "
+                                              "user's line after the user's earlier ones)", min=1)] = 1,
     split: Annotated[str, typer.Option(help="dev, test (held out) or all; several comma-separated (one "
                                             "ingest, one report each)")] = "all",
     data_dir: Annotated[Path | None, typer.Option(help="datasets (default: HUIYI_EVAL_DATA_DIR, else "
@@ -200,8 +207,8 @@ def recall_eval(
                                                          "vector_weight, time_weight, bm25_full_coverage, tail_decay, "
                                                          "bm25_floor, bm25_k1, bm25_b, bm25_min_length, vector_floor, "
                                                          "matched_vector_floor, assoc_weight, assoc_seeds, "
-                                                         "assoc_min_weight, link_half_life_days, "
-                                                         "rescore_strength")] = None,
+                                                         "assoc_min_weight, link_half_life_days, keep_top, "
+                                                         "keep_within, rescore_strength")] = None,
     setting: Annotated[list[str] | None, typer.Option(help="also evaluate this setting over the same ingest, "
                                                            "NAME=VALUE[,NAME=VALUE…] on top of --param "
                                                            "(repeatable; one report each, after the base one; "
@@ -210,15 +217,19 @@ def recall_eval(
     """Recall quality of the real MemoryCore.recall on a public dataset: any@k / all@k / MRR per
     category for the shipped hybrid and, in the same run, its BM25-only and vector-only channels.
     With ``--setting`` each further setting is measured over the same stores: ingest, which
-    dominates a run, happens once."""
+    dominates a run, happens once. Several ``--mode`` s share one table (rows ``mode/channel``):
+    raw ingests once, capture once for capture and turn (a turn leaves the memories as they
+    were, ``evaluate_turns``); turn mode recalls with the pipeline's own parameters, so
+    ``--param`` and ``--setting`` do not reach its rows (it appears in the base table only)."""
     import logging
     import shutil
     import tempfile
 
     from dataclasses import replace
 
-    from gateway.recall_eval import (CachedEmbedder, EvalError, RecallRun, default_data_dir, evaluate, ingest,
-                                     load_suite, plot, report_lines, split as split_suite)
+    from gateway.recall_eval import (INGEST_OF, MODES, CachedEmbedder, EvalError, RecallRun, default_data_dir,
+                                     evaluate, evaluate_turns, ingest, load_suite, plot, report_lines,
+                                     split as split_suite)
     from memory.core import MemoryCore
     from memory.embed import make_embedder
     from memory.errors import EmbedderError
@@ -259,8 +270,10 @@ def recall_eval(
         suite = replace(full, queries=tuple(q for q in full.queries
                                             if any(q in set(p.queries) for p in parts.values())),
                         worlds={w: d for w, d in full.worlds.items() if any(w in p.worlds for p in parts.values())})
-        if mode not in ("raw", "capture"):
-            raise EvalError(f"unknown mode {mode!r} (raw or capture)")
+        modes = list(MODES) if mode.strip() == "all" else list(dict.fromkeys(x.strip() for x in mode.split(",")
+                                                                               if x.strip()))
+        if not modes or any(m not in MODES for m in modes):
+            raise EvalError(f"unknown mode {mode!r} ({', '.join(MODES)}, several comma-separated, or all)")
     except EvalError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
@@ -276,31 +289,50 @@ def recall_eval(
         emb = CachedEmbedder(emb, Path(cache_dir) / "embeddings.sqlite")
     initialise()
     work = Path(tempfile.mkdtemp(prefix="huiyi-eval-"))
-    core = MemoryCore(Store(f"sqlite:///{work / 'huiyi.db'}"), SearchIndex(work / "index", emb))
+    # one table per setting: {row name: run}, rows "mode/channel" when several modes share it
+    results: list[tuple[str, dict[str, RecallRun]]] = [("", {})] + [(extra, {}) for extra, _ in variants]
+    memories: dict[str, int] = {}
+    ingest_s: dict[str, float] = {}
+    eval_s: dict[str, float] = {}
     try:
-        t0 = time.perf_counter()
-        key_of = ingest(core, suite, mode)
-        ingest_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        results = [("", evaluate(core, suite, key_of, k=max(ks), as_of=as_of, params=params))]
-        results += [(extra, evaluate(core, suite, key_of, k=max(ks), as_of=as_of, params=p)) for extra, p in variants]
-        eval_s = time.perf_counter() - t0
+        for kind in dict.fromkeys(INGEST_OF[m] for m in modes):  # raw, then capture (which turn reuses)
+            (work / kind).mkdir()
+            core = MemoryCore(Store(f"sqlite:///{work / kind / 'huiyi.db'}"), SearchIndex(work / kind / "index", emb))
+            try:
+                t0 = time.perf_counter()
+                key_of = ingest(core, suite, kind)
+                ingest_s[kind], memories[kind] = time.perf_counter() - t0, len(key_of)
+                for m in (m for m in MODES if m in modes and INGEST_OF[m] == kind):  # capture before turn
+                    t0 = time.perf_counter()
+                    if m == "turn":
+                        runs = [evaluate_turns(core, suite, key_of, data_dir=work / "turns", k=max(ks), as_of=as_of)]
+                    else:
+                        runs = [evaluate(core, suite, key_of, k=max(ks), as_of=as_of, params=p)
+                                for p in [params, *(p for _, p in variants)]]
+                    eval_s[m] = time.perf_counter() - t0
+                    for (_, table), got in zip(results, runs):
+                        table.update({(f"{m}/{c}" if len(modes) > 1 else c): r for c, r in got.items()})
+            finally:
+                core.close()
     finally:
-        core.close()
         shutil.rmtree(work, ignore_errors=True)
     import os
 
     index_of = {q: i for i, q in enumerate(suite.queries)}
+    made = ", ".join(f"{n} ({kind})" if len(memories) > 1 else str(n) for kind, n in memories.items())
     for name, part in parts.items():
         for extra, runs in results:
             sub = {c: RecallRun([r.retrieved[index_of[q]] for q in part.queries],
                                 [r.latency_s[index_of[q]] for q in part.queries]) for c, r in runs.items()}
             shown = [*(param or []), *[x for x in extra.split(",") if x.strip()]]
-            title = (f"recall {part.name} [{emb.name}, mode {mode}, as of {as_of}"
+            title = (f"recall {part.name} [{emb.name}, mode {','.join(modes)}, as of {as_of}"
                      f"{f', context {context}' if context != 1 else ''}"
                      f"{', ' + ' '.join(shown) if shown else ''}]: {len(part.queries)} queries; "
-                     f"{suite.n_docs} turns/facts in {len(suite.worlds)} namespaces -> {len(key_of)} memories")
+                     f"{suite.n_docs} turns/facts in {len(suite.worlds)} namespaces -> {made} memories")
             typer.echo("\n".join(report_lines(part, sub, ks, title)))
+            if "turn" in modes and (shown or extra):
+                typer.echo("turn: the pipeline recalls with its own parameters; --param and --setting do not "
+                           "reach it" + ("" if not extra else " (its rows are in the base table)"))
             if extra:
                 typer.echo("")
                 continue
@@ -312,14 +344,16 @@ def recall_eval(
                 typer.echo(f"plot: {out}\n")
             except ImportError:
                 typer.echo("plot skipped: matplotlib is not installed (pip install 'huiyi[eval]')\n")
-    typer.echo(f"ingest {ingest_s:.1f} s, recall {eval_s:.1f} s; load average "
+    typer.echo(f"ingest {', '.join(f'{k} {v:.1f} s' for k, v in ingest_s.items())}; recall "
+               f"{', '.join(f'{k} {v:.1f} s' for k, v in eval_s.items())}; load average "
                f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 _RANGES = {"rrf_k": (0, None), "candidates": (1, None), "tail": (1, None), "exact_max": (0, None), "k": (1, None),
            "assoc_seeds": (0, None), "bm25_full_coverage": (0, 1), "tail_decay": (0, None), "bm25_k1": (0, None),
            "bm25_b": (0, 1), "bm25_min_length": (0, None), "vector_floor": (-1, 1), "matched_vector_floor": (-1, 1),
-           "assoc_min_weight": (0, None), "rescore_strength": (0, None), "link_half_life_days": (0, None)}
+           "assoc_min_weight": (0, None), "rescore_strength": (0, None), "link_half_life_days": (0, None),
+           "keep_top": (0, None), "keep_within": (0, None)}
 """Bounds of the recall parameters the eval takes (None: unbounded), inclusive
 except for those in ``_ABOVE``; every ``*_weight`` is at least 0."""
 _ABOVE = {"link_half_life_days"}
@@ -359,7 +393,7 @@ def recall_params(overrides: list[str]):
             raise ValueError(f"{item!r} is not NAME=VALUE")
         if name == "rescore_strength":
             params = replace(params, scoring=ScoringParams(rescore_strength=_number(name, value, float)))
-        elif name in ("rrf_k", "candidates", "tail", "exact_max", "k", "assoc_seeds"):
+        elif name in ("rrf_k", "candidates", "tail", "exact_max", "k", "assoc_seeds", "keep_top", "keep_within"):
             params = replace(params, **{name: _number(name, value, int)})
         elif name in ("bm25_weight", "vector_weight", "time_weight", "bm25_full_coverage", "bm25_floor", "tail_decay",
                       "bm25_k1", "bm25_b", "bm25_min_length", "vector_floor", "matched_vector_floor", "assoc_weight", "assoc_min_weight",

@@ -1,6 +1,7 @@
 """Recall quality on public data with evidence labels: the real ``MemoryCore.recall``
 against LoCoMo, DuLeMon and LongMemEval, with the BM25-only and vector-only
-channels of the same run (``huiyi eval recall``, ``python -m bench quality``).
+channels of the same run, and the real turn (``Pipeline.handle``) that asks it
+(``huiyi eval recall``, ``python -m bench quality``).
 
 One loader per dataset (recipes in ``../shared/data/README.md``), each giving a
 ``Suite``: worlds (one namespace each) of ``Doc`` s and ``Query`` s with gold doc keys.
@@ -12,20 +13,25 @@ One loader per dataset (recipes in ``../shared/data/README.md``), each giving a
   conversation's last session. Layouts: ``conversation`` (one namespace per
   conversation, both speakers) or ``speaker`` (one namespace per speaker, ``<conversation>.a`` /
   ``.b`` — the product's real layout; a question is routed to the speaker(s) it names, or to
-  both when it names neither, and the namespaces' hits are merged by score).
-  Split: the first 4 conversations are ``dev``, the other 6 ``test``.
+  both when it names neither, and the namespaces' hits are merged by score; in turn mode
+  that is one turn per namespace, merged by the scores of each turn's recall trace).
+  Split: the first 4 conversations are ``dev``, the other 6 ``test``. Said before a
+  question (turn mode): the namespace's speaker's (both, per conversation) last
+  lines of the conversation's last session.
 - **DuLeMon** (``zh/dulemon_samples.jsonl``): each ``user_said_persona`` fact,
   de-segmented, is a doc of that dialogue's user. Queries: each ``Bot:`` line
   labelled with a said U-fact, queried with the preceding ``Usr:`` line.
   Layouts: ``conversation`` (one namespace per dialogue) or ``pool`` (every
   dialogue's facts in one namespace; a same-text fact of another dialogue also
   counts). No dates in the data: every fact is said on 2026-01-01, asked a day
-  later. Split: the first half of the dialogues is ``dev``.
+  later. Split: the first half of the dialogues is ``dev``. Said before (turn
+  mode): the dialogue's ``Usr:`` lines before the query's.
 - **LongMemEval** (``memory/longmemeval_oracle_subset68.json``): each question is
   its own world; every turn of its haystack sessions is a doc (``<role>: <text>``
   is not prefixed: the namespace is the one user), dated by its session; gold =
   the ``has_answer`` turns; abstention questions are skipped. Asked at
-  ``question_date``. Split: the first half of the questions is ``dev``.
+  ``question_date``. Split: the first half of the questions is ``dev``. Said
+  before (turn mode): the user turns that end the last haystack session.
 
 Modes: ``raw`` stores each doc as one memory through ``MemoryCore.add`` (its text
 ``"<speaker>: <text>"`` when the dataset names a speaker, ``created_at`` = said-at,
@@ -34,12 +40,21 @@ companion's line a person's message answered: LoCoMo's other speaker,
 LongMemEval's assistant turn before a user turn; DuLeMon's facts have none);
 ``capture`` sends each turn through the real capture path (``memory.capture.capture``,
 the offline extractor), and a memory maps back to the turn it was learned from
-(``source_message_id``).
+(``source_message_id``); ``turn`` stores as ``capture`` does, then sends each
+query's latest line (the question; DuLeMon's user line) as the person's private
+message through ``gateway.pipeline.Pipeline.handle`` (no chat model) after the
+person's own preceding lines (``Query.said_before``, at most ``SAID_BEFORE``, in
+the chat's log a few minutes before it), in the world's own namespace (platform
+``Suite.kind``, user id the world), and scores the turn's ``recalled``: the
+hybrid only, with the pipeline's own recall parameters, and nothing the turn
+writes reaches a later query (``evaluate_turns``). The channel rows and
+``evaluate`` call ``MemoryCore.recall`` directly with the query's ``tail``.
 
 Metrics per query over the top k (the Suite's gold keys): ``any@k`` = 1 if any
 gold doc is retrieved, ``all@k`` = |gold ∩ top k| / |gold|, ``MRR`` = 1 / rank of
 the first gold doc in the top ``max(ks)`` (0 when none); averaged per category
-and overall.
+and overall. Latency: milliseconds per recall at p50 / p95, the query embedded
+beforehand (turn mode: the pipeline's recall stage, ``TurnResult.latency_ms``).
 
 Embeddings of dataset texts are cached on disk (``CachedEmbedder``) so that
 repeated runs only embed what changed.
@@ -55,6 +70,7 @@ import sqlite3
 import textwrap
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -81,6 +97,10 @@ __all__ = [
     "ingest",
     "evaluate",
     "RecallRun",
+    "MODES",
+    "INGEST_OF",
+    "SAID_BEFORE",
+    "evaluate_turns",
     "metrics",
     "report_lines",
     "plot",
@@ -102,6 +122,14 @@ LOCOMO_DEV = 4
 """LoCoMo conversations in the development split (the rest are held out)."""
 DULEMON_DAY = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
 LOCOMO_CATEGORIES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
+MODES = ("raw", "capture", "turn")
+INGEST_OF = {"raw": "raw", "capture": "capture", "turn": "capture"}
+"""The ingest each mode measures over: turn mode asks through the pipeline what capture stored."""
+SAID_BEFORE = 3
+"""How many of the person's own lines before a question turn mode logs in the chat:
+the pipeline's recall reads the person's last ``RecallParams.tail`` (3) lines of the
+chat's tail, the question among them, so the last two of these reach the query and
+all of them the prompt (``TenantSettings.tail``, 8 lines)."""
 
 
 class EvalError(Exception):
@@ -140,7 +168,10 @@ class Doc:
 class Query:
     """One recall query: the worlds it searches (one, or several merged by score),
     the tail (oldest first), gold doc keys, a group label (LoCoMo category,
-    LongMemEval question type), the split unit it belongs to and when it is asked."""
+    LongMemEval question type), the split unit it belongs to and when it is asked.
+    ``said_before``: for each of ``worlds``, the person's own lines just before the
+    question as the data has them (oldest first, at most ``SAID_BEFORE``; turn mode
+    logs them in the person's chat before it sends ``tail[-1]``), () when none."""
 
     worlds: tuple[str, ...]
     tail: tuple[str, ...]
@@ -148,6 +179,7 @@ class Query:
     group: str = ""
     unit: str = ""
     asked_at: datetime = DULEMON_DAY + timedelta(days=1)
+    said_before: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +296,10 @@ def load_locomo(path: Path, conversations: int | None = None, max_turns: int | N
             for spk in speakers:
                 worlds[person[spk]] = tuple(d for d in docs if d.speaker == spk)
         asked = last + timedelta(days=1)
+        # what a person said last before asking: the end of the conversation's last session
+        final = [d for d in docs if d.key.split(":")[0] == docs[-1].key.split(":")[0]] if docs else []
+        said_last = {conv_id: tuple(d.text for d in final)[-SAID_BEFORE:]} if layout == "conversation" else \
+            {person[s]: tuple(d.text for d in final if d.speaker == s)[-SAID_BEFORE:] for s in speakers}
         for qa in sample["qa"]:
             if qa.get("category") not in (1, 2, 3, 4):
                 continue
@@ -275,7 +311,8 @@ def load_locomo(path: Path, conversations: int | None = None, max_turns: int | N
             else:
                 named = [s for s in speakers if _names(s, qa["question"])]
                 qworlds = tuple(person[s] for s in (named or speakers))
-            queries.append(Query(qworlds, (qa["question"],), frozenset(gold), str(qa["category"]), conv_id, asked))
+            queries.append(Query(qworlds, (qa["question"],), frozenset(gold), str(qa["category"]), conv_id, asked,
+                                 tuple(said_last[w] for w in qworlds)))
     return Suite(f"locomo-{layout}", "locomo", "conv", worlds, tuple(queries), tuple(units), LOCOMO_DEV)
 
 
@@ -333,7 +370,9 @@ def load_dulemon(path: Path, dialogues: int | None = None, layout: str = "conver
             if speaker != "Bot" or label not in facts or j == 0 or lines[j - 1][0] != "Usr":
                 continue
             q_tail = tuple(text for _, text, _ in lines[max(0, j - tail):j])
-            queries.append(Query((world,), q_tail, frozenset({f"{world}:{label}"}), "dulemon", world))
+            before = tuple(text for who, text, _ in lines[:j - 1] if who == "Usr")[-SAID_BEFORE:]
+            queries.append(Query((world,), q_tail, frozenset({f"{world}:{label}"}), "dulemon", world,
+                                 said_before=(before,)))
     units = tuple(worlds)
     if layout == "pool":
         docs = tuple(d for ds in worlds.values() for d in ds)
@@ -379,9 +418,11 @@ def load_longmemeval(path: Path, questions: int | None = None) -> Suite:
                 if turn.get("has_answer"):
                     gold.add(key)
         worlds[qid] = tuple(docs)
+        last = sessions[-1][2] if sessions else []
+        before = tuple(str(t["content"]) for t in last if t.get("role") == "user")[-SAID_BEFORE:]
         if gold and not str(item["question_id"]).endswith("_abs"):
             queries.append(Query((qid,), (item["question"],), frozenset(gold), item["question_type"], qid,
-                                 _lme_date(item["question_date"])))
+                                 _lme_date(item["question_date"]), (before,)))
     units = tuple(worlds)
     return Suite("longmemeval", "lme", "q", worlds, tuple(queries), units, len(units) // 2)
 
@@ -518,7 +559,7 @@ def ingest(core, suite: Suite, mode: str = "raw") -> dict[str, str]:
     from memory.capture import capture
 
     if mode not in ("raw", "capture"):
-        raise EvalError(f"unknown mode {mode!r} (raw or capture)")
+        raise EvalError(f"unknown ingest mode {mode!r} (raw or capture; turn mode asks over capture's)")
     key_of: dict[str, str] = {}
     with core.batch():
         for world, docs in suite.worlds.items():
@@ -546,10 +587,12 @@ def ingest(core, suite: Suite, mode: str = "raw") -> dict[str, str]:
 @dataclass
 class RecallRun:
     """One configuration's results, per query in suite order: retrieved doc keys
-    (best first, distinct) and seconds per recall."""
+    (best first, distinct) and seconds per recall; in turn mode also each query's
+    ``TurnResult`` s (one per world it was asked in)."""
 
     retrieved: list[list[str]] = field(default_factory=list)
     latency_s: list[float] = field(default_factory=list)
+    turns: list[tuple] = field(default_factory=list)
 
 
 def evaluate(core, suite: Suite, key_of: dict[str, str], *, k: int = 20, as_of: str = "end",
@@ -593,6 +636,120 @@ def evaluate(core, suite: Suite, key_of: dict[str, str], *, k: int = 20, as_of: 
     return runs
 
 
+class _Probe:
+    """The core as an evaluated question's turn reaches it: the real one in every
+    verb but ``mark_recalled``, which records nothing. A turn's bookkeeping gives the
+    memories it recalled an ACT-R access (at the wall clock) and a co-recall link;
+    a question of the eval is a probe, and those writes would move the scores of
+    the questions after it."""
+
+    def __init__(self, core) -> None:
+        self._core = core
+
+    def __getattr__(self, name: str):
+        return getattr(self._core, name)
+
+    def mark_recalled(self, ns, ids, at=None) -> None:
+        return None
+
+
+def evaluate_turns(core, suite: Suite, key_of: dict[str, str], *, data_dir: Path, k: int = 20,
+                   as_of: str = "end") -> dict[str, RecallRun]:
+    """Ask every query of ``suite`` as a person's private message through the real
+    turn (``gateway.pipeline.Pipeline.handle``, no chat model: ``reply`` is None)
+    over the memories in ``core`` (those of ``ingest(core, suite, "capture")``);
+    returns ``{"hybrid": RecallRun}`` — the pipeline cannot be told a channel, so
+    the shipped hybrid is the only configuration — scored on ``TurnResult.recalled``
+    (memory ids → doc keys through ``key_of``) with the pipeline's own recall stage
+    time (``latency_ms["recall"]``, its query embedded beforehand, untimed, as in
+    ``evaluate``).
+
+    The sender is the world: platform ``suite.kind``, user id the world, so the
+    pipeline's identity resolution (``memory.identity.resolve``) lands in
+    ``suite.namespace(world)``, and the chat is the person's private chat. Before
+    each message the query's ``said_before`` lines are appended to that chat's log
+    as the person's (``Store.append_chat`` with no capture: they were captured at
+    ingest), one minute apart, the last a minute before the message. The message
+    is ``tail[-1]`` (the question; DuLeMon's user line), sent at ``asked_at``
+    (``as_of`` ``end``; the wall clock for ``now``) plus the query's index in
+    microseconds — one sender's same text at the same platform time is a re-push
+    to the pipeline, and LoCoMo repeats some questions — with message ids and a
+    bot id of this call's own, so that a second call over the same store is no
+    re-delivery of the first. The tenant (``suite.tenant``,
+    defaults but ``recall_k = k``) runs under ``Settings(data_dir=data_dir)``,
+    where the turns' audit lines go.
+
+    Nothing a question's turn writes reaches a later query: it runs with
+    ``background_capture``, and before the loop runs anything else the person's
+    chat lines are redacted with the capture still due on the message
+    (``Store.redact_speaker``: the question is never captured, and the next query
+    starts from an empty chat); its recall bookkeeping records no access or link
+    (``_Probe``); EvalError if it captured anything all the same, or landed
+    elsewhere. A query routed to several worlds (LoCoMo's speaker layout, a
+    question naming neither or both) is one turn per world, and their recalled
+    memories are merged by the score each turn's recall trace gives them
+    (``Store.last_recall``, what ``/memory why`` reads), as ``evaluate`` merges hits
+    by score."""
+    import asyncio
+
+    return asyncio.run(_ask_turns(core, suite, key_of, Path(data_dir), k, as_of))
+
+
+async def _ask_turns(core, suite: Suite, key_of: dict[str, str], data_dir: Path, k: int, as_of: str
+                     ) -> dict[str, RecallRun]:
+    """``evaluate_turns`` on the running loop."""
+    from bridges.contract import InboundMessage
+    from gateway.config import Settings, TenantSettings
+    from gateway.pipeline import Pipeline
+    from memory.recall import RecallParams
+    from memory.store import ChatLine, utcnow
+    from memory.types import ChatKind, ChatRef
+
+    settings = Settings(data_dir=data_dir).model_copy(update={"tenants": {suite.tenant: TenantSettings(recall_k=k)}})
+    pipeline = Pipeline(settings, _Probe(core))
+    query_lines = RecallParams().tail
+    call = uuid.uuid4().hex[:8]
+    run = RecallRun()
+    for i, q in enumerate(suite.queries):
+        at = (q.asked_at if as_of == "end" else utcnow()) + timedelta(microseconds=i)
+        scored: list[tuple[float, str]] = []
+        results, latency = [], 0.0
+        for w, world in enumerate(q.worlds):
+            ns, chat = suite.namespace(world), ChatRef(suite.kind, ChatKind.PRIVATE, world)
+            before = q.said_before[w] if w < len(q.said_before) else ()
+            for j, line in enumerate(before):
+                core.store.append_chat(suite.tenant, chat, ChatLine("user", world, line,
+                                                                    at - timedelta(minutes=len(before) - j),
+                                                                    f"{call}.q{i}.{j}"))
+            core.index.embed_tail([x for x in (*before, q.tail[-1]) if x.strip()][-query_lines:])
+            res = await pipeline.handle(suite.tenant, InboundMessage(
+                platform=suite.kind, message_id=f"{call}.q{i}", sender_id=world, chat_kind=ChatKind.PRIVATE,
+                chat_id=world, text=q.tail[-1], timestamp=at, bot_id=f"eval-{call}"), background_capture=True)
+            # nothing has run on the loop since the turn queued its after-work: the capture is still due
+            core.store.redact_speaker(ns)
+            await pipeline.drain()
+            if res.namespace != str(ns) or res.duplicate or res.captured:
+                raise EvalError(f"query {i} in {ns}: the turn landed in {res.namespace}, "
+                                f"duplicate={res.duplicate}, captured {res.captured}")
+            results.append(res)
+            latency += res.latency_ms.get("recall", float("nan")) / 1000
+            trace = core.store.last_recall(ns)
+            score = {e.memory_id: e.score for e in trace.entries} if trace is not None else {}
+            scored += [(score.get(mid, 0.0), mid) for mid in res.recalled]
+        if len(q.worlds) > 1:
+            scored.sort(key=lambda h: -h[0])
+        keys: list[str] = []
+        for _, mid in scored:
+            key = key_of.get(mid, "?")
+            if key not in keys:
+                keys.append(key)
+        run.retrieved.append(keys[:k])
+        run.latency_s.append(latency / max(1, len(q.worlds)))
+        run.turns.append(tuple(results))
+    await pipeline.drain()
+    return {"hybrid": run}
+
+
 def metrics(suite: Suite, run: RecallRun, ks: Sequence[int], group: str | None = None) -> dict[str, float]:
     """``{"n", "any@k", "all@k" for each k, "mrr"}`` over the queries of ``group``
     (None: all). MRR over the whole retrieved list (at most max(ks) long)."""
@@ -623,23 +780,27 @@ def report_lines(suite: Suite, runs: dict[str, RecallRun], ks: Sequence[int], ti
     configuration, then the same per category (group)."""
     any_h = [f"any@{k}" for k in ks]
     all_h = [f"all@{k}" for k in ks]
-    head = f"{'system':<8}{'n':>6}" + "".join(f"{h:>9}" for h in any_h + all_h) + f"{'MRR':>8}{'p50ms':>8}{'p95ms':>8}"
+    width = max([8, *(len(name) + 1 for name in runs)])  # "capture/vector" when modes share a table
+    head = f"{'system':<{width}}{'n':>6}" + "".join(f"{h:>9}" for h in any_h + all_h) + \
+        f"{'MRR':>8}{'p50ms':>8}{'p95ms':>8}"
     out = [title, head]
     for name, run in runs.items():
         m = metrics(suite, run, ks)
         vals = "".join(f"{m.get(h, float('nan')):>9.3f}" for h in any_h + all_h)
-        out.append(f"{name:<8}{int(m['n']):>6}{vals}{m.get('mrr', float('nan')):>8.3f}"
+        out.append(f"{name:<{width}}{int(m['n']):>6}{vals}{m.get('mrr', float('nan')):>8.3f}"
                    f"{_percentile(run.latency_s, 50) * 1000:>8.1f}{_percentile(run.latency_s, 95) * 1000:>8.1f}")
     groups = sorted({q.group for q in suite.queries})
     if len(groups) > 1:
         out.append("")
-        out.append(f"{'category':<28}{'system':<8}{'n':>6}" + "".join(f"{h:>9}" for h in any_h + all_h) + f"{'MRR':>8}")
+        out.append(f"{'category':<28}{'system':<{width}}{'n':>6}" + "".join(f"{h:>9}" for h in any_h + all_h)
+                   + f"{'MRR':>8}")
         for g in groups:
             label = f"{g} {LOCOMO_CATEGORIES.get(g, '')}".strip() if suite.tenant == "locomo" else g
             for name, run in runs.items():
                 m = metrics(suite, run, ks, g)
                 vals = "".join(f"{m.get(h, float('nan')):>9.3f}" for h in any_h + all_h)
-                out.append(f"{label[:27]:<28}{name:<8}{int(m['n']):>6}{vals}{m.get('mrr', float('nan')):>8.3f}")
+                out.append(f"{label[:27]:<28}{name:<{width}}{int(m['n']):>6}{vals}"
+                           f"{m.get('mrr', float('nan')):>8.3f}")
     return out
 
 

@@ -60,7 +60,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta, timezone
 
 import numpy as np
@@ -75,7 +75,7 @@ from memory.store import MemoryText, Store, utcnow
 from memory.text import is_cjk, is_filler, to_simplified, tokens
 from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
-__all__ = ["RecallParams", "recall", "rrf_fuse", "vector_weight", "bm25_scores", "bm25_confidence", "channel_hits", "has_content",
+__all__ = ["RecallParams", "recall", "keep_channel_tops", "rrf_fuse", "vector_weight", "bm25_scores", "bm25_confidence", "channel_hits", "has_content",
            "word_match", "Scorer", "TurnQuery", "turn_query", "leans_on_context", "is_thin",
            "EXACT_MAX"]
 
@@ -122,6 +122,9 @@ any@5 0.566 → 0.574, any@10 0.661 → 0.667, multi-hop any@10 0.526 → 0.561,
 while any@1 0.249 → 0.243 and MRR 0.379 → 0.375 — a small gain at the depth
 a prompt uses, a small loss at the very top; the entity links alone change
 nothing measurable. Kept at half a channel's weight for that reason."""
+KEEP_TOP = 0
+KEEP_WITHIN = 5
+"""``RecallParams.keep_top`` / ``keep_within`` (``keep_channel_tops``)."""
 TAIL_DECAY = 0.5
 """Weight of an earlier tail line's own query relative to the next line's
 (the question 1.0), when the question leans on it (``turn_query``)."""
@@ -230,6 +233,10 @@ class RecallParams:
     ``tail_decay``: the fusion weight of each older tail line's query relative
     to the next (the question 1.0; 0 leaves the older lines out), used only when
     the question leans on them (``turn_query``).
+    ``keep_top`` / ``keep_within``: each channel's first ``keep_top`` hits for
+    the question (BM25's only while its confidence gives it at least half its
+    weight) are kept within the first ``keep_within`` results (``keep_channel_tops``;
+    0 turns it off).
     ``scoring``: the rescoring constants (None: ``memory.scoring.DEFAULT_PARAMS``).
     ``dormant_factor`` in [0, 1]: multiplies the final score of a dormant
     consolidated memory (``memory.consolidate``; 1.0 turns the down-weighting off)."""
@@ -255,6 +262,8 @@ class RecallParams:
     bm25_b: float = BM25_B
     bm25_min_length: float = BM25_MIN_LENGTH
     tail_decay: float = TAIL_DECAY
+    keep_top: int = KEEP_TOP
+    keep_within: int = KEEP_WITHIN
     scoring: ScoringParams | None = None
     dormant_factor: float = DORMANT_FACTOR
 
@@ -624,7 +633,41 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         score = final(parts, sp) * (params.dormant_factor if mid in dormant else 1.0)
         out.append(Hit(memory=mem, score=score, ranks=ranks, parts=parts))
     out.sort(key=lambda h: (-h.score, h.memory.id))
+    if params.keep_top > 0 and params.keep_within > 0:
+        tops = [lists[c][:params.keep_top] for c in ("bm25",) if lists.get(c)
+                and weights.get(c, 0) >= (params.bm25_weight if c == "bm25" else vector_weight(index, params))
+                and weights.get(c, 0) > 0]
+        out = keep_channel_tops(out, [m for top in tops for m in top], params.keep_within)
     return out[: params.k]
+
+
+def keep_channel_tops(hits: list[Hit], keep: Sequence[str], within: int) -> list[Hit]:
+    """``hits`` (best first) with every id of ``keep`` that stands below position
+    ``within`` moved up into the first ``within``, behind the best of those
+    already there, so that a channel's own confident hits (BM25's rank-2 gold
+    that the vector channel does not return) are not pushed out of the top by
+    the other channel's; a moved hit's score is raised to just above the one it
+    now precedes, so the order stays the order of scores (merging the hits of
+    several namespaces by score keeps it). Positions 1-based as in a prompt."""
+    wanted = set(keep)
+    late = [h for h in hits[within:] if h.memory.id in wanted]
+    if not late:
+        return hits
+    late = late[:within]
+    room = within - len(late)
+    head, displaced = hits[:room], hits[room:within]
+    rest = [h for h in hits[within:] if h not in late]
+    after = displaced[0].score if displaced else (rest[0].score if rest else 0.0)
+    lifted = []
+    for h in reversed(late):  # from the last one up: each just above what follows it
+        score = max(h.score, after + 1e-9)
+        lifted.append(replace(h, score=score))
+        after = score
+    lifted.reverse()
+    if head and lifted and lifted[0].score > head[-1].score:
+        head = [replace(h, score=max(h.score, lifted[0].score + 1e-9 * (len(head) - i)))
+                for i, h in enumerate(head)]
+    return head + lifted + displaced + rest
 
 
 def _associated(store: Store, ns: Namespace, fused: Sequence[tuple[str, float, dict[str, int]]],

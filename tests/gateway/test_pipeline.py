@@ -167,3 +167,22 @@ async def test_a_fact_keeps_the_companions_line_it_answered(pipeline):
                                               mid="3", at=now + timedelta(minutes=2), mentions_bot=True))
     [gid] = r2.captured
     assert store.get(Namespace("default", "tg:1001"), gid).context == ""
+
+
+async def test_recall_is_as_of_the_messages_own_time(pipeline):
+    """A turn recalls as of its message's timestamp when that is past: 「上个月」 in a message
+    of 15 June (delivered late, replayed, or an evaluation's question) names May, not the
+    month before the wall clock; a timestamp ahead of the clock recalls at the clock."""
+    core, ns = pipeline.core, Namespace("default", "tg:1001")
+    clock = datetime.now(timezone.utc)
+    last_month = (clock.replace(day=1) - timedelta(days=1)).replace(day=15, hour=12)
+    for text, said in (("我去杭州旅行了", datetime(2026, 5, 10, 12, tzinfo=timezone.utc)),
+                       ("我去厦门旅行了", last_month)):
+        core.add(ns, core.new(ns, text, created_at=said), said_at=said)
+    core.maintain()
+    ids = {m.text: m.id for m in core.list(ns)}
+    june = await pipeline.handle("default", msg("我上个月去哪里旅行了？", mid="1",
+                                                at=datetime(2026, 6, 15, 12, tzinfo=timezone.utc)))
+    assert june.recalled[0] == ids["我去杭州旅行了"]
+    ahead = await pipeline.handle("default", msg("我上个月去哪里旅行了？", mid="2", at=clock + timedelta(days=400)))
+    assert ahead.recalled[0] == ids["我去厦门旅行了"]

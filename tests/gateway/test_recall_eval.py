@@ -1,18 +1,20 @@
 """``huiyi eval recall`` over tiny hand-made datasets in the real LoCoMo, DuLeMon and
 LongMemEval formats (tests/data/recall_eval): loaders, splits, metrics computed by
-hand, raw and capture ingest, the printed report and the PNG plot."""
+hand, raw and capture ingest, turn mode through the real pipeline, the printed report
+and the PNG plot."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from gateway.cli import app
-from gateway.recall_eval import (CHANNELS, Doc, EvalError, Query, RecallRun, Suite, evaluate, ingest, load_dulemon,
-                                 load_locomo, load_longmemeval, load_suite, metrics, split)
+from gateway.recall_eval import (CHANNELS, Doc, EvalError, Query, RecallRun, Suite, evaluate, evaluate_turns, ingest,
+                                 load_dulemon, load_locomo, load_longmemeval, load_suite, metrics, split)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "recall_eval"
 runner = CliRunner()
@@ -37,11 +39,14 @@ def test_locomo_loader_fixes_evidence_and_dates():
 
 def test_locomo_speaker_layout_routes_questions_to_the_person_named():
     """One namespace per speaker; an English question naming Alice searches hers, a
-    Chinese one naming 小明 his."""
+    Chinese one naming 小明 his; what each said last in the last session comes before it
+    in turn mode."""
     s = load_locomo(DATA / "memory" / "locomo10.json", layout="speaker")
     assert {w: len(d) for w, d in s.worlds.items()} == {"conv-t1.a": 4, "conv-t1.b": 4}
     assert all(d.speaker == "小明" for d in s.worlds["conv-t1.b"])
     assert [q.worlds for q in s.queries[:2]] == [("conv-t1.a",), ("conv-t1.b",)]
+    last = {d.text: d.key for ds in s.worlds.values() for d in ds}
+    assert [[last[t] for t in q.said_before[0]] for q in s.queries[:2]] == [["D2:1", "D2:3"], ["D2:2", "D2:4"]]
 
 
 def test_dulemon_loader_desegments_and_pools():
@@ -52,6 +57,8 @@ def test_dulemon_loader_desegments_and_pools():
     assert [d.text for d in s.worlds["d00"]][1] == "我在IT部门工作"
     assert s.queries[0].tail == ("你好呀，今天下班好晚",) and s.queries[0].gold == {"d00:U2"}
     assert s.queries[3].tail == ("周末有NBA比赛吗",)
+    assert [q.said_before for q in s.queries[:3]] == [((),), (("你好呀，今天下班好晚",),),
+                                                       (("你好呀，今天下班好晚", "是啊，饿死了，想吃点辣的"),)]
     pool = load_dulemon(DATA / "zh" / "dulemon_samples.jsonl", layout="pool")
     assert list(pool.worlds) == ["all"] and pool.n_docs == 5 and all(q.worlds == ("all",) for q in pool.queries)
     assert len(split(pool, "dev").queries) == 3 and len(split(pool, "test").queries) == 2
@@ -67,6 +74,7 @@ def test_longmemeval_loader_skips_abstention_and_orders_sessions():
     assert [d.key for d in s.worlds["q001"]] == ["s_a:0", "s_a:1", "s_b:0", "s_b:1"]
     assert s.queries[0].gold == {"s_b:0"} and s.queries[1].gold == {"s_d:0", "s_e:0"}
     assert s.queries[1].asked_at == datetime(2023, 7, 1, 20, 0, tzinfo=timezone.utc)
+    assert s.queries[0].said_before == (("I just got a corgi puppy, any training tips?",),)
     assert [q.unit for q in split(s, "dev").queries] == ["q001"]
 
 
@@ -254,3 +262,141 @@ def test_cached_embedder_is_the_same_model(tmp_path):
     first, again = cached.embed_documents(texts), cached.embed_documents(texts)
     assert np.allclose(first, inner.embed_documents(texts), atol=1e-6) and np.array_equal(first, again)
     assert np.allclose(cached.embed_query("猫"), inner.embed_query("猫"), atol=1e-6)
+
+
+TURN_SUITES = {
+    "zh": ((("f1", "我养了一只叫煤球的黑猫"), ("f2", "我在上海的一家银行工作"), ("f3", "我每天晚上弹钢琴"),
+            ("f4", "我最喜欢吃火锅")),
+           ("今天好累啊", "刚下班到家"), "我最近开始学小提琴了", "我会弹什么乐器？", "f3"),
+    "en": ((("f1", "I adopted a dog named Biscuit last year"), ("f2", "I work as a nurse at the city hospital"),
+            ("f3", "I play the piano every evening"), ("f4", "I love hiking in the mountains")),
+           ("Long day today.", "Just got home."), "I just started learning the violin.",
+           "What instrument do I play?", "f3"),
+}
+
+
+def _turn_suite(lang: str) -> Suite:
+    """One person (world ``p1``) who said four facts; query 0 is a new first-person fact (the
+    offline extractor would keep it) sent after two idle lines, query 1 asks about one fact."""
+    facts, idle, fact, question, gold = TURN_SUITES[lang]
+    said = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
+    asked = datetime(2026, 3, 2, 12, tzinfo=timezone.utc)
+    docs = tuple(Doc(k, t, said_at=said) for k, t in facts)
+    return Suite(f"turn-{lang}", "turns", "dlg", {"p1": docs}, (
+        Query(("p1",), (fact,), frozenset({"f2"}), "g", "p1", asked, (idle,)),
+        Query(("p1",), (question,), frozenset({gold}), "g", "p1", asked, ((idle[-1],),)),
+    ))
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_turn_mode_asks_through_the_pipeline_and_leaves_no_trace(tmp_path, embedder, lang):
+    """Turn mode: each question is a private message through Pipeline.handle in the suite's own
+    namespace, after the person's preceding lines (its prompt's tail holds them and the question);
+    the score is the turn's ``recalled``; the first message — a new fact — is not captured, so
+    the second query finds what it finds when asked alone, and the chat log is left empty."""
+    from memory.core import MemoryCore
+    from memory.index import SearchIndex
+    from memory.store import Store
+    from memory.types import ChatKind, ChatRef
+
+    suite = _turn_suite(lang)
+    ns = suite.namespace("p1")
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 't.db'}"), SearchIndex(tmp_path / "ti", embedder))
+    try:
+        key_of = ingest(core, suite, "capture")
+        assert sorted(key_of.values()) == ["f1", "f2", "f3", "f4"]
+        before = {m.id: (m.text, m.version, m.access_times) for m in core.list(ns, limit=50)}
+        run = evaluate_turns(core, suite, key_of, data_dir=tmp_path / "d", k=10)["hybrid"]
+        assert {m.id: (m.text, m.version, m.access_times) for m in core.list(ns, limit=50)} == before
+        assert core.store.chat_tail("turns", ChatRef("dlg", ChatKind.PRIVATE, "p1")) == []
+        alone = evaluate_turns(core, replace(suite, queries=suite.queries[1:]), key_of, data_dir=tmp_path / "d",
+                               k=10)["hybrid"]
+    finally:
+        core.close()
+    facts, idle, fact, question, gold = TURN_SUITES[lang]
+    for q, keys, (res,) in zip(suite.queries, run.retrieved, run.turns):
+        assert res.namespace == str(ns) and res.addressed and res.reply is None and res.captured == []
+        assert [m["content"] for m in res.prompt if m["role"] == "user"] == [*q.said_before[0], q.tail[-1]]
+        assert keys == list(dict.fromkeys(key_of[m] for m in res.recalled))[:10]
+    assert run.retrieved[1][0] == gold and "?" not in run.retrieved[1]
+    assert alone.retrieved == run.retrieved[1:]
+    assert len(run.latency_s) == 2 and all(x > 0 for x in run.latency_s)
+
+
+def test_turn_mode_merges_a_question_asked_of_two_people_by_score(tmp_path, embedder):
+    """A query over two worlds (LoCoMo's speaker layout, a question naming neither person) is
+    one turn per world, each in its own person's chat; their hits merge by the score each
+    turn's recall trace gives them."""
+    from memory.core import MemoryCore
+    from memory.index import SearchIndex
+    from memory.store import Store
+
+    day = datetime(2023, 5, 8, 12, tzinfo=timezone.utc)
+    suite = Suite("two", "locomo", "conv", {
+        "c.a": (Doc("D1:1", "I adopted a dog named Biscuit", "Alice", day),),
+        "c.b": (Doc("D1:2", "I walk my dog Rex every morning", "Bob", day),)},
+        (Query(("c.a", "c.b"), ("Whose dog is Biscuit?",), frozenset({"D1:1"}), "4", "c", day + timedelta(days=1),
+               (("Bye!",), ("See you!",))),))
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 'm.db'}"), SearchIndex(tmp_path / "mi", embedder))
+    try:
+        key_of = ingest(core, suite, "capture")
+        run = evaluate_turns(core, suite, key_of, data_dir=tmp_path / "d", k=5)["hybrid"]
+        traces = {w: core.store.last_recall(suite.namespace(w)) for w in ("c.a", "c.b")}
+    finally:
+        core.close()
+    [(a, b)] = run.turns
+    assert (a.namespace, b.namespace) == ("locomo/conv:c.a", "locomo/conv:c.b")
+    assert [m["content"] for m in b.prompt if m["role"] == "user"] == ["See you!", "Whose dog is Biscuit?"]
+    score = {e.memory_id: e.score for t in traces.values() for e in t.entries}
+    merged = sorted(a.recalled + b.recalled, key=lambda m: -score[m])
+    assert run.retrieved[0] == [key_of[m] for m in merged] and run.retrieved[0][0] == "D1:1"
+
+
+def test_cli_prints_the_modes_side_by_side(tmp_path):
+    """--mode raw,capture,turn prints one table, a row per mode and channel (turn: the hybrid
+    alone, the pipeline cannot be told a channel), its figures those of each mode run alone;
+    --mode all is the same; an unknown mode exits 2."""
+    def rows(output: str) -> dict[str, str]:
+        return {line.split()[0]: " ".join(line.split()[1:9]) for line in output.splitlines()
+                if line.split() and line.split()[0].split("/")[-1] in CHANNELS}
+
+    base = ["eval", "recall", "--dataset", "locomo", "--layout", "speaker", "--data-dir", str(DATA), "--k", "1,5,10",
+            "--cache-dir", str(tmp_path / "cache"), "--plot", str(tmp_path / "p.png")]
+    both = runner.invoke(app, [*base, "--mode", "raw,capture,turn"])
+    assert both.exit_code == 0, both.output
+    got = rows(both.output.split("\n\n")[0])
+    assert list(got) == ["raw/hybrid", "raw/bm25", "raw/vector", "capture/hybrid", "capture/bm25", "capture/vector",
+                         "turn/hybrid"]
+    assert "mode raw,capture,turn" in both.output and "(raw)" in both.output and "(capture)" in both.output
+    raw = runner.invoke(app, [*base, "--mode", "raw"])
+    assert {f"raw/{c}": v for c, v in rows(raw.output.split("\n\n")[0]).items()} == \
+        {c: v for c, v in got.items() if c.startswith("raw/")}
+    turn = runner.invoke(app, [*base, "--mode", "turn"])
+    assert turn.exit_code == 0, turn.output
+    assert list(rows(turn.output.split("\n\n")[0])) == ["hybrid"]
+    every = runner.invoke(app, [*base, "--mode", "all"])
+    assert rows(every.output.split("\n\n")[0])["raw/hybrid"] == got["raw/hybrid"]
+    bad = runner.invoke(app, [*base, "--mode", "raw,chat"])
+    assert bad.exit_code == 2 and "unknown mode" in bad.output
+
+
+@pytest.mark.parametrize("dataset,layout", [("locomo", "speaker"), ("dulemon", "pool")])
+def test_a_turn_with_nothing_said_before_recalls_what_capture_mode_does(tmp_path, embedder, dataset, layout):
+    """With no preceding lines the turn's query is the question alone: the pipeline's recall
+    (its own parameters, the message's valence, at the message's time) retrieves what
+    ``evaluate`` retrieves for capture mode's hybrid — what turn mode adds is the person's
+    preceding lines, not another recall."""
+    from memory.core import MemoryCore
+    from memory.index import SearchIndex
+    from memory.store import Store
+
+    suite = load_suite(dataset, DATA, layout)
+    bare = replace(suite, queries=tuple(replace(q, said_before=()) for q in suite.queries))
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 'b.db'}"), SearchIndex(tmp_path / "bi", embedder))
+    try:
+        key_of = ingest(core, suite, "capture")
+        direct = evaluate(core, bare, key_of, k=10, channels={"hybrid": CHANNELS["hybrid"]})["hybrid"]
+        turned = evaluate_turns(core, bare, key_of, data_dir=tmp_path / "d", k=10)["hybrid"]
+    finally:
+        core.close()
+    assert turned.retrieved == direct.retrieved

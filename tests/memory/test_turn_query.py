@@ -81,3 +81,16 @@ def test_a_pointing_question_is_answered_from_the_line_it_points_at(person):
     ranked, _ = channel_hits(core.store, core.index, ns, ["我养了一只叫煤球的黑猫", "它最近怎么样？"])
     assert ranked["bm25~1"][0][0] == ids["我养了一只叫煤球的黑猫"]  # the context line's own list
     assert ids["我养了一只叫煤球的黑猫"] not in [m for m, _ in ranked.get("bm25", [])]  # the question holds none of it
+
+
+def test_keep_channel_tops_moves_a_channels_confident_hit_into_the_top_and_keeps_scores_ordered():
+    """A hit of ``keep`` below ``within`` moves up behind the best already there; scores stay non-increasing."""
+    from memory.recall import keep_channel_tops
+    from memory.types import Hit, Memory
+
+    ns = Namespace("default", "tg:1")
+    hits = [Hit(Memory(id=f"m{i}", namespace=ns, text=f"t{i}"), score=1.0 - i / 10) for i in range(8)]
+    out = keep_channel_tops(hits, ["m6", "m1"], within=5)
+    assert [h.memory.id for h in out] == ["m0", "m1", "m2", "m3", "m6", "m4", "m5", "m7"]
+    assert all(a.score >= b.score for a, b in zip(out, out[1:]))
+    assert keep_channel_tops(hits, ["m0", "m2"], within=5) == hits  # already within: nothing moves
