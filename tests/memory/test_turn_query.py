@@ -94,3 +94,14 @@ def test_keep_channel_tops_moves_a_channels_confident_hit_into_the_top_and_keeps
     assert [h.memory.id for h in out] == ["m0", "m1", "m2", "m3", "m6", "m4", "m5", "m7"]
     assert all(a.score >= b.score for a, b in zip(out, out[1:]))
     assert keep_channel_tops(hits, ["m0", "m2"], within=5) == hits  # already within: nothing moves
+
+
+@pytest.mark.parametrize("question", ["我每天早上喝一杯绿茶吗", "绿茶是我最喜欢的饮料", "I started learning the ukulele"])
+def test_a_confident_word_match_stays_in_the_top_five(person, question):
+    """Issue 25.5: BM25's first hits for a question it matches fully are never pushed below rank 5 by the vector
+    channel's other hits."""
+    core, ns, _ = person
+    ranked, _ = channel_hits(core.store, core.index, ns, [question])
+    top = [m for m, _ in ranked["bm25"][:4]]
+    hits = [h.memory.id for h in core.recall(ns, [question], now=T0 + timedelta(days=10))][:5]
+    assert set(top) <= set(hits)
