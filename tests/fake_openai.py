@@ -132,6 +132,12 @@ class FakeLLM(LoopbackServer):
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             })
 
+        @app.get("/v1/models")
+        async def models():
+            """The models list, as OpenAI-compatible servers answer it."""
+            return {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "fake"}
+                                               for m in ("fake-chat", "fake-embed")]}
+
         @app.post("/v1/embeddings")
         async def embeddings(request: Request):
             body = await request.json()

@@ -7,8 +7,12 @@ Ready means every part a turn needs answers, each within ``PROBE_TIMEOUT_S``:
   and migrated;
 - ``index``: the LanceDB table counts its rows;
 - ``model:<base_url>``: for each chat model some tenant has configured, ``GET
-  <base_url>/models`` gets an HTTP answer below 500 (401 or 404 still mean the
-  server is there; a refused connection, a timeout or a 5xx does not).
+  <base_url>/models`` (the OpenAI API's models list) answers 2xx. A 401/403 is
+  a refused key, a 404 or any other answer a wrong URL (a base URL usually ends
+  in ``/v1``), a refused connection or a timeout an absent server: each is
+  "failed: …" naming it, and the gateway is not ready. A listing that does not
+  name the configured model is logged (some servers list only part of what
+  they serve), not failed.
 
 The verdict is cached for ``CACHE_S`` seconds, so that a load balancer probing
 every second costs one round of checks per few seconds, and concurrent probes
@@ -85,18 +89,28 @@ class Readiness:
         return self._probe("index", self.pipeline.core.index.count)
 
     def _models(self) -> list:
-        urls = {}
+        urls: dict[str, tuple[str | None, set[str]]] = {}
         for tenant in self.pipeline.settings.tenants:
             llm = self.pipeline.settings.tenant(tenant).llm
             if llm.configured:
-                urls.setdefault(llm.base_url.rstrip("/"), llm.api_key)
-        return [self._model(url, key) for url, key in sorted(urls.items())]
+                urls.setdefault(llm.base_url.rstrip("/"), (llm.api_key, set()))[1].add(llm.model)
+        return [self._model(url, key, names) for url, (key, names) in sorted(urls.items())]
 
-    async def _model(self, base_url: str, api_key: str | None) -> tuple[str, str]:
+    async def _model(self, base_url: str, api_key: str | None, names: set[str]) -> tuple[str, str]:
         name = f"model:{base_url}"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         try:
             r = await self.http.get(f"{base_url}/models", headers=headers, timeout=PROBE_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - refused, timed out, bad URL: not reachable
             return name, f"failed: {type(exc).__name__}"
-        return name, "ok" if r.status_code < 500 else f"failed: HTTP {r.status_code}"
+        if r.status_code in (401, 403):
+            return name, f"failed: HTTP {r.status_code} (the API key is refused)"
+        if not 200 <= r.status_code < 300:
+            return name, f"failed: HTTP {r.status_code} at {base_url}/models (is the base URL right? it usually ends in /v1)"
+        try:
+            served = {m.get("id") for m in r.json().get("data", []) if isinstance(m, dict)}
+        except (ValueError, AttributeError):
+            return name, f"failed: {base_url}/models is not an OpenAI-compatible models list"
+        if served and not names <= served:
+            log.warning("model server %s does not list %s", base_url, ", ".join(sorted(names - served)))
+        return name, "ok"

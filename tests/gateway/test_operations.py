@@ -216,3 +216,16 @@ def test_example_dashboard_queries_only_metrics_the_gateway_exports(sqlite_core)
                {f"{fam.name}_total" for fam in p.metrics.registry.collect() if fam.type == "counter"} | \
                {fam.name for fam in p.metrics.registry.collect()}
     assert asked and asked <= exported, asked - exported
+
+
+@pytest.mark.parametrize("path, fails", [("", "HTTP 404"), ("/nowhere", "HTTP 404")])
+def test_readyz_calls_a_wrong_model_url_not_ready_and_names_it(sqlite_core, llm, monkeypatch, path, fails):
+    """Issue 26.11: a 404 from a wrong path (the server root without /v1, a typo) was "ok" (any answer under 500);
+    now /readyz is 503 and the check names the URL and what to look at."""
+    monkeypatch.setattr(gateway.http.health, "CACHE_S", 0.0)
+    wrong = llm.base_url.removesuffix("/v1") + path
+    t = TenantSettings(llm=LLMSettings(base_url=wrong, model="fake-chat"))
+    with TestClient(_app(sqlite_core, t), client=LOOPBACK) as client:
+        r = client.get("/readyz")
+    check = r.json()["checks"][f"model:{wrong}"]
+    assert r.status_code == 503 and check.startswith("failed: ") and fails in check and "/v1" in check
