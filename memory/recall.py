@@ -428,9 +428,10 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
     each context line) plus the view searched (``_view``: the cache's, or one
     built for this query from the namespace's rows; None on the index path),
     every line through the same search of it (``_search_view``) or of the index
-    (``_indexed``). The vector floor is chosen by the question (``word_match``) and applies to every
-    list. ``words``: what BM25 searches for the question instead of it (the
-    question without the period it names, which the time channel reads)."""
+    (``_indexed``). The vector floor is chosen by the question (``word_match``)
+    and applies to every list. ``words``: what BM25 searches for the question
+    instead of it (the question without the period it names, which the time
+    channel reads)."""
     if not queries:
         return {}, None, None
     view, small = _view(store, index, ns, [*queries, words or ""], params, cache)
