@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from memory.types import ChatKind, ChatRef, clean_name, has_control, in_era, not_a_person, repair
 
@@ -90,15 +90,18 @@ class InboundMessage(BaseModel):
     the older ``forward_from*`` fields, a OneBot ``forward`` segment): someone
     else's words, never the sender's first-person statement. The pipeline keeps
     it in the chat log marked as forwarded and captures nothing from it.
+
+    ``chat_kind`` is also read as ``chat_type`` (the generic webhook's former
+    name for it).
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
 
     platform: str
     message_id: str
     sender_id: str
     sender_name: str = ""
-    chat_kind: ChatKind
+    chat_kind: ChatKind = Field(validation_alias=AliasChoices("chat_kind", "chat_type"))
     chat_id: str
     thread_id: str | None = None
     text: str

@@ -178,12 +178,16 @@ def test_env_example_names_only_real_settings_or_compose_variables(tmp_path, mon
 
 
 def test_readme_commands_after_make_run_use_the_venv_huiyi():
-    """README's runnable shell examples call `.venv/bin/huiyi` (what `make run` installs; `huiyi` is not on
-    PATH), and the README says once how to get plain `huiyi` (activate the venv); inside Docker it is `huiyi`."""
+    """The runnable shell examples of README and docs/ call `.venv/bin/huiyi` (what `make run` installs;
+    `huiyi` is not on PATH), and the README says once how to get plain `huiyi` (activate the venv); inside
+    Docker it is `huiyi`."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```sh\n(.*?)```", readme, flags=re.DOTALL)
+    docs = [readme] + [p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md"))]
+    blocks = [b for text in docs for b in re.findall(r"```sh\n(.*?)```", text, flags=re.DOTALL)]
     lines = [line.strip() for block in blocks for line in block.splitlines()]
-    assert any(line.startswith(".venv/bin/huiyi ") for line in lines)
+    readme_lines = [line.strip() for b in re.findall(r"```sh\n(.*?)```", readme, flags=re.DOTALL)
+                    for line in b.splitlines()]
+    assert any(line.startswith(".venv/bin/huiyi ") for line in readme_lines)
     bare = [line for line in lines if line.startswith("huiyi ")]
     assert bare == [], bare
     assert "source .venv/bin/activate" in readme

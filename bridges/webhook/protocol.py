@@ -34,7 +34,7 @@ import hmac
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from bridges.contract import InboundMessage, ReplyRef
 from memory.types import ID_RE, ChatKind
@@ -70,12 +70,14 @@ class WebhookMessage(BaseModel):
     becomes ``<webhook.platform>:<sender_id>``.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     sender_id: str = Field(pattern=_ID, description="the speaker's platform id")
     sender_name: str | None = Field(default="", max_length=200, description="display name (never an id); null is none")
     chat_id: str = Field(pattern=_ID, description="the chat; for a private chat usually the sender id")
-    chat_type: Literal["private", "group"] = Field(default="private", description="private or group")
+    chat_kind: Literal["private", "group"] = Field(
+        default="private", validation_alias=AliasChoices("chat_kind", "chat_type"),
+        description="private or group (also accepted as `chat_type`, its former name)")
     thread_id: str | None = Field(default=None, pattern=_ID, description="topic/thread inside a group")
     message_id: str = Field(pattern=_ID, description="unique per chat; re-deliveries reuse it")
     text: str = Field(min_length=1, max_length=16000, description="the message text")
@@ -95,8 +97,8 @@ class WebhookMessage(BaseModel):
             reply = ReplyRef(message_id=self.reply_to.message_id, sender_id=self.reply_to.sender_id,
                              sender_is_bot=self.reply_to.is_bot, text=self.reply_to.text)
         msg = InboundMessage(platform=platform, message_id=self.message_id, sender_id=self.sender_id,
-                             sender_name=self.sender_name or "", chat_kind=ChatKind(self.chat_type), chat_id=self.chat_id,
-                             thread_id=self.thread_id if self.chat_type == "group" else None, text=self.text,
+                             sender_name=self.sender_name or "", chat_kind=ChatKind(self.chat_kind), chat_id=self.chat_id,
+                             thread_id=self.thread_id if self.chat_kind == "group" else None, text=self.text,
                              timestamp=when, mentions_bot=self.mentions_bot, mentions=tuple(self.mentions),
                              reply_to=reply, is_command=self.text.startswith("/"), language=self.language)
         msg.chat  # noqa: B018 - validates platform and ids as a core ChatRef
@@ -111,7 +113,8 @@ class WebhookReply(BaseModel):
     ok: bool = True
     tenant: str
     chat_id: str
-    chat_type: str
+    chat_kind: str
+    chat_type: str = Field(description="the same as chat_kind, under its former name (deprecated)")
     thread_id: str | None = None
     message_id: str
     reply_to_message_id: str | None = Field(default=None, description="set in groups: answer as a reply to it")

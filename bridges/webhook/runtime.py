@@ -85,7 +85,7 @@ class WebhookRuntime:
     @staticmethod
     def reply_of(tenant: str, msg: InboundMessage, result: TurnResult) -> WebhookReply:
         """The answer for ``msg``: in groups the reply quotes the person's message."""
-        return WebhookReply(tenant=tenant, chat_id=msg.chat_id, chat_type=msg.chat_kind.value, thread_id=msg.thread_id,
+        return WebhookReply(tenant=tenant, chat_id=msg.chat_id, chat_kind=msg.chat_kind.value, chat_type=msg.chat_kind.value, thread_id=msg.thread_id,
                             message_id=msg.message_id,
                             reply_to_message_id=msg.message_id if msg.chat.is_group else None,
                             reply=None if result.duplicate else result.reply, addressed=result.addressed,

@@ -59,7 +59,7 @@ def test_signed_message_gets_its_reply_in_the_response(client, llm):
     llm.enqueue("你好 U1")
     r = post(client, msg("我叫小林"))
     assert r.status_code == 200
-    assert r.json() == {"ok": True, "tenant": "default", "chat_id": "u1", "chat_type": "private", "thread_id": None,
+    assert r.json() == {"ok": True, "tenant": "default", "chat_id": "u1", "chat_kind": "private", "chat_type": "private", "thread_id": None,
                         "message_id": "m1", "reply_to_message_id": None, "reply": "你好 U1", "addressed": True,
                         "duplicate": False}
     assert client.app.state.pipeline.core.store.count(Namespace("default", "web:u1")) == 1
@@ -228,3 +228,17 @@ def test_callback_retries_429_and_5xx_but_not_other_4xx(gateway, llm, fake_callb
         assert c.portal.call(c.app.state.webhook.close, 40) is None
     assert fake_callback.attempts == 4 and len(fake_callback.received) == 1
     assert any("HTTP 400" in r.getMessage() and "not retried" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("name", ["chat_kind", "chat_type"])
+def test_the_chat_kind_has_one_name_everywhere_with_the_old_one_accepted(name):
+    """Issue 26.16: the webhook and /v1/turns both read ``chat_kind``; ``chat_type`` (the webhook's former name)
+    is accepted on both."""
+    from bridges.contract import InboundMessage
+    from bridges.webhook.protocol import WebhookMessage
+
+    body = {"sender_id": "u1", "chat_id": "g1", name: "group", "message_id": "m1", "text": "hi"}
+    assert WebhookMessage.model_validate(body).to_inbound("wh").chat_kind.value == "group"
+    turn = {"platform": "tg", "message_id": "1", "sender_id": "42", "chat_id": "-100", name: "group", "text": "hi",
+            "timestamp": "2026-12-01T00:00:00+00:00"}
+    assert InboundMessage.model_validate(turn).chat_kind.value == "group"

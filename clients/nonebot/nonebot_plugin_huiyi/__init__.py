@@ -40,9 +40,9 @@ __all__ = ["Config", "turn_message", "withdrawal", "client", "MODE", "HOMEPAGE"]
 
 log = logging.getLogger(__name__)
 
-#: Where the plugin is documented (the huiyi repository's README, section "NoneBot2 plugin"); the repository
+#: Where the plugin is documented (the huiyi repository's docs/api.md, section "NoneBot2 plugin"); the repository
 #: has no public address yet: set it here when it is published.
-HOMEPAGE = "https://github.com/huiyi-gateway/huiyi#nonebot2-plugin"
+HOMEPAGE = "https://github.com/huiyi-gateway/huiyi/blob/main/docs/api.md#nonebot2-plugin"
 
 __plugin_meta__ = PluginMetadata(
     name="huiyi 回忆",
