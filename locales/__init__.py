@@ -8,22 +8,28 @@ Catalogues are gettext ``.po`` files under ``locales/<lang>/LC_MESSAGES/huiyi.po
 Languages: ``zh_CN`` (default) and ``en``. ``resolve_language`` maps platform
 codes (``zh-hans``, ``zh-TW``, ``en-US``…) to one of them; ``written_language``
 reads it from what a person writes, and ``turn_language`` applies the order a
-turn's language is chosen in.
+turn's language is chosen in. ``shell_language`` reads a POSIX shell's locale
+(``LC_ALL``, ``LC_MESSAGES``, ``LANG``) and ``operator_language`` applies the
+order the command line's language is chosen in.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["LANGUAGES", "DEFAULT_LANGUAGE", "translate", "resolve_language", "written_language", "turn_language",
-           "catalogue_ids", "placeholders"]
+__all__ = ["LANGUAGES", "DEFAULT_LANGUAGE", "LOCALE_VARIABLES", "translate", "resolve_language", "written_language",
+           "turn_language", "shell_language", "operator_language", "catalogue_ids", "placeholders"]
 
 LANGUAGES = ("zh_CN", "en")
 DEFAULT_LANGUAGE = "zh_CN"
+#: The locale variables that name the language of messages, in the order POSIX
+#: reads them (XBD 8.2, "Internationalization Variables"): the first that is set
+#: and not empty decides.
+LOCALE_VARIABLES = ("LC_ALL", "LC_MESSAGES", "LANG")
 _DIR = Path(__file__).resolve().parent
 _lock = threading.Lock()
 
@@ -100,6 +106,43 @@ def turn_language(text: str, previous: Iterable[str] = (), hint: str | None = No
         if lang is not None:
             return lang
     return resolve_language(hint, default)
+
+
+@lru_cache(maxsize=64)
+def _locale_language(name: str) -> str:
+    """``zh_CN`` for a Chinese locale name, ``en`` for any other (Babel's
+    ``Locale.parse``: encoding and modifier dropped, ``C``/``POSIX`` → en_US_POSIX)."""
+    from babel import Locale, UnknownLocaleError
+
+    try:
+        language = Locale.parse(name).language
+    except (UnknownLocaleError, ValueError, TypeError):  # zh-CN, a path, a typo: its first letters decide
+        language = name[:2].lower()
+    return "zh_CN" if language == "zh" else "en"
+
+
+def shell_language(environ: Mapping[str, str]) -> str | None:
+    """The catalogue language of a shell's locale (``environ``: its variables):
+    the first of ``LOCALE_VARIABLES`` that is set and not empty (POSIX counts an
+    empty one as unset), parsed by Babel — ``zh_CN.UTF-8``, ``zh_TW``,
+    ``zh_HK.Big5HKSCS`` → ``zh_CN``; ``en_US.UTF-8``, ``C``, ``POSIX``,
+    ``C.UTF-8``, ``de_DE``, a name Babel does not know → ``en`` (the source
+    language of every message id). None when none of them is set."""
+    for var in LOCALE_VARIABLES:
+        value = (environ.get(var) or "").strip()
+        if value:
+            return _locale_language(value)
+    return None
+
+
+def operator_language(environ: Mapping[str, str], configured: str | None = None,
+                      default: str = DEFAULT_LANGUAGE) -> str:
+    """The language of what the command line tells its operator, first that
+    decides: the shell's locale (``shell_language(environ)``), then the
+    ``configured`` language (a tenant's ``language``, through
+    ``resolve_language``), then ``default``. An English shell gets English from
+    a Chinese tenant; a shell with no locale at all gets the tenant's."""
+    return shell_language(environ) or resolve_language(configured, default)
 
 
 def translate(lang: str, msgid: str, **params: object) -> str:

@@ -27,6 +27,16 @@ def _data_root(tmp_path, monkeypatch):
         monkeypatch.delenv(var, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _english_shell(monkeypatch):
+    """The CLI speaks the shell's language (gateway.cli_lang): every test starts in
+    an English shell (LANG=C.UTF-8, no LC_ALL or LC_MESSAGES), whatever the
+    runner's own locale; a test about the language sets its own."""
+    monkeypatch.delenv("LC_ALL", raising=False)
+    monkeypatch.delenv("LC_MESSAGES", raising=False)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+
+
 def _pg_available() -> bool:
     try:
         import psycopg

@@ -3,12 +3,16 @@
 upgrade   bring the configured database to this version's schema (the gateway
           also does it when it starts; run it first to see what it does)
 current   print the revision the database is at, and this version's head
+
+Messages are in the operator's language (gateway.cli_lang); revisions are
+Alembic's ids.
 """
 
 from __future__ import annotations
 
 import typer
 
+from gateway.cli_lang import Voice
 from gateway.config import load_settings
 from gateway.logs import configure_logging
 
@@ -40,6 +44,7 @@ def upgrade() -> None:
     from memory.errors import StoreError
 
     configure_logging()
+    voice = Voice.of()
     try:
         store = _store()
         try:
@@ -48,14 +53,15 @@ def upgrade() -> None:
         finally:
             store.close()
     except StoreError as exc:
-        typer.echo(f"database upgrade failed: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        voice.fail("database upgrade failed: {detail}", code=1, detail=str(exc))
     if before == after:
-        typer.echo(f"database already at revision {after}")
+        voice.say("database already at revision {revision}", revision=after)
     elif empty:
-        typer.echo(f"new database: today's tables created at revision {after}")
+        voice.say("new database: today's tables created at revision {revision}", revision=after)
+    elif before:
+        voice.say("database upgraded from {before} to revision {revision}", before=before, revision=after)
     else:
-        typer.echo(f"database upgraded from {before or 'an unversioned schema'} to revision {after}")
+        voice.say("database upgraded from an unversioned schema to revision {revision}", revision=after)
 
 
 @db_app.command()
@@ -65,10 +71,11 @@ def current() -> None:
     from memory.store.migrate import head
 
     configure_logging()
+    voice = Voice.of()
     missing = _no_database_yet()
     if missing is not None:
-        typer.echo(f"database revision: none (no database yet at {missing}; `huiyi db upgrade` or the gateway "
-                   f"creates it); head: {head()}")
+        voice.say("database revision: none (no database yet at {path}; `huiyi db upgrade` or the gateway creates "
+                  "it); head: {head}", path=missing, head=head())
         return
     try:
         store = _store()
@@ -77,6 +84,9 @@ def current() -> None:
         finally:
             store.close()
     except StoreError as exc:
-        typer.echo(f"database unreachable: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    typer.echo(f"database revision: {rev or 'none (empty, or written before migrations)'}; head: {head()}")
+        voice.fail("database unreachable: {detail}", code=1, detail=str(exc))
+    if rev:
+        voice.say("database revision: {revision}; head: {head}", revision=rev, head=head())
+    else:
+        voice.say("database revision: none (empty, or written before migrations: `huiyi db upgrade` brings it to "
+                  "the head); head: {head}", head=head())

@@ -14,7 +14,9 @@ eval grounding    the validator (memory.reconstruct.validate) over a fixture of
                   own latency
 
 The harnesses are the package ``evals``; this module reads the options and
-prints. Operator output is plain English text (or ``--json``), like the rest of the CLI.
+prints. Operator output is plain English text (or ``--json``) whatever the shell's
+language: measurement tables, compared across runs and pasted into issues and
+the README. The rest of the CLI speaks the operator's language (gateway.cli_lang).
 """
 
 from __future__ import annotations
@@ -42,18 +44,22 @@ eval_app = typer.Typer(add_completion=False, no_args_is_help=True, help="offline
 def stats(day: Annotated[str | None, typer.Option(help="UTC day YYYY-MM-DD (default: today)")] = None,
           as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
     """Summarise one day of turns: success rate, fallback reasons, p50/p95 latencies."""
-    from gateway.observability import read_turns, summarise
+    from gateway.observability import audit_file, read_turns, summarise
 
     try:
         d = date.fromisoformat(day) if day else datetime.now(timezone.utc).date()
     except ValueError:
         typer.echo(f"not a day: {day!r} (expected YYYY-MM-DD)", err=True)
         raise typer.Exit(2) from None
-    summary = summarise(read_turns(load_settings().data_dir, d), d)
+    data_dir = load_settings().data_dir
+    summary = summarise(read_turns(data_dir, d), d)
     if as_json:
         sys.stdout.write(json.dumps(asdict(summary), ensure_ascii=False, indent=2) + "\n")
     else:
         typer.echo("\n".join(summary.lines()))
+        if not summary.turns:
+            typer.echo(f"no turn recorded that day: the gateway appends one line per answered turn to "
+                       f"{audit_file(data_dir, d)}; is HUIYI_DATA_DIR the gateway's, and is --day a UTC day?")
 
 
 @eval_app.command("grounding")

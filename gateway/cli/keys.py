@@ -7,8 +7,10 @@ list    the tenant's keys: id, scope, subject, label, created, revoked
 revoke  KEY_ID — refused from now on, on every replica (the keys live in SQL)
 
 Once a tenant has had a key, ``/v1`` answers it only with a key, loopback
-callers included. Opens only the SQL store (no index, no embedder). Exit code
-1 for an unknown key, 2 for an invalid tenant, scope or subject.
+callers included. Opens only the SQL store (no index, no embedder). Messages
+are in the operator's language (gateway.cli_lang). Exit code 1 for an unknown
+key, 2 for an invalid tenant, scope or subject (``list`` of a tenant that is
+neither configured nor has a key included).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from typing import Annotated
 
 import typer
 
+from gateway.cli_lang import Voice
 from gateway.config import load_settings
+from locales import translate
 
 __all__ = ["keys_app"]
 
@@ -30,7 +34,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 
 class _Keys:
-    """The settings, the tenant's language and the SQL store for one command."""
+    """The settings and the SQL store for one command; ``voice(tenant)`` speaks
+    the operator's language for that tenant (gateway.cli_lang)."""
 
     def __init__(self) -> None:
         from gateway.logs import configure_logging
@@ -39,9 +44,8 @@ class _Keys:
         self.settings = load_settings()
         self.store = None
 
-    def lang(self, tenant: str) -> str:
-        t = self.settings.tenants.get(tenant)
-        return t.language if t else "zh_CN"
+    def voice(self, tenant: str) -> Voice:
+        return Voice.of(tenant, self.settings)
 
     def __enter__(self) -> _Keys:
         from memory.store import Store
@@ -53,12 +57,6 @@ class _Keys:
     def __exit__(self, *exc: object) -> None:
         if self.store is not None:
             self.store.close()
-
-    def say(self, lang_of: str, msgid: str, *, err: bool = False, **params: object) -> None:
-        """``msgid`` in the language of tenant ``lang_of``, on stdout (stderr with ``err``)."""
-        from locales import translate
-
-        typer.echo(translate(self.lang(lang_of), msgid, **params), err=err)
 
 
 def _record(k) -> dict:
@@ -76,23 +74,21 @@ def create(tenant: TenantOpt = "default",
     from memory.errors import NamespaceError
 
     s = _Keys()
+    v = s.voice(tenant)
     if tenant not in s.settings.tenants:
-        s.say(tenant, "Unknown tenant {tenant}: configure it first (HUIYI_CONFIG).", err=True, tenant=tenant)
-        raise typer.Exit(2)
+        v.fail("Unknown tenant {tenant}: configure it first (HUIYI_CONFIG).", code=2, tenant=tenant)
     if scope not in ("admin", "member"):
-        s.say(tenant, "The scope is admin or member, not {scope}.", err=True, scope=scope)
-        raise typer.Exit(2)
+        v.fail("The scope is admin or member, not {scope}.", code=2, scope=scope)
     with s:
         try:
             key, secret = s.store.create_api_key(tenant, scope, subject, label)
         except (NamespaceError, ValueError) as exc:
-            s.say(tenant, "Cannot create the key: {detail}", err=True, detail=str(exc))
-            raise typer.Exit(2) from None
+            v.fail("Cannot create the key: {detail}", code=2, detail=str(exc))
     if as_json:
         sys.stdout.write(json.dumps({**_record(key), "key": secret}, ensure_ascii=False) + "\n")
         return
     typer.echo(secret)
-    s.say(tenant, "Key {key_id} ({scope}) for tenant {tenant}. It is shown only now: keep it secret.", err=True,
+    v.say("Key {key_id} ({scope}) for tenant {tenant}. It is shown only now: keep it secret.", err=True,
           key_id=key.key_id, scope=key.scope.value, tenant=tenant)
 
 
@@ -101,13 +97,19 @@ def list_(tenant: TenantOpt = "default", as_json: JsonOpt = False) -> None:
     """The tenant's keys, oldest first (never the keys themselves)."""
     with _Keys() as s:
         keys = s.store.list_api_keys(tenant)
+    v = s.voice(tenant)
     if as_json:
         sys.stdout.write(json.dumps([_record(k) for k in keys], ensure_ascii=False) + "\n")
+    elif not keys and tenant not in s.settings.tenants:
+        v.fail("Unknown tenant {tenant}: configure it first (HUIYI_CONFIG).", code=2, tenant=tenant)
     elif not keys:
-        s.say(tenant, "Tenant {tenant} has no API key.", tenant=tenant)
+        v.say("Tenant {tenant} has no API key yet: `huiyi keys create --tenant {tenant}` makes one. Until it has one, "
+              "/v1 serves this tenant without a key to callers on this machine only (none at all with "
+              "HUIYI_API_REQUIRE_KEY).", tenant=tenant)
     else:
         for k in keys:
-            state = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "active"
+            state = (translate(v.lang, "revoked {when}", when=f"{k.revoked_at:%Y-%m-%d %H:%M}") if k.revoked_at
+                     else translate(v.lang, "active"))
             typer.echo(f"{k.key_id}  {k.scope.value:<6}  {k.subject or '*':<20}  {k.created_at:%Y-%m-%d %H:%M}  "
                        f"{state:<24}  {k.label}")
 
@@ -118,7 +120,8 @@ def revoke(key_id: Annotated[str, typer.Argument(help="the key id (the 12 hex di
     """Refuse the key from now on."""
     with _Keys() as s:
         found = s.store.revoke_api_key(tenant, key_id)
+    v = s.voice(tenant)
     if not found:
-        s.say(tenant, "Tenant {tenant} has no key {key_id}.", err=True, tenant=tenant, key_id=key_id)
-        raise typer.Exit(1)
-    s.say(tenant, "Revoked key {key_id}.", key_id=key_id)
+        v.fail("Tenant {tenant} has no key {key_id}: `huiyi keys list --tenant {tenant}` shows its key ids.", code=1,
+               tenant=tenant, key_id=key_id)
+    v.say("Revoked key {key_id}.", key_id=key_id)

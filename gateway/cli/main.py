@@ -19,6 +19,12 @@ configuration error (``gateway.config.ConfigError``) or a user's input error
 that is not UTF-8 text; ``memory.errors.NamespaceError``: a tenant or subject
 outside its pattern) from any command prints one line on stderr, ``huiyi: <what
 is wrong>``, and exits 2, without a traceback.
+
+Messages are in the operator's language: the shell's locale (``LC_ALL``, then
+``LC_MESSAGES``, then ``LANG``), else the tenant's, else the default
+(gateway.cli_lang); one that finds nothing — a replayed turn without a reply, a
+recall without hits — says why and what to do. JSON output keeps its keys; its
+``note`` fields are such messages.
 """
 
 from __future__ import annotations
@@ -34,8 +40,10 @@ import typer
 from typer.core import TyperGroup
 
 from gateway.cli.evaluate import eval_app, stats
+from gateway.cli_lang import Voice, no_memories, no_model, sentences, subject_hint
 from gateway.config import ConfigError, load_settings, masked
 from gateway.logs import configure_logging
+from locales import translate
 
 __all__ = ["app", "version", "InputError"]
 
@@ -108,7 +116,8 @@ def config_check() -> None:
     the effective settings as JSON, every secret shown as ***. Exit 2 when invalid."""
     settings = load_settings()
     typer.echo(json.dumps(masked(settings), ensure_ascii=False, indent=2))
-    typer.echo(f"configuration OK: {len(settings.tenants)} tenant(s): {', '.join(sorted(settings.tenants))}", err=True)
+    Voice.of(None, settings).say("configuration OK: {n} tenant(s): {names}", err=True, n=len(settings.tenants),
+                                 names=", ".join(sorted(settings.tenants)))
 
 
 @app.command()
@@ -138,13 +147,14 @@ def _is_utf8(text: str) -> bool:
         return False
 
 
-def _load_payloads(path: Path):
+def _load_payloads(path: Path, lang: str):
     from bridges.detect import iter_payloads
 
     try:
         raw = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); payload files are UTF-8 JSON or JSONL") from None
+        raise InputError(translate(lang, "{path}: not UTF-8 text (byte {byte}); payload files are UTF-8 JSON or JSONL",
+                                   path=str(path), byte=exc.start)) from None
     except OSError as exc:  # missing, a directory, no permission
         raise InputError(f"{path}: {exc.strerror or exc}") from None
     try:
@@ -173,18 +183,25 @@ def replay(paths: Annotated[list[Path], typer.Argument(help="payload files: one 
 
     configure_logging()
     settings = load_settings()
+    voice = Voice.of(tenant, settings)
     work = []
     for path in paths:
         if not path.exists():
-            raise InputError(f"{path}: no such file or directory")
+            raise InputError(translate(voice.lang, "{path}: no such file or directory", path=str(path)))
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        work.extend((f, payload) for f in files for payload in _load_payloads(f))
+        work.extend((f, payload) for f in files for payload in _load_payloads(f, voice.lang))
     show = sys.stderr.isatty() if progress is None else progress
     pipeline = build_pipeline(settings)
     t = pipeline.tenant(tenant)
+    modelled = pipeline.models.of(tenant) is not None
+    if not modelled:
+        typer.echo("huiyi: " + sentences(voice.lang, translate(
+            voice.lang, "Tenant {tenant} has no chat model configured: every reply is null (recall, the recollection, "
+                        "the prompt and capture still run).", tenant=tenant), no_model(voice.lang, tenant)), err=True)
 
     async def run() -> None:
-        with tqdm(total=len(work), unit="payload", desc="replaying", disable=not show, file=sys.stderr) as bar:
+        with tqdm(total=len(work), unit="payload", desc=translate(voice.lang, "replaying"), disable=not show,
+                  file=sys.stderr) as bar:
             for f, payload in work:
                 bar.update(1)
                 platform = detect_platform(payload)
@@ -200,6 +217,8 @@ def replay(paths: Annotated[list[Path], typer.Argument(help="payload files: one 
                 result = await pipeline.handle(tenant, msg)
                 out = result.to_json()
                 out.pop("latency_ms", None)
+                if result.reply is None:
+                    out["note"] = _no_reply(voice.lang, tenant, msg, result, modelled)
                 # through tqdm so that the bar is redrawn below the line, not across it
                 bar.write(json.dumps(out, ensure_ascii=False, default=str), file=sys.stdout)
                 sys.stdout.flush()
@@ -210,26 +229,47 @@ def replay(paths: Annotated[list[Path], typer.Argument(help="payload files: one 
         pipeline.core.close()
 
 
+def _no_reply(lang: str, tenant: str, msg, result, modelled: bool) -> str:
+    """Why the replayed turn of ``msg`` has no reply (``TurnResult.reply`` None):
+    a re-delivery, an edit, a group message not addressed to the bot, no chat
+    model (and how to set one), or the model's silence."""
+    if result.duplicate:
+        return translate(lang, "A re-delivery of a message this data root has already handled: nothing was done "
+                               "(replay into an empty HUIYI_DATA_DIR to run it again).")
+    if result.command:
+        return translate(lang, "A /memory command that answered nothing.")
+    if msg.is_edit:
+        return translate(lang, "An edited message: its memories were revised; an edit gets no reply.")
+    if not result.addressed:
+        return translate(lang, "Said in a group without addressing the bot (no mention, no reply to it, none of "
+                               "the tenant's group_keywords): the bot stays silent.")
+    if not modelled:
+        return sentences(lang, translate(lang, "No chat model is configured for tenant {tenant}: the prompt was "
+                                               "built but sent to no model.", tenant=tenant), no_model(lang, tenant))
+    return translate(lang, "The chat model answered nothing, or it failed and the tenant's apology is empty: the "
+                           "bot stays silent (the log says which).")
+
+
 @app.command()
 def recall(query: Annotated[str, typer.Argument(help="query text")],
            tenant: Annotated[str, typer.Option(help="tenant")] = "default",
            subject: Annotated[str, typer.Option(help="subject, e.g. tg:123456")] = ...,  # type: ignore[assignment]
            k: Annotated[int, typer.Option(help="hits to return")] = 8,
            explain: Annotated[bool, typer.Option(help="print every score component")] = False) -> None:
-    """Print the hits of QUERY for one subject as JSON."""
+    """Print the hits of QUERY for one subject as JSON (none: stderr says why)."""
     from memory.recall import RecallParams
-    from memory.types import Namespace
     from gateway.service import build_core
 
+    voice = Voice.of(tenant)
     if not _is_utf8(query) or not _is_utf8(subject):  # bytes the terminal could not decode (surrogateescape)
-        raise InputError("the query or subject is not UTF-8 text; check the terminal's encoding")
-    Namespace(tenant, subject)  # NamespaceError (one line, exit 2) before the store opens
+        raise InputError(translate(voice.lang, "the query or subject is not UTF-8 text; check the terminal's encoding"))
+    ns = _namespace(voice, tenant, subject)  # one line, exit 2, before the store opens
     configure_logging()
-    core = build_core(load_settings())
+    settings = load_settings()
+    core = build_core(settings)
     try:
         from memory.emotion import analyse
 
-        ns = Namespace(tenant, subject)
         valence = analyse(query).valence
         hits = core.recall(ns, [query], params=RecallParams(k=k), query_valence=valence)
         out = []
@@ -241,8 +281,29 @@ def recall(query: Annotated[str, typer.Argument(help="query text")],
             out.append(row)
         sys.stdout.write(json.dumps({"namespace": str(ns), "query_valence": valence, "hits": out},
                                     ensure_ascii=False, indent=2) + "\n")
+        if not hits:
+            count = core.store.count(ns)
+            typer.echo(translate(voice.lang, "No memory of {namespace} matches \"{query}\": recall keeps only "
+                                             "memories that share a word with the query or are close to it in "
+                                             "meaning, and never widens a search that found nothing (memories "
+                                             "searched: {count}).", namespace=str(ns), query=query, count=count)
+                       if count else no_memories(voice.lang, ns, settings), err=True)
     finally:
         core.close()
+
+
+def _namespace(voice: Voice, tenant: str, subject: str):
+    """``Namespace(tenant, subject)``, or InputError (one line, exit 2) naming
+    what is wrong and, for a subject, how one is written."""
+    from memory.errors import NamespaceError
+    from memory.types import Namespace
+
+    try:
+        return Namespace(tenant, subject)
+    except NamespaceError as exc:
+        hint = subject_hint(voice.lang, subject) or ""
+        raise InputError(translate(voice.lang, "Invalid tenant or subject: {detail}",
+                                   detail=f"{exc} {hint}".strip())) from None
 
 
 @app.command()
@@ -255,10 +316,17 @@ def reindex(progress: Annotated[bool | None, typer.Option("--progress/--no-progr
     from gateway.service import build_core
 
     configure_logging()
-    core = build_core(load_settings(), rebuild="none")  # an unreadable index is replaced, then rebuilt here
+    settings = load_settings()
+    voice = Voice.of(None, settings)
+    core = build_core(settings, rebuild="none")  # an unreadable index is replaced, then rebuilt here
     try:
         n = do_reindex(core, OPERATOR, progress=progress)
-        typer.echo(f"reindexed {n} memories")
+        if n:
+            voice.say("reindexed {n} memories", n=n)
+        else:
+            voice.say("reindexed 0 memories: the database ({database}) holds none; is it the gateway's "
+                      "(HUIYI_DATA_DIR, DATABASE_URL)?", database=masked(settings)["database_url"]
+                      or str(settings.data_dir / "huiyi.db"))
     finally:
         core.close()
 
@@ -281,22 +349,29 @@ def consolidate(tenant: Annotated[str, typer.Option(help="tenant")] = "default",
     from gateway.service import build_pipeline
     from memory.types import Namespace
 
+    settings = load_settings()
+    voice = Voice.of(tenant, settings)
     if subject is not None:
-        Namespace(tenant, subject)  # NamespaceError (one line, exit 2) before the store opens
+        _namespace(voice, tenant, subject)  # one line, exit 2, before the store opens
     configure_logging()
-    pipeline = build_pipeline(load_settings())
+    pipeline = build_pipeline(settings)
     try:
         pipeline.tenant(tenant)
     except UnknownTenant as exc:
         pipeline.core.close()
-        raise InputError(str(exc)) from exc
+        raise InputError(translate(voice.lang, "Unknown tenant {tenant}: configure it first (HUIYI_CONFIG).",
+                                   tenant=tenant)) from exc
     if pipeline.models.of(tenant) is None:
-        typer.echo(f"huiyi: tenant {tenant} has no chat model configured (HUIYI_LLM_* or its tenant llm settings): "
-                   "clusters are kept as links only and no long-term memory is written", err=True)
+        typer.echo("huiyi: " + sentences(voice.lang, translate(
+            voice.lang, "Tenant {tenant} has no chat model configured: clusters are kept as links only and no "
+                        "long-term memory is written.", tenant=tenant), no_model(voice.lang, tenant)), err=True)
 
     async def run() -> None:
         names = ([Namespace(tenant, subject)] if subject is not None else
                  await asyncio.to_thread(pipeline.core.store.consolidation_candidates, tenant, 1, limit))
+        if not names:
+            voice.say("No one in tenant {tenant} has new fragments to consolidate: everything captured since the "
+                      "last run is consolidated already, or nothing was captured yet.", err=True, tenant=tenant)
         for ns in names:
             r = await pipeline.consolidation.consolidate(tenant, ns, force=True)
             sys.stdout.write(json.dumps({
@@ -305,7 +380,7 @@ def consolidate(tenant: Annotated[str, typer.Option(help="tenant")] = "default",
                                   "sources": list(a.sources)} for a in r.abstractions],
                 "model_calls": r.model_calls, "model_errors": r.model_errors,
                 "removed_sentences": r.removed_sentences, "dropped": r.dropped, "seconds": r.seconds,
-                "note": _consolidation_note(r)}, ensure_ascii=False) + "\n")
+                "note": _consolidation_note(voice.lang, r)}, ensure_ascii=False) + "\n")
         dormant = await pipeline.consolidation.consolidator(tenant).sweep(tenant)
         sys.stdout.write(json.dumps({"tenant": tenant, "went_dormant": dormant}) + "\n")
 
@@ -315,16 +390,24 @@ def consolidate(tenant: Annotated[str, typer.Option(help="tenant")] = "default",
         pipeline.core.close()
 
 
-def _consolidation_note(r) -> str | None:
-    """Why a run that ran wrote no long-term memory (None when it wrote some, or did not run):
-    no chat model (clusters, no model call), or the model failed (retried by a later run)."""
-    if r.skipped is not None or not r.clusters:
+def _consolidation_note(lang: str, r) -> str | None:
+    """Why a run wrote no long-term memory, in ``lang`` (None when it wrote
+    some): no new fragment since the last run, no two fragments alike, no chat
+    model (clusters, no model call), or the model failed (retried by a later run)."""
+    if r.skipped == "few_fragments":
+        return translate(lang, "No new fragments since the last consolidation of {namespace}: nothing to do.",
+                         namespace=str(r.namespace))
+    if r.skipped is not None:  # too_soon: not with --force, which the command uses
         return None
+    if not r.clusters:
+        return translate(lang, "None of the {n} new fragments is close enough to another to form a cluster: "
+                               "nothing to abstract yet.", n=r.fragments)
     if r.model_errors:
-        return (f"the chat model failed for {r.model_errors} of {r.model_calls} clusters: "
-                "no long-term memory from those; they are tried again later")
+        return translate(lang, "the chat model failed for {errors} of {calls} clusters: no long-term memory from "
+                               "those; they are tried again later", errors=r.model_errors, calls=r.model_calls)
     if r.model_calls == 0:
-        return f"kept {len(r.clusters)} clusters as links, no long-term memory written (no chat model configured)"
+        return translate(lang, "kept {n} clusters as links, no long-term memory written (no chat model configured)",
+                         n=len(r.clusters))
     return None
 
 

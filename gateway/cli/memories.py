@@ -9,8 +9,9 @@ forget-subject  forget everything of a subject (needs --yes)
 
 Every command takes ``--tenant`` (default ``default``) and ``--subject``
 (``tg:123456``); ``--json`` prints JSON instead of lines. Memory texts are
-printed as stored; messages are in the tenant's language (locales/). Exit code
-1 for an unknown memory, 2 for an invalid tenant/subject or a refused
+printed as stored; messages are in the operator's language (the shell's locale,
+else the tenant's: gateway.cli_lang), and one that finds nothing says why. Exit
+code 1 for an unknown memory, 2 for an invalid tenant/subject or a refused
 forget-subject.
 """
 
@@ -19,11 +20,13 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
+from gateway.cli_lang import Voice, no_memories, sentences, subject_hint
 from gateway.config import load_settings
+from locales import translate
 
 __all__ = ["memories_app"]
 
@@ -58,7 +61,7 @@ def _line(m) -> str:
 
 
 class _Session:
-    """Settings, language and a core for one command; closes the core on exit."""
+    """Settings, the operator's voice and a core for one command; closes the core on exit."""
 
     def __init__(self, tenant: str, subject: str) -> None:
         from gateway.logs import configure_logging
@@ -67,12 +70,12 @@ class _Session:
 
         configure_logging()
         self.settings = load_settings()
-        tenant_settings = self.settings.tenants.get(tenant)
-        self.lang = tenant_settings.language if tenant_settings else "zh_CN"
+        self.voice = Voice.of(tenant, self.settings)
         try:
             self.ns = Namespace(tenant, subject)
         except NamespaceError as exc:
-            self.fail(2, "Invalid tenant or subject: {detail}", detail=str(exc))
+            hint = subject_hint(self.voice.lang, subject) or ""
+            self.fail("Invalid tenant or subject: {detail}", code=2, detail=f"{exc} {hint}".strip())
         self.core = None
 
     def __enter__(self) -> _Session:
@@ -86,25 +89,27 @@ class _Session:
             self.core.close()
 
     def say(self, msgid: str, **params: object) -> None:
-        from locales import translate
+        self.voice.say(msgid, **params)
 
-        typer.echo(translate(self.lang, msgid, **params))
+    def fail(self, msgid: str, *, code: int, **params: object) -> NoReturn:
+        self.voice.fail(msgid, code=code, **params)
 
-    def fail(self, code: int, msgid: str, **params: object) -> None:
-        from locales import translate
-
-        typer.echo(translate(self.lang, msgid, **params), err=True)
-        raise typer.Exit(code)
+    def nothing(self) -> str:
+        """Why this person has no memory to show (gateway.cli_lang.no_memories)."""
+        return no_memories(self.voice.lang, self.ns, self.settings)
 
     def of(self, verb, memory_id: str, **kwargs):
         """``verb(ns, memory_id, **kwargs)`` on this session's namespace (a
-        ``MemoryCore`` method); exits 1 with "No memory …" when it is not there."""
+        ``MemoryCore`` method); exits 1 with "No memory …", and how to find the
+        person's ids, when it is not there."""
         from memory.errors import NotFoundError
 
         try:
             return verb(self.ns, memory_id, **kwargs)
         except NotFoundError:
-            self.fail(1, "No memory {id} in {namespace}.", id=memory_id, namespace=str(self.ns))
+            self.fail("No memory {id} in {namespace}: it is another person's, was forgotten, or the id is mistyped; "
+                      "`huiyi memories list --tenant {tenant} --subject {subject}` lists this person's ids.", code=1,
+                      id=memory_id, namespace=str(self.ns), tenant=self.ns.tenant, subject=self.ns.subject)
 
 
 def _dump(obj: object) -> None:
@@ -121,7 +126,12 @@ def list_(tenant: TenantOpt = "default", subject: SubjectOpt = ...,  # type: ign
         if as_json:
             _dump({"namespace": str(s.ns), "count": s.core.store.count(s.ns), "memories": [_record(m) for m in items]})
         elif not items:
-            s.say("No memories.")
+            count = s.core.store.count(s.ns) if offset else 0
+            if count:
+                s.say("No memories past the first {offset}: {namespace} has {count}.", offset=offset,
+                      namespace=str(s.ns), count=count)
+            else:
+                typer.echo(s.nothing())
         else:
             for m in items:
                 typer.echo(_line(m))
@@ -178,10 +188,12 @@ def forget_subject(tenant: TenantOpt = "default", subject: SubjectOpt = ...,  # 
 
     s = _Session(tenant, subject)
     if not yes:
-        s.fail(2, "Refusing to forget everything of {namespace} without --yes.", namespace=str(s.ns))
+        s.fail("Refusing to forget everything of {namespace} without --yes.", code=2, namespace=str(s.ns))
     with s:
         n = do_forget_subject(s.core, s.ns, Authority(actor="operator:cli", tenant=tenant))
         if as_json:
             _dump({"namespace": str(s.ns), "forgotten": n})
-        else:
+        elif n:
             s.say("Forgot {n} memories of {namespace}.", n=n, namespace=str(s.ns))
+        else:
+            typer.echo(sentences(s.voice.lang, s.nothing(), translate(s.voice.lang, "Nothing was forgotten.")))

@@ -12,9 +12,9 @@ import pytest
 from locales import LANGUAGES, catalogue_ids, placeholders, translate
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Functions whose string argument is a message id: translate(lang, msgid, …) and
-#: the commands' caller.say(msgid, …).
-KEYWORDS = {"translate": (2,), "say": (1,)}
+#: Functions whose string argument is a message id: translate(lang, msgid, …),
+#: the commands' caller.say(msgid, …) and the CLI's Voice.say / Voice.fail(msgid, …).
+KEYWORDS = {"translate": (2,), "say": (1,), "fail": (1,)}
 
 
 def code_msgids() -> dict[str, str]:

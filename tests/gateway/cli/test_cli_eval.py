@@ -54,7 +54,8 @@ def test_summary_counts_success_rate_reasons_and_percentiles():
 
 
 def test_stats_command_prints_the_day():
-    """huiyi stats --day prints the summary; --json gives the same numbers; a bad day exits 2."""
+    """huiyi stats --day prints the summary; --json gives the same numbers; a bad day exits 2; a day without
+    turns says where the gateway writes them."""
     write_day()
     out = runner.invoke(app, ["stats", "--day", "2026-11-01"])
     assert out.exit_code == 0, out.output
@@ -63,8 +64,11 @@ def test_stats_command_prints_the_day():
     js = runner.invoke(app, ["stats", "--day", "2026-11-01", "--json"])
     assert json.loads(js.stdout)["latency_ms"]["total"]["p95"] == 2540.0
     assert runner.invoke(app, ["stats", "--day", "yesterday"]).exit_code == 2
-    empty = runner.invoke(app, ["stats", "--day", "2020-01-01"])
+    assert "no turn recorded" not in out.stdout
+    # an empty day says why and where the audit is; operator tables stay English in a Chinese shell
+    empty = runner.invoke(app, ["stats", "--day", "2020-01-01"], env={"LANG": "zh_CN.UTF-8"})
     assert empty.exit_code == 0 and "0 turns" in empty.stdout
+    assert "no turn recorded that day" in empty.stdout and "turns-2020-01-01.jsonl" in empty.stdout
 
 
 def test_eval_grounding_over_the_fixture():
