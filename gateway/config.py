@@ -10,7 +10,7 @@ named by ``HUIYI_CONFIG``, then the defaults. So a secret in the environment
 and a persona in the file both survive for the same tenant. A key that names
 no setting, in the file or in a ``HUIYI_`` variable, is an error naming it
 (``HUIYI_TEST_*`` is left to the test-suite). Nothing else in huiyi reads
-``os.environ``, but the CLI for the shell's locale (``gateway.cli_lang``).
+``os.environ``, but the CLI for the shell's locale (``gateway.cli.lang``).
 
 Example TOML::
 

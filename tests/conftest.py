@@ -29,7 +29,7 @@ def _data_root(tmp_path, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _english_shell(monkeypatch):
-    """The CLI speaks the shell's language (gateway.cli_lang): every test starts in
+    """The CLI speaks the shell's language (gateway.cli.lang): every test starts in
     an English shell (LANG=C.UTF-8, no LC_ALL or LC_MESSAGES), whatever the
     runner's own locale; a test about the language sets its own."""
     monkeypatch.delenv("LC_ALL", raising=False)

@@ -4,7 +4,7 @@ upgrade   bring the configured database to this version's schema (the gateway
           also does it when it starts; run it first to see what it does)
 current   print the revision the database is at, and this version's head
 
-Messages are in the operator's language (gateway.cli_lang); revisions are
+Messages are in the operator's language (gateway.cli.lang); revisions are
 Alembic's ids.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import typer
 
-from gateway.cli_lang import Voice
+from gateway.cli.lang import Voice
 from gateway.config import load_settings
 from gateway.logs import configure_logging
 

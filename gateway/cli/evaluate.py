@@ -16,7 +16,7 @@ eval grounding    the validator (memory.reconstruct.validate) over a fixture of
 The harnesses are the package ``evals``; this module reads the options and
 prints. Operator output is plain English text (or ``--json``) whatever the shell's
 language: measurement tables, compared across runs and pasted into issues and
-the README. The rest of the CLI speaks the operator's language (gateway.cli_lang).
+the README. The rest of the CLI speaks the operator's language (gateway.cli.lang).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ revoke  KEY_ID — refused from now on, on every replica (the keys live in SQL)
 
 Once a tenant has had a key, ``/v1`` answers it only with a key, loopback
 callers included. Opens only the SQL store (no index, no embedder). Messages
-are in the operator's language (gateway.cli_lang). Exit code 1 for an unknown
+are in the operator's language (gateway.cli.lang). Exit code 1 for an unknown
 key, 2 for an invalid tenant, scope or subject (``list`` of a tenant that is
 neither configured nor has a key included).
 """
@@ -21,7 +21,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli_lang import Voice
+from gateway.cli.lang import Voice
 from gateway.config import load_settings
 from locales import translate
 
@@ -35,7 +35,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 class _Keys:
     """The settings and the SQL store for one command; ``voice(tenant)`` speaks
-    the operator's language for that tenant (gateway.cli_lang)."""
+    the operator's language for that tenant (gateway.cli.lang)."""
 
     def __init__(self) -> None:
         from gateway.logs import configure_logging

@@ -22,7 +22,7 @@ is wrong>``, and exits 2, without a traceback.
 
 Messages are in the operator's language: the shell's locale (``LC_ALL``, then
 ``LC_MESSAGES``, then ``LANG``), else the tenant's, else the default
-(gateway.cli_lang); one that finds nothing — a replayed turn without a reply, a
+(gateway.cli.lang); one that finds nothing — a replayed turn without a reply, a
 recall without hits — says why and what to do. JSON output keeps its keys; its
 ``note`` fields are such messages.
 """
@@ -40,7 +40,7 @@ import typer
 from typer.core import TyperGroup
 
 from gateway.cli.evaluate import eval_app, stats
-from gateway.cli_lang import Voice, no_memories, no_model, sentences, subject_hint
+from gateway.cli.lang import Voice, no_memories, no_model, sentences, subject_hint
 from gateway.config import ConfigError, load_settings, masked
 from gateway.logs import configure_logging
 from locales import translate

@@ -10,7 +10,7 @@ forget-subject  forget everything of a subject (needs --yes)
 Every command takes ``--tenant`` (default ``default``) and ``--subject``
 (``tg:123456``); ``--json`` prints JSON instead of lines. Memory texts are
 printed as stored; messages are in the operator's language (the shell's locale,
-else the tenant's: gateway.cli_lang), and one that finds nothing says why. Exit
+else the tenant's: gateway.cli.lang), and one that finds nothing says why. Exit
 code 1 for an unknown memory, 2 for an invalid tenant/subject or a refused
 forget-subject.
 """
@@ -24,7 +24,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from gateway.cli_lang import Voice, no_memories, sentences, subject_hint
+from gateway.cli.lang import Voice, no_memories, sentences, subject_hint
 from gateway.config import load_settings
 from locales import translate
 
@@ -95,7 +95,7 @@ class _Session:
         self.voice.fail(msgid, code=code, **params)
 
     def nothing(self) -> str:
-        """Why this person has no memory to show (gateway.cli_lang.no_memories)."""
+        """Why this person has no memory to show (gateway.cli.lang.no_memories)."""
         return no_memories(self.voice.lang, self.ns, self.settings)
 
     def of(self, verb, memory_id: str, **kwargs):

@@ -3,7 +3,7 @@
 set-webhook     register ``telegram.webhook_url`` (or ``--url``) and the secret
 delete-webhook  remove it (long polling needs that; ``serve --polling`` does it too)
 
-Messages are in the operator's language (gateway.cli_lang).
+Messages are in the operator's language (gateway.cli.lang).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli_lang import Voice
+from gateway.cli.lang import Voice
 from gateway.config import TenantSettings, load_settings
 from locales import translate
 
