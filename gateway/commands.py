@@ -76,7 +76,7 @@ from memory import admin
 from memory.capture import edit
 from memory.errors import CoreError, KeyTakenError, NamespaceError, NotFoundError
 from memory.explain import explain, trace_visible_in, visible_in
-from memory.identity import is_platform_subject, platform_subject, resolve_subject
+from memory.identity import PERSON, is_platform_subject, platform_subject, resolve_subject
 from memory.reconstruct import when_text
 from memory.types import ID_RE, SUBJECT_RE, Memory, Namespace, ScoreParts, Visibility
 
@@ -377,10 +377,13 @@ def _scope(core, c: _Caller, token: str | None, sub: str) -> _Scope:
 def _who(c: _Caller, scope: _Scope) -> str:
     """How a reply names whose memories these are: "you", else the subject — beside
     the name the admin typed when that resolves to another one (``tg:42`` linked to
-    ``person:…``: "tg:42 (person:…)"), so the reply names the person they meant."""
+    ``person:…``: "tg:42 (linked as person:…)"; ``@ann``: "@ann (tg:42)"), so the
+    reply names the person they meant as well as the one it is about."""
     if scope.own:
         return c.say("you")
     if scope.token and scope.token != scope.ns.subject:
+        if scope.ns.subject.startswith(f"{PERSON}:"):
+            return c.say("{named} (linked as {subject})", named=scope.token, subject=scope.ns.subject)
         return c.say("{named} ({subject})", named=scope.token, subject=scope.ns.subject)
     return scope.ns.subject
 
@@ -739,8 +742,9 @@ def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandRepl
     minutes = int(CONFIRM_WINDOW.total_seconds() // 60)
     text = c.say_n("This forgets {n} memory of {who} for good.", "This forgets {n} memories of {who} for good.", n,
                    who=_who(c, scope))
-    text += " " + c.say_n("To go ahead, send within {n} minute: {command}",
-                          "To go ahead, send within {n} minutes: {command}", minutes, command=f"{again} confirm")
+    then = c.say_n("To go ahead, send within {n} minute: {command}", "To go ahead, send within {n} minutes: {command}",
+                   minutes, command=f"{again} confirm")
+    text = c.say("{sentence} {then}", sentence=text, then=then)  # two counts, two plural entries
     if scope.group_key:
         text += "\n" + c.say("Only what was said in this group is affected.")
     return CommandReply(text, "forget_all")

@@ -626,20 +626,25 @@ class MemoryCore:
 
     # -- adminchat (issue 26 item 18): an edit takes the category and key read from its new text --
     def update(self, ns: Namespace, memory_id: str, text: str, *, actor: str = "admin",
-               category: Category | None = None, key: str | None = None) -> Memory:
+               category: Category | None = None, key: str | None = None, importance: float | None = None,
+               emotion: tuple[float, float, str] | None = None) -> Memory:
         """A new version of ``memory_id`` with ``text`` (history kept, audited as
         ``edit``; its conflict links are re-judged with the new text, module
         docstring). The text is cleaned as ``new`` cleans it.
 
-        ``category`` / ``key``: what the new text is about (``memory.capture.edit``
-        reads them from it); None keeps the current one, ``key=""`` is the new
-        text's ``default_key``. Raises NotFoundError if the memory is not in
+        ``category`` / ``key`` / ``importance`` (in [0, 1]) / ``emotion``
+        (valence in [-1, 1], arousal in [0, 1], label): what the new text is about
+        (``memory.capture.edit`` reads them from it); None keeps the current one,
+        ``key=""`` is the new text's ``default_key``. Raises NotFoundError if the memory is not in
         ``ns``; KeyTakenError (nothing written) when another live memory of ``ns``
         holds the new key — the text says what that one says."""
         text = clean_controls(text)
         with self._locked(ns):
             cur = self.store.get(ns, memory_id)
-            new = replace(cur, text=text, source_message_id=None, category=category or cur.category)
+            new = replace(cur, text=text, source_message_id=None, category=category or cur.category,
+                          importance=cur.importance if importance is None else importance)
+            if emotion is not None:
+                new = replace(new, valence=emotion[0], arousal=emotion[1], emotion=emotion[2])
             if key == "":
                 key = default_key(new)
             if key is not None and key != cur.key:
