@@ -177,6 +177,8 @@ def translate(lang: str, msgid: str, **params: object) -> str:
     Falls back to the msgid (English) for an unknown id or language. Raises
     KeyError when a placeholder in the text is not given.
     """
+    if not msgid:  # gettext's "" is the catalogue's header, never a message
+        return msgid
     lang = lang if lang in LANGUAGES else resolve_language(lang)
     text = _translations(lang).gettext(msgid)
     return text.format(**params) if params else text

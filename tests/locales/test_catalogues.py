@@ -123,6 +123,7 @@ def test_a_count_of_one_takes_the_singular_in_english_and_the_one_form_in_chines
     assert said == {("en", 0): "0 people", ("en", 1): "1 person", ("en", 2): "2 people",
                     ("zh_CN", 0): "0 个人", ("zh_CN", 1): "1 个人", ("zh_CN", 2): "2 个人"}
     assert translate_plural("en", "no such {n} thing", "no such {n} things", 1) == "no such 1 thing"  # falls back
+    assert translate("zh_CN", "") == ""  # not gettext's header entry
     with pytest.raises(TypeError):
         translate_plural("en", "{n} person", "{n} people", 1.0)
 
