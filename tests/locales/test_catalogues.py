@@ -4,6 +4,7 @@ placeholders, and every message the code asks for is in both."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 from pathlib import Path
 
@@ -19,14 +20,18 @@ ROOT = Path(__file__).resolve().parents[2]
 KEYWORDS = {"translate": (2,), "say": (1,), "fail": (1,), "translate_plural": (2, 3), "say_n": (1, 2)}
 
 
-def _extracted():
+@functools.lru_cache(maxsize=1)
+def _extracted() -> tuple[tuple[object, str], ...]:
+    """(msgid, where) of every literal message id in gateway/, memory/ and bridges/, read once per session."""
     from babel.messages.extract import extract
 
+    found = []
     for package in ("gateway", "memory", "bridges"):
         for path in sorted((ROOT / package).rglob("*.py")):
             with open(path, "rb") as fh, contextlib.redirect_stderr(io.StringIO()):
                 for lineno, msgid, _, _ in extract("python", fh, keywords=KEYWORDS):
-                    yield msgid, f"{path.relative_to(ROOT)}:{lineno}"
+                    found.append((msgid, f"{path.relative_to(ROOT)}:{lineno}"))
+    return tuple(found)
 
 
 def code_msgids() -> dict[str, str]:
