@@ -688,6 +688,10 @@ def _cmd_edit(core, c: _Caller, rest: str) -> CommandReply:
     try:  # the category and key follow the new text (memory.capture.edit)
         live = edit(core, scope.ns, m.id, text[:MAX_EDIT_CHARS], actor=scope.actor, tz=c.t.tz)
     except KeyTakenError as taken:
+        holder = core.store.get_many(scope.ns, [taken.holder]).get(taken.holder) if taken.holder else None
+        if holder is None or not visible_in(holder, c.chat):  # a memory this chat may not see is not named here
+            return CommandReply(c.say("Another memory already says that, one not shown here; {id} is unchanged.",
+                                      id=m.id), "edit")
         return CommandReply(c.say("Memory {other} already says that; edit or forget {other} instead. {id} is "
                                   "unchanged.", other=taken.holder, id=m.id), "edit")
     return CommandReply(c.say("Updated {id}; it is now version {version}. The old text stays in its history.",

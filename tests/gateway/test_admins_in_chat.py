@@ -224,6 +224,19 @@ async def test_an_edit_into_what_another_memory_holds_is_refused_and_changes_not
     assert (kept.text, kept.version) == (second, 1) and chat.pipe.core.get(ns, holder).text == first
 
 
+@pytest.mark.parametrize("lang,home,tea,moved,expected", [
+    ("en", "I live in Porto.", "I love green tea.", "I live in Lisbon.",
+     "Another memory already says that, one not shown here; {id} is unchanged."),
+    ("zh", "我住在北京", "我喜欢绿茶", "我住在杭州", "已经有另一条记忆记着这件事了（这里不显示）；{id} 没有改动。"),
+])
+async def test_a_refused_edit_in_a_group_does_not_name_a_private_memory(chat, lang, home, tea, moved, expected):
+    """The memory that holds the slot was said in private: the refusal in the group does not give its id."""
+    holder = (await chat.say(home)).captured[0]
+    mid = (await chat.say(tea, group="-100777")).captured[0]
+    refused = await chat.say(f"/memory edit {mid} {moved}", group="-100777")
+    assert refused.reply == expected.format(id=mid) and holder not in refused.reply
+
+
 # -- search: found through the line it answered ----------------------------------------------------------
 
 
