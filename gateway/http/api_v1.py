@@ -77,7 +77,7 @@ SEARCH_K_MAX = 50
 
 
 class _Guarded(APIRoute):
-    """A route whose caller is authenticated before its body is read (a keyless
+    """A route whose caller is rate limited (``gateway.http.ratelimit``) and authenticated before its body is read (a keyless
     remote caller cannot make the gateway buffer anything), whose body is read
     within the size and time limits of ``gateway.http.bodies`` and whose JSON strings
     are repaired (``memory.types.repair``) before pydantic sees them."""
@@ -87,8 +87,13 @@ class _Guarded(APIRoute):
 
         async def handler(request: Request) -> Response:
             state = request.app.state
+            limits = getattr(state, "api_limits", None)  # gateway.http.ratelimit: 429 before the key and the body
+            if limits is not None:
+                await limits.check_address(request)
             request.state.caller = await authenticate(request, lambda: state.pipeline.core.store,
                                                       getattr(state, "api_require_key", True))
+            if limits is not None:
+                await limits.check_caller(request, request.state.caller)
             if request.method in ("POST", "PUT", "PATCH") and (await read_body(request)).strip():
                 request._json = await json_object(request)  # FastAPI reads request.json(): this cache
                 if "json" not in request.headers.get("content-type", ""):

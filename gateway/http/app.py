@@ -92,6 +92,9 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         from gateway.http.health import Readiness
 
         app.state.readiness = Readiness(pipeline, http)
+        from gateway.http.ratelimit import ApiLimits
+
+        app.state.api_limits = ApiLimits(pipeline.settings)  # read by api_v1._Guarded before the key and the body
         tasks = [asyncio.create_task(maintenance(pipeline))]
         if telegram_polling:
             tasks += [asyncio.create_task(app.state.telegram.poll(t)) for t in app.state.telegram.tenants_with_bots()]
@@ -113,6 +116,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
             if not await pipeline.captures.drain(timeout=30):
                 log.warning("shutdown: captures still running; they resume at the next start")
             await http.aclose()
+            await app.state.api_limits.aclose()
 
     app = FastAPI(title="huiyi", version="0.1.0", lifespan=lifespan)
     app.state.body_timeout_s = cfg.body_timeout_s

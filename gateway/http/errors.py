@@ -7,6 +7,7 @@ Status codes (``status_of``; the tree is ``gateway.errors``')::
     BadPayload                   400 (PayloadTooLarge 413, BodyTimeout 408)
     Unauthorized                 401
     Forbidden                    403
+    RateLimited                  429 with Retry-After (seconds)
     LLMError                     502 when surfaced
 
 Core errors (``memory.errors``) map as: NamespaceError → 400, NotFoundError → 404,
@@ -32,7 +33,8 @@ import logging
 
 from pydantic import ValidationError
 
-from gateway.errors import BadPayload, BodyTimeout, Forbidden, LLMError, PayloadTooLarge, Unauthorized, UnknownTenant
+from gateway.errors import (BadPayload, BodyTimeout, Forbidden, LLMError, PayloadTooLarge, RateLimited, Unauthorized,
+                            UnknownTenant)
 from memory.errors import CoreError, EmbedderError, NamespaceError, NotFoundError, SearchIndexError, StoreError
 
 __all__ = ["status_of", "UNAVAILABLE", "install_handlers", "KeepAlive"]
@@ -50,6 +52,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (BadPayload, 400),
     (Unauthorized, 401),
     (Forbidden, 403),
+    (RateLimited, 429),
     (LLMError, 502),
     (ValidationError, 400),
     (NamespaceError, 400),
@@ -89,7 +92,8 @@ def install_handlers(app) -> None:
             return JSONResponse({"error": type(exc).__name__, "detail": UNAVAILABLE}, status_code=code)
         log.warning("%s %s -> %d %s%s", request.method, request.url.path[:200], code, type(exc).__name__,
                     _fields(exc))
-        return JSONResponse({"error": type(exc).__name__, "detail": _detail(exc)}, status_code=code)
+        headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimited) else None
+        return JSONResponse({"error": type(exc).__name__, "detail": _detail(exc)}, status_code=code, headers=headers)
 
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
