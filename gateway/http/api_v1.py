@@ -77,8 +77,9 @@ SEARCH_K_MAX = 50
 
 
 class _Guarded(APIRoute):
-    """A route whose caller is rate limited (``gateway.http.ratelimit``) and authenticated before its body is read (a keyless
-    remote caller cannot make the gateway buffer anything), whose body is read
+    """A route whose caller is rate limited (``gateway.http.ratelimit``) and
+    authenticated before its body is read (a keyless remote caller cannot make
+    the gateway buffer anything), whose body is read
     within the size and time limits of ``gateway.http.bodies`` and whose JSON strings
     are repaired (``memory.types.repair``) before pydantic sees them."""
 
