@@ -43,7 +43,10 @@ from gateway.http.errors import install_handlers
 from gateway.maintenance import maintenance
 from gateway.pipeline import Pipeline
 
-__all__ = ["create_app", "TurnRequest"]
+__all__ = ["create_app", "TurnRequest", "API_TITLE"]
+
+#: The OpenAPI document's title (``/openapi.json``, ``/docs``).
+API_TITLE = "huiyi gateway API"
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +121,9 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
             await http.aclose()
             await app.state.api_limits.aclose()
 
-    app = FastAPI(title="huiyi", version="0.1.0", lifespan=lifespan)
+    # the schema's title names what a generator makes of it (openapi-python-client: "<title>-client"): not
+    # "huiyi", whose client would take the name of ours (huiyi-client, import huiyi_client)
+    app = FastAPI(title=API_TITLE, version="0.1.0", lifespan=lifespan)
     app.state.body_timeout_s = cfg.body_timeout_s
     app.state.api_require_key = cfg.api_require_key  # read by gateway.http.auth before the body
     install_handlers(app)
