@@ -4,7 +4,8 @@ Routes: ``GET /healthz`` (the process answers), ``GET /readyz`` (database,
 index and configured chat models answer: 200, else 503; ``gateway.http.health``),
 ``GET /metrics`` (Prometheus text, ``gateway.metrics``); ``/v1``
 (``gateway.http.api_v1``: ``POST /v1/turns``, a platform-neutral message →
-recollection, prompt, reply, and the memory API; keyed, ``gateway.http.auth``);
+recollection, prompt, reply, and the memory API; keyed, ``gateway.http.auth``;
+rate limited per address and per key, ``gateway.http.ratelimit``);
 ``POST /telegram/{tenant}`` (a Bot API Update,
 ``X-Telegram-Bot-Api-Secret-Token`` required; the reply is sent through the
 Bot API); ``POST /onebot/{tenant}`` (a OneBot v11 HTTP POST event, signed or
