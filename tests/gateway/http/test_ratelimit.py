@@ -22,12 +22,13 @@ ZH = "我养了一只叫煤球的黑猫"
 EN = "I love hiking in the Alps every summer"
 
 
-def _settings(data_dir=None, storage="memory://", address="600/minute", exempt_loopback=True, **tenant_limits):
+def _settings(data_dir=None, storage="memory://", address="600/minute", exempt_loopback=True, strategy="moving-window",
+              **tenant_limits):
     """Tenants default (its rate limits ``tenant_limits``) and other (the defaults); ``address``: the gateway-wide per_address."""
     limits = TenantRateLimits(**tenant_limits)
     extra = {"data_dir": data_dir} if data_dir else {}
     return load_settings(rate_limit=RateLimitSettings(storage_uri=storage, per_address=address,
-                                                      exempt_loopback=exempt_loopback),
+                                                      exempt_loopback=exempt_loopback, strategy=strategy),
                          tenants={"default": TenantSettings(language="en", rate_limit=limits),
                                   "other": TenantSettings(language="zh_CN")}, **extra)
 
@@ -74,10 +75,12 @@ def test_a_leaked_member_key_gets_429_with_retry_after_and_writes_nothing():
         assert _metric(local, 'huiyi_rate_limited_total{limit="key",tenant="default"}') == 2
 
 
-def test_the_address_limit_counts_before_the_key_and_spares_loopback():
+@pytest.mark.parametrize("strategy", ["moving-window", "sliding-window-counter", "fixed-window"])
+def test_the_address_limit_counts_before_the_key_and_spares_loopback(strategy):
     """per_address refuses the third call from one remote address even with wrong keys (401 before that),
-    so a flood of guessed keys stops too; loopback is not counted unless exempt_loopback is off."""
-    app = create_app(_settings(address="2/minute"))
+    so a flood of guessed keys stops too; loopback is not counted unless exempt_loopback is off; the same
+    with each of the limits package's strategies."""
+    app = create_app(_settings(address="2/minute", strategy=strategy))
     with TestClient(app, client=LOOPBACK) as local:
         guesser = TestClient(app, client=_remote(), headers={"X-API-Key": "hy_wrong"})
         assert [guesser.get("/v1/subjects/tg:42/memories").status_code for _ in range(3)] == [401, 401, 429]
