@@ -62,8 +62,8 @@ from locales import turn_language
 from memory.core import KEY_CHARS
 from memory.errors import NotFoundError
 from memory.explain import TRACE_DEPTH, record_recall, visible_in
-from memory.recall import RRF_K
 from memory.identity import is_platform_subject, platform_subject
+from memory.recall import RRF_K
 from memory.store import ChatLine, utcnow
 from memory.types import (CONTEXT_CHARS, ID_RE, SUBJECT_RE, TENANT_RE, Category, ChatKind, ChatRef, Hit, Memory, Namespace,
                           Visibility, clean_controls, clean_name, in_era)
