@@ -5,6 +5,7 @@ Exception tree::
     CoreError                      base of everything raised by memory/
     ├── NamespaceError             a namespace, subject or chat id outside its strict pattern
     ├── NotFoundError              no such memory in this namespace (never "in another one")
+    ├── MetadataError              metadata or a metadata filter outside its limits (memory.metadata)
     ├── StoreError                 the SQL store failed (connection, integrity)
     ├── SearchIndexError           the LanceDB index failed; SQL still holds the truth
     └── EmbedderError              the embedder could not embed (model missing, endpoint down)
@@ -19,6 +20,7 @@ __all__ = [
     "CoreError",
     "NamespaceError",
     "NotFoundError",
+    "MetadataError",
     "StoreError",
     "SearchIndexError",
     "EmbedderError",
@@ -35,6 +37,10 @@ class NamespaceError(CoreError, ValueError):
 
 class NotFoundError(CoreError, LookupError):
     """The memory does not exist in the namespace asked about."""
+
+
+class MetadataError(CoreError, ValueError):
+    """Metadata of a memory, or a filter on it, outside its limits (``memory.metadata``)."""
 
 
 class StoreError(CoreError):

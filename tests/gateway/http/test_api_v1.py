@@ -85,15 +85,23 @@ BODIES = {
     ("POST", "/v1/subjects/{subject}/import"): {"memories": [{"id": "x1", "text": EN_FACT}]},
     ("POST", "/v1/subjects/{subject}/recollection"): {"query": "我的猫"},
     ("POST", "/v1/subjects/{subject}/replies"): {"text": "煤球今天怎么样？"},
+    ("POST", "/v1/subjects/{subject}/memories/batch-update"): {"items": [{"id": "abc123def456", "text": "煤球"}]},
+    ("POST", "/v1/subjects/{subject}/memories/batch-forget"): {"ids": ["abc123def456"]},
     ("POST", "/v1/withdrawals"): {"withdrawal": {"platform": "tg", "message_id": "m1", "sender_id": "42",
                                                  "chat_kind": "private", "chat_id": "42"}},
 }
 
 
+#: Query parameters a route needs besides the caller (the confirmation of a scoped forget).
+PARAMS = {("DELETE", "/v1/subjects/{subject}/memories"): lambda subject: {"confirm": subject}}
+
+
 def call(c: TestClient, method: str, path: str, *, subject="tg:42", memory_id="abc123def456", params=None,
          body=None):
     body = BODIES.get((method, path)) if body is None else body
-    return c.request(method, fill(path, subject, memory_id), params=params, json=body)
+    need = PARAMS.get((method, path))
+    params = {**(need(subject) if need else {}), **(params or {})}
+    return c.request(method, fill(path, subject, memory_id), params=params or None, json=body)
 
 
 def test_every_v1_route_is_listed_with_a_body_when_it_takes_one():
