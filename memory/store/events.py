@@ -102,13 +102,14 @@ class ChangeEvents(StoreBase):
                 break
         out: list[ChangeEvent] = []
         lease = now + timedelta(seconds=lease_s)
+        lost: set[str] = set()
         with self._write_conn() as conn:
             for r in wanted:
-                if r.tenant in blocked:
+                if r.tenant in lost:
                     continue
                 got = conn.execute(update(_E).where(_E.c.id == r.id, _E.c.due_at <= now).values(due_at=lease))
                 if got.rowcount != 1:  # another replica has it: keep this tenant's order, leave its rest
-                    blocked.add(r.tenant)
+                    lost.add(r.tenant)
                     continue
                 out.append(ChangeEvent(r.id, r.tenant, Namespace.parse(r.namespace), r.memory_id, r.event,
                                        int(r.version), _aware(r.created_at), int(r.attempts)))
