@@ -126,6 +126,12 @@ class ChangeEvents(StoreBase):
         with self._write_conn() as conn:
             conn.execute(update(_E).where(_E.c.id == event_id).values(attempts=_E.c.attempts + 1, due_at=due_at))
 
+    def events_release(self, ids: Sequence[int]) -> None:
+        """Give claimed events back unattempted: due now again (behind a failed one of their tenant)."""
+        if ids:
+            with self._write_conn() as conn:
+                conn.execute(update(_E).where(_E.c.id.in_(list(ids))).values(due_at=utcnow()))
+
     def pending_events(self, tenant: str | None = None) -> int:
         """Events not yet delivered, of ``tenant`` or of all."""
         from sqlalchemy import func
