@@ -801,9 +801,11 @@ class MemoryCore:
             live = self.set_metadata(ns, memory_id, metadata, actor=actor)
         return live  # type: ignore[return-value]
 
-    def forget_many(self, ns: Namespace, ids: Sequence[str], *, actor: str = "admin") -> dict[str, bool]:
+    def forget_many(self, ns: Namespace, ids: Sequence[str], *, actor: str = "admin",
+                    purge: bool = True) -> dict[str, bool]:
         """``forget`` each of ``ids`` in ``ns`` (tombstoned, as every forget), then
-        one index purge: ``{id: True}`` when it was forgotten, ``{id: False}`` when
+        one index purge (``purge=False``: left to the next ``maintain()``, as
+        ``forget``'s): ``{id: True}`` when it was forgotten, ``{id: False}`` when
         ``ns`` has no such memory — an id of another namespace is not found and
         never touched. Per item: one id not found does not stop the others."""
         out: dict[str, bool] = {}
@@ -813,7 +815,7 @@ class MemoryCore:
                 out[mid] = True
             except NotFoundError:
                 out[mid] = False
-        if any(out.values()):
+        if purge and any(out.values()):
             self.purge()
         return out
 
