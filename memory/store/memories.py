@@ -30,8 +30,8 @@ from memory.store.consolidated import _awake, _count_hits, _drop_consolidated
 from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit
 from memory.store.links import _unlink_links
 from memory.store.versions import _STATE_SQL, _bump
-from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IndexOpRow, _meta, _MemoryRow,
-                                 _TombstoneRow, _to_memory)
+from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IndexOpRow, _meta, _meta_json,
+                                 _MemoryRow, _TombstoneRow, _to_memory)
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility, search_text
 
 
@@ -77,15 +77,6 @@ class MemoryText:
         if self._row is None:
             raise ValueError("MemoryText without its row")
         return _to_memory(self._row, self.namespace)  # type: ignore[arg-type]
-
-
-def _meta_json(metadata) -> str:
-    """Metadata as the ``meta`` column keeps it (``memory.metadata.dumps``)."""
-    if not metadata:
-        return "{}"
-    from memory.metadata import dumps
-
-    return dumps(metadata)
 
 
 _NOT_IN_MEMORY = frozenset({"norm", "tenant", "source_fp", "entities"})

@@ -314,6 +314,15 @@ def _to_memory(row: _MemoryRow, ns: Namespace | None = None) -> Memory:
     )
 
 
+def _meta_json(metadata) -> str:
+    """Metadata as the ``meta`` column keeps it (``memory.metadata.dumps``; "{}" when none)."""
+    if not metadata:
+        return "{}"
+    from memory.metadata import dumps
+
+    return dumps(metadata)
+
+
 def _meta(text: str | None) -> dict:
     """A row's ``meta`` as a dict (``memory.metadata.loads``); "{}" and NULL are empty."""
     if not text or text == "{}":

@@ -157,3 +157,25 @@ def test_change_events_are_written_with_each_write_of_a_subscribed_tenant(core):
     assert [e.id for e in core.store.due_events(limit=10)] == [due[0].id]  # the rest stay leased behind it
     core.store.events_done([e.id for e in due])
     assert core.store.pending_events() == 0
+
+
+def test_linking_identities_keeps_tags_and_tells_the_move_as_events(core):
+    """Two identities linked into one person: a moved memory keeps its tags, a merged one gets both rows'
+    tags; the old namespace's ids leave as memory.forgotten, the person's arrive as added or changed."""
+    from memory.admin import link
+
+    tg, qq = Namespace("default", "tg:5"), Namespace("default", "qq:5")
+    core.store.subscribe_events(["default"])
+    moved = core.add(tg, core.new(tg, EN, metadata={"lang": "en"})).memory
+    core.add(tg, core.new(tg, ZH, key="pet.cat.name", metadata={"from": "tg"}))
+    kept = core.add(qq, core.new(qq, ZH, key="pet.cat.name", metadata={"topic": "pets"})).memory
+    core.store.events_done([e.id for e in core.store.due_events(limit=50)])
+    person = link(core, Authority("test", "default"), "default", ["tg:5", "qq:5"]).person
+    by_id = {m.id: m for m in core.list(person)}
+    assert by_id[moved.id].metadata == {"lang": "en"}
+    # qq:5 moves first (sorted), so tg:5's cat lands in qq:5's row, which keeps its id
+    assert by_id[kept.id].metadata == {"from": "tg", "topic": "pets"} and len(by_id) == 2
+    events = {(e.event, str(e.namespace), e.memory_id) for e in core.store.due_events(limit=50)}
+    assert {("memory.forgotten", str(tg), moved.id), ("memory.added", str(person), moved.id),
+            ("memory.forgotten", str(qq), kept.id), ("memory.added", str(person), kept.id),
+            ("memory.changed", str(person), kept.id)} <= events
