@@ -6,6 +6,7 @@ Exception tree::
     ├── NamespaceError             a namespace, subject or chat id outside its strict pattern
     ├── NotFoundError              no such memory in this namespace (never "in another one")
     ├── MetadataError              metadata or a metadata filter outside its limits (memory.metadata)
+    ├── KeyTakenError              an edit's text is what another memory of the namespace holds (its key)
     ├── StoreError                 the SQL store failed (connection, integrity)
     ├── SearchIndexError           the LanceDB index failed; SQL still holds the truth
     └── EmbedderError              the embedder could not embed (model missing, endpoint down)
@@ -21,6 +22,7 @@ __all__ = [
     "NamespaceError",
     "NotFoundError",
     "MetadataError",
+    "KeyTakenError",
     "StoreError",
     "SearchIndexError",
     "EmbedderError",
@@ -41,6 +43,16 @@ class NotFoundError(CoreError, LookupError):
 
 class MetadataError(CoreError, ValueError):
     """Metadata of a memory, or a filter on it, outside its limits (``memory.metadata``)."""
+
+
+class KeyTakenError(CoreError):
+    """An edit would move a memory to the canonical key (slot) another live memory
+    of the same namespace holds — ``holder``, its id: the new text says what that
+    one says. Nothing was written."""
+
+    def __init__(self, message: str, holder: str) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 class StoreError(CoreError):

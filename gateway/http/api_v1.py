@@ -420,11 +420,12 @@ class BatchForgetIn(BaseModel):
 
 
 class BatchItemOut(BaseModel):
-    """One item of a batch: ``updated`` / ``forgotten``, or ``not_found`` (no such
-    memory of this person: nothing was done), with the live memory after an update."""
+    """One item of a batch: ``updated`` / ``forgotten``, ``not_found`` (no such
+    memory of this person: nothing was done) or ``conflict`` (an edit's text is
+    what another memory holds: nothing was done), with the live memory after an update."""
 
     id: str
-    status: Literal["updated", "forgotten", "not_found"]
+    status: Literal["updated", "forgotten", "not_found", "conflict"]
     memory: MemoryOut | None = None
 
 
@@ -731,13 +732,23 @@ async def get_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, ch
     return MemoryOut.of(await _visible(ctx, ns, memory_id, _chat(chat)))
 
 
+def _retext(ctx: _Ctx):
+    """How an edit's new text is written: ``memory.capture.edit`` (category and key read from it) in the tenant's zone."""
+    from memory.capture import edit
+
+    actor, tz = ctx.caller.actor, ctx.t.tz
+    return lambda core, ns, memory_id, text: edit(core, ns, memory_id, text, actor=actor, tz=tz)
+
+
 @router.patch("/subjects/{subject}/memories/{memory_id}", response_model=MemoryOut, summary="edit a memory")
 async def update_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, body: UpdateIn) -> MemoryOut:
     """A new version with ``text`` (the old one stays in its history, audited
-    ``edit``) and/or a ``metadata`` patch (in place, audited ``metadata``)."""
+    ``edit``; its category and key are read from the new text, ``memory.capture.edit``;
+    409 when another memory already holds what it says, KeyTakenError, nothing
+    written) and/or a ``metadata`` patch (in place, audited ``metadata``)."""
     ns = await _ns(ctx, subject)
     live = await asyncio.to_thread(ctx.core.edit, ns, memory_id, text=body.text, metadata=body.metadata,
-                                   actor=ctx.caller.actor)
+                                   actor=ctx.caller.actor, retext=_retext(ctx))
     return MemoryOut.of(live)
 
 
@@ -756,16 +767,17 @@ async def forget_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath)
 @router.post("/subjects/{subject}/memories/batch-update", response_model=BatchOut, summary="edit many memories")
 async def batch_update(ctx: Ctx, subject: SubjectPath, body: BatchUpdateIn) -> BatchOut:
     """Each item as ``PATCH …/memories/{id}``, answered per item: ``updated`` with
-    the live memory, or ``not_found`` when this person has no such memory (another
-    person's id included: it is never touched). The body is checked whole before
+    the live memory, ``not_found`` when this person has no such memory (another
+    person's id included: it is never touched), or ``conflict`` when its new text
+    is what another memory already holds (that item unchanged). The body is checked whole before
     anything is written (a bad item: 400, nothing changed); the items are then
     applied in order, each on its own — not one transaction."""
     ns = await _ns(ctx, subject)
     done = await asyncio.to_thread(ctx.core.edit_many, ns, [(i.id, i.text, i.metadata) for i in body.items],
-                                   actor=ctx.caller.actor)
+                                   actor=ctx.caller.actor, retext=_retext(ctx))
     return BatchOut(subject=ns.subject, results=[
-        BatchItemOut(id=i, status="updated", memory=MemoryOut.of(m)) if m is not None
-        else BatchItemOut(id=i, status="not_found") for i, m in done.items()])
+        BatchItemOut(id=i, status=status, memory=MemoryOut.of(m) if m is not None else None)
+        for i, (status, m) in done.items()])
 
 
 @router.post("/subjects/{subject}/memories/batch-forget", response_model=BatchOut, summary="forget many memories")

@@ -103,7 +103,8 @@ def test_batches_touch_only_the_callers_namespace(core):
         core.edit_many(A, [(a1.id, "新的文本", None), (a2.id, None, {"bad key": 1})])
     assert core.get(A, a1.id).version == 1
     done = core.edit_many(A, [(a1.id, None, {"topic": "pets"}), (b1.id, "被改了", None)])
-    assert done[a1.id].metadata == {"topic": "pets"} and done[b1.id] is None
+    assert done[a1.id][0] == "updated" and done[a1.id][1].metadata == {"topic": "pets"}
+    assert done[b1.id] == ("not_found", None)
     assert core.get(B, b1.id).text == "我在上海做程序员"
     assert core.forget_many(A, [a1.id, b1.id, a1.id, "nosuchid"]) == {a1.id: True, b1.id: False, "nosuchid": False}
     assert core.get(B, b1.id).version == 1
