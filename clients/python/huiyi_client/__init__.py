@@ -280,8 +280,9 @@ def _messages(items: Iterable[Message | str]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True, slots=True)
 class BatchResult:
-    """One item of a batch: ``status`` ``updated``, ``forgotten`` or ``not_found``
-    (no such memory of this person: nothing was done); ``memory`` after an update."""
+    """One item of a batch: ``status`` ``updated``, ``forgotten``, ``not_found``
+    (no such memory of this person: nothing was done) or ``conflict`` (an edit's
+    text is what another memory holds: nothing was done); ``memory`` after an update."""
 
     id: str
     status: str
