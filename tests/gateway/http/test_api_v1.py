@@ -590,3 +590,17 @@ def test_forget_by_scope_needs_an_admin_key_and_its_confirmation(app):
     assert {m.text for m in store(app).list(ns)} == {ZH_FACT, "週末我常去爬山"}
     assert admin.delete("/v1/subjects/tg:42/memories", params={"confirm": "tg:42"}).json()["forgotten"] == 2
     assert store(app).count(ns) == 0
+
+
+def test_a_batch_item_whose_text_another_memory_holds_is_a_conflict_and_the_rest_are_done(app):
+    """batch-update: an item moved onto where the person lives (another memory holds it) answers conflict
+    and stays at version 1; the item beside it is updated (per-item results, not all-or-nothing)."""
+    c = client_for(app, REMOTE, new_key(app))
+    stored = lambda text: next(x["memory"] for x in c.post(  # noqa: E731
+        "/v1/subjects/tg:42/memories", json={"messages": [{"text": text}]}).json()["results"] if x["action"] == "stored")
+    stored("我住在北京")
+    tea, walk = stored("我喜欢绿茶"), stored("I love long walks by the sea")
+    r = c.post("/v1/subjects/tg:42/memories/batch-update", json={"items": [
+        {"id": tea["id"], "text": "我住在杭州"}, {"id": walk["id"], "metadata": {"lang": "en"}}]})
+    assert [(x["id"], x["status"]) for x in r.json()["results"]] == [(tea["id"], "conflict"), (walk["id"], "updated")]
+    assert c.get(f"/v1/subjects/tg:42/memories/{tea['id']}").json()["version"] == 1
