@@ -864,6 +864,8 @@ def export_document(core, ns: Namespace, chat, now: datetime, *, ids: list[str] 
             "recalled_at": [_iso(t) for t in live.access_times],
             # a context is a companion's line of a private chat: no group sees it
             "context": live.context if group is None else "",
+            # the caller's tags: the person's own view only, as the context
+            "metadata": dict(live.metadata) if group is None else {},
             "history": [{"version": v.version, "text": v.text, "category": v.category.value,
                          "origin": v.origin.key if v.origin else None, "visibility": v.visibility.value,
                          "valid_from": _iso(v.valid_from), "valid_to": _iso(v.valid_to)} for v in older],

@@ -37,7 +37,7 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, PydanticBaseSett
 from gateway.errors import UnknownTenant
 from memory.types import SHARED_SENDERS, TENANT_RE, not_a_person, repair  # noqa: F401 (SHARED_SENDERS: re-exported)
 
-__all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "ConsolidationSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings", "RateLimitSettings", "TenantRateLimits"]
+__all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "ConsolidationSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings", "RateLimitSettings", "TenantRateLimits", "ChangeEventSettings"]
 
 #: ``Field(json_schema_extra=SECRET)`` marks a secret: ``masked`` (``huiyi config
 #: check``) never prints its value.
@@ -387,6 +387,69 @@ class IndexS3Settings(BaseModel):
         return out
 
 
+# -- change events (issue 26 item 17) ------------------------------------------------
+
+CHANGE_EVENTS = ("memory.added", "memory.changed", "memory.forgotten")
+
+
+class ChangeEventSettings(BaseModel):
+    """One tenant's outbound webhook of memory changes (``gateway.webhooks``).
+
+    ``url``: where each event is POSTed (``http://`` or ``https://``; None: no
+    events, and the tenant's writes leave none); ``secret``: the signing key in
+    Standard Webhooks form, ``whsec_`` + base64 of at least 24 random bytes
+    (``python -c "import base64,secrets;print('whsec_'+base64.b64encode(secrets.token_bytes(32)).decode())"``),
+    required with ``url``; ``events``: which of ``memory.added``,
+    ``memory.changed``, ``memory.forgotten`` are sent (the others are dropped);
+    ``timeout_s``: seconds per delivery; a delivery that fails (no answer in
+    time, or not 2xx) is tried again after ``backoff_s`` · 2^(failures − 1)
+    seconds, at most ``max_backoff_s``, and given up after ``max_attempts``.
+    Env: ``HUIYI_TENANTS__<NAME>__CHANGE_EVENTS__URL``, ``…__SECRET``.
+    """
+
+    model_config = _STRICT
+
+    url: str | None = None
+    secret: str | None = Field(default=None, json_schema_extra=SECRET)
+    events: list[str] = Field(default_factory=lambda: list(CHANGE_EVENTS))
+    timeout_s: float = Field(default=10.0, gt=0, le=60)
+    max_attempts: int = Field(default=8, ge=1, le=50)
+    backoff_s: float = Field(default=5.0, gt=0)
+    max_backoff_s: float = Field(default=3600.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, v: str | None) -> str | None:
+        if v is not None and urlsplit(v).scheme not in ("http", "https"):
+            raise ValueError("change_events.url must be an http:// or https:// URL")
+        return v
+
+    @field_validator("events")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        unknown = sorted(set(v) - set(CHANGE_EVENTS))
+        if unknown:
+            raise ValueError(f"unknown change events {unknown}; known: {', '.join(CHANGE_EVENTS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _signed(self) -> ChangeEventSettings:
+        if self.url is None:
+            return self
+        if not self.secret:
+            raise ValueError("change_events.url needs a secret (whsec_…) to sign its events")
+        import base64
+        import binascii
+
+        try:
+            key = base64.b64decode(self.secret.removeprefix("whsec_") + "==", validate=False)
+        except (binascii.Error, ValueError):
+            raise ValueError("change_events.secret must be whsec_ + base64") from None
+        if len(key) < 24:
+            raise ValueError("change_events.secret must hold at least 24 random bytes")
+        return self
+
+
 class TenantSettings(BaseModel):
     """One bot/character deployment.
 
@@ -430,6 +493,8 @@ class TenantSettings(BaseModel):
     webhook: WebhookSettings = Field(default_factory=WebhookSettings)
     #: this tenant's /v1 rate limits (TenantRateLimits; env ``HUIYI_TENANTS__<NAME>__RATE_LIMIT__<FIELD>``)
     rate_limit: TenantRateLimits = Field(default_factory=TenantRateLimits)
+    #: outbound webhook of this tenant's memory changes (issue 26 item 17; ChangeEventSettings)
+    change_events: ChangeEventSettings = Field(default_factory=ChangeEventSettings)
 
     @field_validator("persona_name", "persona", "apology", mode="before")
     @classmethod

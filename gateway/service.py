@@ -41,6 +41,8 @@ def build_core(settings: Settings, *, schema: str | None = None,
     except Exception as exc:  # noqa: BLE001 - an embedder that fails now fails visibly at the first recall
         log.warning("embedder warm-up failed: %s", exc)
     store = Store(settings.db_url, schema=schema)
+    # the tenants with a change-event webhook: their memory writes leave events (memory.store.events)
+    store.subscribe_events(name for name, t in settings.tenants.items() if t.change_events.url)
     index = SearchIndex(settings.index_path, embedder, ann_min_rows=settings.ann_min_rows,
                         **index_writers(settings, store))
     core = MemoryCore(store, index, rebuild=rebuild, cache_mib=settings.recall_cache_mib)

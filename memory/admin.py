@@ -12,9 +12,10 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memory.errors import NotFoundError
 from memory.types import Namespace
 
-__all__ = ["Authority", "OPERATOR", "reindex", "forget_subject", "namespaces", "link", "LinkResult", "stats",
+__all__ = ["Authority", "OPERATOR", "reindex", "forget_subject", "forget_scope", "namespaces", "link", "LinkResult", "stats",
            "TenantStats"]
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,38 @@ def forget_subject(core, ns: Namespace, authority: Authority) -> int:
     core.store.scrub()
     core.purge()
     core.audit.record(ns, "forget_subject", authority.actor, count=n, chat_lines=lines)
+    return n
+
+
+def forget_scope(core, ns: Namespace, authority: Authority, group_key: str | None = None) -> int:
+    """Forget a person's memories of one scope (issue 26 item 17): without
+    ``group_key`` everything (``forget_subject``); with it (a ``ChatRef.group_key``,
+    every topic of the group) what they said in that group, as ``/memory forget
+    all`` in a group does — first a tombstone of the group (nothing they said there
+    before now is stored again), then every memory learned there and shown there
+    (each tombstoned), then their chat-log lines of the group, then one index
+    purge. Their other memories stay. Returns how many were forgotten; audited
+    per memory and once as ``forget_scope``. PermissionError outside the
+    authority's tenant."""
+    if group_key is None:
+        return forget_subject(core, ns, authority)
+    _check_tenant(authority, ns.tenant)
+    core.forget_everything_said_before_now(ns, group_key)
+    n = 0
+    while True:
+        batch = core.store.list_in_group(ns, group_key, limit=200)
+        if not batch:
+            break
+        for m in batch:
+            try:
+                core.forget(ns, m.id, actor=authority.actor, purge=False)
+            except NotFoundError:  # an abstraction that went with one of its sources
+                continue
+            n += 1
+    lines = core.store.redact_speaker(ns, group_key)
+    core.store.scrub()
+    core.purge()
+    core.audit.record(ns, "forget_scope", authority.actor, count=n, chat_lines=lines)
     return n
 
 

@@ -2,7 +2,9 @@
 which namespace — never what the memory said.
 
 Actions: ``store``, ``dedupe``, ``supersede``, ``conflict``, ``reject``,
-``edit``, ``retract``, ``forget``, ``forget_subject``, ``reindex``. Records go
+``edit``, ``retract``, ``forget``, ``forget_subject``, ``reindex``, ``metadata``
+(a memory's tags changed: how many keys, never which values), ``forget_scope``
+(an admin forgot a person's memories of one group, ``memory.admin``). Records go
 to the store's append-only ``audit_log`` table.
 
 No text by construction: ``detail`` accepts only numbers, booleans, None and
@@ -29,7 +31,7 @@ __all__ = ["AuditLog", "ACTIONS"]
 log = logging.getLogger(__name__)
 
 ACTIONS = frozenset({"store", "dedupe", "supersede", "conflict", "reject", "edit", "retract", "forget",
-                     "forget_subject", "reindex"})
+                     "forget_subject", "reindex", "metadata", "forget_scope"})
 _TOKEN_RE = re.compile(r"[a-z0-9_.:-]{0,40}")
 
 

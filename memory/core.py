@@ -69,6 +69,8 @@ from memory.errors import KeyTakenError, NotFoundError, SearchIndexError, StoreE
 from memory.explain import visible_in
 from memory.index import SearchIndex
 from memory.links import LinkParams, link_entities
+from memory.metadata import check_filters, check_metadata, matches, merged
+from memory.metadata import loads as load_metadata
 from memory.recall import RecallParams, Scorer, recall
 from memory.store import Store, new_memory_id, utcnow
 from memory.text import fingerprint, normalise, retells
@@ -532,9 +534,12 @@ class MemoryCore:
         repaired and without control characters (``memory.types.clean_controls``:
         no lone surrogate reaches the stores, no BEL or right-to-left override an
         admin's terminal); a ``context`` field likewise, cut to ``CONTEXT_CHARS``
-        characters by ``clip_line`` (its speaker's name and the end of its text)."""
+        characters by ``clip_line`` (its speaker's name and the end of its text); a
+        ``metadata`` field checked (``memory.metadata.check_metadata``; MetadataError)."""
         if fields.get("context"):
             fields["context"] = clip_line(clean_controls(fields["context"]), CONTEXT_CHARS)
+        if "metadata" in fields:
+            fields["metadata"] = check_metadata(fields["metadata"])  # MetadataError
         return Memory(id=new_memory_id(), namespace=ns, text=clean_controls(text), **fields)
 
     def recall(self, ns: Namespace, tail: Sequence[str], **kwargs) -> list[Hit]:
@@ -547,7 +552,17 @@ class MemoryCore:
         through the index (up to FALLBACK_EXACT_MAX memories; a WARNING, at most
         one every FALLBACK_WARN_S seconds) while the index is not ready (missing
         or unreadable at start-up, being rebuilt), and when an index search
-        fails. Raises SearchIndexError only when that fallback is not possible."""
+        fails. Raises SearchIndexError only when that fallback is not possible.
+
+        ``filters`` (a metadata filter, ``memory.metadata.check_filters``; MetadataError):
+        only memories of ``ns`` whose metadata matches are recalled — the ids are
+        read from ``ns`` alone (``filtered_ids``), so a filter narrows, never widens."""
+        filters = check_filters(kwargs.pop("filters", None))
+        if filters:
+            only = frozenset(self.filtered_ids(ns, filters, kwargs.get("chat")))
+            if not only:
+                return []
+            kwargs["only"] = only
         return self.with_conflicts(ns, self._recall(ns, tail, **kwargs), kwargs.get("chat"))
 
     def with_conflicts(self, ns: Namespace, hits: Sequence[Hit], chat: ChatRef | None = None) -> list[Hit]:
@@ -761,6 +776,105 @@ class MemoryCore:
                 link_entities(self.store, ns, new, self.links)
             except Exception:  # noqa: BLE001 - links are a recall aid; the memories are stored
                 log.exception("entity links of %d memories in %s failed", len(new), ns)
+
+    # -- metadata, batches (issue 26 item 17) -----------------------------------
+
+    def filtered_ids(self, ns: Namespace, filters, chat: ChatRef | None = None) -> list[str]:
+        """Ids of the live memories of ``ns`` whose metadata matches ``filters``
+        (``memory.metadata.check_filters``; MetadataError), newest first; with a
+        group ``chat`` only those disclosed there (DESIGN rule 6). Read from ``ns``
+        alone: no filter reaches another namespace."""
+        wanted = check_filters(filters)
+        group = chat.group_key if chat is not None and chat.is_group else None
+        return [mid for mid, meta in self.store.ids_with_metadata(ns, group) if matches(load_metadata(meta), wanted)]
+
+    def find(self, ns: Namespace, filters, *, chat: ChatRef | None = None, limit: int = 50,
+             offset: int = 0) -> tuple[int, list[Memory]]:
+        """``(how many match, the page)``: live memories of ``ns`` (disclosed in
+        ``chat``) whose metadata matches ``filters``, newest first. MetadataError
+        for a bad filter."""
+        ids = self.filtered_ids(ns, filters, chat)
+        page = ids[offset:offset + limit]
+        got = self.store.get_many(ns, page)
+        return len(ids), [got[i] for i in page if i in got]
+
+    def set_metadata(self, ns: Namespace, memory_id: str, patch, *, actor: str = "admin") -> Memory:
+        """Apply a metadata ``patch`` to ``memory_id`` (``memory.metadata.merged``: a
+        key set to None is removed), in place — no new version (audited
+        ``metadata``, keys only). MetadataError, NotFoundError if it is not in ``ns``."""
+        with self._locked(ns):
+            cur = self.store.get(ns, memory_id)
+            meta = merged(cur.metadata, patch)
+            if meta == cur.metadata:
+                return cur
+            live = self.store.set_metadata(ns, memory_id, meta)
+            self.audit.record(ns, "metadata", actor, memory_id, keys=len(meta))
+        return live
+
+    def edit(self, ns: Namespace, memory_id: str, *, text: str | None = None, metadata=None,
+             actor: str = "admin", retext=None) -> Memory:
+        """A new version with ``text`` and/or ``set_metadata`` with the patch
+        ``metadata``; at least one of them (ValueError otherwise). ``retext(core, ns,
+        memory_id, text) -> Memory`` writes the text (default ``update``; the
+        gateway's ``memory.capture.edit`` also reads its category and key). The
+        patch is checked before anything is written. MetadataError, NotFoundError,
+        KeyTakenError (from ``retext``: nothing written)."""
+        if text is None and metadata is None:
+            raise ValueError("an edit needs a text or a metadata patch")
+        if metadata is not None:
+            merged(self.store.get(ns, memory_id).metadata, metadata)  # refuse a bad patch before the new version
+        if text is not None:
+            live = retext(self, ns, memory_id, text) if retext is not None else self.update(ns, memory_id, text,
+                                                                                            actor=actor)
+        else:
+            live = None
+        if metadata is not None:
+            live = self.set_metadata(ns, memory_id, metadata, actor=actor)
+        return live  # type: ignore[return-value]
+
+    def forget_many(self, ns: Namespace, ids: Sequence[str], *, actor: str = "admin",
+                    purge: bool = True) -> dict[str, bool]:
+        """``forget`` each of ``ids`` in ``ns`` (tombstoned, as every forget), then
+        one index purge (``purge=False``: left to the next ``maintain()``, as
+        ``forget``'s): ``{id: True}`` when it was forgotten, ``{id: False}`` when
+        ``ns`` has no such memory — an id of another namespace is not found and
+        never touched. Per item: one id not found does not stop the others."""
+        out: dict[str, bool] = {}
+        for mid in dict.fromkeys(ids):
+            try:
+                self.forget(ns, mid, actor=actor, purge=False)
+                out[mid] = True
+            except NotFoundError:
+                out[mid] = False
+        if purge and any(out.values()):
+            self.purge()
+        return out
+
+    def edit_many(self, ns: Namespace, items: Sequence[tuple[str, str | None, object]], *,
+                  actor: str = "admin", retext=None) -> dict[str, tuple[str, Memory | None]]:
+        """``edit`` each ``(id, text or None, metadata patch or None)`` in ``ns``:
+        ``{id: ("updated", the live memory)}``, ``("not_found", None)`` when ``ns``
+        has no such memory (another namespace's id is never touched) or
+        ``("conflict", None)`` when its text is what another memory holds
+        (KeyTakenError: that item unchanged). Every patch is checked before
+        anything is written (MetadataError: nothing changed); ids must be distinct
+        (ValueError). ``retext`` as in ``edit``."""
+        if len({i for i, _, _ in items}) != len(items):
+            raise ValueError("each id at most once in a batch")
+        for _, text, patch in items:
+            if text is None and patch is None:
+                raise ValueError("each item needs a text or a metadata patch")
+            if patch is not None:
+                merged({}, patch)  # keys and values checked (a None only removes)
+        out: dict[str, tuple[str, Memory | None]] = {}
+        for mid, text, patch in items:
+            try:
+                out[mid] = ("updated", self.edit(ns, mid, text=text, metadata=patch, actor=actor, retext=retext))
+            except NotFoundError:
+                out[mid] = ("not_found", None)
+            except KeyTakenError:
+                out[mid] = ("conflict", None)
+        return out
 
     # -- index maintenance -------------------------------------------------
 

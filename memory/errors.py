@@ -5,6 +5,7 @@ Exception tree::
     CoreError                      base of everything raised by memory/
     ├── NamespaceError             a namespace, subject or chat id outside its strict pattern
     ├── NotFoundError              no such memory in this namespace (never "in another one")
+    ├── MetadataError              metadata or a metadata filter outside its limits (memory.metadata)
     ├── KeyTakenError              an edit's text is what another memory of the namespace holds (its key)
     ├── StoreError                 the SQL store failed (connection, integrity)
     ├── SearchIndexError           the LanceDB index failed; SQL still holds the truth
@@ -20,6 +21,7 @@ __all__ = [
     "CoreError",
     "NamespaceError",
     "NotFoundError",
+    "MetadataError",
     "KeyTakenError",
     "StoreError",
     "SearchIndexError",
@@ -37,6 +39,10 @@ class NamespaceError(CoreError, ValueError):
 
 class NotFoundError(CoreError, LookupError):
     """The memory does not exist in the namespace asked about."""
+
+
+class MetadataError(CoreError, ValueError):
+    """Metadata of a memory, or a filter on it, outside its limits (``memory.metadata``)."""
 
 
 class KeyTakenError(CoreError):

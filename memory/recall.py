@@ -559,15 +559,24 @@ def word_match(index: SearchIndex, ns: Namespace, small: Sequence[MemoryText] | 
     return bool(index.search_bm25(ns, sorted(words), 1, chat=chat))
 
 
+MAX_FILTERED_CANDIDATES = 400
+"""Per-channel depth of a recall narrowed by a metadata filter (``recall``'s ``only``):
+the filter keeps the ids it allows among these, so a filter matching a few memories
+of a large namespace still finds those a channel ranks within this depth."""
+
+
 def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str], *,
            chat: ChatRef | None = None, params: RecallParams = RecallParams(),
            scorer: Scorer | None = None, query_valence: float = 0.0, now: datetime | None = None,
-           cache: NamespaceCache | None = None) -> list[Hit]:
+           cache: NamespaceCache | None = None, only: frozenset[str] | None = None) -> list[Hit]:
     """Recall memories of ``ns`` for a conversation tail (oldest first, latest last).
 
     Returns at most ``params.k`` Hits, best first, each with its per-channel ranks
     and score parts. ``chat`` applies disclosure (group chats see only what was
     learned in that group). ``cache``: the namespace cache (``channel_hits``).
+    ``only``: ids of ``ns`` a hit must be among (a metadata filter,
+    ``MemoryCore.recall``): each channel searches ``MAX_FILTERED_CANDIDATES``
+    deep and keeps only those, so it narrows and never widens.
     Raises SearchIndexError when the index fails (the pipeline degrades to no
     recollection).
     """
@@ -583,7 +592,11 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     # stamp of a greeting) nor the vectors (the meaning of "what did we talk about") rank them, and a day
     # without memories recalls nothing
     date_only = words is not None and not _content_words(words)
+    if only is not None:  # -- metadata filter (issue 26 item 17): deeper channels, then only those ids --
+        params = replace(params, candidates=max(params.candidates, MAX_FILTERED_CANDIDATES))
     ranked, small, view = _channels(store, index, ns, queries, chat, params, cache, words)
+    if only is not None:
+        ranked = {c: [(m, v) for m, v in hits if m in only] for c, hits in ranked.items()}
     lists = {c: [m for m, _ in hits] for c, hits in ranked.items()}
     weights = {"bm25": params.bm25_weight, "vector": vector_weight(index, params), "time": params.time_weight}
     for step, (_line, w) in enumerate(query.context, start=1):  # each context line's lists, at its lower weight
@@ -600,6 +613,8 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         period_ids = store.said_between(ns, datetime.combine(lo, time.min, tzinfo=timezone.utc),
                                         datetime.combine(hi, time.min, tzinfo=timezone.utc), params.candidates,
                                         chat.group_key if chat is not None and chat.is_group else None)
+        if only is not None:
+            period_ids = [m for m in period_ids if m in only]
     if not fused and not period_ids:
         return []
     if small is not None:  # the rows are at hand: build only the candidates
@@ -644,6 +659,8 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
                 fused = rrf_fuse(lists, params.rrf_k, weights)
     if params.assoc_weight > 0 and params.assoc_seeds > 0:
         assoc = _associated(store, ns, fused, memories, small, chat, now, params)
+        if only is not None:
+            assoc = [m for m in assoc if m in only]
         if assoc:
             lists["assoc"] = assoc
             weights["assoc"] = params.assoc_weight

@@ -391,7 +391,10 @@ class Memory:
     CONTEXT_CHARS; the companion's line in a private chat, never another
     person's nor the person's own: ``memory.capture.answered_line``), "" when
     none — searched by BM25 with the text (``search_text``), shown as what the memory
-    replied to, never told or grounded as the person's words.
+    replied to, never told or grounded as the person's words. ``metadata``: the
+    caller's tags (``memory.metadata.check_metadata``: at most 16 string keys to
+    str / int / float / bool), kept across versions, filtered on inside the
+    namespace, never searched nor told.
     """
 
     id: str
@@ -414,6 +417,10 @@ class Memory:
     version: int = 1
     access_times: tuple[datetime, ...] = ()
     context: str = ""
+    # -- metadata (issue 26 item 17) --
+    #: the caller's own tags: string keys to scalars (``memory.metadata``: limits, filters);
+    #: never searched, never told; left out of the hash (a dict is not hashable)
+    metadata: dict[str, str | int | float | bool] = field(default_factory=dict, hash=False)
 
     @property
     def searched(self) -> str:

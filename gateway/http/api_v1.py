@@ -20,6 +20,9 @@ Routes (request and response bodies are the pydantic models below, so
     PATCH  /v1/subjects/{subject}/memories/{id}      edit (new version; the old text stays in history)
     DELETE /v1/subjects/{subject}/memories/{id}      forget (tombstoned, purged)
     GET    /v1/subjects/{subject}/memories/{id}/history   every version
+    POST   /v1/subjects/{subject}/memories/batch-update   edit many (per-item results)
+    POST   /v1/subjects/{subject}/memories/batch-forget   forget many (per-item results)
+    DELETE /v1/subjects/{subject}/memories           admin: forget a person's memories (one group's), confirmed
     DELETE /v1/subjects/{subject}                    forget everything of the person
     GET    /v1/subjects/{subject}/export             the huiyi.memories.v1 document
     POST   /v1/subjects/{subject}/import             add the memories of such a document
@@ -31,6 +34,13 @@ Disclosure (DESIGN rule 6): a read that names ``chat`` (a ``ChatRef.key``,
 memories learned in that group; without ``chat`` it is the person's own view
 (a private chat). A member key neither writes into a group's tail nor reads
 the stored one (other people's lines); it may send the tail itself.
+
+Metadata (``memory.metadata``): a memory's own tags, set at capture, import
+and edit, shown wherever the memory is, filtered on in list (``filters``, a
+JSON object in the query) and search (``filters`` in the body) — inside the
+person's namespace and the chat's disclosure, never past them. Batches answer
+per item: every id is looked up in the person's namespace only, so another
+person's id is ``not_found`` and never touched.
 The memory logic is the core's (``MemoryCore``, ``memory.capture``,
 ``memory.reconstruct``, ``memory.admin``) and the commands' export.
 """
@@ -64,6 +74,7 @@ from memory.errors import NotFoundError
 from memory.explain import TRACE_DEPTH, record_recall, visible_in
 from memory.identity import is_platform_subject, platform_subject
 from memory.recall import RRF_K
+from memory.metadata import check_filters, check_metadata, merged
 from memory.store import ChatLine, utcnow
 from memory.types import (CONTEXT_CHARS, ID_RE, SUBJECT_RE, TENANT_RE, Category, ChatKind, ChatRef, Hit, Memory, Namespace,
                           Visibility, clean_controls, clean_name, in_era)
@@ -229,7 +240,8 @@ class MemoryOut(BaseModel):
     """One memory (``memory.types.Memory``): valence in [-1, 1], arousal and
     importance in [0, 1], times ISO 8601 UTC; ``origin`` the chat it was learned
     in; ``version`` from 1, +1 per edit or supersession; ``context`` the
-    companion's line the memory's message answered, searched with its text ("" when none)."""
+    companion's line the memory's message answered, searched with its text ("" when none);
+    ``metadata`` the caller's tags (``memory.metadata``)."""
 
     id: str
     subject: str
@@ -250,6 +262,7 @@ class MemoryOut(BaseModel):
     event_time: datetime | None
     recalled_at: list[datetime]
     context: str = ""
+    metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
@@ -257,7 +270,8 @@ class MemoryOut(BaseModel):
                    importance=m.importance, valence=m.valence, arousal=m.arousal, emotion=m.emotion,
                    origin=m.origin.key if m.origin else None, visibility=m.visibility, version=m.version,
                    created_at=m.created_at, updated_at=m.updated_at, valid_from=m.valid_from, valid_to=m.valid_to,
-                   event_time=m.event_time, recalled_at=list(m.access_times), context=m.context)
+                   event_time=m.event_time, recalled_at=list(m.access_times), context=m.context,
+                   metadata=dict(m.metadata))
 
 
 class MemoryPage(BaseModel):
@@ -302,6 +316,28 @@ class HitOut(BaseModel):
         return cls(memory=MemoryOut.of(h.memory), score=h.score, ranks=dict(h.ranks), parts=parts)
 
 
+# -- metadata shapes (issue 26 item 17) --
+
+def _checked_filters(value: Any) -> Any:
+    check_filters(value)  # MetadataError (a ValueError): a 400 naming the rule
+    return value
+
+
+def _checked_patch(value: Any) -> Any:
+    merged({}, value)  # keys and values within the limits; a None removes a key
+    return value
+
+
+_Scalar = str | int | float | bool
+#: A memory's metadata: at most 16 keys ``[A-Za-z0-9_][A-Za-z0-9_.-]{0,39}`` to a string (≤ 200 chars), number or boolean; ≤ 2 KiB.
+MetadataIn = Annotated[dict[str, _Scalar], AfterValidator(check_metadata)]
+#: A metadata patch: as MetadataIn, and a key set to null is removed.
+MetadataPatch = Annotated[dict[str, _Scalar | None], AfterValidator(_checked_patch)]
+#: A metadata filter: ``{key: value}`` or ``{key: [values]}`` (any of), every key required; JSON types compared exactly.
+FiltersIn = Annotated[dict[str, _Scalar | list[_Scalar]], AfterValidator(_checked_filters)]
+MAX_BATCH = 100
+
+
 class SearchIn(BaseModel):
     """A search: the query (zh/en, ≤ 2,000 chars), at most ``k`` hits."""
 
@@ -309,6 +345,7 @@ class SearchIn(BaseModel):
     k: int = Field(default=8, ge=1, le=SEARCH_K_MAX)
     chat: ChatKey | None = Field(default=None, description="disclose as in this chat")
     explain: bool = False
+    filters: FiltersIn | None = Field(default=None, description="only memories whose metadata matches")
 
 
 class SearchOut(BaseModel):
@@ -349,6 +386,8 @@ class CaptureIn(BaseModel):
     infer: bool = True
     extractor: Literal["auto", "heuristic"] = "auto"
     to_tail: bool = True
+    metadata: MetadataIn | None = Field(default=None, description="tags joined to every memory the call stores, "
+                                                                  "revises or finds already stored")
 
 
 class AddOut(BaseModel):
@@ -366,7 +405,68 @@ class CaptureOut(BaseModel):
 
 
 class UpdateIn(BaseModel):
-    text: Said = Field(min_length=1, max_length=MAX_EDIT_CHARS)
+    """An edit: a new ``text`` (a new version; the old one stays in history)
+    and/or a ``metadata`` patch (in place, no new version; null removes a key)."""
+
+    # the schema says what the validator below refuses: one of the two must be given
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"required": ["text"], "properties": {"text": {"type": "string"}}},
+        {"required": ["metadata"], "properties": {"metadata": {"type": "object"}}}]})
+
+    text: Said | None = Field(default=None, min_length=1, max_length=MAX_EDIT_CHARS)
+    metadata: MetadataPatch | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> UpdateIn:
+        if self.text is None and self.metadata is None:
+            raise ValueError("give a text, a metadata patch or both")
+        return self
+
+
+class BatchUpdateItem(UpdateIn):
+    id: str = Field(pattern=f"^{ID_RE.pattern}$", max_length=128)
+
+
+class BatchUpdateIn(BaseModel):
+    """At most 100 edits, each id once."""
+
+    items: list[BatchUpdateItem] = Field(min_length=1, max_length=MAX_BATCH)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> BatchUpdateIn:
+        if len({i.id for i in self.items}) != len(self.items):
+            raise ValueError("each id at most once in a batch")
+        return self
+
+
+class BatchForgetIn(BaseModel):
+    """At most 100 ids to forget (repeats count once)."""
+
+    ids: list[Annotated[str, Field(pattern=f"^{ID_RE.pattern}$", max_length=128)]] = Field(
+        min_length=1, max_length=MAX_BATCH)
+
+
+class BatchItemOut(BaseModel):
+    """One item of a batch: ``updated`` / ``forgotten``, ``not_found`` (no such
+    memory of this person: nothing was done) or ``conflict`` (an edit's text is
+    what another memory holds: nothing was done), with the live memory after an update."""
+
+    id: str
+    status: Literal["updated", "forgotten", "not_found", "conflict"]
+    memory: MemoryOut | None = None
+
+
+class BatchOut(BaseModel):
+    subject: str
+    results: list[BatchItemOut]
+
+
+class ForgetScopeOut(BaseModel):
+    """What an admin's forget of a scope did: the person, the group (None: everything) and how many memories went."""
+
+    subject: str
+    chat: str | None
+    forgotten: int
 
 
 class ForgetOut(BaseModel):
@@ -414,6 +514,7 @@ class ExportedMemory(BaseModel):
     event_time: datetime | None = None
     recalled_at: list[datetime | None] = Field(default_factory=list)
     context: str = Field(default="", max_length=4 * CONTEXT_CHARS)
+    metadata: MetadataIn = Field(default_factory=dict)
     history: list[ExportedVersion] = Field(default_factory=list, max_length=200)
 
 
@@ -630,13 +731,36 @@ def _memories(core, ns: Namespace, chat: ChatRef | None, limit: int, offset: int
     return core.store.count(ns), core.list(ns, limit=limit, offset=offset)
 
 
+def _filters_query(text: str | None) -> dict | None:
+    """The ``filters`` query parameter: a JSON object (``FiltersIn``), else BadPayload."""
+    import json
+
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise BadPayload("filters must be a JSON object, e.g. {\"topic\": \"pets\"}") from None
+    check_filters(value)  # MetadataError: 400
+    return value
+
+
 @router.get("/subjects/{subject}/memories", response_model=MemoryPage, summary="list memories, newest first")
 async def list_memories(ctx: Ctx, subject: SubjectPath, chat: ChatQuery = None,
                         limit: Annotated[int, Query(ge=1, le=200)] = 50,
-                        offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0) -> MemoryPage:
+                        offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+                        filters: Annotated[str | None, Query(
+                            max_length=4096, description='a metadata filter, a JSON object: {"topic": "pets"}, '
+                                                         '{"topic": ["pets", "food"]}; every key must match')] = None,
+                        ) -> MemoryPage:
+    """``total`` counts what ``chat`` may see and ``filters`` lets through."""
     ns = await _ns(ctx, subject)
     where = _chat(chat)
-    total, items = await asyncio.to_thread(_memories, ctx.core, ns, where, limit, offset)
+    wanted = _filters_query(filters)
+    if wanted:
+        total, items = await asyncio.to_thread(ctx.core.find, ns, wanted, chat=where, limit=limit, offset=offset)
+    else:
+        total, items = await asyncio.to_thread(_memories, ctx.core, ns, where, limit, offset)
     return MemoryPage(subject=ns.subject, total=total, limit=limit, offset=offset,
                       items=[MemoryOut.of(m) for m in items])
 
@@ -644,7 +768,8 @@ async def list_memories(ctx: Ctx, subject: SubjectPath, chat: ChatQuery = None,
 @router.post("/subjects/{subject}/search", response_model=SearchOut, summary="search with scores")
 async def search(ctx: Ctx, subject: SubjectPath, body: SearchIn) -> SearchOut:
     """Hybrid recall (words + meaning, RRF, decay, emotion) of ``query``; with a
-    group ``chat`` only what was learned there."""
+    group ``chat`` only what was learned there; with ``filters`` only memories
+    whose metadata matches."""
     from memory.emotion import analyse
     from memory.recall import RecallParams
 
@@ -652,7 +777,7 @@ async def search(ctx: Ctx, subject: SubjectPath, body: SearchIn) -> SearchOut:
     where = _chat(body.chat)
     valence = analyse(body.query).valence
     hits = await asyncio.to_thread(ctx.core.recall, ns, [body.query], chat=where, params=RecallParams(k=body.k),
-                                   query_valence=valence)
+                                   query_valence=valence, filters=body.filters)
     return SearchOut(subject=ns.subject, query_valence=valence, hits=[HitOut.of(h, body.explain) for h in hits])
 
 
@@ -669,15 +794,23 @@ async def get_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, ch
     return MemoryOut.of(await _visible(ctx, ns, memory_id, _chat(chat)))
 
 
-@router.patch("/subjects/{subject}/memories/{memory_id}", response_model=MemoryOut, summary="edit a memory")
-async def update_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, body: UpdateIn) -> MemoryOut:
-    """A new version with ``text``; the old one stays in its history (audited ``edit``). Its
-    category and key are read from the new text (``memory.capture.edit``); 409 when another
-    memory already holds what it says (KeyTakenError, nothing written)."""
+def _retext(ctx: _Ctx):
+    """How an edit's new text is written: ``memory.capture.edit`` (category and key read from it) in the tenant's zone."""
     from memory.capture import edit
 
+    actor, tz = ctx.caller.actor, ctx.t.tz
+    return lambda core, ns, memory_id, text: edit(core, ns, memory_id, text, actor=actor, tz=tz)
+
+
+@router.patch("/subjects/{subject}/memories/{memory_id}", response_model=MemoryOut, summary="edit a memory")
+async def update_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, body: UpdateIn) -> MemoryOut:
+    """A new version with ``text`` (the old one stays in its history, audited
+    ``edit``; its category and key are read from the new text, ``memory.capture.edit``;
+    409 when another memory already holds what it says, KeyTakenError, nothing
+    written) and/or a ``metadata`` patch (in place, audited ``metadata``)."""
     ns = await _ns(ctx, subject)
-    live = await asyncio.to_thread(edit, ctx.core, ns, memory_id, body.text, actor=ctx.caller.actor, tz=ctx.t.tz)
+    live = await asyncio.to_thread(ctx.core.edit, ns, memory_id, text=body.text, metadata=body.metadata,
+                                   actor=ctx.caller.actor, retext=_retext(ctx))
     return MemoryOut.of(live)
 
 
@@ -688,6 +821,67 @@ async def forget_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath)
     ns = await _ns(ctx, subject)
     await asyncio.to_thread(ctx.core.forget, ns, memory_id, actor=ctx.caller.actor)
     return ForgetOut(id=memory_id, forgotten=True)
+
+
+# -- batches and scoped forgets (issue 26 item 17) ---------------------------------
+
+
+@router.post("/subjects/{subject}/memories/batch-update", response_model=BatchOut, summary="edit many memories")
+async def batch_update(ctx: Ctx, subject: SubjectPath, body: BatchUpdateIn) -> BatchOut:
+    """Each item as ``PATCH …/memories/{id}``, answered per item: ``updated`` with
+    the live memory, ``not_found`` when this person has no such memory (another
+    person's id included: it is never touched), or ``conflict`` when its new text
+    is what another memory already holds (that item unchanged). The body is checked whole before
+    anything is written (a bad item: 400, nothing changed); the items are then
+    applied in order, each on its own — not one transaction."""
+    ns = await _ns(ctx, subject)
+    done = await asyncio.to_thread(ctx.core.edit_many, ns, [(i.id, i.text, i.metadata) for i in body.items],
+                                   actor=ctx.caller.actor, retext=_retext(ctx))
+    return BatchOut(subject=ns.subject, results=[
+        BatchItemOut(id=i, status=status, memory=MemoryOut.of(m) if m is not None else None)
+        for i, (status, m) in done.items()])
+
+
+@router.post("/subjects/{subject}/memories/batch-forget", response_model=BatchOut, summary="forget many memories")
+async def batch_forget(ctx: Ctx, subject: SubjectPath, body: BatchForgetIn) -> BatchOut:
+    """Each id forgotten as ``DELETE …/memories/{id}`` (tombstoned, purged once for
+    the batch), answered per item: ``forgotten`` or ``not_found`` (no such memory
+    of this person — another person's id is never touched)."""
+    ns = await _ns(ctx, subject)
+    done = await asyncio.to_thread(ctx.core.forget_many, ns, body.ids, actor=ctx.caller.actor)
+    return BatchOut(subject=ns.subject, results=[BatchItemOut(id=i, status="forgotten" if ok else "not_found")
+                                                 for i, ok in done.items()])
+
+
+@router.delete("/subjects/{subject}/memories", response_model=ForgetScopeOut,
+               summary="admin: forget a person's memories, or those of one group")
+async def forget_scope(ctx: Ctx, subject: SubjectPath,
+                       confirm: Annotated[str | None, Query(
+                           max_length=145, description="required: the subject again, as in the path",
+                           json_schema_extra={"pattern": patterns.SUBJECT})] = None,
+                       chat: Annotated[str | None, Query(
+                           max_length=300, description="a group chat: only what the person said there",
+                           json_schema_extra={"pattern": patterns.CHAT_KEY})] = None,
+                       ) -> ForgetScopeOut:
+    """An admin key only (403 otherwise); ``confirm`` must repeat ``{subject}``
+    (400 otherwise: nothing is forgotten). Without ``chat`` as ``DELETE
+    /v1/subjects/{subject}``; with a group ``chat`` only the memories learned in
+    that group (any topic) and the person's lines there, with a tombstone of the
+    group so that nothing they said there before now is learned again."""
+    from memory.admin import Authority
+    from memory.admin import forget_scope as forget_in
+
+    ns = await _ns(ctx, subject)  # a member key on another person: 403, audited
+    if not ctx.caller.admin:
+        raise Forbidden("only an admin key forgets a person's memories by scope")
+    if confirm != subject:
+        raise BadPayload("confirm must repeat the subject of the path")
+    where = _person_chat(subject, _chat(chat), ctx.caller, writing_tail=False)
+    if where is not None and not where.is_group:
+        raise BadPayload("chat names a group; a private chat is the person's whole view: leave chat out")
+    n = await asyncio.to_thread(forget_in, ctx.core, ns, Authority(actor=ctx.caller.actor, tenant=ctx.tenant),
+                                where.group_key if where is not None else None)
+    return ForgetScopeOut(subject=ns.subject, chat=where.group_key if where is not None else None, forgotten=n)
 
 
 @router.get("/subjects/{subject}/memories/{memory_id}/history", response_model=HistoryOut,
@@ -734,7 +928,10 @@ def _import(core, ns: Namespace, doc: ExportDoc, actor: str) -> list[ImportedOut
     """Each memory of ``doc`` into ``ns``: its earlier versions first, then the live
     text, under one key (so they chain as versions; the core's write rules apply:
     tombstones refuse what was forgotten, restating dedupes); then no context of
-    ``ns`` may retell a text the tombstones refused (``MemoryCore.drop_retelling_contexts``)."""
+    ``ns`` may retell a text the tombstones refused (``MemoryCore.drop_retelling_contexts``).
+    Every step takes the live memory's category: an edit re-derives a memory's
+    category from its new text, and a key whose category changes between steps
+    would be judged a conflict instead of a new version."""
     for m in doc.memories:  # every origin checked before anything is written: a bad document writes nothing
         for where in [m.origin, *(v.origin for v in m.history)]:
             if where:
@@ -747,11 +944,12 @@ def _import(core, ns: Namespace, doc: ExportDoc, actor: str) -> list[ImportedOut
                  for v in m.history]
         steps.append((m.text, m.category, m.valid_from or m.created_at, origin, m.visibility))
         result = None
-        for n, (text, category, at, where, vis) in enumerate(steps, start=1):
+        for n, (text, _category, at, where, vis) in enumerate(steps, start=1):
             said = (at or utcnow()) if (at is None or at.tzinfo) else at.replace(tzinfo=timezone.utc)
-            memory = core.new(ns, text, category=category, key=key, importance=m.importance, valence=m.valence,
+            memory = core.new(ns, text, category=m.category, key=key, importance=m.importance, valence=m.valence,
                               arousal=m.arousal, emotion=m.emotion, origin=where, visibility=vis,
-                              event_time=m.event_time, context=m.context if n == len(steps) else "")
+                              event_time=m.event_time, context=m.context if n == len(steps) else "",
+                              metadata=m.metadata if n == len(steps) else {})
             result = core.add(ns, memory, said_at=said, actor=actor, evidence=text)
             if result.action == "rejected" and result.reason == "tombstone":
                 refused.append(text)
@@ -776,6 +974,10 @@ def _line(subject: str, m: MessageIn) -> ChatLine:
     if m.role == "assistant":
         return ChatLine("bot", "bot", m.text, m.at(), m.message_id or "", name)
     return ChatLine("user", m.sender_id or uid, m.text, m.at(), m.message_id or "", name)
+
+
+_TAGGED = frozenset({"stored", "superseded", "revised", "deduped"})
+"""The capture results a call's ``metadata`` joins: what it stored, revised or found already stored."""
 
 
 @router.post("/subjects/{subject}/memories", response_model=CaptureOut, summary="capture from messages")
@@ -806,10 +1008,13 @@ async def capture_messages(ctx: Ctx, subject: SubjectPath, body: CaptureIn) -> C
             else:
                 memory = ctx.core.new(ns, m.text, category=Category.OTHER, origin=where,
                                       visibility=Visibility.GROUP if where and where.is_group else Visibility.PRIVATE,
-                                      source_message_id=m.message_id, context=answered)
+                                      source_message_id=m.message_id, context=answered, metadata=body.metadata or {})
                 results = [ctx.core.add(ns, memory, said_at=m.at(), actor=ctx.caller.actor, evidence=m.text)]
-            out += [AddOut(action=r.action, reason=r.reason, memory=MemoryOut.of(r.memory) if r.memory else None)
-                    for r in results]
+            for r in results:
+                live = r.memory
+                if body.metadata and live is not None and r.action in _TAGGED:
+                    live = ctx.core.set_metadata(ns, live.id, body.metadata, actor=ctx.caller.actor)
+                out.append(AddOut(action=r.action, reason=r.reason, memory=MemoryOut.of(live) if live else None))
         return out
 
     return CaptureOut(subject=ns.subject, results=await asyncio.to_thread(run))

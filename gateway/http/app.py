@@ -100,6 +100,11 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
 
         app.state.api_limits = ApiLimits(pipeline.settings)  # read by api_v1._Guarded before the key and the body
         tasks = [asyncio.create_task(maintenance(pipeline))]
+        from gateway.webhooks import ChangeEventSender  # change events out (issue 26 item 17)
+
+        app.state.change_events = ChangeEventSender(
+            pipeline.core.store, {name: t.change_events for name, t in pipeline.settings.tenants.items()}, http)
+        app.state.change_events.start()
         if telegram_polling:
             tasks += [asyncio.create_task(app.state.telegram.poll(t)) for t in app.state.telegram.tenants_with_bots()]
         if freeze_gc:
@@ -109,6 +114,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
             async with qq_host.running(pipeline) if qq_host else contextlib.nullcontext():
                 yield
         finally:
+            await app.state.change_events.stop()
             for task in tasks:
                 task.cancel()
             for task in tasks:

@@ -11,7 +11,7 @@ Status codes (``status_of``; the tree is ``gateway.errors``')::
     RateLimited                  429 with Retry-After (seconds)
     LLMError                     502 when surfaced
 
-Core errors (``memory.errors``) map as: NamespaceError → 400, NotFoundError → 404,
+Core errors (``memory.errors``) map as: NamespaceError and MetadataError → 400, NotFoundError → 404,
 KeyTakenError → 409 (an edit's text is what another memory holds),
 StoreError / SearchIndexError / EmbedderError → 503 with the generic detail
 UNAVAILABLE: their text (an SQL statement, a path, a host) is logged at WARNING
@@ -37,8 +37,8 @@ from pydantic import ValidationError
 
 from gateway.errors import (BadPayload, BodyTimeout, ChatMismatch, Forbidden, LLMError, PayloadTooLarge, RateLimited,
                             Unauthorized, UnknownTenant)
-from memory.errors import (CoreError, EmbedderError, KeyTakenError, NamespaceError, NotFoundError, SearchIndexError,
-                           StoreError)
+from memory.errors import (CoreError, EmbedderError, KeyTakenError, MetadataError, NamespaceError, NotFoundError,
+                           SearchIndexError, StoreError)
 
 __all__ = ["status_of", "UNAVAILABLE", "install_handlers", "KeepAlive"]
 
@@ -61,6 +61,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (ValidationError, 400),
     (NamespaceError, 400),
     (NotFoundError, 404),
+    (MetadataError, 400),
     (KeyTakenError, 409),
     (StoreError, 503),
     (SearchIndexError, 503),

@@ -37,6 +37,8 @@ concern, each in a module named after it::
       apikeys.py     ApiKeys: API keys of the HTTP API (hashed); ApiKey, KeyScope
       versions.py    NamespaceVersions: each namespace's write version and live
                      count (bumped inside every memory write's transaction)
+      events.py      ChangeEvents: change events owed to the tenants' webhooks,
+                     written inside every memory write's transaction; ChangeEvent
 
 Every part subclasses ``StoreBase`` and opens transactions only through it;
 the parts import ``tables`` and ``base`` (and ``memories`` imports
@@ -81,6 +83,7 @@ from memory.store.chatlog import ChatLine, ChatLog, ChatMigration, PendingCaptur
 from memory.store.commands import CommandState, TenantCounts
 from memory.store.conflicts import Conflict, Conflicts
 from memory.store.consolidated import Consolidated, ConsolidatedRows, ConsolidationState
+from memory.store.events import ChangeEvent, ChangeEvents
 from memory.store.identities import Identities
 from memory.store.links import MAX_LINKED_IDS, Links
 from memory.store.memories import MemoryRows, MemoryText
@@ -89,11 +92,11 @@ from memory.store.outbox import IndexOp, IndexOutbox
 from memory.store.versions import NamespaceVersions
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
-           "MemoryText", "Conflict", "ApiKey", "KeyScope", "MAX_LINKED_IDS", "Consolidated", "ConsolidationState"]
+           "MemoryText", "Conflict", "ApiKey", "KeyScope", "MAX_LINKED_IDS", "Consolidated", "ConsolidationState", "ChangeEvent"]
 
 
 class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, Links,
-            ApiKeys, NamespaceVersions, ConsolidatedRows):
+            ApiKeys, NamespaceVersions, ConsolidatedRows, ChangeEvents):
     """SQL source of truth. Thread-safe; methods are synchronous (call them in a
     thread from async code).
 

@@ -15,11 +15,12 @@ from sqlmodel import delete, select
 
 from memory.store.base import StoreBase, utcnow
 from memory.store.conflicts import _unlink
+from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit
 from memory.store.links import _unlink_links
 from memory.store.versions import _bump
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _ConflictRow, _ConsolidatedRow, _ConsolidationStateRow,
-                                 _HistoryRow, _IdentityRow, _IndexOpRow, _LastRecallRow, _LinkRow, _MemoryRow,
-                                 _TombstoneRow)
+                                 _HistoryRow, _IdentityRow, _IndexOpRow, _LastRecallRow, _LinkRow, _meta,
+                                 _meta_json, _MemoryRow, _TombstoneRow)
 from memory.types import Namespace
 
 
@@ -100,6 +101,8 @@ class Identities(StoreBase):
                 for h in hist:
                     h.namespace, h.memory_id = str(dst), other.id
                     s.add(h)
+                if r.meta and r.meta != "{}":  # the caller's tags of both rows (issue 26 item 17), src's last
+                    other.meta = _meta_json({**_meta(other.meta), **_meta(r.meta)})
                 times = sorted(set(json.loads(other.access_times or "[]")) | set(json.loads(r.access_times or "[]")))
                 other.access_times = json.dumps(times[-ACCESS_TIMES_KEPT:])
                 if r.norm != other.norm:
@@ -130,6 +133,13 @@ class Identities(StoreBase):
             if rows:  # both sides' searches change: src empties, dst gains or re-texts rows
                 _bump(s, src, -len(rows))
                 _bump(s, dst, len(moved))
+                # change events (issue 26 item 17): gone from src; in dst added (moved) or changed (merged into)
+                _emit(s, self.event_tenants, src, FORGOTTEN, [(i, 0) for i in gone], now)
+                versions = {r.id: r.version for r in rows if r.id in moved}
+                versions.update({o.id: o.version for o in by_key.values() if o.id in set(merged.values())})
+                _emit(s, self.event_tenants, dst, ADDED, [(i, versions[i]) for i in changed if i in moved], now)
+                _emit(s, self.event_tenants, dst, CHANGED,
+                      [(i, versions[i]) for i in dict.fromkeys(changed) if i not in moved], now)
             _unlink(s, dst, revised)
             _carry_pairs(s, _ConflictRow, "older_id", "newer_id", src, dst, moved)
             _unlink_links(s, dst, revised)

@@ -27,10 +27,11 @@ from memory.store.base import StoreBase, raw_datetime, raw_rows, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
 from memory.store.consolidated import _awake, _count_hits, _drop_consolidated
+from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit
 from memory.store.links import _unlink_links
 from memory.store.versions import _STATE_SQL, _bump
-from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IndexOpRow, _MemoryRow, _TombstoneRow,
-                                 _to_memory)
+from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IndexOpRow, _meta, _meta_json,
+                                 _MemoryRow, _TombstoneRow, _to_memory)
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility, search_text
 
 
@@ -133,6 +134,7 @@ class MemoryRows(StoreBase):
             source_fp=source_fp,
             entities=stored_entities(memory.text),
             context=memory.context,
+            meta=_meta_json(memory.metadata),
         )
         # Core inserts, not ORM objects: this is the capture hot path, and building
         # SQLModel rows (validation, attribute instrumentation) cost more than the SQL
@@ -141,6 +143,7 @@ class MemoryRows(StoreBase):
             conn.execute(insert(_IndexOpRow.__table__),  # type: ignore[attr-defined]
                          [dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0)])
             _bump(conn, ns, 1, [memory.id])
+            _emit(conn, self.event_tenants, ns, ADDED, [(memory.id, memory.version)], now)
         return _to_memory(SimpleNamespace(**values))  # type: ignore[arg-type]
 
     def get(self, ns: Namespace, memory_id: str) -> Memory:
@@ -356,12 +359,15 @@ class MemoryRows(StoreBase):
                 row.context = new.context
             row.source_fp = source_fp or row.source_fp
             row.event_time = new.event_time or row.event_time
+            if new.metadata:  # the new version's tags join the memory's (metadata is kept across versions)
+                row.meta = _meta_json({**_meta(row.meta), **new.metadata})
             row.version += 1
             row.updated_at = at
             row.valid_from = at
             s.add(row)
             s.add(_IndexOpRow(namespace=str(ns), memory_id=row.id, op="upsert", created_at=at))
             _bump(s, ns, 0, [row.id])
+            _emit(s, self.event_tenants, ns, CHANGED, [(row.id, row.version)])
             _unlink(s, ns, [row.id])  # the disagreement was with the old text (the core re-judges the new one)
             _unlink_links(s, ns, [row.id])  # so were its associations; the new text earns its own
         return _to_memory(row)
@@ -398,6 +404,7 @@ class MemoryRows(StoreBase):
                 changed.append(row.id)
             if changed:
                 _bump(s, ns, 0, changed)
+                _emit(s, self.event_tenants, ns, CHANGED, [(r.id, r.version) for r in rows if r.id in changed], now)
         return len(changed)
 
     def find_by_source(self, ns: Namespace, chat: ChatRef | None, message_id: str) -> list[Memory]:
@@ -480,6 +487,7 @@ class MemoryRows(StoreBase):
                     _redact_line(s, ns, origin, message_id)
             s.add(_IndexOpRow(namespace=str(ns), memory_id=memory_id, op="delete", created_at=now))
             _bump(s, ns, -1, [memory_id])
+            _emit(s, self.event_tenants, ns, FORGOTTEN, [(memory_id, 0)], now)
             if purge:
                 s.add(_IndexOpRow(namespace=str(ns), memory_id=memory_id, op="purge", created_at=now))
 
@@ -569,3 +577,35 @@ class MemoryRows(StoreBase):
         with self._read() as s:
             return int(s.exec(select(func.count()).select_from(_MemoryRow)
                               .where(*self._in_group(ns, group_key, include_dormant))).one())
+
+    # -- metadata (issue 26 item 17) ---------------------------------------------
+
+    def set_metadata(self, ns: Namespace, memory_id: str, metadata: Mapping) -> Memory:
+        """Give the live memory ``memory_id`` of ``ns`` the metadata ``metadata``
+        (checked by the caller, ``memory.metadata.check_metadata``), in place: no
+        new version, no history row (the statement did not change) and nothing the
+        index or recall's cache reads (metadata is never searched); a change event
+        (``memory.changed``) when the tenant subscribed. NotFoundError if it is not in ``ns``."""
+        with self._write() as s:
+            row = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id == memory_id)
+                         .with_for_update()).first()
+            if row is None:
+                raise NotFoundError(f"no memory {memory_id!r} in {ns}")
+            new = _meta_json(metadata)
+            if new != (row.meta or "{}"):
+                row.meta = new
+                s.add(row)
+                _emit(s, self.event_tenants, ns, CHANGED, [(row.id, row.version)])
+            s.flush()
+            return _to_memory(row)
+
+    def ids_with_metadata(self, ns: Namespace, group_key: str | None = None) -> list[tuple[str, str]]:
+        """``(id, meta JSON)`` of the live memories of ``ns`` that have metadata
+        (with ``group_key``: only those learned in that group and visible there,
+        DESIGN rule 6), newest first as ``list`` orders them: what a metadata filter
+        is matched against (``MemoryCore.find``). One namespace, always."""
+        where = self._in_group(ns, group_key) if group_key is not None else self._wanted(ns, True)
+        with self._read() as s:
+            rows = s.exec(select(_MemoryRow.id, _MemoryRow.meta).where(*where, _MemoryRow.meta != "{}")
+                          .order_by(_MemoryRow.updated_at.desc(), _MemoryRow.id)).all()  # type: ignore[attr-defined]
+        return [(r[0], r[1]) for r in rows]

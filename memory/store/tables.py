@@ -8,7 +8,8 @@ One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` �
 ``last_recall``, ``_PendingRow`` → ``pending_confirmations``, ``_ConflictRow`` →
 ``memory_conflicts``, ``_ApiKeyRow`` → ``api_keys``, ``_NamespaceStateRow`` →
 ``namespace_state``, ``_NamespaceChangeRow`` → ``namespace_changes``, ``_LinkRow`` → ``memory_links``, ``_ConsolidatedRow`` →
-``consolidated``, ``_ConsolidationStateRow`` → ``consolidation_state``), registered on
+``consolidated``, ``_ConsolidationStateRow`` → ``consolidation_state``, ``_ChangeEventRow`` →
+``change_events``), registered on
 ``SQLModel.metadata`` when this module is imported; the row → ``Memory``
 conversion; and the engine helpers (URL normalisation, SQLite pragmas and
 ``BEGIN IMMEDIATE``). Nothing here opens a session: transactions belong to
@@ -83,6 +84,8 @@ class _MemoryRow(SQLModel, table=True):
     source_fp: str = Field(default="", max_length=64)
     entities: str | None = None
     context: str = ""
+    #: the caller's tags (``Memory.metadata``): compact key-sorted JSON, "{}" when none (issue 26 item 17)
+    meta: str = "{}"
 
 
 class _HistoryRow(SQLModel, table=True):
@@ -307,7 +310,26 @@ def _to_memory(row: _MemoryRow, ns: Namespace | None = None) -> Memory:
         version=row.version,
         access_times=tuple(datetime.fromisoformat(t) for t in json.loads(row.access_times or "[]")),
         context=row.context or "",
+        metadata=_meta(getattr(row, "meta", None)),
     )
+
+
+def _meta_json(metadata) -> str:
+    """Metadata as the ``meta`` column keeps it (``memory.metadata.dumps``; "{}" when none)."""
+    if not metadata:
+        return "{}"
+    from memory.metadata import dumps
+
+    return dumps(metadata)
+
+
+def _meta(text: str | None) -> dict:
+    """A row's ``meta`` as a dict (``memory.metadata.loads``); "{}" and NULL are empty."""
+    if not text or text == "{}":
+        return {}
+    from memory.metadata import loads
+
+    return loads(text)
 
 
 def _normalise_url(url: str) -> str:
@@ -441,3 +463,28 @@ class _ConsolidationStateRow(SQLModel, table=True):
     watermark: datetime | None = None
     clusters: int = 0
     abstractions: int = 0
+
+
+# -- change events (issue 26 item 17) -----------------------------------------------
+
+
+class _ChangeEventRow(SQLModel, table=True):
+    """A change event owed to a tenant's webhook (``memory.store.events``):
+    ``event`` ``memory.added``, ``memory.changed`` or ``memory.forgotten`` of
+    memory ``memory_id`` in ``namespace`` at ``version`` (0 for a forget), written
+    in the transaction of the change; ids only, never a text. ``due_at``: when the
+    next attempt may run (a sender claims a row by moving it forward); ``attempts``:
+    failed deliveries so far. Deleted once delivered or given up."""
+
+    __tablename__ = "change_events"
+    __table_args__ = (SAIndex("ix_change_events_due", "due_at", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant: str = Field(max_length=64)
+    namespace: str = Field(max_length=260)
+    memory_id: str = Field(max_length=32)
+    event: str = Field(max_length=32)
+    version: int = 0
+    created_at: datetime
+    due_at: datetime
+    attempts: int = 0

@@ -151,6 +151,41 @@ def test_sync_client_over_a_loopback_socket(served):
                                               "chat_kind": "private", "chat_id": "7"}) == list(said.captured)
 
 
+async def test_async_client_metadata_batches_and_scoped_forget(app):
+    """capture with metadata → list / search with filters → update a patch → update_many / delete_many with
+    another person's id (not_found, untouched) → forget_scope of a group (confirm) then of everything."""
+    from huiyi_client import BatchResult
+
+    key = app.state.pipeline.core.store.create_api_key("default", "admin")[1]
+    async with _asgi(app, key) as hy:
+        (zh,) = await hy.capture("tg:42", [ZH], infer=False, metadata={"topic": "pets", "lang": "zh"})
+        (en,) = await hy.capture("tg:42", [EN], infer=False, chat="tg:group:-100", metadata={"lang": "en"})
+        (theirs,) = await hy.capture("tg:43", [ZH], infer=False, metadata={"topic": "pets"})
+        assert zh.memory.metadata == {"lang": "zh", "topic": "pets"}
+        page = await hy.list("tg:42", filters={"topic": "pets"})
+        assert page.total == 1 and page.items[0].id == zh.memory.id
+        hits = await hy.search("tg:42", "煤球 Toronto", filters={"lang": ["en"]})
+        assert [h.memory.id for h in hits] == [en.memory.id]
+        patched = await hy.update("tg:42", zh.memory.id, metadata={"topic": None, "pinned": True})
+        assert patched.metadata == {"lang": "zh", "pinned": True} and patched.version == 1
+        done = await hy.update_many("tg:42", [{"id": zh.memory.id, "text": "煤球是一只黑猫"},
+                                              {"id": theirs.memory.id, "text": "不该改"}])
+        assert [(r.id, r.status) for r in done] == [(zh.memory.id, "updated"), (theirs.memory.id, "not_found")]
+        assert isinstance(done[0], BatchResult) and done[0].memory.version == 2
+        gone = await hy.delete_many("tg:42", [theirs.memory.id, "nosuchid1"])
+        assert {r.status for r in gone} == {"not_found"}
+        assert (await hy.get("tg:43", theirs.memory.id)).text == ZH
+        with pytest.raises(BadRequest):
+            await hy.forget_scope("tg:42", confirm="tg:43")
+        assert await hy.forget_scope("tg:42", confirm="tg:42", chat="tg:group:-100") == 1
+        assert [m.id for m in (await hy.list("tg:42")).items] == [zh.memory.id]
+        assert await hy.forget_scope("tg:42", confirm="tg:42") == 1
+    member = app.state.pipeline.core.store.create_api_key("default", "member", "tg:43")[1]
+    async with _asgi(app, member) as hy:
+        with pytest.raises(ForbiddenError):
+            await hy.forget_scope("tg:43", confirm="tg:43")
+
+
 # -- newcomer faults: lone surrogates and a gateway that is down ------------------------------
 
 

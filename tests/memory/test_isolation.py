@@ -134,7 +134,8 @@ def _history_in_chat(core, tenant: str, asker: str, chat: ChatRef, memory_id: st
 
 
 class IsolationMachine(RuleBasedStateMachine):
-    """Random add / keyed add (latest wins) / restating a keyed fact in a private
+    """Random add / keyed add (latest wins) / tag, filtered list and recall, batch
+    forget naming another namespace's ids, an admin's forget of one group / restating a keyed fact in a private
     chat or one of two groups / update / history / history shown in a chat /
     recall (with the association channel off, on, and dominant) / links made from
     ids of two namespaces / ids recalled together (with a foreign one) / reindex /
@@ -171,6 +172,7 @@ class IsolationMachine(RuleBasedStateMachine):
         # (None: unknown, e.g. added with no origin — shown in no group)
         self.said_in: dict[str, list[str | None]] = {}
         self.cites: dict[str, set[str]] = {}  # consolidated memory id → the fragment ids it cites
+        self.tags: dict[str, str] = {}  # memory id → its metadata "tag" (issue 26 item 17)
 
     def _stored(self, ns, r, chat: ChatRef | None = None):
         if r.action == "rejected":  # said in the same instant as a forget of the same text
@@ -368,6 +370,73 @@ class IsolationMachine(RuleBasedStateMachine):
         foreign = [m for other in self.spaces if other != ns for m in sorted(self.live[other])][:1]
         mine = sorted(self.live[ns])
         self.core.mark_recalled(ns, [mine[p % len(mine)] for p in picks] + foreign if mine else foreign)
+
+    # -- metadata filters, batches and scoped forgets (issue 26 item 17) --
+
+    def _gone(self, ns: Namespace, ids) -> None:
+        """``ids`` of ``ns`` forgotten, with the abstractions citing one of them (they go along)."""
+        gone = set(ids)
+        gone |= {c for c, sources in self.cites.items() if sources & gone}
+        for m in gone:
+            self.live[ns].discard(m)
+            self.versions.pop(m, None)
+            self.said_in.pop(m, None)
+            self.cites.pop(m, None)
+            self.tags.pop(m, None)
+
+    @rule(i=st.integers(0, 4), j=st.integers(0, 4), pick=st.integers(0, 50), tag=st.sampled_from(["a", "b"]))
+    def tag(self, i, j, pick, tag):
+        """Tag one memory of ``ns``; tagging it through another namespace is NotFound and changes nothing."""
+        ns, other = self.spaces[i], self.spaces[j]
+        if not self.live[ns]:
+            return
+        mid = sorted(self.live[ns])[pick % len(self.live[ns])]
+        if other != ns:
+            with pytest.raises(NotFoundError):
+                self.core.set_metadata(other, mid, {"tag": "x"})
+        assert self.core.set_metadata(ns, mid, {"tag": tag}).metadata["tag"] == tag
+        self.tags[mid] = tag
+
+    @rule(i=st.integers(0, 4), tag=st.sampled_from(["a", "b"]), q=st.sampled_from(["猫", "咖啡", "hiking", "我"]),
+          exact_max=st.sampled_from([0, EXACT_MAX]))
+    def filtered(self, i, tag, q, exact_max):
+        """A filtered listing is exactly this namespace's memories with the tag (the same tags live in
+        the other namespaces); a filtered recall returns only those."""
+        ns = self.spaces[i]
+        expected = {m for m in self.live[ns] if self.tags.get(m) == tag}
+        assert set(self.core.filtered_ids(ns, {"tag": tag})) == expected
+        total, page = self.core.find(ns, {"tag": [tag]}, limit=100)
+        assert total == len(expected) and {m.id for m in page} == expected and {m.namespace for m in page} <= {ns}
+        hits = self.core.recall(ns, [q], params=RecallParams(k=10, exact_max=exact_max), filters={"tag": tag})
+        assert {h.memory.id for h in hits} <= expected and {h.memory.namespace for h in hits} <= {ns}
+
+    @rule(i=st.integers(0, 4), j=st.integers(0, 4), picks=st.lists(st.integers(0, 50), min_size=1, max_size=4))
+    def forget_batch(self, i, j, picks):
+        """A batch forget in ``ns`` naming ids of ``ns`` and of ``other``: only the ones of ``ns`` go."""
+        ns, other = self.spaces[i], self.spaces[j]
+        pool = sorted(self.live[ns]) + sorted(self.live[other] if other != ns else ())
+        if not pool:
+            return
+        ids = [pool[p % len(pool)] for p in picks]
+        done = self.core.forget_many(ns, ids, purge=False)  # the index purge is covered by test_lifecycle
+        for mid, ok in done.items():
+            assert ok == (mid in self.live[ns]), (mid, ok)
+            if ok:
+                self._gone(ns, [mid])
+
+    @rule(i=st.integers(0, 4), where=st.sampled_from([0, 1]))
+    def forget_group(self, i, where):
+        """An admin forgets what ``ns`` said in one group: exactly the memories listed there go (with the
+        abstractions citing them); the person's others and every other namespace stay."""
+        from memory.admin import forget_scope
+
+        ns, group = self.spaces[i], GROUPS[where].group_key
+        there = {m.id for m in self.core.store.list_in_group(ns, group, limit=10_000)}
+        assert there <= self.live[ns]
+        n = forget_scope(self.core, ns, Authority("test", self.tenant), group)
+        assert n <= len(there)
+        self._gone(ns, there)
+        assert self.core.store.list_in_group(ns, group) == []
 
     @rule()
     def reindex_tenant(self):

@@ -100,6 +100,8 @@ def test_previous_release_database_upgrades_at_start_up_without_losing_a_row(bac
         # the rows read back through today's code, Chinese, traditional, emoji and all
         assert store.get(ZH, "a1b2c3d4e5f6").text == "我养了一只叫煤球的猫🐈"
         assert store.get(ZH, "a1b2c3d4e5f6").context == ""  # revision 0008: rows before it answered nothing
+        assert store.get(ZH, "a1b2c3d4e5f6").metadata == {}  # revision 0009: no tags before it
+        assert inspect(store.engine).has_table("change_events", schema=schema)
         assert store.get(ZH, "0123456789ab").text == "我現在改喝拿铁了"
         assert "我喜歡喝美式咖啡，不加糖。" in [m.text for m in store.history(ZH, "0123456789ab")]
         assert store.get(EN, "c0ffee000001").text == "I run 5 km every morning 🏃"

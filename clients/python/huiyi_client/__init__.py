@@ -33,7 +33,7 @@ from urllib.parse import quote
 import httpx
 
 __all__ = ["AsyncHuiyi", "Huiyi", "Memory", "ScoreParts", "Hit", "Page", "AddResult", "ImportResult",
-           "Recollection", "Turn", "Message", "HuiyiError", "BadRequest", "AuthError", "ForbiddenError",
+           "Recollection", "Turn", "Message", "BatchResult", "HuiyiError", "BadRequest", "AuthError", "ForbiddenError",
            "NotFound", "Unavailable", "Unreachable", "DEFAULT_URL"]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -125,7 +125,8 @@ def _dt(value: str | None) -> datetime | None:
 @dataclass(frozen=True, slots=True)
 class Memory:
     """One memory: valence in [-1, 1], arousal and importance in [0, 1], times
-    timezone-aware; ``origin`` the chat key it was learned in; ``version`` ≥ 1."""
+    timezone-aware; ``origin`` the chat key it was learned in; ``version`` ≥ 1;
+    ``metadata`` the caller's tags (string keys to str / int / float / bool)."""
 
     id: str
     subject: str
@@ -145,6 +146,7 @@ class Memory:
     valid_to: datetime | None
     event_time: datetime | None
     recalled_at: tuple[datetime, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict, hash=False)
 
     @classmethod
     def of(cls, d: Mapping[str, Any]) -> Memory:
@@ -154,7 +156,8 @@ class Memory:
                    created_at=_dt(d.get("created_at")), updated_at=_dt(d.get("updated_at")),
                    valid_from=_dt(d.get("valid_from")), valid_to=_dt(d.get("valid_to")),
                    event_time=_dt(d.get("event_time")),
-                   recalled_at=tuple(t for t in map(_dt, d.get("recalled_at") or ()) if t is not None))
+                   recalled_at=tuple(t for t in map(_dt, d.get("recalled_at") or ()) if t is not None),
+                   metadata=dict(d.get("metadata") or {}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +279,22 @@ def _messages(items: Iterable[Message | str]) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchResult:
+    """One item of a batch: ``status`` ``updated``, ``forgotten``, ``not_found``
+    (no such memory of this person: nothing was done) or ``conflict`` (an edit's
+    text is what another memory holds: nothing was done); ``memory`` after an update."""
+
+    id: str
+    status: str
+    memory: Memory | None = None
+
+
+def _batch(d: Mapping[str, Any]) -> list[BatchResult]:
+    return [BatchResult(r["id"], r["status"], Memory.of(r["memory"]) if r.get("memory") else None)
+            for r in d["results"]]
+
+
+@dataclass(frozen=True, slots=True)
 class _Call(Generic[T]):
     method: str
     path: str
@@ -326,24 +345,43 @@ class _Calls:
         return _clean({"tenant": self.tenant, **params})
 
     def capture(self, subject: str, messages: Iterable[Message | str], chat: str | None, infer: bool,
-                extractor: str, to_tail: bool) -> _Call[list[AddResult]]:
+                extractor: str, to_tail: bool, metadata: Mapping[str, Any] | None = None) -> _Call[list[AddResult]]:
         body = {"messages": _messages(messages), "chat": chat, "infer": infer, "extractor": extractor,
-                "to_tail": to_tail}
+                "to_tail": to_tail, "metadata": dict(metadata) if metadata is not None else None}
         return _Call("POST", _subject(subject) + "/memories", _adds, self._q(), _clean(body))
 
-    def search(self, subject: str, query: str, k: int, chat: str | None, explain: bool) -> _Call[list[Hit]]:
-        body = _clean({"query": query, "k": k, "chat": chat, "explain": explain})
+    def search(self, subject: str, query: str, k: int, chat: str | None, explain: bool,
+               filters: Mapping[str, Any] | None = None) -> _Call[list[Hit]]:
+        body = _clean({"query": query, "k": k, "chat": chat, "explain": explain,
+                       "filters": dict(filters) if filters else None})
         return _Call("POST", _subject(subject) + "/search", lambda d: [Hit.of(h) for h in d["hits"]], self._q(), body)
 
-    def list(self, subject: str, limit: int, offset: int, chat: str | None) -> _Call[Page]:
-        return _Call("GET", _subject(subject) + "/memories", _page, self._q(limit=limit, offset=offset, chat=chat))
+    def list(self, subject: str, limit: int, offset: int, chat: str | None,
+             filters: Mapping[str, Any] | None = None) -> _Call[Page]:
+        import json
+
+        wanted = json.dumps(dict(filters), ensure_ascii=False) if filters else None
+        return _Call("GET", _subject(subject) + "/memories", _page,
+                     self._q(limit=limit, offset=offset, chat=chat, filters=wanted))
 
     def get(self, subject: str, memory_id: str, chat: str | None) -> _Call[Memory]:
         return _Call("GET", f"{_subject(subject)}/memories/{_mid(memory_id)}", Memory.of, self._q(chat=chat))
 
-    def update(self, subject: str, memory_id: str, text: str) -> _Call[Memory]:
+    def update(self, subject: str, memory_id: str, text: str | None,
+               metadata: Mapping[str, Any] | None = None) -> _Call[Memory]:
         return _Call("PATCH", f"{_subject(subject)}/memories/{_mid(memory_id)}", Memory.of, self._q(),
-                     {"text": text})
+                     _clean({"text": text, "metadata": dict(metadata) if metadata is not None else None}))
+
+    def update_many(self, subject: str, items: Iterable[Mapping[str, Any]]) -> _Call[list[BatchResult]]:
+        return _Call("POST", _subject(subject) + "/memories/batch-update", _batch, self._q(),
+                     {"items": [dict(i) for i in items]})
+
+    def delete_many(self, subject: str, ids: Iterable[str]) -> _Call[list[BatchResult]]:
+        return _Call("POST", _subject(subject) + "/memories/batch-forget", _batch, self._q(), {"ids": list(ids)})
+
+    def forget_scope(self, subject: str, confirm: str, chat: str | None) -> _Call[int]:
+        return _Call("DELETE", _subject(subject) + "/memories", lambda d: d["forgotten"],
+                     self._q(confirm=confirm, chat=chat))
 
     def delete(self, subject: str, memory_id: str) -> _Call[None]:
         return _Call("DELETE", f"{_subject(subject)}/memories/{_mid(memory_id)}", lambda d: None, self._q())
@@ -423,27 +461,47 @@ class AsyncHuiyi:
         await self.aclose()
 
     async def capture(self, subject: str, messages: Iterable[Message | str], *, chat: str | None = None,
-                      infer: bool = True, extractor: str = "auto", to_tail: bool = True) -> list[AddResult]:
+                      infer: bool = True, extractor: str = "auto", to_tail: bool = True,
+                      metadata: Mapping[str, Any] | None = None) -> list[AddResult]:
         """Learn from the person's messages (strings are their own lines); with ``chat``
-        they are learned there and join its tail unless ``to_tail`` is False."""
-        return await self._run(self._calls.capture(subject, messages, chat, infer, extractor, to_tail))
+        they are learned there and join its tail unless ``to_tail`` is False; ``metadata``
+        (at most 16 keys to str / int / float / bool) joins every memory the call stores or finds."""
+        return await self._run(self._calls.capture(subject, messages, chat, infer, extractor, to_tail, metadata))
 
     async def search(self, subject: str, query: str, *, k: int = 8, chat: str | None = None,
-                     explain: bool = False) -> list[Hit]:
-        """Hybrid search, best first; ``explain`` adds the score components."""
-        return await self._run(self._calls.search(subject, query, k, chat, explain))
+                     explain: bool = False, filters: Mapping[str, Any] | None = None) -> list[Hit]:
+        """Hybrid search, best first; ``explain`` adds the score components; ``filters``
+        (``{"topic": "pets"}``, ``{"topic": ["pets", "food"]}``) keeps memories whose metadata matches."""
+        return await self._run(self._calls.search(subject, query, k, chat, explain, filters))
 
-    async def list(self, subject: str, *, limit: int = 50, offset: int = 0, chat: str | None = None) -> Page:
-        """A page of memories, newest first."""
-        return await self._run(self._calls.list(subject, limit, offset, chat))
+    async def list(self, subject: str, *, limit: int = 50, offset: int = 0, chat: str | None = None,
+                   filters: Mapping[str, Any] | None = None) -> Page:
+        """A page of memories, newest first; ``filters`` as in ``search``."""
+        return await self._run(self._calls.list(subject, limit, offset, chat, filters))
 
     async def get(self, subject: str, memory_id: str, *, chat: str | None = None) -> Memory:
         """One memory; NotFound when it is not this person's (or not shown in ``chat``)."""
         return await self._run(self._calls.get(subject, memory_id, chat))
 
-    async def update(self, subject: str, memory_id: str, text: str) -> Memory:
-        """Edit: a new version with ``text``; the old one stays in the history."""
-        return await self._run(self._calls.update(subject, memory_id, text))
+    async def update(self, subject: str, memory_id: str, text: str | None = None, *,
+                     metadata: Mapping[str, Any] | None = None) -> Memory:
+        """Edit: a new version with ``text`` (the old one stays in the history) and/or a
+        ``metadata`` patch (in place; a key set to None is removed)."""
+        return await self._run(self._calls.update(subject, memory_id, text, metadata))
+
+    async def update_many(self, subject: str, items: Iterable[Mapping[str, Any]]) -> list[BatchResult]:
+        """Edit up to 100 memories (``{"id", "text"?, "metadata"?}`` each), answered per item:
+        ``updated`` or ``not_found`` (never another person's). A bad item: BadRequest, nothing changed."""
+        return await self._run(self._calls.update_many(subject, items))
+
+    async def delete_many(self, subject: str, ids: Iterable[str]) -> list[BatchResult]:
+        """Forget up to 100 memories, answered per item: ``forgotten`` or ``not_found``."""
+        return await self._run(self._calls.delete_many(subject, ids))
+
+    async def forget_scope(self, subject: str, *, confirm: str, chat: str | None = None) -> int:
+        """Admin key: forget the person's memories — all of them, or with a group ``chat`` what they
+        said there; ``confirm`` must repeat ``subject``. Returns how many were forgotten."""
+        return await self._run(self._calls.forget_scope(subject, confirm, chat))
 
     async def delete(self, subject: str, memory_id: str) -> None:
         """Forget one memory for good (it is not learned again from older messages)."""
@@ -519,26 +577,41 @@ class Huiyi:
         self.close()
 
     def capture(self, subject: str, messages: Iterable[Message | str], *, chat: str | None = None,
-                infer: bool = True, extractor: str = "auto", to_tail: bool = True) -> list[AddResult]:
+                infer: bool = True, extractor: str = "auto", to_tail: bool = True,
+                metadata: Mapping[str, Any] | None = None) -> list[AddResult]:
         """See ``AsyncHuiyi.capture``."""
-        return self._run(self._calls.capture(subject, messages, chat, infer, extractor, to_tail))
+        return self._run(self._calls.capture(subject, messages, chat, infer, extractor, to_tail, metadata))
 
     def search(self, subject: str, query: str, *, k: int = 8, chat: str | None = None,
-               explain: bool = False) -> list[Hit]:
+               explain: bool = False, filters: Mapping[str, Any] | None = None) -> list[Hit]:
         """See ``AsyncHuiyi.search``."""
-        return self._run(self._calls.search(subject, query, k, chat, explain))
+        return self._run(self._calls.search(subject, query, k, chat, explain, filters))
 
-    def list(self, subject: str, *, limit: int = 50, offset: int = 0, chat: str | None = None) -> Page:
+    def list(self, subject: str, *, limit: int = 50, offset: int = 0, chat: str | None = None,
+             filters: Mapping[str, Any] | None = None) -> Page:
         """See ``AsyncHuiyi.list``."""
-        return self._run(self._calls.list(subject, limit, offset, chat))
+        return self._run(self._calls.list(subject, limit, offset, chat, filters))
 
     def get(self, subject: str, memory_id: str, *, chat: str | None = None) -> Memory:
         """See ``AsyncHuiyi.get``."""
         return self._run(self._calls.get(subject, memory_id, chat))
 
-    def update(self, subject: str, memory_id: str, text: str) -> Memory:
+    def update(self, subject: str, memory_id: str, text: str | None = None, *,
+               metadata: Mapping[str, Any] | None = None) -> Memory:
         """See ``AsyncHuiyi.update``."""
-        return self._run(self._calls.update(subject, memory_id, text))
+        return self._run(self._calls.update(subject, memory_id, text, metadata))
+
+    def update_many(self, subject: str, items: Iterable[Mapping[str, Any]]) -> list[BatchResult]:
+        """See ``AsyncHuiyi.update_many``."""
+        return self._run(self._calls.update_many(subject, items))
+
+    def delete_many(self, subject: str, ids: Iterable[str]) -> list[BatchResult]:
+        """See ``AsyncHuiyi.delete_many``."""
+        return self._run(self._calls.delete_many(subject, ids))
+
+    def forget_scope(self, subject: str, *, confirm: str, chat: str | None = None) -> int:
+        """See ``AsyncHuiyi.forget_scope``."""
+        return self._run(self._calls.forget_scope(subject, confirm, chat))
 
     def delete(self, subject: str, memory_id: str) -> None:
         """See ``AsyncHuiyi.delete``."""

@@ -85,15 +85,23 @@ BODIES = {
     ("POST", "/v1/subjects/{subject}/import"): {"memories": [{"id": "x1", "text": EN_FACT}]},
     ("POST", "/v1/subjects/{subject}/recollection"): {"query": "我的猫"},
     ("POST", "/v1/subjects/{subject}/replies"): {"text": "煤球今天怎么样？"},
+    ("POST", "/v1/subjects/{subject}/memories/batch-update"): {"items": [{"id": "abc123def456", "text": "煤球"}]},
+    ("POST", "/v1/subjects/{subject}/memories/batch-forget"): {"ids": ["abc123def456"]},
     ("POST", "/v1/withdrawals"): {"withdrawal": {"platform": "tg", "message_id": "m1", "sender_id": "42",
                                                  "chat_kind": "private", "chat_id": "42"}},
 }
 
 
+#: Query parameters a route needs besides the caller (the confirmation of a scoped forget).
+PARAMS = {("DELETE", "/v1/subjects/{subject}/memories"): lambda subject: {"confirm": subject}}
+
+
 def call(c: TestClient, method: str, path: str, *, subject="tg:42", memory_id="abc123def456", params=None,
          body=None):
     body = BODIES.get((method, path)) if body is None else body
-    return c.request(method, fill(path, subject, memory_id), params=params, json=body)
+    need = PARAMS.get((method, path))
+    params = {**(need(subject) if need else {}), **(params or {})}
+    return c.request(method, fill(path, subject, memory_id), params=params or None, json=body)
 
 
 def test_every_v1_route_is_listed_with_a_body_when_it_takes_one():
@@ -484,3 +492,122 @@ def test_a_withdrawal_retracts_what_the_message_taught_and_a_member_key_withdraw
     assert text not in [line.text for line in tail]
     bad = {**withdrawal, "chat_id": "1' OR 1=1"}
     assert admin.post("/v1/withdrawals", json={"withdrawal": bad}).status_code == 400
+
+
+# -- metadata, batches, scoped forgets (issue 26 item 17) ---------------------------
+
+
+def test_metadata_is_set_shown_and_filtered_within_one_person(app):
+    """Tags set at capture (inferred zh, verbatim en), shown in list, get and export, kept by import;
+    list and search filtered on them see only this person's matching memories (another person with the
+    same tags never shows); bad tags or filters are 400 and write nothing."""
+    import json
+
+    c = client_for(app, REMOTE, new_key(app))
+    zh = c.post("/v1/subjects/tg:42/memories", json={"metadata": {"source": "crm", "lang": "zh"},
+                                                     "messages": [{"text": ZH_FACT}]}).json()["results"][0]
+    en = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "metadata": {"lang": "en", "pinned": True},
+                                                     "messages": [{"text": EN_FACT}]}).json()["results"][0]
+    assert zh["memory"]["metadata"] == {"lang": "zh", "source": "crm"}
+    assert en["memory"]["metadata"] == {"lang": "en", "pinned": True}
+    c.post("/v1/subjects/tg:43/memories", json={"infer": False, "metadata": {"lang": "zh", "source": "crm"},
+                                                "messages": [{"text": ZH_FACT}]})
+    page = c.get("/v1/subjects/tg:42/memories", params={"filters": json.dumps({"lang": "zh"})}).json()
+    assert page["total"] == 1 and [m["id"] for m in page["items"]] == [zh["memory"]["id"]]
+    both = c.get("/v1/subjects/tg:42/memories", params={"filters": json.dumps({"lang": ["zh", "en"]})}).json()
+    assert both["total"] == 2 and {m["subject"] for m in both["items"]} == {"tg:42"}
+    assert c.get("/v1/subjects/tg:42/memories", params={"filters": '{"pinned": 1}'}).json()["total"] == 0
+    hits = c.post("/v1/subjects/tg:42/search", json={"query": "煤球 hiking", "filters": {"pinned": True}}).json()["hits"]
+    assert [h["memory"]["id"] for h in hits] == [en["memory"]["id"]]
+    assert c.post("/v1/subjects/tg:42/search", json={"query": "煤球", "filters": {"lang": "fr"}}).json()["hits"] == []
+    assert c.get(f"/v1/subjects/tg:42/memories/{en['memory']['id']}").json()["metadata"]["pinned"] is True
+    doc = c.get("/v1/subjects/tg:42/export").json()
+    assert {m["id"]: m["metadata"] for m in doc["memories"]}[zh["memory"]["id"]] == {"lang": "zh", "source": "crm"}
+    imported = c.post("/v1/subjects/qq:10001/import", json=doc).json()["results"]
+    assert c.get(f"/v1/subjects/qq:10001/memories/{imported[0]['memory_id']}").json()["metadata"]
+    before = store(app).count(Namespace("default", "tg:42"))
+    for bad in ({"infer": False, "metadata": {"bad key": 1}, "messages": [{"text": "新的事情"}]},
+                {"infer": False, "metadata": {"k": None}, "messages": [{"text": "new thing"}]},
+                {"infer": False, "metadata": {f"k{i}": i for i in range(17)}, "messages": [{"text": "new"}]}):
+        assert c.post("/v1/subjects/tg:42/memories", json=bad).status_code == 400
+    assert store(app).count(Namespace("default", "tg:42")) == before
+    for bad in ("not json", "[1]", '{"k": []}', '{"k": {"a": 1}}'):
+        r = c.get("/v1/subjects/tg:42/memories", params={"filters": bad})
+        assert r.status_code == 400 and bad not in r.text
+    assert c.post("/v1/subjects/tg:42/search", json={"query": "x", "filters": {"k": [[1]]}}).status_code == 400
+    patched = c.patch(f"/v1/subjects/tg:42/memories/{en['memory']['id']}",
+                      json={"metadata": {"pinned": None, "topic": "旅行"}}).json()
+    assert patched["metadata"] == {"lang": "en", "topic": "旅行"} and patched["version"] == 1
+    assert c.patch(f"/v1/subjects/tg:42/memories/{en['memory']['id']}", json={}).status_code == 400
+
+
+def test_batches_answer_per_item_and_never_touch_another_persons_ids(app):
+    """batch-forget and batch-update of tg:42 with tg:43's ids and unknown ones: those answer not_found and
+    stay as they were; a member key does the same for its own person; a bad item is 400, nothing changed."""
+    admin = client_for(app, REMOTE, new_key(app))
+    mine = [admin.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": t}]})
+            .json()["results"][0]["memory"]["id"] for t in (ZH_FACT, EN_FACT, "我在上海做程序员")]
+    theirs = admin.post("/v1/subjects/tg:43/memories", json={"infer": False, "messages": [{"text": ZH_FACT}]}
+                        ).json()["results"][0]["memory"]["id"]
+    member = client_for(app, REMOTE, new_key(app, scope="member", subject="tg:42"))
+    r = member.post("/v1/subjects/tg:42/memories/batch-update", json={"items": [
+        {"id": mine[0], "text": "我的猫叫雪球"}, {"id": mine[1], "metadata": {"topic": "travel"}},
+        {"id": theirs, "text": "不该改到别人"}]})
+    assert [(x["id"], x["status"]) for x in r.json()["results"]] == [
+        (mine[0], "updated"), (mine[1], "updated"), (theirs, "not_found")]
+    assert r.json()["results"][0]["memory"]["version"] == 2 and r.json()["results"][1]["memory"]["version"] == 1
+    assert admin.get(f"/v1/subjects/tg:43/memories/{theirs}").json()["text"] == ZH_FACT
+    for bad in ({"items": [{"id": mine[0], "text": "a"}, {"id": mine[0], "text": "b"}]},
+                {"items": [{"id": mine[0], "text": "a"}, {"id": mine[1], "metadata": {"bad key": 1}}]},
+                {"items": [{"id": mine[0]}]}, {"items": []}, {"items": [{"id": "x y", "text": "a"}]}):
+        assert member.post("/v1/subjects/tg:42/memories/batch-update", json=bad).status_code == 400
+    assert admin.get(f"/v1/subjects/tg:42/memories/{mine[0]}").json()["text"] == "我的猫叫雪球"
+    r = member.post("/v1/subjects/tg:42/memories/batch-forget", json={"ids": [mine[0], theirs, "nosuchid1", mine[1]]})
+    assert [(x["id"], x["status"]) for x in r.json()["results"]] == [
+        (mine[0], "forgotten"), (theirs, "not_found"), ("nosuchid1", "not_found"), (mine[1], "forgotten")]
+    assert [m["id"] for m in admin.get("/v1/subjects/tg:42/memories").json()["items"]] == [mine[2]]
+    assert admin.get(f"/v1/subjects/tg:43/memories/{theirs}").status_code == 200
+    assert member.post("/v1/subjects/tg:43/memories/batch-forget", json={"ids": [theirs]}).status_code == 403
+    assert member.post("/v1/subjects/tg:42/memories/batch-forget", json={"ids": ["a"] * 101}).status_code == 400
+    again = admin.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [
+        {"text": EN_FACT, "timestamp": "2026-01-01T00:00:00Z"}]}).json()["results"][0]
+    assert (again["action"], again["reason"]) == ("rejected", "tombstone")  # forgotten as every forget
+
+
+def test_forget_by_scope_needs_an_admin_key_and_its_confirmation(app):
+    """DELETE /memories: a member key is 403 even on its own person; no or a wrong confirm, or a private chat,
+    is 400 and forgets nothing; with a group chat only what was said in that group goes; without, everything."""
+    admin = client_for(app, REMOTE, new_key(app))
+    admin.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": ZH_FACT}]})
+    admin.post("/v1/subjects/tg:42/memories", json={"infer": False, "chat": "tg:group:-100",
+                                                    "messages": [{"text": EN_FACT}]})
+    admin.post("/v1/subjects/tg:42/memories", json={"infer": False, "chat": "tg:group:-200",
+                                                    "messages": [{"text": "週末我常去爬山"}]})
+    ns = Namespace("default", "tg:42")
+    member = client_for(app, REMOTE, new_key(app, scope="member", subject="tg:42"))
+    assert member.delete("/v1/subjects/tg:42/memories", params={"confirm": "tg:42"}).status_code == 403
+    for params in ({}, {"confirm": "tg:43"}, {"confirm": "tg:42", "chat": "tg:private:42"}):
+        assert admin.delete("/v1/subjects/tg:42/memories", params=params).status_code == 400
+    # a chat that is not the subject's: ChatMismatch, 409 like every route (issue 26 item 15)
+    assert admin.delete("/v1/subjects/tg:42/memories", params={"confirm": "tg:42", "chat": "qq:group:-100"}) \
+        .status_code == 409
+    assert store(app).count(ns) == 3
+    r = admin.delete("/v1/subjects/tg:42/memories", params={"confirm": "tg:42", "chat": "tg:group:-100"})
+    assert r.json() == {"subject": "tg:42", "chat": "tg:group:-100", "forgotten": 1}
+    assert {m.text for m in store(app).list(ns)} == {ZH_FACT, "週末我常去爬山"}
+    assert admin.delete("/v1/subjects/tg:42/memories", params={"confirm": "tg:42"}).json()["forgotten"] == 2
+    assert store(app).count(ns) == 0
+
+
+def test_a_batch_item_whose_text_another_memory_holds_is_a_conflict_and_the_rest_are_done(app):
+    """batch-update: an item moved onto where the person lives (another memory holds it) answers conflict
+    and stays at version 1; the item beside it is updated (per-item results, not all-or-nothing)."""
+    c = client_for(app, REMOTE, new_key(app))
+    stored = lambda text: next(x["memory"] for x in c.post(  # noqa: E731
+        "/v1/subjects/tg:42/memories", json={"messages": [{"text": text}]}).json()["results"] if x["action"] == "stored")
+    stored("我住在北京")
+    tea, walk = stored("我喜欢绿茶"), stored("I love long walks by the sea")
+    r = c.post("/v1/subjects/tg:42/memories/batch-update", json={"items": [
+        {"id": tea["id"], "text": "我住在杭州"}, {"id": walk["id"], "metadata": {"lang": "en"}}]})
+    assert [(x["id"], x["status"]) for x in r.json()["results"]] == [(tea["id"], "conflict"), (walk["id"], "updated")]
+    assert c.get(f"/v1/subjects/tg:42/memories/{tea['id']}").json()["version"] == 1

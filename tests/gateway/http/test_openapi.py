@@ -136,7 +136,10 @@ def test_a_wrong_method_answers_405_with_every_method_of_the_path(running):
 def test_schemathesis_with_every_check_finds_nothing():
     """schemathesis' coverage phase (boundary and invalid values, unexpected methods) and a fuzzing pass (one
     example per operation) with every check, in process against the real app and an admin key: no 5xx, no
-    status, header or body outside the schema, no schema-valid request refused, no invalid one accepted."""
+    status, header or body outside the schema, no schema-valid request refused, no invalid one accepted.
+    Two operations hold what no schema can say, so their refusals of schema-valid values are expected:
+    ``filters`` of the memory list (a JSON object inside a query string), and ``confirm`` (the path's
+    subject again) and ``chat`` (a group of the person's platform) of the scoped forget."""
     from schemathesis.config import SchemathesisConfig
     from schemathesis.engine import Status, events, from_schema
     from schemathesis.python.asgi import shutdown_lifespans
@@ -147,6 +150,7 @@ def test_schemathesis_with_every_check_finds_nothing():
         "seed": 26, "request-timeout": 120, "generation": {"max-examples": 1, "database": "none"}, "checks": {"enabled": True},
         "phases": {"examples": {"enabled": False}, "stateful": {"enabled": False},
                    "coverage": {"enabled": True, "unexpected-methods": ["put"]}, "fuzzing": {"enabled": True}}})
+    unsayable = {"GET /v1/subjects/{subject}/memories", "DELETE /v1/subjects/{subject}/memories"}
     schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=config)  # starts the app's lifespan
     try:
         key = app.state.pipeline.core.store.create_api_key("default", "admin")[1]
@@ -161,7 +165,8 @@ def test_schemathesis_with_every_check_finds_nothing():
             for nodes in event.recorder.checks.values():
                 found += [f"{n.failure_info.failure.code} {event.recorder.label}: {n.failure_info.failure.title}\n"
                           f"{n.failure_info.code_sample}" for n in nodes
-                          if n.status == Status.FAILURE and n.failure_info is not None]
+                          if n.status == Status.FAILURE and n.failure_info is not None
+                          and not (n.failure_info.failure.code == "ST202" and event.recorder.label in unsayable)]
     finally:
         shutdown_lifespans()
     assert len(tested) >= 13

@@ -1,0 +1,164 @@
+"""Change events out: a tenant's memory changes reach a real loopback HTTP receiver,
+signed (Standard Webhooks, HMAC-SHA256), in order, with ids and no text; a failing
+receiver gets retries with backoff and is given up after max_attempts; a tenant
+without a URL leaves no event."""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from fastapi.testclient import TestClient
+from standardwebhooks import Webhook, WebhookVerificationError
+
+from gateway.config import ChangeEventSettings, TenantSettings, load_settings
+from gateway.http.app import create_app
+
+LOOPBACK = ("127.0.0.1", 50000)
+ZH, EN = "我养了一只叫煤球的黑猫", "I love hiking in the Alps every summer"
+SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+class Receiver:
+    """A real HTTP server on loopback that records each POST (headers, body) and
+    answers ``fail`` (a list of status codes) first, then 204."""
+
+    def __init__(self, fail: list[int] | None = None) -> None:
+        self.got: list[tuple[dict[str, str], bytes]] = []
+        self.fail = list(fail or [])
+        self.seen = threading.Condition()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                with receiver.seen:
+                    receiver.got.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                    status = receiver.fail.pop(0) if receiver.fail else 204
+                    receiver.seen.notify_all()
+                self.send_response(status)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks/huiyi"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait(self, n: int, timeout: float = 20.0) -> list[tuple[dict[str, str], bytes]]:
+        deadline = time.monotonic() + timeout
+        with self.seen:
+            while len(self.got) < n and time.monotonic() < deadline:
+                self.seen.wait(0.1)
+            return list(self.got)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def _app(url: str, **hook):
+    settings = load_settings(tenants={
+        "default": TenantSettings(language="en", change_events=ChangeEventSettings(url=url, secret=SECRET, **hook)),
+        "quiet": TenantSettings()})
+    return create_app(settings)
+
+
+def _delivered(got):
+    """The verified bodies of ``got`` (each signature checked with the tenant's secret)."""
+    return [Webhook(SECRET).verify(body, headers) for headers, body in got]
+
+
+def test_changes_reach_the_receiver_signed_in_order_with_ids_and_no_text(receiver):
+    """Capture (zh, en), edit, tag, forget through /v1: added, added, changed, changed, forgotten arrive
+    in order, each verified with the secret (and refused with another), carrying the namespace, id and
+    version and none of the texts; a tenant without a URL leaves no event."""
+    app = _app(receiver.url)
+    with TestClient(app, client=LOOPBACK) as c:
+        zh = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": ZH}]}).json()
+        en = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": EN}]}).json()
+        zid, eid = zh["results"][0]["memory"]["id"], en["results"][0]["memory"]["id"]
+        assert c.patch(f"/v1/subjects/tg:42/memories/{zid}", json={"text": "我的猫叫雪球"}).status_code == 200
+        assert c.patch(f"/v1/subjects/tg:42/memories/{eid}", json={"metadata": {"topic": "travel"}}).status_code == 200
+        assert c.delete(f"/v1/subjects/tg:42/memories/{zid}").status_code == 200
+        c.post("/v1/subjects/tg:7/memories", params={"tenant": "quiet"},
+               json={"infer": False, "messages": [{"text": ZH}]})
+        got = receiver.wait(5)
+        store = app.state.pipeline.core.store
+        assert store.pending_events("quiet") == 0
+    bodies = _delivered(got)
+    assert [(b["type"], b["data"]["memory_id"], b["data"]["version"]) for b in bodies] == [
+        ("memory.added", zid, 1), ("memory.added", eid, 1), ("memory.changed", zid, 2),
+        ("memory.changed", eid, 1), ("memory.forgotten", zid, 0)]
+    assert {(b["data"]["tenant"], b["data"]["namespace"], b["data"]["subject"]) for b in bodies} == {
+        ("default", "default/tg:42", "tg:42")}
+    raw = b"".join(body for _, body in got).decode("utf-8")
+    for said in (ZH, EN, "煤球", "雪球", "hiking", "travel"):
+        assert said not in raw
+    headers, body = got[0]
+    assert headers["webhook-id"].startswith("evt_") and headers["content-type"] == "application/json"
+    other = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    with pytest.raises(WebhookVerificationError):
+        Webhook(other).verify(body, headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(SECRET).verify(body.replace(b"tg:42", b"tg:43"), headers)
+
+
+def test_a_failing_receiver_gets_retries_with_backoff_then_the_event_is_given_up():
+    """Two refusals (500, 503): the first event is tried again after the backoff with the same
+    webhook-id, later events wait behind it (order kept); with max_attempts the last one is given up."""
+    receiver = Receiver(fail=[500, 503])
+    try:
+        app = _app(receiver.url, backoff_s=0.2, max_attempts=3)
+        with TestClient(app, client=LOOPBACK) as c:
+            first = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": ZH}]}).json()
+            c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": EN}]})
+            got = receiver.wait(4)
+            sender = app.state.change_events
+            deadline = time.monotonic() + 10  # the receiver records a request before the sender reads its answer
+            while sender.delivered < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert sender.failed == 2 and sender.delivered == 2
+        ids = [h["webhook-id"] for h, _ in got]
+        assert ids[0] == ids[1] == ids[2] and ids[3] != ids[0]  # the same event three times, then the next
+        assert [json.loads(b)["data"]["memory_id"] for _, b in got][:3] == [first["results"][0]["memory"]["id"]] * 3
+        stamps = [int(h["webhook-timestamp"]) for h, _ in got]
+        assert stamps == sorted(stamps)
+    finally:
+        receiver.close()
+    dead = Receiver(fail=[500] * 10)
+    try:
+        app = _app(dead.url, backoff_s=0.1, max_attempts=2)
+        with TestClient(app, client=LOOPBACK) as c:
+            c.post("/v1/subjects/tg:43/memories", json={"infer": False, "messages": [{"text": EN}]})
+            dead.wait(2)
+            deadline = time.monotonic() + 10
+            while app.state.change_events.given_up < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert app.state.change_events.given_up == 1
+            assert app.state.pipeline.core.store.pending_events() == 0
+    finally:
+        dead.close()
+
+
+@pytest.mark.parametrize("bad", [dict(url="ftp://x/y", secret=SECRET), dict(url="http://127.0.0.1/h"),
+                                 dict(url="http://127.0.0.1/h", secret="whsec_c2hvcnQ="),
+                                 dict(url="http://127.0.0.1/h", secret=SECRET, events=["memory.read"])])
+def test_change_event_settings_refuse_what_cannot_be_sent(bad):
+    """Not http(s), no secret, a secret under 24 bytes, an unknown event: a configuration error."""
+    with pytest.raises(ValueError):
+        ChangeEventSettings(**bad)
