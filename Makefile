@@ -25,12 +25,14 @@ bench: $(STAMP)
 	$(PY) -m bench all
 
 # the three wheels — huiyi (the gateway), huiyi-client, nonebot-plugin-huiyi — into $(DIST)/, built offline
-# with the venv's setuptools (the test extra); install the plugin from them with
-#   pip install --find-links dist nonebot-plugin-huiyi
+# with the venv's setuptools (the test extra), leaving no build files in the tree; install the plugin from
+# them with  pip install --find-links dist nonebot-plugin-huiyi
+BUILT := build *.egg-info clients/python/build clients/python/*.egg-info clients/nonebot/build clients/nonebot/*.egg-info
 dist: $(STAMP)
-	rm -rf $(DIST) build clients/python/build clients/nonebot/build
+	rm -rf $(DIST) $(BUILT)
 	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir $(DIST) . ./clients/python ./clients/nonebot
+	rm -rf $(BUILT)
 	ls $(DIST)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info clients/*/build clients/*/*.egg-info
+	rm -rf $(VENV) dist $(BUILT)

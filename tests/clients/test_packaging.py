@@ -95,6 +95,10 @@ def test_make_dist_builds_the_three_wheels(tmp_path):
     assert "huiyi_client/__init__.py" in names["huiyi_client"]
     assert "nonebot_plugin_huiyi/embedded.py" in names["nonebot_plugin_huiyi"]
     assert not any(n.startswith(("tests/", "clients/")) for n in names["huiyi"])
+    left = [str(p.relative_to(ROOT)) for p in (ROOT / "build", ROOT / "clients" / "python" / "build",
+                                              ROOT / "clients" / "nonebot" / "build", *ROOT.glob("*.egg-info"),
+                                              *ROOT.glob("clients/*/*.egg-info")) if p.exists()]
+    assert left == [], left  # no build files left in the checkout
 
 
 def test_no_placeholder_address_ships_with_the_plugin():
