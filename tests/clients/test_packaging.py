@@ -81,11 +81,19 @@ print(json.dumps({'loaded': plugin is not None, 'plugin': nonebot_plugin_huiyi._
 
 
 def test_make_dist_builds_the_three_wheels(tmp_path):
-    """`make dist` (its venv taken as installed) builds huiyi, huiyi-client and nonebot-plugin-huiyi offline,
-    each wheel carrying its own packages and, for the gateway, its locales and migrations."""
+    """`make dist` (its venv taken as installed), in a copy of the checkout so that the suite's other workers
+    never see its build files, builds huiyi, huiyi-client and nonebot-plugin-huiyi offline, each wheel carrying
+    its own packages and, for the gateway, its locales and migrations, and leaves no build files behind."""
+    work = tmp_path / "checkout"
+    skip = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    for name in ("Makefile", "pyproject.toml", "README.md"):
+        work.mkdir(exist_ok=True)
+        shutil.copy2(ROOT / name, work / name)
+    for name in ("gateway", "bridges", "memory", "locales", "evals", "clients"):
+        shutil.copytree(ROOT / name, work / name, ignore=skip)
     dist = tmp_path / "dist"
     r = subprocess.run(["make", "-o", ".venv/.installed", "dist", f"PY={sys.executable}", f"DIST={dist}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+                       cwd=work, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     wheels = {p.name.split("-")[0]: p for p in dist.glob("*.whl")}
     assert set(wheels) == {"huiyi", "huiyi_client", "nonebot_plugin_huiyi"}, sorted(dist.iterdir())
@@ -95,9 +103,9 @@ def test_make_dist_builds_the_three_wheels(tmp_path):
     assert "huiyi_client/__init__.py" in names["huiyi_client"]
     assert "nonebot_plugin_huiyi/embedded.py" in names["nonebot_plugin_huiyi"]
     assert not any(n.startswith(("tests/", "clients/")) for n in names["huiyi"])
-    left = [str(p.relative_to(ROOT)) for p in (ROOT / "build", ROOT / "clients" / "python" / "build",
-                                              ROOT / "clients" / "nonebot" / "build", *ROOT.glob("*.egg-info"),
-                                              *ROOT.glob("clients/*/*.egg-info")) if p.exists()]
+    left = [str(p.relative_to(work)) for p in (work / "build", work / "clients" / "python" / "build",
+                                              work / "clients" / "nonebot" / "build", *work.glob("*.egg-info"),
+                                              *work.glob("clients/*/*.egg-info")) if p.exists()]
     assert left == [], left  # no build files left in the checkout
 
 
