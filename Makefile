@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+DIST   ?= dist
 
-.PHONY: run test bench install clean
+.PHONY: run test bench install dist clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,5 +24,15 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench all
 
+# the three wheels — huiyi (the gateway), huiyi-client, nonebot-plugin-huiyi — into $(DIST)/, built offline
+# with the venv's setuptools (the test extra), leaving no build files in the tree; install the plugin from
+# them with  pip install --find-links dist nonebot-plugin-huiyi
+BUILT := build *.egg-info clients/python/build clients/python/*.egg-info clients/nonebot/build clients/nonebot/*.egg-info
+dist: $(STAMP)
+	rm -rf $(DIST) $(BUILT)
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir $(DIST) . ./clients/python ./clients/nonebot
+	rm -rf $(BUILT)
+	ls $(DIST)
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) dist $(BUILT)

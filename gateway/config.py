@@ -9,8 +9,12 @@ then the TOML file — or every ``*.toml`` of the directory, in name order —
 named by ``HUIYI_CONFIG``, then the defaults. So a secret in the environment
 and a persona in the file both survive for the same tenant. A key that names
 no setting, in the file or in a ``HUIYI_`` variable, is an error naming it
-(``HUIYI_TEST_*`` is left to the test-suite). Nothing else in huiyi reads
-``os.environ``, but the CLI for the shell's locale (``gateway.cli.lang``).
+(``HUIYI_TEST_*`` is left to the test-suite), with the nearest valid name
+when one is close (``HUIYI_LLM_MODLE: unknown key (did you mean
+HUIYI_LLM_MODEL?)``), and a key of a TOML file is named with its file and line.
+``load_settings(environ=…)`` adds variables read elsewhere (a NoneBot bot's
+``.env``: ``nonebot_environ``) under the process environment. Nothing else in
+huiyi reads ``os.environ``, but the CLI for the shell's locale (``gateway.cli.lang``).
 
 Example TOML::
 
@@ -24,20 +28,27 @@ Example TOML::
 
 from __future__ import annotations
 
+import difflib
+import json
 import os
+import re
 import tomllib
+from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict,
                                TomlConfigSettingsSource)
+from pydantic_settings.sources.utils import parse_env_vars
 
 from gateway.errors import UnknownTenant
 from memory.types import SHARED_SENDERS, TENANT_RE, not_a_person, repair  # noqa: F401 (SHARED_SENDERS: re-exported)
 
-__all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "ConsolidationSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings", "RateLimitSettings", "TenantRateLimits", "ChangeEventSettings"]
+__all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "ConsolidationSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings", "RateLimitSettings", "TenantRateLimits", "ChangeEventSettings",
+           "nonebot_environ"]
 
 #: ``Field(json_schema_extra=SECRET)`` marks a secret: ``masked`` (``huiyi config
 #: check``) never prints its value.
@@ -656,7 +667,11 @@ class _StrictEnv(EnvSettingsSource):
     """The environment source, also reporting ``HUIYI_`` variables that name
     no top-level setting (pydantic-settings reports unknown keys only below a
     known one): they come back under their own name, so ``extra="forbid"``
-    refuses them."""
+    refuses them. Reads ``load_settings``'s ``environ`` under ``os.environ``."""
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        merged = {**_EXTRA_ENV.get(), **os.environ}
+        return parse_env_vars(merged, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
 
     def __call__(self) -> dict[str, Any]:
         data = super().__call__()
@@ -668,6 +683,10 @@ class _StrictEnv(EnvSettingsSource):
                     and name.split("__")[0] not in known and self.env_vars[var] != ""):
                 data[name.lower()] = self.env_vars[var]
         return data
+
+
+#: ``load_settings``'s ``environ`` while it builds Settings (read by ``_StrictEnv`` under ``os.environ``).
+_EXTRA_ENV: ContextVar[dict[str, str]] = ContextVar("huiyi_extra_env", default={})
 
 
 def _toml_files(where: object) -> list[Path]:
@@ -692,43 +711,62 @@ def _toml_files(where: object) -> list[Path]:
 
 
 def _env_name(loc: tuple) -> str | None:
-    """The ``HUIYI_`` variable that set key ``loc``, when one is set."""
+    """The ``HUIYI_`` variable that set key ``loc`` (or a key below it), when one is set."""
     keys = [str(k) for k in loc if not isinstance(k, int)]
     if len(keys) == 1 and keys[0].upper().startswith("HUIYI_"):
         return keys[0].upper()
     var = "HUIYI_" + "__".join(keys).upper()
-    return var if any(v.upper() == var for v in os.environ) else None
+    names = {v.upper() for v in (*os.environ, *_EXTRA_ENV.get())}
+    if var in names:
+        return var
+    below = sorted(n for n in names if n.startswith(var + "__"))
+    return below[0] if below else None
 
 
 def _one_line(exc: ValidationError, where: object) -> str:
     """A pydantic ValidationError as one line, each problem as
-    ``VARIABLE: message`` or ``key in FILE: message``, joined by ``; ``."""
+    ``VARIABLE: message`` or ``key in FILE line N: message`` (the TOML file of
+    ``where`` that holds the key), joined by ``; ``; an unknown key carries the
+    nearest valid name (``_did_you_mean``)."""
     parts = []
+    files = _files_quietly(where)
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        unknown = err["type"] == "extra_forbidden"
+        msg = "unknown key" if unknown else err["msg"]
         var = _env_name(loc)
         key = ".".join(str(k) for k in loc)
         if var:
-            parts.append(f"{var}: {msg}")
+            hint = _did_you_mean_var(var, loc) if unknown else None
+            parts.append(f"{var}: {msg}" + (f" (did you mean {hint}?)" if hint else ""))
         elif where and loc:
-            parts.append(f"{key} in {where}: {msg}")
+            hint = _did_you_mean(loc) if unknown else None
+            place = _toml_place(files, loc) or str(where)
+            parts.append(f"{key} in {place}: {msg}" + (f" (did you mean {hint}?)" if hint else ""))
         else:
             parts.append(f"{key}: {msg}" if loc else msg)
     return "; ".join(parts)
 
 
-def load_settings(**overrides) -> Settings:
+def load_settings(*, environ: Mapping[str, str] | None = None, **overrides) -> Settings:
     """Build Settings from ``overrides`` (keyword arguments), the environment
     and the TOML file(s) named by ``HUIYI_CONFIG``, merged field by field;
     tenant ``default`` always exists, with the ``HUIYI_LLM_*`` model.
+    ``environ``: more ``HUIYI_*`` variables (name → string value), read as if
+    they were in the environment but under it (a variable of the process wins),
+    e.g. a NoneBot bot's ``.env`` through ``nonebot_environ``.
     Raises ConfigError (a ValueError) with a one-line message on an unknown
-    key, a bad value or an unreadable file."""
+    key (with the nearest valid name), a bad value or an unreadable file (with
+    its line)."""
+    token = _EXTRA_ENV.set({str(k): str(v) for k, v in (environ or {}).items()})
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        where = overrides.get("config") or next((v for k, v in os.environ.items() if k.upper() == "HUIYI_CONFIG"), None)
+        names = {**_EXTRA_ENV.get(), **os.environ}
+        where = overrides.get("config") or next((v for k, v in names.items() if k.upper() == "HUIYI_CONFIG"), None)
         raise ConfigError(f"invalid configuration: {_one_line(exc, where)}") from None
+    finally:
+        _EXTRA_ENV.reset(token)
 
 
 def masked(settings: Settings) -> dict[str, Any]:
@@ -758,3 +796,161 @@ def _mask(value: Any) -> Any:
             host = parts.netloc.rsplit("@", 1)[1]
             return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
     return value
+
+
+# --- where a bad key came from, and what was meant (issue 26 items 8, 9, 13) -------------------------------------
+# An unknown key names the nearest valid one (difflib's ratio, Ratcliff/Obershelp, at least 0.6); a key of a TOML
+# file names the file and line that set it; a NoneBot bot's .env becomes HUIYI_* variables.
+
+
+def _files_quietly(where: object) -> list[Path]:
+    """``_toml_files(where)``, or [] when it raises (the error is reported already)."""
+    try:
+        return _toml_files(where)
+    except ConfigError:
+        return []
+
+
+def _model_at(keys: list[str]) -> type[BaseModel] | None:
+    """The settings model whose fields are the keys below path ``keys`` (``["tenants", "mochi"]`` →
+    TenantSettings), or None when the path leads to no model."""
+    model: type[BaseModel] = Settings
+    i = 0
+    while i < len(keys):
+        field = model.model_fields.get(keys[i].lower())
+        if field is None:
+            return None
+        ann = field.annotation
+        if get_origin(ann) is dict:
+            ann, i = get_args(ann)[1], i + 1  # a dict's key (a tenant's name) is no field
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return None
+        model, i = ann, i + 1
+    return model
+
+
+def _nearest(word: str, names: list[str]) -> str | None:
+    match = difflib.get_close_matches(word.lower(), [n.lower() for n in names], n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+def _did_you_mean(loc: tuple) -> str | None:
+    """The valid key nearest the unknown last key of ``loc`` among its model's fields (TOML spelling), or None."""
+    keys = [str(k) for k in loc if not isinstance(k, int)]
+    model = _model_at(keys[:-1]) if keys else None
+    return _nearest(keys[-1], list(model.model_fields)) if model else None
+
+
+def _env_names(model: type[BaseModel], prefix: str, tenant: str) -> list[str]:
+    """Every variable name of ``model``'s fields below ``prefix`` (``tenant`` standing for a tenant's name)."""
+    out = []
+    for name, field in model.model_fields.items():
+        var = prefix + name.upper()
+        out.append(var)
+        ann = field.annotation
+        if get_origin(ann) is dict and isinstance(get_args(ann)[1], type) and issubclass(get_args(ann)[1], BaseModel):
+            out += _env_names(get_args(ann)[1], f"{var}__{tenant}__", tenant)
+        elif isinstance(ann, type) and issubclass(ann, BaseModel):
+            out += _env_names(ann, var + "__", tenant)
+    return out
+
+
+def _did_you_mean_var(var: str, loc: tuple) -> str | None:
+    """The valid variable nearest ``var`` (which set the unknown key ``loc``): the same path with the misspelt
+    part replaced, or for a variable no setting starts, the nearest of every setting's variable (the tenant's
+    name kept as written). None when nothing is close."""
+    keys = [str(k) for k in loc if not isinstance(k, int)]
+    if len(keys) == 1 and keys[0].upper() == var:  # no setting starts it: HUIYI_LLM_MODLE
+        parts = var.split("__")
+        tenant = parts[1] if len(parts) > 2 else "DEFAULT"
+        names = _env_names(Settings, "", tenant)  # compared without the HUIYI_ every one shares
+        match = difflib.get_close_matches(var.removeprefix("HUIYI_"), names, n=1, cutoff=0.6)
+        return "HUIYI_" + match[0] if match else None
+    hint = _did_you_mean(loc)
+    if not hint:
+        return None
+    wrong = "HUIYI_" + "__".join(keys).upper()
+    return "HUIYI_" + "__".join([*keys[:-1], hint]).upper() + var[len(wrong):]
+
+
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_ASSIGN = re.compile(r"^\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
+
+
+def _key_path(text: str) -> list[str]:
+    """A TOML dotted key as its parts, quotes removed (``tenants."mochi".llm`` → tenants, mochi, llm)."""
+    return [p.strip().strip("\"'") for p in re.findall(r"\"[^\"]*\"|'[^']*'|[^.]+", text)]
+
+
+def _toml_line(text: str, keys: list[str]) -> int | None:
+    """The 1-based line of ``text`` (a TOML document) that sets key path ``keys``: the line of the key itself,
+    else of the deepest table header or key that holds it (an inline table), else None. A locator, not a
+    parser: lines inside multi-line strings are skipped."""
+    best, best_len, table, in_string = None, 0, [], None
+    for n, line in enumerate(text.splitlines(), 1):
+        if in_string:
+            if in_string in line:
+                in_string = None
+            continue
+        m = _HEADER.match(line)
+        if m:
+            table = _key_path(m.group(1))
+            path = table
+        else:
+            m = _ASSIGN.match(line)
+            if not m:
+                continue
+            path = table + _key_path(m.group(1))
+            rest = line[m.end():]
+            for quote in ('"""', "'''"):
+                if rest.count(quote) == 1:
+                    in_string = quote
+        if path == keys[:len(path)] and len(path) > best_len:
+            best, best_len = n, len(path)
+            if best_len == len(keys):
+                return best
+    return best
+
+
+def _toml_place(files: list[Path], loc: tuple) -> str | None:
+    """``FILE line N`` of the TOML file that set key ``loc`` (the last of ``files`` holding it: later files win),
+    or None when no file holds it."""
+    keys = [str(k) for k in loc if not isinstance(k, int)]
+    for path in reversed(files):
+        try:
+            text = path.read_text(encoding="utf-8")
+            data: Any = tomllib.loads(text)
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue
+        for k in keys:
+            data = data.get(k) if isinstance(data, dict) else None
+        if data is None:
+            continue
+        line = _toml_line(text, keys)
+        return f"{path} line {line}" if line else str(path)
+    return None
+
+
+def nonebot_environ(values: Mapping[str, Any], exclude: frozenset[str] = frozenset()) -> dict[str, str]:
+    """The ``HUIYI_*`` variables of a NoneBot bot's configuration (``get_plugin_config`` of a model with
+    ``extra="allow"``, or ``model_dump(get_driver().config)``), for ``load_settings(environ=…)``.
+
+    NoneBot lower-cases the names of its ``.env``, decodes values that are JSON (``30`` → 30, ``true`` → True)
+    and nests ``__`` keys into dicts (``huiyi_tenants__default__telegram__token`` → ``{"huiyi_tenants":
+    {"default": {"telegram": {"token": …}}}}``); this undoes both: each leaf becomes its variable,
+    ``HUIYI_TENANTS__DEFAULT__TELEGRAM__TOKEN``, with a string kept as it is and anything else as JSON, so
+    the gateway parses it exactly as from the environment. Keys not starting ``huiyi_``, those in ``exclude``
+    (the plugin's own, lower case) and None values are left out."""
+    out: dict[str, str] = {}
+
+    def walk(name: str, value: Any) -> None:
+        if isinstance(value, Mapping) and value:
+            for k, v in value.items():
+                walk(f"{name}__{str(k).upper()}", v)
+        elif value is not None:
+            out[name] = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+    for key, value in values.items():
+        if key.lower().startswith("huiyi_") and key.lower() not in exclude:
+            walk(key.upper(), value)
+    return out

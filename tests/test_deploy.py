@@ -1,6 +1,8 @@
-"""The operator files (issue 15 items 1, 6, 8): docker-compose.yml's structure read with a YAML
-parser, .env.example, the Dockerfile's layer order and user, .dockerignore and the constraints file.
-The stack itself is brought up by scripts/compose-smoke where a Docker engine exists."""
+"""The operator files (issue 15 items 1, 6, 8; issue 26 items 8-10): docker-compose.yml's structure read
+with a YAML parser (this machine has no Docker engine nor `docker compose`), its profiles, nginx's
+configuration of the `replicas` profile read with crossplane (nginx's own config parser), .env.example, the
+Dockerfile's layer order and user, .dockerignore and the constraints file. The stack itself is brought up by
+scripts/compose-smoke where a Docker engine exists."""
 
 from __future__ import annotations
 
@@ -8,16 +10,22 @@ import re
 import tomllib
 from pathlib import Path
 
+import crossplane
 import pytest
 import yaml
+from dotenv import dotenv_values
 from pydantic import BaseModel
 
+from gateway.cli.main import CONFIG_EXIT
 from gateway.config import ConfigError, Settings, TenantSettings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text(encoding="utf-8"))
 SERVICES = COMPOSE["services"]
 GATEWAY = SERVICES["gateway"]
+#: the services that run the gateway: `gateway` and its replicas (profile replicas)
+GATEWAYS = {name: svc for name, svc in SERVICES.items() if svc.get("image") == GATEWAY["image"]}
+NGINX_CONF = ROOT / "config" / "nginx" / "huiyi.conf"
 ENV_EXAMPLE = (ROOT / ".env.example").read_text(encoding="utf-8")
 DOCKERFILE = (ROOT / "Dockerfile").read_text(encoding="utf-8")
 INTERPOLATION = re.compile(r"\$\{([A-Z0-9_]+)(?::?-([^}]*))?\}")
@@ -46,6 +54,7 @@ def test_core_services_have_no_profile_and_extras_have_theirs():
     assert "profiles" not in GATEWAY and "profiles" not in SERVICES["postgres"]
     assert SERVICES["ollama"]["profiles"] == ["local-llm"] and SERVICES["ollama-pull"]["profiles"] == ["local-llm"]
     assert SERVICES["napcat"]["profiles"] == ["qq"]
+    assert SERVICES["gateway-2"]["profiles"] == ["replicas"] and SERVICES["proxy"]["profiles"] == ["replicas"]
 
 
 def test_healthchecks_and_start_order():
@@ -191,3 +200,109 @@ def test_readme_commands_after_make_run_use_the_venv_huiyi():
     bare = [line for line in lines if line.startswith("huiyi ")]
     assert bare == [], bare
     assert "source .venv/bin/activate" in readme
+
+
+def _gateway_env(env_file: Path, monkeypatch) -> None:
+    """Set the environment compose gives the gateway container: every variable of ``env_file`` (its env_file:),
+    then its ``environment:`` interpolated from that file (which wins)."""
+    values = {k: v or "" for k, v in dotenv_values(env_file).items()}
+    for var, value in values.items():
+        monkeypatch.setenv(var, value)
+    for var, value in GATEWAY["environment"].items():
+        monkeypatch.setenv(var, INTERPOLATION.sub(lambda m: values.get(m.group(1)) or m.group(2) or "", str(value)))
+
+
+def test_the_gateway_gets_the_whole_env_file_so_a_misspelt_name_is_refused(tmp_path, monkeypatch):
+    """Every gateway service reads all of .env (env_file, optional): a setting compose does not name reaches it
+    (another tenant's token), and a misspelt one (HUIYI_LLM_MODLE) stops it naming the nearest valid name,
+    instead of being dropped on the way (issue 26 item 8)."""
+    for name, svc in GATEWAYS.items():
+        assert svc["env_file"] == [{"path": ".env", "required": False}], name
+    config = tmp_path / "config"
+    config.mkdir()
+    env = tmp_path / ".env"
+
+    def container(extra: str) -> None:
+        env.write_text(ENV_EXAMPLE + extra, encoding="utf-8")
+        _gateway_env(env, monkeypatch)
+        monkeypatch.setenv("HUIYI_CONFIG", str(config))  # stands in for the mounted config/
+        monkeypatch.setenv("HUIYI_DATA_DIR", str(tmp_path / "data"))
+
+    container("\nHUIYI_TENANTS__MOCHI__TELEGRAM__TOKEN=123:麻糬\n")
+    assert load_settings().tenants["mochi"].telegram.token == "123:麻糬"
+    container("\nHUIYI_LLM_MODLE=qwen2.5:1.5b\n")
+    with pytest.raises(ConfigError, match=r"HUIYI_LLM_MODLE: unknown key \(did you mean HUIYI_LLM_MODEL\?\)"):
+        load_settings()
+
+
+def test_a_gateway_that_cannot_start_is_retried_a_few_times_then_left_failed():
+    """The gateway's configuration error exits non-zero (2), and its restart policy retries a failure a bounded
+    number of times, so `docker compose ps` ends on "Exited (2)" instead of a restart loop (issue 26 item 9)."""
+    assert CONFIG_EXIT != 0
+    for name, svc in GATEWAYS.items():
+        m = re.fullmatch(r"on-failure:(\d+)", svc["restart"])
+        assert m and 1 <= int(m.group(1)) <= 10, (name, svc["restart"])
+
+
+def test_the_replicas_profile_runs_a_second_gateway_behind_nginx():
+    """Profile replicas: gateway-2 is the gateway (same image, settings, data volume and database) without a
+    host port, so it can be scaled; nginx from its official image publishes one local port, mounts
+    config/nginx read-only and starts once every replica is healthy (issue 26 item 10)."""
+    assert set(GATEWAYS) == {"gateway", "gateway-2"}
+    second = dict(SERVICES["gateway-2"])
+    assert "ports" not in second and second.pop("profiles") == ["replicas"]
+    assert second == {k: v for k, v in GATEWAY.items() if k != "ports"}
+    proxy = SERVICES["proxy"]
+    image = _resolved(proxy["image"])
+    assert proxy["image"].startswith("${NGINX_IMAGE:-") and re.fullmatch(r"nginx:[\w.-]+", image), image
+    assert proxy["volumes"] == ["./config/nginx:/etc/nginx/conf.d:ro"]
+    assert {n: d["condition"] for n, d in proxy["depends_on"].items()} == dict.fromkeys(GATEWAYS, "service_healthy")
+    bind, host_port, container_port = _resolved(proxy["ports"][0]).split(":")
+    assert bind == "127.0.0.1" and host_port != _resolved(GATEWAY["ports"][0]).split(":")[1]
+    assert "/healthz" in " ".join(proxy["healthcheck"]["test"]) and container_port in " ".join(proxy["healthcheck"]["test"])
+
+
+def _directives(block: list[dict], name: str) -> list[dict]:
+    return [d for d in block if d["directive"] == name]
+
+
+def test_nginx_balances_every_replica_and_keeps_metrics_internal(tmp_path):
+    """config/nginx/huiyi.conf parses as nginx's http context (crossplane, with nginx's directive table): its
+    upstream lists every gateway service on the gateway's port, the server listens on the proxy's container
+    port and proxies everything there with WebSocket upgrades, and /metrics is not served (issue 26 item 10)."""
+    wrapper = tmp_path / "nginx.conf"
+    wrapper.write_text(f"events {{}}\nhttp {{\n    include {NGINX_CONF};\n}}\n", encoding="utf-8")
+    parsed = crossplane.parse(str(wrapper))
+    assert parsed["status"] == "ok", parsed["errors"]
+    conf = next(c["parsed"] for c in parsed["config"] if c["file"] == str(NGINX_CONF))
+    (upstream,) = _directives(conf, "upstream")
+    servers = {d["args"][0] for d in _directives(upstream["block"], "server")}
+    assert servers == {f"{name}:8080" for name in GATEWAYS}
+    (server,) = _directives(conf, "server")
+    listen = _directives(server["block"], "listen")[0]["args"][0]
+    assert listen == SERVICES["proxy"]["ports"][0].rsplit(":", 1)[1]
+    locations = {tuple(d["args"]): d["block"] for d in _directives(server["block"], "location")}
+    root = locations[("/",)]
+    assert _directives(root, "proxy_pass")[0]["args"] == [f"http://{upstream['args'][0]}"]
+    headers = {d["args"][0]: d["args"][1] for d in _directives(root, "proxy_set_header")}
+    assert headers["Upgrade"] == "$http_upgrade" and headers["X-Forwarded-For"] == "$proxy_add_x_forwarded_for"
+    assert _directives(locations[("=", "/metrics")], "return")[0]["args"] == ["404"]
+
+
+def test_every_image_is_one_variable_that_env_example_lists():
+    """Each service's image (and the gateway's base image) is `${VAR:-default}` with VAR in .env.example's images
+    block, and no shell example of README or docs/ gives an image on the command line alone: set once in .env,
+    every later command (restart, --force-recreate, run) starts the same images (issue 26 item 10)."""
+    images = {name: svc["image"] for name, svc in SERVICES.items()}
+    images["gateway build"] = GATEWAY["build"]["args"]["BASE_IMAGE"]
+    block = ENV_EXAMPLE[ENV_EXAMPLE.index("# --- images"):]
+    for name, image in images.items():
+        m = re.fullmatch(r"\$\{([A-Z_]+_IMAGE):-([^}]+)\}", image)
+        assert m, f"{name}: {image} is not one variable with a default"
+        assert f"# {m.group(1)}={m.group(2)}" in block, f"{m.group(1)} missing from .env.example"
+    texts = [(ROOT / "README.md").read_text(encoding="utf-8")] + [
+        p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md"))]
+    lines = [ln.strip() for t in texts for b in re.findall(r"```sh\n(.*?)```", t, flags=re.DOTALL)
+             for ln in b.splitlines()]
+    on_command_line = [ln for ln in lines if re.match(r"([A-Z_]+=\S+\s+)*[A-Z_]*IMAGE=\S+\s+\S", ln)]
+    assert on_command_line == [], on_command_line

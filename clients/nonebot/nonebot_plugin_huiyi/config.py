@@ -1,17 +1,24 @@
-"""Settings of nonebot_plugin_huiyi, read from the bot's ``.env`` (``get_plugin_config``)."""
+"""Settings of nonebot_plugin_huiyi, read from the bot's ``.env`` (``get_plugin_config``).
+
+Besides its own keys, ``Config`` keeps every other key NoneBot read (``extra="allow"``): in embedded mode the
+gateway's settings written in the bot's ``.env`` (``HUIYI_LLM_MODEL=…``, ``HUIYI_TENANTS__DEFAULT__…``) reach
+the embedded gateway from there (``embedded.settings_environ``), as they would from the process environment."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["Config"]
 
 
 class Config(BaseModel):
-    """``.env`` keys (case-insensitive, as NoneBot reads them)."""
+    """``.env`` keys (case-insensitive, as NoneBot reads them). Keys that are not fields are kept in
+    ``model_extra`` (lower case, values JSON-decoded and ``__`` keys nested, as NoneBot gives them)."""
+
+    model_config = ConfigDict(extra="allow")
 
     #: ``remote`` (the default): every message goes to a running gateway at ``huiyi_url`` (light install).
     #: ``embedded``: the gateway's core runs inside the bot (``pip install huiyi``), ``HUIYI_MODE=embedded``.

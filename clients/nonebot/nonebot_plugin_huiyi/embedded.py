@@ -15,10 +15,11 @@ index, loads the embedder), binds it to the bridge plugin and starts the
 maintenance task; stop cancels the task, waits up to 30 s for captures still
 running (the rest resume at the next start), unbinds and closes the core.
 
-Settings: huiyi's own (``HUIYI_*`` variables, the TOML file of
-``huiyi_config``), with the data root ``huiyi_data_dir`` or else this
-plugin's ``nonebot_plugin_localstore`` data directory — never ``./data`` of
-wherever the bot runs.
+Settings: huiyi's own — ``HUIYI_*`` keys of the bot's ``.env`` (read through
+NoneBot's config, ``settings_environ``) and of the process environment (which
+wins, as in NoneBot), the TOML file of ``huiyi_config`` — with the data root
+``huiyi_data_dir`` or else this plugin's ``nonebot_plugin_localstore`` data
+directory — never ``./data`` of wherever the bot runs.
 
 **A bot with its own ``memory.py``** (or ``gateway``, ``bridges``,
 ``locales``): the gateway's code is the top-level packages of those names, and
@@ -42,7 +43,8 @@ from typing import Any
 
 from huiyi_client.embedded import EmbeddingBlocked, check_packages
 
-__all__ = ["EmbeddingBlocked", "check_packages", "settings_overrides", "start", "stop", "running_pipeline"]
+__all__ = ["EmbeddingBlocked", "check_packages", "settings_overrides", "settings_environ", "start", "stop",
+           "running_pipeline"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,16 @@ def settings_overrides(config: Any, data_dir: Path | None) -> dict[str, Any]:
     if config.huiyi_tenant:
         out["onebot"] = {"default_tenant": config.huiyi_tenant}
     return {k: v for k, v in out.items() if v is not None}
+
+
+def settings_environ(config: Any) -> dict[str, str]:
+    """The gateway's ``HUIYI_*`` variables written in the bot's ``.env``: every key of the plugin's ``Config``
+    (``get_plugin_config``) that is no field of its own, as the variable it was (``gateway.config.
+    nonebot_environ``), for ``load_settings(environ=…)``. NoneBot reads ``.env`` for its config but does not
+    export it to the process environment, so without this ``HUIYI_LLM_MODEL`` in ``.env`` set no model."""
+    from gateway.config import nonebot_environ
+
+    return nonebot_environ(config.model_extra or {}, exclude=frozenset(type(config).model_fields))
 
 
 def setup() -> Any:
@@ -103,8 +115,8 @@ async def start() -> Any:
         from gateway.config import load_settings
         from gateway.service import build_pipeline
 
-        overrides = settings_overrides(get_plugin_config(Config), get_plugin_data_dir())
-        settings = load_settings(**overrides)
+        config = get_plugin_config(Config)
+        settings = load_settings(environ=settings_environ(config), **settings_overrides(config, get_plugin_data_dir()))
         pipeline = await asyncio.to_thread(build_pipeline, settings)
         bridge = _state["bridge"] or setup()
         bridge.bind(pipeline)
