@@ -75,9 +75,20 @@ live rows from SQL, write the index, clear the ops. The SQL outbox stays the
 source of truth: a failed or lost index write is re-applied by the next
 maintenance pass of any process. Reads see other processes' writes at once
 (``read_consistency_interval`` 0: each search checks for a newer version, one
-small file listing). On object storage (``s3://…``) there is no file to lock:
-run one process that writes there, or accept that a purge may have to be
-re-run (the outbox keeps it queued).
+small file listing). On object storage (``s3://…``) there is no file to lock,
+so the lock against other processes is the one passed as ``write_lock``: on
+PostgreSQL ``Store.index_write_lock`` (``gateway.service.index_writers``), a
+transaction-scoped advisory lock taken per write pass — the whole of
+``MemoryCore.maintain`` or one write method outside it — and released when
+the pass ends or the holder's connection drops (a killed writer hands it over
+as soon as the server sees its socket close; nothing to expire). One replica
+writes at a time, each write pass costs one extra round trip, and the replica
+that stored a capture has it in the index when its write pass returns; the
+others see it at their next search (the version check above), and recall
+re-reads every hit from SQL, so a stale index can miss a new memory for one
+read but never serve a forgotten one (docs/DESIGN.md, "Several hosts"). Over
+SQLite an object-store index has no lock but this process's: one gateway
+process writes there.
 """
 
 from __future__ import annotations
