@@ -56,6 +56,7 @@ import sys
 import tempfile
 import time
 import uuid
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -280,7 +281,8 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
         fig.load = {"start": load_start, "end": load_end}
         core.index.optimize()
         fig.index_bytes_optimized = _dir_bytes(root / "index")
-        with core.index.writing():  # what optimize leaves once its 5 minutes of old versions have passed
+        with core.index.writing(), warnings.catch_warnings():  # what optimize leaves 5 minutes later
+            warnings.simplefilter("ignore", UserWarning)  # "removes every version but the latest": ours alone
             core.index._table.optimize(cleanup_older_than=timedelta(0))
         fig.index_bytes_pruned = _dir_bytes(root / "index")
         fig.load["optimize"] = _load()
@@ -324,4 +326,5 @@ def _print(fig: Figures, persons: list[tuple[str, list[str]]], embedder: str, na
           f"{fig.load['optimize']}")
     print(f"recall cache: {fig.cache_bytes} B over {fig.cache_namespaces} namespaces "
           f"({fig.cache_bytes / max(fig.cache_namespaces, 1):.0f} B per namespace, "
-          f"{fig.index_rows / max(len(persons), 1):.1f} memories per person); peak RSS {peak_rss_mib():.0f} MiB")
+          f"{fig.index_rows / max(len(persons), 1):.1f} memories per person); load average {fig.load['end']}; "
+          f"peak RSS {peak_rss_mib():.0f} MiB")
