@@ -38,9 +38,11 @@ fixed. Recall reaches the index only for namespaces above ``EXACT_MAX``
 that its cache cannot hold (``memory.recall``); ``bench speed`` prints the
 recall@10 of this search against the exact one.
 
-The embedder's model name and dimension are stored in ``index_meta.json``
-beside the table; opening the index with a different embedder marks it for
-re-embedding (``needs_rebuild``) instead of failing.
+The embedder's model name and dimension are stored in the table's schema
+metadata (which travels with an ``s3://`` table) and, for a local index, in
+``index_meta.json`` beside it; opening the index with a different embedder
+drops it and marks it for re-embedding (``needs_rebuild``) instead of
+failing — so every process on one index must use the same embedder.
 
 Deleting a row in Lance only writes a deletion vector: the row's tokens and
 vector stay in the fragment's data file, and every older table version keeps
