@@ -26,8 +26,8 @@ Printed, each with the load average (``os.getloadavg``) beside it:
   recall) is counted in both.
 - SQL rows written per turn, per capture and per stored memory: the deltas of
   ``n_tup_ins + n_tup_upd + n_tup_del`` of ``pg_stat_user_tables`` over the
-  schema's tables (PostgreSQL's statistics collector; the bench waits for
-  ``pg_stat_force_next_flush`` / the next report), and bytes: the delta of
+  schema's tables (PostgreSQL's cumulative statistics; the bench waits until
+  two readings agree, ``_settled_stats``), and bytes: the delta of
   ``pg_total_relation_size`` (heap + indexes + TOAST, in 8 KiB pages, so small
   deltas are coarse) summed over the tables.
 - Index bytes per memory: the LanceDB directory's size on disk (every file under
@@ -150,14 +150,25 @@ def _pg_stats(conn, schema: str) -> tuple[dict[str, int], int]:
     return {r[0]: int(r[1]) for r in rows}, sum(int(r[2]) for r in rows)
 
 
-def _flush_stats(conn) -> None:
-    """Make this and other backends' pending table statistics visible (PostgreSQL 15+:
-    flushed at most once a second by idle backends; ``pg_stat_force_next_flush`` for ours)."""
+def _settled_stats(conn, schema: str, timeout: float = 15.0) -> tuple[dict[str, int], int]:
+    """``_pg_stats`` once every backend's pending table statistics are in: PostgreSQL 15+
+    flushes an idle backend's at most once a second (before 15 the collector reports every
+    500 ms), later on a loaded machine; read until two readings 0.5 s apart agree (at most
+    ``timeout`` seconds), after a first wait of 1.2 s."""
     try:
         conn.execute("SELECT pg_stat_force_next_flush()")
-    except Exception:  # noqa: BLE001 - before 15 the collector reports every 500 ms
+    except Exception:  # noqa: BLE001 - before 15 there is no such function
         pass
-    time.sleep(1.5)
+    time.sleep(1.2)
+    last = _pg_stats(conn, schema)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = _pg_stats(conn, schema)
+        if now[0] == last[0]:
+            return now
+        last = now
+    return last
 
 
 class _Meter:
@@ -243,8 +254,7 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
             cpu = {"turn to reply": 0.0, "capture after it": 0.0}
             for k, (p, _, text) in enumerate(order):
                 if k == warmup:
-                    _flush_stats(admin)
-                    before.update(zip(("rows", "bytes"), _pg_stats(admin, schema)))
+                    before.update(zip(("rows", "bytes"), _settled_stats(admin, schema)))
                     before["index"] = _dir_bytes(root / "index")
                     before["memories"] = core.index.count()
                     before["wall"] = time.perf_counter()
@@ -262,8 +272,7 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
         wall = time.perf_counter() - before["wall"]
         meter.on = False
         load_end = _load()
-        _flush_stats(admin)
-        rows_after, bytes_after = _pg_stats(admin, schema)
+        rows_after, bytes_after = _settled_stats(admin, schema)
         n = len(order) - warmup
         captures = sum(created)
         memories = core.index.count() - before["memories"]
