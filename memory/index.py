@@ -38,9 +38,11 @@ fixed. Recall reaches the index only for namespaces above ``EXACT_MAX``
 that its cache cannot hold (``memory.recall``); ``bench speed`` prints the
 recall@10 of this search against the exact one.
 
-The embedder's model name and dimension are stored in ``index_meta.json``
-beside the table; opening the index with a different embedder marks it for
-re-embedding (``needs_rebuild``) instead of failing.
+The embedder's model name and dimension are stored in the table's schema
+metadata (which travels with an ``s3://`` table) and, for a local index, in
+``index_meta.json`` beside it; opening the index with a different embedder
+drops it and marks it for re-embedding (``needs_rebuild``) instead of
+failing — so every process on one index must use the same embedder.
 
 Deleting a row in Lance only writes a deletion vector: the row's tokens and
 vector stay in the fragment's data file, and every older table version keeps
@@ -75,9 +77,20 @@ live rows from SQL, write the index, clear the ops. The SQL outbox stays the
 source of truth: a failed or lost index write is re-applied by the next
 maintenance pass of any process. Reads see other processes' writes at once
 (``read_consistency_interval`` 0: each search checks for a newer version, one
-small file listing). On object storage (``s3://…``) there is no file to lock:
-run one process that writes there, or accept that a purge may have to be
-re-run (the outbox keeps it queued).
+small file listing). On object storage (``s3://…``) there is no file to lock,
+so the lock against other processes is the one passed as ``write_lock``: on
+PostgreSQL ``Store.index_write_lock`` (``gateway.service.index_writers``), a
+transaction-scoped advisory lock taken per write pass — the whole of
+``MemoryCore.maintain`` or one write method outside it — and released when
+the pass ends or the holder's connection drops (a killed writer hands it over
+as soon as the server sees its socket close; nothing to expire). One replica
+writes at a time, each write pass costs one extra round trip, and the replica
+that stored a capture has it in the index when its write pass returns; the
+others see it at their next search (the version check above), and recall
+re-reads every hit from SQL, so a stale index can miss a new memory for one
+read but never serve a forgotten one (docs/DESIGN.md, "Several hosts"). Over
+SQLite an object-store index has no lock but this process's: one gateway
+process writes there.
 """
 
 from __future__ import annotations

@@ -306,3 +306,81 @@ def test_every_image_is_one_variable_that_env_example_lists():
              for ln in b.splitlines()]
     on_command_line = [ln for ln in lines if re.match(r"([A-Z_]+=\S+\s+)*[A-Z_]*IMAGE=\S+\s+\S", ln)]
     assert on_command_line == [], on_command_line
+
+
+MULTIHOST = yaml.safe_load((ROOT / "docker-compose.multihost.yml").read_text(encoding="utf-8"))
+MH_SERVICES = MULTIHOST["services"]
+MH_GATEWAYS = {name: s for name, s in MH_SERVICES.items() if name.startswith("gateway-")}
+NGINX_MULTIHOST = (ROOT / "config" / "nginx-multihost.conf").read_text(encoding="utf-8")
+
+
+def test_multihost_gateways_have_their_own_data_volume_and_share_no_directory():
+    """docker-compose.multihost.yml (issue 30): at least two gateways, each with a named data volume of
+    its own; the only bind mount they share is config/, read-only; the balancer's config is a file the
+    repository has, mounted read-only."""
+    assert len(MH_GATEWAYS) >= 2
+    data = [next(v.split(":")[0] for v in s["volumes"] if v.endswith(":/data")) for s in MH_GATEWAYS.values()]
+    assert len(set(data)) == len(data) and set(data) <= set(MULTIHOST["volumes"])
+    for name, service in MH_SERVICES.items():
+        for spec in service.get("volumes", []):
+            source, target, *mode = spec.split(":")
+            if source.startswith((".", "/")):
+                assert (ROOT / source).exists(), f"{name} mounts {source}, which a fresh clone lacks"
+                assert mode == ["ro"], f"{name} mounts {source} writable"
+            else:
+                assert source in MULTIHOST["volumes"], f"{name}: volume {source} is not declared"
+    assert "./config/nginx-multihost.conf:/etc/nginx/conf.d/default.conf:ro" in MH_SERVICES["balancer"]["volumes"]
+
+
+def test_multihost_start_order_and_only_the_balancer_is_published():
+    """Gateways wait for a healthy PostgreSQL and for the bucket to exist; the bucket job for a healthy
+    MinIO; the balancer for healthy gateways. No gateway publishes a port: traffic goes through nginx."""
+    for name, gw in MH_GATEWAYS.items():
+        assert gw["depends_on"]["postgres"]["condition"] == "service_healthy", name
+        assert gw["depends_on"]["minio-bucket"]["condition"] == "service_completed_successfully", name
+        assert "ports" not in gw and "huiyi-healthcheck" in " ".join(gw["healthcheck"]["test"])
+        assert MH_SERVICES["balancer"]["depends_on"][name]["condition"] == "service_healthy"
+    assert MH_SERVICES["minio-bucket"]["depends_on"]["minio"]["condition"] == "service_healthy"
+    published = [name for name, s in MH_SERVICES.items() if s.get("ports")]
+    assert published == ["balancer"] and _resolved(MH_SERVICES["balancer"]["ports"][0]) == "127.0.0.1:8080:8080"
+    for name in ("postgres", "minio"):
+        assert MH_SERVICES[name]["healthcheck"]["test"], name
+
+
+def test_multihost_balancer_lists_every_gateway():
+    """config/nginx-multihost.conf's upstream names each gateway service of the compose file on its
+    port, and the server proxies to it with WebSocket upgrades (OneBot's reverse WebSocket)."""
+    upstream = re.search(r"upstream huiyi_gateways \{(.*?)\}", NGINX_MULTIHOST, re.S).group(1)
+    servers = re.findall(r"^\s*server\s+([\w.-]+):(\d+)", upstream, re.M)
+    assert {host for host, _ in servers} == set(MH_GATEWAYS) and {port for _, port in servers} == {"8080"}
+    assert re.search(r"listen 8080;", NGINX_MULTIHOST) and "proxy_pass http://huiyi_gateways;" in NGINX_MULTIHOST
+    assert "proxy_set_header Upgrade $http_upgrade;" in NGINX_MULTIHOST
+    retry = re.search(r"^\s*proxy_next_upstream\s+([^;]*);", NGINX_MULTIHOST, re.M).group(1)
+    assert "non_idempotent" not in retry  # a POST that reached a gateway is never replayed on another
+
+
+def test_multihost_gateway_environment_loads_with_the_index_on_minio(tmp_path, monkeypatch):
+    """Each gateway's environment, with compose's defaults (no .env), loads cleanly: PostgreSQL by
+    service name, the index at s3://huiyi/index on MinIO with MinIO's credentials, plain HTTP allowed;
+    the same on every gateway, so all of them write one index."""
+    envs = [g["environment"] for g in MH_GATEWAYS.values()]
+    assert all(e == envs[0] for e in envs)
+    minio = MH_SERVICES["minio"]["environment"]
+    env = envs[0]
+    assert env["HUIYI_INDEX_S3__ACCESS_KEY_ID"] == minio["MINIO_ROOT_USER"]
+    assert env["HUIYI_INDEX_S3__SECRET_ACCESS_KEY"] == minio["MINIO_ROOT_PASSWORD"]
+    for var, value in env.items():
+        monkeypatch.setenv(var, _resolved(str(value)))
+    monkeypatch.setenv("HUIYI_CONFIG", str(tmp_path))
+    monkeypatch.setenv("HUIYI_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("HUIYI_EMBED_BASE_URL", "")
+    s = load_settings()
+    assert s.db_url == "postgresql://huiyi:huiyi@postgres:5432/huiyi"
+    assert s.index_path == "s3://huiyi/index"
+    opts = s.index_s3.storage_options()
+    assert opts["endpoint"] == "http://minio:9000" and opts["region"] == "us-east-1"
+    assert opts["aws_access_key_id"] == "huiyi" and opts["aws_secret_access_key"] == "huiyi-minio-secret"
+    assert str(opts.get("allow_http")).lower() == "true"
+    bucket = MH_SERVICES["minio-bucket"]
+    assert bucket["entrypoint"][-1] == "local/${MINIO_BUCKET:-huiyi}"
+    assert "@minio:9000" in bucket["environment"]["MC_HOST_local"]
