@@ -65,6 +65,15 @@ class ChatModel:
             raise EmptyAnswer("chat model returned an empty answer")
         return repair(text.strip())
 
+    def warm(self) -> None:
+        """Import what the first ``complete`` would: the openai client loads its
+        resource modules (~500, every API it wraps) on the first use of
+        ``client.chat``, and jiter parses the first answer. Blocking; for start-up
+        (``gateway.warmup``), never on the event loop."""
+        import jiter  # noqa: F401
+
+        self._client.chat.completions  # noqa: B018 - the attribute access is the import
+
     async def close(self) -> None:
         """Close the HTTP client."""
         await self._client.close()

@@ -198,6 +198,7 @@ class MemoryCore:
         self._rebuilding = threading.Lock()
         self._rebuild_thread: threading.Thread | None = None
         self._fallback_warned = 0.0
+        self._short_before = False  # the last check_index found the index short of rows
         reason = self.index_missing()
         if reason is None:
             self._ready.set()
@@ -257,6 +258,36 @@ class MemoryCore:
             return 0
         finally:
             self._rebuilding.release()
+
+    def check_index(self) -> str | None:
+        """While serving: find an index that vanished or became unreadable since
+        it was opened (a deleted or replaced directory, a corrupt manifest) and
+        rebuild it from SQL in the background (``start_rebuild``), recall of
+        large namespaces taking the exact path meanwhile, as at start-up; index
+        writes fail into the outbox until the new table exists and are applied
+        after it. Returns the reason it is rebuilt, or None (ready, or a rebuild
+        already under way).
+
+        An index that cannot count its rows is rebuilt at once; one that counts
+        fewer rows than SQL's live memories less the outbox only when the
+        previous check found it short too: between SQL's commit of a forget and
+        the clearing of its outbox row the two counts can differ for a moment,
+        and a full rebuild on such a glimpse would be costly. The maintenance task
+        calls this every pass (``gateway.maintenance``). Raises StoreError
+        when SQL cannot be read."""
+        if not self.index_ready:
+            return None
+        reason = self.index_missing()
+        short = reason is not None and reason.startswith("the index holds")
+        if reason is None or (short and not self._short_before):
+            self._short_before = short
+            return None
+        self._short_before = False
+        log.warning("index: %s while serving; it is rebuilt from SQL, recall of large namespaces falls back to the "
+                    "exact path meanwhile", reason)
+        self._ready.clear()
+        self.start_rebuild()
+        return reason
 
     def start_rebuild(self) -> bool:
         """``rebuild_index`` in a daemon thread unless the index is ready or one

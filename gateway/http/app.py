@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None, pipeline: Pipeline | None = None, *,
-               telegram_polling: bool = False, freeze_gc: bool = False) -> FastAPI:
+               telegram_polling: bool = False, freeze_gc: bool = False, warm: bool = True) -> FastAPI:
     """The FastAPI app. Builds the core on start-up (lifespan) unless a pipeline
     is given; runs the maintenance task (``gateway.maintenance``) beside it, and
     at shutdown lets the captures still queued finish. ``telegram_polling``
@@ -60,7 +60,10 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
     app: ~145k tracked objects) out of the cyclic collector's reach
     (``gc.freeze``), so a full collection no longer walks them in the middle of
     a turn (25–60 ms each, measured on 2 cores); a process that builds many
-    apps (the tests) leaves it off."""
+    apps (the tests) leaves it off. ``warm``: before the app says ready, load
+    in a worker thread what a first turn would load (``gateway.warmup``: the
+    chat clients, aiogram, the text tables, the search paths), so that no turn
+    imports or builds them — on the event loop least of all."""
     cfg = settings or (pipeline.settings if pipeline is not None else load_settings())
     qq_host = None
     if cfg.onebot.enabled:
@@ -82,10 +85,16 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
             from gateway.service import build_pipeline
 
             pipeline = await asyncio.to_thread(build_pipeline, cfg)
+        if warm:  # what the first turn would load, loaded now, off the loop (gateway.warmup)
+            from gateway.warmup import warm_up
+
+            await asyncio.to_thread(warm_up, pipeline, telegram=None)
         app.state.pipeline = pipeline
         await api_v1.announce(pipeline)
         http = httpx.AsyncClient(timeout=httpx.Timeout(10.0))
         app.state.telegram = TelegramRuntime(pipeline)
+        for tenant in app.state.telegram.tenants_with_bots():  # each Bot made now, not by its first reply
+            app.state.telegram.bot(tenant)
         app.state.wechat = WeChatRuntime(pipeline, http)
         app.state.webhook = WebhookRuntime(pipeline, http)
         app.state.onebot = OneBotHTTP(pipeline, http)
