@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline
 
-__all__ = ["warm_up", "WarmUp", "WARM_NAMESPACE", "TELEGRAM_MODULES"]
+__all__ = ["warm_up", "warm_cache", "WarmUp", "WARM_NAMESPACE", "TELEGRAM_MODULES"]
 
 log = logging.getLogger(__name__)
 
@@ -148,3 +149,28 @@ def _search(pipeline: Pipeline, tenant: str) -> None:
         if core.index_ready:
             core.index.search_bm25(ns, tokens(question), 1, chat=chat)
             core.index.search_vector(ns, core.index.embed_tail([question])[0], 1, chat=chat)
+
+
+def warm_cache(pipeline: Pipeline, limit: int) -> threading.Thread | None:
+    """Load into recall's cache, in a daemon thread, the namespaces of every
+    tenant recalled most recently (``MemoryCore.warm_cache``: at most ``limit``
+    per tenant, never past the cache's budget); returns the thread, or None
+    without a cache. A failure is logged."""
+    core = pipeline.core
+    if core.cache is None or limit <= 0:
+        return None
+    tenants = list(pipeline.settings.tenants)
+
+    def run() -> None:
+        t0 = time.perf_counter()
+        try:
+            n = core.warm_cache(tenants, limit)
+        except Exception as exc:  # noqa: BLE001 - each namespace's first recall loads it instead
+            log.warning("warm-up: recall cache not warmed (%s: %s)", type(exc).__name__, exc)
+            return
+        log.info("warm-up: %d namespace(s) loaded into recall's cache in %.1f s (%.0f MiB of %.0f)", n,
+                 time.perf_counter() - t0, core.cache.nbytes / 2**20, core.cache.max_bytes / 2**20)
+
+    thread = threading.Thread(target=run, name="huiyi-cache-warm", daemon=True)
+    thread.start()
+    return thread

@@ -104,6 +104,10 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         tasks = [asyncio.create_task(maintenance(pipeline))]
         if telegram_polling:
             tasks += [asyncio.create_task(app.state.telegram.poll(t)) for t in app.state.telegram.tenants_with_bots()]
+        if warm and cfg.cache_warm_namespaces:  # recall's cache, in the background: never delays readiness
+            from gateway.warmup import warm_cache
+
+            warm_cache(pipeline, cfg.cache_warm_namespaces)
         if freeze_gc:
             gc.collect()
             gc.freeze()
