@@ -93,8 +93,8 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         await api_v1.announce(pipeline)
         http = httpx.AsyncClient(timeout=httpx.Timeout(10.0))
         app.state.telegram = TelegramRuntime(pipeline)
-        for tenant in app.state.telegram.tenants_with_bots():  # each Bot made now, not by its first reply
-            app.state.telegram.bot(tenant)
+        for tenant in app.state.telegram.tenants_with_bots():  # each Bot and its HTTP session made now,
+            await app.state.telegram.bot(tenant).session.create_session()  # not by its first reply
         app.state.wechat = WeChatRuntime(pipeline, http)
         app.state.webhook = WebhookRuntime(pipeline, http)
         app.state.onebot = OneBotHTTP(pipeline, http)
@@ -104,10 +104,12 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         tasks = [asyncio.create_task(maintenance(pipeline))]
         if telegram_polling:
             tasks += [asyncio.create_task(app.state.telegram.poll(t)) for t in app.state.telegram.tenants_with_bots()]
-        if warm and cfg.cache_warm_namespaces:  # recall's cache, in the background: never delays readiness
-            from gateway.warmup import warm_cache
+        if warm:
+            from gateway.warmup import warm_cache, warm_routes
 
-            warm_cache(pipeline, cfg.cache_warm_namespaces)
+            await warm_routes(app)  # FastAPI builds its route tables on the first request: this one
+            if cfg.cache_warm_namespaces:  # recall's cache, in the background: never delays readiness
+                warm_cache(pipeline, cfg.cache_warm_namespaces)
         if freeze_gc:
             gc.collect()
             gc.freeze()
