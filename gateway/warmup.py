@@ -22,9 +22,9 @@ core is built (jieba, OpenCC and the embedder are loaded there,
   the query embeddings and the date parser, and one full-text and one vector
   search of the index under that namespace's filter.
 
-Then, on the loop, ``warm_routes`` sends one request through the app, so
-that FastAPI builds its route tables (which it does on the first request)
-before a person's does.
+Then the app sends one request through itself on the loop, so that FastAPI
+builds its route tables (which it does on the first request) before a
+person's does (``gateway.http.app``).
 
 Each step is timed; one that fails is logged and skipped (the turn then loads
 it itself, as before), never raised: a warm-up is an optimisation, not a
@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline
 
-__all__ = ["warm_up", "warm_cache", "warm_routes", "WARM_PATH", "WarmUp", "WARM_NAMESPACE", "TELEGRAM_MODULES"]
+__all__ = ["warm_up", "warm_cache", "WarmUp", "WARM_NAMESPACE", "TELEGRAM_MODULES"]
 
 log = logging.getLogger(__name__)
 
@@ -79,15 +79,26 @@ class WarmUp:
         """Total seconds of the steps."""
         return sum(self.steps.values())
 
-    def run(self, name: str, fn: Callable[[], object]) -> None:
-        """Time ``fn()`` as step ``name``; a failure is recorded and logged, not raised."""
+    def run(self, name: str, fn: Callable[[], object], *, once: bool = False) -> None:
+        """Time ``fn()`` as step ``name``; a failure is recorded and logged, not
+        raised. ``once``: a step whose effect is the process's (imports, module
+        caches), skipped when it succeeded before in this process."""
+        if once and name in _DONE:
+            return
         t0 = time.perf_counter()
         try:
             fn()
         except Exception as exc:  # noqa: BLE001 - a step that fails is loaded by the first turn instead
             self.failed[name] = f"{type(exc).__name__}: {exc}"
             log.warning("warm-up: %s failed (%s: %s); the first turn loads it", name, type(exc).__name__, exc)
+        else:
+            if once:
+                _DONE.add(name)
         self.steps[name] = time.perf_counter() - t0
+
+
+_DONE: set[str] = set()
+"""The ``once`` steps this process has done (a process that builds several apps, like the tests, pays once)."""
 
 
 def warm_up(pipeline: Pipeline, *, telegram: bool | None = None) -> WarmUp:
@@ -111,10 +122,11 @@ def warm_up(pipeline: Pipeline, *, telegram: bool | None = None) -> WarmUp:
 
     report.run("chat models", models)
     if telegram:
-        report.run("aiogram", _aiogram)
-    report.run("locales", _locales)
-    report.run("text tables", _text_tables)
-    report.run("search", lambda: _search(pipeline, tenants[0] if tenants else "default"))
+        report.run("aiogram", _aiogram, once=True)
+    report.run("locales", _locales, once=True)
+    report.run("text tables", _text_tables, once=True)
+    # the index's own table was probed when it opened; what is left is the process's (query planning, caches)
+    report.run("search", lambda: _search(pipeline, tenants[0] if tenants else "default"), once=True)
     log.info("warm-up done in %.1f s (%s)", report.seconds,
              ", ".join(f"{k} {v:.2f} s" for k, v in report.steps.items()))
     return report
@@ -192,46 +204,3 @@ def warm_cache(pipeline: Pipeline, limit: int) -> threading.Thread | None:
     thread.start()
     return thread
 
-
-WARM_PATH = "/.well-known/huiyi-warm-up"
-"""The path of the request ``warm_routes`` sends through the app: one no route answers (404)."""
-
-
-async def warm_routes(app) -> int:
-    """Send one GET for ``WARM_PATH`` through the ASGI ``app`` itself, from
-    loopback, and return its status (404): FastAPI builds each router's route
-    table — a pydantic adapter per parameter of every route, ~1 s on 2 loaded
-    cores — on the first request that walks it, and a path no route answers
-    walks them all. Starlette builds its middleware stack on that request too.
-    Call it on the event loop at start-up, before the app says ready."""
-    status = 0
-    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
-             "method": "GET", "scheme": "http", "path": WARM_PATH, "raw_path": WARM_PATH.encode(), "root_path": "",
-             "query_string": b"", "headers": [(b"host", b"127.0.0.1")], "client": ("127.0.0.1", 0),
-             "server": ("127.0.0.1", 0), "state": {}}
-    sent = False
-
-    async def receive() -> dict:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": b"", "more_body": False}
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-
-    def not_the_warm_up(record: logging.LogRecord) -> bool:  # its 404 is expected: no WARNING for it
-        return WARM_PATH not in record.getMessage()
-
-    errors = logging.getLogger("gateway.http.errors")
-    t0 = time.perf_counter()
-    errors.addFilter(not_the_warm_up)
-    try:
-        await app(scope, receive, send)
-    finally:
-        errors.removeFilter(not_the_warm_up)
-    log.info("warm-up: routes built in %.2f s", time.perf_counter() - t0)
-    return status
