@@ -404,6 +404,10 @@ class Settings(BaseSettings):
     #: budget (a namespace not loaded yet is searched exactly meanwhile); 0: none.
     #: Env ``HUIYI_CACHE_WARM_NAMESPACES``.
     cache_warm_namespaces: int = Field(default=256, ge=0)
+    #: seconds the event loop may go without running before a WARNING names what
+    #: blocks it, with the loop thread's stack (``gateway.loopwatch``); 0: no
+    #: watchdog. Env ``HUIYI_LOOP_STALL_WARN_S``.
+    loop_stall_warn_s: float = Field(default=2.0, ge=0)
     #: rows of the LanceDB table from which its vector search goes through an ANN
     #: index (IVF_SQ with exact re-ranking, built by maintenance's optimize; below
     #: it the search is flat and exact). Only namespaces too big for the cache's

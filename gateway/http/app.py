@@ -102,6 +102,12 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
 
         app.state.readiness = Readiness(pipeline, http)
         tasks = [asyncio.create_task(maintenance(pipeline))]
+        watch = None
+        if cfg.loop_stall_warn_s > 0:  # a stall of the loop is logged with the frames that block it
+            from gateway.loopwatch import LoopWatch
+
+            watch = LoopWatch(cfg.loop_stall_warn_s)
+            watch.start()
         if telegram_polling:
             tasks += [asyncio.create_task(app.state.telegram.poll(t)) for t in app.state.telegram.tenants_with_bots()]
         if warm:
@@ -128,6 +134,8 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
             if not await pipeline.captures.drain(timeout=30):
                 log.warning("shutdown: captures still running; they resume at the next start")
             await http.aclose()
+            if watch is not None:
+                await asyncio.to_thread(watch.stop)
 
     app = FastAPI(title="huiyi", version="0.1.0", lifespan=lifespan)
     app.state.body_timeout_s = cfg.body_timeout_s
