@@ -5,15 +5,17 @@ A process that imports or builds something on its first turn pays for it in
 that turn, and when that happens on the event loop every other request waits
 too: aiogram's import, which the first Telegram reply did on the loop, took
 13–20 s on 2 idle cores (it builds hundreds of pydantic models) and far longer
-under load — a whole-process stall with ``/healthz`` unanswered. So
-``warm_up`` runs once, in a worker thread of the app's start-up, after the
-core is built (jieba, OpenCC and the embedder are loaded there,
-``gateway.service.build_core``) and before the readiness checks exist:
+under load — a whole-process stall with ``/healthz`` unanswered. aiogram is
+loaded by the Telegram bridge itself, in a worker thread started at start-up,
+its sends waiting for it and ``/readyz`` saying 503 until it is done
+(``bridges.telegram.runtime.TelegramRuntime.prepare``). The rest,
+``warm_up``, runs in a worker thread of the app's start-up, after the core is
+built (jieba, OpenCC and the embedder are loaded there,
+``gateway.service.build_core``) and before the app answers at all:
 
-- the modules the turn imports on first use: the openai client (and each
-  configured tenant's ``ChatModel``), aiogram's Bot, session, types and
-  errors when a tenant has a Telegram token, and the response models aiogram
-  builds on a method's first answer (``Response[Message]``);
+- the modules the turn imports on first use: the openai client (each
+  configured tenant's ``ChatModel`` and the answer's models,
+  ``ChatModel.warm``);
 - the lazily built text tables: the emotion lexicon and its stemmer, jieba's
   part-of-speech tagger (entity links, capture's heuristics), the contradiction
   rules, capture's template patterns, both locale catalogues (Babel);
@@ -48,7 +50,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline
 
-__all__ = ["warm_up", "warm_cache", "WarmUp", "WARM_NAMESPACE", "TELEGRAM_MODULES"]
+__all__ = ["warm_up", "warm_cache", "WarmUp", "WARM_NAMESPACE"]
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +58,6 @@ WARM_NAMESPACE = "person:warmup"
 """Subject of the namespace the warm-up recall searches: a ``person:`` id that
 identity linking never mints (those are hex), so it holds nothing; the recall
 only reads (no trace, no recall mark is written)."""
-
-TELEGRAM_MODULES = ("aiogram", "aiogram.exceptions", "aiogram.types", "aiogram.client.session.aiohttp",
-                    "aiogram.client.telegram")
-"""What ``bridges.telegram`` imports on its first reply (``make_bot``, ``send_outbound``, ``_send``)."""
 
 _SAMPLES = ("我上个月搬到了杭州，养了一只叫煤球的猫，今天特别开心！",
             "I moved to Lisbon last month and I love my new job, but I miss my sister.")
@@ -101,16 +99,12 @@ _DONE: set[str] = set()
 """The ``once`` steps this process has done (a process that builds several apps, like the tests, pays once)."""
 
 
-def warm_up(pipeline: Pipeline, *, telegram: bool | None = None) -> WarmUp:
+def warm_up(pipeline: Pipeline) -> WarmUp:
     """Load what the first turn of ``pipeline`` would load (module docstring).
     Blocking: call it in a worker thread before the app says ready.
-    ``telegram``: import aiogram (None: when a tenant has a bot token).
     Returns the steps' timings; never raises."""
     report = WarmUp()
-    settings = pipeline.settings
-    tenants = list(settings.tenants)
-    if telegram is None:
-        telegram = any(settings.tenant(t).telegram.token for t in tenants)
+    tenants = list(pipeline.settings.tenants)
 
     def models() -> None:
         import openai  # noqa: F401 - the client's import is most of a ChatModel's first cost
@@ -121,8 +115,6 @@ def warm_up(pipeline: Pipeline, *, telegram: bool | None = None) -> WarmUp:
                 model.warm()
 
     report.run("chat models", models)
-    if telegram:
-        report.run("aiogram", _aiogram, once=True)
     report.run("locales", _locales, once=True)
     report.run("text tables", _text_tables, once=True)
     # the index's own table was probed when it opened; what is left is the process's (query planning, caches)
@@ -130,18 +122,6 @@ def warm_up(pipeline: Pipeline, *, telegram: bool | None = None) -> WarmUp:
     log.info("warm-up done in %.1f s (%s)", report.seconds,
              ", ".join(f"{k} {v:.2f} s" for k, v in report.steps.items()))
     return report
-
-
-def _aiogram() -> None:
-    for name in TELEGRAM_MODULES:
-        importlib.import_module(name)
-    from aiogram.methods.base import Response
-    from aiogram.types import Message, Update
-
-    # the session reads every answer as Response[<method's result>], a pydantic generic
-    # built on its first use: sendMessage's (Message's schema is most of aiogram's), and polling's
-    for result in (Message, bool, list[Update]):
-        Response[result]  # noqa: B018 - the subscription builds and caches the model
 
 
 def _locales() -> None:

@@ -61,9 +61,10 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
     (``gc.freeze``), so a full collection no longer walks them in the middle of
     a turn (25–60 ms each, measured on 2 cores); a process that builds many
     apps (the tests) leaves it off. ``warm``: before the app says ready, load
-    in a worker thread what a first turn would load (``gateway.warmup``: the
-    chat clients, aiogram, the text tables, the search paths), so that no turn
-    imports or builds them — on the event loop least of all."""
+    in worker threads what a first turn would load (``gateway.warmup``: the
+    chat clients, the text tables, the search paths, FastAPI's route tables;
+    aiogram, ``TelegramRuntime.prepare``, while ``/readyz`` says 503), so that no
+    turn imports or builds them — on the event loop least of all."""
     cfg = settings or (pipeline.settings if pipeline is not None else load_settings())
     qq_host = None
     if cfg.onebot.enabled:
@@ -88,19 +89,19 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         if warm:  # what the first turn would load, loaded now, off the loop (gateway.warmup)
             from gateway.warmup import warm_up
 
-            await asyncio.to_thread(warm_up, pipeline, telegram=None)
+            await asyncio.to_thread(warm_up, pipeline)
         app.state.pipeline = pipeline
         await api_v1.announce(pipeline)
         http = httpx.AsyncClient(timeout=httpx.Timeout(10.0))
         app.state.telegram = TelegramRuntime(pipeline)
-        for tenant in app.state.telegram.tenants_with_bots():  # each Bot and its HTTP session made now,
-            await app.state.telegram.bot(tenant).session.create_session()  # not by its first reply
+        if warm:
+            app.state.telegram.prepare()  # aiogram loads in a worker thread; /readyz waits for it, sends too
         app.state.wechat = WeChatRuntime(pipeline, http)
         app.state.webhook = WebhookRuntime(pipeline, http)
         app.state.onebot = OneBotHTTP(pipeline, http)
         from gateway.http.health import Readiness
 
-        app.state.readiness = Readiness(pipeline, http)
+        app.state.readiness = Readiness(pipeline, http, {"telegram": lambda: app.state.telegram.ready})
         tasks = [asyncio.create_task(maintenance(pipeline))]
         watch = None
         if cfg.loop_stall_warn_s > 0:  # a stall of the loop is logged with the frames that block it
