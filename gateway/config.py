@@ -590,6 +590,16 @@ class Settings(BaseSettings):
     #: 2.3 MiB per 1,000 memories with 512-d vectors); 0 turns it off. Env
     #: ``HUIYI_RECALL_CACHE_MIB``.
     recall_cache_mib: float = Field(default=256.0, ge=0)
+    # -- start-up warm-up (gateway.warmup; issue 26 items 6-7, issue 29 item 4) --
+    #: namespaces per tenant loaded into recall's cache at start-up, the most
+    #: recently recalled first, in a background thread and never past the cache's
+    #: budget (a namespace not loaded yet is searched exactly meanwhile); 0: none.
+    #: Env ``HUIYI_CACHE_WARM_NAMESPACES``.
+    cache_warm_namespaces: int = Field(default=256, ge=0)
+    #: seconds the event loop may go without running before a WARNING names what
+    #: blocks it, with the loop thread's stack (``gateway.loopwatch``); 0: no
+    #: watchdog. Env ``HUIYI_LOOP_STALL_WARN_S``.
+    loop_stall_warn_s: float = Field(default=2.0, ge=0)
     #: rows of the LanceDB table from which its vector search goes through an ANN
     #: index (IVF_SQ with exact re-ranking, built by maintenance's optimize; below
     #: it the search is flat and exact). Only namespaces too big for the cache's

@@ -65,6 +65,22 @@ class ChatModel:
             raise EmptyAnswer("chat model returned an empty answer")
         return repair(text.strip())
 
+    def warm(self) -> None:
+        """Load what the first ``complete`` would: the openai client imports its
+        resource modules (~500, every API it wraps) on the first use of
+        ``client.chat``, jiter parses the first answer, and the answer's pydantic
+        models (``ChatCompletion`` and what it holds) are built on their first
+        use (~0.25 s on 2 loaded cores). Blocking; for start-up
+        (``gateway.warmup``), never on the event loop."""
+        import jiter  # noqa: F401
+        from openai.types.chat import ChatCompletion
+
+        self._client.chat.completions  # noqa: B018 - the attribute access is the import
+        ChatCompletion.model_validate({
+            "id": "warm-up", "object": "chat.completion", "created": 0, "model": self.settings.model or "",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
     async def close(self) -> None:
         """Close the HTTP client."""
         await self._client.close()

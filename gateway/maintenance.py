@@ -33,7 +33,9 @@ async def maintenance(pipeline: Pipeline) -> None:
     their own unless the last pass still runs (``ConsolidationScheduler.start``,
     ``memory.consolidate``); start
     the index's rebuild from SQL again when the one begun at start-up (a missing
-    or unreadable index, ``MemoryCore``) failed. Cancelling it cancels the
+    or unreadable index, ``MemoryCore``) failed, and begin one when the index
+    vanished or became unreadable while serving (``MemoryCore.check_index``).
+    Cancelling it cancels the
     consolidation pass it started (``ConsolidationScheduler.stop``)."""
     try:
         await _maintain_forever(pipeline)
@@ -48,6 +50,10 @@ async def _maintain_forever(pipeline: Pipeline) -> None:
         await asyncio.sleep(MAINTAIN_EVERY_S)
         if pipeline.core.start_rebuild():  # a rebuild of a missing or unreadable index failed: again
             log.warning("index: not ready; rebuilding it from SQL again")
+        try:  # an index directory deleted or damaged while serving: rebuilt now, not at the next restart
+            await asyncio.to_thread(pipeline.core.check_index)
+        except Exception as exc:  # noqa: BLE001 - keep maintaining
+            log.warning("checking the index: %s", exc)
         try:
             await pipeline.captures.resume()
         except Exception as exc:  # noqa: BLE001 - keep maintaining

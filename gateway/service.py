@@ -23,7 +23,9 @@ def build_core(settings: Settings, *, schema: str | None = None,
     incomplete is replaced and rebuilt from SQL as ``rebuild`` says
     (``MemoryCore``): ``now`` for the CLI, ``background`` for a serving gateway
     (recall falls back to the exact path meanwhile), ``none`` for ``huiyi
-    reindex``, which rebuilds it itself.
+    reindex``, which rebuilds it itself. A serving gateway's (``background``)
+    recall cache also loads namespaces it does not hold yet in the background
+    (``NamespaceCache.ready_view``).
 
     Raises StoreError / SearchIndexError / EmbedderError when a part cannot open.
     """
@@ -45,7 +47,8 @@ def build_core(settings: Settings, *, schema: str | None = None,
     store.subscribe_events(name for name, t in settings.tenants.items() if t.change_events.url)
     index = SearchIndex(settings.index_path, embedder, ann_min_rows=settings.ann_min_rows,
                         **index_writers(settings, store))
-    core = MemoryCore(store, index, rebuild=rebuild, cache_mib=settings.recall_cache_mib)
+    core = MemoryCore(store, index, rebuild=rebuild, cache_mib=settings.recall_cache_mib,
+                      cache_background=rebuild == "background")  # serving: no turn waits on a cold view
     try:
         core.maintain()  # repair what a crash between SQL and index left behind
     except Exception as exc:  # noqa: BLE001

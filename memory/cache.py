@@ -420,13 +420,18 @@ class NamespaceCache:
     reloads that extended the old view (``_refresh``) instead of reading the
     whole namespace (part of ``loads``)."""
 
-    def __init__(self, max_mib: float) -> None:
+    def __init__(self, max_mib: float, *, background: bool = False) -> None:
+        """``background``: ``ready_view`` loads a namespace not held yet in a
+        background thread instead of in the recall that asked (the gateway)."""
         if max_mib <= 0:
             raise ValueError("max_mib must be > 0")
         self.max_bytes = int(max_mib * 2**20)
+        self.background = background
         self._views: OrderedDict[str, NamespaceView] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        self._loading: set[str] = set()
+        self._loader = None  # a one-thread executor, made on the first background load
         self.hits = 0
         self.loads = 0
         self.appends = 0
@@ -450,6 +455,93 @@ class NamespaceCache:
         (``view(..., vectors=False)``: BM25 in process with the namespace's own
         statistics, the vector channel through the index), on ``fits``' rule."""
         return live * _FIT_BYTES_PER_MEMORY <= self.max_bytes // 2
+
+    def room_for(self, live: int, dim: int) -> bool:
+        """Whether a namespace of ``live`` memories (``fits``' estimate) can be
+        loaded without evicting a view: for warming, which never pushes out what
+        the turns use."""
+        return self._bytes + live * (dim * 4 + _FIT_BYTES_PER_MEMORY) + _VIEW_OVERHEAD <= self.max_bytes
+
+    def held(self, ns: Namespace) -> bool:
+        """Whether a view of ``ns`` is held (at whatever version)."""
+        with self._lock:
+            return str(ns) in self._views
+
+    def ready_view(self, store: Store, index: SearchIndex, ns: Namespace, version: int,
+                   vectors: bool = True) -> NamespaceView | None:
+        """``view`` for a recall that must not wait on a cold load: with
+        ``background`` and no view of ``ns`` held (a namespace not cached yet, or
+        crossing the vector budget), its load is started in the cache's loader
+        thread (once per namespace) and None returned — the caller searches
+        another way meanwhile (``memory.recall``: the exact or the index path);
+        a held view is returned, brought up to date as ``view`` does (an append
+        of what changed, usually). Without ``background``, ``view``. Raises as
+        ``view``."""
+        if not self.background:
+            return self.view(store, index, ns, version, vectors)
+        with self._lock:
+            old = self._views.get(str(ns))
+        if old is not None and (old.matrix is not None) == vectors:
+            return self.view(store, index, ns, version, vectors)
+        self.load_later(store, index, ns, vectors)
+        return None
+
+    def load_later(self, store: Store, index: SearchIndex, ns: Namespace, vectors: bool = True) -> bool:
+        """Load the view of ``ns`` in the loader thread (one at a time, in order)
+        unless its load is queued already; True when queued. The load reads the
+        namespace's version when it runs; a failure is logged, not raised (the
+        next recall of ``ns`` queues it again)."""
+        key = str(ns)
+        with self._lock:
+            if key in self._loading:
+                return False
+            self._loading.add(key)
+            if self._loader is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._loader = ThreadPoolExecutor(1, thread_name_prefix="huiyi-cache-load")
+            loader = self._loader
+
+        def load() -> None:
+            try:
+                version, _ = store.namespace_state(ns)
+                self.view(store, index, ns, version, vectors)
+            except Exception as exc:  # noqa: BLE001 - the recall path still answers without the view
+                log.warning("cache: loading %s failed (%s: %s)", ns, type(exc).__name__, exc)
+            finally:
+                with self._lock:
+                    self._loading.discard(key)
+
+        try:
+            loader.submit(load)
+        except RuntimeError:  # shut down (the core closed): nothing to warm any more
+            with self._lock:
+                self._loading.discard(key)
+            return False
+        return True
+
+    def idle(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds) until no background load is queued
+        or running; True when none is."""
+        import time
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if not self._loading:
+                    return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        """Stop the loader thread after the load it is running; queued loads are dropped."""
+        with self._lock:
+            loader, self._loader = self._loader, None
+        if loader is not None:
+            loader.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            self._loading.clear()
 
     def get(self, ns: Namespace, version: int, vectors: bool = True) -> NamespaceView | None:
         """The view of ``ns`` when it is stamped ``version`` (and holds vectors, or

@@ -57,6 +57,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from itertools import zip_longest
 from dataclasses import replace
 from datetime import datetime
 from typing import Literal
@@ -179,18 +180,21 @@ class MemoryCore:
 
     def __init__(self, store: Store, index: SearchIndex, scorer: Scorer | None = None, *,
                  rebuild: Literal["now", "background", "none"] = "now", cache_mib: float = 0.0,
-                 links: LinkParams = LinkParams()) -> None:
+                 links: LinkParams = LinkParams(), cache_background: bool = False) -> None:
         """``rebuild``: what to do when the index is found missing, unreadable,
         incomplete or made by another embedder (``index_missing``): rebuild it
         from SQL ``now`` (before returning), in a ``background`` thread while
         recall falls back to the exact path (the gateway), or not at all
         (``none``: the caller does, e.g. ``huiyi reindex``). ``links``: how
-        association links are made (``memory.links.LinkParams``)."""
+        association links are made (``memory.links.LinkParams``).
+        ``cache_background``: a namespace not in recall's cache yet is loaded
+        into it in the background while its recall takes the exact or index path
+        (``NamespaceCache.ready_view``; the gateway), instead of inside that recall."""
         self.store = store
         self.links = links
         self.index = index
         self.scorer = scorer
-        self.cache = NamespaceCache(cache_mib) if cache_mib > 0 else None
+        self.cache = NamespaceCache(cache_mib, background=cache_background) if cache_mib > 0 else None
         self.audit = AuditLog(store)
         self._ns_locks: dict[str, threading.Lock] = {}
         self._deferred = threading.local()
@@ -200,6 +204,7 @@ class MemoryCore:
         self._rebuilding = threading.Lock()
         self._rebuild_thread: threading.Thread | None = None
         self._fallback_warned = 0.0
+        self._short_before = False  # the last check_index found the index short of rows
         reason = self.index_missing()
         if reason is None:
             self._ready.set()
@@ -260,6 +265,36 @@ class MemoryCore:
         finally:
             self._rebuilding.release()
 
+    def check_index(self) -> str | None:
+        """While serving: find an index that vanished or became unreadable since
+        it was opened (a deleted or replaced directory, a corrupt manifest) and
+        rebuild it from SQL in the background (``start_rebuild``), recall of
+        large namespaces taking the exact path meanwhile, as at start-up; index
+        writes fail into the outbox until the new table exists and are applied
+        after it. Returns the reason it is rebuilt, or None (ready, or a rebuild
+        already under way).
+
+        An index that cannot count its rows is rebuilt at once; one that counts
+        fewer rows than SQL's live memories less the outbox only when the
+        previous check found it short too: between SQL's commit of a forget and
+        the clearing of its outbox row the two counts can differ for a moment,
+        and a full rebuild on such a glimpse would be costly. The maintenance task
+        calls this every pass (``gateway.maintenance``). Raises StoreError
+        when SQL cannot be read."""
+        if not self.index_ready:
+            return None
+        reason = self.index_missing()
+        short = reason is not None and reason.startswith("the index holds")
+        if reason is None or (short and not self._short_before):
+            self._short_before = short
+            return None
+        self._short_before = False
+        log.warning("index: %s while serving; it is rebuilt from SQL, recall of large namespaces falls back to the "
+                    "exact path meanwhile", reason)
+        self._ready.clear()
+        self.start_rebuild()
+        return reason
+
     def start_rebuild(self) -> bool:
         """``rebuild_index`` in a daemon thread unless the index is ready or one
         runs already; True when a thread was started."""
@@ -268,6 +303,34 @@ class MemoryCore:
         self._rebuild_thread = threading.Thread(target=self.rebuild_index, name="huiyi-index-rebuild", daemon=True)
         self._rebuild_thread.start()
         return True
+
+    def warm_cache(self, tenants: Sequence[str], limit: int = 256) -> int:
+        """Load into recall's cache the namespaces of ``tenants`` recalled most
+        recently (``Store.recently_recalled``, at most ``limit`` per tenant, newest
+        first, the tenants taken in turn), each only while the cache has room for
+        it without evicting a view (``NamespaceCache.room_for``): a start-up's
+        warm-up, bounded by the cache's budget. Blocking (the gateway runs it in a
+        thread of its own after start-up); returns the views loaded. A namespace
+        that fails to load is logged and skipped. 0 without a cache."""
+        cache = self.cache
+        if cache is None or limit <= 0:
+            return 0
+        lists = [self.store.recently_recalled(t, limit) for t in tenants]
+        order = [ns for row in zip_longest(*lists) for ns in row if ns is not None]
+        dim = self.index.embedder.dim
+        loaded = 0
+        for ns in order:
+            version, live = self.store.namespace_state(ns)
+            if not live or cache.held(ns) or not cache.fits(live, dim):
+                continue
+            if not cache.room_for(live, dim):
+                break
+            try:
+                cache.view(self.store, self.index, ns, version)
+                loaded += 1
+            except Exception as exc:  # noqa: BLE001 - its first recall loads it instead
+                log.warning("cache: warming %s failed (%s: %s)", ns, type(exc).__name__, exc)
+        return loaded
 
     @property
     def audit_failures(self) -> int:
@@ -989,5 +1052,7 @@ class MemoryCore:
         return len(done)
 
     def close(self) -> None:
-        """Release the SQL connection pool."""
+        """Stop the cache's background loads and release the SQL connection pool."""
+        if self.cache is not None:
+            self.cache.close()
         self.store.close()

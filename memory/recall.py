@@ -487,15 +487,22 @@ def _view(store: Store, index: SearchIndex, ns: Namespace, lines: Sequence[str],
     else the cache's view without vectors when its postings fit (BM25 in process
     with the namespace's own statistics, the vector channel through the index);
     else ``(None, None)``: both channels through the index, prefiltered on the
-    namespace (its full-text statistics are then the whole table's)."""
+    namespace (its full-text statistics are then the whole table's). A cache
+    that loads in the background (``NamespaceCache.ready_view``) has a namespace
+    it does not hold yet searched by the next of these paths while it loads."""
     version, live = store.namespace_state(ns)
+    # a view not cached yet loads in the background (NamespaceCache.ready_view: None), searched below meanwhile
     if cache is not None and cache.fits(live, index.embedder.dim):
-        return cache.view(store, index, ns, version), None
+        view = cache.ready_view(store, index, ns, version)
+        if view is not None:
+            return view, None
     if 0 < params.exact_max and live <= params.exact_max:
         small = store.live_if_at_most(ns, params.exact_max)
         return (_exact_view(index, small, lines, params) if small else None), small
-    if cache is not None and cache.fits_postings(live):  # too big for its vectors: BM25 stays in process
-        return cache.view(store, index, ns, version, vectors=False), None
+    if cache is not None and not cache.fits(live, index.embedder.dim) and cache.fits_postings(live):
+        view = cache.ready_view(store, index, ns, version, vectors=False)  # too big for its vectors: BM25 in process
+        if view is not None:
+            return view, None
     return None, None
 
 

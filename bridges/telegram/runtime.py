@@ -21,9 +21,11 @@ another Bot API server (a local one, or the fake server of the tests).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import math
+import time
 from typing import TYPE_CHECKING, Any
 
 from bridges.ack import AckedTurns
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from aiogram import Bot
 
 
-__all__ = ["TelegramRuntime", "secret_ok", "make_bot", "set_webhook", "delete_webhook", "ALLOWED_UPDATES",
+__all__ = ["TelegramRuntime", "secret_ok", "make_bot", "load_aiogram", "TELEGRAM_MODULES", "set_webhook", "delete_webhook", "ALLOWED_UPDATES",
            "BotNotConfigured"]
 
 log = logging.getLogger(__name__)
@@ -68,6 +70,40 @@ class TelegramRuntime:
         self.pipeline = pipeline
         self._bots: dict[str, Bot] = {}
         self.turns = AckedTurns(pipeline, "telegram")
+        self._prepared: asyncio.Task | None = None
+
+    # -- start-up -----------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Start loading aiogram in a worker thread, then make each tenant's Bot
+        and its HTTP session (``_prepare``), unless no tenant has a bot token.
+        aiogram's import builds hundreds of pydantic models (13–20 s on 2 idle
+        cores, far more under load): on the event loop, on a first reply, it held
+        every request of the process. Call it on the loop at start-up; every send
+        and the polling wait for it (``prepared``), never the webhook's answer."""
+        if self._prepared is None and self.tenants_with_bots():
+            self._prepared = asyncio.get_running_loop().create_task(self._prepare())
+
+    @property
+    def ready(self) -> bool:
+        """True once ``prepare`` is done (or nothing was to prepare)."""
+        return self._prepared is None or self._prepared.done()
+
+    async def prepared(self) -> None:
+        """Wait until ``prepare`` is done (at once when it was not started or is done)."""
+        if self._prepared is not None and not self._prepared.done():
+            await asyncio.shield(self._prepared)
+
+    async def _prepare(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            await asyncio.to_thread(load_aiogram)
+            for tenant in self.tenants_with_bots():
+                await self.bot(tenant).session.create_session()
+        except Exception as exc:  # noqa: BLE001 - the first reply loads it instead
+            log.warning("telegram: preparing aiogram failed (%s: %s)", type(exc).__name__, exc)
+            return
+        log.info("telegram: aiogram and %d bot(s) ready in %.1f s", len(self._bots), time.perf_counter() - t0)
 
     # -- configuration ----------------------------------------------------
 
@@ -95,6 +131,10 @@ class TelegramRuntime:
         """Wait (at most ``timeout`` seconds) for turns and replies in flight, then
         close every bot's HTTP session."""
         await self.turns.idle(timeout)
+        if self._prepared is not None and not self._prepared.done():
+            self._prepared.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._prepared
         bots, self._bots = list(self._bots.values()), {}
         for bot in bots:
             await bot.session.close()
@@ -132,6 +172,7 @@ class TelegramRuntime:
         return True
 
     async def _send(self, tenant: str, out) -> None:
+        await self.prepared()  # aiogram imported off the loop first
         from aiogram.exceptions import TelegramAPIError, TelegramMigrateToChat
 
         try:
@@ -161,6 +202,7 @@ class TelegramRuntime:
         """Long-poll ``getUpdates`` for ``tenant`` until ``stop`` is set or the task
         is cancelled. Removes a registered webhook first (Telegram refuses
         getUpdates while one is set). Errors back off 1 → 30 s."""
+        await self.prepared()
         bot = self.bot(tenant)
         timeout = self.pipeline.tenant(tenant).telegram.poll_timeout
         await bot.delete_webhook(drop_pending_updates=False)
@@ -187,6 +229,28 @@ class TelegramRuntime:
                 except Exception:  # noqa: BLE001 - one bad update must not stop polling
                     log.exception("telegram: update %s of tenant %s failed", update.update_id, tenant)
 
+
+
+TELEGRAM_MODULES = ("aiogram", "aiogram.exceptions", "aiogram.types", "aiogram.client.session.aiohttp",
+                    "aiogram.client.telegram")
+"""What this bridge imports on its first reply (``make_bot``, ``send_outbound``, ``_send``)."""
+
+
+def load_aiogram() -> None:
+    """Import what the first reply would (``TELEGRAM_MODULES``) and build the
+    response models aiogram makes on a method's first answer: the session reads
+    every answer as ``Response[<the method's result>]``, a pydantic generic built
+    on first use — sendMessage's (Message's schema is most of aiogram's) and
+    polling's. Blocking: for a worker thread (``TelegramRuntime.prepare``)."""
+    import importlib
+
+    for name in TELEGRAM_MODULES:
+        importlib.import_module(name)
+    from aiogram.methods.base import Response
+    from aiogram.types import Message, Update
+
+    for result in (Message, bool, list[Update]):
+        Response[result]  # noqa: B018 - the subscription builds and caches the model
 
 
 def make_bot(cfg: Any, tenant: str = "") -> Bot:

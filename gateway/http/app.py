@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None, pipeline: Pipeline | None = None, *,
-               telegram_polling: bool = False, freeze_gc: bool = False) -> FastAPI:
+               telegram_polling: bool = False, freeze_gc: bool = False, warm: bool = True) -> FastAPI:
     """The FastAPI app. Builds the core on start-up (lifespan) unless a pipeline
     is given; runs the maintenance task (``gateway.maintenance``) beside it, and
     at shutdown lets the captures still queued finish. ``telegram_polling``
@@ -64,7 +64,11 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
     app: ~145k tracked objects) out of the cyclic collector's reach
     (``gc.freeze``), so a full collection no longer walks them in the middle of
     a turn (25–60 ms each, measured on 2 cores); a process that builds many
-    apps (the tests) leaves it off."""
+    apps (the tests) leaves it off. ``warm``: before the app says ready, load
+    in worker threads what a first turn would load (``gateway.warmup``: the
+    chat clients, the text tables, the search paths, FastAPI's route tables;
+    aiogram, ``TelegramRuntime.prepare``, while ``/readyz`` says 503), so that no
+    turn imports or builds them — on the event loop least of all."""
     cfg = settings or (pipeline.settings if pipeline is not None else load_settings())
     qq_host = None
     if cfg.onebot.enabled:
@@ -86,16 +90,22 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
             from gateway.service import build_pipeline
 
             pipeline = await asyncio.to_thread(build_pipeline, cfg)
+        if warm:  # what the first turn would load, loaded now, off the loop (gateway.warmup)
+            from gateway.warmup import warm_up
+
+            await asyncio.to_thread(warm_up, pipeline)
         app.state.pipeline = pipeline
         await api_v1.announce(pipeline)
         http = httpx.AsyncClient(timeout=httpx.Timeout(10.0))
         app.state.telegram = TelegramRuntime(pipeline)
+        if warm:
+            app.state.telegram.prepare()  # aiogram loads in a worker thread; /readyz waits for it, sends too
         app.state.wechat = WeChatRuntime(pipeline, http)
         app.state.webhook = WebhookRuntime(pipeline, http)
         app.state.onebot = OneBotHTTP(pipeline, http)
         from gateway.http.health import Readiness
 
-        app.state.readiness = Readiness(pipeline, http)
+        app.state.readiness = Readiness(pipeline, http, {"telegram": lambda: app.state.telegram.ready})
         from gateway.http.ratelimit import ApiLimits
 
         app.state.api_limits = ApiLimits(pipeline.settings)  # read by api_v1._Guarded before the key and the body
@@ -105,8 +115,20 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         app.state.change_events = ChangeEventSender(
             pipeline.core.store, {name: t.change_events for name, t in pipeline.settings.tenants.items()}, http)
         app.state.change_events.start()
+        watch = None
+        if cfg.loop_stall_warn_s > 0:  # a stall of the loop is logged with the frames that block it
+            from gateway.loopwatch import LoopWatch
+
+            watch = LoopWatch(cfg.loop_stall_warn_s)
+            watch.start()
         if telegram_polling:
             tasks += [asyncio.create_task(app.state.telegram.poll(t)) for t in app.state.telegram.tenants_with_bots()]
+        if warm:
+            from gateway.warmup import warm_cache
+
+            await _warm_routes(app)  # FastAPI builds its route tables on the first request: this one
+            if cfg.cache_warm_namespaces:  # recall's cache, in the background: never delays readiness
+                warm_cache(pipeline, cfg.cache_warm_namespaces)
         if freeze_gc:
             gc.collect()
             gc.freeze()
@@ -127,6 +149,8 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
                 log.warning("shutdown: captures still running; they resume at the next start")
             await http.aclose()
             await app.state.api_limits.aclose()
+            if watch is not None:
+                await asyncio.to_thread(watch.stop)
 
     # the schema's title names what a generator makes of it (openapi-python-client: "<title>-client"): not
     # "huiyi", whose client would take the name of ours (huiyi-client, import huiyi_client)
@@ -249,3 +273,47 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         qq_host.mount(app)  # last: NoneBot's routes answer what ours do not
 
     return app
+
+
+WARM_PATH = "/.well-known/huiyi-warm-up"
+"""The path of the request ``_warm_routes`` sends through the app: one no route answers (404)."""
+
+
+async def _warm_routes(app) -> int:
+    """Send one GET for ``WARM_PATH`` through the ASGI ``app`` itself, from
+    loopback, and return its status (404): FastAPI builds each router's route
+    table — a pydantic adapter per parameter of every route, ~1 s on 2 loaded
+    cores — on the first request that walks it, and a path no route answers
+    walks them all. Starlette builds its middleware stack on that request too.
+    Call it on the event loop at start-up, before the app says ready."""
+    status = 0
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+             "method": "GET", "scheme": "http", "path": WARM_PATH, "raw_path": WARM_PATH.encode(), "root_path": "",
+             "query_string": b"", "headers": [(b"host", b"127.0.0.1")], "client": ("127.0.0.1", 0),
+             "server": ("127.0.0.1", 0), "state": {}}
+    sent = False
+
+    async def receive() -> dict:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+
+    def not_the_warm_up(record: logging.LogRecord) -> bool:  # its 404 is expected: no WARNING for it
+        return WARM_PATH not in record.getMessage()
+
+    errors = logging.getLogger("gateway.http.errors")
+    t0 = time.perf_counter()
+    errors.addFilter(not_the_warm_up)
+    try:
+        await app(scope, receive, send)
+    finally:
+        errors.removeFilter(not_the_warm_up)
+    log.info("warm-up: routes built in %.2f s", time.perf_counter() - t0)
+    return status

@@ -12,7 +12,9 @@ Ready means every part a turn needs answers, each within ``PROBE_TIMEOUT_S``:
   in ``/v1``), a refused connection or a timeout an absent server: each is
   "failed: …" naming it, and the gateway is not ready. A listing that does not
   name the configured model is logged (some servers list only part of what
-  they serve), not failed.
+  they serve), not failed;
+- a part of the start-up still running in the background (``telegram``:
+  aiogram loading, ``TelegramRuntime.prepare``): ``pending`` until it is done.
 
 The verdict is cached for ``CACHE_S`` seconds, so that a load balancer probing
 every second costs one round of checks per few seconds, and concurrent probes
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -56,9 +59,14 @@ class Verdict:
 class Readiness:
     """The checks of one app (module docstring). ``http``: the app's HTTP client."""
 
-    def __init__(self, pipeline: Pipeline, http: httpx.AsyncClient) -> None:
+    def __init__(self, pipeline: Pipeline, http: httpx.AsyncClient,
+                 starting: dict[str, Callable[[], bool]] | None = None) -> None:
+        """``starting``: name → whether that part of the start-up is done (e.g.
+        ``telegram``: aiogram loaded, ``TelegramRuntime.ready``); each is a check,
+        ``pending`` until it is."""
         self.pipeline = pipeline
         self.http = http
+        self.starting = dict(starting or {})
         self._cached: tuple[float, Verdict] | None = None
         self._lock = asyncio.Lock()
 
@@ -69,6 +77,7 @@ class Readiness:
             if self._cached is not None and loop.time() - self._cached[0] < CACHE_S:
                 return self._cached[1]
             checks = dict(await asyncio.gather(self._database(), self._index(), *self._models()))
+            checks.update({name: "ok" if done() else "pending" for name, done in self.starting.items()})
             verdict = Verdict(all(v == "ok" for v in checks.values()), checks)
             if not verdict.ready:
                 log.warning("not ready: %s", ", ".join(f"{k} {v}" for k, v in checks.items() if v != "ok"))

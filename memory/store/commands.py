@@ -73,6 +73,15 @@ class CommandState(StoreBase):
                         for e in json.loads(row.entries))
         return RecallTrace(ns, row.chat, _aware(row.at), row.k, row.fallback_reason, entries)  # type: ignore[arg-type]
 
+    def recently_recalled(self, tenant: str, limit: int) -> list[Namespace]:
+        """Namespaces of ``tenant`` by the time of their last recall, newest first,
+        at most ``limit`` (the namespaces recall's cache warms at start-up,
+        ``MemoryCore.warm_cache``); names only, no content."""
+        t = _LastRecallRow.__table__  # type: ignore[attr-defined]
+        q = select(t.c.namespace).where(t.c.tenant == tenant).order_by(t.c.at.desc(), t.c.namespace).limit(limit)
+        with self.engine.connect() as conn:
+            return [Namespace.parse(r.namespace) for r in conn.execute(q)]
+
     # -- confirmations awaited (shared by every replica) -----------------
 
     def put_pending(self, ns: Namespace, key: str, at: datetime) -> None:

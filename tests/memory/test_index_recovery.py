@@ -178,3 +178,49 @@ def test_reindex_cli_recovers_from_corrupt_manifests(tmp_path, monkeypatch):
         assert core.index_ready and core.index.ids(NS) == ids
     finally:
         core.close()
+
+
+@pytest.mark.parametrize("damage", ["deleted", "garbage"])
+def test_index_lost_while_serving_is_rebuilt_without_a_restart(tmp_path, embedder, caplog, damage):
+    """The index directory deleted (or its manifests garbled) under a running core: the next check finds
+    it (WARNING), recall of the 28-memory namespace (exact_max 10) keeps finding 煤球 / nurse from SQL
+    meanwhile, a memory written before the rebuild is kept, and the background rebuild restores every
+    memory to the index — no restart."""
+    ids = _fill(tmp_path, embedder)
+    core = _open(tmp_path, embedder, "none")
+    try:
+        assert core.index_ready and core.check_index() is None
+        if damage == "deleted":
+            shutil.rmtree(tmp_path / "index")
+        else:
+            _corrupt_manifests(tmp_path / "index", damage)
+        new = core.add(NS, core.new(NS, "我下个月要去成都出差")).memory.id  # its index write fails into the outbox
+        with caplog.at_level("WARNING", logger="memory.core"):
+            assert "cannot be read" in core.check_index()
+        assert any("while serving" in r.getMessage() for r in caplog.records)
+        for query, want in [("你还记得我的猫吗？", "我养了一只叫煤球的黑猫"), ("nurse", "I work as a nurse in Leeds 🏥")]:
+            hits = core.recall(NS, [query], params=SMALL)
+            assert hits and hits[0].memory.text == want, query
+        assert core.wait_index(120) and core.index_ready
+        core.maintain()
+        assert core.index.ids(NS) == set(ids) | {new}
+        index_only = RecallParams(k=5, exact_max=0)
+        assert core.recall(NS, ["成都出差"], params=index_only)[0].memory.id == new
+        assert core.check_index() is None
+    finally:
+        core.close()
+
+
+def test_an_index_short_once_is_not_rebuilt_but_short_twice_is(tmp_path, embedder):
+    """A count short of SQL's live memories once (what a forget between its SQL commit and its outbox
+    clearing can show) starts no rebuild; short at two checks in a row, the index is rebuilt."""
+    ids = _fill(tmp_path, embedder)
+    core = _open(tmp_path, embedder, "none")
+    try:
+        core.index.delete(NS, sorted(ids)[:3])  # rows gone behind SQL's back
+        assert core.check_index() is None and core.index_ready
+        assert "holds" in core.check_index()
+        assert core.wait_index(120)
+        assert core.index.ids(NS) == set(ids)
+    finally:
+        core.close()
