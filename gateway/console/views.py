@@ -90,7 +90,12 @@ class _ConsoleRoute(APIRoute):
                 return await inner(request)
             except (GatewayError, CoreError, PermissionError, ValueError) as exc:
                 session = getattr(request.state, "session", None)
-                status = 403 if isinstance(exc, PermissionError) else status_of(exc)
+                if isinstance(exc, PermissionError):
+                    status = 403
+                elif isinstance(exc, (GatewayError, CoreError)):
+                    status = status_of(exc)
+                else:  # a ValueError of the core's functions: what the form asked cannot be done
+                    status = 400
                 if status >= 500:
                     log.warning("console: %s %s failed: %s", request.method, request.url.path, exc)
                     return _error(request, session, status, "Memory is not available right now. Please try again later.")
@@ -170,7 +175,7 @@ def _render(request: Request, session: Session | None, name: str, status: int = 
 
 
 def _error(request: Request, session: Session | None, status: int, msgid: str, **params: Any) -> HTMLResponse:
-    return _render(request, session, "error.html", status, status=status, msgid=msgid, params=params)
+    return _render(request, session, "error.html", status, code=status, msgid=msgid, params=params)
 
 
 def _qs(query: dict, **changes: Any) -> str:
