@@ -284,7 +284,7 @@ class ConsoleSettings(BaseModel):
     enabled: serve it (env ``HUIYI_CONSOLE__ENABLED=false`` turns it off).
     session_hours: how long a login lasts, in hours (``HUIYI_CONSOLE__SESSION_HOURS``,
     default 12). secret: the key that signs session cookies
-    (``HUIYI_CONSOLE__SECRET``; unset → a random one kept in
+    (``HUIYI_CONSOLE__SECRET``, 32 or more random characters; unset → a random one kept in
     ``<data_dir>/console/secret``, so set it for replicas behind one address).
     secure_cookie: mark cookies ``Secure`` (``HUIYI_CONSOLE__SECURE_COOKIE``;
     unset → when the request came over HTTPS, as uvicorn reports it behind a
@@ -296,7 +296,7 @@ class ConsoleSettings(BaseModel):
 
     enabled: bool = True
     session_hours: float = Field(default=12.0, gt=0, le=24 * 30)
-    secret: str | None = Field(default=None, min_length=16, json_schema_extra=SECRET)
+    secret: str | None = Field(default=None, json_schema_extra=SECRET)
     secure_cookie: bool | None = None
     login_rate: str = "10/minute"
     turn_days: int = Field(default=14, ge=1, le=366)
