@@ -17,7 +17,7 @@ __all__ = ["line_chart", "bar_chart", "COLOURS"]
 
 #: Series colours, in order (Okabe & Ito 2008, readable with colour blindness).
 COLOURS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
-_W, _H, _L, _R, _T, _B = 640, 220, 48, 12, 14, 34
+_W, _H, _L, _R, _T, _B = 640, 220, 48, 28, 14, 34
 
 
 def _num(v: float) -> str:

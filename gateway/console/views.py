@@ -598,10 +598,11 @@ async def memory(request: Request, subject: str, memory_id: str) -> HTMLResponse
         store = core.store
         row = store.consolidated(ns, [m.id]).get(m.id)
         store.audit(ns, "admin_view", s.actor, m.id, command="show", chat="console")
+        why = explain(store.last_recall(ns), m)
         return dict(m=m, versions=core.history(ns, m.id), now_parts=score(0.0, m, now, 0.0),
                     conflicts=sorted({c.other(m.id) for c in store.conflicts(ns, [m.id])}),
                     links=store.links_of(ns, [m.id]).get(m.id, []), consolidated=row, citing=store.citing(ns, m.id),
-                    why=explain(store.last_recall(ns), m))
+                    why=why, why_msgid=f"why: {why.verdict}")
 
     data = await asyncio.to_thread(load)
     return _render(request, s, "memory.html", subject=ns.subject, max_edit=MAX_EDIT_CHARS,
@@ -785,6 +786,7 @@ async def stats(request: Request) -> HTMLResponse:
     pipeline = request.app.state.pipeline
     core = pipeline.core
     n_days = pipeline.settings.console.turn_days
+    lang = _lang(request, pipeline.settings.tenants[s.tenant].language)
 
     def load() -> dict:
         days = list(reversed(_days(n_days)))
@@ -811,11 +813,13 @@ async def stats(request: Request) -> HTMLResponse:
         return dict(
             counts=counts, queue=pipeline.captures.queued() + core.store.captures_due(),
             outbox=core.store.outbox_depth(), days=n_days, total_turns=len(found),
-            chart_turns=line_chart({"turns": turns_n, "replies": replies, "fallbacks": fallbacks}, labels),
+            chart_turns=line_chart({translate(lang, "turns"): turns_n, translate(lang, "replies"): replies,
+                                    translate(lang, "fallbacks"): fallbacks}, labels),
             chart_recall=line_chart({"p50": lat("recall", 50), "p95": lat("recall", 95)}, labels, unit="ms"),
             chart_total=line_chart({"p50": lat("total", 50), "p95": lat("total", 95)}, labels, unit="ms"),
             chart_reasons=bar_chart(dict(reasons.most_common(8))),
-            chart_consolidated=line_chart({"long-term": [float(made.get(d, 0)) for d in by_day]}, labels))
+            chart_consolidated=line_chart({translate(lang, "long-term"): [float(made.get(d, 0)) for d in by_day]},
+                                          labels))
 
     data = await asyncio.to_thread(load)
     return _render(request, s, "stats.html", **data)

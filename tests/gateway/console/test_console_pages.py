@@ -93,3 +93,27 @@ def test_the_language_follows_the_link_then_the_browser_then_the_tenant(app, cor
     assert ">People<" in c.get("/console/people", headers={"Accept-Language": "zh-CN"}).text
     stats = c.get("/console/stats").text
     assert stats.count('<svg class="chart"') == 5
+
+
+def test_every_text_of_the_console_is_in_both_catalogues():
+    """Each literal _("…") of the templates, each message the views show (error pages, the login form) and
+    each id a template translates at run time (why verdicts, visibilities, consolidated types) is in zh_CN
+    and en with the same placeholders."""
+    import re
+
+    from gateway.console.views import TEMPLATES
+    from locales import LANGUAGES, catalogue_ids, placeholders
+    from memory.store.consolidated import CTYPES
+
+    used = set()
+    for page in TEMPLATES.glob("*.html"):
+        used |= {a if a else b for a, b in re.findall(r'''_\(\s*(?:"([^"]+)"|'([^']+)')''', page.read_text("utf-8"))}
+    views = (TEMPLATES.parent / "views.py").read_text("utf-8")
+    used |= set(re.findall(r'''(?:_error\([^"\n]*|_login_page\(request, )"([^"]+)"''', views))
+    used |= {f"why: {v}" for v in ("recalled", "below_cutoff", "hidden_in_chat", "not_ranked", "newer", "no_trace")}
+    used |= {v.value for v in Visibility} | set(CTYPES)
+    assert len(used) > 150
+    for lang in LANGUAGES:
+        ids = catalogue_ids(lang)
+        assert sorted(m for m in used if m not in ids) == [], lang
+        assert {m: ids[m] for m in used if placeholders(ids[m]) != placeholders(m)} == {}, lang
