@@ -294,6 +294,8 @@ class ConsoleSettings(BaseModel):
     the turn inspector and the stats page read (default 14).
     """
 
+    model_config = _STRICT
+
     enabled: bool = True
     session_hours: float = Field(default=12.0, gt=0, le=24 * 30)
     secret: str | None = Field(default=None, json_schema_extra=SECRET)
@@ -314,6 +316,38 @@ class ConsoleSettings(BaseModel):
 
 
 # -- end of the console's block --------------------------------------------------
+
+
+class IndexS3Settings(BaseModel):
+    """Object storage for the search index (issue 30): used when ``index_uri`` is
+    ``s3://bucket/prefix`` (AWS S3 or an S3-compatible server: MinIO, Ceph, R2),
+    handed to LanceDB as its ``storage_options``. Env example:
+    ``HUIYI_INDEX_URI=s3://huiyi/index HUIYI_INDEX_S3__ENDPOINT=http://minio:9000
+    HUIYI_INDEX_S3__REGION=us-east-1 HUIYI_INDEX_S3__ALLOW_HTTP=true``.
+
+    ``endpoint``: the server's URL (unset: AWS's own). ``region``: the bucket's
+    region. ``access_key_id`` / ``secret_access_key``: credentials (unset: the
+    ``AWS_*`` environment or the instance's role, as LanceDB's object store reads
+    them). ``allow_http``: allow a plain-HTTP endpoint (a server on the same
+    private network; off by default).
+    """
+
+    model_config = _STRICT
+
+    endpoint: str | None = None
+    region: str | None = None
+    access_key_id: str | None = Field(default=None, json_schema_extra=SECRET)
+    secret_access_key: str | None = Field(default=None, json_schema_extra=SECRET)
+    allow_http: bool = False
+
+    def storage_options(self) -> dict[str, str]:
+        """LanceDB's ``storage_options`` for these settings (only those set)."""
+        opts = {"endpoint": self.endpoint, "region": self.region, "aws_access_key_id": self.access_key_id,
+                "aws_secret_access_key": self.secret_access_key}
+        out = {k: v for k, v in opts.items() if v}
+        if self.allow_http:
+            out["allow_http"] = "true"
+        return out
 
 
 class TenantSettings(BaseModel):
@@ -408,6 +442,8 @@ class Settings(BaseSettings):
     config: Path | None = None
     database_url: str | None = Field(default=None, validation_alias=AliasChoices("DATABASE_URL", "HUIYI_DATABASE_URL"))
     index_uri: str | None = None
+    #: object storage of an ``s3://`` index_uri (``IndexS3Settings``); env ``HUIYI_INDEX_S3__…``
+    index_s3: IndexS3Settings = Field(default_factory=IndexS3Settings)
     host: str = "127.0.0.1"
     port: int = 8080
     #: Connections served at once (uvicorn ``limit_concurrency``); more get 503 at
@@ -451,6 +487,17 @@ class Settings(BaseSettings):
     onebot: OneBotSettings = Field(default_factory=OneBotSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)  # the admin console (gateway.console)
     tenants: dict[str, TenantSettings] = Field(default_factory=dict)
+
+    @field_validator("index_uri")
+    @classmethod
+    def _index_uri(cls, v: str | None) -> str | None:
+        """A directory, or ``s3://bucket[/prefix]``; any other scheme is refused."""
+        if v and "://" in v:
+            scheme, _, rest = v.partition("://")
+            if scheme != "s3" or not rest.split("/", 1)[0]:
+                raise ValueError(f"index_uri {v!r}: a directory or s3://bucket/prefix (object storage other than "
+                                 "S3-compatible is not supported)")
+        return v
 
     @field_validator("tenants")
     @classmethod

@@ -615,9 +615,13 @@ async def get_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, ch
 
 @router.patch("/subjects/{subject}/memories/{memory_id}", response_model=MemoryOut, summary="edit a memory")
 async def update_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, body: UpdateIn) -> MemoryOut:
-    """A new version with ``text``; the old one stays in its history (audited ``edit``)."""
+    """A new version with ``text``; the old one stays in its history (audited ``edit``). Its
+    category and key are read from the new text (``memory.capture.edit``); 409 when another
+    memory already holds what it says (KeyTakenError, nothing written)."""
+    from memory.capture import edit
+
     ns = await _ns(ctx, subject)
-    live = await asyncio.to_thread(ctx.core.update, ns, memory_id, body.text, actor=ctx.caller.actor)
+    live = await asyncio.to_thread(edit, ctx.core, ns, memory_id, body.text, actor=ctx.caller.actor, tz=ctx.t.tz)
     return MemoryOut.of(live)
 
 

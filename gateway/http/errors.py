@@ -10,6 +10,7 @@ Status codes (``status_of``; the tree is ``gateway.errors``')::
     LLMError                     502 when surfaced
 
 Core errors (``memory.errors``) map as: NamespaceError → 400, NotFoundError → 404,
+KeyTakenError → 409 (an edit's text is what another memory holds),
 StoreError / SearchIndexError / EmbedderError → 503 with the generic detail
 UNAVAILABLE: their text (an SQL statement, a path, a host) is logged at WARNING
 for the operator, never sent (the store hides statement parameters, so no
@@ -33,7 +34,8 @@ import logging
 from pydantic import ValidationError
 
 from gateway.errors import BadPayload, BodyTimeout, Forbidden, LLMError, PayloadTooLarge, Unauthorized, UnknownTenant
-from memory.errors import CoreError, EmbedderError, NamespaceError, NotFoundError, SearchIndexError, StoreError
+from memory.errors import (CoreError, EmbedderError, KeyTakenError, NamespaceError, NotFoundError, SearchIndexError,
+                           StoreError)
 
 __all__ = ["status_of", "UNAVAILABLE", "install_handlers", "KeepAlive"]
 
@@ -54,6 +56,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (ValidationError, 400),
     (NamespaceError, 400),
     (NotFoundError, 404),
+    (KeyTakenError, 409),
     (StoreError, 503),
     (SearchIndexError, 503),
     (EmbedderError, 503),
