@@ -1,7 +1,8 @@
 """The console in a real browser (issue 28): the system Chromium, driven by
 Selenium through the system chromedriver, against the real app served by
 uvicorn on a loopback port over a real SQLite store and LanceDB index. One
-browser for the module; the tests run in order, as one operator's session:
+browser for the module and one test that runs the steps in order, as one
+operator's session (so that a parallel runner never splits them):
 a member key refused, log in, find a person, filter, open a memory and its
 history, edit, bulk-forget three memories (gone from recall; their messages
 redelivered bring nothing back), open a turn and see its recalled ids with
@@ -153,7 +154,7 @@ def _login(driver, base: str, key: str) -> None:
     _css(driver, "#login").click()
 
 
-def test_a_member_key_is_refused_with_the_form_and_a_message(server, taught, browser):
+def _a_member_key_is_refused_with_the_form_and_a_message(server, taught, browser):
     """The login form in Chinese (the browser's language); a member key gets the form back with a message."""
     _login(browser, server["base"], server["member"])
     assert "只有租户的管理员密钥" in _css(browser, "#login-message").text
@@ -161,7 +162,7 @@ def test_a_member_key_is_refused_with_the_form_and_a_message(server, taught, bro
     SHOTS["login"] = "/console/login"
 
 
-def test_log_in_with_an_admin_key_and_find_a_person_by_name(server, taught, browser):
+def _log_in_with_an_admin_key_and_find_a_person_by_name(server, taught, browser):
     """An admin key opens the people page; searching the name Alice finds tg:42 and opens them."""
     _login(browser, server["base"], server["admin"])
     assert browser.current_url.endswith("/console/people")
@@ -175,7 +176,7 @@ def test_log_in_with_an_admin_key_and_find_a_person_by_name(server, taught, brow
     assert len(_all(browser, "#memories tbody tr[data-id]")) == len(ZH + EN)
 
 
-def test_filter_open_a_memory_and_its_history_and_edit_it(server, taught, browser):
+def _filter_open_a_memory_and_its_history_and_edit_it(server, taught, browser):
     """A text search ranks the cat first with its channel ranks; opening it shows the full record; an edit
     makes version 2 with the old text in the history."""
     from selenium.webdriver.support.ui import Select
@@ -202,7 +203,7 @@ def test_filter_open_a_memory_and_its_history_and_edit_it(server, taught, browse
     SHOTS["memory"] = f"/console/people/tg:42/memories/{cat}"
 
 
-def test_bulk_forget_three_memories_gone_from_recall_and_not_back_on_redelivery(server, taught, browser):
+def _bulk_forget_three_memories_gone_from_recall_and_not_back_on_redelivery(server, taught, browser):
     """Tick three memories, one confirmation listing exactly them, forget: recall no longer finds them and
     their messages delivered again (same ids) bring nothing back."""
     from memory.types import Namespace
@@ -229,7 +230,7 @@ def test_bulk_forget_three_memories_gone_from_recall_and_not_back_on_redelivery(
     assert not any(text[:4] in m.text for m in core.list(ns, limit=50) for text in ZH[1:4])
 
 
-def test_open_a_turn_in_the_inspector_and_see_its_recalled_ids_with_ranks(server, taught, browser):
+def _open_a_turn_in_the_inspector_and_see_its_recalled_ids_with_ranks(server, taught, browser):
     """The newest turn of tg:42 (the question about the cat) lists the cat's memory with its BM25 rank."""
     base = server["base"]
     browser.get(base + "/console/turns?person=tg:42")
@@ -246,7 +247,7 @@ def test_open_a_turn_in_the_inspector_and_see_its_recalled_ids_with_ranks(server
     SHOTS["turn"] = browser.current_url.removeprefix(base)
 
 
-def test_create_and_revoke_a_member_key(server, taught, browser):
+def _create_and_revoke_a_member_key(server, taught, browser):
     """A member key for tg:42 is shown once and works on /v1; revoked from the page, it no longer does."""
     from selenium.webdriver.support.ui import Select
 
@@ -266,7 +267,7 @@ def test_create_and_revoke_a_member_key(server, taught, browser):
     SHOTS["keys"] = "/console/keys"
 
 
-def test_stats_draw_charts_and_the_console_switches_to_english(server, taught, browser):
+def _stats_draw_charts_and_the_console_switches_to_english(server, taught, browser):
     """The stats page draws its SVG charts; the language link turns every page English and it stays so."""
     base = server["base"]
     browser.get(base + "/console/stats")
@@ -279,7 +280,7 @@ def test_stats_draw_charts_and_the_console_switches_to_english(server, taught, b
     assert _css(browser, "h1").text.startswith("People")
 
 
-def test_screenshots_of_every_page_at_desktop_and_phone_width(server, taught, browser, tmp_path_factory):
+def _screenshots_of_every_page_at_desktop_and_phone_width(server, taught, browser, tmp_path_factory):
     """Each page at 1280 and 390 px wide into the output directory; at 390 px no page is wider than the screen
     (tables scroll inside their box)."""
     out = Path(os.environ.get("CONSOLE_SCREENSHOT_DIR") or tmp_path_factory.mktemp("screenshots"))
@@ -296,3 +297,15 @@ def test_screenshots_of_every_page_at_desktop_and_phone_width(server, taught, br
             shot = out / f"console-{name}-{width}.png"
             assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 1000
     assert len(list(out.glob("console-*.png"))) == 2 * len(SHOTS)
+
+
+def test_an_operators_session_in_the_console(server, taught, browser, tmp_path_factory):
+    """The steps above, in order, in one browser session (one test, so that no test runner splits it)."""
+    _a_member_key_is_refused_with_the_form_and_a_message(server, taught, browser)
+    _log_in_with_an_admin_key_and_find_a_person_by_name(server, taught, browser)
+    _filter_open_a_memory_and_its_history_and_edit_it(server, taught, browser)
+    _bulk_forget_three_memories_gone_from_recall_and_not_back_on_redelivery(server, taught, browser)
+    _open_a_turn_in_the_inspector_and_see_its_recalled_ids_with_ranks(server, taught, browser)
+    _create_and_revoke_a_member_key(server, taught, browser)
+    _stats_draw_charts_and_the_console_switches_to_english(server, taught, browser)
+    _screenshots_of_every_page_at_desktop_and_phone_width(server, taught, browser, tmp_path_factory)
