@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -37,7 +37,7 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, PydanticBaseSett
 from gateway.errors import UnknownTenant
 from memory.types import SHARED_SENDERS, TENANT_RE, not_a_person, repair  # noqa: F401 (SHARED_SENDERS: re-exported)
 
-__all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "ConsolidationSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings"]
+__all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "ConsolidationSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings", "RateLimitSettings", "TenantRateLimits"]
 
 #: ``Field(json_schema_extra=SECRET)`` marks a secret: ``masked`` (``huiyi config
 #: check``) never prints its value.
@@ -318,6 +318,86 @@ class ConsoleSettings(BaseModel):
 # -- end of the console's block --------------------------------------------------
 
 
+# -- /v1 rate limits (gateway.http.ratelimit) ---------------------------------------------------------------
+
+
+def _limit_string(v: str | None) -> str | None:
+    """A rate limit in the ``limits`` package's notation (``"60/minute"``,
+    ``"10 per second;1000/hour"``: each part must hold), or None/``""`` for no
+    limit. ValueError naming the string when it does not parse."""
+    if v is None or not v.strip():
+        return None
+    from limits import parse_many
+
+    try:
+        parse_many(v)
+    except ValueError as exc:
+        raise ValueError(f"{v!r} is not a rate limit such as '60/minute' or '10/second;1000/hour'") from exc
+    return v.strip()
+
+
+class RateLimitSettings(BaseModel):
+    """Rate limits of ``/v1``, the gateway-wide part (``gateway.http.ratelimit``;
+    each tenant's own limits are ``TenantSettings.rate_limit``). Env example:
+    ``HUIYI_RATE_LIMIT__STORAGE_URI=redis://127.0.0.1:6379/0``.
+
+    ``enabled``: off, nothing is counted or refused. ``storage_uri``: where the
+    counts live, as the ``limits`` package names storages: ``memory://`` (this
+    process; each replica counts alone) or ``redis://host:port/db``
+    (``rediss://`` for TLS), which every replica shares. ``strategy``:
+    ``moving-window`` (exact: at most N calls in any window), ``sliding-window-counter``
+    (an approximation in constant space) or ``fixed-window``. ``per_address``:
+    calls to ``/v1`` from one client address, whatever the key or tenant, counted
+    before the key is checked (so a flood of wrong keys is refused too); None or
+    ``""`` turns it off. ``exempt_loopback``: 127.0.0.0/8 and ::1 are not counted by
+    address (the operator's own machine, an embedded gateway); a key used from there
+    still counts. ``timeout_s``: seconds a Redis call may take; a storage that fails
+    or is late lets the call through (logged, ``huiyi_rate_limit_errors_total``):
+    the limiter never takes the API down with it.
+    """
+
+    model_config = _STRICT
+
+    enabled: bool = True
+    storage_uri: str = "memory://"
+    strategy: Literal["moving-window", "sliding-window-counter", "fixed-window"] = "moving-window"
+    per_address: str | None = "600/minute"
+    exempt_loopback: bool = True
+    timeout_s: float = Field(default=0.5, gt=0)
+
+    _limits = field_validator("per_address")(_limit_string)
+
+    @field_validator("storage_uri")
+    @classmethod
+    def _storage(cls, v: str) -> str:
+        scheme = v.split("://", 1)[0] if "://" in v else ""
+        if scheme.removeprefix("async+") not in ("memory", "redis", "rediss", "redis+unix"):
+            raise ValueError(f"rate limit storage {v!r}: use memory:// or redis://host:port/db")
+        return v
+
+
+class TenantRateLimits(BaseModel):
+    """One tenant's ``/v1`` rate limits (``limits`` notation, ``"60/minute"``,
+    ``"10/second;1000/hour"``; None or ``""``: no limit). Env example:
+    ``HUIYI_TENANTS__DEFAULT__RATE_LIMIT__PER_MEMBER_KEY=30/minute``.
+
+    ``per_admin_key``: calls made with one admin key (a bot relaying everyone in
+    its chats: several calls per message). ``per_member_key``: calls made with one
+    member key (one person's app; the key a leak floods with). ``per_address``:
+    calls into this tenant from one client address, all its keys together (off by
+    default: the gateway-wide ``RateLimitSettings.per_address`` applies).
+    Keyless loopback callers count only against the gateway-wide limit.
+    """
+
+    model_config = _STRICT
+
+    per_admin_key: str | None = "1200/minute"
+    per_member_key: str | None = "60/minute;1000/hour"
+    per_address: str | None = None
+
+    _limits = field_validator("per_admin_key", "per_member_key", "per_address")(_limit_string)
+
+
 class IndexS3Settings(BaseModel):
     """Object storage for the search index (issue 30): used when ``index_uri`` is
     ``s3://bucket/prefix`` (AWS S3 or an S3-compatible server: MinIO, Ceph, R2),
@@ -391,6 +471,8 @@ class TenantSettings(BaseModel):
     qq: QQSettings = Field(default_factory=QQSettings)
     wechat: WeChatSettings = Field(default_factory=WeChatSettings)
     webhook: WebhookSettings = Field(default_factory=WebhookSettings)
+    #: this tenant's /v1 rate limits (TenantRateLimits; env ``HUIYI_TENANTS__<NAME>__RATE_LIMIT__<FIELD>``)
+    rate_limit: TenantRateLimits = Field(default_factory=TenantRateLimits)
 
     @field_validator("persona_name", "persona", "apology", mode="before")
     @classmethod
@@ -486,6 +568,8 @@ class Settings(BaseSettings):
     audit_fragments: bool = False
     onebot: OneBotSettings = Field(default_factory=OneBotSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)  # the admin console (gateway.console)
+    #: /v1 rate limits, the gateway-wide part (RateLimitSettings; env ``HUIYI_RATE_LIMIT__<FIELD>``)
+    rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
     tenants: dict[str, TenantSettings] = Field(default_factory=dict)
 
     @field_validator("index_uri")
