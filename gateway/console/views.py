@@ -35,7 +35,7 @@ from gateway.console.session import COOKIE, LOGIN_COOKIE, Session, same_token
 from gateway.errors import GatewayError
 from gateway.http.auth import Caller, is_loopback
 from gateway.http.errors import status_of
-from locales import LANGUAGES, resolve_language, translate
+from locales import LANGUAGES, resolve_language, translate, translate_plural
 from memory import admin
 from memory.errors import CoreError, NotFoundError
 from memory.explain import explain
@@ -161,7 +161,7 @@ def _render(request: Request, session: Session | None, name: str, status: int = 
     query = dict(request.query_params)
     query["lang"] = other
     html = _env.get_template(name).render(
-        _=partial(translate, lang), lang=lang, html_lang="zh-CN" if lang == "zh_CN" else "en", session=session,
+        _=partial(translate, lang), _n=partial(translate_plural, lang), lang=lang, html_lang="zh-CN" if lang == "zh_CN" else "en", session=session,
         csrf=session.csrf if session else "", path=request.url.path, switch_lang=f"{request.url.path}?{urlencode(query)}",
         other_lang=other, fmt_time=_fmt_time, qs=_qs, **ctx)
     response = HTMLResponse(html, status_code=status, headers={
@@ -223,6 +223,14 @@ def _known(core, s: Session, ns: Namespace) -> bool:
         return True
     page = admin.people(core, _authority(s), s.tenant, query=ns.subject, limit=admin.PEOPLE_PAGE_MAX)
     return any(p.subject == ns.subject for p in page.items)
+
+
+def _count_param(request: Request) -> int:
+    """``?n=`` of a page that reports a count (0 when absent or not a number)."""
+    try:
+        return max(0, min(int(request.query_params.get("n", "0")), 1_000_000))
+    except ValueError:
+        return 0
 
 
 def _page_no(request: Request) -> int:
@@ -444,7 +452,7 @@ async def person(request: Request, subject: str) -> HTMLResponse:
     return _render(request, s, "person.html", subject=ns.subject, asked=subject, rows=shown, total=len(rows),
                    page=page, pages=pages, f=f, filter_query=f.query(), origins=origins, identities=identities,
                    categories=[c.value for c in Category], visibilities=[v.value for v in Visibility],
-                   done=request.query_params.get("done", ""), n=request.query_params.get("n", ""))
+                   done=request.query_params.get("done", ""), n=_count_param(request))
 
 
 @router.get("/people/{subject}/export")

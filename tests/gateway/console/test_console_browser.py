@@ -148,10 +148,21 @@ def _all(driver, selector: str):
     return driver.find_elements(By.CSS_SELECTOR, selector)
 
 
+def _follow(driver, element) -> None:
+    """Click ``element`` and wait until the page it leads to has replaced this one."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))
+
+
 def _login(driver, base: str, key: str) -> None:
     driver.get(base + "/console/login")
     _css(driver, "#key").send_keys(key)
-    _css(driver, "#login").click()
+    _follow(driver, _css(driver, "#login"))
 
 
 def _a_member_key_is_refused_with_the_form_and_a_message(server, taught, browser):
@@ -168,10 +179,10 @@ def _log_in_with_an_admin_key_and_find_a_person_by_name(server, taught, browser)
     assert browser.current_url.endswith("/console/people")
     assert {"tg:42", "qq:7"} <= {a.text for a in _all(browser, "a.person")}
     _css(browser, "#people-q").send_keys("Alice")
-    _css(browser, "#people-search").click()
+    _follow(browser, _css(browser, "#people-search"))
     assert [a.text for a in _all(browser, "a.person")] == ["tg:42"]
     SHOTS["people"] = "/console/people"
-    _css(browser, "a.person").click()
+    _follow(browser, _css(browser, "a.person"))
     assert _css(browser, "#subject").text == "tg:42"
     assert len(_all(browser, "#memories tbody tr[data-id]")) == len(ZH + EN)
 
@@ -185,18 +196,18 @@ def _filter_open_a_memory_and_its_history_and_edit_it(server, taught, browser):
     browser.get(base + "/console/people/tg:42")
     Select(_css(browser, "#f-visibility")).select_by_value("private")
     _css(browser, "#memory-q").send_keys("黑猫")
-    _css(browser, "#apply-filters").click()
+    _follow(browser, _css(browser, "#apply-filters"))
     rows = _all(browser, "#memories tbody tr[data-id]")
     cat = taught["ids"][ZH[0]]
     assert rows and rows[0].get_attribute("data-id") == cat
     assert "#" in rows[0].find_element("css selector", "td.ranks").text
     SHOTS["person"] = "/console/people/tg:42"
-    rows[0].find_element("css selector", "a.memory").click()
+    _follow(browser, rows[0].find_element("css selector", "a.memory"))
     assert _css(browser, "#memory-id").text == cat and "煤球" in _css(browser, "#memory-text").text
     box = _css(browser, "#edit-text")
     box.clear()
     box.send_keys("我养了一只叫煤球的黑猫，三岁了")
-    _css(browser, "#save").click()
+    _follow(browser, _css(browser, "#save"))
     assert "三岁" in _css(browser, "#memory-text").text and _all(browser, "#done")
     history = [r.text for r in _all(browser, "#history tbody tr")]
     assert len(history) == 2 and history[0].startswith("v1") and "三岁" not in history[0]
@@ -214,9 +225,9 @@ def _bulk_forget_three_memories_gone_from_recall_and_not_back_on_redelivery(serv
     browser.get(base + "/console/people/tg:42")
     for mid in doomed:
         _css(browser, f'#memories tr[data-id="{mid}"] input.pick').click()
-    _css(browser, "#forget-selected").click()
+    _follow(browser, _css(browser, "#forget-selected"))
     assert sorted(li.get_attribute("data-id") for li in _all(browser, "#to-forget li")) == sorted(doomed)
-    _css(browser, "#confirm-forget").click()
+    _follow(browser, _css(browser, "#confirm-forget"))
     assert "3" in _css(browser, "#done").text
     assert {r.get_attribute("data-id") for r in _all(browser, "#memories tbody tr[data-id]")}.isdisjoint(doomed)
     assert not core.store.get_many(ns, doomed)
@@ -237,7 +248,7 @@ def _open_a_turn_in_the_inspector_and_see_its_recalled_ids_with_ranks(server, ta
     SHOTS["turns"] = "/console/turns"
     links = _all(browser, "a.turn")
     assert len(links) >= 6
-    links[0].click()
+    _follow(browser, links[0])
     assert "我的黑猫叫什么名字" in _css(browser, "#turn-message").text
     rows = _all(browser, "#hits tbody tr[data-id]")
     cat = taught["ids"][ZH[0]]
@@ -256,12 +267,12 @@ def _create_and_revoke_a_member_key(server, taught, browser):
     Select(_css(browser, "#key-scope")).select_by_value("member")
     _css(browser, "#key-subject").send_keys("tg:42")
     _css(browser, "#key-label").send_keys("bot of Alice")
-    _css(browser, "#create").click()
+    _follow(browser, _css(browser, "#create"))
     secret = _css(browser, "#secret").text
     key_id = secret.split("_")[1]
     with httpx.Client(base_url=base, headers={"X-API-Key": secret}) as c:
         assert c.get("/v1/subjects/tg:42/memories").status_code == 200
-        _css(browser, f'tr[data-key="{key_id}"] button.revoke').click()
+        _follow(browser, _css(browser, f'tr[data-key="{key_id}"] button.revoke'))
         assert _css(browser, f'tr[data-key="{key_id}"] td.state').text == "已吊销"
         assert c.get("/v1/subjects/tg:42/memories").status_code == 401
     SHOTS["keys"] = "/console/keys"
@@ -274,7 +285,7 @@ def _stats_draw_charts_and_the_console_switches_to_english(server, taught, brows
     assert len(_all(browser, "svg.chart")) == 5 and _all(browser, "svg.chart polyline")
     SHOTS["stats"] = "/console/stats"
     assert _css(browser, "nav a").text == "用户"
-    _css(browser, "#switch-lang").click()
+    _follow(browser, _css(browser, "#switch-lang"))
     assert _css(browser, "nav a").text == "People"
     browser.get(base + "/console/people")
     assert _css(browser, "h1").text.startswith("People")

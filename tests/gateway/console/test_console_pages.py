@@ -102,18 +102,21 @@ def test_every_text_of_the_console_is_in_both_catalogues():
     import re
 
     from gateway.console.views import TEMPLATES
-    from locales import LANGUAGES, catalogue_ids, placeholders
+    from locales import LANGUAGES, catalogue_ids, placeholders, plural_entries
     from memory.store.consolidated import CTYPES
 
-    used = set()
+    used, plurals = set(), set()
     for page in TEMPLATES.glob("*.html"):
-        used |= {a if a else b for a, b in re.findall(r'''_\(\s*(?:"([^"]+)"|'([^']+)')''', page.read_text("utf-8"))}
+        text = page.read_text("utf-8")
+        used |= {a if a else b for a, b in re.findall(r'''_\(\s*(?:"([^"]+)"|'([^']+)')''', text)}
+        plurals |= set(re.findall(r'''_n\(\s*"([^"]+)",\s*"([^"]+)"''', text))
     views = (TEMPLATES.parent / "views.py").read_text("utf-8")
     used |= set(re.findall(r'''(?:_error\([^"\n]*|_login_page\(request, )"([^"]+)"''', views))
     used |= {f"why: {v}" for v in ("recalled", "below_cutoff", "hidden_in_chat", "not_ranked", "newer", "no_trace")}
     used |= {v.value for v in Visibility} | set(CTYPES)
-    assert len(used) > 150
+    assert len(used) > 150 and len(plurals) >= 6
     for lang in LANGUAGES:
+        assert sorted(p for p in plurals if p not in plural_entries(lang)) == [], lang
         ids = catalogue_ids(lang)
         assert sorted(m for m in used if m not in ids) == [], lang
         assert {m: ids[m] for m in used if placeholders(ids[m]) != placeholders(m)} == {}, lang
