@@ -286,6 +286,49 @@ class OneBotSettings(BaseModel):
     reply_within: float = Field(default=3.0, ge=0)
 
 
+# -- the admin console (issue 28; gateway/console) ------------------------------
+
+
+class ConsoleSettings(BaseModel):
+    """The browser console under ``/console`` (``gateway.console``).
+
+    enabled: serve it (env ``HUIYI_CONSOLE__ENABLED=false`` turns it off).
+    session_hours: how long a login lasts, in hours (``HUIYI_CONSOLE__SESSION_HOURS``,
+    default 12). secret: the key that signs session cookies
+    (``HUIYI_CONSOLE__SECRET``, 32 or more random characters; unset → a random one kept in
+    ``<data_dir>/console/secret``, so set it for replicas behind one address).
+    secure_cookie: mark cookies ``Secure`` (``HUIYI_CONSOLE__SECURE_COOKIE``;
+    unset → when the request came over HTTPS, as uvicorn reports it behind a
+    proxy that sends ``X-Forwarded-Proto``). login_rate: login attempts allowed
+    per client address (a ``limits`` rate string, ``HUIYI_CONSOLE__LOGIN_RATE``,
+    default ``10/minute``). turn_days: how many UTC days of ``<data_dir>/audit``
+    the turn inspector and the stats page read (default 14).
+    """
+
+    model_config = _STRICT
+
+    enabled: bool = True
+    session_hours: float = Field(default=12.0, gt=0, le=24 * 30)
+    secret: str | None = Field(default=None, json_schema_extra=SECRET)
+    secure_cookie: bool | None = None
+    login_rate: str = "10/minute"
+    turn_days: int = Field(default=14, ge=1, le=366)
+
+    @field_validator("login_rate")
+    @classmethod
+    def _rate(cls, v: str) -> str:
+        from limits import parse
+
+        try:
+            parse(v)
+        except ValueError as exc:
+            raise ValueError(f"login_rate {v!r} is not a rate such as '10/minute'") from exc
+        return v
+
+
+# -- end of the console's block --------------------------------------------------
+
+
 # -- /v1 rate limits (gateway.http.ratelimit) ---------------------------------------------------------------
 
 
@@ -610,6 +653,7 @@ class Settings(BaseSettings):
     eval_data_dir: Path | None = None
     audit_fragments: bool = False
     onebot: OneBotSettings = Field(default_factory=OneBotSettings)
+    console: ConsoleSettings = Field(default_factory=ConsoleSettings)  # the admin console (gateway.console)
     #: /v1 rate limits, the gateway-wide part (RateLimitSettings; env ``HUIYI_RATE_LIMIT__<FIELD>``)
     rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
     tenants: dict[str, TenantSettings] = Field(default_factory=dict)

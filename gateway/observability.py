@@ -4,7 +4,9 @@ One JSON line per answered turn in ``<data_dir>/audit/turns-YYYY-MM-DD.jsonl``
 (UTC day of the turn, append-only). A record holds::
 
     at, tenant, namespace, chat, message_id
-    recalled          [{"id", "score"}]            recall order, best first
+    recalled          [{"id", "score", "ranks", "parts"}]  recall order, best first; ranks: each
+                      channel's 1-based rank ({"bm25": 1, "vector": 3, …}), parts: the
+                      score's components (rrf, retention, activation, emotion, importance)
     mode              "reconstructed" | "template"
     attempted         a reconstruction was asked of the model this turn
     sources           ids the injected recollection draws on
@@ -17,8 +19,9 @@ One JSON line per answered turn in ``<data_dir>/audit/turns-YYYY-MM-DD.jsonl``
                        "reconstruct_validate", "reply", "capture", "total"} (present stages)
 
 With ``Settings.audit_fragments`` on, also ``fragments`` ({id: memory text}),
-``reconstruction`` (the model's answer with its ``[src:…]`` markers) and
-``recollection`` (the injected text). Off (the default) the file holds ids and
+``reconstruction`` (the model's answer with its ``[src:…]`` markers),
+``recollection`` (the injected text), ``prompt`` (the chat messages sent to the
+model) and ``reply``. Off (the default) the file holds ids and
 numbers only, never a person's words.
 
 ``summarise`` turns one day's records into turns, reconstruction success rate
@@ -74,7 +77,8 @@ def turn_record(res: TurnResult, rec: Recollection, *, fragments: bool = False,
         "namespace": res.namespace,
         "chat": res.chat,
         "message_id": res.message_id,
-        "recalled": [{"id": h.memory.id, "score": round(h.score, 6)} for h in rec.raw_hits],
+        "recalled": [{"id": h.memory.id, "score": round(h.score, 6), "ranks": dict(h.ranks),
+                      "parts": _parts(h.parts)} for h in rec.raw_hits],
         "mode": rec.mode,
         "attempted": attempt is not None,
         "sources": list(rec.sources),
@@ -92,7 +96,17 @@ def turn_record(res: TurnResult, rec: Recollection, *, fragments: bool = False,
         out["fragments"] = {h.memory.id: h.memory.text for h in rec.raw_hits}
         out["reconstruction"] = attempt.output if attempt is not None else ""
         out["recollection"] = rec.text
+        out["prompt"] = list(res.prompt)
+        out["reply"] = res.reply
     return out
+
+
+def _parts(parts) -> dict[str, float] | None:
+    """A hit's ``ScoreParts`` as numbers (rounded to 6 places), None when absent."""
+    if parts is None:
+        return None
+    return {name: round(float(getattr(parts, name)), 6)
+            for name in ("rrf", "retention", "activation", "emotion", "importance")}
 
 
 def write_turn(data_dir: Path, record: dict) -> Path:

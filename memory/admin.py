@@ -11,12 +11,13 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from memory.errors import NotFoundError
 from memory.types import Namespace
 
-__all__ = ["Authority", "OPERATOR", "reindex", "forget_subject", "forget_scope", "namespaces", "link", "LinkResult", "stats",
-           "TenantStats"]
+__all__ = ["Authority", "OPERATOR", "reindex", "forget_subject", "forget_scope", "namespaces", "link", "LinkResult",
+           "unlink", "stats", "TenantStats", "people", "Person", "PeoplePage", "PEOPLE_PAGE_MAX"]
 
 log = logging.getLogger(__name__)
 
@@ -234,3 +235,78 @@ def stats(core, authority: Authority, tenant: str) -> TenantStats:
     c = core.store.tenant_counts(tenant)
     rate = c.fallbacks / c.recalls if c.recalls else None
     return TenantStats(tenant, c.memories, c.people, c.chats, c.turns, rate)
+
+
+def unlink(core, authority: Authority, tenant: str, subject: str) -> Namespace:
+    """Undo one identity of a ``link``: the platform identity ``subject``
+    (``tg:123``) of ``tenant`` is its own subject again from now on. The
+    memories stay with the person (``Store.unlink_identity``); returns that
+    person's namespace. Audited as ``unlink`` there. Raises PermissionError
+    outside the authority's tenant, NamespaceError for a subject outside its
+    pattern, ValueError for a ``person:`` subject or an identity that is not linked."""
+    from memory.identity import is_platform_subject
+
+    _check_tenant(authority, tenant)
+    Namespace(tenant, subject)  # validates
+    if not is_platform_subject(subject):
+        raise ValueError(f"{subject!r} is not a platform identity")
+    person = core.store.unlink_identity(tenant, subject)
+    if person is None:
+        raise ValueError(f"{subject} is not linked to anyone")
+    ns = Namespace(tenant, person)
+    core.store.audit(ns, "unlink", authority.actor, identity=subject)
+    log.info("unlink: %s from %s", subject, ns)
+    return ns
+
+
+#: The largest page ``people`` returns.
+PEOPLE_PAGE_MAX = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Person:
+    """One person of a tenant: ``subject`` (``tg:42`` or ``person:…``), its linked
+    platform ``identities`` (sorted; empty when it is a platform identity of its
+    own), live ``memories``, ``last_seen`` (UTC, None when unknown) and ``name``
+    (the display name they last sent, "" when none; never an id)."""
+
+    subject: str
+    identities: tuple[str, ...]
+    memories: int
+    last_seen: datetime | None
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class PeoplePage:
+    """A page of ``people``: ``total`` people that match ``query``, this page's
+    ``items`` from ``offset`` (at most ``limit``)."""
+
+    tenant: str
+    query: str
+    total: int
+    limit: int
+    offset: int
+    items: tuple[Person, ...]
+
+
+def people(core, authority: Authority, tenant: str, *, query: str = "", limit: int = 50,
+           offset: int = 0) -> PeoplePage:
+    """The people of ``tenant`` (``Store.tenant_people``: everyone with memories,
+    every linked person, everyone who spoke in the recent chat log), newest
+    seen first, those matching ``query`` — a case-insensitive substring of the
+    subject, of a linked identity or of the name; empty matches everyone —
+    paged by ``limit`` (1..PEOPLE_PAGE_MAX) and ``offset`` (≥ 0). Raises
+    PermissionError outside the authority's tenant, ValueError for a limit or
+    offset out of range. The console's People page and ``GET /v1/people`` call it."""
+    _check_tenant(authority, tenant)
+    if not 1 <= limit <= PEOPLE_PAGE_MAX or offset < 0:
+        raise ValueError(f"limit must be in 1..{PEOPLE_PAGE_MAX} and offset >= 0")
+    needle = " ".join(query.split()).casefold()
+    rows = core.store.tenant_people(tenant)
+    if needle:
+        rows = [r for r in rows if needle in r.subject.casefold() or needle in r.name.casefold()
+                or any(needle in i.casefold() for i in r.identities)]
+    items = tuple(Person(r.subject, r.identities, r.memories, r.last_seen, r.name)
+                  for r in rows[offset:offset + limit])
+    return PeoplePage(tenant, needle, len(rows), limit, offset, items)

@@ -95,18 +95,20 @@ def test_evals_drive_the_turn_only_through_the_contract():
 
 #: what a part of gateway/ must never import (by module prefix): the turn and its
 #: parts (the top of gateway/) know neither the HTTP face nor the command line, nor
-#: their frameworks; the HTTP face does not reach into the command line
+#: their frameworks; the HTTP face does not reach into the command line, nor does
+#: the console (the HTTP face's browser pages, a package of its own: gateway.console)
 GATEWAY_FORBIDDEN = {
-    "turn": ("gateway.http", "gateway.cli", "fastapi", "starlette", "uvicorn", "typer"),
+    "turn": ("gateway.http", "gateway.console", "gateway.cli", "fastapi", "starlette", "uvicorn", "typer", "jinja2"),
     "gateway.http": ("gateway.cli", "typer"),
+    "gateway.console": ("gateway.cli", "typer"),
 }
 
 
 def _part(mod: str) -> str | None:
-    """Which part of gateway/ ``mod`` is: ``gateway.http``, ``gateway.cli`` or ``turn`` (the rest)."""
+    """Which part of gateway/ ``mod`` is: ``gateway.http``, ``gateway.console``, ``gateway.cli`` or ``turn`` (the rest)."""
     if _top(mod) != "gateway":
         return None
-    for sub in ("gateway.http", "gateway.cli"):
+    for sub in ("gateway.http", "gateway.console", "gateway.cli"):
         if mod == sub or mod.startswith(sub + "."):
             return sub
     return "turn"
@@ -127,8 +129,8 @@ def test_the_turn_knows_neither_the_http_face_nor_the_command_line(part):
 def test_the_gateway_parts_are_told_apart():
     """The checker itself: the HTTP face, the command line and the turn."""
     assert [_part(m) for m in ("gateway.http.app", "gateway.http", "gateway.cli.main", "gateway.pipeline",
-                               "gateway.httpx", "memory.core")] == \
-        ["gateway.http", "gateway.http", "gateway.cli", "turn", "turn", None]
+                               "gateway.httpx", "memory.core", "gateway.console.views")] == \
+        ["gateway.http", "gateway.http", "gateway.cli", "turn", "turn", None, "gateway.console"]
     assert _names("gateway.http.errors", "gateway.http") and not _names("gateway.httpd", "gateway.http")
 
 

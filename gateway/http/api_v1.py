@@ -28,6 +28,7 @@ Routes (request and response bodies are the pydantic models below, so
     POST   /v1/subjects/{subject}/import             add the memories of such a document
     POST   /v1/subjects/{subject}/recollection       recall + reconstruction for a conversation tail
     POST   /v1/subjects/{subject}/replies            record the bot's own reply in the chat's tail
+    GET    /v1/people                                the tenant's people, paged, searched (admin key)
 
 Disclosure (DESIGN rule 6): a read that names ``chat`` (a ``ChatRef.key``,
 ``tg:group:-100123``) shows only what may be shown there — in a group, the
@@ -1115,6 +1116,49 @@ async def recollection(ctx: Ctx, subject: SubjectPath, body: RecollectIn) -> Rec
     return RecollectOut(recollection=rec.text, sources=list(rec.sources), fallback_reason=rec.fallback_reason,
                         mode=rec.mode, hits=[HitOut.of(h, False) for h in hits],
                         prompt=[PromptMessage(**m) for m in prompt])
+
+
+# -- people (issue 26.17; the console's People page calls the same memory.admin.people) --
+
+
+class PersonOut(BaseModel):
+    """One person of the tenant (``memory.admin.Person``): ``subject``, the platform
+    ``identities`` linked to it, live ``memories``, ``last_seen`` (UTC, None when
+    unknown), ``name`` (the display name they last sent, "" when none)."""
+
+    subject: str
+    identities: list[str]
+    memories: int
+    last_seen: datetime | None
+    name: str
+
+
+class PeopleOut(BaseModel):
+    """A page of people, newest seen first; ``total`` counts every match of ``q``."""
+
+    tenant: str
+    q: str
+    total: int
+    limit: int
+    offset: int
+    items: list[PersonOut]
+
+
+@router.get("/people", response_model=PeopleOut, summary="the tenant's people (admin key)")
+async def list_people(ctx: Ctx, q: Annotated[str | None, Query(max_length=200, description=(
+                          "a substring of a subject, a linked identity or a name (case-insensitive)"))] = None,
+                      limit: Annotated[int, Query(ge=1, le=200)] = 50,
+                      offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0) -> PeopleOut:
+    """Everyone the tenant knows (``memory.admin.people``); a member key is refused (403)."""
+    from memory.admin import Authority, people
+
+    if not ctx.caller.admin:
+        raise Forbidden("only an admin key lists the tenant's people")
+    page = await asyncio.to_thread(people, ctx.core, Authority(ctx.caller.actor, ctx.tenant), ctx.tenant,
+                                   query=clean_controls(q or ""), limit=limit, offset=offset)
+    return PeopleOut(tenant=page.tenant, q=page.query, total=page.total, limit=page.limit, offset=page.offset,
+                     items=[PersonOut(subject=p.subject, identities=list(p.identities), memories=p.memories,
+                                      last_seen=p.last_seen, name=p.name) for p in page.items])
 
 
 async def announce(pipeline: Pipeline) -> None:

@@ -12,7 +12,8 @@ Bot API); ``POST /onebot/{tenant}`` (a OneBot v11 HTTP POST event, signed or
 with the access token; the reply goes back as a quick operation when it is
 ready within ``onebot.reply_within`` seconds, else through the bot's API);
 ``GET``/``POST /wechat/{tenant}`` (Official Account / WeCom callbacks);
-``POST /webhook/{tenant}`` (the generic signed JSON webhook). With
+``POST /webhook/{tenant}`` (the generic signed JSON webhook);
+``/console`` (the admin console in the browser, ``gateway.console``). With
 ``onebot.enabled`` NoneBot2 is mounted at the root after these routes
 (``/onebot/v11/ws``, ``/onebot/v11/http``; see ``bridges.qq.host``). All of
 them call the same pipeline. Malformed bodies answer 4xx with a reason;
@@ -268,6 +269,12 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         except ValidationError as exc:
             raise BadPayload(f"invalid webhook message: {_errors(exc)}") from exc
         return JSONResponse(body, status_code=status)
+
+    # -- the admin console (issue 28): its own package, off with HUIYI_CONSOLE__ENABLED=false --
+    if cfg.console.enabled:
+        from gateway.console import mount as mount_console
+
+        mount_console(app, cfg)
 
     if qq_host is not None:
         qq_host.mount(app)  # last: NoneBot's routes answer what ours do not

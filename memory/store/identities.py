@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
 from sqlmodel import delete, select
 
@@ -18,14 +20,94 @@ from memory.store.conflicts import _unlink
 from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit
 from memory.store.links import _unlink_links
 from memory.store.versions import _bump
-from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _ConflictRow, _ConsolidatedRow, _ConsolidationStateRow,
-                                 _HistoryRow, _IdentityRow, _IndexOpRow, _LastRecallRow, _LinkRow, _meta,
-                                 _meta_json, _MemoryRow, _TombstoneRow)
+from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _ChatLogRow, _ConflictRow, _ConsolidatedRow,
+                                 _ConsolidationStateRow, _HistoryRow, _IdentityRow, _IndexOpRow, _LastRecallRow, _LinkRow,
+                                 _meta, _meta_json, _MemoryRow, _TombstoneRow)
 from memory.types import Namespace
+
+
+@dataclass(frozen=True, slots=True)
+class PersonRow:
+    """One person of a tenant as ``Identities.tenant_people`` sees them:
+    ``subject`` (``tg:42`` or ``person:…``), the platform ``identities`` linked to
+    it (sorted; empty for an unlinked platform subject), live ``memories``,
+    ``last_seen`` (UTC: the latest of their chat-log lines and memory writes;
+    None when neither) and ``name`` (the latest display name they sent, "" when
+    none)."""
+
+    subject: str
+    identities: tuple[str, ...]
+    memories: int
+    last_seen: datetime | None
+    name: str
 
 
 class Identities(StoreBase):
     """Identity links of a tenant (written by ``memory.admin`` only) and namespace moves."""
+
+    def tenant_people(self, tenant: str) -> list[PersonRow]:
+        """Every person of ``tenant``: each subject with live memories, each linked
+        ``person:`` subject, and each platform identity that spoke in the recent
+        chat log, a linked identity folded into its person. Ordered by
+        ``last_seen``, newest first (never seen last), then subject. Only
+        ``memory.admin.people`` calls this: like ``admin_namespaces`` it is a
+        tenant-wide read."""
+        from sqlalchemy import func
+
+        with self._read() as s:
+            counts = s.exec(select(_MemoryRow.namespace, func.count(), func.max(_MemoryRow.updated_at))
+                            .where(_MemoryRow.tenant == tenant).group_by(_MemoryRow.namespace)).all()
+            links = s.exec(select(_IdentityRow.platform_subject, _IdentityRow.subject)
+                           .where(_IdentityRow.tenant == tenant)).all()
+            lines = s.exec(select(_ChatLogRow.chat, _ChatLogRow.sender_id, _ChatLogRow.sender_name, _ChatLogRow.at)
+                           .where(_ChatLogRow.tenant == tenant, _ChatLogRow.role == "user")
+                           .order_by(_ChatLogRow.at)).all()
+        linked = dict(links)
+        people: dict[str, dict] = {}
+
+        def person(subject: str) -> dict:
+            return people.setdefault(subject, {"ids": set(), "n": 0, "seen": None, "name": ""})
+
+        def seen(p: dict, at: datetime | None) -> None:
+            at = _aware(at)
+            if at is not None and (p["seen"] is None or at > p["seen"]):
+                p["seen"] = at
+
+        prefix = f"{tenant}/"
+        for ns, n, last in counts:
+            p = person(ns[len(prefix):] if ns.startswith(prefix) else ns)
+            p["n"] += int(n)
+            seen(p, last)
+        for platform_subject, subject in links:
+            person(subject)["ids"].add(platform_subject)
+        for chat, sender_id, name, at in lines:
+            if not sender_id:
+                continue
+            platform_subject = f"{chat.split(':', 1)[0]}:{sender_id}"
+            p = person(linked.get(platform_subject, platform_subject))
+            seen(p, at)
+            if name:
+                p["name"] = name  # oldest first: the latest name wins
+        rows = [PersonRow(sub, tuple(sorted(p["ids"])), p["n"], p["seen"], p["name"]) for sub, p in people.items()]
+        never = datetime.min.replace(tzinfo=None)
+        rows.sort(key=lambda r: r.subject)
+        rows.sort(key=lambda r: (r.last_seen is not None, r.last_seen.replace(tzinfo=None) if r.last_seen else never),
+                  reverse=True)
+        return rows
+
+    def unlink_identity(self, tenant: str, platform_subject: str) -> str | None:
+        """Remove the link of ``platform_subject`` in ``tenant``; the ``person:``
+        subject it pointed at, or None when it was not linked. Its memories stay
+        with that person (nothing says which were learned from this identity);
+        from now on the identity is its own subject again."""
+        with self._write() as s:
+            row = s.exec(select(_IdentityRow).where(_IdentityRow.tenant == tenant,
+                                                    _IdentityRow.platform_subject == platform_subject)).first()
+            if row is None:
+                return None
+            subject = row.subject
+            s.delete(row)
+        return subject
 
     def resolve_identity(self, tenant: str, platform_subject: str) -> str | None:
         """The subject a platform identity (``tg:123``) is linked to in ``tenant``, or None."""

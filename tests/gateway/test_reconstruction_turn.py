@@ -5,6 +5,8 @@ reply prompt, the audit line, and that the reply still goes out."""
 
 from __future__ import annotations
 
+import asyncio
+
 import json
 from datetime import datetime, timedelta, timezone
 
@@ -195,3 +197,26 @@ async def test_reply_failure_apology_is_configurable_down_to_silence(sqlite_core
     llm.enqueue(status=500)
     r2 = await p2.handle("default", msg("我明天要考试", mid="s2"))
     assert r2.reply == "稍等一下哦" and len(r2.captured) == 1
+
+
+async def test_the_audit_line_keeps_each_recalled_memorys_ranks_and_score_parts(sqlite_core, memories):
+    """The turn inspector reads ranks and parts from the audit (ids and numbers only); with audit_fragments
+    it also reads the prompt and the reply there."""
+    for fragments in (False, True):
+        p = Pipeline(load_settings(tenants={"default": TenantSettings()}, audit_fragments=fragments), sqlite_core)
+        text = "你还记得煤球吗？" if fragments else "煤球最近好吗？"  # two texts: the same one again is a re-push
+        r = await p.handle("default", msg(text, mid=f"r{fragments}"))
+        for _ in range(100):  # the line is written after the answer
+            lines = [x for x in audit_lines(p.settings) if x["message_id"] == f"r{fragments}"]
+            if lines:
+                break
+            await asyncio.sleep(0.05)
+        line = lines[0]
+        cat = next(x for x in line["recalled"] if x["id"] == memories["cat"])
+        assert isinstance(cat["ranks"]["bm25"], int) and cat["ranks"]["bm25"] >= 1
+        assert set(cat["parts"]) == {"rrf", "retention", "activation", "emotion", "importance"}
+        assert all(isinstance(v, float) for v in cat["parts"].values())
+        if fragments:
+            assert line["prompt"] == r.prompt and "reply" in line and line["reply"] is None
+        else:
+            assert "prompt" not in line and "reply" not in line

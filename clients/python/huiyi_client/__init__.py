@@ -33,7 +33,7 @@ from urllib.parse import quote
 import httpx
 
 __all__ = ["AsyncHuiyi", "Huiyi", "Memory", "ScoreParts", "Hit", "Page", "AddResult", "ImportResult",
-           "Recollection", "Turn", "Message", "BatchResult", "HuiyiError", "BadRequest", "AuthError", "ForbiddenError",
+           "Recollection", "Turn", "Message", "BatchResult", "Person", "PeoplePage", "HuiyiError", "BadRequest", "AuthError", "ForbiddenError",
            "NotFound", "Unavailable", "Unreachable", "DEFAULT_URL"]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -195,6 +195,35 @@ class Page:
     limit: int
     offset: int
     items: tuple[Memory, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Person:
+    """One person of the tenant (``GET /v1/people``): ``subject``, its linked
+    platform ``identities``, live ``memories``, ``last_seen`` (aware, None when
+    unknown) and ``name`` (the display name they last sent, "" when none)."""
+
+    subject: str
+    identities: tuple[str, ...]
+    memories: int
+    last_seen: datetime | None
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class PeoplePage:
+    """A page of people, newest seen first; ``total`` counts every match of the query."""
+
+    total: int
+    limit: int
+    offset: int
+    items: tuple[Person, ...]
+
+
+def _people(d: Mapping[str, Any]) -> PeoplePage:
+    return PeoplePage(d["total"], d["limit"], d["offset"],
+                      tuple(Person(p["subject"], tuple(p["identities"]), p["memories"], _dt(p.get("last_seen")),
+                                   p.get("name", "")) for p in d["items"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,6 +448,9 @@ class _Calls:
         body = _clean({"withdrawal": dict(withdrawal), "tenant": self.tenant})
         return _Call("POST", "/v1/withdrawals", lambda d: list(d["retracted"]), None, body)
 
+    def people(self, query: str | None, limit: int, offset: int) -> _Call[PeoplePage]:
+        return _Call("GET", "/v1/people", _people, self._q(q=query, limit=limit, offset=offset))
+
 
 def _headers(api_key: str | None) -> dict[str, str]:
     return {"X-API-Key": api_key} if api_key else {}
@@ -545,6 +577,11 @@ class AsyncHuiyi:
         retracted now, are returned. Idempotent."""
         return await self._run(self._calls.withdraw(withdrawal))
 
+    async def people(self, query: str | None = None, *, limit: int = 50, offset: int = 0) -> PeoplePage:
+        """The tenant's people (an admin key): newest seen first, matching ``query`` (a
+        substring of a subject, linked identity or name) when given; ForbiddenError for a member key."""
+        return await self._run(self._calls.people(query, limit, offset))
+
 
 class Huiyi:
     """Sync client: the methods of ``AsyncHuiyi``, blocking. ``http`` an
@@ -649,3 +686,7 @@ class Huiyi:
     def withdraw(self, withdrawal: Mapping[str, Any]) -> list[str]:
         """See ``AsyncHuiyi.withdraw``."""
         return self._run(self._calls.withdraw(withdrawal))
+
+    def people(self, query: str | None = None, *, limit: int = 50, offset: int = 0) -> PeoplePage:
+        """See ``AsyncHuiyi.people``."""
+        return self._run(self._calls.people(query, limit, offset))

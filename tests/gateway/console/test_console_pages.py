@@ -1,0 +1,122 @@
+"""The console's pages do the chat admin commands' jobs through the core, on
+SQLite and PostgreSQL: export (the /memory export document, audited), link and
+unlink identities, forget everything after a confirmation, filters (origin,
+visibility, fragment / long-term, conflicts), try recall with ranks, stats
+charts; and the page language: ?lang=, then Accept-Language, then the tenant's."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from console_helpers import REMOTE, console_app, login, session_csrf  # noqa: E402
+
+from memory.identity import resolve_subject  # noqa: E402
+from memory.types import ChatKind, ChatRef, Namespace, Visibility  # noqa: E402
+
+NS = Namespace("default", "tg:42")
+GROUP = ChatRef("tg", ChatKind.GROUP, "-100123")
+
+
+@pytest.fixture
+def app(core):
+    application = console_app(core)
+    with TestClient(application, client=REMOTE):
+        yield application
+
+
+def _remember(core, text: str, ns: Namespace = NS, **fields) -> str:
+    return core.add(ns, core.new(ns, text, **fields), actor="test").memory.id
+
+
+def _ids(html: str) -> set[str]:
+    import re
+
+    return set(re.findall(r'<tr data-id="([^"]+)"', html))
+
+
+def test_filters_search_with_ranks_export_and_try_recall(app, core):
+    """Origin, visibility, kind and conflict filters pick the right rows; the search shows ranks; the export
+    is /memory export's document (audited); try recall lists hits with their BM25 rank."""
+    private = _remember(core, "我养了一只叫煤球的黑猫")
+    group = _remember(core, "I love hiking in the Alps", origin=GROUP, visibility=Visibility.GROUP)
+    c = login(app, core.store.create_api_key("default", "admin", label="ops")[1])
+    assert _ids(c.get("/console/people/tg:42").text) == {private, group}
+    assert _ids(c.get("/console/people/tg:42", params={"origin": GROUP.key}).text) == {group}
+    assert _ids(c.get("/console/people/tg:42", params={"visibility": "private"}).text) == {private}
+    assert _ids(c.get("/console/people/tg:42", params={"kind": "consolidated"}).text) == set()
+    assert _ids(c.get("/console/people/tg:42", params={"kind": "fragment"}).text) == {private, group}
+    assert _ids(c.get("/console/people/tg:42", params={"conflicts": "1"}).text) == set()
+    found = c.get("/console/people/tg:42", params={"q": "hiking"}).text
+    assert _ids(found) == {group} and 'class="rank">bm25 #1' in found
+    r = c.get("/console/people/tg:42/export")
+    doc = json.loads(r.text)
+    assert r.headers["content-disposition"].startswith("attachment") and doc["format"] == "huiyi.memories.v1"
+    assert {m["id"] for m in doc["memories"]} == {private, group}
+    assert any(a["action"] == "export" and a["actor"].startswith("console:") for a in core.store.audit_records(NS))
+    tried = c.get("/console/people/tg:42/recall", params={"query": "煤球"}).text
+    assert private in _ids(tried) and 'class="num rank-bm25">1<' in tried
+
+
+def test_link_unlink_and_forget_everything_after_a_confirmation(app, core):
+    """Link tg:42 and qq:7 into one person, unlink qq:7 again; forget everything asks first, then leaves nothing."""
+    _remember(core, "我住在杭州")
+    c = login(app, core.store.create_api_key("default", "admin")[1])
+    csrf = session_csrf(c)
+    r = c.post("/console/people/link", data={"a": "tg:42", "b": "qq:7", "csrf": csrf})
+    person = resolve_subject(core.store, "default", "tg:42")
+    assert r.status_code == 200 and person.subject.startswith("person:") and person.subject in str(r.url)
+    assert "qq:7" in r.text and "tg:42" in r.text
+    r = c.post(f"/console/people/{person.subject}/unlink", data={"identity": "qq:7", "csrf": csrf})
+    assert r.status_code == 200 and resolve_subject(core.store, "default", "qq:7") == Namespace("default", "qq:7")
+    assert c.post(f"/console/people/{person.subject}/unlink", data={"identity": "wx:nobody",
+                                                                    "csrf": csrf}).status_code == 404
+    ask = c.post(f"/console/people/{person.subject}/forget_all", data={"csrf": csrf})
+    assert ask.status_code == 200 and 'id="confirm-forget-all"' in ask.text and core.store.count(person) == 1
+    done = c.post(f"/console/people/{person.subject}/forget_all", data={"csrf": csrf, "confirm": "1"})
+    assert done.status_code == 200 and core.store.count(person) == 0
+    assert any(a["action"] == "forget_subject" for a in core.store.audit_records(person))
+
+
+def test_the_language_follows_the_link_then_the_browser_then_the_tenant(app, core):
+    """default's tenant language is en; Accept-Language zh-CN gives Chinese; ?lang=en switches and is kept."""
+    c = login(app, core.store.create_api_key("default", "admin")[1])
+    assert ">People<" in c.get("/console/people").text
+    zh = c.get("/console/people", headers={"Accept-Language": "zh-CN,zh;q=0.9,en;q=0.5"}).text
+    assert ">用户<" in zh and 'lang="zh-CN"' in zh
+    c.get("/console/people", params={"lang": "en"})
+    assert ">People<" in c.get("/console/people", headers={"Accept-Language": "zh-CN"}).text
+    stats = c.get("/console/stats").text
+    assert stats.count('<svg class="chart"') == 5
+
+
+def test_every_text_of_the_console_is_in_both_catalogues():
+    """Each literal _("…") of the templates, each message the views show (error pages, the login form) and
+    each id a template translates at run time (why verdicts, visibilities, consolidated types) is in zh_CN
+    and en with the same placeholders."""
+    import re
+
+    from gateway.console.views import TEMPLATES
+    from locales import LANGUAGES, catalogue_ids, placeholders, plural_entries
+    from memory.store.consolidated import CTYPES
+
+    used, plurals = set(), set()
+    for page in TEMPLATES.glob("*.html"):
+        text = page.read_text("utf-8")
+        used |= {a if a else b for a, b in re.findall(r'''_\(\s*(?:"([^"]+)"|'([^']+)')''', text)}
+        plurals |= set(re.findall(r'''_n\(\s*"([^"]+)",\s*"([^"]+)"''', text))
+    views = (TEMPLATES.parent / "views.py").read_text("utf-8")
+    used |= set(re.findall(r'''(?:_error\([^"\n]*|_login_page\(request, )"([^"]+)"''', views))
+    used |= {f"why: {v}" for v in ("recalled", "below_cutoff", "hidden_in_chat", "not_ranked", "newer", "no_trace")}
+    used |= {v.value for v in Visibility} | set(CTYPES)
+    assert len(used) > 150 and len(plurals) >= 6
+    for lang in LANGUAGES:
+        assert sorted(p for p in plurals if p not in plural_entries(lang)) == [], lang
+        ids = catalogue_ids(lang)
+        assert sorted(m for m in used if m not in ids) == [], lang
+        assert {m: ids[m] for m in used if placeholders(ids[m]) != placeholders(m)} == {}, lang
