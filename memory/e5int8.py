@@ -150,6 +150,7 @@ class _Weights:
         if len(buf) < 64 or bytes(buf[:4]) != b"E5S1":
             raise E5FormatError(f"{path} is not an E5S1 model file")
         self.buf = buf
+        self._dense: dict[str, np.ndarray] = {}
         p = 8
         (self.H, self.NL, self.NH, self.FF, self.VOC, self.MAXP, self.TVS) = struct.unpack_from("<7i", buf, p)
         p += 28
@@ -220,9 +221,17 @@ class _Weights:
         return nib.reshape(nout, nin), scales
 
     def dense(self, name: str, nout: int, nin: int) -> np.ndarray:
-        """Q4_0 matrix ``name`` dequantised: float32 [nout, nin]."""
-        nib, scales = self.q4(name, nout, nin)
-        return ((nib.astype(np.float32) - 8.0).reshape(nout, nin // QK, QK) * scales[..., None]).reshape(nout, nin)
+        """Q4_0 matrix ``name`` dequantised: float32 [nout, nin] (kept until ``forget``:
+        the build reads each matrix three times)."""
+        if name not in self._dense:
+            nib, scales = self.q4(name, nout, nin)
+            self._dense[name] = ((nib.astype(np.float32) - 8.0).reshape(nout, nin // QK, QK)
+                                 * scales[..., None]).reshape(nout, nin)
+        return self._dense[name]
+
+    def forget(self) -> None:
+        """Drop the dequantised matrices (~84 MiB) once the sessions hold their weights."""
+        self._dense.clear()
 
     def word_rows(self, ids: np.ndarray) -> np.ndarray:
         """Dequantised word-embedding rows of ``ids``: float32 [len(ids), H]."""
@@ -367,6 +376,7 @@ class E5Int8:
             self._sess = ort.InferenceSession(ref, opts, providers=["CPUExecutionProvider"])
             smooth = self._smoothing(inputs)
         self._sess = ort.InferenceSession(_graph(w, weights, smooth)[0], opts, providers=["CPUExecutionProvider"])
+        w.forget()
 
     def _smoothing(self, inputs: dict[str, str]) -> dict[str, np.ndarray]:
         """SmoothQuant's per-channel factors of every linear (``SMOOTH_ALPHA``), from
@@ -402,6 +412,12 @@ class E5Int8:
             return np.zeros((0, self.dim), dtype=np.float32)
         seqs = [self.ids(t, is_query) for t in texts]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if self.weights == "int8":
+            # one text a run: int8 activations are quantised per tensor, so a batch's
+            # scale (its other texts, its padding) would change each text's vector
+            for i, s in enumerate(seqs):
+                out[i] = self._forward([s])[0]
+            return out
         order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
         # batches of similar lengths: padding costs little, and one batch's tokens stay bounded
         start = 0

@@ -159,6 +159,13 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def _precision(embedder) -> str:
+    """The precision an embedder stores documents at (``document_precision``, e5-small's
+    ``memory.embed.E5_PRECISIONS``); ``reference`` for a model without one. Recorded
+    in ``index_meta.json``; a missing entry (an index written before) is ``reference``."""
+    return str(getattr(embedder, "document_precision", "reference"))
+
+
 def _lit(value: str) -> str:
     """Quote a validated value for a Lance filter; raises NamespaceError otherwise."""
     if not _SAFE_RE.fullmatch(value):
@@ -307,7 +314,7 @@ class SearchIndex:
         if p is not None:
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(json.dumps({"model": self.embedder.name, "dim": self.embedder.dim, "schema": SCHEMA,
-                                     "tokens": TOKENS_VERSION}))
+                                     "tokens": TOKENS_VERSION, "precision": _precision(self.embedder)}))
 
     def _schema(self):
         import pyarrow as pa
@@ -344,6 +351,13 @@ class SearchIndex:
                 if meta.get("model") != self.embedder.name or dim != self.embedder.dim:
                     log.warning("index: embedder changed (%s/%s → %s/%s); the index will be re-embedded from SQL",
                                 meta.get("model"), dim, self.embedder.name, self.embedder.dim)
+                    self._drop()
+                    self.needs_rebuild = True
+                elif meta.get("precision", "reference") != _precision(self.embedder):
+                    # vectors of two precisions never share a table: cosines across them are not comparable
+                    log.warning("index: documents embedded at precision %s, this embedder makes %s; the index "
+                                "will be re-embedded from SQL", meta.get("precision", "reference"),
+                                _precision(self.embedder))
                     self._drop()
                     self.needs_rebuild = True
                 elif meta.get("tokens", 1) != TOKENS_VERSION:
