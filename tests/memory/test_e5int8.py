@@ -90,7 +90,7 @@ def test_unknown_precision_is_refused():
     with pytest.raises(pydantic.ValidationError):
         Settings(embed_precision="fast")
     s = Settings()
-    assert (s.embed_precision, s.embed_document_precision) == ("int8", "reference")
+    assert (s.embed_precision, s.embed_document_precision) == ("reference", "reference")
 
 
 def test_index_records_precision_and_never_mixes(tmp_path, engines):
