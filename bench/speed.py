@@ -21,10 +21,20 @@ embedding included, identical to exact search):
   the namespace, then the search); the namespace's estimated bytes in the cache;
   the cached top-10 against exact search over the namespace (identical lists,
   recall@10);
+- the floor (issue 29) against the cached recall, per namespace and query
+  precision of the shipped embedder (e5-small: reference, then int8,
+  alternating query by query so both see the same load): one query embedding
+  plus a numpy dot over the namespace's matrix plus BM25 over its postings,
+  the recall's ratio to it, wall and CPU time per query;
 - the steps of today's path in the 10k namespace; the query embedding with one
-  against two BLAS/OpenMP threads, alternating query by query; capture
-  throughput one message at a time and in ``MemoryCore.batch()`` blocks; the
-  process's peak RSS and the load average.
+  against two BLAS/OpenMP (or ONNX Runtime) threads, alternating query by query,
+  and the cached recall with the process's BLAS pool at one against two threads;
+  capture throughput one message at a time and in ``MemoryCore.batch()`` blocks;
+  the process's peak RSS and the load average.
+
+Queries are fresh: a real chat mix from the public chat logs
+(``bench.chatmix``), each embedded for real. Blocks are printed as they finish
+(``emit``).
 """
 
 from __future__ import annotations
@@ -42,7 +52,7 @@ import numpy as np
 
 from bench import pass_miss, peak_rss_mib, percentile, table
 from bench.synthetic import (CACHE_ROOT, Layout, PooledEmbedder, StoreConfig, build_index, build_sql, clear_marker,
-                             fresh_dir, index_key, layout, queries, read_marker, sentences, store_key, write_marker)
+                             fresh_dir, index_key, layout, read_marker, sentences, store_key, write_marker)
 from memory.core import MemoryCore
 from memory.recall import RecallParams
 from memory.types import Namespace
@@ -242,6 +252,72 @@ def _vector_channel(plain: MemoryCore, ann: MemoryCore, ns: Namespace, qs: Seque
             "ann recall@10 id": by_id / wanted if wanted else float("nan")}
 
 
+def _floor(cached: MemoryCore, ns: Namespace, qs: Sequence[str], inner) -> dict[str, dict[str, list[float]]]:
+    """Per query precision of ``inner`` (``query_precision``: e5-small's
+    ``E5_PRECISIONS``; one ``"shipped"`` entry for another embedder), alternating
+    query by query (which goes first alternating too): seconds of the floor — one
+    query embedding, a numpy dot of it over the namespace's cached matrix, and
+    BM25 over its cached postings for the query's tokens (``memory.cache``), each
+    channel's top ``candidates`` picked — and of the cached recall of the same
+    query (its vector forgotten first, ``_unembed``); wall (``perf_counter``) and
+    CPU (``process_time``: every thread of this process). Keys per precision:
+    ``floor``, ``floor cpu``, ``recall``, ``recall cpu``."""
+    from memory.recall import BM25_MIN_LENGTH
+    from memory.store import utcnow  # noqa: F401 - the recall's own clock
+    from memory.text import tokens
+
+    assert cached.cache is not None
+    p = RecallParams()
+    cached.recall(ns, [qs[0]])
+    version, _ = cached.store.namespace_state(ns)
+    view = cached.cache.view(cached.store, cached.index, ns, version)
+    precisions = ("reference", "int8") if hasattr(inner, "query_precision") else ("shipped",)
+    shipped = getattr(inner, "query_precision", None)
+    out = {pr: {"floor": [], "floor cpu": [], "recall": [], "recall cpu": []} for pr in precisions}
+    try:
+        for i, q in enumerate(qs):
+            for pr in (precisions if i % 2 else precisions[::-1]):
+                if shipped is not None:
+                    inner.query_precision = pr
+                c0, t0 = time.process_time(), time.perf_counter()
+                v = inner.embed_query(q)
+                cos = view.cosine(v)
+                view.top(cos, None, p.candidates, positive=False)
+                terms = {t: 1.0 for t in tokens(q)}
+                bm = view.bm25.scores(terms, None, k1=p.bm25_k1, b=p.bm25_b, min_length=BM25_MIN_LENGTH)
+                view.top(bm, None, p.candidates, positive=True)
+                t1, c1 = time.perf_counter(), time.process_time()
+                _unembed(cached, q)
+                c2, t2 = time.process_time(), time.perf_counter()
+                cached.recall(ns, [q], params=p)
+                t3, c3 = time.perf_counter(), time.process_time()
+                out[pr]["floor"].append(t1 - t0)
+                out[pr]["floor cpu"].append(c1 - c0)
+                out[pr]["recall"].append(t3 - t2)
+                out[pr]["recall cpu"].append(c3 - c2)
+    finally:
+        if shipped is not None:
+            inner.query_precision = shipped
+    return out
+
+
+def _blas_recall(cached: MemoryCore, ns: Namespace, qs: Sequence[str]) -> dict[int, list[float]]:
+    """Seconds of the cached recall of each query (embedded anew) with the process's
+    BLAS pool at one and at two threads (threadpoolctl), alternating query by query;
+    the pool is left at one (``memory.embed.pin_blas``)."""
+    from threadpoolctl import threadpool_limits
+
+    out: dict[int, list[float]] = {1: [], 2: []}
+    for i, q in enumerate(qs):
+        for n in ((1, 2) if i % 2 else (2, 1)):
+            with threadpool_limits(limits=n, user_api="blas"):
+                _unembed(cached, q)
+                t0 = time.perf_counter()
+                cached.recall(ns, [q], params=RecallParams())
+                out[n].append(time.perf_counter() - t0)
+    return out
+
+
 def _threads(embedder, qs: Sequence[str]) -> dict[int, list[float]]:
     """Seconds of ``embed_query`` per query with one and with two threads, the two
     settings alternating query by query (which goes first alternating too) so both
@@ -251,6 +327,19 @@ def _threads(embedder, qs: Sequence[str]) -> dict[int, list[float]]:
     e5-small's engine parallelises through OpenMP). Left as they were."""
     from threadpoolctl import threadpool_limits
 
+    if getattr(embedder, "query_precision", None) == "int8":  # ONNX Runtime: threads fixed per session
+        from memory.embed import E5SmallEmbedder, pin_blas
+
+        two = E5SmallEmbedder(threads=2, query_precision="int8")
+        two.embed_query("warm-up")
+        pin_blas(1)  # building it re-pinned the process's BLAS pool to two
+        out_ort: dict[int, list[float]] = {1: [], 2: []}
+        for i, q in enumerate(qs):
+            for n in ((1, 2) if i % 2 else (2, 1)):
+                t0 = time.perf_counter()
+                (embedder if n == 1 else two).embed_query(q)
+                out_ort[n].append(time.perf_counter() - t0)
+        return out_ort
     backend = getattr(getattr(embedder, "_get", lambda: None)(), "_backend", None)
     own = backend is not None and hasattr(backend, "threads")
     out: dict[int, list[float]] = {1: [], 2: []}
@@ -449,12 +538,27 @@ def _undo(store, index, b: Built, original: dict[Namespace, set[str]]) -> None:
     _clear_outbox(store)
 
 
+class _Blocks(list):
+    """The run's printed blocks, each handed to ``emit`` as soon as it is added."""
+
+    def __init__(self, emit) -> None:
+        super().__init__()
+        self.emit = emit
+
+    def append(self, block: str) -> None:
+        super().append(block)
+        if self.emit is not None:
+            self.emit(block)
+
+
 def run(embedder_names: Sequence[str], workdir: Path, quick: bool = False, stores: Sequence[str] | None = None,
-        keep: Path | None = CACHE_ROOT, n_queries: int | None = None) -> list[str]:
+        keep: Path | None = CACHE_ROOT, n_queries: int | None = None, emit=None) -> list[str]:
     """Per store (``stores``, names of ``STORES``; default the run's) and embedder:
     build or reuse the store (under ``keep``; None: under ``workdir``, removed
-    with it), then measure with ``n_queries`` queries per namespace and path
-    (default the run's); returns the printed blocks."""
+    with it), then measure with ``n_queries`` fresh chat-log queries per
+    namespace and path (default the run's); returns the printed blocks, each also
+    passed to ``emit`` (a callable of one string) as soon as it is made."""
+    from bench.chatmix import chat_mix
     from memory.embed import make_embedder
     from memory.index import SearchIndex
     from memory.store import Store
@@ -465,10 +569,12 @@ def run(embedder_names: Sequence[str], workdir: Path, quick: bool = False, store
     names = list(stores or run_cfg.stores)
     root = keep if keep is not None else workdir / "stores"
     root.mkdir(parents=True, exist_ok=True)
-    qs = queries(run_cfg.queries)
-    blocks = [f"== speed: stores {', '.join(names)} under {root} (kept between runs unless --keep none); "
+    qs = chat_mix(run_cfg.queries)
+    blocks = _Blocks(emit)
+    blocks.append(f"== speed: stores {', '.join(names)} under {root} (kept between runs unless --keep none); "
               f"synthetic zh/en sentences; SQLite (WAL) + LanceDB; cache {CACHE_MIB:.0f} MiB; "
-              f"{run_cfg.queries} queries per namespace and path; load average {_load()}"]
+              f"{run_cfg.queries} fresh queries (public chat logs, bench.chatmix) per namespace and path; load "
+                  f"average {_load()}")
     inners = {name: make_embedder(name) for name in embedder_names}
     for inner in inners.values():
         inner.embed_documents(["warm-up"])
@@ -509,8 +615,31 @@ def run(embedder_names: Sequence[str], workdir: Path, quick: bool = False, store
                     compared = {label: _compare(core, cached_core, ann_core, ns, qs, run_cfg.checked) for label, ns in
                                 ((f"big ({cfg.sizes[0]})", b.lay.big), (f"mid ({cfg.sizes[1]})", b.lay.mid),
                                  (f"typical ({len(store.iter_ids(typical))})", typical))}
+                    floors = {label: _floor(cached_core, ns, qs, inner) for label, ns in
+                              ((f"big ({cfg.sizes[0]})", b.lay.big), (f"mid ({cfg.sizes[1]})", b.lay.mid),
+                               (f"typical ({len(store.iter_ids(typical))})", typical))}
+                    blas = _blas_recall(cached_core, b.lay.big, qs[:100])
                 finally:
                     gc.unfreeze()
+                rows = []
+                for label, per in floors.items():
+                    for pr, f in per.items():
+                        rows.append([label, pr, percentile(f["floor"], 50) * 1000, percentile(f["floor"], 95) * 1000,
+                                     percentile(f["recall"], 50) * 1000, percentile(f["recall"], 95) * 1000,
+                                     percentile(f["recall"], 50) / percentile(f["floor"], 50),
+                                     percentile(f["recall"], 95) / percentile(f["floor"], 95),
+                                     float(np.mean(f["floor cpu"])) * 1000, float(np.mean(f["recall cpu"])) * 1000])
+                blocks.append(table(
+                    f"the floor (one query embedding + numpy dot over the namespace's matrix + BM25 over its "
+                    f"postings) vs the cached recall, per query precision, alternating query by query "
+                    f"[{store_name} / {name}]; goal (issue 29): recall p95 <= 1.2x the floor; load average {_load()}",
+                    ["namespace", "query precision", "floor p50", "floor p95", "recall p50", "recall p95",
+                     "ratio p50", "ratio p95", "floor CPU ms", "recall CPU ms"], rows))
+                blocks.append(table(
+                    f"the cached recall in the big namespace with the process's BLAS pool at 1 vs 2 threads "
+                    f"(alternating query by query) [{store_name} / {name}]; load average {_load()}",
+                    ["BLAS threads", "queries", "p50 ms", "p95 ms"],
+                    [[n, len(v), percentile(v, 50) * 1000, percentile(v, 95) * 1000] for n, v in blas.items()]))
                 del cached_core, ann_core
                 steps = _breakdown(core, b.lay.big, qs[:100])
                 big, mid = compared[f"big ({cfg.sizes[0]})"], compared[f"mid ({cfg.sizes[1]})"]
@@ -596,10 +725,21 @@ def run(embedder_names: Sequence[str], workdir: Path, quick: bool = False, store
         finally:
             store.close()
     for name, inner in inners.items():
-        t = _threads(inner, qs[:100])
-        blocks.append(table(f"query embedding by BLAS/OpenMP threads [{name}] (alternating query by query; "
-                            f"load average {_load()})", ["threads", "queries", "p50 ms", "p95 ms"],
-                            [[n, len(v), percentile(v, 50) * 1000, percentile(v, 95) * 1000] for n, v in t.items()]))
+        shipped = getattr(inner, "query_precision", None)
+        for pr in (("reference", "int8") if shipped else (None,)):
+            label = name if pr is None else f"{name}, {pr}: " + ("ONNX Runtime intra-op" if pr == "int8" else
+                                                                  "OpenMP")
+            if pr is not None:
+                inner.query_precision = pr
+            try:
+                t = _threads(inner, qs[:100])
+            finally:
+                if pr is not None:
+                    inner.query_precision = shipped
+            blocks.append(table(f"query embedding by threads [{label}] (alternating query by query; "
+                                f"load average {_load()})", ["threads", "queries", "p50 ms", "p95 ms"],
+                                [[n, len(v), percentile(v, 50) * 1000, percentile(v, 95) * 1000]
+                                 for n, v in t.items()]))
     blocks.append(table("speed summary (cached recall p95 alone, interleaved ratio to today's path in the same run)",
                         ["store", "embedder", "10k p95 ms", "1k p95 ms", "10k ratio", "1k ratio", "batch msg/s",
                          "peak RSS MiB"], summary))

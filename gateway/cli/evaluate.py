@@ -114,6 +114,10 @@ def recall_eval(
     k: Annotated[str, typer.Option("--k", help="comma-separated cut-offs")] = "1,3,5,10,20",
     embedder: Annotated[str | None, typer.Option(help="offline embedder with its own relevance floor and fusion weight "
                                                          "(default: as configured, with the configured ones)")] = None,
+    precision: Annotated[str | None, typer.Option(help="e5-small's query precision: int8 or reference "
+                                                       "(default: as configured)")] = None,
+    document_precision: Annotated[str | None, typer.Option(help="e5-small's document precision: int8 or "
+                                                                "reference (default: as configured)")] = None,
     plot_path: Annotated[Path | None, typer.Option("--plot", help="PNG of recall against k "
                                                                   "(default: recall-<dataset>-<layout>-<split>.png)")]
     = None,
@@ -198,7 +202,9 @@ def recall_eval(
     try:
         emb = make_embedder(embedder or settings.embed_model, None if embedder else settings.embed_base_url,
                             settings.embed_api_key, None if embedder else settings.embed_min_similarity,
-                            None if embedder else settings.embed_fusion_weight)
+                            None if embedder else settings.embed_fusion_weight,
+                            precision or settings.embed_precision,
+                            document_precision or settings.embed_document_precision)
     except EmbedderError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None

