@@ -547,8 +547,19 @@ class MemoryCore:
         through the index (up to FALLBACK_EXACT_MAX memories; a WARNING, at most
         one every FALLBACK_WARN_S seconds) while the index is not ready (missing
         or unreadable at start-up, being rebuilt), and when an index search
-        fails. Raises SearchIndexError only when that fallback is not possible."""
-        return self.with_conflicts(ns, self._recall(ns, tail, **kwargs), kwargs.get("chat"))
+        fails. Raises SearchIndexError only when that fallback is not possible.
+
+        The namespace's state (``Store.namespace_stats``) is read once, before the
+        search, and serves the whole recall: the path, and which of the
+        association-link, dormant-mark and conflict-link reads the namespace needs
+        at all (one it never had is not asked)."""
+        if kwargs.get("stats") is None and any(q and q.strip() for q in tail):
+            kwargs["stats"] = self.store.namespace_stats(ns)
+        stats = kwargs.get("stats")
+        hits = self._recall(ns, tail, **kwargs)
+        if stats is not None and not stats.may_have("conflicts"):
+            return hits
+        return self.with_conflicts(ns, hits, kwargs.get("chat"))
 
     def with_conflicts(self, ns: Namespace, hits: Sequence[Hit], chat: ChatRef | None = None) -> list[Hit]:
         """``hits`` (same order, same length) with each one's conflict partner

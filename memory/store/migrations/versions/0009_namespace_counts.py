@@ -1,0 +1,60 @@
+"""``namespace_state.links`` / ``conflicts`` / ``dormant``: how many association
+links, conflict links and dormant marks each namespace was given (issue 29.3),
+so that recall skips the reads of a namespace that has none of them.
+
+Added nullable when missing; each existing row is filled with what its
+namespace holds now (a count per table). A row written later without them —
+by a tool that inserts ``namespace_state`` rows itself — stays NULL, which
+recall reads as "unknown" and treats as "some". Downgrade drops them.
+
+Revision ID: 0009_namespace_counts
+Revises: 0008_memory_context
+Create Date: 2026-12-02
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0009_namespace_counts"
+down_revision: str | Sequence[str] | None = "0008_memory_context"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+COLUMNS = ("links", "conflicts", "dormant")
+
+
+def _schema() -> str | None:
+    return op.get_context().version_table_schema
+
+
+def upgrade() -> None:
+    have = {c["name"] for c in sa.inspect(op.get_bind()).get_columns("namespace_state", schema=_schema())}
+    if set(COLUMNS) <= have:
+        return
+    with op.batch_alter_table("namespace_state", schema=_schema(), recreate="never") as batch:
+        for name in COLUMNS:
+            if name not in have:
+                batch.add_column(sa.Column(name, sa.Integer(), nullable=True))
+    state = sa.table("namespace_state", sa.column("namespace", sa.String()), *(sa.column(c, sa.Integer())
+                                                                             for c in COLUMNS), schema=_schema())
+    links = sa.table("memory_links", sa.column("namespace", sa.String()), schema=_schema())
+    conflicts = sa.table("memory_conflicts", sa.column("namespace", sa.String()), schema=_schema())
+    consolidated = sa.table("consolidated", sa.column("namespace", sa.String()),
+                            sa.column("dormant_since", sa.DateTime()), schema=_schema())
+
+    def count(table, *where):
+        return sa.select(sa.func.count()).select_from(table).where(
+            table.c.namespace == state.c.namespace, *where).scalar_subquery()
+
+    op.execute(state.update().values(links=count(links), conflicts=count(conflicts),
+                                     dormant=count(consolidated, consolidated.c.dormant_since.is_not(None))))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("namespace_state", schema=_schema()) as batch:
+        for name in reversed(COLUMNS):
+            batch.drop_column(name)
