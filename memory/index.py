@@ -623,12 +623,12 @@ class SearchIndex:
         the tail, and with a symmetric embedder (``Embedder.symmetric``: a query is
         embedded like a document) the message's own capture reuses its vector.
 
-        An older line whose document vector is not cached takes, in this order,
-        ``known[line]`` (the vector the turn computed when that line was the latest
-        one, kept with the chat log: ``Store.keep_line_vector``), then its query
-        vector from the cache (computed here when it was the latest line); only
-        then, with ``embed_older``, is it embedded as a document — without it, its
-        row is zeros (no vector query for that line), so a turn makes at most one
+        An older line whose document vector is not cached takes ``known[line]``
+        (the vector the turn computed when that line was the latest one, kept with
+        the chat log: ``Store.keep_line_vector``); else, with ``embed_older``, it is
+        embedded as a document; without it, it takes its query vector from the
+        cache (computed here when it was the latest line), and failing that its
+        row is zeros (no vector query for that line) — so a turn makes at most one
         model call: the latest line's, when that is not cached either. A line
         embedded as a query stands in for its document vector: e5's ``query:``
         and ``passage:`` vectors of one text differ a little (cosine ~0.9), which
@@ -642,7 +642,7 @@ class SearchIndex:
             v = self._cached(key)
             if v is None and not query:
                 v = known.get(line) if known else None
-                if v is None and not symmetric:
+                if v is None and not symmetric and not embed_older:
                     v = self._cached("q:" + text_hash(line))
                 if v is not None:
                     out[i] = v

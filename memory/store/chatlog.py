@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, func, insert, or_, update
@@ -30,7 +30,10 @@ from memory.types import ChatRef, Namespace
 
 @dataclass(frozen=True, slots=True)
 class ChatLine:
-    """One line of a chat's recent log. role is ``user`` or ``bot``."""
+    """One line of a chat's recent log. role is ``user`` or ``bot``. Read back by
+    ``chat_tail``, a line also carries its ``id`` and the embedding a turn kept
+    for it (``vector``: float32 bytes, ``vector_key``: what made it, "" when none;
+    ``keep_line_vector``); neither counts in comparisons."""
 
     role: str
     sender_id: str
@@ -38,6 +41,9 @@ class ChatLine:
     at: datetime
     message_id: str = ""
     sender_name: str = ""
+    id: int | None = field(default=None, compare=False, repr=False)
+    vector: bytes | None = field(default=None, compare=False, repr=False)
+    vector_key: str = field(default="", compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +273,17 @@ class ChatLog(StoreBase):
             if max_age is not None:
                 q = q.where(_ChatLogRow.at >= (now or utcnow()) - max_age)
             rows = s.exec(q.order_by(_ChatLogRow.id.desc()).limit(n)).all()  # type: ignore[union-attr]
-        return [ChatLine(r.role, r.sender_id, r.text, _aware(r.at), r.message_id, r.sender_name) for r in reversed(rows)]  # type: ignore[arg-type]
+        return [ChatLine(r.role, r.sender_id, r.text, _aware(r.at), r.message_id, r.sender_name, r.id, r.vector,  # type: ignore[arg-type]
+                         r.vector_key or "") for r in reversed(rows)]
+
+    def keep_line_vector(self, line_id: int, key: str, vector: bytes) -> None:
+        """Keep with chat-log line ``line_id`` the embedding a turn computed for it
+        (``vector``: float32 bytes) under ``key`` (``<embedder>/<dim>/<text hash>``:
+        a reader uses it only for that text and model). A line pruned or redacted
+        meanwhile is simply gone; the vector goes with its line."""
+        t = _ChatLogRow.__table__  # type: ignore[attr-defined]
+        with self._write_conn() as conn:
+            conn.execute(update(t).where(t.c.id == line_id).values(vector=vector, vector_key=key))
 
     def drop_retelling_lines(self, tenant: str, chats: Sequence[str], texts: Sequence[str]) -> int:
         """Delete the companion's lines (role ``bot``) of the chats ``chats`` (``ChatRef``

@@ -25,7 +25,7 @@ import time
 from datetime import datetime, timezone
 
 from sqlalchemy import Index as SAIndex
-from sqlalchemy import UniqueConstraint
+from sqlalchemy import LargeBinary, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility
@@ -165,6 +165,10 @@ class _ChatLogRow(SQLModel, table=True):
     #: when the capture was queued (the age a stalled capture is resumed after);
     #: indexed, NULL on every other line, so the resume scan reads only due lines
     capture_queued: datetime | None = Field(default=None, index=True)
+    #: the embedding the turn computed for this line (float32 bytes) and what made it:
+    #: ``<embedder>/<dim>/<text hash>`` ("" when none); the next turns reuse it for the line
+    vector: bytes | None = Field(default=None, sa_type=LargeBinary)
+    vector_key: str = ""
 
 
 class _RedactionRow(SQLModel, table=True):

@@ -1,13 +1,20 @@
-"""``namespace_state.links`` / ``conflicts`` / ``dormant``: how many association
-links, conflict links and dormant marks each namespace was given (issue 29.3),
-so that recall skips the reads of a namespace that has none of them.
+"""The turn path's columns (issue 29, items 2 and 3).
+
+``namespace_state.links`` / ``conflicts`` / ``dormant``: how many association
+links, conflict links and dormant marks each namespace was given, so that
+recall skips the reads of a namespace that has none of them.
 
 Added nullable when missing; each existing row is filled with what its
 namespace holds now (a count per table). A row written later without them —
 by a tool that inserts ``namespace_state`` rows itself — stays NULL, which
-recall reads as "unknown" and treats as "some". Downgrade drops them.
+recall reads as "unknown" and treats as "some".
 
-Revision ID: 0009_namespace_counts
+``chat_log.vector`` / ``vector_key``: the embedding a turn computed for its
+person's line (float32 bytes) and what made it (``<embedder>/<dim>/<text
+hash>``), so that the next turns reuse it for that line instead of a second
+model call; NULL / ``''`` on every older line. Downgrade drops all five.
+
+Revision ID: 0009_turn_path
 Revises: 0008_memory_context
 Create Date: 2026-12-02
 """
@@ -19,7 +26,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0009_namespace_counts"
+revision: str = "0009_turn_path"
 down_revision: str | Sequence[str] | None = "0008_memory_context"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
@@ -32,6 +39,13 @@ def _schema() -> str | None:
 
 
 def upgrade() -> None:
+    lines = {c["name"] for c in sa.inspect(op.get_bind()).get_columns("chat_log", schema=_schema())}
+    if not {"vector", "vector_key"} <= lines:
+        with op.batch_alter_table("chat_log", schema=_schema(), recreate="never") as batch:
+            if "vector" not in lines:
+                batch.add_column(sa.Column("vector", sa.LargeBinary(), nullable=True))
+            if "vector_key" not in lines:
+                batch.add_column(sa.Column("vector_key", sa.String(), nullable=False, server_default=""))
     have = {c["name"] for c in sa.inspect(op.get_bind()).get_columns("namespace_state", schema=_schema())}
     if set(COLUMNS) <= have:
         return
@@ -58,3 +72,6 @@ def downgrade() -> None:
     with op.batch_alter_table("namespace_state", schema=_schema()) as batch:
         for name in reversed(COLUMNS):
             batch.drop_column(name)
+    with op.batch_alter_table("chat_log", schema=_schema()) as batch:
+        batch.drop_column("vector_key")
+        batch.drop_column("vector")
