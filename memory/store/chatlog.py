@@ -364,6 +364,37 @@ class ChatLog(StoreBase):
                 _RedactionRow.tenant == tenant, _RedactionRow.chat == chat.key,
                 _RedactionRow.message_id == message_id)).first() is not None
 
+    def redacted_among(self, lines: Sequence[tuple[str, ChatRef, str]]) -> set[tuple[str, str, str]]:
+        """``is_redacted`` for many lines in one query: of ``lines`` (``(tenant,
+        chat, message id)``), the ``(tenant, chat key, message id)`` of those
+        redacted (a capture batch asks once for all of its messages)."""
+        wanted = {(tenant, chat.key, mid) for tenant, chat, mid in lines if mid}
+        if not wanted:
+            return set()
+        t = _RedactionRow.__table__  # type: ignore[attr-defined]
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(t.c.tenant, t.c.chat, t.c.message_id).where(
+                t.c.message_id.in_(sorted({m for _, _, m in wanted})))).all()
+        return {(r.tenant, r.chat, r.message_id) for r in rows} & wanted
+
+    def lines_before(self, line_ids: Sequence[int]) -> dict[int, ChatLine]:
+        """``line_before`` for many lines in one query: ``{line id: the line of its
+        chat (its topic) logged just before it}``, a line without one (the first,
+        or one pruned or redacted since) left out."""
+        ids = sorted({int(i) for i in line_ids if i})
+        if not ids:
+            return {}
+        t = _ChatLogRow.__table__  # type: ignore[attr-defined]
+        c, b, p = t.alias("c"), t.alias("b"), t.alias("p")
+        before = select(func.max(p.c.id)).where(p.c.tenant == c.c.tenant, p.c.chat == c.c.chat,
+                                                p.c.id < c.c.id).scalar_subquery()
+        q = select(c.c.id.label("line_id"), b.c.role, b.c.sender_id, b.c.text, b.c.at, b.c.message_id,
+                   b.c.sender_name).select_from(c.join(b, b.c.id == before)).where(c.c.id.in_(ids))
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
+        return {r.line_id: ChatLine(r.role, r.sender_id, r.text, _aware(r.at), r.message_id, r.sender_name)
+                for r in rows}
+
     # -- edits and chat migration (Telegram) ------------------------------
 
     def edit_chat_line(self, tenant: str, chat: ChatRef, message_id: str, text: str) -> list[int]:
