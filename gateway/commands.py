@@ -71,11 +71,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.config import TenantSettings
 from bridges.contract import Attachment, InboundMessage, Outbound
-from locales import translate
+from locales import translate, translate_plural
 from memory import admin
-from memory.errors import CoreError, NamespaceError, NotFoundError
+from memory.capture import edit
+from memory.errors import CoreError, KeyTakenError, NamespaceError, NotFoundError
 from memory.explain import explain, trace_visible_in, visible_in
-from memory.identity import is_platform_subject, platform_subject, resolve_subject
+from memory.identity import PERSON, is_platform_subject, platform_subject, resolve_subject
 from memory.reconstruct import when_text
 from memory.types import ID_RE, SUBJECT_RE, Memory, Namespace, ScoreParts, Visibility
 
@@ -169,6 +170,15 @@ class _Caller:
 
     def say(self, msgid: str, **params: object) -> str:
         return translate(self.lang, msgid, **params)
+
+    def say_n(self, singular: str, plural: str, n: int, **params: object) -> str:
+        """The plural entry for the count ``n`` (``locales.translate_plural``; ``{n}`` is ``n``)."""
+        return translate_plural(self.lang, singular, plural, n, **params)
+
+    @property
+    def admin(self) -> bool:
+        """A tenant or group admin: told the scoring terms beside the plain words (``_parts_line``)."""
+        return self.tenant_admin or self.group_admin
 
     @property
     def chat(self):
@@ -365,7 +375,17 @@ def _scope(core, c: _Caller, token: str | None, sub: str) -> _Scope:
 
 
 def _who(c: _Caller, scope: _Scope) -> str:
-    return c.say("you") if scope.own else scope.ns.subject
+    """How a reply names whose memories these are: "you", else the subject — beside
+    the name the admin typed when that resolves to another one (``tg:42`` linked to
+    ``person:…``: "tg:42 (linked as person:…)"; ``@ann``: "@ann (tg:42)"), so the
+    reply names the person they meant as well as the one it is about."""
+    if scope.own:
+        return c.say("you")
+    if scope.token and scope.token != scope.ns.subject:
+        if scope.ns.subject.startswith(f"{PERSON}:"):
+            return c.say("{named} (linked as {subject})", named=scope.token, subject=scope.ns.subject)
+        return c.say("{named} ({subject})", named=scope.token, subject=scope.ns.subject)
+    return scope.ns.subject
 
 
 def _audit_view(core, c: _Caller, scope: _Scope, sub: str, memory_id: str | None = None) -> None:
@@ -476,13 +496,28 @@ def _last_recalled(c: _Caller, m: Memory) -> str:
 
 
 def _parts_line(c: _Caller, parts: ScoreParts | None, ranks: dict[str, int] | None) -> str:
+    """A recall's score parts in a person's words: how well the memory is still
+    kept (retention, in [0, 1]), how much it came up lately (ACT-R activation, a
+    log, may be negative), the emotion and importance factors, and where the word
+    search, the meaning search and related memories ranked it (or "not found").
+    Admins (``_Caller.admin``) also get the scoring terms in parentheses."""
     ranks = ranks or {}
     p = parts or ScoreParts(rrf=0.0)
-    return c.say("retention {retention}, activation {activation}, emotion ×{emotion}, importance ×{importance}; "
-                 "rank by words {bm25}, by meaning {vector}, by association {assoc}",
-                 retention=f"{p.retention:.2f}", activation=f"{p.activation:.2f}", emotion=f"{p.emotion:.2f}",
-                 importance=f"{p.importance:.2f}", bm25=ranks.get("bm25", "-"), vector=ranks.get("vector", "-"),
-                 assoc=ranks.get("assoc", "-"))
+
+    def rank(channel: str) -> str:
+        r = ranks.get(channel)
+        return c.say("not found") if r is None else c.say("#{rank}", rank=r)
+
+    values = dict(retention=f"{p.retention:.2f}", activation=f"{p.activation:.2f}", emotion=f"{p.emotion:.2f}",
+                  importance=f"{p.importance:.2f}", bm25=rank("bm25"), vector=rank("vector"), assoc=rank("assoc"))
+    if c.admin:
+        return c.say("still kept {retention} of 1 (retention), came up lately {activation} (activation), "
+                     "feeling ×{emotion}, importance ×{importance}; by its words {bm25} (BM25 rank), "
+                     "by its meaning {vector} (vector rank), through related memories {assoc} (association rank)",
+                     **values)
+    return c.say("still kept {retention} of 1, came up lately {activation}, feeling ×{emotion}, "
+                 "importance ×{importance}; by its words {bm25}, by its meaning {vector}, "
+                 "through related memories {assoc}", **values)
 
 
 def _origin(c: _Caller, m: Memory) -> str:
@@ -561,8 +596,9 @@ def _not_a_person(c: _Caller, word: str) -> _Stop:
 
 def _consolidated_mark(c: _Caller, row) -> str:
     """How ``list`` and ``show`` mark a consolidated memory: type, confidence, hits (and dormancy)."""
-    mark = c.say("🧩 long-term {ctype}, confidence {confidence}, {hits} hits", ctype=c.say(row.ctype),
-                 confidence=f"{row.confidence:.2f}", hits=row.hits)
+    mark = c.say_n("🧩 long-term {ctype}, confidence {confidence}, {n} hit",
+                   "🧩 long-term {ctype}, confidence {confidence}, {n} hits", row.hits, ctype=c.say(row.ctype),
+                   confidence=f"{row.confidence:.2f}")
     if row.dormant:
         mark += " · " + c.say("💤 resting since {when}", when=_at(c, row.dormant_since))
     return mark
@@ -619,10 +655,27 @@ def _cmd_search(core, c: _Caller, rest: str) -> CommandReply:
         return CommandReply(c.say("Nothing about {who} matches “{query}”.", who=who, query=_snip(query, 40)), "search")
     lines = [c.say("Memories of {who} matching “{query}”:", who=who, query=_snip(query, 40))]
     for h in hits:
-        lines.append(c.say("{id} score {score} (words {bm25}, meaning {vector}) {text}",
-                           id=h.memory.id, score=f"{h.score:.4f}", bm25=h.ranks.get("bm25", "-"),
-                           vector=h.ranks.get("vector", "-"), text=_snip(h.memory.text)))
+        line = c.say("{id} score {score} (words {bm25}, meaning {vector}) {text}",
+                     id=h.memory.id, score=f"{h.score:.4f}", bm25=h.ranks.get("bm25", "-"),
+                     vector=h.ranks.get("vector", "-"), text=_snip(h.memory.text))
+        if _matched_by_context(query, h.memory, c.chat):
+            line += " " + c.say("(in reply to {context})", context=_snip(h.memory.context))
+        lines.append(line)
     return CommandReply(_fit("\n".join(lines)), "search")
+
+
+def _matched_by_context(query: str, m: Memory, chat) -> bool:
+    """True when ``m`` matches ``query``'s words only through its context (the
+    companion's line it answered, searched with its text): none of the query's
+    tokens (``memory.text.tokens``) is in its text and one is in its context — so
+    the hit must say what it answered, or 「叫煤球」 would seem listed for 「猫」 at
+    random. Never in a group: a context is a line of a private chat."""
+    if not m.context or chat.is_group:
+        return False
+    from memory.text import tokens
+
+    asked = set(tokens(query))
+    return bool(asked & set(tokens(m.context))) and not asked & set(tokens(m.text))
 
 
 def _cmd_edit(core, c: _Caller, rest: str) -> CommandReply:
@@ -632,7 +685,15 @@ def _cmd_edit(core, c: _Caller, rest: str) -> CommandReply:
         raise _Stop(_usage(c, "edit"), "usage")
     scope = _scope(core, c, token, "edit")
     m = _memory(core, c, scope, mid, "edit")
-    live = core.update(scope.ns, m.id, text[:MAX_EDIT_CHARS], actor=scope.actor)
+    try:  # the category and key follow the new text (memory.capture.edit)
+        live = edit(core, scope.ns, m.id, text[:MAX_EDIT_CHARS], actor=scope.actor, tz=c.t.tz)
+    except KeyTakenError as taken:
+        holder = core.store.get_many(scope.ns, [taken.holder]).get(taken.holder) if taken.holder else None
+        if holder is None or not visible_in(holder, c.chat):  # a memory this chat may not see is not named here
+            return CommandReply(c.say("Another memory already says that, one not shown here; {id} is unchanged.",
+                                      id=m.id), "edit")
+        return CommandReply(c.say("Memory {other} already says that; edit or forget {other} instead. {id} is "
+                                  "unchanged.", other=taken.holder, id=m.id), "edit")
     return CommandReply(c.say("Updated {id}; it is now version {version}. The old text stays in its history.",
                               id=live.id, version=live.version), "edit")
 
@@ -675,16 +736,19 @@ def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandRepl
         core.store.scrub()
         core.store.audit(scope.ns, "forget_all", scope.actor, count=len(ids), queued=queued, chat_lines=lines,
                          chat=c.chat.key, group=scope.group_key)
-        return CommandReply(c.say("Forgotten {n} memories of {who}.", n=len(ids) + queued, who=_who(c, scope)),
-                            "forget_all")
+        return CommandReply(c.say_n("Forgotten {n} memory of {who}.", "Forgotten {n} memories of {who}.",
+                                    len(ids) + queued, who=_who(c, scope)), "forget_all")
     # facts whose capture is still queued count: they are about to become memories
     n = _count(core, scope) + core.store.pending_capture_count(scope.ns, scope.group_key)
     if n == 0:
         return CommandReply(c.say("There is nothing to forget."), "forget_all")
     core.store.put_pending(scope.ns, key, c.now)
     minutes = int(CONFIRM_WINDOW.total_seconds() // 60)
-    text = c.say("This forgets {n} memories of {who} for good. To go ahead, send within {minutes} minutes: {command}",
-                 n=n, who=_who(c, scope), minutes=minutes, command=f"{again} confirm")
+    text = c.say_n("This forgets {n} memory of {who} for good.", "This forgets {n} memories of {who} for good.", n,
+                   who=_who(c, scope))
+    then = c.say_n("To go ahead, send within {n} minute: {command}", "To go ahead, send within {n} minutes: {command}",
+                   minutes, command=f"{again} confirm")
+    text = c.say("{sentence} {then}", sentence=text, then=then)  # two counts, two plural entries
     if scope.group_key:
         text += "\n" + c.say("Only what was said in this group is affected.")
     return CommandReply(text, "forget_all")
@@ -755,8 +819,9 @@ def _cmd_export(core, c: _Caller, rest: str) -> CommandReply:
     name = f"huiyi-memories-{scope.ns.subject.replace(':', '-')}-{c.now:%Y%m%d}.json"
     data = json.dumps(doc, ensure_ascii=False, indent=2).encode("utf-8")
     core.store.audit(scope.ns, "export", scope.actor, count=len(memories), chat=c.chat.key)
-    text = c.say("Here are the {n} memories I keep about {who}, as the file {filename}.", n=len(memories),
-                 who=_who(c, scope), filename=name)
+    text = c.say_n("Here is the {n} memory I keep about {who}, as the file {filename}.",
+                   "Here are the {n} memories I keep about {who}, as the file {filename}.", len(memories),
+                   who=_who(c, scope), filename=name)
     return CommandReply(text, "export", Attachment(filename=name, mime_type="application/json", data=data))
 
 
@@ -827,19 +892,29 @@ def _cmd_link(core, c: _Caller, rest: str) -> CommandReply:
         raise _Stop(_usage(c, "link"), "usage")
     authority = admin.Authority(actor=f"admin:{c.subject}", tenant=c.tenant)
     result = admin.link(core, authority, c.tenant, subjects)
-    return CommandReply(c.say("Linked {identities} as one person ({person}); {moved} memories merged.",
-                              identities=", ".join(result.identities), person=result.person.subject,
-                              moved=result.moved), "link")
+    return CommandReply(c.say_n("Linked {identities} as one person ({person}); {n} memory merged.",
+                                "Linked {identities} as one person ({person}); {n} memories merged.", result.moved,
+                                identities=", ".join(result.identities), person=result.person.subject), "link")
 
 
 def _cmd_stats(core, c: _Caller, rest: str) -> CommandReply:
     _admin_only(core, c, "stats")
     s = admin.stats(core, admin.Authority(actor=f"admin:{c.subject}", tenant=c.tenant), c.tenant)
+    counts = dict(tenant=s.tenant, memories=c.say_n("{n} memory", "{n} memories", s.memories),
+                  people=c.say_n("{n} person", "{n} people", s.people),
+                  chats=c.say_n("{n} chat", "{n} chats", s.chats), turns=c.say_n("{n} turn", "{n} turns", s.turns))
+    # without a chat model (or with retelling off) every recollection is the template: a rate of
+    # 100% would read as a fault, so say why instead
+    if not c.t.llm.configured:
+        return CommandReply(c.say("{tenant}: {memories}, {people}, {chats}, {turns}; no chat model is configured, "
+                                  "so recollections are not retold: each is the plain list of memories.", **counts),
+                            "stats")
+    if not c.t.reconstruction.enabled:
+        return CommandReply(c.say("{tenant}: {memories}, {people}, {chats}, {turns}; retelling is turned off, "
+                                  "so each recollection is the plain list of memories.", **counts), "stats")
     rate = "-" if s.fallback_rate is None else f"{100 * s.fallback_rate:.1f}%"
-    return CommandReply(c.say("{tenant}: {memories} memories, {people} people, {chats} chats, {turns} turns; "
-                              "recollection fallback rate {rate} (each person's latest turn).",
-                              tenant=s.tenant, memories=s.memories, people=s.people, chats=s.chats, turns=s.turns,
-                              rate=rate), "stats")
+    return CommandReply(c.say("{tenant}: {memories}, {people}, {chats}, {turns}; recollection fallback rate {rate} "
+                              "(each person's latest turn).", rate=rate, **counts), "stats")
 
 
 def _cmd_consolidate(core, c: _Caller, rest: str) -> CommandReply:
@@ -868,18 +943,26 @@ def _consolidation_lines(core, c: _Caller, scope: _Scope, report) -> list[str]:
     long-term memories this chat may see, or why none was written — no chat model
     (``model_calls`` 0 with clusters: kept as links) or every model call failed
     (``model_errors``: the fragments are tried again later)."""
-    counts = dict(fragments=report.fragments, who=_who(c, scope), clusters=len(report.clusters))
+    n = report.fragments
+    counts = dict(who=_who(c, scope), clusters=c.say_n("{n} group", "{n} groups", len(report.clusters)))
     if not report.abstractions:
         if report.clusters and report.model_calls == 0:
-            return [c.say("Sorted {fragments} recent memories of {who} into {clusters} groups and kept them as "
-                          "links; no long-term memory written (no chat model is configured).", **counts)]
+            return [c.say_n("Sorted {n} recent memory of {who} into {clusters} and kept them as links; no long-term "
+                            "memory written (no chat model is configured).",
+                            "Sorted {n} recent memories of {who} into {clusters} and kept them as links; no "
+                            "long-term memory written (no chat model is configured).", n, **counts)]
         if report.model_errors:
-            return [c.say("Sorted {fragments} recent memories of {who} into {clusters} groups, but the chat model "
-                          "failed, so no long-term memory was written; they will be tried again later.", **counts)]
-        return [c.say("Sorted {fragments} recent memories of {who} into {clusters} groups; no long-term memory "
-                      "written.", **counts)]
-    lines = [c.say("Sorted {fragments} recent memories of {who} into {clusters} groups; {n} long-term memories:",
-                   n=len(report.abstractions), **counts)]
+            return [c.say_n("Sorted {n} recent memory of {who} into {clusters}, but the chat model failed, so no "
+                            "long-term memory was written; they will be tried again later.",
+                            "Sorted {n} recent memories of {who} into {clusters}, but the chat model failed, so no "
+                            "long-term memory was written; they will be tried again later.", n, **counts)]
+        return [c.say_n("Sorted {n} recent memory of {who} into {clusters}; no long-term memory written.",
+                        "Sorted {n} recent memories of {who} into {clusters}; no long-term memory written.", n,
+                        **counts)]
+    written = c.say_n("{n} long-term memory", "{n} long-term memories", len(report.abstractions))
+    lines = [c.say_n("Sorted {n} recent memory of {who} into {clusters}; {written}:",
+                     "Sorted {n} recent memories of {who} into {clusters}; {written}:", n, written=written,
+                     **counts)]
     shown = core.store.get_many(scope.ns, [a.memory_id for a in report.abstractions])
     for a in report.abstractions:
         m = shown.get(a.memory_id)
@@ -888,8 +971,9 @@ def _consolidation_lines(core, c: _Caller, scope: _Scope, report) -> list[str]:
     if len(lines) == 1:  # none may be shown in this group
         lines.append(c.say("Only what was said in this group is listed here; ask me in private for the rest."))
     if report.model_errors:
-        lines.append(c.say("The chat model failed for {n} groups; they will be tried again later.",
-                           n=report.model_errors))
+        lines.append(c.say_n("The chat model failed for {n} group; it will be tried again later.",
+                             "The chat model failed for {n} groups; they will be tried again later.",
+                             report.model_errors))
     return lines
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -37,7 +37,7 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, PydanticBaseSett
 from gateway.errors import UnknownTenant
 from memory.types import SHARED_SENDERS, TENANT_RE, not_a_person, repair  # noqa: F401 (SHARED_SENDERS: re-exported)
 
-__all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "ConsolidationSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings"]
+__all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "ConsolidationSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings", "RateLimitSettings", "TenantRateLimits"]
 
 #: ``Field(json_schema_extra=SECRET)`` marks a secret: ``masked`` (``huiyi config
 #: check``) never prints its value.
@@ -275,6 +275,118 @@ class OneBotSettings(BaseModel):
     reply_within: float = Field(default=3.0, ge=0)
 
 
+# -- /v1 rate limits (gateway.http.ratelimit) ---------------------------------------------------------------
+
+
+def _limit_string(v: str | None) -> str | None:
+    """A rate limit in the ``limits`` package's notation (``"60/minute"``,
+    ``"10 per second;1000/hour"``: each part must hold), or None/``""`` for no
+    limit. ValueError naming the string when it does not parse."""
+    if v is None or not v.strip():
+        return None
+    from limits import parse_many
+
+    try:
+        parse_many(v)
+    except ValueError as exc:
+        raise ValueError(f"{v!r} is not a rate limit such as '60/minute' or '10/second;1000/hour'") from exc
+    return v.strip()
+
+
+class RateLimitSettings(BaseModel):
+    """Rate limits of ``/v1``, the gateway-wide part (``gateway.http.ratelimit``;
+    each tenant's own limits are ``TenantSettings.rate_limit``). Env example:
+    ``HUIYI_RATE_LIMIT__STORAGE_URI=redis://127.0.0.1:6379/0``.
+
+    ``enabled``: off, nothing is counted or refused. ``storage_uri``: where the
+    counts live, as the ``limits`` package names storages: ``memory://`` (this
+    process; each replica counts alone) or ``redis://host:port/db``
+    (``rediss://`` for TLS), which every replica shares. ``strategy``:
+    ``moving-window`` (exact: at most N calls in any window), ``sliding-window-counter``
+    (an approximation in constant space) or ``fixed-window``. ``per_address``:
+    calls to ``/v1`` from one client address, whatever the key or tenant, counted
+    before the key is checked (so a flood of wrong keys is refused too); None or
+    ``""`` turns it off. ``exempt_loopback``: 127.0.0.0/8 and ::1 are not counted by
+    address (the operator's own machine, an embedded gateway); a key used from there
+    still counts. ``timeout_s``: seconds a Redis call may take; a storage that fails
+    or is late lets the call through (logged, ``huiyi_rate_limit_errors_total``):
+    the limiter never takes the API down with it.
+    """
+
+    model_config = _STRICT
+
+    enabled: bool = True
+    storage_uri: str = "memory://"
+    strategy: Literal["moving-window", "sliding-window-counter", "fixed-window"] = "moving-window"
+    per_address: str | None = "600/minute"
+    exempt_loopback: bool = True
+    timeout_s: float = Field(default=0.5, gt=0)
+
+    _limits = field_validator("per_address")(_limit_string)
+
+    @field_validator("storage_uri")
+    @classmethod
+    def _storage(cls, v: str) -> str:
+        scheme = v.split("://", 1)[0] if "://" in v else ""
+        if scheme.removeprefix("async+") not in ("memory", "redis", "rediss", "redis+unix"):
+            raise ValueError(f"rate limit storage {v!r}: use memory:// or redis://host:port/db")
+        return v
+
+
+class TenantRateLimits(BaseModel):
+    """One tenant's ``/v1`` rate limits (``limits`` notation, ``"60/minute"``,
+    ``"10/second;1000/hour"``; None or ``""``: no limit). Env example:
+    ``HUIYI_TENANTS__DEFAULT__RATE_LIMIT__PER_MEMBER_KEY=30/minute``.
+
+    ``per_admin_key``: calls made with one admin key (a bot relaying everyone in
+    its chats: several calls per message). ``per_member_key``: calls made with one
+    member key (one person's app; the key a leak floods with). ``per_address``:
+    calls into this tenant from one client address, all its keys together (off by
+    default: the gateway-wide ``RateLimitSettings.per_address`` applies).
+    Keyless loopback callers count only against the gateway-wide limit.
+    """
+
+    model_config = _STRICT
+
+    per_admin_key: str | None = "1200/minute"
+    per_member_key: str | None = "60/minute;1000/hour"
+    per_address: str | None = None
+
+    _limits = field_validator("per_admin_key", "per_member_key", "per_address")(_limit_string)
+
+
+class IndexS3Settings(BaseModel):
+    """Object storage for the search index (issue 30): used when ``index_uri`` is
+    ``s3://bucket/prefix`` (AWS S3 or an S3-compatible server: MinIO, Ceph, R2),
+    handed to LanceDB as its ``storage_options``. Env example:
+    ``HUIYI_INDEX_URI=s3://huiyi/index HUIYI_INDEX_S3__ENDPOINT=http://minio:9000
+    HUIYI_INDEX_S3__REGION=us-east-1 HUIYI_INDEX_S3__ALLOW_HTTP=true``.
+
+    ``endpoint``: the server's URL (unset: AWS's own). ``region``: the bucket's
+    region. ``access_key_id`` / ``secret_access_key``: credentials (unset: the
+    ``AWS_*`` environment or the instance's role, as LanceDB's object store reads
+    them). ``allow_http``: allow a plain-HTTP endpoint (a server on the same
+    private network; off by default).
+    """
+
+    model_config = _STRICT
+
+    endpoint: str | None = None
+    region: str | None = None
+    access_key_id: str | None = Field(default=None, json_schema_extra=SECRET)
+    secret_access_key: str | None = Field(default=None, json_schema_extra=SECRET)
+    allow_http: bool = False
+
+    def storage_options(self) -> dict[str, str]:
+        """LanceDB's ``storage_options`` for these settings (only those set)."""
+        opts = {"endpoint": self.endpoint, "region": self.region, "aws_access_key_id": self.access_key_id,
+                "aws_secret_access_key": self.secret_access_key}
+        out = {k: v for k, v in opts.items() if v}
+        if self.allow_http:
+            out["allow_http"] = "true"
+        return out
+
+
 class TenantSettings(BaseModel):
     """One bot/character deployment.
 
@@ -316,6 +428,8 @@ class TenantSettings(BaseModel):
     qq: QQSettings = Field(default_factory=QQSettings)
     wechat: WeChatSettings = Field(default_factory=WeChatSettings)
     webhook: WebhookSettings = Field(default_factory=WebhookSettings)
+    #: this tenant's /v1 rate limits (TenantRateLimits; env ``HUIYI_TENANTS__<NAME>__RATE_LIMIT__<FIELD>``)
+    rate_limit: TenantRateLimits = Field(default_factory=TenantRateLimits)
 
     @field_validator("persona_name", "persona", "apology", mode="before")
     @classmethod
@@ -367,6 +481,8 @@ class Settings(BaseSettings):
     config: Path | None = None
     database_url: str | None = Field(default=None, validation_alias=AliasChoices("DATABASE_URL", "HUIYI_DATABASE_URL"))
     index_uri: str | None = None
+    #: object storage of an ``s3://`` index_uri (``IndexS3Settings``); env ``HUIYI_INDEX_S3__…``
+    index_s3: IndexS3Settings = Field(default_factory=IndexS3Settings)
     host: str = "127.0.0.1"
     port: int = 8080
     #: Connections served at once (uvicorn ``limit_concurrency``); more get 503 at
@@ -408,7 +524,20 @@ class Settings(BaseSettings):
     eval_data_dir: Path | None = None
     audit_fragments: bool = False
     onebot: OneBotSettings = Field(default_factory=OneBotSettings)
+    #: /v1 rate limits, the gateway-wide part (RateLimitSettings; env ``HUIYI_RATE_LIMIT__<FIELD>``)
+    rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
     tenants: dict[str, TenantSettings] = Field(default_factory=dict)
+
+    @field_validator("index_uri")
+    @classmethod
+    def _index_uri(cls, v: str | None) -> str | None:
+        """A directory, or ``s3://bucket[/prefix]``; any other scheme is refused."""
+        if v and "://" in v:
+            scheme, _, rest = v.partition("://")
+            if scheme != "s3" or not rest.split("/", 1)[0]:
+                raise ValueError(f"index_uri {v!r}: a directory or s3://bucket/prefix (object storage other than "
+                                 "S3-compatible is not supported)")
+        return v
 
     @field_validator("tenants")
     @classmethod

@@ -18,6 +18,11 @@ collide on a metric name. Names, units and labels::
                                                     by the claim the chat line is written with)
     huiyi_turns_total{outcome}                      counter    replied, no_reply (no model, or it chose
                                                     silence), command, edit, not_addressed, duplicate
+    huiyi_rate_limited_total{limit, tenant}         counter    /v1 calls refused with 429 (gateway.http.ratelimit):
+                                                    limit: address (gateway-wide, before the key; tenant
+                                                    ""), key, tenant_address
+    huiyi_rate_limit_errors_total                   counter    calls let through because the limiter's storage
+                                                    (Redis) failed or was late
     huiyi_capture_queue_depth{where}                gauge      process: captures queued or running here;
                                                     database: lines whose capture is still due (all replicas)
     huiyi_index_outbox_depth                        gauge      index operations not yet applied
@@ -88,6 +93,10 @@ class Metrics:
         self.deduplicated = Counter("huiyi_deliveries_deduplicated", "Platform deliveries dropped as duplicates",
                                     ["by"], registry=r)
         self.turns = Counter("huiyi_turns", "Turns handled, by outcome", ["outcome"], registry=r)
+        self.rate_limited = Counter("huiyi_rate_limited", "/v1 calls refused over a rate limit (429)",
+                                    ["limit", "tenant"], registry=r)
+        self.rate_limit_errors = Counter("huiyi_rate_limit_errors", "/v1 calls let through: the rate limit storage failed",
+                                         registry=r)
         self._depths: _Depths | None = None
 
     def watch_queues(self, process: Callable[[], int], database: Callable[[], int], outbox: Callable[[], int]) -> None:

@@ -41,7 +41,8 @@ def build_core(settings: Settings, *, schema: str | None = None,
     except Exception as exc:  # noqa: BLE001 - an embedder that fails now fails visibly at the first recall
         log.warning("embedder warm-up failed: %s", exc)
     store = Store(settings.db_url, schema=schema)
-    index = SearchIndex(settings.index_path, embedder, ann_min_rows=settings.ann_min_rows)
+    index = SearchIndex(settings.index_path, embedder, ann_min_rows=settings.ann_min_rows,
+                        **index_writers(settings, store))
     core = MemoryCore(store, index, rebuild=rebuild, cache_mib=settings.recall_cache_mib)
     try:
         core.maintain()  # repair what a crash between SQL and index left behind
@@ -50,6 +51,22 @@ def build_core(settings: Settings, *, schema: str | None = None,
     log.info("core ready: db=%s index=%s embedder=%s/%d", store.engine.url.render_as_string(hide_password=True),
              settings.index_path, embedder.name, embedder.dim)
     return core
+
+
+def index_writers(settings: Settings, store) -> dict:
+    """``SearchIndex`` keywords for where the index lives: for an ``s3://`` URI the
+    object store's options and, on PostgreSQL, the store's index write lock (the
+    replicas on several hosts share no file to lock; ``Store.index_write_lock``).
+    An object-store index over SQLite is one host's: the in-process lock alone."""
+    from memory.index import is_object_store
+
+    if not is_object_store(settings.index_path):
+        return {}
+    if store.is_sqlite:
+        log.warning("index on object storage with SQLite: run one gateway process on it (replicas on several "
+                    "hosts need PostgreSQL, whose advisory lock orders their index writes)")
+        return {"storage_options": settings.index_s3.storage_options()}
+    return {"storage_options": settings.index_s3.storage_options(), "write_lock": store.index_write_lock}
 
 
 def build_pipeline(settings: Settings) -> Pipeline:

@@ -1,9 +1,14 @@
 """Message catalogues for everything a person reads.
 
 Catalogues are gettext ``.po`` files under ``locales/<lang>/LC_MESSAGES/huiyi.po``
-(msgids are the English source strings). They are parsed with Babel's
-``read_po`` once per process and looked up by ``translate``; no compiled
-``.mo`` files are needed at run time.
+(msgids are the English source strings). Each is parsed with Babel's
+``read_po`` once per process, compiled in memory with Babel's ``write_mo`` and
+read by the standard library's ``gettext.GNUTranslations``: ``translate`` is its
+``gettext``, ``translate_plural`` its ``ngettext``, whose form follows the
+catalogue's ``Plural-Forms`` header (en ``nplurals=2; plural=(n != 1)``, zh_CN
+``nplurals=1; plural=0``; the CLDR rules Babel knows when a header lacks it). No
+compiled ``.mo`` file is kept in the repository or needed at run time, so the
+``.po`` files stay the only source and there is no build step to forget.
 
 Languages: ``zh_CN`` (default) and ``en``. ``resolve_language`` maps platform
 codes (``zh-hans``, ``zh-TW``, ``en-US``…) to one of them; ``written_language``
@@ -15,14 +20,17 @@ order the command line's language is chosen in.
 
 from __future__ import annotations
 
+import gettext
+import io
 import re
 import threading
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["LANGUAGES", "DEFAULT_LANGUAGE", "LOCALE_VARIABLES", "translate", "resolve_language", "written_language",
-           "turn_language", "shell_language", "operator_language", "catalogue_ids", "placeholders"]
+__all__ = ["LANGUAGES", "DEFAULT_LANGUAGE", "LOCALE_VARIABLES", "translate", "translate_plural", "resolve_language",
+           "written_language", "turn_language", "shell_language", "operator_language", "catalogue_ids",
+           "plural_entries", "plural_count", "placeholders"]
 
 LANGUAGES = ("zh_CN", "en")
 DEFAULT_LANGUAGE = "zh_CN"
@@ -35,12 +43,30 @@ _lock = threading.Lock()
 
 
 @lru_cache(maxsize=None)
-def _catalogue(lang: str) -> dict[str, str]:
+def _po(lang: str):
+    """The Babel ``Catalog`` of ``lang`` (parsed once)."""
     from babel.messages.pofile import read_po
 
     with _lock, open(_DIR / lang / "LC_MESSAGES" / "huiyi.po", "rb") as fh:
-        cat = read_po(fh, locale=lang)
-    return {m.id: (m.string or m.id) for m in cat if m.id and isinstance(m.id, str)}
+        return read_po(fh, locale=lang)
+
+
+@lru_cache(maxsize=None)
+def _catalogue(lang: str) -> dict[str, str]:
+    return {m.id: (m.string or m.id) for m in _po(lang) if m.id and isinstance(m.id, str)}
+
+
+@lru_cache(maxsize=None)
+def _translations(lang: str) -> gettext.GNUTranslations:
+    """``lang``'s catalogue as gettext translations: compiled in memory (Babel's
+    ``write_mo``, fuzzy entries left out as msgfmt does) and read back by the
+    standard library, which evaluates the ``Plural-Forms`` expression."""
+    from babel.messages.mofile import write_mo
+
+    buf = io.BytesIO()
+    write_mo(buf, _po(lang))
+    buf.seek(0)
+    return gettext.GNUTranslations(buf)
 
 
 def resolve_language(code: str | None, default: str = DEFAULT_LANGUAGE) -> str:
@@ -151,14 +177,45 @@ def translate(lang: str, msgid: str, **params: object) -> str:
     Falls back to the msgid (English) for an unknown id or language. Raises
     KeyError when a placeholder in the text is not given.
     """
+    if not msgid:  # gettext's "" is the catalogue's header, never a message
+        return msgid
     lang = lang if lang in LANGUAGES else resolve_language(lang)
-    text = _catalogue(lang).get(msgid, msgid)
+    text = _translations(lang).gettext(msgid)
     return text.format(**params) if params else text
 
 
+def translate_plural(lang: str, singular: str, plural: str, n: int, **params: object) -> str:
+    """The catalogue text of the plural entry ``singular``/``plural`` in ``lang``,
+    in the form for the count ``n`` (gettext ``ngettext``: the form index is the
+    catalogue's ``Plural-Forms`` expression of ``n``), with ``{placeholders}``
+    filled from ``params`` and ``n`` (``{n}`` is always available).
+
+    Falls back to the English ``singular`` (n == 1) or ``plural`` for an unknown
+    entry or language. Raises KeyError when a placeholder in the text is not
+    given; TypeError when ``n`` is not an int (a count is whole).
+    """
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"a plural count is an int, not {type(n).__name__}")
+    lang = lang if lang in LANGUAGES else resolve_language(lang)
+    text = _translations(lang).ngettext(singular, plural, n)
+    return text.format(**{"n": n, **params})
+
+
 def catalogue_ids(lang: str) -> dict[str, str]:
-    """All (msgid → text) of a catalogue (for the completeness test)."""
+    """All (msgid → text) of a catalogue's singular entries (for the completeness test)."""
     return dict(_catalogue(lang))
+
+
+def plural_entries(lang: str) -> dict[tuple[str, str], tuple[str, ...]]:
+    """All plural entries of a catalogue: (msgid, msgid_plural) → its forms
+    (``msgstr[0]``, ``msgstr[1]``, …), for the completeness tests."""
+    return {tuple(m.id): tuple(m.string) for m in _po(lang)
+            if m.id and not isinstance(m.id, str)}  # type: ignore[misc]
+
+
+def plural_count(lang: str) -> int:
+    """How many plural forms ``lang``'s catalogue declares (its ``Plural-Forms`` nplurals)."""
+    return _po(lang).num_plurals
 
 
 def placeholders(text: str) -> set[str]:

@@ -81,6 +81,9 @@ __all__ = [
     "LLMExtractor",
     "capture",
     "capture_edit",
+    "edit",
+    "edit_reading",
+    "EditReading",
     "answered_line",
     "answer_facts",
     "told_beside_question",
@@ -1404,3 +1407,63 @@ def capture_edit(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_a
     log.info("capture edit %s message %s: %s; %d retracted", ns, message_id,
              ",".join(r.action for r in results) or "-", len([o for o in derived if o.id not in kept]))
     return results
+
+
+# -- adminchat (issue 26 item 18): a memory edited by hand is read again ------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EditReading:
+    """What a hand-edited memory text is about (``edit_reading``): ``category``
+    (None: keep the memory's), ``key`` ("" → the core's ``default_key`` of the new
+    text), ``importance`` in [0, 1] and the emotion — ``valence`` in [-1, 1],
+    ``arousal`` in [0, 1], ``emotion`` a ``memory.emotion.LABELS`` label — each
+    None to keep the memory's."""
+
+    category: Category | None
+    key: str
+    importance: float | None = None
+    valence: float | None = None
+    arousal: float | None = None
+    emotion: str | None = None
+
+
+def edit_reading(text: str, current_key: str, tz: str = DEFAULT_TZ) -> EditReading:
+    """What a hand-edited memory ``text`` is about, read as capture reads a
+    sentence (``HeuristicExtractor.sentence_fact``, as if addressed to the bot, so
+    a subject-less "住在杭州" counts): a slot it fills → that slot's category and
+    key ("我住在上海" → profile, ``home.city``); else its keyword category
+    (``guess_category``; mood when emotional, event when it names a day) and key
+    "" (the default key of the new text); importance and emotion as capture gives
+    them. A consolidated memory (key ``consolidated:<type>:…``) keeps its
+    category, type, importance and emotion; its key is made from the new text.
+    ``current_key``: the memory's key now."""
+    from memory.consolidate import KEY_PREFIX
+    from memory.core import KEY_CHARS
+    from memory.store import utcnow
+
+    if current_key.startswith(KEY_PREFIX):
+        ctype = current_key[len(KEY_PREFIX):].split(":", 1)[0]
+        return EditReading(None, f"{KEY_PREFIX}{ctype}:{normalise(text)}"[:KEY_CHARS])
+    fact = HeuristicExtractor.sentence_fact(text, utcnow(), tz, addressed=True, continued=True)
+    if fact is None or fact.quoted:  # too short to be a statement, or kept only as a quote
+        emo = analyse(text)
+        category = guess_category(to_simplified(text))
+        return EditReading(category, "", _importance(category, emo.valence, False, text), emo.valence, emo.arousal,
+                           emo.label)
+    return EditReading(fact.category, fact.key, fact.importance, fact.valence, fact.arousal, fact.emotion)
+
+
+def edit(core, ns: Namespace, memory_id: str, text: str, *, actor: str, tz: str = DEFAULT_TZ):
+    """Edit memory ``memory_id`` of ``ns`` by hand (``/memory edit``, ``PATCH
+    /v1/…/memories/{id}``): a new version with ``text`` whose category, canonical
+    key, importance and emotion are read from that text (``edit_reading``), so
+    that a later capture of the old text is not taken for this memory, nor the
+    new text for another one. Returns the live Memory. Raises what
+    ``MemoryCore.update`` raises: NotFoundError, KeyTakenError (another memory
+    already holds what the text says; nothing written)."""
+    r = edit_reading(text, core.get(ns, memory_id).key, tz)
+    emotion = None if r.emotion is None else (r.valence, r.arousal, r.emotion)
+    return core.update(ns, memory_id, text, actor=actor, category=r.category, key=r.key, importance=r.importance,
+                       emotion=emotion)
+# -- end adminchat --

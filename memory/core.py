@@ -65,15 +65,15 @@ from sqlalchemy.exc import IntegrityError
 
 from memory.audit import AuditLog
 from memory.cache import NamespaceCache
-from memory.errors import NotFoundError, SearchIndexError, StoreError
+from memory.errors import KeyTakenError, NotFoundError, SearchIndexError, StoreError
 from memory.explain import visible_in
 from memory.index import SearchIndex
 from memory.links import LinkParams, link_entities
 from memory.recall import RecallParams, Scorer, recall
 from memory.store import Store, new_memory_id, utcnow
 from memory.text import fingerprint, normalise, retells
-from memory.types import (CONTEXT_CHARS, CONTEXT_JOIN, ChatRef, Hit, Memory, Namespace, Visibility, clean_controls,
-                          clip_line, repair)
+from memory.types import (CONTEXT_CHARS, CONTEXT_JOIN, Category, ChatRef, Hit, Memory, Namespace, Visibility,
+                          clean_controls, clip_line, repair)
 
 __all__ = ["MemoryCore", "AddResult", "default_key"]
 
@@ -635,21 +635,45 @@ class MemoryCore:
         """All versions, oldest first, live last; NotFoundError if unknown in ``ns``."""
         return self.store.history(ns, memory_id)
 
-    def update(self, ns: Namespace, memory_id: str, text: str, *, actor: str = "admin") -> Memory:
+    # -- adminchat (issue 26 item 18): an edit takes the category and key read from its new text --
+    def update(self, ns: Namespace, memory_id: str, text: str, *, actor: str = "admin",
+               category: Category | None = None, key: str | None = None, importance: float | None = None,
+               emotion: tuple[float, float, str] | None = None) -> Memory:
         """A new version of ``memory_id`` with ``text`` (history kept, audited as
         ``edit``; its conflict links are re-judged with the new text, module
-        docstring). The text is cleaned as ``new`` cleans it. NotFoundError if it
-        is not in ``ns``."""
+        docstring). The text is cleaned as ``new`` cleans it.
+
+        ``category`` / ``key`` / ``importance`` (in [0, 1]) / ``emotion``
+        (valence in [-1, 1], arousal in [0, 1], label): what the new text is about
+        (``memory.capture.edit`` reads them from it); None keeps the current one,
+        ``key=""`` is the new text's ``default_key``. Raises NotFoundError if the memory is not in
+        ``ns``; KeyTakenError (nothing written) when another live memory of ``ns``
+        holds the new key — the text says what that one says."""
         text = clean_controls(text)
         with self._locked(ns):
             cur = self.store.get(ns, memory_id)
+            new = replace(cur, text=text, source_message_id=None, category=category or cur.category,
+                          importance=cur.importance if importance is None else importance)
+            if emotion is not None:
+                new = replace(new, valence=emotion[0], arousal=emotion[1], emotion=emotion[2])
+            if key == "":
+                key = default_key(new)
+            if key is not None and key != cur.key:
+                holder = self.store.find_by_key(ns, key)
+                if holder is not None and holder.id != memory_id:
+                    raise KeyTakenError(f"memory {holder.id} of {ns} holds that key", holder.id)
             links = self.store.conflicts(ns, [memory_id])
-            live = self.store.supersede(ns, memory_id, replace(cur, text=text, source_message_id=None))
+            try:
+                live = self.store.supersede(ns, memory_id, new, key=key)
+            except IntegrityError:  # another process took the key meanwhile
+                holder = self.store.find_by_key(ns, key or "")
+                raise KeyTakenError(f"a memory of {ns} holds that key", holder.id if holder else "") from None
             self.audit.record(ns, "edit", actor, memory_id, version=live.version)
             self._rejudge_locked(ns, live, links, actor)
         self._link_entities(ns, live, live.updated_at or utcnow())  # the old text's links went with it
         self._apply_outbox_for(ns, [memory_id])
         return live
+    # -- end adminchat --
 
     def forget(self, ns: Namespace, memory_id: str, *, actor: str = "admin", purge: bool = True) -> None:
         """Forget a memory so that it stays forgotten. NotFoundError if it is not in ``ns``.

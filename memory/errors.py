@@ -5,6 +5,7 @@ Exception tree::
     CoreError                      base of everything raised by memory/
     ├── NamespaceError             a namespace, subject or chat id outside its strict pattern
     ├── NotFoundError              no such memory in this namespace (never "in another one")
+    ├── KeyTakenError              an edit's text is what another memory of the namespace holds (its key)
     ├── StoreError                 the SQL store failed (connection, integrity)
     ├── SearchIndexError           the LanceDB index failed; SQL still holds the truth
     └── EmbedderError              the embedder could not embed (model missing, endpoint down)
@@ -19,6 +20,7 @@ __all__ = [
     "CoreError",
     "NamespaceError",
     "NotFoundError",
+    "KeyTakenError",
     "StoreError",
     "SearchIndexError",
     "EmbedderError",
@@ -35,6 +37,16 @@ class NamespaceError(CoreError, ValueError):
 
 class NotFoundError(CoreError, LookupError):
     """The memory does not exist in the namespace asked about."""
+
+
+class KeyTakenError(CoreError):
+    """An edit would move a memory to the canonical key (slot) another live memory
+    of the same namespace holds — ``holder``, its id: the new text says what that
+    one says. Nothing was written."""
+
+    def __init__(self, message: str, holder: str) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 class StoreError(CoreError):

@@ -92,7 +92,7 @@ import re
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -210,47 +210,60 @@ class _SharedExclusive:
             self._cond.notify_all()
 
 
-class _FileLock:
-    """An exclusive ``flock`` on ``path`` shared by the threads of this process:
-    re-entrant (a depth count under ``mutex``), taken from the OS on the first
-    entry and released on the last. ``path`` None (object storage), or a system
-    without ``fcntl``: the in-process mutex alone."""
+class _WriteLock:
+    """The index's write lock, shared by the threads of this process: re-entrant
+    (a depth count under ``mutex``); on the first entry it enters ``outer()``, the
+    lock against other processes, and leaves it on the last. ``outer`` None: the
+    in-process mutex alone (one process on the index)."""
 
-    def __init__(self, path: Path | None, mutex: threading.RLock) -> None:
-        self._path = path
+    def __init__(self, outer: Callable[[], contextlib.AbstractContextManager] | None,
+                 mutex: threading.RLock) -> None:
+        self._outer = outer
         self._mutex = mutex
         self._depth = 0
-        self._fd: int | None = None
+        self._held: contextlib.ExitStack | None = None
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
         with self._mutex:
-            if self._depth == 0:
-                self._fd = self._acquire()
+            if self._depth == 0 and self._outer is not None:
+                stack = contextlib.ExitStack()
+                stack.enter_context(self._outer())
+                self._held = stack
             self._depth += 1
             try:
                 yield
             finally:
                 self._depth -= 1
-                if self._depth == 0 and self._fd is not None:
-                    os.close(self._fd)  # closing the descriptor releases the flock
-                    self._fd = None
+                if self._depth == 0 and self._held is not None:
+                    held, self._held = self._held, None
+                    held.close()
 
-    def _acquire(self) -> int | None:
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: one process per index
-            return None
-        if self._path is None:
-            return None
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:
-            os.close(fd)
-            raise
-        return fd
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created when missing) until the block
+    ends: the cross-process write lock of a local or network file system index.
+    Closing the descriptor releases it, also when the process dies. Not POSIX
+    (no ``fcntl``): no lock, one process per index."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def is_object_store(uri: str) -> bool:
+    """Whether an index location is an object-store URI (``s3://bucket/prefix``)
+    rather than a directory."""
+    return "://" in uri
 
 
 class SearchIndex:
@@ -261,15 +274,27 @@ class SearchIndex:
     lock. Raises SearchIndexError on LanceDB failures.
     """
 
-    def __init__(self, path: str | Path, embedder: Embedder, *, ann_min_rows: int = ANN_MIN_ROWS) -> None:
+    def __init__(self, path: str | Path, embedder: Embedder, *, ann_min_rows: int = ANN_MIN_ROWS,
+                 storage_options: dict[str, str] | None = None,
+                 write_lock: Callable[[], contextlib.AbstractContextManager] | None = None) -> None:
+        """``storage_options``: LanceDB's object-store options for an ``s3://`` path
+        (``endpoint``, ``region``, ``aws_access_key_id``, ``aws_secret_access_key``,
+        ``allow_http``; unset ones come from the ``AWS_*`` environment).
+        ``write_lock``: the lock against other processes' index writes, entered
+        around each write (``Store.index_write_lock`` on PostgreSQL); None → an
+        ``flock`` in the directory for a local path, and for an object store the
+        in-process lock alone (one writing process: module docstring)."""
         import lancedb
 
         self.path = str(path)
         self.embedder = embedder
         self.ann_min_rows = ann_min_rows
         self._lock = threading.RLock()
-        local = "://" not in self.path
-        self._file_lock = _FileLock(Path(self.path) / ".write.lock" if local else None, self._lock)
+        self.remote = is_object_store(self.path)
+        if write_lock is None and not self.remote:
+            lock_file = Path(self.path) / ".write.lock"
+            write_lock = lambda: file_lock(lock_file)  # noqa: E731
+        self._file_lock = _WriteLock(write_lock, self._lock)
         #: index writes since the last optimize: each write is a new fragment, and
         #: searches slow down with the fragment count (maintenance compacts early)
         self.writes_since_optimize = 0
@@ -278,7 +303,8 @@ class SearchIndex:
         self._vectors_lock = threading.Lock()
         try:
             # 0: every read checks for a version another process committed (module docstring)
-            self._db = lancedb.connect(self.path, read_consistency_interval=timedelta(0))
+            self._db = lancedb.connect(self.path, read_consistency_interval=timedelta(0),
+                                       storage_options=dict(storage_options or {}) or None)
             self.needs_rebuild = False
             with self.writing():  # two processes opening an empty index create its table once
                 self._table = self._open_or_create()
@@ -288,7 +314,24 @@ class SearchIndex:
     # -- schema ---------------------------------------------------------
 
     def _meta_path(self) -> Path | None:
-        return None if "://" in self.path else Path(self.path) / "index_meta.json"
+        return None if self.remote else Path(self.path) / "index_meta.json"
+
+    def _meta(self) -> dict:
+        """What this index records of its making: the embedder's model name and
+        dimension, the table's schema and the token version. Kept in the table's
+        Arrow schema metadata (key ``huiyi``), which travels with the table to an
+        object store, and, for a local index, also in ``index_meta.json``."""
+        return {"model": self.embedder.name, "dim": self.embedder.dim, "schema": SCHEMA, "tokens": TOKENS_VERSION}
+
+    @staticmethod
+    def _table_meta(table) -> dict:
+        """The ``huiyi`` entry of a table's schema metadata; {} when absent or unreadable."""
+        try:
+            raw = (table.schema.metadata or {}).get(b"huiyi")
+            meta = json.loads(raw) if raw else {}
+            return meta if isinstance(meta, dict) else {}
+        except (ValueError, AttributeError):
+            return {}
 
     def _read_meta(self) -> dict:
         """``index_meta.json`` as a dict; {} when it is missing or unreadable (the
@@ -306,8 +349,7 @@ class SearchIndex:
         p = self._meta_path()
         if p is not None:
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(json.dumps({"model": self.embedder.name, "dim": self.embedder.dim, "schema": SCHEMA,
-                                     "tokens": TOKENS_VERSION}))
+            p.write_text(json.dumps(self._meta()))
 
     def _schema(self):
         import pyarrow as pa
@@ -320,7 +362,7 @@ class SearchIndex:
             pa.field("tokens", pa.string()),
             pa.field("text_hash", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), self.embedder.dim)),
-        ])
+        ], metadata={b"huiyi": json.dumps(self._meta()).encode()})
 
     def _open_or_create(self):
         """The table, opened or (missing, unreadable, or written for another
@@ -335,6 +377,8 @@ class SearchIndex:
                 dim = table.schema.field("vector").type.list_size
                 names = table.schema.names
                 self._probe(table)
+                if not meta:  # an object store keeps no file beside the table: its schema says
+                    meta = self._table_meta(table)
             except Exception as exc:  # noqa: BLE001 - a corrupt manifest, fragment or index: derived data
                 log.warning("index: table %r at %s is unreadable (%s: %s); it is replaced by an empty one and "
                             "rebuilt from SQL", TABLE, self.path, type(exc).__name__, exc)
@@ -385,7 +429,7 @@ class SearchIndex:
             return
         except Exception as exc:  # noqa: BLE001 - missing, or too broken for LanceDB to drop
             reason = exc
-        if "://" in self.path:
+        if self.remote:
             if TABLE in self._table_names():
                 raise SearchIndexError(f"cannot drop the unreadable table at {self.path}: {reason}")
             return

@@ -64,7 +64,7 @@ from datetime import date, datetime, timezone, tzinfo
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
-from locales import translate
+from locales import translate, translate_plural
 from memory.dates import DEFAULT_TZ, zone
 from memory.model_prompts import reconstruction_messages
 from memory.text import split_sentences, stem, tokens
@@ -231,10 +231,10 @@ def when_text(then: datetime | None, now: datetime, lang: str, tz: str | tzinfo 
     if days == 1:
         return translate(lang, "yesterday")
     if days < 60:
-        return translate(lang, "{n} days ago", n=days)
+        return translate_plural(lang, "{n} day ago", "{n} days ago", days)
     if days < 730:
-        return translate(lang, "{n} months ago", n=days // 30)
-    return translate(lang, "{n} years ago", n=days // 365)
+        return translate_plural(lang, "{n} month ago", "{n} months ago", days // 30)
+    return translate_plural(lang, "{n} year ago", "{n} years ago", days // 365)
 
 
 def template_recollection(hits: Sequence[Hit], *, lang: str, name: str | None, now: datetime,

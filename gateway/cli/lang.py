@@ -24,7 +24,7 @@ from typing import NoReturn
 
 import typer
 
-from locales import LOCALE_VARIABLES, operator_language, translate
+from locales import LOCALE_VARIABLES, operator_language, translate, translate_plural
 
 __all__ = ["Voice", "language", "sentences", "SUBJECT_KINDS", "subject_hint", "no_model", "no_memories"]
 
@@ -73,6 +73,10 @@ class Voice:
     def say(self, msgid: str, *, err: bool = False, **params: object) -> None:
         """``msgid`` in this voice's language on stdout (stderr with ``err``)."""
         typer.echo(translate(self.lang, msgid, **params), err=err)
+
+    def say_n(self, singular: str, plural: str, n: int, *, err: bool = False, **params: object) -> None:
+        """The plural entry for the count ``n`` (``locales.translate_plural``) like ``say``."""
+        typer.echo(translate_plural(self.lang, singular, plural, n, **params), err=err)
 
     def fail(self, msgid: str, *, code: int, **params: object) -> NoReturn:
         """``msgid`` on stderr, then exit with ``code``."""

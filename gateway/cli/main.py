@@ -43,7 +43,7 @@ from gateway.cli.evaluate import eval_app, stats
 from gateway.cli.lang import Voice, no_memories, no_model, sentences, subject_hint
 from gateway.config import ConfigError, load_settings, masked
 from gateway.logs import configure_logging
-from locales import translate
+from locales import translate, translate_plural
 
 __all__ = ["app", "version", "InputError"]
 
@@ -116,8 +116,8 @@ def config_check() -> None:
     the effective settings as JSON, every secret shown as ***. Exit 2 when invalid."""
     settings = load_settings()
     typer.echo(json.dumps(masked(settings), ensure_ascii=False, indent=2))
-    Voice.of(None, settings).say("configuration OK: {n} tenant(s): {names}", err=True, n=len(settings.tenants),
-                                 names=", ".join(sorted(settings.tenants)))
+    Voice.of(None, settings).say_n("configuration OK: {n} tenant: {names}", "configuration OK: {n} tenants: {names}",
+                                   len(settings.tenants), err=True, names=", ".join(sorted(settings.tenants)))
 
 
 @app.command()
@@ -322,7 +322,7 @@ def reindex(progress: Annotated[bool | None, typer.Option("--progress/--no-progr
     try:
         n = do_reindex(core, OPERATOR, progress=progress)
         if n:
-            voice.say("reindexed {n} memories", n=n)
+            voice.say_n("reindexed {n} memory", "reindexed {n} memories", n)
         else:
             voice.say("reindexed 0 memories: the database ({database}) holds none; is it the gateway's "
                       "(HUIYI_DATA_DIR, DATABASE_URL)?", database=masked(settings)["database_url"]
@@ -400,14 +400,18 @@ def _consolidation_note(lang: str, r) -> str | None:
     if r.skipped is not None:  # too_soon: not with --force, which the command uses
         return None
     if not r.clusters:
-        return translate(lang, "None of the {n} new fragments is close enough to another to form a cluster: "
-                               "nothing to abstract yet.", n=r.fragments)
+        return translate_plural(lang, "The {n} new fragment has nothing close enough to form a cluster: nothing to "
+                                      "abstract yet.", "None of the {n} new fragments is close enough to another to "
+                                      "form a cluster: nothing to abstract yet.", r.fragments)
     if r.model_errors:
-        return translate(lang, "the chat model failed for {errors} of {calls} clusters: no long-term memory from "
-                               "those; they are tried again later", errors=r.model_errors, calls=r.model_calls)
+        return translate_plural(lang, "the chat model failed for {errors} of {n} cluster: no long-term memory from "
+                                      "it; it is tried again later", "the chat model failed for {errors} of {n} "
+                                      "clusters: no long-term memory from those; they are tried again later",
+                                      r.model_calls, errors=r.model_errors)
     if r.model_calls == 0:
-        return translate(lang, "kept {n} clusters as links, no long-term memory written (no chat model configured)",
-                         n=len(r.clusters))
+        return translate_plural(lang, "kept {n} cluster as links, no long-term memory written (no chat model "
+                                      "configured)", "kept {n} clusters as links, no long-term memory written (no "
+                                      "chat model configured)", len(r.clusters))
     return None
 
 

@@ -91,6 +91,9 @@ class _Session:
     def say(self, msgid: str, **params: object) -> None:
         self.voice.say(msgid, **params)
 
+    def say_n(self, singular: str, plural: str, n: int, **params: object) -> None:
+        self.voice.say_n(singular, plural, n, **params)
+
     def fail(self, msgid: str, *, code: int, **params: object) -> NoReturn:
         self.voice.fail(msgid, code=code, **params)
 
@@ -194,6 +197,6 @@ def forget_subject(tenant: TenantOpt = "default", subject: SubjectOpt = ...,  # 
         if as_json:
             _dump({"namespace": str(s.ns), "forgotten": n})
         elif n:
-            s.say("Forgot {n} memories of {namespace}.", n=n, namespace=str(s.ns))
+            s.say_n("Forgot {n} memory of {namespace}.", "Forgot {n} memories of {namespace}.", n, namespace=str(s.ns))
         else:
             typer.echo(sentences(s.voice.lang, s.nothing(), translate(s.voice.lang, "Nothing was forgotten.")))

@@ -55,13 +55,15 @@ from gateway.http.auth import KEY_HEADER, Caller, authenticate
 from gateway.http.bodies import json_object, read_body
 from gateway.character_prompt import build_messages
 from gateway.commands import MAX_EDIT_CHARS, export_document
-from gateway.errors import BadPayload, Forbidden
+from gateway.errors import BadPayload, ChatMismatch, Forbidden
+from gateway.http import patterns
 from gateway.pipeline import Pipeline
 from locales import turn_language
 from memory.core import KEY_CHARS
 from memory.errors import NotFoundError
 from memory.explain import TRACE_DEPTH, record_recall, visible_in
 from memory.identity import is_platform_subject, platform_subject
+from memory.recall import RRF_K
 from memory.store import ChatLine, utcnow
 from memory.types import (CONTEXT_CHARS, ID_RE, SUBJECT_RE, TENANT_RE, Category, ChatKind, ChatRef, Hit, Memory, Namespace,
                           Visibility, clean_controls, clean_name, in_era)
@@ -77,8 +79,9 @@ SEARCH_K_MAX = 50
 
 
 class _Guarded(APIRoute):
-    """A route whose caller is authenticated before its body is read (a keyless
-    remote caller cannot make the gateway buffer anything), whose body is read
+    """A route whose caller is rate limited (``gateway.http.ratelimit``) and
+    authenticated before its body is read (a keyless remote caller cannot make
+    the gateway buffer anything), whose body is read
     within the size and time limits of ``gateway.http.bodies`` and whose JSON strings
     are repaired (``memory.types.repair``) before pydantic sees them."""
 
@@ -87,8 +90,13 @@ class _Guarded(APIRoute):
 
         async def handler(request: Request) -> Response:
             state = request.app.state
+            limits = getattr(state, "api_limits", None)  # gateway.http.ratelimit: 429 before the key and the body
+            if limits is not None:
+                await limits.check_address(request)
             request.state.caller = await authenticate(request, lambda: state.pipeline.core.store,
                                                       getattr(state, "api_require_key", True))
+            if limits is not None:
+                await limits.check_caller(request, request.state.caller)
             if request.method in ("POST", "PUT", "PATCH") and (await read_body(request)).strip():
                 request._json = await json_object(request)  # FastAPI reads request.json(): this cache
                 if "json" not in request.headers.get("content-type", ""):
@@ -112,6 +120,12 @@ def _no_nul(value: Any) -> Any:
 
 #: Text from outside: control characters dropped before the length checks (lone surrogates were repaired with the body).
 Text = Annotated[str, BeforeValidator(_no_nul)]
+#: Text that must say something: the schema says it holds a character that cleaning keeps.
+Said = Annotated[Text, Field(json_schema_extra={"pattern": patterns.SAID})]
+#: A time the core takes (``memory.types.in_era``: 1970-2100, UTC when naive); the schema says which years.
+When = Annotated[datetime, AfterValidator(in_era), Field(json_schema_extra={"pattern": patterns.ERA_TIME})]
+#: A chat key, ``platform:private|group:id[:thread]`` (``memory.types.ChatRef.key``; NamespaceError, 400, otherwise).
+ChatKey = Annotated[str, Field(max_length=300, json_schema_extra={"pattern": patterns.CHAT_KEY})]
 
 
 class ErrorOut(BaseModel):
@@ -127,8 +141,12 @@ _ERRORS = {code: {"model": ErrorOut, "description": text} for code, text in (
     (403, "the key may not reach this tenant or person, or run this command"),
     (404, "unknown tenant or memory"),
     (408, "the body did not arrive in time"),
+    (409, "the chat named is not one the subject speaks in (another platform, someone else's private chat)"),
     (413, "body above 1 MiB"),
     (503, "the store, index or embedder is unavailable"))}
+_ERRORS[429] = {"model": ErrorOut, "description": "too many calls from this address or with this key "
+                "(gateway.http.ratelimit)", "headers": {"Retry-After": {
+                    "description": "seconds until the limit has room again", "schema": {"type": "integer", "minimum": 1}}}}
 
 router = APIRouter(
     prefix="/v1", route_class=_Guarded, responses=_ERRORS,
@@ -157,12 +175,14 @@ class _Ctx:
 TenantQuery = Annotated[str | None, Query(
     description="the tenant; default: the key's (a keyless loopback caller: `default`)",
     pattern=f"^{TENANT_RE.pattern}$", max_length=63)]
-SubjectPath = Annotated[str, Path(description="the person, `platform:id` (`tg:42`) or `person:…`",
-                                  pattern=f"^{SUBJECT_RE.pattern}$", max_length=145)]
+SubjectPath = Annotated[str, Path(description="the person, `platform:id` (`tg:42`) or `person:…`, naming one "
+                                              "person (no placeholder id such as `tg:0`, no shared anonymous sender)",
+                                  pattern=f"^{SUBJECT_RE.pattern}$", max_length=145,
+                                  json_schema_extra={"pattern": patterns.SUBJECT})]
 MemoryIdPath = Annotated[str, Path(description="a memory id", pattern=f"^{ID_RE.pattern}$", max_length=128)]
 ChatQuery = Annotated[str | None, Query(
     description="the chat the answer is for, `platform:private|group:id[:thread]`: in a group only what was "
-                "learned there is shown", max_length=300)]
+                "learned there is shown", max_length=300, json_schema_extra={"pattern": patterns.CHAT_KEY})]
 
 
 async def _ctx(request: Request, tenant: TenantQuery = None) -> _Ctx:
@@ -191,12 +211,12 @@ def _person_chat(subject: str, chat: ChatRef | None, caller: Caller, writing_tai
     if chat is None:
         return None
     if not is_platform_subject(subject):
-        raise BadPayload("a chat needs a platform subject (platform:id), not a linked person")
+        raise ChatMismatch("a chat needs a platform subject (platform:id), not a linked person")
     platform, uid = subject.split(":", 1)
     if chat.platform != platform:
-        raise BadPayload(f"chat {chat.key} is not on the subject's platform {platform}")
+        raise ChatMismatch(f"chat {chat.key} is not on the subject's platform {platform}")
     if not chat.is_group and chat.chat_id != uid:
-        raise BadPayload(f"private chat {chat.key} is not the subject's own ({platform}:private:{uid})")
+        raise ChatMismatch(f"private chat {chat.key} is not the subject's own ({platform}:private:{uid})")
     if chat.is_group and writing_tail and not caller.admin:
         raise Forbidden("only an admin key writes into a group's tail")
     return chat
@@ -251,10 +271,12 @@ class MemoryPage(BaseModel):
 
 
 class ScorePartsOut(BaseModel):
-    """Score components (``memory.types.ScoreParts``): rrf (reciprocal-rank fusion,
-    k = 60), retention in [0, 1], ACT-R activation, emotion and importance factors."""
+    """Score components (``memory.types.ScoreParts``): rrf (weighted reciprocal-rank
+    fusion, its k ``memory.recall.RRF_K``), retention in [0, 1], ACT-R activation,
+    emotion and importance factors."""
 
-    rrf: float
+    rrf: float = Field(description=f"weighted reciprocal-rank fusion, Σ w / (k + rank) with k = {RRF_K} "
+                                   "(Cormack et al. 2009; memory.recall)")
     retention: float
     activation: float
     emotion: float
@@ -283,9 +305,9 @@ class HitOut(BaseModel):
 class SearchIn(BaseModel):
     """A search: the query (zh/en, ≤ 2,000 chars), at most ``k`` hits."""
 
-    query: Text = Field(min_length=1, max_length=2000)
+    query: Said = Field(min_length=1, max_length=2000)
     k: int = Field(default=8, ge=1, le=SEARCH_K_MAX)
-    chat: str | None = Field(default=None, max_length=300, description="disclose as in this chat")
+    chat: ChatKey | None = Field(default=None, description="disclose as in this chat")
     explain: bool = False
 
 
@@ -301,12 +323,12 @@ class MessageIn(BaseModel):
     between 1970 and 2100 as on ``/v1/turns`` (``memory.types.in_era``)."""
 
     role: Literal["user", "assistant"] = "user"
-    text: Text = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    text: Said = Field(min_length=1, max_length=MAX_TEXT_CHARS)
     message_id: str | None = Field(default=None, pattern=f"^{ID_RE.pattern}$", max_length=128)
     sender_id: str | None = Field(default=None, pattern=f"^{ID_RE.pattern}$", max_length=128,
                                   description="platform user id of a user line; default: the subject's")
     sender_name: Text | None = Field(default=None, max_length=64)
-    timestamp: Annotated[datetime, AfterValidator(in_era)] | None = None
+    timestamp: When | None = None
 
     def at(self) -> datetime:
         ts = self.timestamp or utcnow()
@@ -323,7 +345,7 @@ class CaptureIn(BaseModel):
     chat's tail (assistant lines as the bot's)."""
 
     messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
-    chat: str | None = Field(default=None, max_length=300)
+    chat: ChatKey | None = None
     infer: bool = True
     extractor: Literal["auto", "heuristic"] = "auto"
     to_tail: bool = True
@@ -344,7 +366,7 @@ class CaptureOut(BaseModel):
 
 
 class UpdateIn(BaseModel):
-    text: Text = Field(min_length=1, max_length=MAX_EDIT_CHARS)
+    text: Said = Field(min_length=1, max_length=MAX_EDIT_CHARS)
 
 
 class ForgetOut(BaseModel):
@@ -366,9 +388,9 @@ class ForgetSubjectOut(BaseModel):
 
 class ExportedVersion(BaseModel):
     version: int
-    text: Text = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    text: Said = Field(min_length=1, max_length=MAX_TEXT_CHARS)
     category: Category
-    origin: str | None = None
+    origin: ChatKey | None = None
     visibility: Visibility = Visibility.PRIVATE
     valid_from: datetime | None = None
     valid_to: datetime | None = None
@@ -376,14 +398,14 @@ class ExportedVersion(BaseModel):
 
 class ExportedMemory(BaseModel):
     id: str = Field(max_length=128)
-    text: Text = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    text: Said = Field(min_length=1, max_length=MAX_TEXT_CHARS)
     category: Category = Category.OTHER
     key: Text = Field(default="", max_length=KEY_CHARS)
     importance: float = Field(default=0.5, ge=0, le=1)
     valence: float = Field(default=0.0, ge=-1, le=1)
     arousal: float = Field(default=0.0, ge=0, le=1)
     emotion: Text = Field(default="neutral", max_length=32)
-    origin: str | None = Field(default=None, max_length=300)
+    origin: ChatKey | None = None
     visibility: Visibility = Visibility.PRIVATE
     version: int = 1
     created_at: datetime | None = None
@@ -433,7 +455,14 @@ class RecollectIn(BaseModel):
     message, and the prompt is built from the stored tail (earlier lines and the
     bot's recorded replies included)."""
 
-    chat: str | None = Field(default=None, max_length=300)
+    model_config = ConfigDict(json_schema_extra={"allOf": [
+        {"anyOf": [{"required": ["tail"], "properties": {"tail": {"minItems": 1}}},
+                   {"required": ["query"], "properties": {"query": {"type": "string", "pattern": patterns.SAID}}},
+                   {"required": ["chat"], "properties": {"chat": {"type": "string"}}}]},
+        {"anyOf": [{"not": {"required": ["record"]}}, {"properties": {"record": {"const": False}}},
+                   {"required": ["tail", "chat"], "properties": {"tail": {"minItems": 1}, "chat": {"type": "string"}}}]}]})
+
+    chat: ChatKey | None = None
     tail: list[MessageIn] = Field(default_factory=list, max_length=MAX_MESSAGES)
     query: Text | None = Field(default=None, max_length=2000)
     person_name: Text | None = Field(default=None, max_length=64)
@@ -465,15 +494,39 @@ class RecollectOut(BaseModel):
 class ReplyIn(BaseModel):
     """The bot's own reply (made by the caller's model) to the subject."""
 
-    text: Text = Field(min_length=1, max_length=MAX_TEXT_CHARS)
-    chat: str | None = Field(default=None, max_length=300, description="default: the subject's private chat")
+    text: Said = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    chat: ChatKey | None = Field(default=None, description="default: the subject's private chat")
     message_id: str | None = Field(default=None, pattern=f"^{ID_RE.pattern}$", max_length=128)
-    timestamp: datetime | None = None
+    timestamp: When | None = None
 
 
 class ReplyOut(BaseModel):
     chat: str
     recorded: bool
+
+
+_ID_PATTERN = {"pattern": f"^{ID_RE.pattern}$"}
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class TurnMessage(InboundMessage):
+    """``bridges.contract.InboundMessage`` as ``/v1/turns`` takes it: ``timestamp``
+    defaults to now (UTC), and the schema spells out what the pipeline checks —
+    ids within their patterns, a ``sender_id`` naming one person (no placeholder,
+    no shared anonymous sender: ``patterns``)."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, json_schema_extra=patterns.not_shared_sender())
+
+    platform: str = Field(json_schema_extra={"pattern": patterns.PLATFORM})
+    message_id: str = Field(json_schema_extra={"pattern": patterns.PLAIN_ID})
+    sender_id: str = Field(json_schema_extra={"pattern": patterns.PERSON_ID})
+    chat_id: str = Field(json_schema_extra=_ID_PATTERN)
+    thread_id: str | None = Field(default=None, json_schema_extra=_ID_PATTERN)
+    timestamp: When = Field(default_factory=_now,
+                                description="ISO 8601 between 1970 and 2100, UTC when naive; default: now")
 
 
 class TurnRequest(BaseModel):
@@ -482,15 +535,19 @@ class TurnRequest(BaseModel):
     capture after answering (``captured`` is then empty, ``capture_pending`` true)."""
 
     tenant: str | None = Field(default=None, pattern=f"^{TENANT_RE.pattern}$", max_length=63)
-    message: InboundMessage
+    message: TurnMessage
     background_capture: bool = False
 
-    @model_validator(mode="before")
-    @classmethod
-    def _now(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("message"), dict) and "timestamp" not in data["message"]:
-            data = {**data, "message": {**data["message"], "timestamp": datetime.now(timezone.utc).isoformat()}}
-        return data
+
+class WithdrawnMessage(Withdrawal):
+    """``bridges.contract.Withdrawal`` with the id patterns it is checked against in the schema."""
+
+    model_config = ConfigDict(frozen=True, json_schema_extra=patterns.not_shared_sender())
+
+    platform: str = Field(json_schema_extra={"pattern": patterns.PLATFORM})
+    message_id: str = Field(json_schema_extra={"pattern": patterns.PLAIN_ID})
+    sender_id: str = Field(json_schema_extra={"pattern": patterns.PERSON_ID})
+    chat_id: str = Field(json_schema_extra=_ID_PATTERN)
 
 
 class WithdrawalRequest(BaseModel):
@@ -499,7 +556,7 @@ class WithdrawalRequest(BaseModel):
     ``group_recall``), and the tenant (default the key's)."""
 
     tenant: str | None = Field(default=None, pattern=f"^{TENANT_RE.pattern}$", max_length=63)
-    withdrawal: Withdrawal
+    withdrawal: WithdrawnMessage
 
 
 class WithdrawalOut(BaseModel):
@@ -614,9 +671,13 @@ async def get_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, ch
 
 @router.patch("/subjects/{subject}/memories/{memory_id}", response_model=MemoryOut, summary="edit a memory")
 async def update_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, body: UpdateIn) -> MemoryOut:
-    """A new version with ``text``; the old one stays in its history (audited ``edit``)."""
+    """A new version with ``text``; the old one stays in its history (audited ``edit``). Its
+    category and key are read from the new text (``memory.capture.edit``); 409 when another
+    memory already holds what it says (KeyTakenError, nothing written)."""
+    from memory.capture import edit
+
     ns = await _ns(ctx, subject)
-    live = await asyncio.to_thread(ctx.core.update, ns, memory_id, body.text, actor=ctx.caller.actor)
+    live = await asyncio.to_thread(edit, ctx.core, ns, memory_id, body.text, actor=ctx.caller.actor, tz=ctx.t.tz)
     return MemoryOut.of(live)
 
 
@@ -761,7 +822,7 @@ async def record_reply(ctx: Ctx, subject: SubjectPath, body: ReplyIn) -> ReplyOu
     await _ns(ctx, subject)
     if body.chat is None:
         if not is_platform_subject(subject):
-            raise BadPayload("a linked person has no private chat of their own: name the chat")
+            raise ChatMismatch("a linked person has no private chat of their own: name the chat")
         platform, uid = subject.split(":", 1)
         where = ChatRef(platform, ChatKind.PRIVATE, uid)
     else:

@@ -4,7 +4,8 @@ Routes: ``GET /healthz`` (the process answers), ``GET /readyz`` (database,
 index and configured chat models answer: 200, else 503; ``gateway.http.health``),
 ``GET /metrics`` (Prometheus text, ``gateway.metrics``); ``/v1``
 (``gateway.http.api_v1``: ``POST /v1/turns``, a platform-neutral message →
-recollection, prompt, reply, and the memory API; keyed, ``gateway.http.auth``);
+recollection, prompt, reply, and the memory API; keyed, ``gateway.http.auth``;
+rate limited per address and per key, ``gateway.http.ratelimit``);
 ``POST /telegram/{tenant}`` (a Bot API Update,
 ``X-Telegram-Bot-Api-Secret-Token`` required; the reply is sent through the
 Bot API); ``POST /onebot/{tenant}`` (a OneBot v11 HTTP POST event, signed or
@@ -43,7 +44,10 @@ from gateway.http.errors import install_handlers
 from gateway.maintenance import maintenance
 from gateway.pipeline import Pipeline
 
-__all__ = ["create_app", "TurnRequest"]
+__all__ = ["create_app", "TurnRequest", "API_TITLE"]
+
+#: The OpenAPI document's title (``/openapi.json``, ``/docs``).
+API_TITLE = "huiyi gateway API"
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +96,9 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         from gateway.http.health import Readiness
 
         app.state.readiness = Readiness(pipeline, http)
+        from gateway.http.ratelimit import ApiLimits
+
+        app.state.api_limits = ApiLimits(pipeline.settings)  # read by api_v1._Guarded before the key and the body
         tasks = [asyncio.create_task(maintenance(pipeline))]
         if telegram_polling:
             tasks += [asyncio.create_task(app.state.telegram.poll(t)) for t in app.state.telegram.tenants_with_bots()]
@@ -113,8 +120,11 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
             if not await pipeline.captures.drain(timeout=30):
                 log.warning("shutdown: captures still running; they resume at the next start")
             await http.aclose()
+            await app.state.api_limits.aclose()
 
-    app = FastAPI(title="huiyi", version="0.1.0", lifespan=lifespan)
+    # the schema's title names what a generator makes of it (openapi-python-client: "<title>-client"): not
+    # "huiyi", whose client would take the name of ours (huiyi-client, import huiyi_client)
+    app = FastAPI(title=API_TITLE, version="0.1.0", lifespan=lifespan)
     app.state.body_timeout_s = cfg.body_timeout_s
     app.state.api_require_key = cfg.api_require_key  # read by gateway.http.auth before the body
     install_handlers(app)

@@ -7,9 +7,12 @@ Status codes (``status_of``; the tree is ``gateway.errors``')::
     BadPayload                   400 (PayloadTooLarge 413, BodyTimeout 408)
     Unauthorized                 401
     Forbidden                    403
+    ChatMismatch                 409
+    RateLimited                  429 with Retry-After (seconds)
     LLMError                     502 when surfaced
 
 Core errors (``memory.errors``) map as: NamespaceError → 400, NotFoundError → 404,
+KeyTakenError → 409 (an edit's text is what another memory holds),
 StoreError / SearchIndexError / EmbedderError → 503 with the generic detail
 UNAVAILABLE: their text (an SQL statement, a path, a host) is logged at WARNING
 for the operator, never sent (the store hides statement parameters, so no
@@ -32,8 +35,10 @@ import logging
 
 from pydantic import ValidationError
 
-from gateway.errors import BadPayload, BodyTimeout, Forbidden, LLMError, PayloadTooLarge, Unauthorized, UnknownTenant
-from memory.errors import CoreError, EmbedderError, NamespaceError, NotFoundError, SearchIndexError, StoreError
+from gateway.errors import (BadPayload, BodyTimeout, ChatMismatch, Forbidden, LLMError, PayloadTooLarge, RateLimited,
+                            Unauthorized, UnknownTenant)
+from memory.errors import (CoreError, EmbedderError, KeyTakenError, NamespaceError, NotFoundError, SearchIndexError,
+                           StoreError)
 
 __all__ = ["status_of", "UNAVAILABLE", "install_handlers", "KeepAlive"]
 
@@ -50,10 +55,13 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (BadPayload, 400),
     (Unauthorized, 401),
     (Forbidden, 403),
+    (ChatMismatch, 409),
+    (RateLimited, 429),
     (LLMError, 502),
     (ValidationError, 400),
     (NamespaceError, 400),
     (NotFoundError, 404),
+    (KeyTakenError, 409),
     (StoreError, 503),
     (SearchIndexError, 503),
     (EmbedderError, 503),
@@ -89,7 +97,8 @@ def install_handlers(app) -> None:
             return JSONResponse({"error": type(exc).__name__, "detail": UNAVAILABLE}, status_code=code)
         log.warning("%s %s -> %d %s%s", request.method, request.url.path[:200], code, type(exc).__name__,
                     _fields(exc))
-        return JSONResponse({"error": type(exc).__name__, "detail": _detail(exc)}, status_code=code)
+        headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimited) else None
+        return JSONResponse({"error": type(exc).__name__, "detail": _detail(exc)}, status_code=code, headers=headers)
 
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
@@ -98,14 +107,39 @@ def install_handlers(app) -> None:
         # the router's own answers (an unknown path, a wrong method) in the same shape as every other error
         name = _HTTP_NAMES.get(exc.status_code, "HTTPError")
         log.warning("%s %s -> %d %s", request.method, request.url.path[:200], exc.status_code, name)
-        return JSONResponse({"error": name, "detail": exc.detail}, status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            headers["Allow"] = allowed_methods(request.app, request.scope)
+        return JSONResponse({"error": name, "detail": exc.detail}, status_code=exc.status_code, headers=headers or None)
 
     for cls, _ in _STATUS:
         app.add_exception_handler(cls, handler)
     app.add_exception_handler(RequestValidationError, handler)
     app.add_exception_handler(HTTPException, http_error)
     app.add_middleware(KeepAlive)
+
+
+def allowed_methods(app, scope) -> str:
+    """The ``Allow`` header of a 405 (RFC 9110 §15.5.6): every method some route of
+    ``app`` answers at the scope's path, sorted, ``"DELETE, GET, HEAD, PATCH"``.
+    Starlette names only the first route that matches the path, and FastAPI makes
+    one route per method, so its own header would leave out the path's other
+    methods. Included routers (``/v1``) are searched too."""
+    from starlette.routing import Match
+
+    def walk(routes):
+        for route in routes:
+            if hasattr(route, "original_router"):  # FastAPI's entry for an included router
+                yield from walk(route.original_router.routes)
+            elif getattr(route, "methods", None):  # not a mount (NoneBot's) or a websocket route
+                yield route
+
+    methods: set[str] = set()
+    for route in walk(app.router.routes):
+        match, _ = route.matches(scope)
+        if match is not Match.NONE:  # FULL never reaches a 405; PARTIAL: the path, another method
+            methods |= set(route.methods)
+    return ", ".join(sorted(methods))
 
 
 def _fields(exc: Exception) -> str:

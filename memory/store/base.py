@@ -234,6 +234,25 @@ class StoreBase:
         finally:
             conn.close()
 
+    INDEX_WRITER = "~index-writer~"
+    """The name whose advisory key is the index write lock (no namespace has this
+    form: a namespace is ``tenant/subject``)."""
+
+    @contextmanager
+    def index_write_lock(self) -> Iterator[None]:
+        """Hold the search index's write lock against every other process on this
+        database until the block ends: the cross-process lock of an index on object
+        storage, where no file can be locked (``memory.index.SearchIndex``'s
+        ``write_lock``). PostgreSQL: ``pg_advisory_xact_lock`` of
+        ``advisory_key(schema, INDEX_WRITER)`` in a transaction of the lock pool,
+        released when the block ends or the holder's connection drops (a killed
+        process hands it over as soon as the server sees its socket close).
+        SQLite: no-op (one host; its file lock is the index's). Waiting is bounded
+        by the statement timeout (``STATEMENT_TIMEOUT_S``); raises StoreError when
+        the lock cannot be had. Not re-entrant (the index counts re-entries)."""
+        with self.namespace_lock(self.INDEX_WRITER):
+            yield
+
     # -- sessions: the one transaction boundary ---------------------------
 
     @contextmanager

@@ -331,9 +331,11 @@ async def test_why_explains_the_last_recall(pipe, clock):
     assert asked.recalled == [cat]
     why_cat = await turn(pipe, tg(clock, f"/memory why {cat}", user=me, lang="en"))
     assert why_cat.reply.startswith("上一轮") and "想起了它：1 条中的第 1 条" in why_cat.reply
-    assert re.search(r"保持度 1\.00，激活度 -?\d+\.\d\d，.*关键词排名 \d+，语义排名 1，联想排名 (-|\d+)$", why_cat.reply)
+    # in a person's words; the scoring terms are for admins (issue 26 item 18)
+    assert re.search(r"记得多牢 1\.00（满分 1），最近提起得多不多 -?\d+\.\d\d，.*按字词：第 \d+ 名，按意思：第 1 名，"
+                     r"经由相关记忆：(没找到|第 \d+ 名)$", why_cat.reply), why_cat.reply
     why_tea = await turn(pipe, tg(clock, f"/memory why {tea}", user=me, lang="zh"))
-    assert why_tea.reply.startswith("上一轮") and "没有想起它" in why_tea.reply and "保持度" in why_tea.reply
+    assert why_tea.reply.startswith("上一轮") and "没有想起它" in why_tea.reply and "记得多牢" in why_tea.reply
     assert "在前 1 名之外" in why_tea.reply or "无关" in why_tea.reply
     shown = await turn(pipe, tg(clock, f"/memory show {cat}", user=me, lang="en"))
     assert "上次回忆（" in shown.reply and "第 1 名，得分" in shown.reply

@@ -408,7 +408,10 @@ class IsolationMachine(RuleBasedStateMachine):
 
 
 
-def _run_machine(core, examples: int, llm) -> None:
+def _run_machine(core, examples: int, llm, *, require_abstractions: bool = True) -> None:
+    """Run ``examples`` programs of the machine on ``core``; with
+    ``require_abstractions`` the run must have written at least one abstraction
+    (a budget too small to reach one says so instead of passing vacuously)."""
     IsolationMachine.core = core
     IsolationMachine.llm = llm
     IsolationMachine.made = 0
@@ -416,7 +419,7 @@ def _run_machine(core, examples: int, llm) -> None:
     test.settings = settings(max_examples=examples, stateful_step_count=6, deadline=None,
                              suppress_health_check=list(HealthCheck), derandomize=True)
     test("runTest").runTest()
-    assert IsolationMachine.made > 0  # the consolidation steps really wrote abstractions
+    assert IsolationMachine.made > 0 or not require_abstractions  # the consolidation steps really wrote abstractions
 
 
 def test_isolation_state_machine_sqlite(sqlite_core, llm):

@@ -98,7 +98,7 @@ def test_reindex_progress_option():
     quiet = runner.invoke(app, ["reindex", "--no-progress"])
     assert shown.exit_code == 0 and quiet.exit_code == 0, shown.output
     assert "re-embedding" in shown.stderr and "re-embedding" not in quiet.stderr
-    assert shown.stdout.strip() == quiet.stdout.strip() == "reindexed 1 memories"
+    assert shown.stdout.strip() == quiet.stdout.strip() == "reindexed 1 memory"
 
 
 # -- newcomer faults: user errors are one line, exit 2, no traceback -------------------------

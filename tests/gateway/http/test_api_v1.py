@@ -292,10 +292,15 @@ def test_recollection_and_the_bots_own_reply_in_the_tail(app):
 
 
 def test_writes_to_a_chat_must_be_the_subjects_own(app):
-    """A private chat of someone else, a chat on another platform: 400; a member key writing a group tail: 403."""
+    """A private chat of someone else, a chat on another platform, any chat of a linked person: 409 ChatMismatch
+    (well-formed, but not the subject's chat: the schema cannot say so, hence not 400); a member key writing a
+    group tail: 403. Nothing is written."""
     admin = client_for(app, REMOTE, new_key(app))
-    assert admin.post("/v1/subjects/tg:42/replies", json={"text": "hi", "chat": "tg:private:43"}).status_code == 400
-    assert admin.post("/v1/subjects/tg:42/replies", json={"text": "hi", "chat": "qq:private:42"}).status_code == 400
+    for subject, chat in (("tg:42", "tg:private:43"), ("tg:42", "qq:private:42"), ("person:p1", "tg:private:42")):
+        r = admin.post(f"/v1/subjects/{subject}/replies", json={"text": "你好 hi", "chat": chat})
+        assert r.status_code == 409 and r.json()["error"] == "ChatMismatch", r.text
+    assert admin.post("/v1/subjects/person:p1/replies", json={"text": "hi"}).status_code == 409
+    assert store(app).chat_tail("default", ChatRef.parse("tg:private:43"), 10) == []
     member = client_for(app, REMOTE, new_key(app, scope="member", subject="tg:42"))
     assert member.post("/v1/subjects/tg:42/replies", json={"text": "hi", "chat": "tg:group:-1"}).status_code == 403
     assert member.post("/v1/subjects/tg:42/replies", json={"text": "hi"}).status_code == 200
