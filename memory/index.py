@@ -105,7 +105,7 @@ import re
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -687,25 +687,58 @@ class SearchIndex:
                 self._remember(hashes[i], fresh[row])
         return out
 
-    def embed_tail(self, lines: Sequence[str]) -> np.ndarray:
+    def embed_tail(self, lines: Sequence[str], *, known: Mapping[str, np.ndarray] | None = None,
+                   embed_older: bool = True) -> np.ndarray:
         """Embeddings of a conversation tail, float32 ``(len(lines), dim)``: the last
         line as a query, the older ones as documents, each through the same cache as
         ``vectors`` — a tail line is embedded once however many turns it stays in
         the tail, and with a symmetric embedder (``Embedder.symmetric``: a query is
         embedded like a document) the message's own capture reuses its vector.
+
+        An older line whose document vector is not cached takes ``known[line]``
+        (the vector the turn computed when that line was the latest one, kept with
+        the chat log: ``Store.keep_line_vector``); else, with ``embed_older``, it is
+        embedded as a document; without it, it takes its query vector from the
+        cache (computed here when it was the latest line), and failing that its
+        row is zeros (no vector query for that line) — so a turn makes at most one
+        model call: the latest line's, when that is not cached either. A line
+        embedded as a query stands in for its document vector: e5's ``query:``
+        and ``passage:`` vectors of one text differ a little (cosine ~0.9), which
+        is why the document vector wins when there is one.
         Raises EmbedderError."""
-        out = np.empty((len(lines), self.embedder.dim), dtype=np.float32)
+        out = np.zeros((len(lines), self.embedder.dim), dtype=np.float32)
         symmetric = getattr(self.embedder, "symmetric", False)
         for i, line in enumerate(lines):
             query = i == len(lines) - 1
             key = text_hash(line) if (symmetric or not query) else "q:" + text_hash(line)
             v = self._cached(key)
+            if v is None and not query:
+                v = known.get(line) if known else None
+                if v is None and not symmetric and not embed_older:
+                    v = self._cached("q:" + text_hash(line))
+                if v is not None:
+                    out[i] = v
+                    continue
+                if not embed_older:
+                    continue
             if v is None:
                 v = (self.embedder.embed_query(line) if query else self.embedder.embed_documents([line])[0])
                 v = np.asarray(v, dtype=np.float32)
                 self._remember(key, v)
             out[i] = v
         return out
+
+    def query_vector(self, line: str) -> np.ndarray | None:
+        """The cached query vector of ``line`` (``embed_tail``'s for its last line),
+        None when it is not cached. No model call."""
+        return self._cached(text_hash(line) if getattr(self.embedder, "symmetric", False) else "q:" + text_hash(line))
+
+    @property
+    def vector_key(self) -> str:
+        """What a vector kept outside the index is valid for: this embedder's name
+        and dimension (``<name>/<dim>``); a vector kept under another key was made
+        by another model and is not used (``Store.keep_line_vector``)."""
+        return f"{getattr(self.embedder, 'name', type(self.embedder).__name__)}/{self.embedder.dim}"
 
     def _stored_vectors(self, memories: Sequence[Memory | MemoryText]) -> dict[tuple[str, str], np.ndarray]:
         """``{(id, text_hash): vector}`` of these memories' index rows (their own

@@ -49,7 +49,7 @@ import logging
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta, timezone
 
@@ -61,7 +61,7 @@ from memory.index import SearchIndex
 from memory.links import DEFAULT_HALF_LIFE_DAYS, spread
 from memory.scoring import DEFAULT_PARAMS, ScoringParams, final
 from memory.scoring import score as default_score
-from memory.store import MemoryText, Store, utcnow
+from memory.store import MemoryText, NamespaceStats, Store, utcnow
 from memory.text import is_cjk, is_filler, to_simplified, tokens
 from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
@@ -437,8 +437,9 @@ def channel_hits(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence
 
 
 def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence[str],
-              chat: ChatRef | None, params: RecallParams, cache: NamespaceCache | None, words: str | None = None
-              ) -> tuple[dict[str, list[tuple[str, float]]], Sequence[MemoryText] | None, NamespaceView | None]:
+              chat: ChatRef | None, params: RecallParams, cache: NamespaceCache | None, words: str | None = None,
+              stats: NamespaceStats | None = None, known: Mapping[str, np.ndarray] | None = None,
+              embed_older: bool = True) -> tuple[dict[str, list[tuple[str, float]]], Sequence[MemoryText] | None, NamespaceView | None]:
     """``channel_hits`` for ``queries`` (``TurnQuery.lines``: the question, then
     each context line) plus the view searched (``_view``: the cache's, or one
     built for this query from the namespace's rows; None on the index path),
@@ -446,13 +447,19 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
     (``_indexed``). The vector floor is chosen by the question (``word_match``)
     and applies to every list. ``words``: what BM25 searches for the question
     instead of it (the question without the period it names, which the time
-    channel reads)."""
+    channel reads). ``stats``: the namespace's state read for this recall (read
+    here when None); ``known`` / ``embed_older``: where the context lines'
+    vectors come from (``SearchIndex.embed_tail``)."""
     if not queries:
         return {}, None, None
-    view, small = _view(store, index, ns, [*queries, words or ""], params, cache)
+    stats = stats if stats is not None else store.namespace_stats(ns)
+    view, small = _view(store, index, ns, [*queries, words or ""], params, cache, stats)
     ranked: dict[str, list[tuple[str, float]]] = {}
     if view is not None or small is None:  # small == []: an empty namespace, nothing to search
-        vectors = _query_vectors(index, queries) if "vector" in params.channels else [None] * len(queries)
+        if "vector" not in params.channels:
+            vectors = [None] * len(queries)
+        else:
+            vectors = _query_vectors(index, queries, known, embed_older)
         for step, (line, vec) in enumerate(zip(queries, vectors)):
             said = words if step == 0 and words is not None else line
             one = _search_view(index, view, said, vec, params, chat, ns) if view is not None else \
@@ -477,7 +484,8 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
 
 
 def _view(store: Store, index: SearchIndex, ns: Namespace, lines: Sequence[str], params: RecallParams,
-          cache: NamespaceCache | None) -> tuple[NamespaceView | None, Sequence[MemoryText] | None]:
+          cache: NamespaceCache | None, stats: NamespaceStats
+          ) -> tuple[NamespaceView | None, Sequence[MemoryText] | None]:
     """Where ``ns`` is searched: ``(view, rows)``. The cache's view when ``cache``
     can hold the namespace (checked against its write version in SQL, so a write
     in any process is seen at the next recall); else, for at most
@@ -489,8 +497,9 @@ def _view(store: Store, index: SearchIndex, ns: Namespace, lines: Sequence[str],
     else ``(None, None)``: both channels through the index, prefiltered on the
     namespace (its full-text statistics are then the whole table's). A cache
     that loads in the background (``NamespaceCache.ready_view``) has a namespace
-    it does not hold yet searched by the next of these paths while it loads."""
-    version, live = store.namespace_state(ns)
+    it does not hold yet searched by the next of these paths while it loads.
+    ``stats``: the namespace's ``namespace_state`` as read once for the recall."""
+    version, live = stats.version, stats.live
     # a view not cached yet loads in the background (NamespaceCache.ready_view: None), searched below meanwhile
     if cache is not None and cache.fits(live, index.embedder.dim):
         view = cache.ready_view(store, index, ns, version)
@@ -575,7 +584,9 @@ of a large namespace still finds those a channel ranks within this depth."""
 def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str], *,
            chat: ChatRef | None = None, params: RecallParams = RecallParams(),
            scorer: Scorer | None = None, query_valence: float = 0.0, now: datetime | None = None,
-           cache: NamespaceCache | None = None, only: frozenset[str] | None = None) -> list[Hit]:
+           cache: NamespaceCache | None = None, only: frozenset[str] | None = None,
+           stats: NamespaceStats | None = None, known_vectors: Mapping[str, np.ndarray] | None = None,
+           embed_older: bool = True) -> list[Hit]:
     """Recall memories of ``ns`` for a conversation tail (oldest first, latest last).
 
     Returns at most ``params.k`` Hits, best first, each with its per-channel ranks
@@ -584,11 +595,19 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     ``only``: ids of ``ns`` a hit must be among (a metadata filter,
     ``MemoryCore.recall``): each channel searches ``MAX_FILTERED_CANDIDATES``
     deep and keeps only those, so it narrows and never widens.
+    ``stats``: ``Store.namespace_stats(ns)`` when the caller read it already (else
+    read here, once): it picks the path, and a namespace known to hold no
+    association links or dormant marks is not asked for them (no SQL read).
+    ``known_vectors`` / ``embed_older``: the context lines' vectors
+    (``SearchIndex.embed_tail``; the turn passes what its chat log kept and
+    ``embed_older=False``: one model call at most).
     Raises SearchIndexError when the index fails (the pipeline degrades to no
     recollection).
     """
     query = turn_query(tail, params)
     queries = query.lines
+    if stats is None and queries:  # no query, no read: an empty recall touches nothing
+        stats = store.namespace_stats(ns)
     now = now or utcnow()
     named = query_period_span(query.question, now) if params.time_weight > 0 and query.question else None
     # the period a question names is the time channel's to read: its digits and month names would make
@@ -601,7 +620,8 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     date_only = words is not None and not _content_words(words)
     if only is not None:  # -- metadata filter (issue 26 item 17): deeper channels, then only those ids --
         params = replace(params, candidates=max(params.candidates, MAX_FILTERED_CANDIDATES))
-    ranked, small, view = _channels(store, index, ns, queries, chat, params, cache, words)
+    ranked, small, view = _channels(store, index, ns, queries, chat, params, cache, words, stats, known_vectors,
+                                    embed_older)
     if only is not None:
         ranked = {c: [(m, v) for m, v in hits if m in only] for c, hits in ranked.items()}
     lists = {c: [m for m, _ in hits] for c, hits in ranked.items()}
@@ -664,7 +684,7 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
             if inside:
                 lists["time"] = inside
                 fused = rrf_fuse(lists, params.rrf_k, weights)
-    if params.assoc_weight > 0 and params.assoc_seeds > 0:
+    if params.assoc_weight > 0 and params.assoc_seeds > 0 and stats.may_have("links"):
         assoc = _associated(store, ns, fused, memories, small, chat, now, params)
         if only is not None:
             assoc = [m for m in assoc if m in only]
@@ -676,7 +696,8 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     if scorer is None:
         def scorer(rrf: float, mem: Memory, at: datetime, valence: float) -> ScoreParts:
             return default_score(rrf, mem, at, valence, sp)
-    dormant = store.dormant_among(ns, list(memories)) if params.dormant_factor != 1.0 else frozenset()
+    dormant = store.dormant_among(ns, list(memories)) if params.dormant_factor != 1.0 and stats.may_have("dormant") \
+        else frozenset()
     out: list[Hit] = []
     for mid, rrf, ranks in fused:
         mem = memories.get(mid)
@@ -769,12 +790,14 @@ def _query_terms(line: str) -> dict[str, float]:
     return {t: 1.0 for t in tokens(line) if t}
 
 
-def _query_vectors(index: SearchIndex, queries: Sequence[str]) -> list[np.ndarray | None]:
+def _query_vectors(index: SearchIndex, queries: Sequence[str], known: Mapping[str, np.ndarray] | None = None,
+                   embed_older: bool = True) -> list[np.ndarray | None]:
     """One L2-normalised embedding per query line (None for a zero vector): the
     question (``queries[0]``) embedded as a query (e5's prefixes matter), each
     context line as a document — as the tail's lines were embedded when captured,
-    so ``SearchIndex.embed_tail``'s cache usually has them."""
-    rows = index.embed_tail([*queries[1:], queries[0]])
+    so ``SearchIndex.embed_tail``'s cache usually has them; ``known`` and
+    ``embed_older`` as there (a context line left without a vector: None)."""
+    rows = index.embed_tail([*queries[1:], queries[0]], known=known, embed_older=embed_older)
     out: list[np.ndarray | None] = []
     for v in [rows[-1], *rows[:-1]]:
         n = np.linalg.norm(v)

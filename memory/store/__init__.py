@@ -89,10 +89,11 @@ from memory.store.links import MAX_LINKED_IDS, Links
 from memory.store.memories import MemoryRows, MemoryText
 from memory.store.nonces import SeenNonces
 from memory.store.outbox import IndexOp, IndexOutbox
-from memory.store.versions import NamespaceVersions
+from memory.store.versions import NamespaceStats, NamespaceVersions
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
-           "MemoryText", "Conflict", "ApiKey", "KeyScope", "MAX_LINKED_IDS", "Consolidated", "ConsolidationState", "ChangeEvent"]
+           "MemoryText", "Conflict", "ApiKey", "KeyScope", "MAX_LINKED_IDS", "Consolidated", "ConsolidationState", "ChangeEvent",
+           "NamespaceStats"]
 
 
 class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, Links,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, func, insert, or_, update
@@ -30,7 +30,10 @@ from memory.types import ChatRef, Namespace
 
 @dataclass(frozen=True, slots=True)
 class ChatLine:
-    """One line of a chat's recent log. role is ``user`` or ``bot``."""
+    """One line of a chat's recent log. role is ``user`` or ``bot``. Read back by
+    ``chat_tail``, a line also carries its ``id`` and the embedding a turn kept
+    for it (``vector``: float32 bytes, ``vector_key``: what made it, "" when none;
+    ``keep_line_vector``); neither counts in comparisons."""
 
     role: str
     sender_id: str
@@ -38,6 +41,9 @@ class ChatLine:
     at: datetime
     message_id: str = ""
     sender_name: str = ""
+    id: int | None = field(default=None, compare=False, repr=False)
+    vector: bytes | None = field(default=None, compare=False, repr=False)
+    vector_key: str = field(default="", compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +273,17 @@ class ChatLog(StoreBase):
             if max_age is not None:
                 q = q.where(_ChatLogRow.at >= (now or utcnow()) - max_age)
             rows = s.exec(q.order_by(_ChatLogRow.id.desc()).limit(n)).all()  # type: ignore[union-attr]
-        return [ChatLine(r.role, r.sender_id, r.text, _aware(r.at), r.message_id, r.sender_name) for r in reversed(rows)]  # type: ignore[arg-type]
+        return [ChatLine(r.role, r.sender_id, r.text, _aware(r.at), r.message_id, r.sender_name, r.id, r.vector,  # type: ignore[arg-type]
+                         r.vector_key or "") for r in reversed(rows)]
+
+    def keep_line_vector(self, line_id: int, key: str, vector: bytes) -> None:
+        """Keep with chat-log line ``line_id`` the embedding a turn computed for it
+        (``vector``: float32 bytes) under ``key`` (``<embedder>/<dim>/<text hash>``:
+        a reader uses it only for that text and model). A line pruned or redacted
+        meanwhile is simply gone; the vector goes with its line."""
+        t = _ChatLogRow.__table__  # type: ignore[attr-defined]
+        with self._write_conn() as conn:
+            conn.execute(update(t).where(t.c.id == line_id).values(vector=vector, vector_key=key))
 
     def drop_retelling_lines(self, tenant: str, chats: Sequence[str], texts: Sequence[str]) -> int:
         """Delete the companion's lines (role ``bot``) of the chats ``chats`` (``ChatRef``
@@ -347,6 +363,37 @@ class ChatLog(StoreBase):
             return s.exec(select(_RedactionRow.id).where(
                 _RedactionRow.tenant == tenant, _RedactionRow.chat == chat.key,
                 _RedactionRow.message_id == message_id)).first() is not None
+
+    def redacted_among(self, lines: Sequence[tuple[str, ChatRef, str]]) -> set[tuple[str, str, str]]:
+        """``is_redacted`` for many lines in one query: of ``lines`` (``(tenant,
+        chat, message id)``), the ``(tenant, chat key, message id)`` of those
+        redacted (a capture batch asks once for all of its messages)."""
+        wanted = {(tenant, chat.key, mid) for tenant, chat, mid in lines if mid}
+        if not wanted:
+            return set()
+        t = _RedactionRow.__table__  # type: ignore[attr-defined]
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(t.c.tenant, t.c.chat, t.c.message_id).where(
+                t.c.message_id.in_(sorted({m for _, _, m in wanted})))).all()
+        return {(r.tenant, r.chat, r.message_id) for r in rows} & wanted
+
+    def lines_before(self, line_ids: Sequence[int]) -> dict[int, ChatLine]:
+        """``line_before`` for many lines in one query: ``{line id: the line of its
+        chat (its topic) logged just before it}``, a line without one (the first,
+        or one pruned or redacted since) left out."""
+        ids = sorted({int(i) for i in line_ids if i})
+        if not ids:
+            return {}
+        t = _ChatLogRow.__table__  # type: ignore[attr-defined]
+        c, b, p = t.alias("c"), t.alias("b"), t.alias("p")
+        before = select(func.max(p.c.id)).where(p.c.tenant == c.c.tenant, p.c.chat == c.c.chat,
+                                                p.c.id < c.c.id).scalar_subquery()
+        q = select(c.c.id.label("line_id"), b.c.role, b.c.sender_id, b.c.text, b.c.at, b.c.message_id,
+                   b.c.sender_name).select_from(c.join(b, b.c.id == before)).where(c.c.id.in_(ids))
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
+        return {r.line_id: ChatLine(r.role, r.sender_id, r.text, _aware(r.at), r.message_id, r.sender_name)
+                for r in rows}
 
     # -- edits and chat migration (Telegram) ------------------------------
 

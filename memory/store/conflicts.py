@@ -23,6 +23,7 @@ from sqlmodel import Session, func, select
 from memory.errors import NotFoundError
 from memory.store.base import StoreBase, utcnow
 from memory.store.tables import _aware, _ConflictRow, _MemoryRow
+from memory.store.versions import _count
 from memory.types import Namespace
 
 
@@ -84,6 +85,7 @@ class Conflicts(StoreBase):
             if s.execute(linked).first() is not None:
                 return False
             s.add(_ConflictRow(namespace=str(ns), older_id=older_id, newer_id=newer_id, created_at=at or utcnow()))
+            _count(s, ns, conflicts=1)  # recall reads conflict links only where some were made
         return True
 
     def conflicts(self, ns: Namespace, memory_ids: Sequence[str] | None = None) -> list[Conflict]:

@@ -32,6 +32,7 @@ from sqlmodel import Session, select
 from memory.errors import NotFoundError
 from memory.store.base import StoreBase, utcnow
 from memory.store.tables import _aware, _ConsolidatedRow, _ConsolidationStateRow, _MemoryRow, _to_memory
+from memory.store.versions import _count
 from memory.types import Memory, Namespace
 
 __all__ = ["Consolidated", "ConsolidationState", "CTYPES", "ConsolidatedRows"]
@@ -226,6 +227,7 @@ class ConsolidatedRows(StoreBase):
             if ids:
                 conn.execute(update(_C).where(_C.c.namespace == str(ns), _C.c.memory_id.in_(ids))
                              .values(dormant_since=at))
+                _count(conn, ns, dormant=len(ids))  # recall reads dormant marks only where some were made
         return ids
 
     def consolidated_namespaces(self, tenant: str) -> list[Namespace]:

@@ -19,7 +19,7 @@ from memory.store.base import StoreBase, utcnow
 from memory.store.conflicts import _unlink
 from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit
 from memory.store.links import _unlink_links
-from memory.store.versions import _bump
+from memory.store.versions import _bump, _recount
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _ChatLogRow, _ConflictRow, _ConsolidatedRow,
                                  _ConsolidationStateRow, _HistoryRow, _IdentityRow, _IndexOpRow, _LastRecallRow, _LinkRow,
                                  _meta, _meta_json, _MemoryRow, _TombstoneRow)
@@ -227,6 +227,9 @@ class Identities(StoreBase):
             _unlink_links(s, dst, revised)
             _carry_pairs(s, _LinkRow, "a_id", "b_id", src, dst, moved)
             _move_consolidated(s, src, dst, moved, merged)
+            if rows:
+                s.flush()
+                _recount(s, dst)  # what moved in is counted where recall reads it
             have = set(s.exec(select(_TombstoneRow.fingerprint).where(_TombstoneRow.namespace == str(dst))).all())
             for t in s.exec(select(_TombstoneRow).where(_TombstoneRow.namespace == str(src))).all():
                 if t.fingerprint not in have:

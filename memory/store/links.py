@@ -26,6 +26,7 @@ from sqlmodel import Session, func
 from memory.links import DEFAULT_HALF_LIFE_DAYS, MAX_LINKED_IDS, REASONS, decayed, grown
 from memory.store.base import StoreBase, utcnow
 from memory.store.tables import _aware, _LinkRow, _MemoryRow
+from memory.store.versions import _count
 from memory.types import Namespace
 
 __all__ = ["Links", "MAX_LINKED_IDS"]
@@ -120,6 +121,7 @@ class Links(StoreBase):
                              updates)
             if inserts:
                 conn.execute(insert(_T), inserts)
+                _count(conn, ns, links=len(inserts))  # recall reads links only where some were made
         return len(pairs)
 
     def links_of(self, ns: Namespace, ids: Sequence[str], *, at: datetime | None = None, min_weight: float = 0.0,

@@ -26,7 +26,7 @@ import time
 from datetime import datetime, timezone
 
 from sqlalchemy import Index as SAIndex
-from sqlalchemy import UniqueConstraint
+from sqlalchemy import LargeBinary, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility
@@ -168,6 +168,10 @@ class _ChatLogRow(SQLModel, table=True):
     #: when the capture was queued (the age a stalled capture is resumed after);
     #: indexed, NULL on every other line, so the resume scan reads only due lines
     capture_queued: datetime | None = Field(default=None, index=True)
+    #: the embedding the turn computed for this line (float32 bytes) and what made it:
+    #: ``<embedder>/<dim>/<text hash>`` ("" when none); the next turns reuse it for the line
+    vector: bytes | None = Field(default=None, sa_type=LargeBinary)
+    vector_key: str = ""
 
 
 class _RedactionRow(SQLModel, table=True):
@@ -379,13 +383,22 @@ class _NamespaceStateRow(SQLModel, table=True):
     the transaction of every write that changes what a search of the namespace
     reads (a memory added, re-texted, re-disclosed, deleted or moved), so an
     in-process cache stamped with it is stale exactly when it differs;
-    ``live`` is the number of live memories (``memories`` rows) of the namespace."""
+    ``live`` is the number of live memories (``memories`` rows) of the namespace.
+
+    ``links``, ``conflicts`` and ``dormant``: how many association links,
+    conflict links and dormant marks the namespace has been given, counted up in
+    the transaction that makes each one and never down (an upper bound of what
+    it holds): 0 says it holds none, so recall skips that read; NULL (a row
+    written without them) says nothing is known, and recall reads."""
 
     __tablename__ = "namespace_state"
 
     namespace: str = Field(primary_key=True, max_length=260)
     version: int = 0
     live: int = 0
+    links: int | None = None
+    conflicts: int | None = None
+    dormant: int | None = None
 
 
 class _NamespaceChangeRow(SQLModel, table=True):

@@ -19,8 +19,9 @@ with what changed instead of with the namespace.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, func, select, update
 
 from memory.store.base import StoreBase
 from memory.store.tables import _MemoryRow, _NamespaceChangeRow, _NamespaceStateRow
@@ -29,6 +30,8 @@ from memory.types import Namespace
 _T = _NamespaceStateRow.__table__  # type: ignore[attr-defined]
 _C = _NamespaceChangeRow.__table__  # type: ignore[attr-defined]
 _STATE_SQL = select(_T.c.version, _T.c.live).where(_T.c.namespace == bindparam("ns"))
+_STATS_SQL = select(_T.c.version, _T.c.live, _T.c.links, _T.c.conflicts, _T.c.dormant).where(
+    _T.c.namespace == bindparam("ns"))
 _SINCE_SQL = select(_C.c.version, _C.c.memory_id).where(_C.c.namespace == bindparam("ns"),
                                                           _C.c.version > bindparam("since"))
 
@@ -52,7 +55,9 @@ def _bump_sql(dialect: str):
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert
-        stmt = insert(_T).values(namespace=bindparam("ns"), version=1, live=bindparam("live0"))
+        # a namespace's first write: nothing linked, in conflict or dormant yet (counted from here, ``_count``)
+        stmt = insert(_T).values(namespace=bindparam("ns"), version=1, live=bindparam("live0"), links=0, conflicts=0,
+                                 dormant=0)
         stmt = stmt.on_conflict_do_update(index_elements=[_T.c.namespace],
                                           set_={"version": _T.c.version + 1, "live": _T.c.live + bindparam("delta")})
         _BUMPS[dialect] = stmt = stmt.returning(_T.c.version)
@@ -78,6 +83,56 @@ def _bump(conn, ns: Namespace | str, live_delta: int = 0, changed: Sequence[str]
         conn.execute(_C.delete().where(_C.c.namespace == str(ns), _C.c.version <= version - CHANGES_KEPT))
 
 
+def _count(conn, ns: Namespace | str, *, links: int = 0, conflicts: int = 0, dormant: int = 0) -> None:
+    """In the caller's transaction (a Connection or an ORM Session), which has just
+    made ``links`` association links, ``conflicts`` conflict links or ``dormant``
+    dormant marks in ``ns``: count them up in its ``namespace_state`` row. A row
+    whose counters are NULL stays NULL (unknown: recall keeps reading); a
+    namespace without a row gets none here (``namespace_stats`` then knows
+    nothing, and recall reads). Counters never go down: an upper bound."""
+    if links <= 0 and conflicts <= 0 and dormant <= 0:
+        return
+    conn.execute(update(_T).where(_T.c.namespace == str(ns)).values(
+        links=_T.c.links + int(max(links, 0)), conflicts=_T.c.conflicts + int(max(conflicts, 0)),
+        dormant=_T.c.dormant + int(max(dormant, 0))))
+
+
+def _recount(conn, ns: Namespace | str) -> None:
+    """In the caller's transaction: set ``ns``'s counters to what its tables hold
+    now (after rows moved into it from another namespace, ``move_namespace``).
+    Rows must be flushed before (an ORM Session)."""
+    from memory.store.tables import _ConflictRow, _ConsolidatedRow, _LinkRow
+
+    links, conflicts, consolidated = (t.__table__ for t in (_LinkRow, _ConflictRow, _ConsolidatedRow))  # type: ignore[attr-defined]
+    n = str(ns)
+    conn.execute(update(_T).where(_T.c.namespace == n).values(
+        links=select(func.count()).select_from(links).where(links.c.namespace == n).scalar_subquery(),
+        conflicts=select(func.count()).select_from(conflicts).where(conflicts.c.namespace == n).scalar_subquery(),
+        dormant=select(func.count()).select_from(consolidated).where(
+            consolidated.c.namespace == n, consolidated.c.dormant_since.is_not(None)).scalar_subquery()))
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceStats:
+    """What one read of a namespace's ``namespace_state`` row tells recall:
+    ``version`` (its write version, 0 when never written), ``live`` (its live
+    memories), and ``links`` / ``conflicts`` / ``dormant``: how many association
+    links, conflict links and dormant marks it was ever given (never counted
+    down), None when unknown (a row written before the counters, or no row)."""
+
+    version: int
+    live: int
+    links: int | None = None
+    conflicts: int | None = None
+    dormant: int | None = None
+
+    def may_have(self, what: str) -> bool:
+        """False only when ``what`` (``links``, ``conflicts`` or ``dormant``) is
+        known to be none: the read it would need can be skipped."""
+        n = getattr(self, what)
+        return n is None or n > 0
+
+
 class NamespaceVersions(StoreBase):
     """Reads of ``namespace_state`` (writes happen inside the other parts' transactions)."""
 
@@ -95,6 +150,17 @@ class NamespaceVersions(StoreBase):
             m = _MemoryRow.__table__  # type: ignore[attr-defined]
             n = conn.execute(select(func.count()).select_from(m).where(m.c.namespace == str(ns))).scalar()
         return 0, int(n or 0)
+
+    def namespace_stats(self, ns: Namespace) -> NamespaceStats:
+        """``namespace_state`` of ``ns`` with its counters (``NamespaceStats``), in
+        one primary-key read; a namespace without a row is counted in
+        ``memories`` (counters unknown), as ``namespace_state`` does."""
+        with self.engine.connect() as conn:
+            row = conn.execute(_STATS_SQL, {"ns": str(ns)}).first()
+        if row is None:
+            version, live = self.namespace_state(ns)
+            return NamespaceStats(version, live)
+        return NamespaceStats(int(row.version), int(row.live), row.links, row.conflicts, row.dormant)
 
     def changes_since(self, ns: Namespace, version: int) -> tuple[int, set[str]] | None:
         """``(current write version, ids of the memories changed after version

@@ -1,0 +1,111 @@
+"""One embedding per turn (issue 29.2): the query embedding starts before the SQL that
+precedes recall, and the tail's older lines take the vectors their own turns kept with
+the chat log — on another replica too — so the answer path never embeds a document.
+Real e5-small (asymmetric: a query and a document vector differ), SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from sqlalchemy import event
+
+from bridges.contract import InboundMessage
+from conftest import _make_store
+from gateway.config import load_settings
+from gateway.pipeline import Pipeline
+from memory.core import MemoryCore
+from memory.embed import E5SmallEmbedder
+from memory.index import SearchIndex, text_hash
+from memory.types import ChatKind, ChatRef, Namespace
+
+DM = ChatRef("tg", ChatKind.PRIVATE, "2901")
+NS = Namespace("default", "tg:2901")
+T0 = datetime.now(timezone.utc) - timedelta(minutes=5)
+LINES = {"zh": ["你周末一般做什么呀？", "那你喜欢看电影吗"],
+         "en": ["What do you usually do at the weekend?", "Do you like films then?"]}
+
+
+class CountingE5(E5SmallEmbedder):
+    """The shipped e5-small, counting its model calls; ``gate`` (when set) is set at each query call's start."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+        self.documents: list[str] = []
+        self.gate: threading.Event | None = None
+
+    def embed_query(self, text):
+        self.queries.append(text)
+        if self.gate is not None:
+            self.gate.set()
+        return super().embed_query(text)
+
+    def embed_documents(self, texts):
+        self.documents += list(texts)
+        return super().embed_documents(texts)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def e5_store(request, tmp_path):
+    """A real store (SQLite or PostgreSQL) and an index directory for e5-small cores over it."""
+    store = _make_store(request.param, tmp_path, request)
+    yield store, tmp_path / "index"
+
+
+def _pipeline(store, index_dir) -> tuple[Pipeline, CountingE5]:
+    emb = CountingE5()
+    return Pipeline(load_settings(), MemoryCore(store, SearchIndex(index_dir, emb))), emb
+
+
+def _msg(text: str, mid: str, at: datetime) -> InboundMessage:
+    return InboundMessage(platform="tg", message_id=mid, sender_id="2901", sender_name="小林",
+                          chat_kind=ChatKind.PRIVATE, chat_id="2901", text=text, timestamp=at)
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+async def test_a_turn_embeds_its_query_once_and_its_older_lines_from_the_chat_log(e5_store, lang):
+    """A person with a memory: turn 2 makes one model call (its own query); its older line takes the
+    vector turn 1 kept with the chat-log line (model and text hash), on this replica and on a fresh one
+    with an empty cache — never a document embedding before the answer."""
+    store, index_dir = e5_store
+    first, second = LINES[lang]
+    pipe, emb = _pipeline(store, index_dir)
+    ns = NS
+    pipe.core.add(ns, pipe.core.new(ns, "我喜欢看科幻电影" if lang == "zh" else "I love science fiction films"))
+    await pipe.handle("default", _msg(first, "1", T0), background_capture=True)
+    assert await pipe.drain(30)
+    emb.queries.clear(), emb.documents.clear()
+    res = await pipe.handle("default", _msg(second, "2", T0 + timedelta(seconds=30)), background_capture=True)
+    assert (emb.queries, emb.documents) == ([second], [])  # before the answer: the capture runs after
+    assert await pipe.drain(30)
+    assert not res.duplicate
+    kept = store.chat_tail("default", DM, 4)
+    assert kept[0].text == first and kept[0].vector_key == f"{pipe.core.index.vector_key}/{text_hash(first)}"
+
+    replica, other = _pipeline(store, index_dir)  # another process: nothing of the first one's cache
+    await replica.handle("default", _msg(second + "？", "3", T0 + timedelta(seconds=60)), background_capture=True)
+    assert other.documents == [] and other.queries == [second + "？"]
+    assert await replica.drain(30)
+
+
+async def test_the_query_embedding_starts_before_the_chat_log_append(e5_store):
+    """The query embedding runs beside the SQL before recall: the chat-log insert waits (at most 20 s) for
+    the embedding to have started, and does not wait in vain."""
+    store, index_dir = e5_store
+    pipe, emb = _pipeline(store, index_dir)
+    emb.gate = started = threading.Event()
+    waited: list[bool] = []
+
+    def hold(conn, cursor, statement, *args):
+        if statement.lstrip().upper().startswith("INSERT INTO CHAT_LOG"):
+            waited.append(started.wait(20))
+
+    event.listen(store.engine, "before_cursor_execute", hold)
+    try:
+        await pipe.handle("default", _msg("我最近在学做饭", "1", T0), background_capture=True)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", hold)
+    assert waited == [True]
+    assert await pipe.drain(30)
