@@ -70,11 +70,13 @@ def _gone(core) -> None:
 
 
 def test_healthz_and_readyz_answer_ok_with_every_check_named(core):
-    """Alive and ready: /healthz is ok, /readyz 200 lists database and index as ok (no model configured)."""
+    """Alive and ready: /healthz is ok, /readyz 200 lists database, index and Telegram (aiogram loaded at
+    start-up, issue 26 item 6) as ok (no model configured)."""
     with TestClient(_app(core), client=LOOPBACK) as client:
         assert client.get("/healthz").json() == {"status": "ok"}
         r = client.get("/readyz")
-        assert r.status_code == 200 and r.json() == {"status": "ready", "checks": {"database": "ok", "index": "ok"}}
+        assert r.status_code == 200
+        assert r.json() == {"status": "ready", "checks": {"database": "ok", "index": "ok", "telegram": "ok"}}
 
 
 def test_readyz_is_503_when_the_database_is_gone(core, monkeypatch):
