@@ -492,9 +492,11 @@ def _run_machine(core, examples: int, llm, *, require_abstractions: bool = True)
 
 
 def test_isolation_state_machine_sqlite(sqlite_core, llm):
-    """300 random add/update/history/recall/forget/reindex/consolidate programs on
-    SQLite: no hit, version or abstraction ever leaves its namespace."""
-    _run_machine(sqlite_core, 300, llm)
+    """240 random add/update/history/recall/forget/reindex/consolidate programs on
+    SQLite: no hit, version or abstraction ever leaves its namespace (the programs
+    also run on PostgreSQL, with the recall cache, and across two gateways on
+    object storage below)."""
+    _run_machine(sqlite_core, 240, llm)
 
 
 @pytest.mark.parametrize("core", ["postgres"], indirect=True)
