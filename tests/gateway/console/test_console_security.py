@@ -17,6 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from app_routes import flat_routes  # noqa: E402
 from console_helpers import REMOTE, console_app, csrf_of, login, session_csrf  # noqa: E402
 
 from gateway.observability import write_turn  # noqa: E402
@@ -42,19 +43,10 @@ def _key(core, tenant="default", scope="admin", subject=None, label="ops") -> st
     return core.store.create_api_key(tenant, scope, subject, label)[1]
 
 
-def _flat(routes):
-    """Routes with included routers opened (FastAPI keeps each as one entry)."""
-    for r in routes:
-        if hasattr(r, "original_router"):
-            yield from _flat(r.original_router.routes)
-        else:
-            yield r
-
-
 def _console_routes(app) -> list[tuple[str, str]]:
     """(method, path) of every route under /console but the static files."""
     out = []
-    for r in _flat(app.routes):
+    for r in flat_routes(app.routes):
         path = getattr(r, "path", "")
         if path.startswith("/console") and not path.startswith("/console/static") and hasattr(r, "methods"):
             out += [(m, path) for m in sorted(r.methods) if m != "HEAD"]
@@ -246,7 +238,7 @@ def test_the_console_is_off_when_disabled(core):
     application = console_app(core, console={"enabled": False})
     with TestClient(application, client=REMOTE) as c:
         assert c.get("/console/login").status_code == 404
-        assert not [r for r in _flat(application.routes) if getattr(r, "path", "").startswith("/console")]
+        assert not [r for r in flat_routes(application.routes) if getattr(r, "path", "").startswith("/console")]
 
 
 def test_bad_input_is_a_clear_4xx_and_loses_nothing(app, core):

@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from app_routes import flat_routes
 from gateway.http.app import create_app
 from gateway.http.auth import is_loopback
 from gateway.config import TenantSettings, load_settings
@@ -53,18 +54,9 @@ def new_key(app, tenant="default", scope="admin", subject=None) -> str:
     return store(app).create_api_key(tenant, scope, subject)[1]
 
 
-def _flat(routes):
-    """The app's routes with included routers opened (FastAPI keeps them as one entry each)."""
-    for r in routes:
-        if hasattr(r, "original_router"):
-            yield from _flat(r.original_router.routes)
-        else:
-            yield r
-
-
 def v1_routes(application) -> list[tuple[str, str]]:
     """(method, path) of every /v1 route the app serves."""
-    return sorted((m, r.path) for r in _flat(application.routes) if getattr(r, "path", "").startswith("/v1")
+    return sorted((m, r.path) for r in flat_routes(application.routes) if getattr(r, "path", "").startswith("/v1")
                   for m in r.methods if m != "HEAD")
 
 
