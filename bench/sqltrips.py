@@ -21,8 +21,12 @@ patched) and counts, between ``start()`` and ``stop()`` (or inside ``with``):
 Both backends are exact: SQLite through ``sqlite3``'s trace callback,
 PostgreSQL through ``PGconn.trace`` of every pooled connection, switched on at
 its checkout (the ping, which runs before the checkout event, is counted per
-checkout instead of traced). Thread-safe; what other threads do meanwhile (a
-maintenance loop) is counted too, so count where nothing else runs.
+checkout instead of traced). Counting is thread-safe, and what other threads
+do meanwhile (a capture, a maintenance loop) is counted too, so count where
+nothing else runs. ``start`` and ``stop`` add and remove engine listeners,
+which SQLAlchemy does not allow beside a dispatch in another thread: call them
+while no other thread uses the store, and take ``counts()`` in between (a
+difference of two is a ``Trips`` too).
 """
 
 from __future__ import annotations
