@@ -7,9 +7,11 @@ it is late, times out and redelivers; while it waits, the chat's next
 updates wait too. The model behind a reply may take many seconds. So a
 webhook route runs the turn in a task (``AckedTurns.start``) and answers as
 soon as the pipeline says the message is claimed (``Pipeline.handle``'s
-``claimed``: the person's chat-log line, its delivery claim and its pending
-capture commit in one transaction — a crash after that loses nothing: a
-redelivery is a duplicate and the capture is resumed by the maintenance task).
+``claimed``: the person's chat-log line, its delivery claim, the signed
+callback's nonce and its pending capture commit in one transaction — a crash
+after that loses nothing: a redelivery is a duplicate and the capture is
+resumed by the maintenance task; a replay is refused before the claim, and
+raised to the route).
 
 Where a platform can carry the reply in its HTTP answer (OneBot's quick
 operation, WeChat's passive reply), the route may wait a bounded time
@@ -31,7 +33,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 
-from bridges.contract import InboundMessage, TurnHandler, TurnResult
+from bridges.contract import CallbackNonce, InboundMessage, TurnHandler, TurnResult
 
 __all__ = ["AckedTurns", "Deliver"]
 
@@ -51,19 +53,21 @@ class AckedTurns:
         self.platform = platform
         self._tasks: set[asyncio.Task] = set()
 
-    async def start(self, tenant: str, msg: InboundMessage, *, within: float, deliver: Deliver) -> TurnResult | None:
+    async def start(self, tenant: str, msg: InboundMessage, *, within: float, deliver: Deliver,
+                    nonce: CallbackNonce | None = None) -> TurnResult | None:
         """Run the turn of ``msg``; return once it is claimed and either ended
         (its TurnResult: the caller answers with it) or ``within`` seconds have
         passed since the start (None: ``deliver`` gets the result when the turn
         ends). ``within`` 0 answers at the claim; ``math.inf`` waits for the
-        whole turn. Raises what the turn raised if it ended by then (before its
-        claim: UnknownTenant, NamespaceError, a store error). If the caller is
-        cancelled meanwhile (the platform hung up), the reply is delivered
-        through the API instead."""
+        whole turn. ``nonce``: the signed callback's, claimed with the message
+        (``TurnHandler.handle``). Raises what the turn raised if it ended by then
+        (before its claim: UnknownTenant, NamespaceError, a store error,
+        ``bridges.replay.ReplayedRequest``). If the caller is cancelled meanwhile
+        (the platform hung up), the reply is delivered through the API instead."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within if math.isfinite(within) else None
         claimed = asyncio.Event()
-        turn = self.spawn(self.pipeline.handle(tenant, msg, background_capture=True, claimed=claimed))
+        turn = self.spawn(self.pipeline.handle(tenant, msg, background_capture=True, claimed=claimed, nonce=nonce))
         waiter = asyncio.ensure_future(claimed.wait())
         try:
             try:

@@ -20,7 +20,8 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo,
 
 from memory.types import ChatKind, ChatRef, clean_name, has_control, in_era, not_a_person, repair
 
-__all__ = ["InboundMessage", "Withdrawal", "ReplyRef", "Outbound", "Attachment", "MAX_TEXT_CHARS", "TurnResult", "TurnHandler"]
+__all__ = ["InboundMessage", "Withdrawal", "ReplyRef", "Outbound", "Attachment", "MAX_TEXT_CHARS", "TurnResult", "TurnHandler",
+           "CallbackNonce"]
 
 #: Longest message text accepted (characters): far above any IM platform's own
 #: limit (Telegram 4096, QQ ~4500), small enough that one request cannot tie up
@@ -250,6 +251,23 @@ class TurnResult:
         return asdict(self)
 
 
+@dataclass(frozen=True, slots=True)
+class CallbackNonce:
+    """The nonce of a signed platform callback whose signature and freshness were
+    checked (``bridges.replay.fresh_nonce``), still to be claimed: ``platform`` the
+    callback kind (``wechat``, ``webhook``, ``onebot``); ``nonce`` the SHA-256 (hex)
+    of what the platform signs to make the request unique; ``digest`` the
+    SHA-256 (hex) of the raw body; ``at`` when it arrived (UTC);
+    ``allow_identical``: the very same body again is the platform's own retry,
+    answered as a duplicate instead of refused (WeChat)."""
+
+    platform: str
+    nonce: str
+    digest: str
+    at: datetime
+    allow_identical: bool = False
+
+
 class TurnHandler(Protocol):
     """What a bridge runtime asks of the turn pipeline (``gateway.pipeline.Pipeline``
     is the implementation). ``settings`` and ``tenant(name)`` are the gateway's
@@ -262,19 +280,23 @@ class TurnHandler(Protocol):
     def tenant(self, name: str) -> Any: ...
 
     def handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False,
-               claimed: Any = None) -> Awaitable[TurnResult]:
+               claimed: Any = None, nonce: CallbackNonce | None = None) -> Awaitable[TurnResult]:
         """Run one turn. ``background_capture``: capture after the turn returns
         (durably). ``claimed``: an ``asyncio.Event`` set once the delivery is
-        durably claimed (``bridges.ack``)."""
+        durably claimed (``bridges.ack``). ``nonce``: the signed callback's nonce,
+        claimed with the message (in the transaction that logs it): a replay
+        raises ``bridges.replay.ReplayedRequest`` before anything is processed, an
+        allowed identical retry ends as a duplicate."""
         ...
 
     def migrate_chat(self, tenant: str, old: ChatRef, new: ChatRef) -> Awaitable[Any]: ...
 
     def claim_nonce(self, tenant: str, platform: str, nonce: str, digest: str = "",
                     at: datetime | None = None) -> str | None:
-        """Replay protection of signed callbacks (``bridges.replay.guard``): None the
-        first time ``nonce`` reaches ``tenant`` on ``platform``, else the ``digest``
-        recorded then. Blocking (SQL): call it in a thread."""
+        """Replay protection of a signed callback that carries no message to hand to
+        ``handle`` (``bridges.replay.claim``): None the first time ``nonce`` reaches
+        ``tenant`` on ``platform``, else the ``digest`` recorded then. Blocking (SQL):
+        call it in a thread."""
         ...
 
     def withdraw(self, tenant: str, withdrawal: Withdrawal) -> Awaitable[list[str]]: ...

@@ -1,6 +1,8 @@
-"""The nonces of signed platform callbacks (``bridges.replay.guard``): claimed in
-SQL, so that every replica refuses a replay, and pruned by the maintenance
-task (``gateway.maintenance``) once no replay window reaches them.
+"""The nonces of signed platform callbacks (``bridges.replay``): claimed in SQL,
+so that every replica refuses a replay, and pruned by the maintenance task
+(``gateway.maintenance``) once no replay window reaches them. A callback that
+carries a message has its nonce claimed by the turn, with the message's
+chat-log line (``Pipeline.handle``); ``Nonces.claim`` serves the others.
 """
 
 from __future__ import annotations

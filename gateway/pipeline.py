@@ -39,7 +39,8 @@ from gateway.config import Settings, TenantSettings
 from gateway.consolidation import ConsolidationScheduler
 from gateway.errors import EmptyAnswer, LLMError
 from gateway.llm import ChatModels
-from bridges.contract import InboundMessage, TurnResult, Withdrawal
+from bridges.contract import CallbackNonce, InboundMessage, TurnResult, Withdrawal
+from bridges import replay
 from gateway.logs import bind_turn, new_turn_id
 from gateway.metrics import Metrics
 from gateway.nonces import Nonces
@@ -53,8 +54,8 @@ from memory.explain import TRACE_DEPTH, record_recall
 from memory.identity import resolve as resolve_identity
 from memory.reconstruct import Recollection, reconstruct, without_markers
 from memory.emotion import analyse
-from memory.errors import DuplicateDelivery
-from memory.store import ChatLine, PendingCapture, utcnow
+from memory.errors import DuplicateDelivery, NonceUsed
+from memory.store import ChatLine, NonceClaim, PendingCapture, utcnow
 from memory.index import text_hash
 from memory.types import ChatRef, Namespace, repair
 
@@ -140,7 +141,8 @@ class Pipeline:
         return any(k.casefold() in low for k in t.group_keywords if k)
 
     async def handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False,
-                     claimed: asyncio.Event | None = None, privileged: bool = True) -> TurnResult:
+                     claimed: asyncio.Event | None = None, privileged: bool = True,
+                     nonce: CallbackNonce | None = None) -> TurnResult:
         """Run one turn. Raises UnknownTenant, or NamespaceError for ids outside
         their patterns; everything after identity degrades instead of raising.
 
@@ -161,10 +163,18 @@ class Pipeline:
         reply text only when ``Settings.audit_fragments`` allows).
 
         ``privileged`` False: ``/memory`` commands of this turn get no admin powers
-        (the caller's channel may act only for the sender: a member API key)."""
+        (the caller's channel may act only for the sender: a member API key).
+
+        ``nonce``: the signed callback's nonce (``bridges.replay.fresh_nonce``),
+        claimed in SQL with the message — for a plain message in the transaction
+        that logs its line, its delivery and its capture (the turn's one write
+        before the answer), for a command or an edit before its delivery claim. A
+        replay raises ``bridges.replay.ReplayedRequest`` (nothing processed; on
+        every replica); the platform's identical retry, where allowed, ends as a
+        duplicate."""
         with bind_turn(new_turn_id(), tenant=tenant):
             res = await self._handle(tenant, msg, background_capture=background_capture, claimed=claimed,
-                                     privileged=privileged)
+                                     privileged=privileged, nonce=nonce)
             self._observe(res, msg)
             return res
 
@@ -188,7 +198,8 @@ class Pipeline:
         log.info("turn done", extra=fields)
 
     async def _handle(self, tenant: str, msg: InboundMessage, *, background_capture: bool = False,
-                      claimed: asyncio.Event | None = None, privileged: bool = True) -> TurnResult:
+                      claimed: asyncio.Event | None = None, privileged: bool = True,
+                      nonce: CallbackNonce | None = None) -> TurnResult:
         t = self.tenant(tenant)
         chat = msg.chat
         if not chat.is_group and msg.chat_id != msg.sender_id:
@@ -211,6 +222,10 @@ class Pipeline:
         # reconnect) is caught by its content: bot, chat, sender, platform time, text
         # (a plain message claims it with its line, like its id; a command here)
         fingerprint = None if msg.is_edit else _content_key(tenant, msg, chat)
+        if nonce is not None and not plain and \
+                await asyncio.to_thread(replay.claim, self, tenant, nonce) == replay.RETRY:
+            res.duplicate = True  # the platform's own retry of a callback already handled
+            return res
         if fingerprint is not None and not plain and not await asyncio.to_thread(
                 self.core.store.claim_fingerprint, fingerprint, REPUSH_WINDOW):
             log.info("duplicate delivery %s (same content re-pushed)", delivery)
@@ -226,10 +241,20 @@ class Pipeline:
             claimed.set()
         try:
             return await self._turn(tenant, t, msg, ns, res, background_capture, delivery if plain else None,
-                                    fingerprint if plain else None, claimed, privileged, prefetch)
+                                    fingerprint if plain else None, claimed, privileged, prefetch,
+                                    _stored(tenant, nonce) if plain and nonce is not None else None)
         except DuplicateDelivery:
+            # nothing of the line's transaction was written, its nonce neither: a
+            # platform's retry signed anew still uses its nonce up (a replay of it is refused)
+            if nonce is not None:
+                await asyncio.to_thread(replay.claim, self, tenant, nonce)
             log.info("duplicate delivery %s", delivery)
             self.metrics.deduplicated.labels("id_or_content").inc()  # the line's claim: either may have hit
+            res.duplicate = True
+            return res
+        except NonceUsed as used:  # nothing was written, nothing claimed: nothing to release
+            if nonce is not None:
+                replay.verdict(tenant, nonce, used.digest)  # raises ReplayedRequest unless the retry is allowed
             res.duplicate = True
             return res
         except BaseException:
@@ -263,7 +288,8 @@ class Pipeline:
     async def _turn(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace,
                     res: TurnResult, background_capture: bool = False, claim: str | None = None,
                     fingerprint: str | None = None, claimed: asyncio.Event | None = None,
-                    privileged: bool = True, prefetch: asyncio.Task | None = None) -> TurnResult:
+                    privileged: bool = True, prefetch: asyncio.Task | None = None,
+                    nonce: NonceClaim | None = None) -> TurnResult:
         chat = msg.chat
         started = time.perf_counter()
         self.consolidation.turned(ns)  # consolidation waits until the person is idle
@@ -291,8 +317,8 @@ class Pipeline:
             self.core.store.append_chat, tenant, chat,
             ChatLine("user", msg.sender_id, logged, msg.timestamp, msg.message_id, msg.sender_name),
             capture=ns if due else None, claim=claim,
-            fingerprint=(fingerprint, REPUSH_WINDOW) if fingerprint else None)
-        if claimed is not None:  # the line, its claim and its capture are committed
+            fingerprint=(fingerprint, REPUSH_WINDOW) if fingerprint else None, nonce=nonce)
+        if claimed is not None:  # the line, its claims and its capture are committed
             claimed.set()
         queued = utcnow()  # no later than any other replica's claim of this line (Store.take_captures)
         if due and line_id is not None:
@@ -515,6 +541,11 @@ class Pipeline:
             res.captured = await asyncio.to_thread(recapture)
         except Exception:  # noqa: BLE001 - an edit must never break the bridge
             log.exception("re-capture of edited message %s failed for %s", msg.message_id, ns)
+
+
+def _stored(tenant: str, nonce: CallbackNonce) -> NonceClaim:
+    """The store's claim of a signed callback's nonce for ``tenant``."""
+    return NonceClaim(tenant, nonce.platform, nonce.nonce, nonce.digest, nonce.at)
 
 
 def _is_memory_command(msg: InboundMessage) -> bool:

@@ -9,7 +9,9 @@ Exception tree::
     ├── KeyTakenError              an edit's text is what another memory of the namespace holds (its key)
     ├── StoreError                 the SQL store failed (connection, integrity)
     ├── SearchIndexError           the LanceDB index failed; SQL still holds the truth
-    └── EmbedderError              the embedder could not embed (model missing, endpoint down)
+    ├── EmbedderError              the embedder could not embed (model missing, endpoint down)
+    ├── DuplicateDelivery          a platform delivery claimed before (the chat-log append wrote nothing)
+    └── NonceUsed                  a signed callback's nonce claimed before (the chat-log append wrote nothing)
 
 The gateway maps these to HTTP status codes in exactly one place
 (``gateway/errors.py``). No name here shadows a builtin.
@@ -26,6 +28,8 @@ __all__ = [
     "StoreError",
     "SearchIndexError",
     "EmbedderError",
+    "DuplicateDelivery",
+    "NonceUsed",
 ]
 
 
@@ -70,3 +74,14 @@ class EmbedderError(CoreError):
 class DuplicateDelivery(CoreError):
     """A platform delivery that was already claimed (``Store.append_chat`` with
     ``claim``): the message was processed before and nothing was written."""
+
+
+class NonceUsed(CoreError):
+    """A signed platform callback's nonce that was claimed before (``Store.append_chat``
+    with ``nonce``): nothing was written. ``digest`` is what the first claim
+    recorded with it (the first request's body hash, ``""`` when none), so the
+    caller can tell a platform's identical retry from a replay with another body."""
+
+    def __init__(self, digest: str) -> None:
+        super().__init__("nonce already used")
+        self.digest = digest

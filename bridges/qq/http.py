@@ -31,7 +31,7 @@ import httpx
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from bridges.ack import AckedTurns
-from bridges.contract import InboundMessage, TurnHandler, TurnResult
+from bridges.contract import CallbackNonce, InboundMessage, TurnHandler, TurnResult
 
 __all__ = ["OneBotHTTP", "OneBotAPIError", "quick_operation", "CALL_ATTEMPTS"]
 
@@ -89,10 +89,11 @@ class OneBotHTTP:
         root = self.pipeline.settings.onebot.api_roots.get(str(bot_id)) if bot_id else None
         return root.rstrip("/") if root else None
 
-    async def answer(self, tenant: str, msg: InboundMessage) -> dict:
-        """Run the turn of ``msg``; the HTTP answer (module docstring). Raises what
-        the turn raised before it was claimed (UnknownTenant, NamespaceError, a
-        store error)."""
+    async def answer(self, tenant: str, msg: InboundMessage, nonce: CallbackNonce | None = None) -> dict:
+        """Run the turn of ``msg``; the HTTP answer (module docstring). ``nonce``: the
+        signed event's (``bridges.replay.fresh_nonce``), claimed by the turn with the
+        message. Raises what the turn raised before it was claimed (UnknownTenant,
+        NamespaceError, a store error, ``bridges.replay.ReplayedRequest``)."""
         cfg = self.pipeline.settings.onebot
         within = max(0.0, cfg.reply_within)
         if self.api_root(msg.bot_id) is None:
@@ -105,7 +106,7 @@ class OneBotHTTP:
         async def deliver(result: TurnResult) -> None:
             await self.send(msg, result.reply or "")
 
-        result = await self.turns.start(tenant, msg, within=within, deliver=deliver)
+        result = await self.turns.start(tenant, msg, within=within, deliver=deliver, nonce=nonce)
         return {} if result is None else quick_operation(msg, result)
 
     async def send(self, msg: InboundMessage, text: str) -> None:

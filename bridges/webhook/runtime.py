@@ -1,7 +1,13 @@
 """Running the generic JSON webhook: verify, parse, turn, answer or call back.
 
-See ``bridges.webhook.protocol`` for the wire format. ``WebhookRuntime``
-holds the callback deliveries in flight (awaited on ``close()``); a callback
+See ``bridges.webhook.protocol`` for the wire format. A signed request is
+accepted once (``bridges.replay``): its signature is claimed as its nonce by
+the turn, in the transaction that logs its message, so a replay is refused
+(401) on every replica and the turn writes once before its answer. With a
+callback URL the request is answered 202 once the message is claimed
+(``bridges.ack``, so a replay is still refused), and the reply is POSTed
+when the turn ends. ``WebhookRuntime`` holds those turns and their callback
+deliveries (awaited on ``close()``); a callback
 POST that fails recoverably (network error or timeout, 429, 5xx) is retried
 with tenacity, at most CALLBACK_ATTEMPTS times with exponential backoff (a
 429's Retry-After wins), then logged as lost; another 4xx is logged at once
@@ -10,7 +16,6 @@ with its status and not retried.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -21,8 +26,9 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from bridges.webhook.protocol import (SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookMessage, WebhookReply, sign,
                                       verify)
+from bridges.ack import AckedTurns
 from bridges.contract import InboundMessage, TurnHandler, TurnResult
-from bridges.replay import guard
+from bridges.replay import fresh_nonce
 from memory.types import repair_tree
 
 
@@ -59,27 +65,32 @@ class WebhookRuntime:
     def __init__(self, pipeline: TurnHandler, client: httpx.AsyncClient) -> None:
         self.pipeline = pipeline
         self.client = client
-        self._tasks: set[asyncio.Task] = set()
+        self.turns = AckedTurns(pipeline, "webhook")
 
     async def receive(self, tenant: str, headers: Mapping[str, str], raw: bytes) -> tuple[int, dict]:
         """``(status, body)`` for one request. Raises UnknownTenant; SignatureError
-        or ReplayError (a signature already used; nothing processed); pydantic ValidationError or NamespaceError for a body
-        that is not a ``WebhookMessage``."""
+        or ReplayError (a stale or already used signature; nothing processed); pydantic ValidationError or
+        NamespaceError for a body that is not a ``WebhookMessage``; with a callback URL, what the turn raised
+        before its message was claimed."""
         cfg = self.pipeline.tenant(tenant).webhook
         now = time.time()
         verify(cfg.secret, headers.get(TIMESTAMP_HEADER), headers.get(SIGNATURE_HEADER), raw, now=now, window=cfg.window)
-        # a signed request is accepted once, on any replica (a retry signs again)
-        await asyncio.to_thread(guard, self.pipeline, tenant, "webhook",
-                                timestamp=headers.get(TIMESTAMP_HEADER), nonce=headers.get(SIGNATURE_HEADER) or "",
-                                body=raw, now=now, window=cfg.window)
+        # a signed request is accepted once, on any replica (a retry signs again): the turn claims it
+        nonce = fresh_nonce(tenant, "webhook", timestamp=headers.get(TIMESTAMP_HEADER),
+                            nonce=headers.get(SIGNATURE_HEADER) or "", body=raw, now=now, window=cfg.window)
         msg = _message(raw).to_inbound(cfg.platform)
         if cfg.callback_url:
-            task = asyncio.create_task(self._turn_and_call_back(tenant, msg, cfg.callback_url, cfg.secret))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            url, secret = cfg.callback_url, cfg.secret
+
+            async def deliver(result: TurnResult) -> None:
+                await self._call_back(tenant, msg, url, secret, result)
+
+            result = await self.turns.start(tenant, msg, within=0.0, deliver=deliver, nonce=nonce)
+            if result is not None and result.reply and not result.duplicate:  # ended at its claim (a command)
+                self.turns.spawn(deliver(result))
             return 202, {"ok": True, "accepted": True}
         # the reply travels in this answer: capture after it (durably, see Pipeline.handle)
-        result = await self.pipeline.handle(tenant, msg, background_capture=True)
+        result = await self.pipeline.handle(tenant, msg, background_capture=True, nonce=nonce)
         return 200, self.reply_of(tenant, msg, result).model_dump()
 
     @staticmethod
@@ -92,16 +103,11 @@ class WebhookRuntime:
                             duplicate=result.duplicate)
 
     async def close(self, timeout: float = 30.0) -> None:
-        """Wait (at most ``timeout`` seconds) for callbacks in flight."""
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=timeout)
+        """Wait (at most ``timeout`` seconds) for the turns and callbacks in flight."""
+        await self.turns.idle(timeout)
 
-    async def _turn_and_call_back(self, tenant: str, msg: InboundMessage, url: str, secret: str) -> None:
-        try:
-            result = await self.pipeline.handle(tenant, msg)
-        except Exception:  # noqa: BLE001 - a background turn has nobody else to tell
-            log.exception("webhook: turn for tenant %s message %s failed", tenant, msg.message_id)
-            return
+    async def _call_back(self, tenant: str, msg: InboundMessage, url: str, secret: str, result: TurnResult) -> None:
+        """POST the reply of ``msg`` to ``url``, signed with ``secret``, retried (module docstring)."""
         reply = self.reply_of(tenant, msg, result)
         if reply.reply is None:
             return

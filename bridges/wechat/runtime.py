@@ -23,11 +23,13 @@ and one capture. Turn tasks are tracked and awaited on ``close()``.
 
 Freshness and replay (``bridges.replay``): after its signature checks, every
 callback's ``timestamp`` must lie within ``WeChatSettings.window`` seconds of
-the server's clock, and its ``timestamp`` + ``nonce`` is accepted once. In
-plaintext mode the signature does not cover the body, so the same query
-string with another body is refused (401); the same query string with the
-same body (WeChat's own retry) answers ``success`` and processes nothing. A
-tenant in plaintext mode gets a WARNING at start-up: use safe mode.
+the server's clock, and its ``timestamp`` + ``nonce`` is accepted once —
+claimed by the turn with the message it carries (one write before the
+answer), or alone for a callback with no message. In plaintext mode the
+signature does not cover the body, so the same query string with another body
+is refused (401); the same query string with the same body (WeChat's own
+retry) answers ``success`` and processes nothing. A tenant in plaintext mode
+gets a WARNING at start-up: use safe mode.
 """
 
 from __future__ import annotations
@@ -40,11 +42,11 @@ from collections.abc import Mapping
 import httpx
 
 from bridges.ack import AckedTurns
-from bridges.replay import RETRY, guard
+from bridges.replay import claim, fresh_nonce, guard
 from bridges.wechat.api import TEXT_LIMIT_BYTES, WeChatAPI
 from bridges.wechat.callback import WeChatCallback
 from bridges.wechat.parse import parse_message
-from bridges.contract import TurnHandler, TurnResult
+from bridges.contract import CallbackNonce, TurnHandler, TurnResult
 
 
 __all__ = ["WeChatRuntime", "SUCCESS"]
@@ -89,26 +91,38 @@ class WeChatRuntime:
     def _guard(self, tenant: str, query: Mapping[str, str], body: bytes) -> str:
         """``bridges.replay.guard`` for a callback whose signature was checked."""
         return guard(self.pipeline, tenant, "wechat", timestamp=query.get("timestamp"),
-                     nonce=f"{query.get('timestamp', '')}.{query.get('nonce', '')}", body=body, now=time.time(),
+                     nonce=self._signed(query), body=body, now=time.time(),
                      window=self.pipeline.tenant(tenant).wechat.window, allow_identical=True)
+
+    def _nonce(self, tenant: str, query: Mapping[str, str], body: bytes) -> CallbackNonce:
+        """``bridges.replay.fresh_nonce`` of a callback whose signature was checked
+        (StaleRequest): claimed by its turn, or alone when it carries no message."""
+        return fresh_nonce(tenant, "wechat", timestamp=query.get("timestamp"), nonce=self._signed(query), body=body,
+                           now=time.time(), window=self.pipeline.tenant(tenant).wechat.window, allow_identical=True)
+
+    @staticmethod
+    def _signed(query: Mapping[str, str]) -> str:
+        """What WeChat signs to make a callback unique: its timestamp and nonce."""
+        return f"{query.get('timestamp', '')}.{query.get('nonce', '')}"
 
     async def receive(self, tenant: str, query: Mapping[str, str], body: bytes) -> str:
         """Handle one message callback; returns the HTTP answer body (a passive
         reply or ``success``). Raises SignatureError / NotConfigured / ReplayError
-        before anything is processed."""
+        before anything is processed. WeChat's own retry of a callback (the same
+        query string and body) answers ``success`` and processes nothing."""
         cb = self.callback(tenant)
         fields = cb.open(query, body)
-        if await asyncio.to_thread(self._guard, tenant, query, body) == RETRY:
-            return SUCCESS
+        nonce = self._nonce(tenant, query, body)
         msg = parse_message(fields, platform=cb.platform) if fields is not None else None
-        if msg is None:
+        if msg is None:  # nothing for a turn: the nonce is claimed alone
+            await asyncio.to_thread(claim, self.pipeline, tenant, nonce)
             return SUCCESS
 
         async def deliver(result: TurnResult) -> None:
             await self._deliver(tenant, msg.sender_id, result.reply)
 
         wait = self.pipeline.tenant(tenant).wechat.reply_within
-        result = await self.turns.start(tenant, msg, within=max(0.0, wait), deliver=deliver)
+        result = await self.turns.start(tenant, msg, within=max(0.0, wait), deliver=deliver, nonce=nonce)
         if result is None:  # not ended within reply_within: the reply follows through the API
             return SUCCESS
         if not result.reply or result.duplicate:

@@ -33,7 +33,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import ValidationError
 
-from bridges.replay import ReplayError, check_fresh, guard
+from bridges.replay import ReplayError, check_fresh, claim, fresh_nonce
 from gateway.config import Settings, load_settings
 from gateway.http import api_v1
 from gateway.http.api_v1 import TurnRequest
@@ -215,25 +215,28 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
                                  signature=signature, authorization=request.headers.get("Authorization")):
             raise Unauthorized("wrong or missing X-Signature / access token")
         body = await _json_body(request)
+        nonce = None
         try:  # OneBot signs no time: the event's own time, and the signed body used once
-            if ob.secret:
-                await asyncio.to_thread(guard, p, tenant, "onebot", timestamp=body.get("time"),
-                                        nonce=signature or "", body=raw, now=time.time(), window=ob.window)
+            if ob.secret:  # claimed by the turn with its message (one write), or alone below
+                nonce = fresh_nonce(tenant, "onebot", timestamp=body.get("time"), nonce=signature or "", body=raw,
+                                    now=time.time(), window=ob.window)
             else:
                 check_fresh(body.get("time"), now=time.time(), window=ob.window)
+            msg = parse_event(body)
+            if msg is None:
+                if nonce is not None:
+                    await asyncio.to_thread(claim, p, tenant, nonce)
+                withdrawal = parse_recall(body)
+                if withdrawal is not None:  # friend_recall / group_recall, as on the NoneBot endpoints
+                    await p.withdraw(tenant, withdrawal)
+                return {}
+            # a quick operation when the reply comes within onebot.reply_within, else
+            # {} once the message is claimed and the reply through the bot's API
+            return await request.app.state.onebot.answer(tenant, msg, nonce)
         except ReplayError as exc:
             if not ob.secret:
                 log.warning("refused a onebot callback for tenant %s: %s", tenant, exc.reason)
             raise Unauthorized(exc.reason) from exc
-        msg = parse_event(body)
-        if msg is None:
-            withdrawal = parse_recall(body)
-            if withdrawal is not None:  # friend_recall / group_recall, as on the NoneBot endpoints
-                await p.withdraw(tenant, withdrawal)
-            return {}
-        # a quick operation when the reply comes within onebot.reply_within, else
-        # {} once the message is claimed and the reply through the bot's API
-        return await request.app.state.onebot.answer(tenant, msg)
 
     @app.get("/wechat/{tenant}")
     async def wechat_verify(tenant: str, request: Request) -> PlainTextResponse:

@@ -23,7 +23,7 @@ concern, each in a module named after it::
       identities.py  Identities: identity links, move_namespace
       commands.py    CommandState: last-recall traces, pending confirmations,
                      tenant counts; TenantCounts
-      nonces.py      SeenNonces: nonces of signed callbacks already accepted
+      nonces.py      SeenNonces: nonces of signed callbacks already accepted; NonceClaim
       conflicts.py   Conflicts: conflict links between two live memories of a
                      namespace (said differently, no clear change); Conflict
       links.py       Links: association links between two live memories of a
@@ -87,13 +87,13 @@ from memory.store.events import ChangeEvent, ChangeEvents
 from memory.store.identities import Identities
 from memory.store.links import MAX_LINKED_IDS, Links
 from memory.store.memories import MemoryRows, MemoryText
-from memory.store.nonces import SeenNonces
+from memory.store.nonces import NonceClaim, SeenNonces
 from memory.store.outbox import IndexOp, IndexOutbox
 from memory.store.versions import NamespaceStats, NamespaceVersions
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
            "MemoryText", "Conflict", "ApiKey", "KeyScope", "MAX_LINKED_IDS", "Consolidated", "ConsolidationState", "ChangeEvent",
-           "NamespaceStats"]
+           "NamespaceStats", "NonceClaim"]
 
 
 class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, Links,

@@ -7,7 +7,8 @@ subject of a namespace is found through ``_speaker_lines``. A forget deletes
 lines and leaves a ``chat_redactions`` row (ids only) so that a replayed
 message cannot bring the text back. Processed platform deliveries
 (``deliveries``) are claimed here, alone or together with the line they
-carry.
+carry — and with it the nonce of the signed callback that brought it
+(``memory.store.nonces``).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from sqlalchemy import and_, func, insert, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, delete, select
 
-from memory.errors import DuplicateDelivery
+from memory.errors import DuplicateDelivery, NonceUsed
 from memory.store.base import StoreBase, utcnow
+from memory.store.nonces import NonceClaim, claim_in
 from memory.store.tables import _aware, _AuditRow, _ChatLogRow, _DeliveryRow, _IndexOpRow, _MemoryRow, _RedactionRow
 from memory.store.versions import _bump
 from memory.types import ChatRef, Namespace
@@ -134,7 +136,7 @@ class ChatLog(StoreBase):
 
     def append_chat(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int = 200, *,
                     capture: Namespace | None = None, claim: str | None = None,
-                    fingerprint: tuple[str, timedelta] | None = None) -> int | None:
+                    fingerprint: tuple[str, timedelta] | None = None, nonce: NonceClaim | None = None) -> int | None:
         """Append a line to the chat's recent log, keeping at most ``keep`` lines;
         returns the line's id. A person's line that a forget redacted (same chat,
         message id and sender) is not appended again — a replay cannot bring it
@@ -149,22 +151,34 @@ class ChatLog(StoreBase):
         ``fingerprint``: ``(key, window)`` — also claim the delivery's content
         fingerprint in the same transaction (``claim_fingerprint``: a claim older
         than ``window`` no longer counts); DuplicateDelivery when it was claimed
-        within ``window``."""
+        within ``window``.
+        ``nonce``: the nonce of the signed callback that brought the line, claimed
+        first in the same transaction (``SeenNonces.claim_nonce``); raises NonceUsed
+        (with the digest its first claim recorded; nothing written) when it was
+        claimed before — so a replay is refused on every replica, and a crash
+        leaves neither the nonce nor the delivery claimed without the line.
+        A redacted line (None) still claims what it was given."""
         table = _ChatLogRow.__table__  # type: ignore[attr-defined]
         try:
-            return self._append_chat(table, tenant, chat, line, keep, capture, claim, fingerprint)
+            return self._append_chat(table, tenant, chat, line, keep, capture, claim, fingerprint, nonce)
         except IntegrityError:
             if claim is None and fingerprint is None:
                 raise
             raise DuplicateDelivery(claim or fingerprint[0]) from None  # type: ignore[index]
 
     def _append_chat(self, table, tenant: str, chat: ChatRef, line: ChatLine, keep: int, capture: Namespace | None,
-                     claim: str | None, fingerprint: tuple[str, timedelta] | None = None) -> int | None:
-        """``append_chat``'s transaction; IntegrityError when ``claim`` or ``fingerprint`` was claimed before.
+                     claim: str | None, fingerprint: tuple[str, timedelta] | None = None,
+                     nonce: NonceClaim | None = None) -> int | None:
+        """``append_chat``'s transaction; IntegrityError when ``claim`` or ``fingerprint`` was claimed before,
+        NonceUsed when ``nonce`` was (raised inside the transaction: it rolls back).
         Core statements on a bare connection: it runs in every turn, and the ORM
         session's flushes cost more than the SQL (a third of a turn's SQL time)."""
         deliveries, redactions = _DeliveryRow.__table__, _RedactionRow.__table__  # type: ignore[attr-defined]
         with self._write_conn() as conn:
+            # the nonce first: a replay is told apart from a duplicate delivery (its
+            # delivery key was claimed by the request it replays) before either is tried
+            if nonce is not None and (first := claim_in(conn, nonce)) is not None:
+                raise NonceUsed(first)
             if claim is not None:
                 conn.execute(insert(deliveries), [{"key": claim[:600], "processed_at": utcnow()}])
             if fingerprint is not None:

@@ -1,22 +1,67 @@
 """Nonces of signed platform callbacks already accepted (replay protection).
 
-``bridges.replay.guard`` claims each signed callback's nonce here after its
-signature and freshness checks. The table lives in SQL, not in a process, so
-that a nonce one gateway replica accepted is refused by every other one; the
+``bridges.replay`` checks each signed callback's signature and freshness; its
+nonce is claimed here — alone (``claim_nonce``), or in the transaction that
+logs the message it carries (``ChatLog.append_chat`` with ``nonce``, so that
+a turn writes once before its answer and a crash cannot leave the nonce
+claimed but the message unlogged). The table lives in SQL, not in a process,
+so that a nonce one gateway replica accepted is refused by every other one; the
 maintenance task prunes what no replay window reaches any more.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.exc import IntegrityError
-from sqlmodel import delete, select
+from sqlalchemy import Connection, select
+from sqlmodel import delete
 
 from memory.store.base import StoreBase, utcnow
 from memory.store.tables import _SeenNonceRow
 
-__all__ = ["SeenNonces"]
+__all__ = ["SeenNonces", "NonceClaim"]
+
+_T = _SeenNonceRow.__table__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class NonceClaim:
+    """One signed request's nonce to claim: ``nonce`` (at most 128 characters; the
+    caller hashes what the platform signs, e.g. timestamp + nonce) reached
+    ``tenant`` on ``platform`` (the callback kind: ``wechat``, ``webhook``,
+    ``onebot``) at ``at`` (UTC; default: when it is claimed); ``digest`` (at most
+    128 characters, e.g. the body's hash) is kept with it and handed back on a
+    second use."""
+
+    tenant: str
+    platform: str
+    nonce: str
+    digest: str = ""
+    at: datetime | None = None
+
+
+def claim_in(conn: Connection, claim: NonceClaim) -> str | None:
+    """Claim ``claim`` in the write transaction of ``conn``: None the first time;
+    on a second use the ``digest`` recorded the first time (``""`` when none), and
+    nothing is inserted. ``INSERT … ON CONFLICT DO NOTHING`` on the unique
+    (tenant, platform, nonce): the transaction goes on either way (PostgreSQL
+    would abort it on an integrity error), and of two racing claims one wins —
+    the other waits for its commit and then reads its digest."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    tenant, platform, nonce = claim.tenant[:64], claim.platform[:32], claim.nonce[:128]
+    # RETURNING says whether the row went in (the rowcount of an INSERT that returns rows is not reliable)
+    row = conn.execute(insert(_T).values(tenant=tenant, platform=platform, nonce=nonce, digest=claim.digest[:128],
+                                         seen_at=claim.at or utcnow()).on_conflict_do_nothing()
+                       .returning(_T.c.id)).first()
+    if row is not None:
+        return None
+    first = conn.execute(select(_T.c.digest).where(_T.c.tenant == tenant, _T.c.platform == platform,
+                                                   _T.c.nonce == nonce)).scalar()
+    return first or ""
 
 
 class SeenNonces(StoreBase):
@@ -25,22 +70,13 @@ class SeenNonces(StoreBase):
 
     def claim_nonce(self, tenant: str, platform: str, nonce: str, digest: str = "",
                     at: datetime | None = None) -> str | None:
-        """Record that a signed request with ``nonce`` (at most 128 characters; the
-        caller hashes what the platform signs, e.g. timestamp + nonce) reached
-        ``tenant`` on ``platform``. Returns None the first time; on a replay, the
-        ``digest`` (at most 128 characters, e.g. a body hash) recorded the first time.
-        Safe under concurrency and across replicas (unique constraint)."""
-        try:
-            with self._write() as s:
-                s.add(_SeenNonceRow(tenant=tenant[:64], platform=platform[:32], nonce=nonce[:128],
-                                    digest=digest[:128], seen_at=at or utcnow()))
-            return None
-        except IntegrityError:
-            with self._read() as s:
-                first = s.exec(select(_SeenNonceRow.digest).where(
-                    _SeenNonceRow.tenant == tenant[:64], _SeenNonceRow.platform == platform[:32],
-                    _SeenNonceRow.nonce == nonce[:128])).first()
-            return first if first is not None else ""
+        """Record that a signed request with ``nonce`` reached ``tenant`` on
+        ``platform`` (``NonceClaim``), in a transaction of its own: None the first
+        time; on a replay, the ``digest`` recorded the first time. Safe under
+        concurrency and across replicas (unique constraint). A message's turn
+        claims it with the message instead (``append_chat``)."""
+        with self._write_conn() as conn:
+            return claim_in(conn, NonceClaim(tenant, platform, nonce, digest, at))
 
     def prune_nonces(self, before: datetime) -> int:
         """Drop nonces recorded before ``before`` (older than every replay window:

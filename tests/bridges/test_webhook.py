@@ -151,6 +151,24 @@ def test_callback_url_gets_the_signed_reply(gateway, llm, fake_callback):
     assert json.loads(raw)["reply"] == "晚点回复你" and json.loads(raw)["message_id"] == "cb1"
 
 
+def test_callback_mode_answers_once_the_message_is_claimed_and_refuses_a_replay(gateway, llm, fake_callback):
+    """With a callback URL the 202 comes once the message and its signature are claimed (one transaction, in the
+    turn): the same signed request again is 401, the re-signed retry a duplicate; one reply is called back."""
+    c = gateway(webhook={"secret": SECRET, "callback_url": f"{fake_callback.base_url}/callback"})
+    llm.enqueue("Good luck with the exam")
+    body, ts = msg("I have an exam tomorrow, 明天考试", mid="cb2"), int(time.time())
+    assert post(c, body, ts=ts).status_code == 202
+    replay = post(c, body, ts=ts)
+    assert replay.status_code == 401 and replay.json()["detail"] == "nonce already used (replayed request)"
+    assert post(c, body, ts=ts - 1).status_code == 202  # signed again: a duplicate, nothing called back
+    assert c.portal.call(c.app.state.webhook.close, 40) is None
+    assert c.portal.call(c.app.state.pipeline.drain, 30)  # the capture runs after the reply
+    assert [json.loads(raw)["reply"] for _, raw in fake_callback.received] == ["Good luck with the exam"]
+    assert [line.text for line in c.app.state.pipeline.core.store.chat_tail(
+        "default", ChatRef("web", ChatKind.PRIVATE, "u1"), 5)] == ["I have an exam tomorrow, 明天考试",
+                                                                  "Good luck with the exam"]
+
+
 def test_private_fact_is_never_in_a_group_prompt(client, llm):
     """A fact told in private reaches the next private prompt but not the prompt of a group turn."""
     post(client, msg("我的秘密是我怕黑", mid="p1"))
