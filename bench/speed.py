@@ -81,6 +81,7 @@ STORES = {
     "10k": StoreConfig(total=10_000, namespaces=100, sizes=(3_000, 1_000), pool=1_000),
     "100k": StoreConfig(total=100_000, namespaces=1_000, sizes=(10_000, 1_000), pool=5_000),
     "1m": StoreConfig(total=1_000_000, namespaces=10_000, sizes=(10_000, 1_000), pool=5_000),
+    "50k": StoreConfig(total=100_000, namespaces=1_000, sizes=(50_000, 1_000), pool=5_000),
 }
 """The synthetic stores by name (``python -m bench speed --store``)."""
 
