@@ -77,6 +77,15 @@ taken high on purpose — short chat memories with their own vocabulary came to
 KB (``bench.synthetic``). An estimate below a view's real size made a view
 that can never be kept, reloaded at every recall."""
 
+_MIN_BYTES_PER_MEMORY = 256
+"""The least a memory is expected to cost a view beyond its vector (the
+synthetic template texts of ``bench.synthetic`` measured 447 B at 8k memories):
+a namespace over ``fits``' estimate is loaded to be measured (``form``) only
+when this much each would fit half the bound."""
+
+_SIZES_KEPT = 4096
+"""Namespaces whose measured size ``NamespaceCache`` remembers (least recent forgotten first)."""
+
 _VIEW_OVERHEAD = 2048
 """Bytes counted per view whatever its size, so that views of empty namespaces
 (a recall of someone who has no memories yet) still count against the bound."""
@@ -679,6 +688,7 @@ class NamespaceCache:
         self.spill_dir = spill_dir
         self.int8_from = int8_from
         self._views: OrderedDict[str, NamespaceView] = OrderedDict()
+        self._sizes: OrderedDict[str, float] = OrderedDict()  # bytes per memory beyond its vectors, as last measured
         self._bytes = 0
         self._lock = threading.Lock()
         self._loading: set[str] = set()
@@ -709,29 +719,34 @@ class NamespaceCache:
 
     def form(self, ns: Namespace, live: int, dim: int) -> VectorForm | None:
         """How a view of ``ns`` (``live`` memories, ``dim``-d vectors) is held, or
-        None when it is not (exact or index path): the richest form whose size is
-        at most half the bound, as ``fits`` counts it — ``FLOAT32`` (a float32
-        row each), ``INT8`` (dim + 8 bytes each), ``NONE`` — where each memory
-        costs, beyond its vector, the smaller of ``_FIT_BYTES_PER_MEMORY`` and
-        what a view of ``ns`` held now measures per row (its ``nbytes`` less its
-        vectors): the estimate is taken high for a namespace of few memories
-        with their own words, while a large one shares its vocabulary (a real
-        chat mix: 3.3 KB per memory at 100 memories, 0.76 KB at 8k), so it is
-        a namespace's own view that can admit it to a richer form. ``INT8``
-        instead of ``FLOAT32`` from ``int8_from`` memories."""
+        None when it is not (the exact or the index path).
+
+        Within ``fits``' estimate: ``FLOAT32`` (``INT8`` from ``int8_from``
+        memories). Beyond it, by what the last view of ``ns`` measured per memory
+        beyond its vectors (``_put`` remembers it, kept or not): the richest of
+        ``FLOAT32``, ``INT8`` and ``NONE`` whose view — those bytes for each
+        memory, and for each row of its room (``_room``) a float32 row, or its
+        int8 codes and two floats, or nothing — is at most half the bound (and
+        only such a view is kept). The estimate is taken high for a namespace of
+        a few memories with their own words, where a large one shares its
+        vocabulary (a real chat mix measured 3.3 KB a memory at 100 memories,
+        0.76 KB at 8k; the synthetic 50k namespace of ``bench speed`` 0.48 KB),
+        so a large namespace is measured: one not measured yet is loaded
+        ``NONE`` first, when even ``_MIN_BYTES_PER_MEMORY`` each could fit."""
         half = self.max_bytes // 2
-        per = _FIT_BYTES_PER_MEMORY
+        int8 = self.int8_from is not None and live >= self.int8_from
+        if self.fits(live, dim):
+            return VectorForm.INT8 if int8 else VectorForm.FLOAT32
         with self._lock:
-            held = self._views.get(str(ns))
-        if held is not None and len(held):
-            per = min(per, math.ceil((held.nbytes - held.vector_nbytes) / len(held)))
-        if (self.int8_from is None or live < self.int8_from) and live * (dim * 4 + per) <= half:
+            per = self._sizes.get(str(ns))
+        if per is None:
+            return VectorForm.NONE if live * _MIN_BYTES_PER_MEMORY <= half else None
+        rows, rest = _room(live), live * per
+        if not int8 and rest + rows * dim * 4 <= half:
             return VectorForm.FLOAT32
-        if live * (dim + 8 + per) <= half:
+        if rest + rows * (dim + 8) <= half:
             return VectorForm.INT8
-        if live * per <= half:
-            return VectorForm.NONE
-        return None
+        return VectorForm.NONE if rest <= half else None
 
     def room_for(self, live: int, dim: int) -> bool:
         """Whether a namespace of ``live`` memories (``fits``' estimate) can be
@@ -831,12 +846,20 @@ class NamespaceCache:
             self.hits += 1
             return v
 
-    def _put(self, ns: Namespace, view: NamespaceView) -> None:
+    def _put(self, ns: Namespace, view: NamespaceView, bound: int) -> None:
+        """Keep ``view`` of ``ns`` unless it is over ``bound`` bytes (the old view of
+        ``ns`` goes either way), evicting the least recent views past the bound,
+        and remember what it measured per memory beyond its vectors (``form``)."""
         with self._lock:
+            if len(view):
+                self._sizes[str(ns)] = (view.nbytes - view.vector_nbytes) / len(view)
+                self._sizes.move_to_end(str(ns))
+                while len(self._sizes) > _SIZES_KEPT:
+                    self._sizes.popitem(last=False)
             old = self._views.pop(str(ns), None)
             if old is not None:
                 self._bytes -= old.nbytes
-            if view.nbytes > self.max_bytes:
+            if view.nbytes > bound:
                 return
             self._views[str(ns)] = view
             self._bytes += view.nbytes
@@ -876,7 +899,9 @@ class NamespaceCache:
         with self._lock:
             self.loads += 1
             self.appends += appended
-        self._put(ns, view)
+        # beyond the estimate, a view is kept only within the half of the bound that ``form`` measured it against
+        live = len(view) - view.dead
+        self._put(ns, view, self.max_bytes if self.fits(live, index.embedder.dim) else self.max_bytes // 2)
         return view
 
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from memory.cache import _FIT_BYTES_PER_MEMORY, RESCORE, NamespaceCache, NamespaceView, VectorForm, _Int8Rows
+from memory.cache import _FIT_BYTES_PER_MEMORY, RESCORE, NamespaceCache, NamespaceView, VectorForm, _Int8Rows, _room
 from memory.core import MemoryCore
 from memory.recall import EXACT_MAX, RecallParams
 from memory.store import MemoryText, utcnow
@@ -129,11 +129,23 @@ def _fill(core: MemoryCore, ns: Namespace) -> None:
         core.add(ns, core.new(ns, "群二的秘密 secret of group two", origin=OTHER_GROUP, visibility=Visibility.GROUP))
 
 
+def _routine(core: MemoryCore, ns: Namespace) -> None:
+    """240 memories that share their words (who likes what, which day): a namespace that measures well under
+    the cache's per-memory estimate."""
+    people, things = ["我妹妹", "我同事", "my neighbour", "my cousin", "老王"], ["猫", "咖啡", "hiking", "jazz",
+                                                                          "篮球", "tea", "火锅", "chess"]
+    with core.batch():
+        for day in range(1, 7):
+            for p in people:
+                for t in things:
+                    core.add(ns, core.new(ns, f"{p} likes {t} 周{day}"))
+
+
 def _measured(core: MemoryCore, ns: Namespace) -> tuple[int, int]:
     """``(live, bytes per memory beyond its vector)`` of ``ns`` as ``NamespaceCache.form`` measures them."""
     version, live = core.store.namespace_state(ns)
     view = NamespaceCache(64).view(core.store, core.index, ns, version, VectorForm.NONE)
-    return live, min(_FIT_BYTES_PER_MEMORY, math.ceil((view.nbytes - view.vector_nbytes) / len(view)))
+    return live, math.ceil((view.nbytes - view.vector_nbytes) / len(view))
 
 
 def _same_as_exact(core: MemoryCore, cached: MemoryCore, ns: Namespace, q: str, chat: ChatRef | None) -> None:
@@ -146,16 +158,20 @@ def _same_as_exact(core: MemoryCore, cached: MemoryCore, ns: Namespace, q: str, 
 
 def test_a_namespace_too_big_for_float32_is_held_as_int8_and_recalls_as_exact_search(core, tmp_path):
     """A budget whose half holds the namespace's postings and int8 codes but not its float32 matrix (the
-    threshold lowered through ``max_mib``): after its first recall measures it, the namespace is held
+    threshold lowered through ``max_mib``): after its first recall measures it (a view without vectors, which
+    serves that recall), the namespace is held
     ``INT8`` within the bound, its float32 rows in a spill file under ``spill_dir``, and every recall —
     zh / en / emoji / traditional, private and in both groups, after an add and a forget — has exact
     search's hits, ranks and scores (SQLite and PostgreSQL)."""
     ns = Namespace("default", "tg:9191")
     _fill(core, ns)
+    _routine(core, ns)
     live, per = _measured(core, ns)
     dim = core.index.embedder.dim
-    mib = (live + 2) * (per + 2 * dim) * 2 / 2**20  # int8 (dim + 8 bytes a memory) fits, float32 (4 dim) does not
-    cached = MemoryCore(core.store, core.index, cache_mib=mib, cache_spill_dir=tmp_path / "cache")
+    # int8 codes (dim + 8 bytes a row of room) fit beside the postings, float32 rows (4 dim) do not
+    half = (live + 2) * per + _room(live + 2) * (dim + 8) + live * dim // 2
+    assert half < live * per + _room(live) * dim * 4
+    cached = MemoryCore(core.store, core.index, cache_mib=half * 2 / 2**20, cache_spill_dir=tmp_path / "cache")
     assert cached.cache is not None and not cached.cache.fits(live, dim)
     for q in QUERIES[:3]:
         _same_as_exact(core, cached, ns, q, None)
@@ -170,13 +186,13 @@ def test_a_namespace_too_big_for_float32_is_held_as_int8_and_recalls_as_exact_se
             _same_as_exact(core, cached, ns, q, chat)
     assert cached.cache.loads == loads
     added = core.add(ns, core.new(ns, "我們下個月去京都看紅葉 🍁")).memory.id
-    gone = next(h.memory.id for h in core.recall(ns, ["猫"]) if "煤球" in h.memory.text)
+    gone = next(h.memory.id for h in core.recall(ns, ["煤球"]) if "煤球" in h.memory.text)
     core.forget(ns, gone)
-    for q in ["京都 紅葉", "猫", "hiking", "🍁"]:
+    for q in ["京都 紅葉", "煤球", "猫", "hiking", "🍁"]:
         for chat in (None, GROUP):
             _same_as_exact(core, cached, ns, q, chat)
     hits = {h.memory.id for h in cached.recall(ns, ["京都 紅葉"], params=RecallParams(exact_max=0))}
-    assert added in hits and gone not in {h.memory.id for h in cached.recall(ns, ["猫"], params=RecallParams(exact_max=0))}
+    assert added in hits and gone not in {h.memory.id for h in cached.recall(ns, ["煤球"], params=RecallParams(exact_max=0))}
     assert cached.cache.appends >= 1
     version, _ = core.store.namespace_state(ns)
     assert cached.cache.get(ns, version, VectorForm.INT8) is not None
@@ -232,13 +248,7 @@ def test_a_measured_namespace_moves_up_from_postings_to_vectors(sqlite_core):
     under it, is held ``INT8`` from its second recall on, with exact search's results; the estimate alone
     never admits it."""
     ns = Namespace("default", "tg:9393")
-    people, things = ["我妹妹", "我同事", "my neighbour", "my cousin", "老王"], ["猫", "咖啡", "hiking", "jazz",
-                                                                          "篮球", "tea", "火锅", "chess"]
-    with sqlite_core.batch():
-        for day in range(1, 7):
-            for p in people:
-                for t in things:
-                    sqlite_core.add(ns, sqlite_core.new(ns, f"{p} likes {t} 周{day}"))
+    _routine(sqlite_core, ns)
     live, per = _measured(sqlite_core, ns)
     dim = sqlite_core.index.embedder.dim
     assert per + dim + 8 < _FIT_BYTES_PER_MEMORY  # shared words: their codes and postings measure under the estimate
@@ -252,3 +262,31 @@ def test_a_measured_namespace_moves_up_from_postings_to_vectors(sqlite_core):
         _same_as_exact(sqlite_core, cached, ns, q, None)
     version, _ = sqlite_core.store.namespace_state(ns)
     assert cached.cache.get(ns, version, VectorForm.INT8) is not None
+
+
+def test_in_the_background_a_namespace_is_measured_then_held_int8_while_its_postings_serve(sqlite_core):
+    """The gateway's cache (loads in the background): the first recall of a namespace beyond the estimate
+    queues its measuring load and goes through the index; the next queues its int8 load and is served by the
+    view without vectors meanwhile (same results as exact search); once loaded, recalls use the int8 view."""
+    ns = Namespace("default", "tg:9494")
+    _routine(sqlite_core, ns)
+    live, per = _measured(sqlite_core, ns)
+    dim = sqlite_core.index.embedder.dim
+    half = live * per + _room(live) * (dim + 8) + live * dim // 2
+    cached = MemoryCore(sqlite_core.store, sqlite_core.index, cache_mib=half * 2 / 2**20, cache_background=True)
+    cache = cached.cache
+    assert cache is not None and not cache.fits(live, dim)
+    params = RecallParams(exact_max=0)
+    try:
+        assert cached.recall(ns, ["老王 火锅"], params=params)  # through the index while the view loads
+        assert cache.idle(60)
+        version, _ = sqlite_core.store.namespace_state(ns)
+        assert cache.get(ns, version, VectorForm.NONE) is not None
+        hits = cache.hits
+        _same_as_exact(sqlite_core, cached, ns, "my cousin likes jazz", None)  # the view without vectors
+        assert cache.hits > hits and cache.form(ns, live, dim) is VectorForm.INT8
+        assert cache.idle(60)
+        assert cache.get(ns, version, VectorForm.INT8) is not None
+        _same_as_exact(sqlite_core, cached, ns, "chess 周3", None)
+    finally:
+        cache.close()
