@@ -40,6 +40,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
+import os
 import sys
 import tempfile
 import threading
@@ -316,7 +317,8 @@ class _Int8Rows:
         if spill_dir is not None:
             spill_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=spill_dir, prefix="huiyi-vectors-") as f:  # unlinked at once
-            f.truncate(capacity * dim * 4)
+            # blocks reserved now: a full disk is an OSError here, not a SIGBUS at a later write through the map
+            os.posix_fallocate(f.fileno(), 0, capacity * dim * 4)
             exact = np.memmap(f, dtype=np.float32, mode="r+", shape=(capacity, dim))  # the map outlives the file object
         return cls(np.zeros((capacity, dim), dtype=np.int8), np.zeros(capacity, dtype=np.float32),
                    np.zeros(capacity, dtype=np.float32), exact, 0, spill_dir)
@@ -687,6 +689,7 @@ class NamespaceCache:
         self.background = background
         self.spill_dir = spill_dir
         self.int8_from = int8_from
+        self.spill_failed = False
         self._views: OrderedDict[str, NamespaceView] = OrderedDict()
         self._sizes: OrderedDict[str, float] = OrderedDict()  # bytes per memory beyond its vectors, as last measured
         self._bytes = 0
@@ -736,7 +739,7 @@ class NamespaceCache:
         half = self.max_bytes // 2
         int8 = self.int8_from is not None and live >= self.int8_from
         if self.fits(live, dim):
-            return VectorForm.INT8 if int8 else VectorForm.FLOAT32
+            return VectorForm.INT8 if int8 and not self.spill_failed else VectorForm.FLOAT32
         with self._lock:
             per = self._sizes.get(str(ns))
         if per is None:
@@ -744,7 +747,7 @@ class NamespaceCache:
         rows, rest = _room(live), live * per
         if not int8 and rest + rows * dim * 4 <= half:
             return VectorForm.FLOAT32
-        if rest + rows * (dim + 8) <= half:
+        if not self.spill_failed and rest + rows * (dim + 8) <= half:
             return VectorForm.INT8
         return VectorForm.NONE if rest <= half else None
 
@@ -868,6 +871,17 @@ class NamespaceCache:
                 self._bytes -= gone.nbytes
                 self.evictions += 1
 
+    def _read(self, store: Store, index: SearchIndex, ns: Namespace, old: NamespaceView | None,
+              form: VectorForm) -> tuple[NamespaceView, bool]:
+        """A view of ``ns`` in ``form`` (``view``): ``old`` extended when it has
+        that form and little changed, else a whole load; and whether it was extended."""
+        same = old is not None and old.form is form  # else a whole load in the new form, reusing what it can
+        view = _refresh(store, index, ns, old) if same and old.sig is not None else None  # type: ignore[union-attr]
+        if view is not None:
+            return view, True
+        stamp, rows = store.search_rows(ns)
+        return _load(index, ns, rows, stamp, old, form, self.spill_dir), False
+
     def drop(self, ns: Namespace) -> None:
         """Forget the view of ``ns`` (a write in this process; others see the version)."""
         with self._lock:
@@ -884,18 +898,24 @@ class NamespaceCache:
         A reload of a cached namespace extends its old view with what changed
         (``_refresh``) unless much changed; then, and for a cold namespace, it
         reads the whole namespace, reusing the tokens and vectors of unchanged rows. Raises StoreError, EmbedderError (a vector
-        neither cached nor indexed could not be made), OSError (an ``INT8`` view's spill file)."""
+        neither cached nor indexed could not be made). An ``INT8`` view whose
+        spill file cannot be written (OSError: no space, no directory) is
+        loaded ``NONE`` instead, and this cache holds no ``INT8`` view again
+        (``form``), with a warning."""
         hit = self.get(ns, version, form)
         if hit is not None:
             return hit
         with self._lock:
             old = self._views.get(str(ns))
-        same = old is not None and old.form is form  # else a whole load in the new form, reusing what it can
-        view = _refresh(store, index, ns, old) if same and old.sig is not None else None  # type: ignore[union-attr]
-        appended = view is not None
-        if view is None:
-            stamp, rows = store.search_rows(ns)
-            view = _load(index, ns, rows, stamp, old, form, self.spill_dir)
+        try:
+            view, appended = self._read(store, index, ns, old, form)
+        except OSError as exc:
+            if form is not VectorForm.INT8:
+                raise
+            log.warning("cache: cannot write the float32 rows of %s under %s (%s); namespaces beyond the float32 "
+                        "budget are held without vectors from now on", ns, self.spill_dir or "the temp dir", exc)
+            self.spill_failed = True
+            view, appended = self._read(store, index, ns, old, VectorForm.NONE)
         with self._lock:
             self.loads += 1
             self.appends += appended

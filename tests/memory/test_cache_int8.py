@@ -290,3 +290,20 @@ def test_in_the_background_a_namespace_is_measured_then_held_int8_while_its_post
         _same_as_exact(sqlite_core, cached, ns, "chess 周3", None)
     finally:
         cache.close()
+
+
+def test_a_spill_directory_that_cannot_be_written_leaves_the_namespace_without_vectors(sqlite_core, tmp_path):
+    """No spill file (its directory is a file): the int8 load falls back to a view without vectors, the cache
+    holds no int8 view from then on, and recall still gives exact search's results."""
+    ns = Namespace("default", "tg:9595")
+    _fill(sqlite_core, ns)
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("x")
+    cached = MemoryCore(sqlite_core.store, sqlite_core.index, cache_mib=64, cache_spill_dir=blocked)
+    cached.cache.int8_from = 0  # type: ignore[union-attr]
+    _same_as_exact(sqlite_core, cached, ns, "猫", None)
+    assert cached.cache.spill_failed  # type: ignore[union-attr]
+    version, live = sqlite_core.store.namespace_state(ns)
+    assert cached.cache.form(ns, live, sqlite_core.index.embedder.dim) is VectorForm.FLOAT32  # type: ignore[union-attr]
+    for q in QUERIES[:5]:
+        _same_as_exact(sqlite_core, cached, ns, q, GROUP)
