@@ -13,6 +13,16 @@ live rows in another order, plus dead ones masked out of every search: BM25
 statistics and per-row scores do not depend on the order, and ties are broken
 by id.
 
+A view holds its vectors in one of three forms (``VectorForm``): a float32
+matrix; int8 codes with a scale and an error bound per row, the float32 rows in
+an unlinked spill file, searched by scoring every row from its codes and
+re-scoring from float32 the rows the bounds cannot rule out, so the channel's
+ids, order and cosines are the float32 ones (``NamespaceView.nearest``); or
+none (the vector channel through the index). ``NamespaceCache.form`` picks the
+richest that fits: a namespace within the per-memory estimate (``fits``) in
+float32; a larger one by what its own view measured, loaded once without
+vectors to be measured.
+
 ``NamespaceCache`` is an LRU of views bounded in bytes (``max_mib``). Each view
 is stamped with the namespace's write version (``Store.namespace_state``)
 read *before* its rows, and is used only while the stored version still equals
