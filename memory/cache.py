@@ -13,6 +13,16 @@ live rows in another order, plus dead ones masked out of every search: BM25
 statistics and per-row scores do not depend on the order, and ties are broken
 by id.
 
+A view holds its vectors in one of three forms (``VectorForm``): a float32
+matrix; int8 codes with a scale and an error bound per row, the float32 rows in
+an unlinked spill file, searched by scoring every row from its codes and
+re-scoring from float32 the rows the bounds cannot rule out, so the channel's
+ids, order and cosines are the float32 ones (``NamespaceView.nearest``); or
+none (the vector channel through the index). ``NamespaceCache.form`` picks the
+richest that fits: a namespace within the per-memory estimate (``fits``) in
+float32; a larger one by what its own view measured, loaded once without
+vectors to be measured.
+
 ``NamespaceCache`` is an LRU of views bounded in bytes (``max_mib``). Each view
 is stamped with the namespace's write version (``Store.namespace_state``)
 read *before* its rows, and is used only while the stored version still equals
@@ -37,12 +47,16 @@ of the query — the namespace's own, never the whole store's.
 
 from __future__ import annotations
 
+import enum
 import logging
 import math
+import os
 import sys
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -55,7 +69,7 @@ if TYPE_CHECKING:
     from memory.index import SearchIndex
     from memory.store import MemoryText, Store
 
-__all__ = ["NamespaceView", "NamespaceCache", "Bm25Postings"]
+__all__ = ["NamespaceView", "NamespaceCache", "Bm25Postings", "VectorForm"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +87,15 @@ taken high on purpose — short chat memories with their own vocabulary came to
 ~2.2 KB each (19 zh/en/emoji memories), synthetic template text to 0.44–0.57
 KB (``bench.synthetic``). An estimate below a view's real size made a view
 that can never be kept, reloaded at every recall."""
+
+_MIN_BYTES_PER_MEMORY = 256
+"""The least a memory is expected to cost a view beyond its vector (the
+synthetic template texts of ``bench.synthetic`` measured 447 B at 8k memories):
+a namespace over ``fits``' estimate is loaded to be measured (``form``) only
+when this much each would fit half the bound."""
+
+_SIZES_KEPT = 4096
+"""Namespaces whose measured size ``NamespaceCache`` remembers (least recent forgotten first)."""
 
 _VIEW_OVERHEAD = 2048
 """Bytes counted per view whatever its size, so that views of empty namespaces
@@ -201,6 +224,23 @@ class Bm25Postings:
         return False
 
 
+class VectorForm(enum.Enum):
+    """How a view holds its namespace's vectors (``NamespaceCache.form``).
+
+    ``FLOAT32``: one float32 matrix, cosines by one product over it (the exact
+    path's own arithmetic). ``INT8``: per row int8 codes with a scale and a bound
+    on the error they leave, in memory, and the float32 rows in a spill file
+    (memory-mapped, unlinked): every row is scored from its codes, then the
+    candidates the bounds cannot rule out are re-scored from their float32
+    rows, so the channel's ranking and cosines are the exact ones
+    (``NamespaceView.nearest``) at a quarter of the vectors' memory. ``NONE``:
+    no vectors; the vector channel goes through the index."""
+
+    FLOAT32 = "float32"
+    INT8 = "int8"
+    NONE = "none"
+
+
 class _Rows:
     """The float32 rows behind the matrices of successive views of one namespace,
     with room to grow: a view reads its own first ``n`` rows; rows past ``used``
@@ -214,13 +254,164 @@ class _Rows:
         self.array = array
         self.used = used
 
+    @classmethod
+    def allocate(cls, capacity: int, dim: int, spill_dir: Path | None = None) -> _Rows:  # noqa: ARG003
+        return cls(np.empty((capacity, dim), dtype=np.float32), 0)
+
+    @property
+    def capacity(self) -> int:
+        return len(self.array)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held in memory."""
+        return self.array.nbytes
+
+    spilled = 0
+    """Bytes held in a spill file (none)."""
+
+    def staging(self, n: int) -> np.ndarray:
+        """The float32 rows ``0…n`` to fill in place, then ``seal(n)``."""
+        return self.array[:n]
+
+    def seal(self, n: int) -> None:
+        """Rows ``0…n`` of ``staging`` are written: claim them."""
+        self.used = n
+
+    def write(self, at: int, vectors: np.ndarray) -> None:
+        """Rows ``at…`` := ``vectors`` (float32 ``(k, dim)``), claimed."""
+        self.array[at:at + len(vectors)] = vectors
+        self.used = at + len(vectors)
+
+    def floats(self, rows: np.ndarray | slice) -> np.ndarray:
+        """The float32 vectors of ``rows`` (indices or a slice)."""
+        return self.array[rows]
+
+    def grown(self, n: int, capacity: int) -> _Rows:
+        """New rows with room for ``capacity``, holding this one's first ``n``."""
+        out = type(self).allocate(capacity, self.array.shape[1])
+        out.array[:n] = self.array[:n]
+        out.used = n
+        return out
+
+
+_QUANT_CHUNK = 4096
+"""Rows quantised per step (``_Int8Rows.write``), which bounds the float32 temporaries."""
+
+_SCORE_CHUNK = 256
+"""Rows of int8 codes widened to float32 per product (``_Int8Rows.approx``): 256 × 384
+floats stay in the core's cache; 4,096 and more cost twice the CPU (50k × 384, one core)."""
+
+
+class _Int8Rows:
+    """``_Rows`` for ``VectorForm.INT8``: per row, int8 ``codes`` and a ``scale``
+    (``x ≈ scale · codes``, the largest component mapped to ±127) and ``slack``,
+    the L2 norm of the error ``x - scale · codes`` rounded up, in memory; and the
+    float32 rows ``exact`` in an unlinked temporary file under ``spill_dir``
+    (the system's temp dir when None), memory-mapped: the operating system keeps
+    in its page cache the rows that searches re-score, and drops the file when
+    the last view holding it is gone (or the process ends). For a unit query q,
+    ``|x·q - scale·(codes·q)| <= slack`` (Cauchy–Schwarz), the bound
+    ``NamespaceView.nearest`` prunes with."""
+
+    __slots__ = ("codes", "scale", "slack", "exact", "used", "_spill_dir")
+
+    def __init__(self, codes: np.ndarray, scale: np.ndarray, slack: np.ndarray, exact: np.ndarray, used: int,
+                 spill_dir: Path | None) -> None:
+        self.codes, self.scale, self.slack, self.exact, self.used = codes, scale, slack, exact, used
+        self._spill_dir = spill_dir
+
+    @classmethod
+    def allocate(cls, capacity: int, dim: int, spill_dir: Path | None = None) -> _Int8Rows:
+        """Room for ``capacity`` rows; raises OSError when the spill file cannot be made."""
+        if spill_dir is not None:
+            spill_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=spill_dir, prefix="huiyi-vectors-") as f:  # unlinked at once
+            # blocks reserved now: a full disk is an OSError here, not a SIGBUS at a later write through the map
+            os.posix_fallocate(f.fileno(), 0, capacity * dim * 4)
+            exact = np.memmap(f, dtype=np.float32, mode="r+", shape=(capacity, dim))  # the map outlives the file object
+        return cls(np.zeros((capacity, dim), dtype=np.int8), np.zeros(capacity, dtype=np.float32),
+                   np.zeros(capacity, dtype=np.float32), exact, 0, spill_dir)
+
+    @property
+    def capacity(self) -> int:
+        return len(self.codes)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held in memory (codes, scales, bounds); the float32 rows are ``spilled``."""
+        return self.codes.nbytes + self.scale.nbytes + self.slack.nbytes
+
+    @property
+    def spilled(self) -> int:
+        """Bytes of the spill file."""
+        return self.exact.nbytes
+
+    def staging(self, n: int) -> np.ndarray:
+        return self.exact[:n]
+
+    def seal(self, n: int) -> None:
+        self._quantise(0, n)
+        self.used = n
+
+    def write(self, at: int, vectors: np.ndarray) -> None:
+        self.exact[at:at + len(vectors)] = vectors
+        self._quantise(at, at + len(vectors))
+        self.used = at + len(vectors)
+
+    def floats(self, rows: np.ndarray | slice) -> np.ndarray:
+        return np.asarray(self.exact[rows])
+
+    def grown(self, n: int, capacity: int) -> _Int8Rows:
+        out = _Int8Rows.allocate(capacity, self.codes.shape[1], self._spill_dir)
+        out.codes[:n], out.scale[:n], out.slack[:n] = self.codes[:n], self.scale[:n], self.slack[:n]
+        out.exact[:n] = self.exact[:n]
+        out.used = n
+        return out
+
+    def _quantise(self, start: int, stop: int) -> None:
+        """Codes, scales and bounds of rows ``start…stop`` from their float32 rows."""
+        for a in range(start, stop, _QUANT_CHUNK):
+            b = min(stop, a + _QUANT_CHUNK)
+            x = np.asarray(self.exact[a:b])
+            peak = np.abs(x).max(axis=1)
+            scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+            codes = np.clip(np.rint(x / scale[:, None]), -127, 127).astype(np.int8)
+            error = np.linalg.norm(x - codes.astype(np.float32) * scale[:, None], axis=1)
+            self.codes[a:b], self.scale[a:b] = codes, scale
+            self.slack[a:b] = np.nextafter(error.astype(np.float32), np.float32(np.inf))
+
+    def approx(self, q: np.ndarray, n: int) -> np.ndarray:
+        """``scale · (codes · q)`` of rows ``0…n``: float32 ``(n,)``, each within
+        ``slack`` (times ``|q|``) of the row's exact cosine, plus rounding."""
+        out = np.empty(n, dtype=np.float32)
+        buf = np.empty((min(n, _SCORE_CHUNK), self.codes.shape[1]), dtype=np.float32)
+        for a in range(0, n, _SCORE_CHUNK):
+            b = min(n, a + _SCORE_CHUNK)
+            np.copyto(buf[:b - a], self.codes[a:b], casting="unsafe")
+            np.matmul(buf[:b - a], q, out=out[a:b])
+        out *= self.scale[:n]
+        return out
+
+
+RESCORE = 4
+"""``NamespaceView.nearest`` of an ``INT8`` view re-scores at least this many
+candidates per hit asked from their float32 rows before it applies the bounds."""
+
+
+def _rounding(dim: int) -> float:
+    """A bound on the float32 rounding error of a ``dim``-term product of unit
+    vectors (d·2⁻²⁴ each way, Higham's γ_d), doubled for the two products
+    ``NamespaceView.nearest`` compares, and doubled again for the scale."""
+    return dim * 2.0**-22
+
 
 _GROW = threading.Lock()
 
 
-def _held(room: _Rows | None, matrix: np.ndarray | None) -> int:
-    """Bytes of a view's vectors: its rows with room, else its matrix, else 0."""
-    return room.array.nbytes if room is not None else (matrix.nbytes if matrix is not None else 0)
+def _held(room: _Rows | _Int8Rows | None, matrix: np.ndarray | None) -> int:
+    """Bytes of a view's vectors in memory: its rows with room, else its matrix, else 0."""
+    return room.nbytes if room is not None else (matrix.nbytes if matrix is not None else 0)
 
 
 def _room(n: int) -> int:
@@ -234,8 +425,9 @@ class NamespaceView:
 
     ``ids``: memory ids, row order; ``groups()``: each row's disclosure key ("" =
     private; worked out on the first group-chat search); ``docs``: each row's tokens; ``bm25``: their ``Bm25Postings``;
-    ``matrix``: float32 ``(n, dim)`` L2-normalised embeddings, or None when the
-    view was built without vectors; ``version``: the namespace's write version
+    ``form``: how it holds its embeddings (``VectorForm``); ``matrix``: the
+    float32 ``(n, dim)`` L2-normalised embeddings of a ``FLOAT32`` view, else
+    None (an ``INT8`` view's are in its rows: ``floats``, ``nearest``); ``version``: the namespace's write version
     it was read at (-1: not from the cache); ``nbytes``: estimated size in bytes;
     ``terms``: build postings for these terms only (``Bm25Postings``' ``only``);
     ``sig``: each row's ``(id, row version, visibility, origin)`` as
@@ -246,11 +438,13 @@ class NamespaceView:
     Immutable once built; safe to share between threads."""
 
     __slots__ = ("ids", "texts", "_origins", "_groups", "docs", "bm25", "matrix", "version", "nbytes", "_masks",
-                 "_lock", "sig", "_rows", "_alive", "_where")
+                 "_lock", "sig", "_rows", "_alive", "_where", "form")
 
     def __init__(self, rows: Sequence[MemoryText], matrix: np.ndarray | None, version: int = -1,
                  docs: Sequence[Sequence[str]] | None = None, terms: Collection[str] | None = None,
-                 sig: list[tuple[str, int, str, str]] | None = None, room: _Rows | None = None) -> None:
+                 sig: list[tuple[str, int, str, str]] | None = None, room: _Rows | _Int8Rows | None = None) -> None:
+        """``matrix``: the float32 embeddings (``FLOAT32``), or None with ``room``
+        an ``_Int8Rows`` holding them (``INT8``), or None alone (``NONE``)."""
         self.ids = [m.id for m in rows]
         self.texts = [m.searched for m in rows]
         self._origins = [(m.visibility, m.origin) for m in rows]
@@ -258,6 +452,8 @@ class NamespaceView:
         self.docs = list(docs) if docs is not None else [tuple(tokens(m.searched)) for m in rows]
         self.bm25 = Bm25Postings(self.docs, terms)
         self.matrix = matrix
+        self.form = VectorForm.FLOAT32 if matrix is not None else \
+            VectorForm.INT8 if isinstance(room, _Int8Rows) else VectorForm.NONE
         self.version = version
         self._masks: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
@@ -291,10 +487,11 @@ class NamespaceView:
         rows ``gone`` (indices of this view: memories removed, or replaced by a
         new version among ``rows``) masked out as ``dead``; this one is left as it
         was. The postings are extended copy-on-write
-        (``Bm25Postings.appended``) and the matrix in place when its ``_Rows`` have
-        room past this view's rows and no other view claimed them (else copied
-        into new rows with room), so the cost grows with ``rows``, not with the
-        namespace. For a cached view (``sig`` and a matrix); ValueError otherwise."""
+        (``Bm25Postings.appended``) and the vectors in place when its rows
+        (``_Rows``, ``_Int8Rows``) have room past this view's and no other view
+        claimed them (else copied into new rows with room), so the cost grows
+        with ``rows``, not with the namespace. For a cached view (``sig``);
+        ValueError otherwise."""
         if self.sig is None:
             raise ValueError("appended needs a cached view")
         n, k = len(self), len(rows)
@@ -307,19 +504,19 @@ class NamespaceView:
         new.bm25 = self.bm25.appended(new.docs[n:])
         new.sig = self.sig + [(m.id, m.version, m.visibility.value, m.origin) for m in rows]
         room = self._rows
-        if self.matrix is not None:
+        if self.form is VectorForm.FLOAT32 and room is None:  # a matrix of its own: rows with room from here on
+            room = _Rows(self.matrix, n)  # type: ignore[arg-type]
+        if room is not None:
             with _GROW:
-                shared = room is not None and room.used == n and len(room.array) >= n + k
+                shared = room.used == n and room.capacity >= n + k
                 if shared:
-                    room.array[n:n + k] = vectors  # type: ignore[union-attr]
-                    room.used = n + k  # type: ignore[union-attr]
+                    room.write(n, vectors)
             if not shared:
-                array = np.empty((_room(n + k), self.matrix.shape[1]), dtype=np.float32)
-                array[:n] = self.matrix
-                array[n:n + k] = vectors
-                room = _Rows(array, n + k)
+                room = room.grown(n, _room(n + k))
+                room.write(n, vectors)
             new._rows = room
-            new.matrix = room.array[:n + k]  # type: ignore[union-attr]
+            if self.form is VectorForm.FLOAT32:
+                new.matrix = room.array[:n + k]  # type: ignore[union-attr]
         if self._alive is not None or gone:
             alive = np.ones(n + k, dtype=bool)
             if self._alive is not None:
@@ -404,10 +601,77 @@ class NamespaceView:
 
     def cosine(self, q: np.ndarray) -> np.ndarray:
         """Cosine similarity of every row with the unit vector ``q``: float32 ``(n,)``.
-        Raises ValueError for a view built without vectors."""
+        Raises ValueError for a view without a float32 matrix (``form`` not ``FLOAT32``)."""
         if self.matrix is None:
-            raise ValueError("view built without vectors")
+            raise ValueError("view built without a float32 matrix")
         return self.matrix @ q.astype(np.float32)
+
+    def nearest(self, q: np.ndarray, mask: np.ndarray | None, n: int) -> list[tuple[str, float]]:
+        """The ``n`` rows (of ``mask``) nearest the unit vector ``q`` as ``[(id,
+        cosine)]``, best first, ties broken by id: ``top`` of ``cosine`` for a
+        ``FLOAT32`` view. An ``INT8`` view gives the same rows, order and
+        cosines: every row is scored from its codes (``_Int8Rows.approx``); the
+        ``RESCORE × n`` best are re-scored from their float32 rows, the ``n``-th
+        best of those exact cosines is a floor that the true ``n``-th reaches,
+        and every other row whose approximate cosine plus its error bound
+        (``slack`` · |q| plus float32 rounding, ``_rounding``) reaches that floor
+        is re-scored too; a row left out is below ``n`` re-scored rows for certain.
+        Raises ValueError for a view without vectors."""
+        if self.form is VectorForm.FLOAT32:
+            return self.top(self.cosine(q), mask, n, positive=False)
+        rows = self._rows
+        if not isinstance(rows, _Int8Rows):
+            raise ValueError("view built without vectors")
+        q = np.ascontiguousarray(q, dtype=np.float32)
+        size = len(self)
+        pool = np.flatnonzero(mask) if mask is not None else np.arange(size)
+        if n <= 0 or not len(pool):
+            return []
+        approx = rows.approx(q, size)
+        if len(pool) <= RESCORE * n:
+            picked = pool
+        else:
+            first = pool[np.argpartition(-approx[pool], RESCORE * n)[:RESCORE * n]]
+            floor = np.partition(self._exact(rows, first, q), len(first) - n)[len(first) - n]
+            reach = approx[pool] + rows.slack[pool] * np.float32(np.linalg.norm(q)) + _rounding(len(q))
+            picked = np.union1d(first, pool[reach >= floor])
+        scores = np.full(size, -np.inf, dtype=np.float32)
+        scores[picked] = self._exact(rows, picked, q)
+        keep = np.zeros(size, dtype=bool)
+        keep[picked] = True
+        return self.top(scores, keep, n, positive=False)
+
+    @staticmethod
+    def _exact(rows: _Int8Rows, which: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """Cosines of rows ``which`` (unique) from their float32 rows, in ascending
+        row order. OpenBLAS's sgemv computes a trailing block of fewer than four
+        rows with a kernel that rounds differently, so the gather is padded to a
+        multiple of 8 rows: each cosine is then bit-equal to a row of the full
+        float32 product (unless that row was in the full product's own tail)."""
+        which = np.sort(which)
+        pad = -len(which) % 8
+        at = np.concatenate([which, np.repeat(which[-1:], pad)]) if pad else which
+        return (rows.floats(at) @ q)[:len(which)]
+
+    def floats(self, rows: np.ndarray | list[int]) -> np.ndarray:
+        """The float32 embeddings of ``rows`` (indices): float32 ``(len(rows), dim)``.
+        Raises ValueError for a view without vectors."""
+        if self.matrix is not None:
+            return self.matrix[rows]
+        if self._rows is None:
+            raise ValueError("view built without vectors")
+        return self._rows.floats(np.asarray(rows, dtype=np.int64))
+
+    @property
+    def vector_nbytes(self) -> int:
+        """Bytes of its vectors held in memory (with room to grow; an ``INT8``
+        view's codes, scales and bounds)."""
+        return _held(self._rows, self.matrix)
+
+    @property
+    def spilled(self) -> int:
+        """Bytes of its float32 rows in a spill file (``INT8``; else 0)."""
+        return self._rows.spilled if self._rows is not None else 0
 
 
 class NamespaceCache:
@@ -420,14 +684,24 @@ class NamespaceCache:
     reloads that extended the old view (``_refresh``) instead of reading the
     whole namespace (part of ``loads``)."""
 
-    def __init__(self, max_mib: float, *, background: bool = False) -> None:
+    def __init__(self, max_mib: float, *, background: bool = False, spill_dir: Path | None = None,
+                 int8_from: int | None = None) -> None:
         """``background``: ``ready_view`` loads a namespace not held yet in a
-        background thread instead of in the recall that asked (the gateway)."""
+        background thread instead of in the recall that asked (the gateway).
+        ``spill_dir``: where ``INT8`` views keep their float32 rows (unlinked
+        files; None: the system's temp dir). ``int8_from``: namespaces of at
+        least this many live memories are held ``INT8`` even where a float32
+        matrix would fit (None: only where it would not; tests and benchmarks
+        set it). Raises ValueError for ``max_mib`` <= 0."""
         if max_mib <= 0:
             raise ValueError("max_mib must be > 0")
         self.max_bytes = int(max_mib * 2**20)
         self.background = background
+        self.spill_dir = spill_dir
+        self.int8_from = int8_from
+        self.spill_failed = False
         self._views: OrderedDict[str, NamespaceView] = OrderedDict()
+        self._sizes: OrderedDict[str, float] = OrderedDict()  # bytes per memory beyond its vectors, as last measured
         self._bytes = 0
         self._lock = threading.Lock()
         self._loading: set[str] = set()
@@ -456,6 +730,37 @@ class NamespaceCache:
         statistics, the vector channel through the index), on ``fits``' rule."""
         return live * _FIT_BYTES_PER_MEMORY <= self.max_bytes // 2
 
+    def form(self, ns: Namespace, live: int, dim: int) -> VectorForm | None:
+        """How a view of ``ns`` (``live`` memories, ``dim``-d vectors) is held, or
+        None when it is not (the exact or the index path).
+
+        Within ``fits``' estimate: ``FLOAT32`` (``INT8`` from ``int8_from``
+        memories). Beyond it, by what the last view of ``ns`` measured per memory
+        beyond its vectors (``_put`` remembers it, kept or not): the richest of
+        ``FLOAT32``, ``INT8`` and ``NONE`` whose view — those bytes for each
+        memory, and for each row of its room (``_room``) a float32 row, or its
+        int8 codes and two floats, or nothing — is at most half the bound (and
+        only such a view is kept). The estimate is taken high for a namespace of
+        a few memories with their own words, where a large one shares its
+        vocabulary (a real chat mix measured 3.3 KB a memory at 100 memories,
+        0.76 KB at 8k; the synthetic 50k namespace of ``bench speed`` 0.48 KB),
+        so a large namespace is measured: one not measured yet is loaded
+        ``NONE`` first, when even ``_MIN_BYTES_PER_MEMORY`` each could fit."""
+        half = self.max_bytes // 2
+        int8 = self.int8_from is not None and live >= self.int8_from
+        if self.fits(live, dim):
+            return VectorForm.INT8 if int8 and not self.spill_failed else VectorForm.FLOAT32
+        with self._lock:
+            per = self._sizes.get(str(ns))
+        if per is None:
+            return VectorForm.NONE if live * _MIN_BYTES_PER_MEMORY <= half else None
+        rows, rest = _room(live), live * per
+        if not int8 and rest + rows * dim * 4 <= half:
+            return VectorForm.FLOAT32
+        if not self.spill_failed and rest + rows * (dim + 8) <= half:
+            return VectorForm.INT8
+        return VectorForm.NONE if rest <= half else None
+
     def room_for(self, live: int, dim: int) -> bool:
         """Whether a namespace of ``live`` memories (``fits``' estimate) can be
         loaded without evicting a view: for warming, which never pushes out what
@@ -468,25 +773,26 @@ class NamespaceCache:
             return str(ns) in self._views
 
     def ready_view(self, store: Store, index: SearchIndex, ns: Namespace, version: int,
-                   vectors: bool = True) -> NamespaceView | None:
+                   form: VectorForm = VectorForm.FLOAT32) -> NamespaceView | None:
         """``view`` for a recall that must not wait on a cold load: with
-        ``background`` and no view of ``ns`` held (a namespace not cached yet, or
-        crossing the vector budget), its load is started in the cache's loader
+        ``background`` and no view of ``ns`` held in ``form`` (a namespace not
+        cached yet, or changing form), its load is started in the cache's loader
         thread (once per namespace) and None returned — the caller searches
         another way meanwhile (``memory.recall``: the exact or the index path);
         a held view is returned, brought up to date as ``view`` does (an append
         of what changed, usually). Without ``background``, ``view``. Raises as
         ``view``."""
         if not self.background:
-            return self.view(store, index, ns, version, vectors)
+            return self.view(store, index, ns, version, form)
         with self._lock:
             old = self._views.get(str(ns))
-        if old is not None and (old.matrix is not None) == vectors:
-            return self.view(store, index, ns, version, vectors)
-        self.load_later(store, index, ns, vectors)
+        if old is not None and old.form is form:
+            return self.view(store, index, ns, version, form)
+        self.load_later(store, index, ns, form)
         return None
 
-    def load_later(self, store: Store, index: SearchIndex, ns: Namespace, vectors: bool = True) -> bool:
+    def load_later(self, store: Store, index: SearchIndex, ns: Namespace,
+                   form: VectorForm = VectorForm.FLOAT32) -> bool:
         """Load the view of ``ns`` in the loader thread (one at a time, in order)
         unless its load is queued already; True when queued. The load reads the
         namespace's version when it runs; a failure is logged, not raised (the
@@ -505,7 +811,7 @@ class NamespaceCache:
         def load() -> None:
             try:
                 version, _ = store.namespace_state(ns)
-                self.view(store, index, ns, version, vectors)
+                self.view(store, index, ns, version, form)
             except Exception as exc:  # noqa: BLE001 - the recall path still answers without the view
                 log.warning("cache: loading %s failed (%s: %s)", ns, type(exc).__name__, exc)
             finally:
@@ -543,23 +849,30 @@ class NamespaceCache:
         with self._lock:
             self._loading.clear()
 
-    def get(self, ns: Namespace, version: int, vectors: bool = True) -> NamespaceView | None:
-        """The view of ``ns`` when it is stamped ``version`` (and holds vectors, or
-        not, as ``vectors`` asks), else None."""
+    def get(self, ns: Namespace, version: int, form: VectorForm = VectorForm.FLOAT32) -> NamespaceView | None:
+        """The view of ``ns`` when it is stamped ``version`` and held in ``form``, else None."""
         with self._lock:
             v = self._views.get(str(ns))
-            if v is None or v.version != version or (v.matrix is not None) != vectors:
+            if v is None or v.version != version or v.form is not form:
                 return None
             self._views.move_to_end(str(ns))
             self.hits += 1
             return v
 
-    def _put(self, ns: Namespace, view: NamespaceView) -> None:
+    def _put(self, ns: Namespace, view: NamespaceView, bound: int) -> None:
+        """Keep ``view`` of ``ns`` unless it is over ``bound`` bytes (the old view of
+        ``ns`` goes either way), evicting the least recent views past the bound,
+        and remember what it measured per memory beyond its vectors (``form``)."""
         with self._lock:
+            if len(view):
+                self._sizes[str(ns)] = (view.nbytes - view.vector_nbytes) / len(view)
+                self._sizes.move_to_end(str(ns))
+                while len(self._sizes) > _SIZES_KEPT:
+                    self._sizes.popitem(last=False)
             old = self._views.pop(str(ns), None)
             if old is not None:
                 self._bytes -= old.nbytes
-            if view.nbytes > self.max_bytes:
+            if view.nbytes > bound:
                 return
             self._views[str(ns)] = view
             self._bytes += view.nbytes
@@ -567,6 +880,17 @@ class NamespaceCache:
                 _, gone = self._views.popitem(last=False)
                 self._bytes -= gone.nbytes
                 self.evictions += 1
+
+    def _read(self, store: Store, index: SearchIndex, ns: Namespace, old: NamespaceView | None,
+              form: VectorForm) -> tuple[NamespaceView, bool]:
+        """A view of ``ns`` in ``form`` (``view``): ``old`` extended when it has
+        that form and little changed, else a whole load; and whether it was extended."""
+        same = old is not None and old.form is form  # else a whole load in the new form, reusing what it can
+        view = _refresh(store, index, ns, old) if same and old.sig is not None else None  # type: ignore[union-attr]
+        if view is not None:
+            return view, True
+        stamp, rows = store.search_rows(ns)
+        return _load(index, ns, rows, stamp, old, form, self.spill_dir), False
 
     def drop(self, ns: Namespace) -> None:
         """Forget the view of ``ns`` (a write in this process; others see the version)."""
@@ -576,31 +900,38 @@ class NamespaceCache:
                 self._bytes -= old.nbytes
 
     def view(self, store: Store, index: SearchIndex, ns: Namespace, version: int,
-             vectors: bool = True) -> NamespaceView:
-        """The view of ``ns`` at its current write version, with its vectors or
-        (``vectors`` False: a namespace ``fits_postings`` only) without: from
+             form: VectorForm = VectorForm.FLOAT32) -> NamespaceView:
+        """The view of ``ns`` at its current write version, its vectors held in
+        ``form`` (``form``: the one this cache allows): from
         memory when the stamp is ``version``, else (re)loaded — the version read first, then the
         rows (``Store.search_rows``), so a view is never older than its stamp.
         A reload of a cached namespace extends its old view with what changed
         (``_refresh``) unless much changed; then, and for a cold namespace, it
         reads the whole namespace, reusing the tokens and vectors of unchanged rows. Raises StoreError, EmbedderError (a vector
-        neither cached nor indexed could not be made)."""
-        hit = self.get(ns, version, vectors)
+        neither cached nor indexed could not be made). An ``INT8`` view whose
+        spill file cannot be written (OSError: no space, no directory) is
+        loaded ``NONE`` instead, and this cache holds no ``INT8`` view again
+        (``form``), with a warning."""
+        hit = self.get(ns, version, form)
         if hit is not None:
             return hit
         with self._lock:
             old = self._views.get(str(ns))
-        if old is not None and (old.matrix is not None) != vectors:
-            old = None  # the namespace crossed the vector budget: a whole load in the other kind
-        view = _refresh(store, index, ns, old) if old is not None and old.sig is not None else None
-        appended = view is not None
-        if view is None:
-            stamp, rows = store.search_rows(ns)
-            view = _load(index, ns, rows, stamp, old, vectors)
+        try:
+            view, appended = self._read(store, index, ns, old, form)
+        except OSError as exc:
+            if form is not VectorForm.INT8:
+                raise
+            log.warning("cache: cannot write the float32 rows of %s under %s (%s); namespaces beyond the float32 "
+                        "budget are held without vectors from now on", ns, self.spill_dir or "the temp dir", exc)
+            self.spill_failed = True
+            view, appended = self._read(store, index, ns, old, VectorForm.NONE)
         with self._lock:
             self.loads += 1
             self.appends += appended
-        self._put(ns, view)
+        # beyond the estimate, a view is kept only within the half of the bound that ``form`` measured it against
+        live = len(view) - view.dead
+        self._put(ns, view, self.max_bytes if self.fits(live, index.embedder.dim) else self.max_bytes // 2)
         return view
 
 
@@ -650,33 +981,34 @@ def _refresh(store: Store, index: SearchIndex, ns: Namespace, old: NamespaceView
 
 def _vectors(index: SearchIndex, old: NamespaceView, rows: Sequence[MemoryText]) -> np.ndarray:
     """The vectors of ``rows`` appended to ``old``: none for a view without vectors."""
-    if rows and old.matrix is not None:
+    if rows and old.form is not VectorForm.NONE:
         return index.vectors(rows)
     return np.empty((0, index.embedder.dim), dtype=np.float32)
 
 
 def _load(index: SearchIndex, ns: Namespace, rows: Sequence[MemoryText], version: int,
-          old: NamespaceView | None, vectors: bool = True) -> NamespaceView:
-    """A view of ``rows``: tokens and vectors of rows unchanged since ``old`` are
-    reused; a cold load reads the namespace's stored vectors in one index read.
-    ``vectors`` False: tokens only (no matrix)."""
+          old: NamespaceView | None, form: VectorForm = VectorForm.FLOAT32,
+          spill_dir: Path | None = None) -> NamespaceView:
+    """A view of ``rows`` holding its vectors in ``form``: tokens and vectors of
+    rows unchanged since ``old`` (of any form) are reused; a cold load reads the
+    namespace's stored vectors in one index read. ``spill_dir``: ``_Int8Rows``'."""
     # each row's row in ``old`` when its text is unchanged there: its tokens (and vector) are reused
     at = {i: j for j, i in enumerate(old.ids)} if old is not None else {}
     same = [j if j is not None and old.texts[j] == m.searched else None  # type: ignore[union-attr]
             for m, j in ((m, at.get(m.id)) for m in rows)]
     docs = [old.docs[j] if j is not None else tuple(tokens(m.searched)) for m, j in zip(rows, same)]  # type: ignore[union-attr]
     sig = [(m.id, m.version, m.visibility.value, m.origin) for m in rows]
-    if not vectors:
+    if form is VectorForm.NONE:
         return NamespaceView(rows, None, version, docs, sig=sig)
     dim = index.embedder.dim
-    room = _Rows(np.empty((_room(len(rows)), dim), dtype=np.float32), len(rows))
-    matrix = room.array[:len(rows)]
-    missing: list[int] = []
-    for r, j in enumerate(same):
-        if j is not None and old.matrix is not None:  # type: ignore[union-attr]
-            matrix[r] = old.matrix[j]  # type: ignore[union-attr]
-        else:
-            missing.append(r)
+    room = (_Int8Rows if form is VectorForm.INT8 else _Rows).allocate(_room(len(rows)), dim, spill_dir)
+    matrix = room.staging(len(rows))
+    kept = old is not None and old.form is not VectorForm.NONE
+    reuse = [(r, j) for r, j in enumerate(same) if j is not None] if kept else []
+    for c in range(0, len(reuse), _QUANT_CHUNK):
+        part = np.asarray(reuse[c:c + _QUANT_CHUNK], dtype=np.int64)
+        matrix[part[:, 0]] = old.floats(part[:, 1])  # type: ignore[union-attr]
+    missing = [r for r, j in enumerate(same) if j is None or not kept]
     if missing and len(missing) > 64:  # a cold (or much changed) namespace: its stored vectors in one read
         from memory.index import text_hash
 
@@ -691,4 +1023,5 @@ def _load(index: SearchIndex, ns: Namespace, rows: Sequence[MemoryText], version
         missing = still
     if missing:
         matrix[missing] = index.vectors([rows[r] for r in missing])
-    return NamespaceView(rows, matrix, version, docs, sig=sig, room=room)
+    room.seal(len(rows))
+    return NamespaceView(rows, matrix if form is VectorForm.FLOAT32 else None, version, docs, sig=sig, room=room)

@@ -60,12 +60,13 @@ from collections.abc import Iterator, Sequence
 from itertools import zip_longest
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from typing import Literal
 
 from sqlalchemy.exc import IntegrityError
 
 from memory.audit import AuditLog
-from memory.cache import NamespaceCache
+from memory.cache import NamespaceCache, VectorForm
 from memory.errors import KeyTakenError, NotFoundError, SearchIndexError, StoreError
 from memory.explain import visible_in
 from memory.index import SearchIndex
@@ -180,7 +181,8 @@ class MemoryCore:
 
     def __init__(self, store: Store, index: SearchIndex, scorer: Scorer | None = None, *,
                  rebuild: Literal["now", "background", "none"] = "now", cache_mib: float = 0.0,
-                 links: LinkParams = LinkParams(), cache_background: bool = False) -> None:
+                 links: LinkParams = LinkParams(), cache_background: bool = False,
+                 cache_spill_dir: Path | None = None) -> None:
         """``rebuild``: what to do when the index is found missing, unreadable,
         incomplete or made by another embedder (``index_missing``): rebuild it
         from SQL ``now`` (before returning), in a ``background`` thread while
@@ -189,12 +191,16 @@ class MemoryCore:
         association links are made (``memory.links.LinkParams``).
         ``cache_background``: a namespace not in recall's cache yet is loaded
         into it in the background while its recall takes the exact or index path
-        (``NamespaceCache.ready_view``; the gateway), instead of inside that recall."""
+        (``NamespaceCache.ready_view``; the gateway), instead of inside that recall.
+        ``cache_spill_dir``: where the cache keeps the float32 rows of namespaces
+        it holds as int8 codes (``NamespaceCache``'s ``spill_dir``; the gateway:
+        ``<data root>/cache``)."""
         self.store = store
         self.links = links
         self.index = index
         self.scorer = scorer
-        self.cache = NamespaceCache(cache_mib, background=cache_background) if cache_mib > 0 else None
+        self.cache = NamespaceCache(cache_mib, background=cache_background, spill_dir=cache_spill_dir) \
+            if cache_mib > 0 else None
         self.audit = AuditLog(store)
         self._ns_locks: dict[str, threading.Lock] = {}
         self._deferred = threading.local()
@@ -326,7 +332,7 @@ class MemoryCore:
             if not cache.room_for(live, dim):
                 break
             try:
-                cache.view(self.store, self.index, ns, version)
+                cache.view(self.store, self.index, ns, version, cache.form(ns, live, dim) or VectorForm.FLOAT32)
                 loaded += 1
             except Exception as exc:  # noqa: BLE001 - its first recall loads it instead
                 log.warning("cache: warming %s failed (%s: %s)", ns, type(exc).__name__, exc)

@@ -56,7 +56,7 @@ from datetime import date, datetime, time, timedelta, timezone
 import numpy as np
 
 from memory.dates import query_period_span
-from memory.cache import Bm25Postings, NamespaceCache, NamespaceView
+from memory.cache import Bm25Postings, NamespaceCache, NamespaceView, VectorForm
 from memory.index import SearchIndex
 from memory.links import DEFAULT_HALF_LIFE_DAYS, spread
 from memory.scoring import DEFAULT_PARAMS, ScoringParams, final
@@ -492,27 +492,33 @@ def _view(store: Store, index: SearchIndex, ns: Namespace, lines: Sequence[str],
     ``params.exact_max`` live memories (the live count read from SQL, not the
     rows), a view of its rows read from SQL, built for this recall with the
     postings of ``lines``' terms, and those ``rows`` (``[]``: nothing to search);
-    else the cache's view without vectors when its postings fit (BM25 in process
-    with the namespace's own statistics, the vector channel through the index);
+    else the cache's view without vectors when only its postings fit (BM25 in
+    process with the namespace's own statistics, the vector channel through the
+    index; ``NamespaceCache.form`` says which: a namespace's vectors are held
+    as float32, else as int8 codes with exact re-scoring, else not at all);
     else ``(None, None)``: both channels through the index, prefiltered on the
     namespace (its full-text statistics are then the whole table's). A cache
     that loads in the background (``NamespaceCache.ready_view``) has a namespace
-    it does not hold yet searched by the next of these paths while it loads.
+    it does not hold yet in that form searched by the next of these paths while
+    it loads — a view without vectors, when one of its current version is held.
     ``stats``: the namespace's ``namespace_state`` as read once for the recall."""
     version, live = stats.version, stats.live
+    form = cache.form(ns, live, index.embedder.dim) if cache is not None else None
     # a view not cached yet loads in the background (NamespaceCache.ready_view: None), searched below meanwhile
-    if cache is not None and cache.fits(live, index.embedder.dim):
-        view = cache.ready_view(store, index, ns, version)
+    if form is not None and form is not VectorForm.NONE:
+        view = cache.ready_view(store, index, ns, version, form)  # type: ignore[union-attr]
         if view is not None:
             return view, None
     if 0 < params.exact_max and live <= params.exact_max:
         small = store.live_if_at_most(ns, params.exact_max)
         return (_exact_view(index, small, lines, params) if small else None), small
-    if cache is not None and not cache.fits(live, index.embedder.dim) and cache.fits_postings(live):
-        view = cache.ready_view(store, index, ns, version, vectors=False)  # too big for its vectors: BM25 in process
-        if view is not None:
-            return view, None
-    return None, None
+    if form is VectorForm.NONE:  # too big for its vectors: BM25 in process
+        view = cache.ready_view(store, index, ns, version, VectorForm.NONE)  # type: ignore[union-attr]
+    elif form is not None:  # its vectors are loading: the view without them meanwhile, if it is current
+        view = cache.get(ns, version, VectorForm.NONE)  # type: ignore[union-attr]
+    else:
+        view = None
+    return (view, None) if view is not None else (None, None)
 
 
 def bm25_confidence(terms: dict[str, float], top: Sequence[str], docs: Sequence[Sequence[str]],
@@ -858,7 +864,8 @@ def _search_view(index: SearchIndex, view: NamespaceView, line: str, vec: np.nda
     """Both channels of one query line over a namespace view, disclosure applied
     (``NamespaceView.disclosed``, the rule of ``_disclosed``): BM25 with the
     disclosed documents' own statistics (``bm25_scores``' arithmetic), cosine of
-    ``vec`` against every disclosed vector — or, for a view held without vectors
+    ``vec`` against every disclosed vector (``NamespaceView.nearest``: the same
+    cosines from a view's int8 codes) — or, for a view held without vectors
     (a namespace over the cache's vector budget), the index's vector search of
     ``ns`` with the same disclosure; each list best first, ties broken by id, cut
     at ``params.candidates``."""
@@ -871,8 +878,8 @@ def _search_view(index: SearchIndex, view: NamespaceView, line: str, vec: np.nda
                                   min_length=params.bm25_min_length)
         ranked["bm25"] = view.top(scores, mask, params.candidates, positive=True)
     if "vector" in params.channels and vec is not None:
-        if view.matrix is None:
+        if view.form is VectorForm.NONE:
             ranked["vector"] = [(h.id, h.score) for h in index.search_vector(ns, vec, params.candidates, chat=chat)]
         else:
-            ranked["vector"] = view.top(view.cosine(vec), mask, params.candidates, positive=False)
+            ranked["vector"] = view.nearest(vec, mask, params.candidates)
     return ranked

@@ -551,3 +551,14 @@ def test_isolation_state_machine_with_the_recall_cache(sqlite_core, llm):
 
     sqlite_core.cache = NamespaceCache(64)
     _run_machine(sqlite_core, 200, llm)
+
+
+def test_isolation_state_machine_with_int8_vectors(sqlite_core, llm):
+    """The same programs with every cached namespace's vectors held as int8 codes and re-scored from its own
+    float32 rows (``NamespaceCache(int8_from=0)``, issue 29 item 6): no hit leaves its namespace, and none is a
+    forgotten memory or an old version."""
+    from memory.cache import NamespaceCache
+
+    sqlite_core.cache = NamespaceCache(64, int8_from=0)
+    _run_machine(sqlite_core, 120, llm)
+    assert sqlite_core.cache.loads > 0  # the programs' recalls went through int8 views

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memory.cache import NamespaceCache
+from memory.cache import _FIT_BYTES_PER_MEMORY, NamespaceCache, VectorForm
 from memory.core import MemoryCore
 from memory.recall import EXACT_MAX, RecallParams, channel_hits
 from memory.store import utcnow
@@ -389,7 +389,7 @@ def test_a_namespace_over_the_vector_budget_keeps_its_bm25_in_process(core):
     ns = Namespace("default", "tg:8484")
     _fill(core, ns)
     _, live = core.store.namespace_state(ns)
-    budget = _cached(core, mib=0.1)
+    budget = _cached(core, mib=live * _FIT_BYTES_PER_MEMORY * 2 / 2**20)  # not even int8 codes beside the postings
     assert budget.cache is not None
     assert not budget.cache.fits(live, core.index.embedder.dim) and budget.cache.fits_postings(live)
 
@@ -404,8 +404,9 @@ def test_a_namespace_over_the_vector_budget_keeps_its_bm25_in_process(core):
         for chat in (None, GROUP, OTHER_GROUP):
             same(q, chat)
     version, _ = core.store.namespace_state(ns)
-    held = budget.cache.get(ns, version, vectors=False)
+    held = budget.cache.get(ns, version, VectorForm.NONE)
     assert held is not None and held.matrix is None and held.nbytes <= budget.cache.max_bytes // 2
+    assert budget.cache.form(ns, live, core.index.embedder.dim) is VectorForm.NONE  # measured: no room for codes
     loads = budget.cache.loads
     same("咖啡", None)
     assert budget.cache.loads == loads  # kept: the next recall is served from memory, not reloaded
