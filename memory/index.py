@@ -173,10 +173,14 @@ def text_hash(text: str) -> str:
 
 
 def _precision(embedder) -> str:
-    """The precision an embedder stores documents at (``document_precision``, e5-small's
-    ``memory.embed.E5_PRECISIONS``); ``reference`` for a model without one. Recorded
-    in ``index_meta.json``; a missing entry (an index written before) is ``reference``."""
-    return str(getattr(embedder, "document_precision", "reference"))
+    """Which vectors an embedder stores documents as: the ``memory.embed.vector_family``
+    of its ``document_precision`` (e5-small's ``E5_PRECISIONS``: q4 and the reference
+    make the same vectors, int8 others); ``reference`` for a model without one.
+    Recorded in ``index_meta.json``; a missing entry (an index written before) is
+    ``reference``."""
+    from memory.embed import vector_family
+
+    return vector_family(str(getattr(embedder, "document_precision", "reference")))
 
 
 def _lit(value: str) -> str:
