@@ -739,10 +739,15 @@ class SearchIndex:
 
     @property
     def vector_key(self) -> str:
-        """What a vector kept outside the index is valid for: this embedder's name
-        and dimension (``<name>/<dim>``); a vector kept under another key was made
-        by another model and is not used (``Store.keep_line_vector``)."""
-        return f"{getattr(self.embedder, 'name', type(self.embedder).__name__)}/{self.embedder.dim}"
+        """What a vector kept outside the index is valid for: this embedder's name,
+        its query side's ``memory.embed.vector_family`` unless the reference's, and
+        its dimension (``<name>[@<family>]/<dim>``); a vector kept under another key
+        was made by another model or rounding and is not used (``Store.keep_line_vector``)."""
+        from memory.embed import vector_family
+
+        family = vector_family(str(getattr(self.embedder, "query_precision", "reference")))
+        tag = "" if family == "reference" else f"@{family}"
+        return f"{getattr(self.embedder, 'name', type(self.embedder).__name__)}{tag}/{self.embedder.dim}"
 
     def _stored_vectors(self, memories: Sequence[Memory | MemoryText]) -> dict[tuple[str, str], np.ndarray]:
         """``{(id, text_hash): vector}`` of these memories' index rows (their own

@@ -184,3 +184,16 @@ def test_blas_pinned_once_an_embedder_loads(engines):
 
     blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
     assert blas and all(p["num_threads"] == 1 for p in blas)
+
+
+def test_kept_line_vectors_are_keyed_by_family(tmp_path):
+    """A chat line's query vector kept with the chat log is valid for its family only:
+    q4 reuses what the reference kept (the same vectors, the key as before), int8 never."""
+    from memory.embed import E5SmallEmbedder
+    from memory.index import SearchIndex
+
+    ref = SearchIndex(tmp_path / "a", E5SmallEmbedder(query_precision="reference", document_precision="reference"))
+    q4 = SearchIndex(tmp_path / "b", E5SmallEmbedder())
+    int8 = SearchIndex(tmp_path / "c", E5SmallEmbedder(query_precision="int8"))
+    assert ref.vector_key == q4.vector_key == "e5-small/384"
+    assert int8.vector_key == "e5-small@int8/384"
