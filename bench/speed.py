@@ -22,7 +22,7 @@ embedding included, identical to exact search):
   the cached top-10 against exact search over the namespace (identical lists,
   recall@10);
 - the floor (issue 29) against the cached recall, per namespace and query
-  precision of the shipped embedder (e5-small's ``E5_PRECISIONS``: q4, int8,
+  precision of the shipped embedder (e5-small's ``COMPARED``: q4, int8,
   reference, the order rotating query by query so all see the same load): one query embedding
   plus a numpy dot over the namespace's matrix plus BM25 over its postings,
   the recall's ratio to it, wall and CPU time per query;
@@ -50,11 +50,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import pass_miss, peak_rss_mib, percentile, table
+from bench import COMPARED, pass_miss, peak_rss_mib, percentile, table
 from bench.synthetic import (CACHE_ROOT, Layout, PooledEmbedder, StoreConfig, build_index, build_sql, clear_marker,
                              fresh_dir, index_key, layout, read_marker, sentences, store_key, write_marker)
 from memory.core import MemoryCore
-from memory.embed import E5_PRECISIONS
 from memory.recall import RecallParams
 from memory.types import Namespace
 
@@ -255,7 +254,7 @@ def _vector_channel(plain: MemoryCore, ann: MemoryCore, ns: Namespace, qs: Seque
 
 def _floor(cached: MemoryCore, ns: Namespace, qs: Sequence[str], inner) -> dict[str, dict[str, list[float]]]:
     """Per query precision of ``inner`` (``query_precision``: e5-small's
-    ``E5_PRECISIONS``; one ``"shipped"`` entry for another embedder), the order
+    ``COMPARED``; one ``"shipped"`` entry for another embedder), the order
     rotating query by query: seconds of the floor — one
     query embedding, a numpy dot of it over the namespace's cached matrix, and
     BM25 over its cached postings for the query's tokens (``memory.cache``), each
@@ -272,7 +271,7 @@ def _floor(cached: MemoryCore, ns: Namespace, qs: Sequence[str], inner) -> dict[
     cached.recall(ns, [qs[0]])
     version, _ = cached.store.namespace_state(ns)
     view = cached.cache.view(cached.store, cached.index, ns, version)
-    precisions = E5_PRECISIONS if hasattr(inner, "query_precision") else ("shipped",)
+    precisions = COMPARED if hasattr(inner, "query_precision") else ("shipped",)
     shipped = getattr(inner, "query_precision", None)
     out = {pr: {"floor": [], "floor cpu": [], "recall": [], "recall cpu": []} for pr in precisions}
     try:
@@ -728,7 +727,7 @@ def run(embedder_names: Sequence[str], workdir: Path, quick: bool = False, store
             store.close()
     for name, inner in inners.items():
         shipped = getattr(inner, "query_precision", None)
-        for pr in (E5_PRECISIONS if shipped else (None,)):
+        for pr in (COMPARED if shipped else (None,)):
             label = name if pr is None else f"{name}, {pr}: " + ("OpenMP" if pr == "reference" else
                                                                   "ONNX Runtime intra-op")
             if pr is not None:

@@ -28,9 +28,9 @@ Three runs, each in a fresh data root:
 Every request sends a fresh text: a real chat mix from the public chat logs
 (``bench.chatmix``), never repeated, so no query vector comes from a cache. The
 gateway runs the shipped embedder (e5-small); the paced run is made once per
-precision (``memory.embed.E5_PRECISIONS``: q4, the shipped one, then reference
-and int8, each on both sides: questions and stored memories), back to back, so
-their ratios are read under the same load.
+precision (``COMPARED``: q4, the shipped one, then the reference and int8, each
+on both sides: questions and stored memories), back to back, so their ratios
+are read under the same load.
 
 Prints each run as it finishes: requests, concurrency, p50/p95/p99/max in ms,
 throughput, the gateway process's CPU time per request (the load generator is
@@ -60,7 +60,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from bench import percentile
+from bench import COMPARED, percentile
 
 __all__ = ["run", "measure", "TARGET_P95_MS", "CHATS", "MESSAGES"]
 
@@ -212,11 +212,9 @@ def _block(title: str, f: dict, target: bool) -> str:
 def run() -> None:
     """Run the benchmark, each run in a temporary data root, printing each block as it
     finishes: 50 chats at a person's pace (the target) once per precision
-    (``E5_PRECISIONS``), 50 chats in a closed loop for capacity and one chat
+    (``COMPARED``), 50 chats in a closed loop for capacity and one chat
     alone for the unqueued per-turn cost (both at the shipped precision)."""
     from bench.chatmix import chat_mix
-    from memory.embed import E5_PRECISIONS
-
     def emit(text: str) -> None:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
@@ -225,7 +223,7 @@ def run() -> None:
     emit(f"webhook → reply overhead (no model; POST /webhook, SQLite + LanceDB + e5-small, 127.0.0.1; fresh "
          f"texts from the public chat logs, bench.chatmix); load average {load} at the start")
     runs = [(f"{CHATS} concurrent chats, each pausing {THINK_S[0]:g}-{THINK_S[1]:g} s after an answer (target), "
-             f"precision {p}", CHATS, PACED_MESSAGES, THINK_S, True, p) for p in E5_PRECISIONS]
+             f"precision {p}", CHATS, PACED_MESSAGES, THINK_S, True, p) for p in COMPARED]
     runs += [(f"{CHATS} chats in a closed loop without pauses (capacity; latency = queueing)", CHATS, MESSAGES, None,
               False, None),
              ("1 chat alone (no queueing)", 1, 5 * MESSAGES, None, False, None)]

