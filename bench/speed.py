@@ -22,8 +22,8 @@ embedding included, identical to exact search):
   the cached top-10 against exact search over the namespace (identical lists,
   recall@10);
 - the floor (issue 29) against the cached recall, per namespace and query
-  precision of the shipped embedder (e5-small: reference, then int8,
-  alternating query by query so both see the same load): one query embedding
+  precision of the shipped embedder (e5-small's ``COMPARED``: q4, int8,
+  reference, the order rotating query by query so all see the same load): one query embedding
   plus a numpy dot over the namespace's matrix plus BM25 over its postings,
   the recall's ratio to it, wall and CPU time per query;
 - the steps of today's path in the 10k namespace; the query embedding with one
@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import pass_miss, peak_rss_mib, percentile, table
+from bench import COMPARED, pass_miss, peak_rss_mib, percentile, table
 from bench.synthetic import (CACHE_ROOT, Layout, PooledEmbedder, StoreConfig, build_index, build_sql, clear_marker,
                              fresh_dir, index_key, layout, read_marker, sentences, store_key, write_marker)
 from memory.cache import NamespaceCache, VectorForm
@@ -256,8 +256,8 @@ def _vector_channel(plain: MemoryCore, ann: MemoryCore, ns: Namespace, qs: Seque
 
 def _floor(cached: MemoryCore, ns: Namespace, qs: Sequence[str], inner) -> dict[str, dict[str, list[float]]]:
     """Per query precision of ``inner`` (``query_precision``: e5-small's
-    ``E5_PRECISIONS``; one ``"shipped"`` entry for another embedder), alternating
-    query by query (which goes first alternating too): seconds of the floor — one
+    ``COMPARED``; one ``"shipped"`` entry for another embedder), the order
+    rotating query by query: seconds of the floor — one
     query embedding, a numpy dot of it over the namespace's cached matrix, and
     BM25 over its cached postings for the query's tokens (``memory.cache``), each
     channel's top ``candidates`` picked — and of the cached recall of the same
@@ -273,12 +273,12 @@ def _floor(cached: MemoryCore, ns: Namespace, qs: Sequence[str], inner) -> dict[
     cached.recall(ns, [qs[0]])
     version, _ = cached.store.namespace_state(ns)
     view = cached.cache.view(cached.store, cached.index, ns, version)
-    precisions = ("reference", "int8") if hasattr(inner, "query_precision") else ("shipped",)
+    precisions = COMPARED if hasattr(inner, "query_precision") else ("shipped",)
     shipped = getattr(inner, "query_precision", None)
     out = {pr: {"floor": [], "floor cpu": [], "recall": [], "recall cpu": []} for pr in precisions}
     try:
         for i, q in enumerate(qs):
-            for pr in (precisions if i % 2 else precisions[::-1]):
+            for pr in precisions[i % len(precisions):] + precisions[:i % len(precisions)]:
                 if shipped is not None:
                     inner.query_precision = pr
                 c0, t0 = time.process_time(), time.perf_counter()
@@ -502,10 +502,11 @@ def _threads(embedder, qs: Sequence[str]) -> dict[int, list[float]]:
     e5-small's engine parallelises through OpenMP). Left as they were."""
     from threadpoolctl import threadpool_limits
 
-    if getattr(embedder, "query_precision", None) == "int8":  # ONNX Runtime: threads fixed per session
+    precision = getattr(embedder, "query_precision", None)
+    if precision in ("q4", "int8"):  # ONNX Runtime: threads fixed per session
         from memory.embed import E5SmallEmbedder, pin_blas
 
-        two = E5SmallEmbedder(threads=2, query_precision="int8")
+        two = E5SmallEmbedder(threads=2, query_precision=precision)
         two.embed_query("warm-up")
         pin_blas(1)  # building it re-pinned the process's BLAS pool to two
         out_ort: dict[int, list[float]] = {1: [], 2: []}
@@ -906,9 +907,9 @@ def run(embedder_names: Sequence[str], workdir: Path, quick: bool = False, store
             store.close()
     for name, inner in inners.items():
         shipped = getattr(inner, "query_precision", None)
-        for pr in (("reference", "int8") if shipped else (None,)):
-            label = name if pr is None else f"{name}, {pr}: " + ("ONNX Runtime intra-op" if pr == "int8" else
-                                                                  "OpenMP")
+        for pr in (COMPARED if shipped else (None,)):
+            label = name if pr is None else f"{name}, {pr}: " + ("OpenMP" if pr == "reference" else
+                                                                  "ONNX Runtime intra-op")
             if pr is not None:
                 inner.query_precision = pr
             try:

@@ -28,8 +28,9 @@ Three runs, each in a fresh data root:
 Every request sends a fresh text: a real chat mix from the public chat logs
 (``bench.chatmix``), never repeated, so no query vector comes from a cache. The
 gateway runs the shipped embedder (e5-small); the paced run is made once per
-query precision (``memory.embed.E5_PRECISIONS``: reference, then int8, the
-shipped one), back to back, so their ratio is read under the same load.
+precision (``COMPARED``: q4, the shipped one, then the reference and int8, each
+on both sides: questions and stored memories), back to back, so their ratios
+are read under the same load.
 
 Prints each run as it finishes: requests, concurrency, p50/p95/p99/max in ms,
 throughput, the gateway process's CPU time per request (the load generator is
@@ -59,7 +60,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from bench import percentile
+from bench import COMPARED, percentile
 
 __all__ = ["run", "measure", "TARGET_P95_MS", "CHATS", "MESSAGES"]
 
@@ -131,7 +132,7 @@ def measure(workdir: Path, *, chats: int = CHATS, messages: int = MESSAGES, warm
             texts: list[str] | None = None) -> dict:
     """Start a gateway with its data under ``workdir`` and run the load (``think``:
     each chat's pause after an answer, uniform in seconds; None: none;
-    ``precision``: e5-small's query precision, None: the shipped default;
+    ``precision``: e5-small's precision of both sides, None: the shipped default;
     ``texts``: one per request, warm-up first, at least ``warmup + chats ×
     messages``, default ``bench.chatmix.chat_mix``); returns ``{"requests", "chats",
     "p50_ms", "p95_ms", "p99_ms", "max_ms", "mean_ms", "per_s", "cpu_ms",
@@ -158,7 +159,7 @@ def measure(workdir: Path, *, chats: int = CHATS, messages: int = MESSAGES, warm
         from bench.chatmix import chat_mix
 
         texts = chat_mix(warmup + chats * messages)
-    extra = {} if precision is None else {"embed_precision": precision}
+    extra = {} if precision is None else {"embed_precision": precision, "embed_document_precision": precision}
     settings = load_settings(data_dir=workdir, database_url=f"sqlite:///{workdir / 'huiyi.db'}",
                              index_uri=str(workdir / "index"),
                              tenants={"bench": TenantSettings(webhook={"secret": SECRET})}, **extra)
@@ -210,11 +211,10 @@ def _block(title: str, f: dict, target: bool) -> str:
 
 def run() -> None:
     """Run the benchmark, each run in a temporary data root, printing each block as it
-    finishes: 50 chats at a person's pace (the target) once per query precision
-    (reference, then int8), 50 chats in a closed loop for capacity and one chat
+    finishes: 50 chats at a person's pace (the target) once per precision
+    (``COMPARED``), 50 chats in a closed loop for capacity and one chat
     alone for the unqueued per-turn cost (both at the shipped precision)."""
     from bench.chatmix import chat_mix
-
     def emit(text: str) -> None:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
@@ -223,7 +223,7 @@ def run() -> None:
     emit(f"webhook → reply overhead (no model; POST /webhook, SQLite + LanceDB + e5-small, 127.0.0.1; fresh "
          f"texts from the public chat logs, bench.chatmix); load average {load} at the start")
     runs = [(f"{CHATS} concurrent chats, each pausing {THINK_S[0]:g}-{THINK_S[1]:g} s after an answer (target), "
-             f"query precision {p}", CHATS, PACED_MESSAGES, THINK_S, True, p) for p in ("reference", "int8")]
+             f"precision {p}", CHATS, PACED_MESSAGES, THINK_S, True, p) for p in COMPARED]
     runs += [(f"{CHATS} chats in a closed loop without pauses (capacity; latency = queueing)", CHATS, MESSAGES, None,
               False, None),
              ("1 chat alone (no queueing)", 1, 5 * MESSAGES, None, False, None)]
@@ -239,11 +239,12 @@ def run() -> None:
             emit(_block(title, f, target) + f"  load average {load}\n")
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-    if len(paced) == 2:
-        a, b = paced["reference"], paced["int8"]
-        emit(f"paced, int8 / reference in the same run: p50 {b['p50_ms'] / a['p50_ms']:.2f}x, "
-             f"p95 {b['p95_ms'] / a['p95_ms']:.2f}x, recall p50 {b['recall_p50_ms'] / a['recall_p50_ms']:.2f}x, "
-             f"CPU per request {b['cpu_ms'] / a['cpu_ms']:.2f}x")
+    a = paced["reference"]
+    for p, b in paced.items():
+        if p != "reference":
+            emit(f"paced, {p} / reference in the same run: p50 {b['p50_ms'] / a['p50_ms']:.2f}x, "
+                 f"p95 {b['p95_ms'] / a['p95_ms']:.2f}x, recall p50 {b['recall_p50_ms'] / a['recall_p50_ms']:.2f}x, "
+                 f"CPU per request {b['cpu_ms'] / a['cpu_ms']:.2f}x")
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     emit(f"machine: {os.cpu_count()} cores, load average {load} at the end "
          "(round trip minus turn = bridge + queueing for a worker thread)\n")

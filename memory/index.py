@@ -173,10 +173,14 @@ def text_hash(text: str) -> str:
 
 
 def _precision(embedder) -> str:
-    """The precision an embedder stores documents at (``document_precision``, e5-small's
-    ``memory.embed.E5_PRECISIONS``); ``reference`` for a model without one. Recorded
-    in ``index_meta.json``; a missing entry (an index written before) is ``reference``."""
-    return str(getattr(embedder, "document_precision", "reference"))
+    """Which vectors an embedder stores documents as: the ``memory.embed.vector_family``
+    of its ``document_precision`` (e5-small's ``E5_PRECISIONS``: q4 and the reference
+    make the same vectors, int8 others); ``reference`` for a model without one.
+    Recorded in ``index_meta.json``; a missing entry (an index written before) is
+    ``reference``."""
+    from memory.embed import vector_family
+
+    return vector_family(str(getattr(embedder, "document_precision", "reference")))
 
 
 def _lit(value: str) -> str:
@@ -735,10 +739,15 @@ class SearchIndex:
 
     @property
     def vector_key(self) -> str:
-        """What a vector kept outside the index is valid for: this embedder's name
-        and dimension (``<name>/<dim>``); a vector kept under another key was made
-        by another model and is not used (``Store.keep_line_vector``)."""
-        return f"{getattr(self.embedder, 'name', type(self.embedder).__name__)}/{self.embedder.dim}"
+        """What a vector kept outside the index is valid for: this embedder's name,
+        its query side's ``memory.embed.vector_family`` unless the reference's, and
+        its dimension (``<name>[@<family>]/<dim>``); a vector kept under another key
+        was made by another model or rounding and is not used (``Store.keep_line_vector``)."""
+        from memory.embed import vector_family
+
+        family = vector_family(str(getattr(self.embedder, "query_precision", "reference")))
+        tag = "" if family == "reference" else f"@{family}"
+        return f"{getattr(self.embedder, 'name', type(self.embedder).__name__)}{tag}/{self.embedder.dim}"
 
     def _stored_vectors(self, memories: Sequence[Memory | MemoryText]) -> dict[tuple[str, str], np.ndarray]:
         """``{(id, text_hash): vector}`` of these memories' index rows (their own

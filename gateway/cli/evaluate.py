@@ -114,10 +114,10 @@ def recall_eval(
     k: Annotated[str, typer.Option("--k", help="comma-separated cut-offs")] = "1,3,5,10,20",
     embedder: Annotated[str | None, typer.Option(help="offline embedder with its own relevance floor and fusion weight "
                                                          "(default: as configured, with the configured ones)")] = None,
-    precision: Annotated[str | None, typer.Option(help="e5-small's query precision: int8 or reference "
+    precision: Annotated[str | None, typer.Option(help="e5-small's query precision: q4, int8 or reference "
                                                        "(default: as configured)")] = None,
-    document_precision: Annotated[str | None, typer.Option(help="e5-small's document precision: int8 or "
-                                                                "reference (default: as configured)")] = None,
+    document_precision: Annotated[str | None, typer.Option(help="e5-small's document precision: q4, int8 "
+                                                                "or reference (default: as configured)")] = None,
     plot_path: Annotated[Path | None, typer.Option("--plot", help="PNG of recall against k "
                                                                   "(default: recall-<dataset>-<layout>-<split>.png)")]
     = None,

