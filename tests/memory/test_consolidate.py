@@ -253,13 +253,18 @@ async def test_dormancy_down_weights_and_a_hit_wakes_it(core, llm, model):
     core.get(ns, made.memory_id)  # never deleted
 
     def score(factor):
-        hits = core.recall(ns, ["工作压力很大，经常加班"], params=RecallParams(k=5, dormant_factor=factor))
+        # one instant for every recall: retention and activation move with the clock, and two
+        # recalls a slow machine's moment apart differ at the sixth decimal
+        hits = core.recall(ns, ["工作压力很大，经常加班"], params=RecallParams(k=5, dormant_factor=factor), now=at)
         return next(h.score for h in hits if h.memory.id == made.memory_id)
+
+    at = utcnow()
 
     assert score(0.5) == pytest.approx(score(1.0) * 0.5)
     core.mark_recalled(ns, [made.memory_id, frags[1].id])
     row = core.store.consolidated(ns)[made.memory_id]
     assert not row.dormant and row.hits == 1 and row.last_hit_at is not None
+    at = utcnow()
     assert score(0.5) == pytest.approx(score(1.0))
     even_later = later + timedelta(days=31)
     assert await worker.sweep("default", even_later, every_s=3600) == 0  # swept moments ago: not again yet
