@@ -23,6 +23,7 @@ from sqlalchemy import bindparam, func, insert, update
 from sqlmodel import Session, delete, select
 
 from memory.errors import NamespaceError, NotFoundError
+from memory.store.audit import AuditEntry, AuditLog
 from memory.store.base import StoreBase, raw_datetime, raw_rows, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
@@ -30,7 +31,7 @@ from memory.store.consolidated import _awake, _count_hits, _drop_consolidated
 from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit
 from memory.store.links import _unlink_links
 from memory.store.versions import _STATE_SQL, _bump
-from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IndexOpRow, _meta, _meta_json,
+from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _AuditRow, _HistoryRow, _IndexOpRow, _meta, _meta_json,
                                  _MemoryRow, _TombstoneRow, _to_memory)
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility, search_text
 
@@ -94,11 +95,13 @@ class MemoryRows(StoreBase):
     """Memories, history and tombstones, one namespace per call (``admin_namespaces``
     aside, which lists the namespaces of a tenant)."""
 
-    def add(self, ns: Namespace, memory: Memory, source_fp: str = "") -> Memory:
+    def add(self, ns: Namespace, memory: Memory, source_fp: str = "", audit: AuditEntry | None = None) -> Memory:
         """Insert ``memory`` into ``ns`` with an index upsert in the outbox.
 
         ``source_fp``: fingerprint of the text the memory was learned from (kept so
-        that a forget can tombstone the evidence as well as the memory text).
+        that a forget can tombstone the evidence as well as the memory text);
+        ``audit``: its audit record, written in the same transaction (one commit
+        for both: the capture path's, once per stored fact).
         ``memory.namespace`` must equal ``ns`` (ValueError otherwise). Raises
         ``sqlalchemy.exc.IntegrityError`` when ``(ns, memory.key)`` already
         exists — the caller decides between dedupe and update.
@@ -144,6 +147,9 @@ class MemoryRows(StoreBase):
                          [dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0)])
             _bump(conn, ns, 1, [memory.id])
             _emit(conn, self.event_tenants, ns, ADDED, [(memory.id, memory.version)], now)
+            if audit is not None:
+                conn.execute(insert(_AuditRow.__table__),  # type: ignore[attr-defined]
+                             [AuditLog._audit_values(ns, audit.action, audit.actor, memory.id, audit.detail)])
         return _to_memory(SimpleNamespace(**values))  # type: ignore[arg-type]
 
     def get(self, ns: Namespace, memory_id: str) -> Memory:
