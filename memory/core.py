@@ -1052,11 +1052,17 @@ class MemoryCore:
         error: Exception | None = None
         upserts: list[Memory] = []
         upsert_ops: list[int] = []
+        wanted = {ns: sorted({op.memory_id for op in ns_ops}) for ns, ns_ops in by_ns.items()}
+        try:
+            lives = self.store.get_many_of(wanted)  # one read for every namespace of the pass
+        except Exception as exc:  # noqa: BLE001 - the ops stay queued
+            lives, error = None, exc
         for ns, ns_ops in by_ns.items():
-            latest = {op.memory_id for op in ns_ops}
             try:
-                live = self.store.get_many(ns, sorted(latest))
-                self.index.delete(ns, [mid for mid in latest if mid not in live])
+                if lives is None:
+                    raise error  # type: ignore[misc]
+                live = lives[ns]
+                self.index.delete(ns, [mid for mid in wanted[ns] if mid not in live])
             except Exception as exc:  # noqa: BLE001 - any index failure keeps the ops queued
                 error = exc
                 failed += [o.id for o in ns_ops]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import SimpleNamespace
 
-from sqlalchemy import bindparam, func, insert, update
+from sqlalchemy import and_, bindparam, func, insert, literal, update
 from sqlmodel import Session, delete, select
 
 from memory.errors import NamespaceError, NotFoundError
@@ -89,6 +89,13 @@ _KEY_SQL = select(_MemoryRow.__table__).where(  # type: ignore[attr-defined]
 _TOMBSTONE_SQL = select(func.max(_TombstoneRow.__table__.c.forgotten_at)).where(  # type: ignore[attr-defined]
     _TombstoneRow.__table__.c.namespace == bindparam("ns"),  # type: ignore[attr-defined]
     _TombstoneRow.__table__.c.fingerprint.in_(bindparam("fps", expanding=True)))  # type: ignore[attr-defined]
+# both in one statement: the latest forget of the fingerprints beside the row with the key, or beside a row of
+# NULLs (an outer join from one constant row) when no memory holds it
+_ONE = select(literal(1).label("one")).subquery("one")
+_KEY_AND_TOMBSTONE_SQL = select(_TOMBSTONE_SQL.scalar_subquery().label("forgotten_at_max"),
+                                *_MemoryRow.__table__.c).select_from(  # type: ignore[attr-defined]
+    _ONE.outerjoin(_MemoryRow.__table__, and_(  # type: ignore[attr-defined]
+        _MemoryRow.__table__.c.namespace == bindparam("ns"), _MemoryRow.__table__.c.key == bindparam("key"))))  # type: ignore[attr-defined]
 
 
 class MemoryRows(StoreBase):
@@ -184,6 +191,35 @@ class MemoryRows(StoreBase):
             out[row.id] = _to_memory(row, ns)  # type: ignore[arg-type]
         return out
 
+    def get_many_of(self, wanted: Mapping[Namespace, Sequence[str]]) -> dict[Namespace, dict[str, Memory]]:
+        """``get_many`` of several namespaces in one query: ``{ns: {id: Memory}}``
+        for each ``ns`` of ``wanted`` (an entry even when none of its ids is live),
+        each id found only in the namespace it is asked for — an id asked for in
+        ``ns`` that belongs to another namespace is absent, as in ``get_many``
+        (the query is filtered on the namespaces asked for, and each row checked
+        against its id's). For an index write pass over a capture batch's many
+        people (``MemoryCore.maintain``)."""
+        asked = {(i, str(ns)) for ns, ids in wanted.items() for i in ids}
+        out: dict[Namespace, dict[str, Memory]] = {ns: {} for ns in wanted}
+        if not asked:
+            return out
+        by_name = {str(ns): ns for ns in wanted}
+        mark = self.mark
+        ids, names = sorted({i for i, _ in asked}), list(by_name)
+        sql = (f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE id IN ({', '.join([mark] * len(ids))}) "
+               f"AND namespace || '' IN ({', '.join([mark] * len(names))})")
+        with self.engine.connect() as conn:
+            rows = raw_rows(conn, sql, (*ids, *names))
+        for r in rows:
+            row = SimpleNamespace(**dict(zip(_GET_COLUMNS, r)))
+            if (row.id, row.namespace) not in asked:
+                continue
+            for name in _DATE_COLUMNS:
+                setattr(row, name, raw_datetime(getattr(row, name)))
+            ns = by_name[row.namespace]
+            out[ns][row.id] = _to_memory(row, ns)  # type: ignore[arg-type]
+        return out
+
     def live_if_at_most(self, ns: Namespace, n: int) -> list[MemoryText] | None:
         """Every live memory of ``ns`` when it holds at most ``n``, else None (one
         query of at most ``n + 1`` rows), as ``MemoryText``: what a search reads,
@@ -246,10 +282,12 @@ class MemoryRows(StoreBase):
         # statements built once (module level) and run on a bare connection: on the
         # capture hot path, building and hashing ORM statements cost more than SQLite
         with self.engine.connect() as conn:
-            row = conn.execute(_KEY_SQL, {"ns": str(ns), "key": key}).first()
-            forgotten = conn.execute(_TOMBSTONE_SQL, {"ns": str(ns), "fps": prints}).scalar() if prints else None
-        when = _aware(forgotten)
-        return (_to_memory(row, ns) if row else None), when  # type: ignore[arg-type]
+            if not prints:
+                row = conn.execute(_KEY_SQL, {"ns": str(ns), "key": key}).first()
+                return (_to_memory(row, ns) if row else None), None  # type: ignore[arg-type]
+            row = conn.execute(_KEY_AND_TOMBSTONE_SQL, {"ns": str(ns), "key": key, "fps": prints}).first()
+        when = _aware(row.forgotten_at_max)
+        return (_to_memory(row, ns) if row.id is not None else None), when  # type: ignore[arg-type]
 
     def recent_claims(self, ns: Namespace, limit: int) -> list[tuple[str, str | None, datetime | None, str]]:
         """The ``limit`` newest live memories of ``ns`` (``list``'s order) as
