@@ -590,7 +590,8 @@ def _fresh_pipeline(root: Path, embedder: str | None):
     return pipeline
 
 
-def rate(embedder: str | None = None, *, lines: int = RATE_LINES, emit=print) -> dict[str, Rate]:
+def rate(embedder: str | None = None, *, lines: int = RATE_LINES, warm_people: int = 16,
+         emit=print) -> dict[str, Rate]:
     """The capture rate bench: ``lines`` of the person's lines of the public chat
     logs (``bench.chatmix.chat_dialogues``: MemoryBank-CN, LCCC, LoCoMo, MSC; each
     conversation a person of its own in a private chat, the other side's lines
@@ -600,8 +601,8 @@ def rate(embedder: str | None = None, *, lines: int = RATE_LINES, emit=print) ->
     None: the gateway's default). Three timed runs, each on a fresh store: the
     whole mix, then its messages that stored something, then those that stored
     nothing (each of them still in its conversation, the other lines logged but
-    not captured). Each run is preceded by a warm-up (the first conversations of
-    the logs not in the mix). Prints messages/s and CPU ms per message, what was
+    not captured). Each run is preceded by a warm-up (``warm_people``
+    conversations of the logs not in the mix). Prints messages/s and CPU ms per message, what was
     stored and embedded, and the embedder's own throughput on the texts the run
     embedded (the same ``embed_documents`` batches, timed right after it) with
     the ratio of the two; returns the runs by label."""
@@ -612,7 +613,7 @@ def rate(embedder: str | None = None, *, lines: int = RATE_LINES, emit=print) ->
     mix = chat_dialogues(lines)
     # the warm-up (jieba, the models, SQLite's caches): conversations of the logs not in the mix
     taken = {(d.source, d.lines[:3]) for d in mix}
-    warm = [d for d in chat_dialogues(lines + 200) if (d.source, d.lines[:3]) not in taken][:16]
+    warm = [d for d in chat_dialogues(lines + 200) if (d.source, d.lines[:3]) not in taken][:warm_people]
     runs: dict[str, Rate] = {}
     alone: dict[str, tuple[float, float, int]] = {}
     name = ""
