@@ -305,7 +305,7 @@ class _Recorder:
     def embed_documents(self, texts):
         self.calls.append(list(texts))
         if self.gate is not None:
-            assert self.gate.wait(120), "the embedding was never released"
+            assert self.gate.wait(20), "the embedding was never released"
         return self.inner.embed_documents(texts)
 
     def embed_query(self, text):
@@ -368,12 +368,12 @@ async def test_the_next_batch_is_captured_while_one_is_embedded(pipeline):
              for k in range(AFTER_BATCH + 4)]
     try:
         results = _queue(pipeline, texts, first=4000)
-        deadline = time.monotonic() + 90  # generous: the suite runs on two loaded cores
+        deadline = time.monotonic() + 20
         while not results[AFTER_BATCH].captured and time.monotonic() < deadline:
             await asyncio.sleep(0.01)  # the second batch's first capture, while the first batch's embedding waits
         overlapped = bool(results[AFTER_BATCH].captured) and len(rec.calls) == 1
         rec.gate.set()
-        assert await pipeline.drain(120)
+        assert await pipeline.drain(30)
     finally:
         rec.gate.set()
         index.embedder = rec.inner
