@@ -4,12 +4,9 @@ A person's message is durable from its turn on: its chat-log line carries its
 capture (``Store.append_chat(capture=…)``) until the capture is done. A turn
 that captures before it returns calls ``capture``; one answered first
 (``background_capture``) hands what follows its answer to ``put``. One worker
-runs that queue in batches (``AFTER_BATCH``), each batch's captures in one
-thread and one ``MemoryCore.batch()``, then its index write (the document
-embeddings of all its memories in one model call) in a second thread while
-the next batch is captured — so that the answers of the next turns compete
-with at most two background threads, not one per message, and the embedder
-is not left idle while SQL and text work run; captures that
+runs that queue in batches (``AFTER_BATCH``), each batch in one thread and one
+``MemoryCore.batch()`` (one index write), so that the answers of the next
+turns compete with one background thread, not one per message; captures that
 need the tenant's model (LLM extraction: a network call each) run as tasks of
 their own, ``CAPTURE_CONCURRENCY`` at a time. ``drain`` waits for what runs;
 ``resume`` (the maintenance task, ``gateway.maintenance``) runs what a crash
@@ -32,7 +29,7 @@ from gateway.config import Settings, TenantSettings
 from gateway.llm import ChatModels
 from gateway.withdrawals import retract_from
 from memory.capture import LLMExtractor, answered_line, capture
-from memory.core import MemoryCore, PendingIndex
+from memory.core import MemoryCore
 from memory.store import ChatLine, PendingCapture, utcnow
 from memory.types import ChatRef
 
@@ -232,74 +229,44 @@ class CaptureQueue:
                 await asyncio.to_thread(item.audit)
 
     async def _after_worker(self) -> None:
-        """Run the queue in batches of ``AFTER_BATCH``: each batch's captures in one
-        thread (``_capture_batch``), then its index write — the document
-        embeddings of all its memories in one call — and the rest
-        (``_finish_batch``) in another, while the next batch is captured. One
-        index write runs at a time, in the order of the batches."""
-        finishing: asyncio.Future | None = None
-        while True:
-            if not self._after:
-                if finishing is None:
-                    return
-                await finishing  # what is put meanwhile is taken by this worker, not lost
-                finishing = None
-                continue
+        while self._after:
             batch = self._after[:AFTER_BATCH]
             del self._after[:AFTER_BATCH]
+
+            def work() -> None:
+                done: list[int] = []
+                mine = {item.job.line_id: item.job.queued for item in batch
+                        if item.job is not None and item.job.line_id and item.job.queued is not None}
+                taken = self.core.store.take_captures(mine)  # one statement for the batch
+                reads = _BatchReads.of(self.core, [item.job for item in batch if item.job is not None])
+                with self.core.batch():
+                    for item in batch:
+                        _run_all(item.after)
+                        if item.job is None:
+                            continue
+                        if item.job.line_id in mine and item.job.line_id not in taken:
+                            log.info("capture of %s message %s left to the replica that claimed it",
+                                     item.job.namespace, item.job.message_id)
+                            continue
+                        job = replace(item.job, text=taken[item.job.line_id]) if item.job.line_id in taken else item.job
+                        item.res.captured = self._capture_sync(job, None, last_try=False, done=done, taken=True,
+                                                               batch=reads)
+                withdrawn = reads.recheck(self.core)  # withdrawn while the batch ran: what it taught goes
+                for item in batch:
+                    if item.job is not None and item.job.line_id in withdrawn:
+                        item.res.captured = []
+                self.core.store.capture_done(*done)  # after the batch's index write
+                self._running.difference_update(item.job.line_id for item in batch if item.job is not None)
+                # the turn audit lines last, once the batch is written
+                for item in batch:
+                    if item.audit is not None:
+                        item.audit()
+
             try:
-                captured = await asyncio.to_thread(self._capture_batch, batch)
+                await asyncio.to_thread(work)
             except Exception:  # noqa: BLE001 - the lines keep their captures for resume
                 log.exception("background capture batch of %d failed", len(batch))
                 self._running.difference_update(item.job.line_id for item in batch if item.job is not None)
-                continue
-            if finishing is not None:
-                await finishing
-            finishing = asyncio.ensure_future(asyncio.to_thread(self._finish_batch, batch, *captured))
-
-    def _capture_batch(self, batch: list[_After]) -> tuple[list[int], _BatchReads, PendingIndex]:
-        """In a worker thread: the turns' bookkeeping and the captures of ``batch``,
-        its SQL and entity links written, its index write left pending; returns
-        the chat-log lines captured (not marked done yet), the batch's reads and
-        that index write."""
-        done: list[int] = []
-        mine = {item.job.line_id: item.job.queued for item in batch
-                if item.job is not None and item.job.line_id and item.job.queued is not None}
-        taken = self.core.store.take_captures(mine)  # one statement for the batch
-        reads = _BatchReads.of(self.core, [item.job for item in batch if item.job is not None])
-        with self.core.batch(write_index=False) as pending:
-            for item in batch:
-                _run_all(item.after)
-                if item.job is None:
-                    continue
-                if item.job.line_id in mine and item.job.line_id not in taken:
-                    log.info("capture of %s message %s left to the replica that claimed it",
-                             item.job.namespace, item.job.message_id)
-                    continue
-                job = replace(item.job, text=taken[item.job.line_id]) if item.job.line_id in taken else item.job
-                item.res.captured = self._capture_sync(job, None, last_try=False, done=done, taken=True, batch=reads)
-        return done, reads, pending
-
-    def _finish_batch(self, batch: list[_After], done: list[int], reads: _BatchReads, pending: PendingIndex) -> None:
-        """In a worker thread, after ``_capture_batch``: the batch's index write (its
-        documents embedded in one call), what was withdrawn meanwhile retracted, its
-        lines marked done (only now: a crash before leaves them for ``resume``, the
-        outbox their index writes), then the turns' audit lines."""
-        try:
-            self.core.write_index(pending)
-            withdrawn = reads.recheck(self.core)  # withdrawn while the batch ran: what it taught goes
-            for item in batch:
-                if item.job is not None and item.job.line_id in withdrawn:
-                    item.res.captured = []
-            self.core.store.capture_done(*done)  # after the batch's index write
-        except Exception:  # noqa: BLE001 - the lines keep their captures for resume
-            log.exception("background capture batch of %d failed after its captures", len(batch))
-            return
-        finally:
-            self._running.difference_update(item.job.line_id for item in batch if item.job is not None)
-        for item in batch:  # the turn audit lines last, once the batch is written
-            if item.audit is not None:
-                item.audit()
 
     async def drain(self, timeout: float | None = None) -> bool:
         """Wait for the captures running after their turns (at most ``timeout``

@@ -78,7 +78,7 @@ from memory.text import fingerprint, normalise, retells
 from memory.types import (CONTEXT_CHARS, CONTEXT_JOIN, Category, ChatRef, Hit, Memory, Namespace, Visibility,
                           clean_controls, clip_line, repair)
 
-__all__ = ["MemoryCore", "AddResult", "PendingIndex", "default_key"]
+__all__ = ["MemoryCore", "AddResult", "default_key"]
 
 log = logging.getLogger(__name__)
 
@@ -167,20 +167,6 @@ class _GroupCommit:
                     self._busy = False
                     self._written = number
                     self._cond.notify_all()
-
-
-class PendingIndex:
-    """The index writes a ``MemoryCore.batch(write_index=False)`` block left:
-    ``targets``, memory ids per namespace whose outbox ops are still to apply
-    (``MemoryCore.write_index``); empty once written, or when there were none."""
-
-    __slots__ = ("targets",)
-
-    def __init__(self) -> None:
-        self.targets: dict[Namespace, set[str]] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self.targets)
 
 
 class MemoryCore:
@@ -982,45 +968,29 @@ class MemoryCore:
     # -- index maintenance -------------------------------------------------
 
     @contextlib.contextmanager
-    def batch(self, *, write_index: bool = True) -> Iterator[PendingIndex]:
+    def batch(self) -> Iterator[None]:
         """Defer the index writes of this thread's core calls until the block ends,
         then apply them all in one index write (bulk ingest: imports, replays,
         benchmarks). SQL and the outbox are written at once as usual, so a crash
         inside the block loses no memory: maintenance applies the outbox. The
         block's entity links are made at its end too, one namespace scan for all
         (``memory.links.link_entities``); a crash inside the block loses only
-        those links (a recall aid). Nested blocks join the outermost one.
-
-        ``write_index=False``: the block's end makes the links but leaves the index
-        write to the caller, in the ``PendingIndex`` it yields (``write_index(p)``,
-        from any thread, later): the capture worker embeds one batch while it
-        captures the next. Until then, or if it never comes (a crash), the outbox
-        keeps the writes for maintenance."""
-        pending = PendingIndex()
+        those links (a recall aid). Nested blocks join the outermost one."""
         if getattr(self._deferred, "ids", None) is not None:
-            yield pending  # joins the outer block, which writes
+            yield
             return
         self._deferred.ids = {}
         self._deferred.links = {}
         try:
-            yield pending
+            yield
         finally:
-            targets: dict[Namespace, set[str]] = self._deferred.ids
+            pending: dict[Namespace, set[str]] = self._deferred.ids
             links: dict[Namespace, list[tuple[str, str, datetime]]] = self._deferred.links
             self._deferred.ids = self._deferred.links = None
             if links:
                 self._link_entities_of(links)
-            pending.targets = targets
-            if targets and write_index:
-                self.write_index(pending)
-
-    def write_index(self, pending: PendingIndex) -> None:
-        """Apply the index writes a ``batch(write_index=False)`` block left (one index
-        write, with the group commit's other callers); a failure is logged and the
-        outbox keeps them. Once per block: a second call writes nothing."""
-        targets, pending.targets = pending.targets, {}
-        if targets:
-            self._commits.submit(targets)
+            if pending:
+                self._commits.submit(pending)
 
     def _apply_outbox_for(self, ns: Namespace, ids: Sequence[str]) -> None:
         deferred = getattr(self._deferred, "ids", None)

@@ -293,19 +293,16 @@ def test_group_scoped_redaction_and_pending_count(sqlite_core):
 
 
 class _Recorder:
-    """The core's embedder, recording each embed_documents call; ``gate`` (when set) holds every call until
-    it is released."""
+    """The core's embedder, recording each embed_documents call."""
 
     def __init__(self, inner) -> None:
-        self.inner, self.calls, self.gate = inner, [], None
+        self.inner, self.calls = inner, []
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
     def embed_documents(self, texts):
         self.calls.append(list(texts))
-        if self.gate is not None:
-            assert self.gate.wait(20), "the embedding was never released"
         return self.inner.embed_documents(texts)
 
     def embed_query(self, text):
@@ -352,58 +349,3 @@ async def test_a_worker_batch_embeds_its_documents_in_one_call_and_chit_chat_not
     assert len(stored) == 4 and len(rec.calls) == 1
     texts = sorted(pipeline.core.get(Namespace.parse(r.namespace), i).text for r in stored for i in r.captured)
     assert sorted(rec.calls[0]) == texts
-
-
-async def test_the_next_batch_is_captured_while_one_is_embedded(pipeline):
-    """While one batch's documents are embedded the worker captures the next batch: its first message is
-    stored before the first batch's embedding returns; each batch is still indexed, in order."""
-    import threading
-
-    from gateway.capture_queue import AFTER_BATCH
-
-    index = pipeline.core.index
-    rec = index.embedder = _Recorder(index.embedder)
-    rec.gate = threading.Event()
-    texts = [f"我养了一只叫球球{k}号的猫" if k % 2 else f"I adopted a dog called Rex number {k}"
-             for k in range(AFTER_BATCH + 4)]
-    try:
-        results = _queue(pipeline, texts, first=4000)
-        deadline = time.monotonic() + 20
-        while not results[AFTER_BATCH].captured and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)  # the second batch's first capture, while the first batch's embedding waits
-        overlapped = bool(results[AFTER_BATCH].captured) and len(rec.calls) == 1
-        rec.gate.set()
-        assert await pipeline.drain(30)
-    finally:
-        rec.gate.set()
-        index.embedder = rec.inner
-    assert overlapped
-    assert [len(c) for c in rec.calls] == [AFTER_BATCH, 4]
-    assert pipeline.core.store.outbox_depth() == 0
-    assert pipeline.core.store.pending_captures(datetime.now(timezone.utc) + timedelta(seconds=1)) == []
-
-
-async def test_a_crash_before_a_batch_is_indexed_leaves_its_lines_and_index_writes(pipeline, monkeypatch):
-    """A batch whose index write fails (the process dies between its captures and its embedding) keeps its
-    lines' captures for resume and its index writes in the outbox: resumed, nothing is lost or stored twice,
-    and maintenance indexes what was stored."""
-    def crash(_pending):
-        raise RuntimeError("killed before the index write")
-
-    monkeypatch.setattr(pipeline.core, "write_index", crash)
-    _queue(pipeline, ["我养了一只叫煤球的黑猫", "I work as a nurse in Leeds"], first=5000)
-    assert await pipeline.drain(20)
-    store = pipeline.core.store
-    assert store.outbox_depth() == 2
-    assert len(store.pending_captures(datetime.now(timezone.utc) + timedelta(seconds=1))) == 2
-    monkeypatch.undo()
-    assert await pipeline.resume_captures(older_than_s=0) == 2
-    assert store.pending_captures(datetime.now(timezone.utc) + timedelta(seconds=1)) == []
-    pipeline.core.maintain()
-    assert store.outbox_depth() == 0
-    from memory.identity import resolve
-
-    for k, text in enumerate(["我养了一只叫煤球的黑猫", "I work as a nurse in Leeds"]):
-        ns = resolve(store, "default", "tg", str(5000 + k))
-        assert [m.text for m in pipeline.core.list(ns)] == [text]
-        assert pipeline.core.index.count() >= 1
