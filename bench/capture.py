@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from bench import table
+from bench import pass_miss, table
 
 __all__ = ["SET", "HELDOUT", "SETS", "set_path", "set_label", "POSITIVE_KINDS", "NEGATIVE_KINDS", "SENT_AS", "Rule", "Item", "Stored", "Outcome", "Tally",
            "Report", "load", "feed", "score", "render", "run"]
@@ -395,6 +395,285 @@ def run(embedder: str | None = None, *, verbose: bool = False, min_precision: fl
         print(f"threshold missed: {line}", flush=True)
     return 1 if failed else 0
 
+
+
+# -- capture rate: the worker on replayed public chat logs (issue 29 item 5) ----------------------
+
+RATE_LINES = 2_000
+"""The person's lines the rate bench replays (``--quick``: ``RATE_QUICK_LINES``)."""
+RATE_QUICK_LINES = 400
+RATE_RATIO_GOAL = 0.8
+"""Issue 29: capture at no less than this share of the embedder's own batch throughput."""
+RATE_MIX_GOAL = 300
+"""Issue 29: messages/s of a real chat mix where most messages store nothing."""
+
+
+@dataclass
+class Replayed:
+    """The chat log of a replay: the capture ``jobs`` due, in the order said, and
+    how many conversations (``people``) and companion lines (``bot_lines``) it holds."""
+
+    jobs: list = field(default_factory=list)
+    people: int = 0
+    bot_lines: int = 0
+
+
+def replay_log(pipeline, dialogues, *, tenant: str = TENANT, first_sender: int = FIRST_SENDER,
+               at: datetime = BASE, step: timedelta = timedelta(seconds=1)) -> Replayed:
+    """Write ``dialogues`` (``bench.chatmix.Dialogue``) into the chat log as the
+    pipeline writes a turn's lines: each conversation a private chat of a person
+    of its own (sender ``first_sender + k``), its lines interleaved with the other
+    conversations' one at a time (``step`` apart, from ``at``), the person's lines
+    with their capture due (``Store.append_chat(capture=…)``), the companion's
+    as the bot's. Returns the capture jobs, queued as a background turn queues
+    them (``PendingCapture(queued=…)``). Blocking (SQL)."""
+    from memory.identity import resolve
+    from memory.store import ChatLine, PendingCapture, utcnow
+    from memory.types import ChatKind, ChatRef
+
+    store = pipeline.core.store
+    persona = pipeline.tenant(tenant).persona_name
+    out = Replayed(people=len(dialogues))
+    chats = []
+    for k in range(len(dialogues)):
+        sender = str(first_sender + k)
+        chats.append((sender, ChatRef("tg", ChatKind.PRIVATE, sender), resolve(store, tenant, "tg", sender)))
+    pos = [0] * len(dialogues)
+    said = at
+    while any(p < len(d.lines) for p, d in zip(pos, dialogues)):
+        for k, d in enumerate(dialogues):
+            if pos[k] >= len(d.lines):
+                continue
+            role, text = d.lines[pos[k]]
+            pos[k] += 1
+            sender, chat, ns = chats[k]
+            said += step
+            if role == "bot":
+                store.append_chat(tenant, chat, ChatLine("bot", "bot", text, said, "", persona))
+                out.bot_lines += 1
+                continue
+            mid = f"r{k}-{pos[k]}"
+            line_id = store.append_chat(tenant, chat, ChatLine("user", sender, text, said, mid, "bench"), capture=ns)
+            out.jobs.append(PendingCapture(line_id or 0, tenant, ns, chat, mid, text, said, addressed=True,
+                                           queued=utcnow()))
+    return out
+
+
+@dataclass(frozen=True)
+class Rate:
+    """One timed run of the capture worker: ``messages`` captured in ``wall`` and
+    ``cpu`` seconds (the process's CPU time, every thread), ``storing`` of them
+    storing something, ``memories`` stored or revised, ``embedded`` texts the
+    embedder was given in ``batches`` (each one ``embed_documents`` call);
+    ``stored``: the message ids that stored something; ``statements`` and
+    ``commits``: the SQL statements (BEGIN and COMMIT included) and the
+    commits the run sent to SQLite."""
+
+    label: str
+    messages: int
+    wall: float
+    cpu: float
+    storing: int
+    memories: int
+    embedded: int
+    statements: int = 0
+    commits: int = 0
+    batches: tuple[tuple[str, ...], ...] = field(default=(), repr=False)
+    stored: frozenset[str] = field(default=frozenset(), repr=False)
+
+    @property
+    def per_s(self) -> float:
+        """Messages per second (wall)."""
+        return self.messages / self.wall if self.wall else float("nan")
+
+    @property
+    def cpu_ms(self) -> float:
+        """CPU milliseconds per message."""
+        return 1000 * self.cpu / self.messages if self.messages else float("nan")
+
+
+class _SqlCount:
+    """Counts the statements SQLite runs on the store's connections (its trace
+    callback, so the DBAPI-level reads that bypass SQLAlchemy count too)."""
+
+    def __init__(self, store) -> None:
+        from sqlalchemy import event
+
+        self.statements = self.commits = 0
+        self.on = False
+        self._engine = store.engine
+        self._hook = self._checkout
+        event.listen(self._engine, "checkout", self._hook)
+
+    def _trace(self, sql: str) -> None:
+        if self.on:
+            self.statements += 1
+            self.commits += sql.lstrip()[:6].upper() == "COMMIT"
+
+    def _checkout(self, dbapi_conn, _record, _proxy) -> None:
+        if hasattr(dbapi_conn, "set_trace_callback"):
+            dbapi_conn.set_trace_callback(self._trace)
+
+    def close(self) -> None:
+        from sqlalchemy import event
+
+        event.remove(self._engine, "checkout", self._hook)
+
+
+class _Recording:
+    """The embedder, keeping the document batches it is given."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.batches: list[tuple[str, ...]] = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def embed_documents(self, texts):
+        self.batches.append(tuple(texts))
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+
+def timed_worker(pipeline, replayed: Replayed, label: str) -> Rate:
+    """Hand every job of ``replayed`` to the pipeline's capture queue as the turns
+    would (``CaptureQueue.put`` after each answer, no chat model: the batch
+    worker), wait for it to drain; the time and CPU of that, and what it stored."""
+    from bridges.contract import TurnResult
+
+    index = pipeline.core.index
+    recording = _Recording(index.embedder)
+    index.embedder = recording
+    results = [TurnResult(tenant=j.tenant, namespace=str(j.namespace), chat=j.chat.key, message_id=j.message_id)
+               for j in replayed.jobs]
+
+    async def go() -> None:
+        for job, res in zip(replayed.jobs, results):
+            pipeline.captures.hold(job.line_id)
+            pipeline.captures.put([], job, res, None)
+        await pipeline.captures.drain()
+
+    sql = _SqlCount(pipeline.core.store)
+    try:
+        sql.on = True
+        w0, c0 = time.perf_counter(), time.process_time()
+        asyncio.run(go())
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        sql.on = False
+    finally:
+        index.embedder = recording.inner
+        sql.close()
+    return Rate(label, len(results), wall, cpu, sum(1 for r in results if r.captured),
+                sum(len(r.captured) for r in results), sum(len(b) for b in recording.batches), sql.statements,
+                sql.commits, tuple(recording.batches), frozenset(r.message_id for r in results if r.captured))
+
+
+def embedder_alone(embedder, batches: list[list[str]]) -> tuple[float, float]:
+    """``(wall, cpu)`` seconds the embedder takes for ``batches`` by itself, one
+    ``embed_documents`` call each: the throughput capture is measured against."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    for texts in batches:
+        embedder.embed_documents(texts)
+    return time.perf_counter() - w0, time.process_time() - c0
+
+
+def _fresh_pipeline(root: Path, embedder: str | None):
+    from gateway.config import load_settings
+    from gateway.service import build_pipeline
+
+    settings = load_settings(data_dir=root, **({"embed_model": embedder} if embedder else {}))
+    pipeline = build_pipeline(settings)
+    pipeline.core.wait_index(120)
+    return pipeline
+
+
+def rate(embedder: str | None = None, *, lines: int = RATE_LINES, warm_people: int = 16,
+         emit=print) -> dict[str, Rate]:
+    """The capture rate bench: ``lines`` of the person's lines of the public chat
+    logs (``bench.chatmix.chat_dialogues``: MemoryBank-CN, LCCC, LoCoMo, MSC; each
+    conversation a person of its own in a private chat, the other side's lines
+    logged as the companion's) replayed into the chat log as the pipeline writes
+    them, then captured by the gateway's batch worker (``CaptureQueue``) over
+    SQLite + LanceDB in a temporary data root (``embedder``: the offline model,
+    None: the gateway's default). Three timed runs, each on a fresh store: the
+    whole mix, then its messages that stored something, then those that stored
+    nothing (each of them still in its conversation, the other lines logged but
+    not captured). Each run is preceded by a warm-up (``warm_people``
+    conversations of the logs not in the mix). Prints messages/s and CPU ms per message, what was
+    stored and embedded, and the embedder's own throughput on the texts the run
+    embedded (the same ``embed_documents`` batches, timed right after it) with
+    the ratio of the two; returns the runs by label."""
+    from bench.chatmix import chat_dialogues
+    from gateway.capture_queue import AFTER_BATCH
+
+    load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    mix = chat_dialogues(lines)
+    # the warm-up (jieba, the models, SQLite's caches): conversations of the logs not in the mix
+    taken = {(d.source, d.lines[:3]) for d in mix}
+    warm = [d for d in chat_dialogues(lines + 200) if (d.source, d.lines[:3]) not in taken][:warm_people]
+    runs: dict[str, Rate] = {}
+    alone: dict[str, tuple[float, float, int]] = {}
+    name = ""
+    storing_ids: set[str] = set()
+
+    def one(label: str, dialogues, keep=None) -> None:
+        nonlocal name
+        root = Path(tempfile.mkdtemp(prefix="huiyi-bench-capture-rate-"))
+        try:
+            pipeline = _fresh_pipeline(root, embedder)
+            try:
+                name = pipeline.core.index.embedder.name
+                if warm:
+                    timed_worker(pipeline, replay_log(pipeline, warm, first_sender=FIRST_SENDER + 50_000), "warm")
+                replayed = replay_log(pipeline, dialogues)
+                if keep is not None:
+                    replayed.jobs = [j for j in replayed.jobs if keep(j)]
+                r = timed_worker(pipeline, replayed, label)
+                if label == "mix":
+                    storing_ids.update(r.stored)
+                runs[label] = r
+                wall, cpu = embedder_alone(pipeline.core.index.embedder, [list(b) for b in r.batches])
+                alone[label] = (wall, cpu, r.embedded)
+            finally:
+                pipeline.core.close()
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    one("mix", mix)
+    one("storing", mix, keep=lambda j: j.message_id in storing_ids)
+    one("nothing", mix, keep=lambda j: j.message_id not in storing_ids)
+    rows = []
+    for label, r in runs.items():
+        wall, cpu, texts = alone[label]
+        embedded = bool(texts)
+        rows.append([label, r.messages, r.storing, r.memories, f"{r.embedded} in {len(r.batches)}",
+                     r.statements / r.messages, r.commits / r.messages, r.per_s, r.cpu_ms,
+                     texts / wall if embedded else "-", wall / r.wall if embedded else "-",
+                     cpu / r.cpu if embedded else "-", 1000 * (r.cpu - cpu) / r.messages])
+    title = (f"capture rate [{name}]: {lines} lines of {len(mix)} people from the public chat logs (zh + en), each "
+             f"a private chat, captured by the gateway's batch worker (CaptureQueue, {AFTER_BATCH} a batch) over "
+             f"SQLite + LanceDB; 'embedder alone': the run's own embed_documents batches again, timed after it; "
+             f"goal: capture >= {RATE_RATIO_GOAL}x the embedder")
+    emit(table(title, ["run", "messages", "storing", "memories", "texts embedded in calls", "SQL/msg", "commits/msg",
+                       "msg/s", "CPU ms/msg", "embedder alone texts/s", "capture/embedder (wall)",
+                       "capture/embedder (CPU)", "CPU ms/msg beside the embedding"], rows))
+    stored, nothing = runs["storing"], runs["nothing"]
+    if stored.messages and nothing.messages:
+        share = stored.messages / (stored.messages + nothing.messages)
+        proj = []
+        for p in sorted({0.1, 0.25, 0.5, round(share, 3)}):
+            wall_s = p * stored.wall / stored.messages + (1 - p) * nothing.wall / nothing.messages
+            cpu_s = p * stored.cpu / stored.messages + (1 - p) * nothing.cpu / nothing.messages
+            proj.append([f"{p:.0%}" + (" (these logs)" if p == round(share, 3) else ""), 1 / wall_s, 1000 * cpu_s,
+                         pass_miss(1 / wall_s >= RATE_MIX_GOAL)])
+        emit(table(f"capture rate of a mix by the share of messages that store something (from the 'storing' and "
+                   f"'nothing' runs; goal >= {RATE_MIX_GOAL} msg/s where most store nothing)",
+                   ["storing share", "msg/s", "CPU ms/msg", "goal"], proj))
+    emit(f"load average {load_start} at start, {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end")
+    return runs
 
 if __name__ == "__main__":  # pragma: no cover
     import sys

@@ -15,7 +15,10 @@ log — a forgotten memory leaves nothing readable here.
 Failing to audit never fails the operation it records (the memory write has
 already committed), and it is never swallowed either: it is logged at ERROR
 with the namespace, action and memory id, and counted in ``failures`` (for
-the health and metrics endpoints).
+the health and metrics endpoints). The record of a new memory (``store``) is
+the exception: it goes into the transaction of the insert itself (``entry``,
+``memory.store.MemoryRows.add``), so the two commit together or not at all
+and a capture pays one commit per fact instead of two.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import logging
 import re
 import threading
 
+from memory.store.audit import AuditEntry
 from memory.types import Namespace
 
 __all__ = ["AuditLog", "ACTIONS"]
@@ -61,6 +65,16 @@ class AuditLog:
     def failures(self) -> int:
         """Audit records lost since start-up (each was logged at ERROR)."""
         return self._failures
+
+    @staticmethod
+    def entry(action: str, actor: str, **detail: object) -> AuditEntry:
+        """A record for the store to write in the transaction of the write it
+        records (``memory.store.MemoryRows.add(audit=…)``). Raises ValueError
+        as ``record`` does."""
+        if action not in ACTIONS:
+            raise ValueError(f"unknown audit action {action!r}")
+        _check_detail(detail)
+        return AuditEntry(action, actor, detail)
 
     def record(self, ns: Namespace, action: str, actor: str, memory_id: str | None = None, **detail: object) -> bool:
         """Append one record; True when it was written."""

@@ -740,7 +740,14 @@ def is_gateway_text(sentence: str, own_texts: Sequence[str] = ()) -> bool:
     if _SRC_MARKER_RE.search(sentence) or _is_gateway_line(sentence):
         return True
     norm = normalise(sentence).strip(" -:：,，。.")
-    return _is_echo(norm, _gateway_fragments()) or (bool(own_texts) and _is_echo(norm, _prompt_fragments(own_texts)))
+    return _is_echo(norm, _gateway_fragments()) or (bool(own_texts) and _is_echo(norm, _own_fragments(tuple(own_texts))))
+
+
+@lru_cache(maxsize=64)
+def _own_fragments(own_texts: tuple[str, ...]) -> tuple[str, ...]:
+    """``_prompt_fragments`` of a tenant's own texts, kept: capture checks every
+    sentence of every message against the same persona."""
+    return tuple(_prompt_fragments(own_texts))
 
 
 def without_gateway_text(text: str, own_texts: Sequence[str] = ()) -> str:

@@ -418,8 +418,7 @@ class MemoryCore:
                 result = self._onto_existing(ns, existing, memory, said, source_fp, actor)
             else:
                 try:
-                    live = self.store.add(ns, memory, source_fp=source_fp)
-                    self.audit.record(ns, "store", actor, live.id, category=live.category.value)
+                    live = self._store_audited(ns, memory, source_fp, actor)
                     result = AddResult("stored", live)
                 except IntegrityError:  # another process won the race on (ns, key)
                     existing = self.store.find_by_key(ns, memory.key)
@@ -438,6 +437,22 @@ class MemoryCore:
         if touched or regrown or replaces is not None:
             self._apply_outbox_for(ns, touched + regrown + ([replaces] if replaces is not None else []))
         return result
+
+    def _store_audited(self, ns: Namespace, memory: Memory, source_fp: str, actor: str) -> Memory:
+        """``Store.add`` with its ``store`` audit record in the same transaction (one
+        commit for both). When that transaction fails for anything but the key (a
+        broken audit table, a lost connection), the memory is added again alone and
+        audited apart (``AuditLog.record``: a failure there is logged and counted),
+        so that failing to audit never fails the write. IntegrityError as
+        ``Store.add``."""
+        try:
+            return self.store.add(ns, memory, source_fp=source_fp,
+                                  audit=self.audit.entry("store", actor, category=memory.category.value))
+        except StoreError as exc:
+            log.warning("add %s: the write with its audit record failed (%s); written without it", ns, exc)
+        live = self.store.add(ns, memory, source_fp=source_fp)
+        self.audit.record(ns, "store", actor, live.id, category=live.category.value)
+        return live
 
     def _onto_existing(self, ns: Namespace, existing: Memory, memory: Memory, said: datetime, source_fp: str,
                        actor: str) -> AddResult:
@@ -1043,11 +1058,17 @@ class MemoryCore:
         error: Exception | None = None
         upserts: list[Memory] = []
         upsert_ops: list[int] = []
+        wanted = {ns: sorted({op.memory_id for op in ns_ops}) for ns, ns_ops in by_ns.items()}
+        try:
+            lives = self.store.get_many_of(wanted)  # one read for every namespace of the pass
+        except Exception as exc:  # noqa: BLE001 - the ops stay queued
+            lives, error = None, exc
         for ns, ns_ops in by_ns.items():
-            latest = {op.memory_id for op in ns_ops}
             try:
-                live = self.store.get_many(ns, sorted(latest))
-                self.index.delete(ns, [mid for mid in latest if mid not in live])
+                if lives is None:
+                    raise error  # type: ignore[misc]
+                live = lives[ns]
+                self.index.delete(ns, [mid for mid in wanted[ns] if mid not in live])
             except Exception as exc:  # noqa: BLE001 - any index failure keeps the ops queued
                 error = exc
                 failed += [o.id for o in ns_ops]

@@ -502,7 +502,7 @@ class SearchIndex:
         """
         if not memories:
             return
-        from memory.text import fts_text
+        from memory.text import search_tokens
 
         ids = [m.id for m in memories]
         for i in ids:
@@ -515,7 +515,7 @@ class SearchIndex:
                 "namespace": str(m.namespace),
                 "visibility": m.visibility.value,
                 "origin": m.origin.group_key if (m.origin and m.visibility is Visibility.GROUP) else "",
-                "tokens": fts_text(m.searched),
+                "tokens": " ".join(search_tokens(m.text, m.context)),  # fts_text(m.searched), from its parts
                 "text_hash": text_hash(m.text),
                 "vector": vectors[i],
             }

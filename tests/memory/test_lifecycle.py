@@ -200,6 +200,36 @@ def test_audit_failure_is_logged_loudly_and_counted(sqlite_core, namespace, capl
     assert any("AUDIT FAILED" in rec.message and str(namespace) in rec.message for rec in caplog.records)
 
 
+def test_a_new_memory_and_its_audit_record_commit_together(sqlite_core, namespace):
+    """A stored memory's ``store`` record is written in the insert's own transaction: one commit per add
+    (the index write at the end of a batch aside), zh and en, each record naming its memory and category."""
+    from sqlalchemy import event
+
+    core = sqlite_core
+    core.add(namespace, core.new(namespace, "warm-up"))  # the pool's connection exists before counting
+    commits = []
+
+    def trace(sql_text: str) -> None:
+        if sql_text.lstrip().upper().startswith("COMMIT"):
+            commits.append(sql_text)
+
+    def hook(dbapi_conn, _record, _proxy) -> None:
+        dbapi_conn.set_trace_callback(trace)
+
+    event.listen(core.store.engine, "checkout", hook)
+    try:
+        with core.batch():  # the index write after the adds left out of the count
+            zh = core.add(namespace, core.new(namespace, "我养了一只叫煤球的猫", category=Category.RELATIONSHIP))
+            en = core.add(namespace, core.new(namespace, "I work as a nurse in Leeds", category=Category.PROFILE))
+            adds = len(commits)
+    finally:
+        event.remove(core.store.engine, "checkout", hook)
+    assert zh.action == en.action == "stored" and adds == 2
+    recs = {r["memory_id"]: r for r in core.store.audit_records(namespace) if r["action"] == "store"}
+    assert recs[zh.memory.id]["detail"] == {"category": "relationship"}
+    assert recs[en.memory.id]["detail"] == {"category": "profile"}
+
+
 def test_audit_details_cannot_carry_text(sqlite_core, namespace):
     """The audit API refuses free-text details and unknown actions."""
     with pytest.raises(ValueError):

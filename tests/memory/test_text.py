@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import unicodedata
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from memory.text import fingerprint, normalise, split_sentences, tokens
 
 
@@ -84,3 +89,49 @@ def test_english_words_are_stemmed_so_inflections_meet():
     mixed = tokens("我上周 painted 了一幅油畫，Apple123 很喜歡")
     assert "paint" in mixed and "apple123" in mixed and "油画" in mixed and "喜欢" in mixed
     assert "🌅" in doc
+
+
+_TEXT = st.lists(st.sampled_from(
+    list("我养了一只猫叫煤球養貓的黑今天好累呀，。！？ ()（）-._") + ["I'm", "Mochi", "painted", "e.g.", "WiFi", "Ａ",
+                                                              "🙂", "👨\u200d👩\u200d👧", "\u200d", "\ufe0f", "\u200b",
+                                                              "\u0301", "\t", "\n", "\u3000", "\x07", "\ud7ff"]),
+    max_size=12).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TEXT, _TEXT)
+def test_search_tokens_of_the_parts_are_the_tokens_of_the_search_text(text, context):
+    """What the index's full-text column holds of a memory, computed from its text's and its context's tokens
+    (search_tokens), is exactly tokens(search_text(text, context)) — zh, en, emoji, zero-width, combining and
+    control characters at either edge."""
+    from memory.text import search_tokens
+    from memory.types import search_text
+
+    if not text.strip():
+        return
+    assert search_tokens(text, context) == tokens(search_text(text, context))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=20))
+def test_normalise_of_printable_text_skips_nothing_it_would_strip(text):
+    """The printable shortcut of the invisible-character pass strips what the character-by-character pass
+    strips (every character it removes is non-printable)."""
+    from memory import text as t
+
+    def slow(s: str) -> str:
+        out = []
+        for i, ch in enumerate(s):
+            if ch in t._ZERO_WIDTH:
+                continue
+            if ch == t._ZWJ:
+                if out and t._is_emojiish(out[-1]) and i + 1 < len(s) and t._is_emojiish(s[i + 1]):
+                    out.append(ch)
+                continue
+            cat = unicodedata.category(ch)
+            if (cat == "Cc" and ch not in "\t\n\r") or (cat in ("Cf", "Co", "Cs") and not t._is_emojiish(ch)):
+                continue
+            out.append(ch)
+        return "".join(out)
+
+    assert t._strip_invisible(text) == slow(text)
