@@ -274,16 +274,14 @@ class MemoryRows(StoreBase):
         # path: ~60 candidates a turn, 2.4 → 1.3 ms p50 measured on a 3,000-memory namespace)
         sql = (f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE id IN ({', '.join([mark] * len(ids))}) "
                f"AND namespace || '' = {mark}")
-        with self.engine.connect() as conn:
-            rows = raw_rows(conn, sql, (*ids, str(ns)))
-        return {r[0]: _tuple_memory(r, ns) for r in rows}
+        return {r[0]: _tuple_memory(r, ns) for r in self._read_rows(sql, (*ids, str(ns)))}
 
     def candidates(self, ns: Namespace, ids: Sequence[str]) -> dict[str, Candidate]:
         """Recall's read of its candidates: ``{id: Candidate}`` of the live memories
         of ``ns`` among ``ids`` (ids of other namespaces, or forgotten meanwhile,
         are simply absent), in one query of the ``_CANDIDATE_COLUMNS`` through the
-        DBAPI cursor — plain tuples, no Memory built (``Candidate``). Raises what
-        the driver raises (the caller degrades)."""
+        DBAPI cursor — plain tuples, no Memory built (``Candidate``). Raises
+        StoreError."""
         if not ids:
             return {}
         ids = list(dict.fromkeys(ids))
@@ -291,21 +289,20 @@ class MemoryRows(StoreBase):
         # filtered on the namespace without its index, each id by primary key (see get_many)
         sql = (f"SELECT {', '.join(_CANDIDATE_COLUMNS)} FROM memories WHERE id IN ({', '.join([mark] * len(ids))}) "
                f"AND namespace || '' = {mark}")
-        with self.engine.connect() as conn:
-            rows = raw_rows(conn, sql, (*ids, str(ns)))
-        return {r[0]: Candidate(r) for r in rows}
+        return {r[0]: Candidate(r) for r in self._read_rows(sql, (*ids, str(ns)))}
 
     def live_if_at_most(self, ns: Namespace, n: int) -> list[MemoryText] | None:
         """Every live memory of ``ns`` when it holds at most ``n``, else None (one
         query of at most ``n + 1`` rows), as ``MemoryText``: what a search reads,
-        with the whole memory built on demand (``MemoryText.memory()``) — the exact
-        recall of small namespaces builds only its candidates."""
+        its candidate values and whole memory built on demand from the row kept
+        (``MemoryText.candidate()``, ``MemoryText.memory()``): the exact recall of
+        small namespaces scores its candidates and builds only its hits. Raises
+        StoreError."""
         # the DBAPI cursor: up to EXACT_MAX rows, whose per-value processing by
         # SQLAlchemy cost more than the query; the row is kept as read
         mark = self.mark
-        with self.engine.connect() as conn:
-            rows = raw_rows(conn, f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE namespace = {mark} "
-                                  f"LIMIT {mark}", (str(ns), int(n) + 1))
+        rows = self._read_rows(f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE namespace = {mark} LIMIT {mark}",
+                               (str(ns), int(n) + 1))
         if len(rows) > n:
             return None
         i, text, vis, origin, context = (_AT[c] for c in ("id", "text", "visibility", "origin", "context"))

@@ -195,3 +195,30 @@ def test_candidates_read_what_the_whole_memory_holds(core):
         assert ScoreParts(*parts) == score(0.2, m, now, -0.6)
         assert final_of(parts) == final(score(0.2, m, now, -0.6))
     assert core.store.candidates(other, ids) == {}
+
+
+def test_a_failed_hot_read_is_a_store_error_and_a_failed_conflict_read_keeps_the_hits(core):
+    """The reads through the DBAPI cursor map the driver's errors to StoreError: the
+    conflict marks are then skipped (the hits stay), and a failed candidate read or
+    exact-path read raises StoreError (the pipeline answers without a recollection)."""
+    from sqlalchemy import text
+
+    from memory.errors import StoreError
+
+    ns, ids = _person(core, "tg:broken")
+    now = utcnow()
+    before = core.recall(ns, ["What is my cat called?"], now=now)
+    assert any(h.conflict is not None for h in before)
+    with core.store.engine.begin() as conn:
+        conn.execute(text("DROP TABLE memory_conflicts"))
+    with pytest.raises(StoreError):
+        core.store.conflicts(ns, ids)
+    after = core.recall(ns, ["What is my cat called?"], now=now)
+    assert [(h.memory, h.score) for h in after] == [(h.memory, h.score) for h in before]
+    assert all(h.conflict is None for h in after)
+    with core.store.engine.begin() as conn:
+        conn.execute(text("ALTER TABLE memories RENAME TO memories_gone"))
+    with pytest.raises(StoreError):
+        core.store.candidates(ns, ids)
+    with pytest.raises(StoreError):
+        core.recall(ns, ["What is my cat called?"], now=now)
