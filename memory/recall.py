@@ -848,7 +848,7 @@ def _associated(store: Store, ns: Namespace, fused: Sequence[tuple[str, float, d
     return [m for m, _ in ranked if m in rows]
 
 
-def _said_in(mem: Memory, period: tuple[date, date], slack: int = 1) -> bool:
+def _said_in(mem: Memory | Candidate, period: tuple[date, date], slack: int = 1) -> bool:
     """True when ``mem`` was said (``created_at``) or its event falls
     (``event_time``) within ``period`` (inclusive days), give or take ``slack``
     days: the period is in the tenant's zone, the times in UTC."""
