@@ -650,8 +650,8 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
             period_ids = [m for m in period_ids if m in only]
     if not fused and not period_ids:
         return []
-    # the candidates as read (``Candidate``: plain values, no Memory): every later step and the
-    # scoring read these; the whole memory is built for the hits returned only
+    # the candidates as read (``Candidate``: their rows as plain values, no Memory): every later
+    # step and the scoring read these; the whole memory is built for the hits returned only
     wanted = list(dict.fromkeys([*(m for m, _, _ in fused), *period_ids]))
     if small is not None:  # the rows are at hand
         want = set(wanted)
@@ -705,7 +705,7 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     dormant = store.dormant_among(ns, list(rows)) if params.dormant_factor != 1.0 and stats.may_have("dormant") \
         else frozenset()
     # a scorer of the caller's own takes whole memories: then every candidate's is built
-    whole = None if scorer is None else _memories(store, ns, small, list(rows))
+    whole = None if scorer is None else {m: c.memory(ns) for m, c in rows.items()}
     now_s = (now if now.tzinfo else now.replace(tzinfo=timezone.utc)).timestamp()
     # Only a candidate that can still reach the first ``depth`` is scored: ``fused`` runs from the
     # highest RRF down, and no rescoring lifts a score above ``rrf × bound``, so one whose bound is
@@ -731,8 +731,6 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
                                   now_s, query_valence, sp)
             value = final_of(parts, sp)
         else:
-            if mid not in whole:  # forgotten since its candidate was read
-                continue
             parts = scorer(rrf, whole[mid], now, query_valence)  # type: ignore[misc]
             value = final(parts, sp)
         parts_of[mid] = parts
@@ -746,17 +744,12 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     if params.keep_top > 0 and params.keep_within > 0:
         if lists.get("bm25") and 0 < params.bm25_weight <= weights.get("bm25", 0):
             scored = _keep_tops(scored, lists["bm25"][:params.keep_top], params.keep_within)
-    scored = scored[: params.k]
-    memories = whole if whole is not None else _memories(store, ns, small, [m for m, _ in scored])
     ranks = {m: r for m, _, r in fused}
     out: list[Hit] = []
-    for mid, value in scored:
-        mem = memories.get(mid)
-        if mem is None:  # forgotten since its candidate was read: never served
-            continue
+    for mid, value in scored[: params.k]:  # the whole memory of the hits only
         parts = parts_of[mid]
-        out.append(Hit(memory=mem, score=value, ranks=ranks[mid],
-                       parts=parts if isinstance(parts, ScoreParts) else ScoreParts(*parts)))
+        out.append(Hit(memory=whole[mid] if whole is not None else rows[mid].memory(ns), score=value,
+                       ranks=ranks[mid], parts=parts if isinstance(parts, ScoreParts) else ScoreParts(*parts)))
     return out
 
 
@@ -768,16 +761,6 @@ def _score_bound(sp: ScoringParams, dormant_factor: float) -> float:
     factor = sp.activation_weight_range[1] * (1.0 + sp.congruence_max_boost) * sp.importance_weight_range[1]
     s = sp.rescore_strength
     return (factor if s == 1.0 else factor ** s) * max(1.0, dormant_factor) * (1.0 + 1e-9)
-
-
-def _memories(store: Store, ns: Namespace, small: Sequence[MemoryText] | None, ids: Sequence[str]) -> dict[str, Memory]:
-    """The whole memories of ``ids`` in ``ns``: built from ``small``'s rows on the
-    exact path (no query), else one ``Store.get_many`` (live rows only: one
-    forgotten since its candidate was read is absent)."""
-    if small is None:
-        return store.get_many(ns, ids)
-    want = set(ids)
-    return {t.id: t.memory() for t in small if t.id in want}
 
 
 def keep_channel_tops(hits: list[Hit], keep: Sequence[str], within: int) -> list[Hit]:

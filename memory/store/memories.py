@@ -87,7 +87,7 @@ class MemoryText:
         read from (no query); ValueError when it was read without its row."""
         if self._row is None:
             raise ValueError("MemoryText without its row")
-        return Candidate(_PICK_CANDIDATE(self._row))
+        return Candidate(self._row)
 
 
 def _seconds(value) -> float:
@@ -105,17 +105,19 @@ def _aware_at(value) -> datetime | None:
 
 _CANDIDATE_COLUMNS = ("id", "text", "context", "category", "importance", "valence", "arousal", "created_at",
                       "updated_at", "event_time", "access_times", "visibility", "origin")
-"""What recall reads of every candidate (``Candidate``): its scoring columns and
-what its channels and the disclosure rule look at; not the key, emotion, source
-message, validity, version or metadata, which only the returned hits carry."""
+"""The columns a ``Candidate`` reads by position: its scoring columns and what
+recall's channels and the disclosure rule look at. They lead ``_GET_COLUMNS``."""
 
 
 class Candidate(tuple):
-    """One recall candidate as read (``Store.candidates``): a plain tuple of
-    ``_CANDIDATE_COLUMNS``, no ``Memory`` built. Recall scores every candidate
-    from this and builds the whole memory only for the hits it returns
-    (``Store.get_many``): most candidates are dropped, and building a Memory
-    (chat key, enums, times, metadata) cost more than their SQL read.
+    """One recall candidate as read (``Store.candidates``): its whole row as the
+    DBAPI cursor hands it back (``_GET_COLUMNS``), no ``Memory`` built. Recall
+    scores every candidate from these values and builds the whole memory
+    (``memory()``) only for the hits it returns: most candidates are dropped, and
+    building a Memory (chat key, enums, times, metadata) cost more than reading
+    its row. One read of whole rows, not scoring columns first and the hits'
+    rows after: a second round trip cost more than the extra columns on both
+    backends (issue 29.3), and the hits are the rows that were scored.
 
     ``id``, ``text``, ``context``, ``searched`` (``Memory.searched``),
     ``category`` (its value), ``importance`` in [0, 1], ``valence`` in [-1, 1],
@@ -158,6 +160,10 @@ class Candidate(tuple):
     def origin(self) -> str:
         return self[12] or ""
 
+    def memory(self, ns: Namespace) -> Memory:
+        """The whole memory, ``ns`` being the namespace it was read in (no query)."""
+        return _tuple_memory(self, ns)
+
     def times(self) -> tuple[float | None, list[float]]:
         """``(written, times)`` in POSIX seconds, as ``memory.scoring.score_seconds``
         takes them: the last write (``updated_at``, else ``created_at``; None
@@ -173,10 +179,11 @@ class Candidate(tuple):
 
 _NOT_IN_MEMORY = frozenset({"norm", "tenant", "source_fp", "entities"})
 """Columns of ``memories`` that ``_to_memory`` does not read."""
-_GET_COLUMNS = tuple(c.name for c in _MemoryRow.__table__.c if c.name not in _NOT_IN_MEMORY)  # type: ignore[attr-defined]
+_GET_COLUMNS = _CANDIDATE_COLUMNS + tuple(c.name for c in _MemoryRow.__table__.c  # type: ignore[attr-defined]
+                                          if c.name not in _NOT_IN_MEMORY and c.name not in _CANDIDATE_COLUMNS)
+"""The columns a Memory is built from (``_tuple_memory``), ``_CANDIDATE_COLUMNS``
+first: a whole row is also a ``Candidate``."""
 _DATE_COLUMNS = tuple(c for c in ("created_at", "updated_at", "valid_from", "valid_to", "event_time") if c in _GET_COLUMNS)
-_PICK_CANDIDATE = itemgetter(*(_GET_COLUMNS.index(c) for c in _CANDIDATE_COLUMNS))
-"""A ``_GET_COLUMNS`` row's ``_CANDIDATE_COLUMNS``, in that order."""
 _AT = {c: i for i, c in enumerate(_GET_COLUMNS)}
 
 
@@ -279,15 +286,15 @@ class MemoryRows(StoreBase):
     def candidates(self, ns: Namespace, ids: Sequence[str]) -> dict[str, Candidate]:
         """Recall's read of its candidates: ``{id: Candidate}`` of the live memories
         of ``ns`` among ``ids`` (ids of other namespaces, or forgotten meanwhile,
-        are simply absent), in one query of the ``_CANDIDATE_COLUMNS`` through the
-        DBAPI cursor — plain tuples, no Memory built (``Candidate``). Raises
-        StoreError."""
+        are simply absent), in one query through the DBAPI cursor — ``get_many``'s
+        rows, without building a Memory of each (``Candidate.memory()`` does, for
+        the hits). Raises StoreError."""
         if not ids:
             return {}
         ids = list(dict.fromkeys(ids))
         mark = self.mark
         # filtered on the namespace without its index, each id by primary key (see get_many)
-        sql = (f"SELECT {', '.join(_CANDIDATE_COLUMNS)} FROM memories WHERE id IN ({', '.join([mark] * len(ids))}) "
+        sql = (f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE id IN ({', '.join([mark] * len(ids))}) "
                f"AND namespace || '' = {mark}")
         return {r[0]: Candidate(r) for r in self._read_rows(sql, (*ids, str(ns)))}
 

@@ -1,8 +1,8 @@
-"""Recall's lean candidate read (issue 29.3): every candidate is read as plain values
-(``Store.candidates``) and scored without building a Memory; only the hits returned
-are read whole. The hits are those of scoring every candidate's whole memory — same
-ids, order, scores, ranks and parts — on the exact, cached and index paths, SQLite
-and PostgreSQL, Chinese and English."""
+"""Recall's lean candidate read (issue 29.3): every candidate's row is read as plain
+values (``Store.candidates``) and scored without building a Memory; only the hits
+returned are built whole. The hits are those of scoring every candidate's whole
+memory — same ids, order, scores, ranks and parts — on the exact, cached and index
+paths, SQLite and PostgreSQL, Chinese and English."""
 
 from __future__ import annotations
 
@@ -175,7 +175,7 @@ def test_no_memory_is_built_for_a_candidate_that_is_not_returned(core, path, mon
 
 def test_candidates_read_what_the_whole_memory_holds(core):
     """``Store.candidates`` against ``Store.get_many``: the same texts, times, emotion,
-    disclosure and scoring seconds; ids of another namespace are absent."""
+    disclosure, scoring seconds and whole memory; ids of another namespace are absent."""
     ns, ids = _person(core, "tg:cand")
     other, other_ids = _person(core, "tg:cand-other")
     rows = core.store.candidates(ns, [*ids, *other_ids])
@@ -187,6 +187,7 @@ def test_candidates_read_what_the_whole_memory_holds(core):
         assert (c.id, c.text, c.context, c.searched, c.visibility, c.created_at, c.event_time) == \
             (m.id, m.text, m.context, m.searched, m.visibility, m.created_at, m.event_time)
         assert c.origin == (m.origin.key if m.origin else "")
+        assert c.memory(ns) == m
         assert (Category(c.category), c.importance, c.valence, c.arousal) == \
             (m.category, m.importance, m.valence, m.arousal)
         written, times = c.times()

@@ -69,9 +69,9 @@ def _touches(statements, table: str) -> bool:
 
 
 def test_a_recall_of_a_namespace_without_links_conflicts_or_dormant_memories_reads_none_of_them(core):
-    """Cached path, warm, zh and en: the state read, the candidates' scoring columns
-    (``Store.candidates``) and the hits' whole rows (``Store.get_many``); no read of memory_links,
-    memory_conflicts or consolidated."""
+    """Cached path, warm, zh and en: the state read and the candidates' rows (``Store.candidates``,
+    through the DBAPI cursor), nothing else; no read of memory_links, memory_conflicts or
+    consolidated."""
     core.cache = NamespaceCache(16)
     ns, _ = _person(core)
     assert core.store.namespace_stats(ns) == NamespaceStats(version=5, live=5, links=0, conflicts=0, dormant=0)
@@ -81,7 +81,7 @@ def test_a_recall_of_a_namespace_without_links_conflicts_or_dormant_memories_rea
             hits = core.recall(ns, tail)
         assert hits
         assert not any(_touches(seen, t) for t in ("memory_links", "memory_conflicts", "consolidated")), seen
-        assert _tables(seen) == ["namespace_state", "memories", "memories"], seen
+        assert _tables(seen) == ["namespace_state", "memories"], seen
 
 
 def test_links_conflicts_and_dormant_marks_are_counted_and_read_with_the_same_hits(core):
