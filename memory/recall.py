@@ -598,6 +598,11 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     Returns at most ``params.k`` Hits, best first, each with its per-channel ranks
     and score parts. ``chat`` applies disclosure (group chats see only what was
     learned in that group). ``cache``: the namespace cache (``channel_hits``).
+    ``scorer``: None rescores with ``memory.scoring`` from the candidates' rows as
+    read (``Store.candidates``), building a Memory for the hits only and scoring
+    only the candidates that can still reach them; a scorer of the caller's own
+    gets every candidate's whole Memory. Both give the same hits for the same
+    arithmetic.
     ``only``: ids of ``ns`` a hit must be among (a metadata filter,
     ``MemoryCore.recall``): each channel searches ``MAX_FILTERED_CANDIDATES``
     deep and keeps only those, so it narrows and never widens.
