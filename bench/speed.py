@@ -26,8 +26,9 @@ embedding included, identical to exact search):
   reference, the order rotating query by query so all see the same load): one query embedding
   plus a numpy dot over the namespace's matrix plus BM25 over its postings,
   the recall's ratio to it, wall and CPU time per query;
-- the steps of today's path in the 10k namespace; the query embedding with one
-  against two BLAS/OpenMP (or ONNX Runtime) threads, alternating query by query,
+- the steps of today's path in the 10k namespace (the candidates' SQL read as
+  plain tuples and the hits' Memory objects apart); the query embedding with
+  one against two BLAS/OpenMP (or ONNX Runtime) threads, alternating query by query,
   and the cached recall with the process's BLAS pool at one against two threads;
   capture throughput one message at a time and in ``MemoryCore.batch()`` blocks;
   the process's peak RSS and the load average.
@@ -536,12 +537,13 @@ def _threads(embedder, qs: Sequence[str]) -> dict[int, list[float]]:
 
 def _breakdown(core: MemoryCore, ns: Namespace, qs: Sequence[str]) -> dict[str, list[float]]:
     """Per-step seconds of a one-line hybrid recall: tokens, query embedding, BM25,
-    vector search, SQL resolve — the steps ``memory.recall.recall`` runs."""
+    vector search, the candidates' rows from SQL (plain tuples), the hits' Memory
+    objects built from them — the steps ``memory.recall.recall`` runs."""
     from memory.text import tokens
 
     p = RecallParams()
     steps: dict[str, list[float]] = {k: [] for k in ("tokens", "embed query", "bm25 search", "vector search",
-                                                     "SQL get_many")}
+                                                     "SQL candidates", f"build {p.k} hits")}
     for q in qs:
         t0 = time.perf_counter()
         toks = tokens(q)
@@ -552,9 +554,11 @@ def _breakdown(core: MemoryCore, ns: Namespace, qs: Sequence[str]) -> dict[str, 
         t3 = time.perf_counter()
         v = core.index.search_vector(ns, vec, p.candidates)
         t4 = time.perf_counter()
-        core.store.get_many(ns, list(dict.fromkeys([h.id for h in b] + [h.id for h in v])))
+        rows = core.store.candidates(ns, list(dict.fromkeys([h.id for h in b] + [h.id for h in v])))
         t5 = time.perf_counter()
-        for k, dt in zip(steps, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+        [c.memory(ns) for c in list(rows.values())[:p.k]]
+        t6 = time.perf_counter()
+        for k, dt in zip(steps, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5)):
             steps[k].append(dt)
     return steps
 

@@ -45,6 +45,7 @@ widens a search that found nothing (DESIGN rule 4).
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import re
@@ -59,9 +60,8 @@ from memory.dates import query_period_span
 from memory.cache import Bm25Postings, NamespaceCache, NamespaceView, VectorForm
 from memory.index import SearchIndex
 from memory.links import DEFAULT_HALF_LIFE_DAYS, spread
-from memory.scoring import DEFAULT_PARAMS, ScoringParams, final
-from memory.scoring import score as default_score
-from memory.store import MemoryText, NamespaceStats, Store, utcnow
+from memory.scoring import DEFAULT_PARAMS, ScoringParams, final, final_of, score_seconds
+from memory.store import Candidate, MemoryText, NamespaceStats, Store, utcnow
 from memory.text import is_cjk, is_filler, to_simplified, tokens
 from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
@@ -598,6 +598,11 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     Returns at most ``params.k`` Hits, best first, each with its per-channel ranks
     and score parts. ``chat`` applies disclosure (group chats see only what was
     learned in that group). ``cache``: the namespace cache (``channel_hits``).
+    ``scorer``: None rescores with ``memory.scoring`` from the candidates' rows as
+    read (``Store.candidates``), building a Memory for the hits only and scoring
+    only the candidates that can still reach them; a scorer of the caller's own
+    gets every candidate's whole Memory. Both give the same hits for the same
+    arithmetic.
     ``only``: ids of ``ns`` a hit must be among (a metadata filter,
     ``MemoryCore.recall``): each channel searches ``MAX_FILTERED_CANDIDATES``
     deep and keeps only those, so it narrows and never widens.
@@ -650,11 +655,14 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
             period_ids = [m for m in period_ids if m in only]
     if not fused and not period_ids:
         return []
-    if small is not None:  # the rows are at hand: build only the candidates
-        wanted = {m for m, _, _ in fused} | set(period_ids)
-        memories = {t.id: t.memory() for t in small if t.id in wanted}
+    # the candidates as read (``Candidate``: their rows as plain values, no Memory): every later
+    # step and the scoring read these; the whole memory is built for the hits returned only
+    wanted = list(dict.fromkeys([*(m for m, _, _ in fused), *period_ids]))
+    if small is not None:  # the rows are at hand
+        want = set(wanted)
+        rows = {t.id: t.candidate() for t in small if t.id in want}
     else:
-        memories = store.get_many(ns, list(dict.fromkeys([*(m for m, _, _ in fused), *period_ids])))
+        rows = store.candidates(ns, wanted)
     if params.bm25_full_coverage > 0:
         # IDF over what BM25 searched: the disclosed rows of the view searched (cached or
         # exact: counted in its postings), the fused candidates on the index path (whose
@@ -663,13 +671,13 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         for step, line in enumerate(queries):
             name = _list_name("bm25", step)
             line = words if step == 0 and words is not None else line
-            if not lists.get(name) or lists[name][0] not in memories:
+            if not lists.get(name) or lists[name][0] not in rows:
                 continue
-            terms, top = _query_terms(line), tokens(memories[lists[name][0]].searched)
+            terms, top = _query_terms(line), tokens(rows[lists[name][0]].searched)
             if view is not None:
                 conf = _view_confidence(view, chat, terms, top, params.bm25_full_coverage)
             else:
-                conf = bm25_confidence(terms, top, [tokens(m.searched) for m in memories.values()],
+                conf = bm25_confidence(terms, top, [tokens(m.searched) for m in rows.values()],
                                        params.bm25_full_coverage)
             if conf < 1.0:
                 weights[name] *= conf
@@ -682,16 +690,16 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
             first = store.first_said(ns, chat.group_key if chat is not None and chat.is_group else None)
             period = None if first is None else (first.date(), first.date())
         if period is not None:
-            inside = [m for m, _, _ in fused if m in memories and _said_in(memories[m], period)]
-            inside += [m for m in period_ids if m in memories and m not in inside]
+            inside = [m for m, _, _ in fused if m in rows and _said_in(rows[m], period)]
+            inside += [m for m in period_ids if m in rows and m not in inside]
             # of that period's memories, those that say something come before a bare greeting or mood,
             # and those of the period itself before those of the day of slack around it
-            inside.sort(key=lambda m: (is_thin(memories[m].text), not _said_in(memories[m], period, slack=0)))
+            inside.sort(key=lambda m: (is_thin(rows[m].text), not _said_in(rows[m], period, slack=0)))
             if inside:
                 lists["time"] = inside
                 fused = rrf_fuse(lists, params.rrf_k, weights)
     if params.assoc_weight > 0 and params.assoc_seeds > 0 and stats.may_have("links"):
-        assoc = _associated(store, ns, fused, memories, small, chat, now, params)
+        assoc = _associated(store, ns, fused, rows, small, chat, params, now)
         if only is not None:
             assoc = [m for m in assoc if m in only]
         if assoc:
@@ -699,24 +707,65 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
             weights["assoc"] = params.assoc_weight
             fused = rrf_fuse(lists, params.rrf_k, weights)
     sp = params.scoring or DEFAULT_PARAMS
-    if scorer is None:
-        def scorer(rrf: float, mem: Memory, at: datetime, valence: float) -> ScoreParts:
-            return default_score(rrf, mem, at, valence, sp)
-    dormant = store.dormant_among(ns, list(memories)) if params.dormant_factor != 1.0 and stats.may_have("dormant") \
+    dormant = store.dormant_among(ns, list(rows)) if params.dormant_factor != 1.0 and stats.may_have("dormant") \
         else frozenset()
-    out: list[Hit] = []
-    for mid, rrf, ranks in fused:
-        mem = memories.get(mid)
-        if mem is None:  # stale index row (deleted in SQL, index not yet repaired)
+    # a scorer of the caller's own takes whole memories: then every candidate's is built
+    whole = None if scorer is None else {m: c.memory(ns) for m, c in rows.items()}
+    now_s = (now if now.tzinfo else now.replace(tzinfo=timezone.utc)).timestamp()
+    # Only a candidate that can still reach the first ``depth`` is scored: ``fused`` runs from the
+    # highest RRF down, and no rescoring lifts a score above ``rrf × bound``, so one whose bound is
+    # under the depth-th best score so far cannot be among the first ``depth`` (the hits returned,
+    # the positions ``keep_channel_tops`` reads, and room for the ids it lifts, which are always
+    # scored). The hits are those of scoring every candidate; the scoring (every kept access time
+    # parsed) costs most of a recall's work for the others.
+    keep = set(lists.get("bm25", [])[:params.keep_top]) if params.keep_top > 0 and params.keep_within > 0 else set()
+    depth = max(params.k, params.keep_within) + len(keep) + 1
+    bound = _score_bound(sp, params.dormant_factor) if whole is None else math.inf
+    best: list[float] = []  # a min-heap of the ``depth`` best scores so far
+    scored: list[tuple[str, float]] = []
+    parts_of: dict[str, tuple[float, float, float, float, float] | ScoreParts] = {}
+    for mid, rrf, _ranks in fused:
+        row = rows.get(mid)
+        if row is None:  # stale index row (deleted in SQL, index not yet repaired)
             continue
-        parts = scorer(rrf, mem, now, query_valence)
-        score = final(parts, sp) * (params.dormant_factor if mid in dormant else 1.0)
-        out.append(Hit(memory=mem, score=score, ranks=ranks, parts=parts))
-    out.sort(key=lambda h: (-h.score, h.memory.id))
+        if len(best) == depth and rrf * bound < best[0] and mid not in keep:
+            continue
+        if whole is None:
+            written, times = row.times()
+            parts = score_seconds(rrf, row.category, row.importance, row.valence, row.arousal, written, times,
+                                  now_s, query_valence, sp)
+            value = final_of(parts, sp)
+        else:
+            parts = scorer(rrf, whole[mid], now, query_valence)  # type: ignore[misc]
+            value = final(parts, sp)
+        parts_of[mid] = parts
+        value *= params.dormant_factor if mid in dormant else 1.0
+        scored.append((mid, value))
+        if len(best) < depth:
+            heapq.heappush(best, value)
+        elif value > best[0]:
+            heapq.heapreplace(best, value)
+    scored.sort(key=lambda h: (-h[1], h[0]))
     if params.keep_top > 0 and params.keep_within > 0:
         if lists.get("bm25") and 0 < params.bm25_weight <= weights.get("bm25", 0):
-            out = keep_channel_tops(out, lists["bm25"][:params.keep_top], params.keep_within)
-    return out[: params.k]
+            scored = _keep_tops(scored, lists["bm25"][:params.keep_top], params.keep_within)
+    ranks = {m: r for m, _, r in fused}
+    out: list[Hit] = []
+    for mid, value in scored[: params.k]:  # the whole memory of the hits only
+        parts = parts_of[mid]
+        out.append(Hit(memory=whole[mid] if whole is not None else rows[mid].memory(ns), score=value,
+                       ranks=ranks[mid], parts=parts if isinstance(parts, ScoreParts) else ScoreParts(*parts)))
+    return out
+
+
+def _score_bound(sp: ScoringParams, dormant_factor: float) -> float:
+    """The most the rescoring multiplies an RRF score by (``memory.scoring.final``:
+    retention's share at most 1, activation, emotion and importance each at the
+    top of its range, raised to ``rescore_strength``; a dormant factor above 1
+    counted), with a relative margin of 1e-9 for rounding: ``final ≤ rrf × bound``."""
+    factor = sp.activation_weight_range[1] * (1.0 + sp.congruence_max_boost) * sp.importance_weight_range[1]
+    s = sp.rescore_strength
+    return (factor if s == 1.0 else factor ** s) * max(1.0, dormant_factor) * (1.0 + 1e-9)
 
 
 def keep_channel_tops(hits: list[Hit], keep: Sequence[str], within: int) -> list[Hit]:
@@ -726,64 +775,68 @@ def keep_channel_tops(hits: list[Hit], keep: Sequence[str], within: int) -> list
     that the vector channel does not return) are not pushed out of the top by
     the other channel's; a moved hit's score is raised to just above the one it
     now precedes, so the order stays the order of scores (merging the hits of
-    several namespaces by score keeps it). Positions 1-based as in a prompt."""
-    wanted = set(keep)
-    late = [h for h in hits[within:] if h.memory.id in wanted]
-    if not late:
+    several namespaces by score keeps it). Positions 1-based as in a prompt.
+    The arithmetic is ``_keep_tops``', which recall runs on its scored ids."""
+    pairs = [(h.memory.id, h.score) for h in hits]
+    moved = _keep_tops(pairs, keep, within)
+    if moved is pairs:
         return hits
+    by_id = {h.memory.id: h for h in hits}
+    return [by_id[mid] if by_id[mid].score == score else replace(by_id[mid], score=score) for mid, score in moved]
+
+
+def _keep_tops(ranked: list[tuple[str, float]], keep: Sequence[str], within: int) -> list[tuple[str, float]]:
+    """``keep_channel_tops`` on ``(id, score)`` pairs, best first (ids distinct)."""
+    wanted = set(keep)
+    late = [h for h in ranked[within:] if h[0] in wanted]
+    if not late:
+        return ranked
     late = late[:within]
     room = within - len(late)
-    head, displaced = hits[:room], hits[room:within]
-    rest = [h for h in hits[within:] if h not in late]
-    after = displaced[0].score if displaced else (rest[0].score if rest else 0.0)
+    head, displaced = ranked[:room], ranked[room:within]
+    moved = {m for m, _ in late}
+    rest = [h for h in ranked[within:] if h[0] not in moved]
+    after = displaced[0][1] if displaced else (rest[0][1] if rest else 0.0)
     lifted = []
-    for h in reversed(late):  # from the last one up: each just above what follows it
-        score = max(h.score, after + 1e-9)
-        lifted.append(replace(h, score=score))
+    for mid, score in reversed(late):  # from the last one up: each just above what follows it
+        score = max(score, after + 1e-9)
+        lifted.append((mid, score))
         after = score
     lifted.reverse()
-    if head and lifted and lifted[0].score > head[-1].score:
-        head = [replace(h, score=max(h.score, lifted[0].score + 1e-9 * (len(head) - i)))
-                for i, h in enumerate(head)]
+    if head and lifted and lifted[0][1] > head[-1][1]:
+        head = [(mid, max(score, lifted[0][1] + 1e-9 * (len(head) - i))) for i, (mid, score) in enumerate(head)]
     return head + lifted + displaced + rest
 
 
 def _associated(store: Store, ns: Namespace, fused: Sequence[tuple[str, float, dict[str, int]]],
-                memories: dict[str, Memory], small: Sequence[MemoryText] | None, chat: ChatRef | None,
-                now: datetime, params: RecallParams) -> list[str]:
+                rows: dict[str, Candidate], small: Sequence[MemoryText] | None, chat: ChatRef | None,
+                params: RecallParams, now: datetime) -> list[str]:
     """The association channel's ranked ids: activation spread from the first
     ``params.assoc_seeds`` of ``fused`` (source weight: fused score over the best)
     along ``ns``'s links (one ``Store.links_of`` read), cut at
-    ``params.candidates``. A neighbour not yet among ``memories`` is read in ``ns``
-    (from ``small`` on the exact path, else one ``Store.get_many``), added to
-    ``memories`` and kept only when disclosed in ``chat``; its absence (forgotten
+    ``params.candidates``. A neighbour not yet among ``rows`` is read in ``ns``
+    (from ``small`` on the exact path, else one ``Store.candidates``), added to
+    ``rows`` and kept only when disclosed in ``chat``; its absence (forgotten
     meanwhile) drops it."""
-    seeds = [(m, sc) for m, sc, _ in fused[:params.assoc_seeds] if m in memories]
+    seeds = [(m, sc) for m, sc, _ in fused[:params.assoc_seeds] if m in rows]
     if not seeds:
         return []
     top = seeds[0][1]  # > 0: rrf_fuse leaves zero-weight channels out
     links = store.links_of(ns, [m for m, _ in seeds], at=now, min_weight=params.assoc_min_weight,
                            half_life_days=params.link_half_life_days)
     ranked = spread([(m, sc / top) for m, sc in seeds], links)[:params.candidates]
-    new = [m for m, _ in ranked if m not in memories]
+    new = [m for m, _ in ranked if m not in rows]
     if new:
         if small is not None:
             wanted = set(new)
-            found = {t.id: t.memory() for t in small if t.id in wanted and _disclosed(t, chat)}
+            found = {t.id: t.candidate() for t in small if t.id in wanted and _disclosed(t, chat)}
         else:
-            found = {i: m for i, m in store.get_many(ns, new).items() if _memory_disclosed(m, chat)}
-        memories.update(found)
-    return [m for m, _ in ranked if m in memories]
+            found = {i: c for i, c in store.candidates(ns, new).items() if _disclosed(c, chat)}
+        rows.update(found)
+    return [m for m, _ in ranked if m in rows]
 
 
-def _memory_disclosed(m: Memory, chat: ChatRef | None) -> bool:
-    """``_disclosed`` for a ``Memory`` read from SQL (DESIGN rule 6)."""
-    if chat is None or not chat.is_group:
-        return True
-    return m.visibility is Visibility.GROUP and m.origin is not None and m.origin.group_key == chat.group_key
-
-
-def _said_in(mem: Memory, period: tuple[date, date], slack: int = 1) -> bool:
+def _said_in(mem: Memory | Candidate, period: tuple[date, date], slack: int = 1) -> bool:
     """True when ``mem`` was said (``created_at``) or its event falls
     (``event_time``) within ``period`` (inclusive days), give or take ``slack``
     days: the period is in the tenant's zone, the times in UTC."""
@@ -823,10 +876,10 @@ def _indexed(index: SearchIndex, ns: Namespace, line: str, vec: np.ndarray | Non
     return ranked
 
 
-def _disclosed(m: MemoryText, chat: ChatRef | None) -> bool:
+def _disclosed(m: MemoryText | Candidate, chat: ChatRef | None) -> bool:
     """DESIGN rule 6, as the index's prefilter applies it: in a group chat only
     what was learned in that group (any of its topics); in private everything of
-    the person."""
+    the person. ``m``: a row as read (its visibility and origin chat key)."""
     if chat is None or not chat.is_group:
         return True
     return m.visibility is Visibility.GROUP and bool(m.origin) and ChatRef.parse(m.origin).group_key == chat.group_key

@@ -56,7 +56,9 @@ __all__ = [
     "emotion_congruence",
     "importance_weight",
     "score",
+    "score_seconds",
     "final",
+    "final_of",
 ]
 
 SECONDS_PER_DAY = 86_400.0
@@ -295,29 +297,46 @@ def score(
     - emotion: ``emotion_congruence(query_valence, memory.valence)``;
     - importance: ``importance_weight(memory.importance)``.
 
+    The arithmetic is ``score_seconds``' (recall's lean path calls it with the
+    stored values, without building the Memory), so both give the same floats.
     Raises ValueError if ``rrf`` is negative or not finite.
     """
+    written = memory.updated_at or memory.created_at
+    return ScoreParts(*score_seconds(
+        rrf, memory.category, memory.importance, memory.valence, memory.arousal,
+        _utc(written).timestamp() if written else None,
+        [_utc(m).timestamp() for m in (memory.created_at, memory.updated_at, *memory.access_times) if m is not None],
+        _utc(now).timestamp(), query_valence, params))
+
+
+def score_seconds(
+    rrf: float,
+    category: Category | str,
+    importance: float,
+    valence: float,
+    arousal: float,
+    written: float | None,
+    times: Sequence[float],
+    now: float,
+    query_valence: float = 0.0,
+    params: ScoringParams = DEFAULT_PARAMS,
+) -> tuple[float, float, float, float, float]:
+    """``score`` from plain values: ``(rrf, retention, activation, emotion,
+    importance)``, the fields of ``ScoreParts`` in order. ``category``: a
+    Category or its value; ``written``: POSIX seconds of the last write
+    (``updated_at``, else ``created_at``; None: counts as new); ``times``: POSIX
+    seconds of ``created_at``, ``updated_at`` and each access time, in that
+    order (a duplicate counts once); ``now``: POSIX seconds. Raises ValueError
+    if ``rrf`` is negative or not finite, or ``category`` is not a Category."""
     if not (math.isfinite(rrf) and rrf >= 0.0):
         raise ValueError(f"rrf must be finite and >= 0, got {rrf!r}")
-    now_s = _utc(now).timestamp()
-    written = memory.updated_at or memory.created_at
-    age_days = (now_s - _utc(written).timestamp()) / SECONDS_PER_DAY if written else 0.0
-    r = retention(age_days, memory.category, memory.valence, memory.arousal, params)
-
-    # POSIX seconds: comparing and subtracting floats is what recall does ~80 times a turn
-    stamps = {_utc(m).timestamp() for m in (memory.created_at, memory.updated_at, *memory.access_times)
-              if m is not None}
+    age_days = (now - written) / SECONDS_PER_DAY if written is not None else 0.0
+    r = retention(age_days, category, valence, arousal, params)
+    stamps = set(times)
     recent = sorted(stamps, reverse=True)[: params.max_access_times] if len(stamps) > params.max_access_times \
         else stamps
-    b = activation([now_s - m for m in recent], params.activation_decay)
-
-    return ScoreParts(
-        rrf=rrf,
-        retention=r,
-        activation=b,
-        emotion=emotion_congruence(query_valence, memory.valence, params),
-        importance=importance_weight(memory.importance, params),
-    )
+    b = activation([now - m for m in recent], params.activation_decay)
+    return rrf, r, b, emotion_congruence(query_valence, valence, params), importance_weight(importance, params)
 
 
 def final(parts: ScoreParts, params: ScoringParams = DEFAULT_PARAMS) -> float:
@@ -326,8 +345,15 @@ def final(parts: ScoreParts, params: ScoringParams = DEFAULT_PARAMS) -> float:
     0.5; s = ``rescore_strength``, 0.25). Non-negative for non-negative parts
     and non-decreasing in each of rrf, retention, activation, emotion and
     importance."""
+    return final_of((parts.rrf, parts.retention, parts.activation, parts.emotion, parts.importance), params)
+
+
+def final_of(parts: tuple[float, float, float, float, float], params: ScoringParams = DEFAULT_PARAMS) -> float:
+    """``final`` of ``score_seconds``' tuple ``(rrf, retention, activation,
+    emotion, importance)``: the same arithmetic, without a ScoreParts."""
+    rrf, ret, act, emo, imp = parts
     floor = params.retention_floor
-    kept = floor + (1.0 - floor) * _clip(parts.retention, 0.0, 1.0)
-    factor = kept * activation_weight(parts.activation, params) * parts.emotion * parts.importance
+    kept = floor + (1.0 - floor) * _clip(ret, 0.0, 1.0)
+    factor = kept * activation_weight(act, params) * emo * imp
     s = params.rescore_strength
-    return parts.rrf * (factor if s == 1.0 else factor ** s)
+    return rrf * (factor if s == 1.0 else factor ** s)

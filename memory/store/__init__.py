@@ -15,7 +15,8 @@ concern, each in a module named after it::
       migrate.py     the schema by Alembic: create-and-stamp an empty database,
                      upgrade any other (revisions in migrations/versions/)
       memories.py    MemoryRows: memories, history, tombstones, touch, retract,
-                     group-scoped listings; MemoryText
+                     group-scoped listings; MemoryText, Candidate (recall's lean
+                     read of its candidates)
       chatlog.py     ChatLog: chat log, redactions, deliveries, captures still
                      due, edits, chat migration; ChatLine, PendingCapture, ChatMigration
       outbox.py      IndexOutbox: the index outbox; IndexOp
@@ -86,14 +87,14 @@ from memory.store.consolidated import Consolidated, ConsolidatedRows, Consolidat
 from memory.store.events import ChangeEvent, ChangeEvents
 from memory.store.identities import Identities
 from memory.store.links import MAX_LINKED_IDS, Links
-from memory.store.memories import MemoryRows, MemoryText
+from memory.store.memories import Candidate, MemoryRows, MemoryText
 from memory.store.nonces import NonceClaim, SeenNonces
 from memory.store.outbox import IndexOp, IndexOutbox
 from memory.store.versions import NamespaceStats, NamespaceVersions
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
-           "MemoryText", "Conflict", "ApiKey", "KeyScope", "MAX_LINKED_IDS", "Consolidated", "ConsolidationState", "ChangeEvent",
-           "NamespaceStats", "NonceClaim"]
+           "MemoryText", "Candidate", "Conflict", "ApiKey", "KeyScope", "MAX_LINKED_IDS", "Consolidated",
+           "ConsolidationState", "ChangeEvent", "NamespaceStats", "NonceClaim"]
 
 
 class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, Links,

@@ -284,6 +284,21 @@ class StoreBase:
             except (DBAPIError, PoolTimeout) as exc:
                 raise StoreError(str(exc)) from exc
 
+    def _read_rows(self, sql: str, params: tuple) -> list[tuple]:
+        """``raw_rows`` of ``sql`` on a pooled connection (placeholders: ``mark``;
+        table names unqualified, as the schema's search path resolves them): the
+        hot reads of recall, without SQLAlchemy's statement and result machinery
+        (each cost more than its query). A lost connection, a timeout or a driver
+        error becomes StoreError, as in ``_read``."""
+        try:
+            with self.engine.connect() as conn:
+                try:
+                    return raw_rows(conn, sql, params)
+                except conn.dialect.dbapi.Error as exc:  # the driver's own, not wrapped by SQLAlchemy
+                    raise StoreError(str(exc)) from exc
+        except (DBAPIError, PoolTimeout) as exc:
+            raise StoreError(str(exc)) from exc
+
     @contextmanager
     def _read(self) -> Iterator[Session]:
         """A read-only ORM session (no lock; WAL never blocks it on SQLite). A lost

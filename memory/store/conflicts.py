@@ -21,7 +21,7 @@ from sqlalchemy import bindparam, delete
 from sqlmodel import Session, func, select
 
 from memory.errors import NotFoundError
-from memory.store.base import StoreBase, utcnow
+from memory.store.base import StoreBase, raw_datetime, utcnow
 from memory.store.tables import _aware, _ConflictRow, _MemoryRow
 from memory.store.versions import _count
 from memory.types import Namespace
@@ -51,10 +51,6 @@ _T = _ConflictRow.__table__  # type: ignore[attr-defined]
 _UNLINK_SQL = delete(_T).where(_T.c.namespace == bindparam("ns"),
                                _T.c.older_id.in_(bindparam("ids", expanding=True))
                                | _T.c.newer_id.in_(bindparam("ids", expanding=True)))
-_LINKS_SQL = select(_T.c.older_id, _T.c.newer_id, _T.c.created_at).where(
-    _T.c.namespace == bindparam("ns"),
-    _T.c.older_id.in_(bindparam("ids", expanding=True)) | _T.c.newer_id.in_(bindparam("ids", expanding=True))
-).order_by(_T.c.created_at.desc(), _T.c.id.desc())
 
 
 def _unlink(s: Session, ns: Namespace, memory_ids: Sequence[str]) -> None:
@@ -90,18 +86,21 @@ class Conflicts(StoreBase):
 
     def conflicts(self, ns: Namespace, memory_ids: Sequence[str] | None = None) -> list[Conflict]:
         """Conflict links of ``ns`` with one of ``memory_ids`` on either side (None:
-        every link of ``ns``), newest link first."""
+        every link of ``ns``), newest link first. Through the DBAPI cursor
+        (``StoreBase._read_rows``). Raises StoreError."""
         if memory_ids is not None and not memory_ids:
             return []
+        mark = self.mark
         if memory_ids is None:
-            q = select(_T.c.older_id, _T.c.newer_id, _T.c.created_at).where(_T.c.namespace == str(ns)).order_by(
-                _T.c.created_at.desc(), _T.c.id.desc())
-            params: dict = {}
-        else:
-            q, params = _LINKS_SQL, {"ns": str(ns), "ids": list(memory_ids)}
-        with self._read() as s:
-            rows = s.execute(q, params).all()
-        return [Conflict(r.older_id, r.newer_id, _aware(r.created_at)) for r in rows]  # type: ignore[arg-type]
+            where, params = f"namespace = {mark}", (str(ns),)
+        else:  # recall's conflict marks, once per recall
+            ids = list(memory_ids)
+            marks = ", ".join([mark] * len(ids))
+            where, params = f"namespace = {mark} AND (older_id IN ({marks}) OR newer_id IN ({marks}))", \
+                (str(ns), *ids, *ids)
+        rows = self._read_rows(f"SELECT older_id, newer_id, created_at FROM memory_conflicts WHERE {where} "
+                               "ORDER BY created_at DESC, id DESC", params)
+        return [Conflict(older, newer, _aware(raw_datetime(at))) for older, newer, at in rows]  # type: ignore[arg-type]
 
     def clear_conflicts(self, ns: Namespace, memory_id: str) -> None:
         """Delete the conflict links of ``memory_id`` in ``ns`` (none: nothing happens)."""

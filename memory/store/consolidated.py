@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import bindparam, delete, func, update
+from sqlalchemy import delete, func, update
 from sqlmodel import Session, select
 
 from memory.errors import NotFoundError
@@ -43,8 +43,6 @@ preference, a relationship, a mood that lasts."""
 
 _C = _ConsolidatedRow.__table__  # type: ignore[attr-defined]
 # recall reads this every turn: built once, an index lookup per namespace
-_DORMANT_SQL = select(_C.c.memory_id).where(_C.c.namespace == bindparam("ns"), _C.c.dormant_since.is_not(None),
-                                            _C.c.memory_id.in_(bindparam("ids", expanding=True)))
 
 
 def _count_hits(conn, ns: Namespace, memory_ids: Sequence[str], at: datetime) -> None:
@@ -203,11 +201,14 @@ class ConsolidatedRows(StoreBase):
         return sorted(mid for mid, src in rows if memory_id in json.loads(src or "[]"))
 
     def dormant_among(self, ns: Namespace, memory_ids: Sequence[str]) -> frozenset[str]:
-        """Which of ``memory_ids`` are dormant consolidated memories of ``ns`` (recall's down-weighting)."""
+        """Which of ``memory_ids`` are dormant consolidated memories of ``ns`` (recall's
+        down-weighting; once per recall, through the DBAPI cursor). Raises StoreError."""
         if not memory_ids:
             return frozenset()
-        with self.engine.connect() as conn:
-            return frozenset(r[0] for r in conn.execute(_DORMANT_SQL, {"ns": str(ns), "ids": list(memory_ids)}))
+        ids = list(memory_ids)
+        rows = self._read_rows(f"SELECT memory_id FROM consolidated WHERE namespace = {self.mark} AND dormant_since "
+                               f"IS NOT NULL AND memory_id IN ({', '.join([self.mark] * len(ids))})", (str(ns), *ids))
+        return frozenset(r[0] for r in rows)
 
     def sweep_dormant(self, ns: Namespace, *, unused_since: datetime, below: float,
                       at: datetime | None = None) -> list[str]:

@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, func
 
 from memory.links import DEFAULT_HALF_LIFE_DAYS, MAX_LINKED_IDS, REASONS, decayed, grown
-from memory.store.base import StoreBase, utcnow
+from memory.store.base import StoreBase, raw_datetime, utcnow
 from memory.store.tables import _aware, _LinkRow, _MemoryRow
 from memory.store.versions import _count
 from memory.types import Namespace
@@ -38,9 +38,6 @@ _M = _MemoryRow.__table__  # type: ignore[attr-defined]
 _UNLINK_SQL = delete(_T).where(_T.c.namespace == bindparam("ns"),
                                _T.c.a_id.in_(bindparam("ids", expanding=True))
                                | _T.c.b_id.in_(bindparam("ids", expanding=True)))
-_OF_SQL = select(_T.c.a_id, _T.c.b_id, _T.c.weight, _T.c.reasons, _T.c.updated_at).where(
-    _T.c.namespace == bindparam("ns"),
-    _T.c.a_id.in_(bindparam("ids", expanding=True)) | _T.c.b_id.in_(bindparam("ids", expanding=True)))
 _LIVE_SQL = select(_M.c.id).where(_M.c.namespace == bindparam("ns"), _M.c.id.in_(bindparam("ids", expanding=True)))
 _PAIRS_SQL = select(_T.c.id, _T.c.a_id, _T.c.b_id, _T.c.weight, _T.c.reasons, _T.c.updated_at).where(
     _T.c.namespace == bindparam("ns"), _T.c.a_id.in_(bindparam("ids", expanding=True)),
@@ -130,22 +127,25 @@ class Links(StoreBase):
         [(other id, weight decayed to at, reasons), …]}``, strongest first (ties by
         id), leaving out weights below ``min_weight``. Every id asked for has an
         entry (an empty list when unlinked). ``at``: aware time (default now);
-        ``half_life_days`` > 0."""
+        ``half_life_days`` > 0. Raises StoreError."""
         wanted = list(dict.fromkeys(ids))
         out: dict[str, list[tuple[str, float, str]]] = {i: [] for i in wanted}
         if not wanted:
             return out
         at = at or utcnow()
-        with self._read() as s:
-            rows = s.connection().execute(_OF_SQL, {"ns": str(ns), "ids": wanted}).all()
-        for r in rows:
-            w = decayed(r.weight, _aware(r.updated_at), at, half_life_days)
+        marks = ", ".join([self.mark] * len(wanted))
+        # recall's association channel, once per recall: through the DBAPI cursor (``_read_rows``)
+        rows = self._read_rows(f"SELECT a_id, b_id, weight, reasons, updated_at FROM memory_links "
+                               f"WHERE namespace = {self.mark} AND (a_id IN ({marks}) OR b_id IN ({marks}))",
+                               (str(ns), *wanted, *wanted))
+        for a_id, b_id, weight, reasons, updated_at in rows:
+            w = decayed(weight, _aware(raw_datetime(updated_at)), at, half_life_days)
             if w < min_weight:
                 continue
-            if r.a_id in out:
-                out[r.a_id].append((r.b_id, w, r.reasons))
-            if r.b_id in out:
-                out[r.b_id].append((r.a_id, w, r.reasons))
+            if a_id in out:
+                out[a_id].append((b_id, w, reasons))
+            if b_id in out:
+                out[b_id].append((a_id, w, reasons))
         for neighbours in out.values():
             neighbours.sort(key=lambda n: (-n[1], n[0]))
         return out

@@ -5,7 +5,7 @@ adds its ``index_outbox`` row in the same transaction (``memory.store.outbox``
 drains them). A delete removes the live row and its history, records the
 tombstones it is given and, when asked, redacts the chat-log lines the memory
 was learned from (``memory.store.chatlog._redact_line``), all in one
-transaction. Also here: recall's reads (``get_many``, ``live_if_at_most``,
+transaction. Also here: recall's reads (``candidates``, ``get_many``, ``live_if_at_most``,
 ``search_rows`` and ``search_stamps`` for its namespace cache, ``touch``), the group-scoped listings (DESIGN rule 6), the ids of a namespace
 for index repair (``iter_ids``) and the one tenant-wide read,
 ``admin_namespaces`` (``memory.admin`` only).
@@ -17,6 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from operator import itemgetter
 from types import SimpleNamespace
 
 from sqlalchemy import and_, bindparam, func, insert, literal, update
@@ -57,14 +58,16 @@ class MemoryText:
     """What a search needs of a live memory: id, namespace, text, visibility,
     origin (the chat key it was learned in, "" when none), when read for
     recall's cache the row's own ``version`` (``Memory.version``; 0 when not read),
-    and the line it answered (``Memory.context``)."""
+    and the line it answered (``Memory.context``). Read by ``live_if_at_most``,
+    it keeps its whole row (a plain tuple): ``memory()`` and ``candidate()``
+    build from it without a query."""
 
     id: str
     namespace: Namespace
     text: str
     visibility: Visibility
     origin: str
-    _row: object = field(default=None, repr=False, compare=False)
+    _row: tuple | None = field(default=None, repr=False, compare=False)
     version: int = field(default=0, compare=False)
     context: str = ""
 
@@ -74,16 +77,126 @@ class MemoryText:
         return search_text(self.text, self.context)
 
     def memory(self) -> Memory:
-        """The whole memory, built from the row this was read from (no query)."""
+        """The whole memory, built from the row this was read from (no query);
+        ValueError when it was read without its row."""
         if self._row is None:
             raise ValueError("MemoryText without its row")
-        return _to_memory(self._row, self.namespace)  # type: ignore[arg-type]
+        return _tuple_memory(self._row, self.namespace)
+
+    def candidate(self) -> Candidate:
+        """What recall scores this memory by (``Candidate``), from the row this was
+        read from (no query); ValueError when it was read without its row."""
+        if self._row is None:
+            raise ValueError("MemoryText without its row")
+        return Candidate(self._row)
+
+
+def _seconds(value) -> float:
+    """A stored timestamp (SQLite's text, PostgreSQL's datetime; naive means UTC)
+    as POSIX seconds: the float ``memory.scoring.score`` takes of the aware
+    datetime ``Memory`` holds, computed the same way."""
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def _aware_at(value) -> datetime | None:
+    """A stored timestamp as the aware datetime ``Memory`` holds (None stays None)."""
+    return _aware(raw_datetime(value))
+
+
+_CANDIDATE_COLUMNS = ("id", "text", "context", "category", "importance", "valence", "arousal", "created_at",
+                      "updated_at", "event_time", "access_times", "visibility", "origin")
+"""The columns a ``Candidate`` reads by position: its scoring columns and what
+recall's channels and the disclosure rule look at. They lead ``_GET_COLUMNS``."""
+
+
+class Candidate(tuple):
+    """One recall candidate as read (``Store.candidates``): its whole row as the
+    DBAPI cursor hands it back (``_GET_COLUMNS``), no ``Memory`` built. Recall
+    scores every candidate from these values and builds the whole memory
+    (``memory()``) only for the hits it returns: most candidates are dropped, and
+    building a Memory (chat key, enums, times, metadata) cost more than reading
+    its row. One read of whole rows, not scoring columns first and the hits'
+    rows after: a second round trip cost more than the extra columns on both
+    backends (issue 29.3), and the hits are the rows that were scored.
+
+    ``id``, ``text``, ``context``, ``searched`` (``Memory.searched``),
+    ``category`` (its value), ``importance`` in [0, 1], ``valence`` in [-1, 1],
+    ``arousal`` in [0, 1], ``visibility`` (``Visibility``), ``origin`` (the chat
+    key it was learned in, "" when none), ``created_at`` / ``event_time`` (aware
+    UTC datetimes or None, as on ``Memory``) and ``times()``, the POSIX seconds
+    ``memory.scoring.score_seconds`` takes."""
+
+    __slots__ = ()
+
+    id = property(itemgetter(0))
+    text = property(itemgetter(1))
+    category = property(itemgetter(3))
+    importance = property(itemgetter(4))
+    valence = property(itemgetter(5))
+    arousal = property(itemgetter(6))
+
+    @property
+    def context(self) -> str:
+        return self[2] or ""
+
+    @property
+    def searched(self) -> str:
+        """``memory.types.search_text(text, context)``, as ``Memory.searched``."""
+        return search_text(self[1], self[2] or "")
+
+    @property
+    def created_at(self) -> datetime | None:
+        return _aware_at(self[7])
+
+    @property
+    def event_time(self) -> datetime | None:
+        return _aware_at(self[9])
+
+    @property
+    def visibility(self) -> Visibility:
+        return Visibility(self[11])
+
+    @property
+    def origin(self) -> str:
+        return self[12] or ""
+
+    def memory(self, ns: Namespace) -> Memory:
+        """The whole memory, ``ns`` being the namespace it was read in (no query)."""
+        return _tuple_memory(self, ns)
+
+    def times(self) -> tuple[float | None, list[float]]:
+        """``(written, times)`` in POSIX seconds, as ``memory.scoring.score_seconds``
+        takes them: the last write (``updated_at``, else ``created_at``; None
+        when neither) and ``created_at``, ``updated_at`` and every kept access
+        time, in that order (those stored)."""
+        created, updated = self[7], self[8]
+        times = [_seconds(t) for t in (created, updated) if t is not None]
+        if self[10]:
+            times += [_seconds(t) for t in json.loads(self[10])]
+        written = updated if updated is not None else created
+        return (None if written is None else _seconds(written)), times
 
 
 _NOT_IN_MEMORY = frozenset({"norm", "tenant", "source_fp", "entities"})
 """Columns of ``memories`` that ``_to_memory`` does not read."""
-_GET_COLUMNS = tuple(c.name for c in _MemoryRow.__table__.c if c.name not in _NOT_IN_MEMORY)  # type: ignore[attr-defined]
+_GET_COLUMNS = _CANDIDATE_COLUMNS + tuple(c.name for c in _MemoryRow.__table__.c  # type: ignore[attr-defined]
+                                          if c.name not in _NOT_IN_MEMORY and c.name not in _CANDIDATE_COLUMNS)
+"""The columns a Memory is built from (``_tuple_memory``), ``_CANDIDATE_COLUMNS``
+first: a whole row is also a ``Candidate``."""
 _DATE_COLUMNS = tuple(c for c in ("created_at", "updated_at", "valid_from", "valid_to", "event_time") if c in _GET_COLUMNS)
+_AT = {c: i for i, c in enumerate(_GET_COLUMNS)}
+
+
+def _tuple_memory(r: tuple, ns: Namespace) -> Memory:
+    """The Memory of a ``_GET_COLUMNS`` row read through the DBAPI cursor (SQLite
+    hands back its timestamps as text, PostgreSQL as datetimes)."""
+    row = SimpleNamespace(**dict(zip(_GET_COLUMNS, r)))
+    for name in _DATE_COLUMNS:
+        setattr(row, name, raw_datetime(getattr(row, name)))
+    return _to_memory(row, ns)  # type: ignore[arg-type]
+
+
 _KEY_SQL = select(_MemoryRow.__table__).where(  # type: ignore[attr-defined]
     _MemoryRow.__table__.c.namespace == bindparam("ns"), _MemoryRow.__table__.c.key == bindparam("key"))  # type: ignore[attr-defined]
 _TOMBSTONE_SQL = select(func.max(_TombstoneRow.__table__.c.forgotten_at)).where(  # type: ignore[attr-defined]
@@ -181,15 +294,22 @@ class MemoryRows(StoreBase):
         # path: ~60 candidates a turn, 2.4 → 1.3 ms p50 measured on a 3,000-memory namespace)
         sql = (f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE id IN ({', '.join([mark] * len(ids))}) "
                f"AND namespace || '' = {mark}")
-        with self.engine.connect() as conn:
-            rows = raw_rows(conn, sql, (*ids, str(ns)))
-        out: dict[str, Memory] = {}
-        for r in rows:
-            row = SimpleNamespace(**dict(zip(_GET_COLUMNS, r)))
-            for name in _DATE_COLUMNS:
-                setattr(row, name, raw_datetime(getattr(row, name)))
-            out[row.id] = _to_memory(row, ns)  # type: ignore[arg-type]
-        return out
+        return {r[0]: _tuple_memory(r, ns) for r in self._read_rows(sql, (*ids, str(ns)))}
+
+    def candidates(self, ns: Namespace, ids: Sequence[str]) -> dict[str, Candidate]:
+        """Recall's read of its candidates: ``{id: Candidate}`` of the live memories
+        of ``ns`` among ``ids`` (ids of other namespaces, or forgotten meanwhile,
+        are simply absent), in one query through the DBAPI cursor — ``get_many``'s
+        rows, without building a Memory of each (``Candidate.memory()`` does, for
+        the hits). Raises StoreError."""
+        if not ids:
+            return {}
+        ids = list(dict.fromkeys(ids))
+        mark = self.mark
+        # filtered on the namespace without its index, each id by primary key (see get_many)
+        sql = (f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE id IN ({', '.join([mark] * len(ids))}) "
+               f"AND namespace || '' = {mark}")
+        return {r[0]: Candidate(r) for r in self._read_rows(sql, (*ids, str(ns)))}
 
     def get_many_of(self, wanted: Mapping[Namespace, Sequence[str]]) -> dict[Namespace, dict[str, Memory]]:
         """``get_many`` of several namespaces in one query: ``{ns: {id: Memory}}``
@@ -223,14 +343,20 @@ class MemoryRows(StoreBase):
     def live_if_at_most(self, ns: Namespace, n: int) -> list[MemoryText] | None:
         """Every live memory of ``ns`` when it holds at most ``n``, else None (one
         query of at most ``n + 1`` rows), as ``MemoryText``: what a search reads,
-        with the whole memory built on demand (``MemoryText.memory()``) — the exact
-        recall of small namespaces builds only its candidates."""
-        t = _MemoryRow.__table__  # type: ignore[attr-defined]
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(t).where(t.c.namespace == str(ns)).limit(n + 1)).all()
+        its candidate values and whole memory built on demand from the row kept
+        (``MemoryText.candidate()``, ``MemoryText.memory()``): the exact recall of
+        small namespaces scores its candidates and builds only its hits. Raises
+        StoreError."""
+        # the DBAPI cursor: up to EXACT_MAX rows, whose per-value processing by
+        # SQLAlchemy cost more than the query; the row is kept as read
+        mark = self.mark
+        rows = self._read_rows(f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE namespace = {mark} LIMIT {mark}",
+                               (str(ns), int(n) + 1))
         if len(rows) > n:
             return None
-        return [MemoryText(r.id, ns, r.text, Visibility(r.visibility), r.origin, r, context=r.context or "") for r in rows]
+        i, text, vis, origin, context = (_AT[c] for c in ("id", "text", "visibility", "origin", "context"))
+        return [MemoryText(r[i], ns, r[text], Visibility(r[vis]), r[origin] or "", r, context=r[context] or "")
+                for r in rows]
 
     def search_rows(self, ns: Namespace, ids: Sequence[str] | None = None) -> tuple[int, list[MemoryText]]:
         """``(write version, every live memory of ns)`` for recall's cache — or only

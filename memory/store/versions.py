@@ -30,8 +30,6 @@ from memory.types import Namespace
 _T = _NamespaceStateRow.__table__  # type: ignore[attr-defined]
 _C = _NamespaceChangeRow.__table__  # type: ignore[attr-defined]
 _STATE_SQL = select(_T.c.version, _T.c.live).where(_T.c.namespace == bindparam("ns"))
-_STATS_SQL = select(_T.c.version, _T.c.live, _T.c.links, _T.c.conflicts, _T.c.dormant).where(
-    _T.c.namespace == bindparam("ns"))
 _SINCE_SQL = select(_C.c.version, _C.c.memory_id).where(_C.c.namespace == bindparam("ns"),
                                                           _C.c.version > bindparam("since"))
 
@@ -154,13 +152,16 @@ class NamespaceVersions(StoreBase):
     def namespace_stats(self, ns: Namespace) -> NamespaceStats:
         """``namespace_state`` of ``ns`` with its counters (``NamespaceStats``), in
         one primary-key read; a namespace without a row is counted in
-        ``memories`` (counters unknown), as ``namespace_state`` does."""
-        with self.engine.connect() as conn:
-            row = conn.execute(_STATS_SQL, {"ns": str(ns)}).first()
-        if row is None:
+        ``memories`` (counters unknown), as ``namespace_state`` does. Raises
+        StoreError."""
+        # once per recall: through the DBAPI cursor (``_read_rows``)
+        rows = self._read_rows("SELECT version, live, links, conflicts, dormant FROM namespace_state "
+                               f"WHERE namespace = {self.mark}", (str(ns),))
+        if not rows:
             version, live = self.namespace_state(ns)
             return NamespaceStats(version, live)
-        return NamespaceStats(int(row.version), int(row.live), row.links, row.conflicts, row.dormant)
+        version, live, links, conflicts, dormant = rows[0]
+        return NamespaceStats(int(version), int(live), links, conflicts, dormant)
 
     def changes_since(self, ns: Namespace, version: int) -> tuple[int, set[str]] | None:
         """``(current write version, ids of the memories changed after version
