@@ -88,7 +88,9 @@ def test_the_template_tells_the_pair_as_a_change_older_first_with_both_sources(s
     paired = {h.memory.id: h.conflict.id for h in hits if h.conflict is not None}
     assert paired == {a.memory.id: b.memory.id, b.memory.id: a.memory.id}  # both recalled, each carries the other
     assert all([m.id for m in told(h)] == [a.memory.id, b.memory.id] for h in hits if h.conflict is not None)
-    rec = template_recollection(hits, lang="zh_CN" if lang == "zh" else "en", name="阿杰", now=datetime.now(timezone.utc))
+    # told as of exactly 40 days after the first statement: "now" read here can be a calendar day past
+    # T0 + 40 days in the tenant's time zone (a suite that passes 16:00 UTC, midnight in UTC+8)
+    rec = template_recollection(hits, lang="zh_CN" if lang == "zh" else "en", name="阿杰", now=T0 + timedelta(days=40))
     (line,) = [x for x in rec.text.splitlines() if old in x or new in x]  # the pair is told once
     assert older_part in line and newer_part in line and line.index(older_part) < line.index(newer_part)
     assert ("40天前" if lang == "zh" else "40 days ago") in line
