@@ -224,3 +224,34 @@ def test_an_index_short_once_is_not_rebuilt_but_short_twice_is(tmp_path, embedde
         assert core.index.ids(NS) == set(ids)
     finally:
         core.close()
+
+
+def test_an_index_without_the_id_index_gets_it_on_open_and_keeps_working(tmp_path, embedder, caplog):
+    """A table written before the BTREE index on ``id`` (``upsert``'s merge key) gets it when it is
+    opened, with an INFO line and no rebuild; an update then replaces its row (no duplicate), a new
+    memory is found, and the other namespace sees none of it."""
+    import lancedb
+
+    ids = _fill(tmp_path, embedder)
+    table = lancedb.connect(tmp_path / "index").open_table("memories")
+    for ix in table.list_indices():
+        if list(ix.columns) == ["id"]:
+            table.drop_index(ix.name)
+    assert not [ix for ix in table.list_indices() if list(ix.columns) == ["id"]]
+    with caplog.at_level("INFO", logger="memory.index"):
+        core = _open(tmp_path, embedder, "background")
+    try:
+        assert core.index_ready and not core.start_rebuild()
+        assert any("adding the id index" in r.getMessage() for r in caplog.records)
+        assert [ix for ix in core.index._table.list_indices() if list(ix.columns) == ["id"]]
+        cat = next(i for i, t in ids.items() if t == "我养了一只叫煤球的黑猫")
+        core.update(NS, cat, "我养了一只叫煤球的黑猫，它三岁了 🐈")
+        new = core.add(NS, core.new(NS, "I'm moving to 杭州 next month")).memory.id
+        assert core.index.ids(NS) == set(ids) | {new}
+        assert core.index._table.count_rows() == len(ids) + 2  # the other namespace's memory, the new one
+        index_only = RecallParams(k=5, exact_max=0)
+        assert core.recall(NS, ["三岁"], params=index_only)[0].memory.text == "我养了一只叫煤球的黑猫，它三岁了 🐈"
+        assert core.recall(NS, ["杭州"], params=index_only)[0].memory.id == new
+        assert [h.memory.text for h in core.recall(OTHER, ["杭州 三岁 黑猫"], params=index_only)] == ["我养了一只叫雪球的白猫"]
+    finally:
+        core.close()
