@@ -454,9 +454,7 @@ class SearchIndex:
             if any(list(ix.columns) == ["id"] for ix in table.list_indices()):
                 return
             log.info("index: adding the id index to %d rows", table.count_rows())
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                table.create_scalar_index("id", index_type="BTREE", replace=True)
+            SearchIndex._create_indices(table, only_id=True)
         except Exception as exc:  # noqa: BLE001 - a speed-up only: the merge scans without it
             log.warning("index: could not add the id index: %s", exc)
 
@@ -498,11 +496,16 @@ class SearchIndex:
             return list(self._db.table_names())
 
     @staticmethod
-    def _create_indices(table) -> None:
+    def _create_indices(table, *, only_id: bool = False) -> None:
+        """(Re)build the table's indices: the BTREE on ``id`` (``upsert``'s merge
+        key), and unless ``only_id`` the BITMAP on ``namespace`` and the full-text
+        index on ``tokens``."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            table.create_scalar_index("namespace", index_type="BITMAP", replace=True)
             table.create_scalar_index("id", index_type="BTREE", replace=True)
+            if only_id:
+                return
+            table.create_scalar_index("namespace", index_type="BITMAP", replace=True)
             table.create_fts_index("tokens", base_tokenizer="whitespace", lower_case=False, stem=False,
                                    remove_stop_words=False, ascii_folding=False, max_token_length=None,
                                    with_position=False, replace=True)
