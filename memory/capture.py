@@ -658,7 +658,9 @@ class HeuristicExtractor:
             fact = cls.sentence_fact(sent, said_at, tz, addressed=True, continued=True)
             if fact is None:
                 return None
-            return replace(fact, extra={**fact.extra, "corrects": (reading.wrong, reading.right)})
+            # kept as said only where the reading before the stage kept it ("corrects" found nothing to revise)
+            as_said = is_speaker_statement(sent, addressed)
+            return replace(fact, extra={**fact.extra, "corrects": (reading.wrong, reading.right), "as_said": as_said})
         if not reading.told:
             return None
         if reading.act is Act.SELF:
@@ -941,26 +943,32 @@ def _contradicted(core, ns: Namespace, f: Fact, said_at: datetime):
     with without a clear change ("I have a car" → "I don't have a car"), each
     judged by ``memory.contradiction.judge`` (the closest topic wins); None for
     either when there is none, and both None when a memory already holds ``f``'s
-    key (the slot supersedes it by itself) or ``f`` is a quoted statement. The
+    key (the slot supersedes it by itself) or ``f`` is a quoted statement. Only
+    statements take part: a live memory whose text reads as a question, reaction,
+    request or quote (``memory.speech_act``; stored before that stage) is skipped,
+    and a conflict needs one topic slot (the same slot family, or a topic overlap
+    of at least ``TOPIC_OVERLAP``) and no passing mood on either side. The
     caller revises the first in place (history keeps the old text), or keeps the
     second live and links the new memory to it as a conflict."""
     from memory.contradiction import TOPIC_OVERLAP, can_change, judge
 
-    if f.quoted or f.category is Category.MOOD or not can_change(f.text):
-        return None, None  # a passing mood, or no slot family, polarity, negation, feeling or change verb
+    if f.quoted or not can_change(f.text):
+        return None, None  # no slot family, polarity, negation, feeling or change verb: nothing to judge
+    mood = f.category is Category.MOOD
     best = unsure = None
     for live_id, key, created_at, text in core.store.recent_claims(ns, CONTRADICTION_WINDOW):
         if f.key and key == f.key:
             return None, None
         if created_at is not None and created_at > said_at:
             continue  # a newer statement is not replaced by an older one
-        if (key or "").startswith(f"{Category.MOOD.value}:") or read(text, addressed=True).act in _NOT_CLAIMS:
-            continue  # a mood, a remark or a question stored before the speech-act stage: no side of a change
+        if read(text, addressed=True).act in _NOT_CLAIMS:
+            continue  # a remark or a question stored before the speech-act stage: no side of a change
         verdict = judge(text, f.text)
         if verdict.changes and (best is None or verdict.overlap > best[0]):
             best = (verdict.overlap, live_id, verdict)
-        elif verdict.conflicts and (verdict.family or verdict.overlap >= TOPIC_OVERLAP) \
-                and (unsure is None or verdict.overlap > unsure[0]):
+        elif verdict.conflicts and (verdict.family or verdict.overlap >= TOPIC_OVERLAP) and not mood \
+                and not (key or "").startswith(f"{Category.MOOD.value}:") \
+                and (unsure is None or verdict.overlap > unsure[0]):  # a passing mood is no side of a conflict
             unsure = (verdict.overlap, live_id, verdict)
     if best is None and unsure is None:
         return None, None
@@ -1135,6 +1143,8 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
         corrected = _corrected(core, ns, f, said_at, tz)
         if corrected is not None:  # 「说错了，不是上海，是南京」: the fact it corrects, in its new version
             old, unsure, f = corrected[0], None, corrected[1]
+        elif not f.extra.get("as_said", True):
+            continue  # a correction of nothing held, which the reading before the stage did not keep either
         results.append(core.add(ns, _memory(core, ns, f, chat, said_at, message_id, context), said_at=said_at,
                                 evidence=f.source or text, replaces=old.id if old is not None else None,
                                 conflicts_with=unsure.id if unsure is not None else None))

@@ -410,7 +410,7 @@ _TAGS_ZH = ("对吗|对么|对吧|对嘛|对不对|对不|是吧|是吗|是么|�
             "(?:你)?记不记得")
 _TAG_ZH_RE = re.compile(rf"(?:{_TAGS_ZH})$")
 _TAG_EN_RE = re.compile(
-    r"(?:^|[,\s])(?:right|correct|am i right|isn't that right|isn't that so|innit|remember|you remember|"
+    r"(?:^|,)\s*(?:right|correct|am i right|isn't that right|isn't that so|innit|remember|you remember|"
     r"don't you remember|(?:do|does|did|is|are|am|was|were|have|has|had|can|could|will|would|should)(?:n't|\s+not)?\s+"
     r"(?:i|you|we|it|he|she|they|that|there))$", re.I)
 _TAG_EN_MARKED_RE = re.compile(r",\s*(?:yeah|yes|no|huh|eh|ok|okay|true)$", re.I)  # only with a question mark
@@ -429,16 +429,16 @@ _RHETORICAL_ZH_RE = re.compile(r"^(?P<s>.+?)[，,\s]*(?:你知道吗|你知道�
 _RHETORICAL_EN_RE = re.compile(r"^(?P<s>.+?)[,\s]*(?:you know|can you believe it|can you believe that|believe it or not|"
                                r"would you believe it|who knew)[?!.\s]*$", re.I)
 _REACTION_ZH_RE = re.compile(
-    r"(?:哈+|呵+|嘿+|嘻+|h{3,}|2333+|笑死(?:我了|了)?|笑哭|绝了|离谱|服了|无语|好家伙|我去|卧槽|天哪|天呐|我的天|救命|"
+    r"(?:(?:哈+|呵+|嘿+|嘻+|h{3,}|2333+|笑死(?:我了|了)?|笑哭|绝了|离谱|服了|无语|好家伙|我去|卧槽|天哪|天呐|我的天|救命|"
     r"真的假的|嗯+|恩+|哦+|噢+|喔+|啊+|唉+|哎+|诶|欸|好吧|好的|好滴|好嘞|行吧?|ok|知道了|我知道了|我懂了|我明白了|明白了?|"
     r"懂了|了解|收到|原来如此|原来是这样|这样啊|是这样啊|也是|确实|有道理|对对对?|对啊|是啊|可不是嘛|那倒是|我也是|"
-    r"我也觉得|同感|\+1|草|xswl|yyds|awsl|谢谢|多谢|好的吧|嗯嗯|没事|没关系|晚安|早安)"
-    r"[啊呀啦哦吧嘛哈呢~～!！。.，,、\s]*", re.I)
+    r"我也觉得|同感|\+1|草|xswl|yyds|awsl|谢谢你?|多谢|好的吧|嗯嗯|没事|没关系|晚安|早安|早上好|你好|哈喽|嗨)"
+    r"[啊呀啦哦吧嘛哈呢~～!！。.，,、\s]*)+", re.I)
 _REACTION_EN_RE = re.compile(
-    r"(?:lol+|lmao+|lmfao|rofl|ha(?:ha)+h?|he(?:he)+|omg|wow+|nice|cool|same|same here|me too|i see|i know|i know right|"
+    r"(?:(?:lol+|lmao+|lmfao|rofl|ha(?:ha)+h?|he(?:he)+|omg|wow+|nice|cool|same|same here|me too|i see|i know|i know right|"
     r"got it|ok(?:ay)?|k|sure|yep|yup|yeah|true|fair|fair enough|makes sense|good point|totally|exactly|indeed|ikr|"
     r"smh|ugh|oh|ah|oops|damn|dang|whoa|yikes|welp|thanks|thank you|ty|thx|np|no worries|sounds good|"
-    r"that's funny|so funny|hilarious|good night|night|gn|hmm+|mhm|lmk)[\s!.~]*", re.I)
+    r"that's funny|so funny|hilarious|good night|night|gn|hmm+|mhm|hello|hello there|hi|hi there|hey|hey there|good morning|morning)[\s!.~,]*)+", re.I)
 _LYRIC_RE = re.compile(r"[♪♫♬🎵🎶]|^\s*(?:歌词|lyrics?)\s*[:：]|^\s*(?:「[^」]+」|“[^”]+”|\"[^\"]+\"|『[^』]+』)\s*[。.!！~～]*\s*$",
                        re.I)
 # correction: a marker, and what is right (and what was wrong)
@@ -511,10 +511,14 @@ def _without_reactions(plain: str) -> str:
     return ("，" if re.search(r"[\u4e00-\u9fff]", plain) else ", ").join(kept)
 
 
-def _correction(plain: str) -> Reading | None:
-    """A self-correction: a marker (说错了, 口误, "I meant", "sorry") with what is
-    right, or a sentence opening with 「不是X，是Y」."""
+def _correction(core: str, plain: str) -> Reading | None:
+    """A self-correction: a marker (说错了, 口误, "I meant", "sorry") in ``plain``
+    (the whole sentence) with what is right in ``core`` (the sentence without its
+    reactions), or a sentence opening with 「不是X，是Y」."""
     marked = _CORRECTION_MARK_RE.search(plain)
+    if marked is None and not _NOT_BUT_ZH_RE.search(core):
+        return None
+    plain, whole = core, plain
     m = _NOT_BUT_ZH_RE.search(plain)
     if m is not None and (marked or _NOT_BUT_ZH_RE.match(_LEADING_INTERJECTION_ZH.sub("", plain))):
         return Reading(Act.CORRECTION, why="not-but", wrong=m["x"], right=_Y_TAIL_RE.sub("", m["y"]))
@@ -524,12 +528,12 @@ def _correction(plain: str) -> Reading | None:
                        right=(m["y"] or m["y2"]).strip())
     if not marked or not re.match(r"^\W*(?:啊|哦|噢|诶|哎|额|呃|嗯|oh|oops|sorry|wait|ah)?\W*"
                                   r"(?:说错了|打错了|写错了|打错字|口误|搞错了|记错了|弄错了|更正|纠正|不对不对|"
-                                  r"i meant|typo|correction|my bad|i misspoke|scratch that|oops|sorry)", plain, re.I):
+                                  r"i meant|typo|correction|my bad|i misspoke|scratch that|oops|sorry)", whole, re.I):
         return None
-    if re.match(r"^\W*sorry\b", plain, re.I) and not re.search(r"\bi meant\b|\bnot\b", plain, re.I):
+    if re.match(r"^\W*sorry\b", whole, re.I) and not re.search(r"\bi meant\b|\bnot\b", whole, re.I):
         return None  # "Sorry I was late": an apology, not a correction
-    rest = plain[marked.end():]
-    m = _RIGHT_ZH_RE.search(rest) or _RIGHT_EN_RE.search(plain)
+    rest = whole[marked.end():]
+    m = _RIGHT_ZH_RE.search(rest) or _RIGHT_EN_RE.search(whole)
     return Reading(Act.CORRECTION, why="marker", right=_Y_TAIL_RE.sub("", m["y"]).strip() if m else "")
 
 
@@ -571,7 +575,7 @@ def _opinion(core: str) -> bool:
 
 
 def _read(sentence: str, addressed: bool) -> Reading:
-    plain = to_simplified(sentence).strip()
+    plain = unicodedata.normalize("NFKC", to_simplified(sentence)).strip()  # full-width letters and punctuation
     if len(plain) < MIN_CHARS:
         return Reading(Act.REACTION, why="short")
     if plain.startswith("/"):
@@ -586,14 +590,14 @@ def _read(sentence: str, addressed: bool) -> Reading:
     if not core or _SMALL_TALK_ZH.match(_bare(core)) or _SMALL_TALK_EN.match(_bare(core)) and \
             not _FIRST_EN.search(core):
         return Reading(Act.REACTION, why="ack")
-    fixed = _correction(core)
+    fixed = _correction(core, plain)
     if fixed is not None:
         return fixed
+    if is_request(core):
+        return Reading(Act.REQUEST)
     asked = _asks(core, addressed)
     if asked is not None:
         return asked
-    if is_request(core):
-        return Reading(Act.REQUEST)
     heard = _HEARSAY_RE.match(core)
     if heard and not (_FIRST_ZH.search(core[heard.end():]) or _FIRST_EN.search(core[heard.end():])):
         return Reading(Act.OTHER, why="hearsay")
