@@ -1,7 +1,13 @@
 """Capture: turn a person's own message into memories of their namespace.
 
 The seam is ``Extractor``: ``extract(text, said_at, tz) -> list[Fact]``, never
-raising on odd text. Two implementations:
+raising on odd text. Both implementations read each sentence's speech act first
+(``memory.speech_act``): only a statement about the speaker writes — a
+question never (a tag question that checks a fact, a recall check), save the
+statement a rhetorical question carries or that stands beside a question to
+the companion; another person's opinion, a request, a reaction or a lyric
+never; a self-correction (「不是上海，是南京」) revises the live memory it
+corrects (``capture``: a new version, history kept). Two implementations:
 
 - ``HeuristicExtractor`` — offline, always available: first-person, non-question
   sentences in Chinese and English, and — when the message was said to the bot
