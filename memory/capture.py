@@ -1094,7 +1094,7 @@ def answer_facts(text: str, context: str, said_at: datetime, tz: str = DEFAULT_T
             continue
         plain = to_simplified(sent)
         rest = _ACK_LEAD_RE.sub("", plain).strip(" 。.!！~～…")
-        if is_question(plain) or is_instruction_like(sent) or is_gateway_text(sent) or not rest \
+        if is_question(plain) or read(sent, addressed=True).act is Act.QUESTION or is_instruction_like(sent) or is_gateway_text(sent) or not rest \
                 or _SMALL_TALK_ZH.match(rest) or _SMALL_TALK_EN.match(rest) or re.search(r"你|您|\byou\b", rest, re.I):
             continue
         if len(re.findall(r"[\u4e00-\u9fff]", rest)) < 2 and len(re.findall(r"[A-Za-z0-9]+", rest)) < least:
