@@ -417,7 +417,11 @@ _TAG_EN_MARKED_RE = re.compile(r",\s*(?:yeah|yes|no|huh|eh|ok|okay|true)$", re.I
 # a recall check: the person asks whether the companion remembers what they said
 _RECALL_ZH_RE = re.compile(
     r"(?:跟|和|给|对|同|向)你们?(?:说|讲|提|聊|推荐|介绍|分享|讲述|描述|透露|吐槽|倾诉|说起|提起|提到|问)(?:过|了)|"
-    r"告诉过你|你(?:还)?记得我|你记不记得|你还记不记得|你还记得")
+    r"告诉过你|你(?:还)?记得我|你记不记得|你还记不记得|你还记得|"
+    r"(?:曾经?|之前|以前|上次|那次|那天)[^，,。？?]{0,8}?(?:跟|和|给|对|同|向)你们?(?:说|讲|提|聊|推荐|介绍|分享|提到|提起|说起)")
+# a recall question's premise: what the person once said, then a question about it (「我曾经看过一本小说，它的名字是？」)
+_PREMISE_RE = re.compile(r"曾经?|以前|之前|上次|那次|\d{1,2}月\d{1,2}[日号]")
+_ABOUT_IT_RE = re.compile(r"^(?:那|那么)?(?:它|他|她|那|这|是|叫|其中)")
 _RECALL_EN_RE = re.compile(
     r"\b(?:did|have|had)\s+i\s+(?:ever\s+|already\s+|just\s+)?(?:tell|told|mention(?:ed)?|say|said|talk(?:ed)?|"
     r"share(?:d)?)\b|\bi\s+(?:already\s+|just\s+|once\s+|have\s+|'ve\s+)?(?:told|mentioned (?:to )?)you\b|"
@@ -426,7 +430,7 @@ _RECALL_EN_RE = re.compile(
 # a rhetorical question that carries a statement: 「我对花生过敏你知道吗！！」
 _RHETORICAL_ZH_RE = re.compile(r"^(?P<s>.+?)[，,\s]*(?:你知道吗|你知道么|你知道不|你造吗|知道吗|你敢信吗?|你信吗|"
                                r"谁懂啊?|谁能懂)[?？!！。~～…\s]*$")
-_RHETORICAL_EN_RE = re.compile(r"^(?P<s>.+?)[,\s]*(?:you know|can you believe it|can you believe that|believe it or not|"
+_RHETORICAL_EN_RE = re.compile(r"^(?P<s>.+?)\s*[,，]\s*(?:you know|can you believe it|can you believe that|believe it or not|"
                                r"would you believe it|who knew)[?!.\s]*$", re.I)
 _REACTION_ZH_RE = re.compile(
     r"(?:(?:哈+|呵+|嘿+|嘻+|h{3,}|2333+|笑死(?:我了|了)?|笑哭|绝了|离谱|服了|无语|好家伙|我去|卧槽|天哪|天呐|我的天|救命|"
@@ -546,7 +550,7 @@ def _asks(core: str, addressed: bool) -> Reading | None:
     if bare != core.strip() or marked or _TAG_ZH_RE.search(bare):
         if _TAG_ZH_RE.search(bare) or _TAG_EN_RE.search(bare) or (marked and _TAG_EN_MARKED_RE.search(bare)):
             if len(clauses(bare)) > 1 or len(bare) > 4 or marked:
-                return Reading(Act.QUESTION, why="tag")
+                return Reading(Act.QUESTION, told=_before_tag(bare), why="tag")
     if _RECALL_ZH_RE.search(core) or _RECALL_EN_RE.search(core):
         return Reading(Act.QUESTION, why="recall")
     m = _RHETORICAL_ZH_RE.match(core) or _RHETORICAL_EN_RE.match(core)
@@ -560,7 +564,31 @@ def _asks(core: str, addressed: bool) -> Reading | None:
     told = told_beside_question(core)
     if told is not None and _ONLY_WHEN_RE.match(to_simplified(told)):
         told = None  # 「在4月27号这天，我跟你说了什么？」: a day names no statement
+    if told is not None and _PREMISE_RE.search(told):
+        asked = clauses(core)[len(clauses(told)):]
+        if asked and _ABOUT_IT_RE.match(asked[0]):
+            return Reading(Act.QUESTION, why="premise")  # the question asks about what it recalls
     return Reading(Act.QUESTION, told=told or "", why="beside" if told else "asks")
+
+
+def _before_tag(bare: str) -> str:
+    """What a tag question tells before the clause its tag checks: the tag checks
+    the clause it follows (「我不喜欢看喜剧片，对吗」, "I hate hiking, right": nothing
+    is told), and the clauses before that one stand ("I started my own store -
+    pretty cool, huh": "I started my own store"); "" when none is left or what is
+    left only leads in or asks."""
+    parts = clauses(bare)
+    last = parts[-1] if parts else ""
+    alone = bool(_TAG_ZH_RE.fullmatch(last) or re.fullmatch(r"(?:right|correct|am i right|isn't that right|"
+                                                            r"isn't that so|innit|remember|you remember|yeah|yes|no|"
+                                                            r"huh|eh|ok|okay|true|\w+(?:n't)?\s+\w+)", last, re.I))
+    told = parts[:-2] if alone else parts[:-1]
+    if not told:
+        return ""
+    head = ("，" if re.search(r"[\u4e00-\u9fff]", bare) else ", ").join(told)
+    if is_question(head) or _NOT_TOLD_RE.match(head) or not any(c.isalnum() for c in head):
+        return ""
+    return head
 
 
 def _opinion(core: str) -> bool:
@@ -593,8 +621,9 @@ def _read(sentence: str, addressed: bool) -> Reading:
     fixed = _correction(core, plain)
     if fixed is not None:
         return fixed
-    if is_request(core):
-        return Reading(Act.REQUEST)
+    if is_request(core):  # "Tell me more when we meet, maybe next time we'll be there.": the statement stays
+        told = told_beside_question(core) if is_question(core) else None
+        return Reading(Act.REQUEST, told=told or "", why="beside" if told else "")
     asked = _asks(core, addressed)
     if asked is not None:
         return asked
@@ -605,7 +634,7 @@ def _read(sentence: str, addressed: bool) -> Reading:
         return Reading(Act.OTHER, why="opinion")
     if _ONLY_WHEN_RE.match(core):
         return Reading(Act.OTHER, why="fragment")  # 「在4月27号这天」: a day, no statement
-    if is_speaker_statement(core, addressed):
+    if is_speaker_statement(plain, addressed):  # the whole sentence: a leading "Yeah," keeps "work can be tough" out
         return Reading(Act.SELF, told=sentence.strip())
     if _WEATHER_ZH.search(core):
         return Reading(Act.REACTION, why="chit-chat")
