@@ -116,8 +116,8 @@ def replay(ids: Annotated[list[str] | None, typer.Argument(help="webhook-ids (ev
            every: Annotated[bool, typer.Option("--all", help="every dead letter of the tenant")] = False,
            as_json: JsonOpt = False) -> None:
     """Send dead letters again, with their original ids and timestamps."""
-    from memory.admin import OPERATOR
     from gateway.webhooks import replay_dead_letters
+    from memory.admin import OPERATOR
 
     with _Events() as s:
         _known(s, tenant)

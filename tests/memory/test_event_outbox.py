@@ -23,7 +23,7 @@ from memory.types import Namespace
 
 A = Namespace("default", "tg:42")
 ROOT = Path(__file__).resolve().parents[2]
-ZH, EN = "我养了一只叫煤球的黑猫", "I love hiking in the Alps every summer"
+ZH = "我养了一只叫煤球的黑猫"
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
