@@ -23,6 +23,8 @@ from elsewhere)::
     GET  /console/keys · POST /console/keys · POST /console/keys/{key_id}/revoke
     GET  /console/turns · GET /console/turns/{day}/{index}   the turn inspector (<data_dir>/audit)
     GET  /console/stats                      per-day charts (server-rendered SVG)
+    GET  /console/events · POST /console/events/replay   change events: waiting, dead letters, replay
+                                             (gateway.console.events)
     GET  /console/static/…                   the stylesheet and script              no session
 
 Security (``gateway.console.session``): a signed, HttpOnly, SameSite=Strict
@@ -60,6 +62,7 @@ def mount(app, settings: Settings) -> None:
     the data root when none is configured (OSError when it cannot)."""
     from fastapi.staticfiles import StaticFiles
 
+    from gateway.console import events  # noqa: F401 - the Events page's routes join the router
     from gateway.console.views import router
 
     cfg = settings.console

@@ -114,7 +114,9 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         from gateway.webhooks import ChangeEventSender  # change events out (issue 26 item 17)
 
         app.state.change_events = ChangeEventSender(
-            pipeline.core.store, {name: t.change_events for name, t in pipeline.settings.tenants.items()}, http)
+            pipeline.core.store, {name: t.change_events for name, t in pipeline.settings.tenants.items()}, http,
+            metrics=pipeline.metrics)
+        pipeline.metrics.watch_events(pipeline.core.store.event_stats)
         app.state.change_events.start()
         watch = None
         if cfg.loop_stall_warn_s > 0:  # a stall of the loop is logged with the frames that block it

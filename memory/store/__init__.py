@@ -39,7 +39,8 @@ concern, each in a module named after it::
       versions.py    NamespaceVersions: each namespace's write version and live
                      count (bumped inside every memory write's transaction)
       events.py      ChangeEvents: change events owed to the tenants' webhooks,
-                     written inside every memory write's transaction; ChangeEvent
+                     written inside every memory write's transaction, kept as
+                     dead letters when given up; ChangeEvent, EventStats
 
 Every part subclasses ``StoreBase`` and opens transactions only through it;
 the parts import ``tables`` and ``base`` (and ``memories`` imports
@@ -84,7 +85,7 @@ from memory.store.chatlog import ChatLine, ChatLog, ChatMigration, PendingCaptur
 from memory.store.commands import CommandState, TenantCounts
 from memory.store.conflicts import Conflict, Conflicts
 from memory.store.consolidated import Consolidated, ConsolidatedRows, ConsolidationState
-from memory.store.events import ChangeEvent, ChangeEvents
+from memory.store.events import ChangeEvent, ChangeEvents, EventStats
 from memory.store.identities import Identities
 from memory.store.links import MAX_LINKED_IDS, Links
 from memory.store.memories import Candidate, MemoryRows, MemoryText
@@ -94,7 +95,7 @@ from memory.store.versions import NamespaceStats, NamespaceVersions
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
            "MemoryText", "Candidate", "Conflict", "ApiKey", "KeyScope", "MAX_LINKED_IDS", "Consolidated",
-           "ConsolidationState", "ChangeEvent", "NamespaceStats", "NonceClaim"]
+           "ConsolidationState", "ChangeEvent", "EventStats", "NamespaceStats", "NonceClaim"]
 
 
 class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, Links,

@@ -485,14 +485,22 @@ class _ChangeEventRow(SQLModel, table=True):
     """A change event owed to a tenant's webhook (``memory.store.events``):
     ``event`` ``memory.added``, ``memory.changed`` or ``memory.forgotten`` of
     memory ``memory_id`` in ``namespace`` at ``version`` (0 for a forget), written
-    in the transaction of the change; ids only, never a text. ``due_at``: when the
-    next attempt may run (a sender claims a row by moving it forward); ``attempts``:
-    failed deliveries so far. Deleted once delivered or given up."""
+    in the transaction of the change; ids only, never a text. ``uid``: the
+    event's id for the receiver (``webhook-id: evt_<uid>``), random and unique
+    for the life of the store, kept across retries and replays (``id`` orders
+    the outbox; SQLite may give a deleted row's ``id`` again). ``due_at``: when
+    the next attempt may run (a sender claims a row by moving it forward);
+    ``holder``: the sender that holds the claim (None when unclaimed);
+    ``attempts``: failed deliveries so far; ``last_error``: the last failure
+    ("HTTP 500", "ConnectTimeout"); ``dead_at``: when it was given up (a dead
+    letter, kept until replayed and delivered). Deleted once delivered."""
 
     __tablename__ = "change_events"
-    __table_args__ = (SAIndex("ix_change_events_due", "due_at", "id"),)
+    __table_args__ = (SAIndex("ix_change_events_due", "due_at", "id"),
+                      SAIndex("ix_change_events_uid", "uid", unique=True))
 
     id: int | None = Field(default=None, primary_key=True)
+    uid: str = Field(max_length=32)
     tenant: str = Field(max_length=64)
     namespace: str = Field(max_length=260)
     memory_id: str = Field(max_length=32)
@@ -501,3 +509,6 @@ class _ChangeEventRow(SQLModel, table=True):
     created_at: datetime
     due_at: datetime
     attempts: int = 0
+    holder: str | None = Field(default=None, max_length=96)
+    last_error: str = Field(default="", max_length=200)
+    dead_at: datetime | None = None
