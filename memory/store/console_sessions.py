@@ -23,6 +23,7 @@ import hashlib
 import secrets
 from datetime import datetime, timedelta
 
+from sqlalchemy import bindparam
 from sqlmodel import delete, func, select
 
 from memory.store.apikeys import ApiKey, KeyScope, _value
@@ -30,6 +31,14 @@ from memory.store.base import StoreBase, utcnow
 from memory.store.tables import _ApiKeyRow, _ConsoleSessionRow
 
 __all__ = ["ConsoleSessions"]
+
+
+_S = _ConsoleSessionRow
+#: The read of every console request, built once (building it per call cost more than running it).
+_OPEN_SESSION_KEY = (select(_ApiKeyRow).join(_S, _S.key_id == _ApiKeyRow.key_id)
+                     .where(_S.digest == bindparam("digest"), _S.tenant == bindparam("tenant"),
+                            _S.key_id == bindparam("key_id"), _S.expires_at > bindparam("now"),
+                            _ApiKeyRow.tenant == bindparam("tenant")))
 
 
 def _digest(session_id: str) -> str:
@@ -65,10 +74,8 @@ class ConsoleSessions(StoreBase):
             return None
         now = now or utcnow()
         with self._read() as s:
-            row = s.exec(select(_ApiKeyRow).join(_ConsoleSessionRow, _ConsoleSessionRow.key_id == _ApiKeyRow.key_id)
-                         .where(_ConsoleSessionRow.digest == _digest(session_id),
-                                _ConsoleSessionRow.tenant == tenant, _ConsoleSessionRow.key_id == key_id,
-                                _ConsoleSessionRow.expires_at > now, _ApiKeyRow.tenant == tenant)).first()
+            row = s.exec(_OPEN_SESSION_KEY, params={"digest": _digest(session_id), "tenant": tenant,
+                                                    "key_id": key_id, "now": now}).first()
         if row is None:
             return None
         key = _value(row)
