@@ -9,7 +9,7 @@ One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` �
 ``memory_conflicts``, ``_ApiKeyRow`` → ``api_keys``, ``_NamespaceStateRow`` →
 ``namespace_state``, ``_NamespaceChangeRow`` → ``namespace_changes``, ``_LinkRow`` → ``memory_links``, ``_ConsolidatedRow`` →
 ``consolidated``, ``_ConsolidationStateRow`` → ``consolidation_state``, ``_ChangeEventRow`` →
-``change_events``), registered on
+``change_events``, ``_ConsoleSessionRow`` → ``console_sessions``), registered on
 ``SQLModel.metadata`` when this module is imported; the row → ``Memory``
 conversion; and the engine helpers (URL normalisation, SQLite pragmas and
 ``BEGIN IMMEDIATE``). Nothing here opens a session: transactions belong to
@@ -269,6 +269,24 @@ class _SeenNonceRow(SQLModel, table=True):
     nonce: str = Field(max_length=128)
     digest: str = Field(default="", max_length=128)
     seen_at: datetime
+
+
+class _ConsoleSessionRow(SQLModel, table=True):
+    """An open session of the admin console (``memory.store.console_sessions``):
+    ``digest`` the SHA-256 hex of the session id the signed cookie carries (the
+    id itself is never stored), opened by admin key ``key_id`` of ``tenant`` at
+    ``created_at``, valid until ``expires_at``. Deleted by a logout, a "log out
+    everywhere", the key's revocation, or — once expired — the next login."""
+
+    __tablename__ = "console_sessions"
+    __table_args__ = (SAIndex("ix_console_sessions_key", "tenant", "key_id"),
+                      SAIndex("ix_console_sessions_expires_at", "expires_at"))
+
+    digest: str = Field(primary_key=True, max_length=64)
+    tenant: str = Field(max_length=64)
+    key_id: str = Field(max_length=32)
+    created_at: datetime
+    expires_at: datetime
 
 
 class _ApiKeyRow(SQLModel, table=True):

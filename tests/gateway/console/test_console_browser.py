@@ -8,7 +8,9 @@ history, edit, bulk-forget three memories (gone from recall; their messages
 redelivered bring nothing back), open a turn and see its recalled ids with
 ranks, create and revoke a member key, the stats charts, switch to English;
 then a screenshot of each page at 1280 and 390 px wide (no page wider than the
-phone) into ``CONSOLE_SCREENSHOT_DIR`` or the test's temporary directory.
+phone) into ``CONSOLE_SCREENSHOT_DIR`` or the test's temporary directory; last,
+the session cookie copied before "Log out" and before "Log out everywhere"
+opens nothing after either, put back in the browser or sent by another client.
 
 Needs ``/usr/bin/chromium`` and ``/usr/bin/chromedriver`` (Debian: ``apt-get
 install chromium chromium-driver``; ``.ci/run`` installs them): skipped when
@@ -310,6 +312,52 @@ def _screenshots_of_every_page_at_desktop_and_phone_width(server, taught, browse
     assert len(list(out.glob("console-*.png"))) == 2 * len(SHOTS)
 
 
+def _a_cookie_copied_before_logout_opens_nothing_after_it(server, taught, browser):
+    """The session cookie read from the browser, then "Log out": the copy, sent by another client or put
+    back into the browser, gets the login form. Logged in again and "Log out everywhere": the same for that
+    session's copy, and another session of the key (opened by another client) ends with it."""
+    from memory.types import Namespace
+
+    base = server["base"]
+    browser.set_window_size(1280, 900)
+
+    def copied() -> dict:
+        browser.get(base + "/console/people")
+        assert browser.current_url.endswith("/console/people")
+        cookie = browser.get_cookie("huiyi_console")
+        assert cookie and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        with httpx.Client(base_url=base, cookies={"huiyi_console": cookie["value"]}) as c:
+            assert c.get("/console/people").status_code == 200  # the copy works while the session is open
+        return cookie
+
+    def refused(cookie: dict) -> None:
+        with httpx.Client(base_url=base, cookies={"huiyi_console": cookie["value"]}) as c:
+            r = c.get("/console/keys")
+            assert r.status_code == 303 and r.headers["location"] == "/console/login"
+        browser.add_cookie({k: cookie[k] for k in ("name", "value", "path", "httpOnly", "sameSite")})
+        browser.get(base + "/console/people")
+        assert "/console/login" in browser.current_url and _all(browser, "#key")
+
+    cookie = copied()
+    _follow(browser, _css(browser, "#logout"))
+    assert "/console/login" in browser.current_url
+    refused(cookie)
+    _login(browser, server["base"], server["admin"])
+    cookie = copied()
+    with httpx.Client(base_url=base) as other:  # a second browser of the same key
+        token = other.get("/console/login").text.split('name="csrf" value="')[1].split('"')[0]
+        r = other.post("/console/login", data={"key": server["admin"], "csrf": token})
+        assert r.status_code == 303 and "huiyi_console" in other.cookies
+        _follow(browser, _css(browser, "#logout-everywhere"))
+        assert "/console/login" in browser.current_url
+        assert other.get("/console/people").status_code == 303
+    refused(cookie)
+    key_id = server["admin"].split("_")[1]
+    audit = server["core"].store.audit_records(Namespace("default", f"apikey:{key_id}"))
+    assert [r["detail"].get("ended") for r in audit if r["action"] == "console_logout_all"] == [2]
+    assert any(r["action"] == "console_logout" for r in audit)
+
+
 def test_an_operators_session_in_the_console(server, taught, browser, tmp_path_factory):
     """The steps above, in order, in one browser session (one test, so that no test runner splits it)."""
     _a_member_key_is_refused_with_the_form_and_a_message(server, taught, browser)
@@ -320,3 +368,4 @@ def test_an_operators_session_in_the_console(server, taught, browser, tmp_path_f
     _create_and_revoke_a_member_key(server, taught, browser)
     _stats_draw_charts_and_the_console_switches_to_english(server, taught, browser)
     _screenshots_of_every_page_at_desktop_and_phone_width(server, taught, browser, tmp_path_factory)
+    _a_cookie_copied_before_logout_opens_nothing_after_it(server, taught, browser)
