@@ -103,6 +103,7 @@ __all__ = [
     "INGEST_OF",
     "SAID_BEFORE",
     "MakeTurns",
+    "Probe",
     "evaluate_turns",
     "metrics",
     "report_lines",
@@ -134,10 +135,10 @@ the pipeline's recall reads the person's last ``RecallParams.tail`` (3) lines of
 chat's tail, the question among them, so the last two of these reach the query and
 all of them the prompt (``TenantSettings.tail``, 8 lines)."""
 
-MakeTurns = Callable[[Any, str, int], Any]
+MakeTurns = Callable[[Any, str, "int | None"], Any]
 """How turn mode gets its pipeline: ``make(core, tenant, recall_k)`` returns one
-over ``core`` whose ``tenant`` has the default settings but ``recall_k``, no chat
-model, with ``handle(tenant, InboundMessage, background_capture=True)`` and
+over ``core`` whose ``tenant`` has the default settings but ``recall_k`` (None:
+the default), no chat model, with ``handle(tenant, InboundMessage, background_capture=True)`` and
 ``drain()`` (``gateway.cli.evaluate.turn_pipeline``: the gateway's real
 ``Pipeline``; the harness does not import the gateway, which imports it)."""
 
@@ -602,11 +603,27 @@ def ingest(core, suite: Suite, mode: str = "raw") -> dict[str, str]:
 class RecallRun:
     """One configuration's results, per query in suite order: retrieved doc keys
     (best first, distinct) and seconds per recall; in turn mode also each query's
-    ``TurnResult`` s (one per world it was asked in)."""
+    ``TurnResult`` s (one per world it was asked in) and ``injected``: the doc keys
+    of the memories its turns put into the prompt (``TurnResult.recalled``, distinct,
+    in no particular order; empty lists when the mode has no turn)."""
 
     retrieved: list[list[str]] = field(default_factory=list)
     latency_s: list[float] = field(default_factory=list)
     turns: list[tuple] = field(default_factory=list)
+    injected: list[list[str]] = field(default_factory=list)
+
+    @property
+    def has_turns(self) -> bool:
+        """Whether the run went through the real turn (so ``injected`` means something)."""
+        return bool(self.turns)
+
+    def injected_per_turn(self, idx: Sequence[int] | None = None) -> float:
+        """Mean number of memories a turn put into the prompt over the queries ``idx``
+        (None: all); a query asked in several worlds counts each world's turn. nan
+        without turns."""
+        wanted = None if idx is None else set(idx)
+        turns = [t for i, ts in enumerate(self.turns) if wanted is None or i in wanted for t in ts]
+        return sum(len(t.recalled) for t in turns) / len(turns) if turns else float("nan")
 
 
 def evaluate(core, suite: Suite, key_of: dict[str, str], *, k: int = 20, as_of: str = "end",
@@ -650,15 +667,19 @@ def evaluate(core, suite: Suite, key_of: dict[str, str], *, k: int = 20, as_of: 
     return runs
 
 
-class _Probe:
+class Probe:
     """The core as an evaluated question's turn reaches it: the real one in every
-    verb but ``mark_recalled``, which records nothing. A turn's bookkeeping gives the
-    memories it recalled an ACT-R access (at the wall clock) and a co-recall link;
-    a question of the eval is a probe, and those writes would move the scores of
-    the questions after it."""
+    verb but ``mark_recalled``, which records nothing, and ``recall``, whose
+    ``RecallParams`` get ``override`` (field name → value, e.g. ``{"vector_floor":
+    0.86}``: how a bench varies a knob of the turn's recall decision; empty: the
+    pipeline's own). A turn's bookkeeping gives the memories it recalled an ACT-R
+    access (at the wall clock) and a co-recall link; a question of the eval is a
+    probe, and those writes would move the scores of the questions after it.
+    Raises TypeError at the first recall when ``override`` names no field."""
 
-    def __init__(self, core) -> None:
+    def __init__(self, core, override: dict[str, Any] | None = None) -> None:
         self._core = core
+        self._override = dict(override or {})
 
     def __getattr__(self, name: str):
         return getattr(self._core, name)
@@ -666,17 +687,32 @@ class _Probe:
     def mark_recalled(self, ns, ids, at=None) -> None:
         return None
 
+    def recall(self, ns, tail, *args, params=None, **kwargs):
+        if self._override:
+            from memory.recall import RecallParams
+
+            params = replace(params or RecallParams(), **self._override)
+        return self._core.recall(ns, tail, *args, params=params, **kwargs)
+
+
 
 def evaluate_turns(core, suite: Suite, key_of: dict[str, str], *, turns: MakeTurns, k: int = 20,
-                   as_of: str = "end") -> dict[str, RecallRun]:
+                   as_of: str = "end", recall_k: int | None = None,
+                   override: dict[str, Any] | None = None) -> dict[str, RecallRun]:
     """Ask every query of ``suite`` as a person's private message through the real
     turn (the pipeline ``turns`` makes, no chat model: ``reply`` is None)
     over the memories in ``core`` (those of ``ingest(core, suite, "capture")``);
     returns ``{"hybrid": RecallRun}`` — the pipeline cannot be told a channel, so
-    the shipped hybrid is the only configuration — scored on ``TurnResult.recalled``
-    (memory ids → doc keys through ``key_of``) with the pipeline's own recall stage
-    time (``latency_ms["recall"]``, its query embedded beforehand, untimed, as in
-    ``evaluate``).
+    the shipped hybrid is the only configuration. Two things are scored per query:
+    the turn's ranking, ``retrieved`` (its recall trace, ``Store.last_recall``, what
+    ``/memory why`` reads: the first ``k`` of up to ``memory.explain.TRACE_DEPTH``
+    (40) ranked memories, the pipeline recalling that deep whatever ``recall_k``),
+    and what it put into the prompt, ``injected`` (``TurnResult.recalled``); memory
+    ids → doc keys through ``key_of``; with the pipeline's own recall stage time
+    (``latency_ms["recall"]``, its query embedded beforehand, untimed, as in
+    ``evaluate``). ``recall_k``: the tenant's ``recall_k`` (None: the shipped
+    default); ``override``: RecallParams fields the turn's recall gets (``Probe``),
+    None for the pipeline's own.
 
     The sender is the world: platform ``suite.kind``, user id the world, so the
     pipeline's identity resolution (``memory.identity.resolve``) lands in
@@ -697,7 +733,7 @@ def evaluate_turns(core, suite: Suite, key_of: dict[str, str], *, turns: MakeTur
     chat lines are redacted with the capture still due on the message
     (``Store.redact_speaker``: the question is never captured, and the next query
     starts from an empty chat); its recall bookkeeping records no access or link
-    (``_Probe``); EvalError if it captured anything all the same, or landed
+    (``Probe``); EvalError if it captured anything all the same, or landed
     elsewhere. A query routed to several worlds (LoCoMo's speaker layout, a
     question naming neither or both) is one turn per world, and their recalled
     memories are merged by the score each turn's recall trace gives them
@@ -705,24 +741,25 @@ def evaluate_turns(core, suite: Suite, key_of: dict[str, str], *, turns: MakeTur
     by score."""
     import asyncio
 
-    return asyncio.run(_ask_turns(core, suite, key_of, turns, k, as_of))
+    return asyncio.run(_ask_turns(core, suite, key_of, turns, k, as_of, recall_k, override))
 
 
-async def _ask_turns(core, suite: Suite, key_of: dict[str, str], turns: MakeTurns, k: int, as_of: str
-                     ) -> dict[str, RecallRun]:
+async def _ask_turns(core, suite: Suite, key_of: dict[str, str], turns: MakeTurns, k: int, as_of: str,
+                     recall_k: int | None, override: dict[str, Any] | None) -> dict[str, RecallRun]:
     """``evaluate_turns`` on the running loop."""
     from bridges.contract import InboundMessage
     from memory.recall import RecallParams
     from memory.store import ChatLine, utcnow
     from memory.types import ChatKind, ChatRef
 
-    pipeline = turns(_Probe(core), suite.tenant, k)
+    pipeline = turns(Probe(core, override), suite.tenant, recall_k)
     query_lines = RecallParams().tail
     call = uuid.uuid4().hex[:8]
     run = RecallRun()
     for i, q in enumerate(suite.queries):
         at = (q.asked_at if as_of == "end" else utcnow()) + timedelta(microseconds=i)
         scored: list[tuple[float, str]] = []
+        put: list[str] = []
         results, latency = [], 0.0
         for w, world in enumerate(q.worlds):
             ns, chat = suite.namespace(world), ChatRef(suite.kind, ChatKind.PRIVATE, world)
@@ -744,8 +781,8 @@ async def _ask_turns(core, suite: Suite, key_of: dict[str, str], turns: MakeTurn
             results.append(res)
             latency += res.latency_ms.get("recall", float("nan")) / 1000
             trace = core.store.last_recall(ns)
-            score = {e.memory_id: e.score for e in trace.entries} if trace is not None else {}
-            scored += [(score.get(mid, 0.0), mid) for mid in res.recalled]
+            scored += [(e.score, e.memory_id) for e in trace.entries] if trace is not None else []
+            put += res.recalled
         if len(q.worlds) > 1:
             scored.sort(key=lambda h: -h[0])
         keys: list[str] = []
@@ -754,6 +791,7 @@ async def _ask_turns(core, suite: Suite, key_of: dict[str, str], turns: MakeTurn
             if key not in keys:
                 keys.append(key)
         run.retrieved.append(keys[:k])
+        run.injected.append(list(dict.fromkeys(key_of.get(mid, "?") for mid in put)))
         run.latency_s.append(latency / max(1, len(q.worlds)))
         run.turns.append(tuple(results))
     await pipeline.drain()
@@ -762,7 +800,9 @@ async def _ask_turns(core, suite: Suite, key_of: dict[str, str], turns: MakeTurn
 
 def metrics(suite: Suite, run: RecallRun, ks: Sequence[int], group: str | None = None) -> dict[str, float]:
     """``{"n", "any@k", "all@k" for each k, "mrr"}`` over the queries of ``group``
-    (None: all). MRR over the whole retrieved list (at most max(ks) long)."""
+    (None: all). MRR over the whole retrieved list (at most max(ks) long). A run
+    through the real turn adds ``any@injected`` (1 when a gold doc is among what the
+    query's turns put into the prompt) and ``injected`` (memories per turn)."""
     idx = [i for i, q in enumerate(suite.queries) if group is None or q.group == group]
     out: dict[str, float] = {"n": float(len(idx))}
     if not idx:
@@ -776,6 +816,9 @@ def metrics(suite: Suite, run: RecallRun, ks: Sequence[int], group: str | None =
         ranks = [r for r, key in enumerate(run.retrieved[i], start=1) if key in suite.queries[i].gold]
         rr.append(1.0 / ranks[0] if ranks else 0.0)
     out["mrr"] = sum(rr) / len(idx)
+    if run.has_turns:
+        out["any@injected"] = sum(bool(suite.queries[i].gold & set(run.injected[i])) for i in idx) / len(idx)
+        out["injected"] = run.injected_per_turn(idx)
     return out
 
 
@@ -787,30 +830,37 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 def report_lines(suite: Suite, runs: dict[str, RecallRun], ks: Sequence[int], title: str) -> list[str]:
     """Plain-text tables: overall any@k/all@k/MRR and recall latency per
-    configuration, then the same per category (group)."""
+    configuration, then the same per category (group). When a run went through
+    the real turn, two more columns: ``any@inj`` (the evidence among what the turn
+    put into the prompt) and ``inj`` (memories per turn); "-" on the other rows."""
     any_h = [f"any@{k}" for k in ks]
     all_h = [f"all@{k}" for k in ks]
+    turned = any(r.has_turns for r in runs.values())
+    inj_h = ["any@injected", "injected"] if turned else []
     width = max([8, *(len(name) + 1 for name in runs)])  # "capture/vector" when modes share a table
     head = f"{'system':<{width}}{'n':>6}" + "".join(f"{h:>9}" for h in any_h + all_h) + \
-        f"{'MRR':>8}{'p50ms':>8}{'p95ms':>8}"
+        f"{'MRR':>8}{'p50ms':>8}{'p95ms':>8}" + (f"{'any@inj':>9}{'inj':>6}" if turned else "")
     out = [title, head]
     for name, run in runs.items():
         m = metrics(suite, run, ks)
         vals = "".join(f"{m.get(h, float('nan')):>9.3f}" for h in any_h + all_h)
+        inj = "".join(f"{m[h]:>{w}.{d}f}" if h in m else f"{'-':>{w}}" for h, w, d in zip(inj_h, (9, 6), (3, 2)))
         out.append(f"{name:<{width}}{int(m['n']):>6}{vals}{m.get('mrr', float('nan')):>8.3f}"
-                   f"{_percentile(run.latency_s, 50) * 1000:>8.1f}{_percentile(run.latency_s, 95) * 1000:>8.1f}")
+                   f"{_percentile(run.latency_s, 50) * 1000:>8.1f}{_percentile(run.latency_s, 95) * 1000:>8.1f}{inj}")
     groups = sorted({q.group for q in suite.queries})
     if len(groups) > 1:
         out.append("")
         out.append(f"{'category':<28}{'system':<{width}}{'n':>6}" + "".join(f"{h:>9}" for h in any_h + all_h)
-                   + f"{'MRR':>8}")
+                   + f"{'MRR':>8}" + (f"{'any@inj':>9}{'inj':>6}" if turned else ""))
         for g in groups:
             label = f"{g} {LOCOMO_CATEGORIES.get(g, '')}".strip() if suite.tenant == "locomo" else g
             for name, run in runs.items():
                 m = metrics(suite, run, ks, g)
                 vals = "".join(f"{m.get(h, float('nan')):>9.3f}" for h in any_h + all_h)
+                inj = "".join(f"{m[h]:>{w}.{d}f}" if h in m else f"{'-':>{w}}"
+                              for h, w, d in zip(inj_h, (9, 6), (3, 2)))
                 out.append(f"{label[:27]:<28}{name:<{width}}{int(m['n']):>6}{vals}"
-                           f"{m.get('mrr', float('nan')):>8.3f}")
+                           f"{m.get('mrr', float('nan')):>8.3f}{inj}")
     return out
 
 

@@ -318,7 +318,10 @@ def test_turn_mode_asks_through_the_pipeline_and_leaves_no_trace(tmp_path, embed
     for q, keys, (res,) in zip(suite.queries, run.retrieved, run.turns):
         assert res.namespace == str(ns) and res.addressed and res.reply is None and res.captured == []
         assert [m["content"] for m in res.prompt if m["role"] == "user"] == [*q.said_before[0], q.tail[-1]]
-        assert keys == list(dict.fromkeys(key_of[m] for m in res.recalled))[:10]
+        assert keys[:len(res.recalled)] == list(dict.fromkeys(key_of[m] for m in res.recalled))
+    # what went into the prompt, beside the ranking: the tenant's default recall_k (6) of the 4 facts
+    assert run.injected == [list(dict.fromkeys(key_of[m] for m in t.recalled)) for (t,) in run.turns]
+    assert metrics(suite, run, [5])["any@injected"] == metrics(suite, run, [5])["any@5"]
     assert run.retrieved[1][0] == gold and "?" not in run.retrieved[1]
     assert alone.retrieved == run.retrieved[1:]
     assert len(run.latency_s) == 2 and all(x > 0 for x in run.latency_s)
@@ -375,6 +378,11 @@ def test_cli_prints_the_modes_side_by_side(tmp_path):
     turn = runner.invoke(app, [*base, "--mode", "turn"])
     assert turn.exit_code == 0, turn.output
     assert list(rows(turn.output.split("\n\n")[0])) == ["hybrid"]
+    # the turn rows say what the turn put into the prompt beside its ranking; the other rows cannot
+    head, row = [line.split() for line in both.output.splitlines()
+                 if line.split()[:1] in (["system"], ["turn/hybrid"])][:2]
+    assert head[-2:] == ["any@inj", "inj"] and 0 <= float(row[-2]) <= 1 and 0 < float(row[-1]) <= 6
+    assert next(line for line in both.output.splitlines() if line.startswith("raw/hybrid")).split()[-2:] == ["-", "-"]
     every = runner.invoke(app, [*base, "--mode", "all"])
     assert rows(every.output.split("\n\n")[0])["raw/hybrid"] == got["raw/hybrid"]
     bad = runner.invoke(app, [*base, "--mode", "raw,chat"])
