@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="precision: MemoryBank-CN people (default all 15; 4 with --quick)")
     parser.add_argument("--per-person", type=int, default=None,
                         help="precision: negative lines a person (default 12 zh / 8 en; 10 with --quick)")
+    parser.add_argument("--questions-per-set", type=int, default=None,
+                        help="precision: at most this many questions of each set, evenly spaced (default all; "
+                             "100 with --quick)")
     parser.add_argument("--no-capture", action="store_true",
                         help="precision: skip the capture side (what the turns write)")
     parser.add_argument("--data-dir", type=Path, default=None,
@@ -195,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             (workdir / "precision").mkdir()
             if precision.run(data_dir, workdir / "precision", quick=args.quick, conversations=args.conversations,
-                             people=args.people, per_person=args.per_person, knob=args.knob,
+                             people=args.people, per_person=args.per_person,
+                             questions_per_set=args.questions_per_set, knob=args.knob,
                              cache=None if args.cache == "none" else Path(args.cache), capture=not args.no_capture,
                              emit=lambda block: print(block, end="\n\n", flush=True)) is None:
                 return 2

@@ -57,7 +57,7 @@ from typing import Any
 from bench import table
 
 __all__ = ["MEMORYBANK_LABELS", "world_of", "SMALLTALK_EN", "QUESTIONS", "content_words", "related", "load_memorybank",
-           "negatives", "Negative", "Point", "score_negatives", "pick", "parse_knob", "capture_side",
+           "negatives", "thin", "Negative", "Point", "score_negatives", "pick", "parse_knob", "capture_side",
            "CaptureSide", "spurious", "run"]
 
 log = logging.getLogger("bench.precision")
@@ -171,6 +171,15 @@ def load_memorybank(root: Path, labels: Path = MEMORYBANK_LABELS, people: int | 
                     for row in _read_jsonl(labels) if row["gold"] and ids.get(row["user"]) in names)
     return Suite("memorybank-cn", "memorybank", "mb", {n: worlds[n] for n in names}, queries, tuple(names),
                  min(MEMORYBANK_DEV, len(names)))
+
+
+def thin(suite, cap: int | None):
+    """``suite`` with at most ``cap`` questions, evenly spaced over its order (so every
+    person keeps some); unchanged when ``cap`` is None or not below its count."""
+    n = len(suite.queries)
+    if cap is None or cap >= n:
+        return suite
+    return replace(suite, queries=tuple(suite.queries[i * n // cap] for i in range(cap)))
 
 
 def world_of(bank: dict) -> dict[str, str]:
@@ -577,15 +586,16 @@ def _points(runs: dict[str, tuple], value, texts_of: Callable, dev_units: dict[s
 
 
 def run(data_dir: Path, workdir: Path, *, quick: bool = False, conversations: int | None = None,
-        people: int | None = None, per_person: int | None = None, knob: str | None = None,
-        cache: Path | None = None, capture: bool = True, emit: Callable[[str], None] = print,
+        people: int | None = None, per_person: int | None = None, questions_per_set: int | None = None,
+        knob: str | None = None, cache: Path | None = None, capture: bool = True, emit: Callable[[str], None] = print,
         embedder=None, labels: Path = MEMORYBANK_LABELS, smalltalk: Path = SMALLTALK_EN,
         questions: Path = QUESTIONS) -> list[Point] | None:
     """Run the bench and ``emit`` its tables; returns the points measured (None when
     data is missing: it says which). ``quick``: 2 LoCoMo conversations, 4
-    MemoryBank-CN people, 10 negatives a person; ``conversations`` / ``people`` /
-    ``per_person`` override those (defaults: all 10 conversations, all 15 people,
-    12 zh / 8 en lines a person). ``knob``: ``NAME=V1,V2`` (``parse_knob``; None: the
+    MemoryBank-CN people, 10 negatives a person, at most 100 questions a set;
+    ``conversations`` / ``people`` / ``per_person`` / ``questions_per_set`` override
+    those (defaults: all 10 conversations, all 15 people, 12 zh / 8 en lines a
+    person, every question; a cap keeps evenly spaced questions, ``thin``). ``knob``: ``NAME=V1,V2`` (``parse_knob``; None: the
     shipped settings alone). ``capture``: also the capture side. ``cache``: the
     dataset embedding cache (``evals.recall.CachedEmbedder``). ``embedder``: the
     embedder (default: the gateway's offline default, e5-small); ``labels``,
@@ -620,6 +630,8 @@ def run(data_dir: Path, workdir: Path, *, quick: bool = False, conversations: in
         locomo = replace(locomo, dev_units=min(locomo.dev_units, max(1, len(locomo.units) // 2)))
     if people is not None:
         bank = replace(bank, dev_units=max(1, len(bank.units) // 2))
+    cap = questions_per_set or (100 if quick else None)
+    locomo, bank = thin(locomo, cap), thin(bank, cap)
     neg_zh, drop_zh = negatives(bank, zh_lines(data_dir), "zh", zh_per)
     neg_en, drop_en = negatives(locomo, en_lines(smalltalk), "en", en_per)
     negs = [*neg_zh, *neg_en]
