@@ -46,15 +46,17 @@ message through the real turn (a ``gateway.pipeline.Pipeline`` the caller makes,
 ``MakeTurns``; no chat model) after the
 person's own preceding lines (``Query.said_before``, at most ``SAID_BEFORE``, in
 the chat's log a few minutes before it), in the world's own namespace (platform
-``Suite.kind``, user id the world), and scores the turn's ``recalled``: the
-hybrid only, with the pipeline's own recall parameters, and nothing the turn
-writes reaches a later query (``evaluate_turns``). The channel rows and
+``Suite.kind``, user id the world, the tenant's default ``recall_k``), and scores
+the turn's ranking (its recall trace) and what it put into the prompt
+(``TurnResult.recalled``): the hybrid only, with the pipeline's own recall
+parameters, and nothing the turn writes reaches a later query (``evaluate_turns``). The channel rows and
 ``evaluate`` call ``MemoryCore.recall`` directly with the query's ``tail``.
 
 Metrics per query over the top k (the Suite's gold keys): ``any@k`` = 1 if any
 gold doc is retrieved, ``all@k`` = |gold ∩ top k| / |gold|, ``MRR`` = 1 / rank of
 the first gold doc in the top ``max(ks)`` (0 when none); averaged per category
-and overall. Latency: milliseconds per recall at p50 / p95, the query embedded
+and overall; turn mode adds ``any@injected`` (1 if a gold doc is among what the
+turn injected) and the memories injected per turn. Latency: milliseconds per recall at p50 / p95, the query embedded
 beforehand (turn mode: the pipeline's recall stage, ``TurnResult.latency_ms``).
 
 Embeddings of dataset texts are cached on disk (``CachedEmbedder``) so that
