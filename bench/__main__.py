@@ -56,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
                              "2,000 lines, 400 with --quick)")
     parser.add_argument("--knob", default=None, metavar="NAME=V1,V2,...",
                         help="precision: vary one knob of the turn's recall decision (recall_k or a RecallParams "
-                             "field, e.g. vector_floor=0.84,0.86,0.88) and print the curve, with the operating "
-                             "point picked on dev (default: the shipped settings alone)")
+                             "field, e.g. vector_floor=0.84,0.86,0.88; several fields of one type joined by + take "
+                             "each value together) and print the curve, with the operating point picked on dev "
+                             "(default: the shipped settings alone)")
     parser.add_argument("--conversations", type=int, default=None,
                         help="precision: LoCoMo conversations (default all 10; 2 with --quick)")
     parser.add_argument("--people", type=int, default=None,

@@ -325,9 +325,11 @@ def pick(points: Sequence[Point], slack: float = 0.02) -> Point | None:
 
 def parse_knob(spec: str | None) -> tuple[str, list[Any]]:
     """``NAME=V1,V2,…`` → (name, values); ``NAME`` is ``recall_k`` or a
-    ``memory.recall.RecallParams`` field, each value parsed as that field's type
-    (int, float or bool: true/false). None or "" → ("", [None]): the shipped
-    settings alone. Raises ValueError naming what is wrong."""
+    ``memory.recall.RecallParams`` field, or several joined by ``+`` that take each
+    value together (``vector_floor+matched_vector_floor=0.84,0.9``: gates that only
+    silence a line together), each value parsed as the fields' type (int, float or
+    bool: true/false; the joined fields must share it). None or "" → ("", [None]):
+    the shipped settings alone. Raises ValueError naming what is wrong."""
     if not spec:
         return "", [None]
     from dataclasses import fields
@@ -336,6 +338,7 @@ def parse_knob(spec: str | None) -> tuple[str, list[Any]]:
 
     name, _, raw = spec.partition("=")
     name = name.strip()
+
     def kind_of(annotation: object) -> type | None:  # "float | None" (postponed annotations) → float
         text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
         parts = {x.strip() for x in str(text).split("|")} - {"None"}
@@ -343,11 +346,15 @@ def parse_knob(spec: str | None) -> tuple[str, list[Any]]:
 
     kinds = {f.name: kind_of(f.type) for f in fields(RecallParams)}
     kinds["recall_k"] = int
-    if name not in kinds:
-        raise ValueError(f"--knob {name!r} is neither recall_k nor a RecallParams field ({', '.join(sorted(kinds))})")
-    kind = kinds[name]
-    if kind is None:
-        raise ValueError(f"--knob {name} is not a number or a boolean: only those vary")
+    names = [x.strip() for x in name.split("+")]
+    for n in names:
+        if n not in kinds:
+            raise ValueError(f"--knob {n!r} is neither recall_k nor a RecallParams field ({', '.join(sorted(kinds))})")
+        if kinds[n] is None:
+            raise ValueError(f"--knob {n} is not a number or a boolean: only those vary")
+    if len({kinds[n] for n in names}) > 1:
+        raise ValueError(f"--knob {name}: the joined fields differ in type")
+    kind = kinds[names[0]]
     values: list[Any] = []
     for v in (x.strip() for x in raw.split(",") if x.strip()):
         if kind is bool:
@@ -542,8 +549,9 @@ def _measure(core, suites, negsuites, key_of, turns_dir: Path, knob: str, value)
     returns {suite name: (suite, RecallRun)}."""
     from evals.recall import evaluate_turns
 
-    override = {} if not knob or knob == "recall_k" or value is None else {knob: value}
-    tenant = {"recall_k": value} if knob == "recall_k" and value is not None else {}
+    names = knob.split("+") if knob and value is not None else []
+    override = {n: value for n in names if n != "recall_k"}
+    tenant = {"recall_k": value} if "recall_k" in names else {}
     out = {}
     for s in [*suites, *negsuites]:
         if not s.queries:

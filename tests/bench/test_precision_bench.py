@@ -67,13 +67,14 @@ def test_spurious_conflicts_are_acknowledgements_or_other_topics():
 
 
 def test_knob_parses_recall_k_and_recall_params_fields():
-    """--knob takes recall_k or a RecallParams number/boolean field, each value of the field's type;
-    anything else is refused with the reason."""
+    """--knob takes recall_k or a RecallParams number/boolean field (or several of one type joined by +),
+    each value of the field's type; anything else is refused with the reason."""
     assert precision.parse_knob(None) == ("", [None])
     assert precision.parse_knob("vector_floor=0.84,0.9") == ("vector_floor", [0.84, 0.9])
     assert precision.parse_knob("recall_k=3,6") == ("recall_k", [3, 6])
+    assert precision.parse_knob("vector_floor+matched_vector_floor=0.9") == ("vector_floor+matched_vector_floor", [0.9])
     for bad, why in (("nope=1", "neither"), ("channels=bm25", "not a number"), ("recall_k=x", "integer"),
-                     ("vector_floor=", "no value")):
+                     ("vector_floor=", "no value"), ("vector_floor+recall_k=1", "differ in type")):
         with pytest.raises(ValueError, match=why):
             precision.parse_knob(bad)
 
