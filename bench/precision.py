@@ -10,8 +10,8 @@ is a private message of that person.
 
 (a) **Finding**: questions about what the person said — LoCoMo per speaker
     (``evals.recall.load_locomo``, layout ``speaker``) and MemoryBank-CN's probing
-    questions with hand-written evidence (``MEMORYBANK_LABELS``, the questions whose
-    answer is in the person's own words) — scored on the turn's ranking (any@5,
+    questions with hand-written evidence (``evals.recall.load_memorybank``, the
+    questions whose answer is in the person's own words) — scored on the turn's ranking (any@5,
     any@10 of its recall trace) and on what it put into the prompt: ``any@injected``
     and the mean number injected.
 (b) **Staying quiet**: off-topic and chit-chat lines sent by those people — LCCC and
@@ -55,32 +55,23 @@ from pathlib import Path
 from typing import Any
 
 from bench import table
+from evals.recall import MEMORYBANK_FILE, MEMORYBANK_LABELS, load_memorybank, world_of
 
-__all__ = ["MEMORYBANK_LABELS", "world_of", "SMALLTALK_EN", "QUESTIONS", "content_words", "related", "load_memorybank",
-           "negatives", "thin", "Negative", "Point", "score_negatives", "pick", "parse_knob", "capture_side",
+__all__ = ["SMALLTALK_EN", "QUESTIONS", "content_words", "related", "negatives", "thin", "Negative", "Point", "score_negatives", "pick", "parse_knob", "capture_side",
            "CaptureSide", "spurious", "run"]
 
 log = logging.getLogger("bench.precision")
 
 _DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "precision"
-MEMORYBANK_LABELS = _DATA / "memorybank_cn_evidence.jsonl"
-"""Evidence for MemoryBank-CN's 100 probing questions, written by hand: the person's
-lines (``<date>:<exchange>``) that hold the answer; ``answer_in`` ``companion`` marks
-the 33 whose answer is only in the companion's reply (not scored: capture keeps the
-person's words)."""
 SMALLTALK_EN = _DATA / "smalltalk_en.txt"
 """English small talk and off-topic lines written for this bench (one a line)."""
 QUESTIONS = _DATA / "questions_over_facts.jsonl"
 """A fact said, then a question over it (tag questions that contradict it; "did I
 tell you …"), zh and en: a question must neither rewrite the fact nor store its premise."""
 
-MEMORYBANK_FILE = Path("zh") / "memorybank_cn_memory_bank.json"
 PROBING_FILE = Path("zh") / "memorybank_cn_probing_questions.jsonl"
 LCCC_FILE = Path("zh") / "cdialgpt_lccc_toy_valid200.json"
 KDCONV_FILE = Path("zh") / "kdconv_travel_test_first40.json"
-MEMORYBANK_DEV = 7
-"""MemoryBank-CN people in the dev split (the first 7 of 15; the other 8 are held out)."""
-COMPANION = "AI伴侣"
 
 # Words too general to make a line about something the person said: chat verbs,
 # times, degree words. The rest of the stop list is memory.text's (function words).
@@ -139,40 +130,6 @@ def _read_jsonl(path: Path) -> list[dict]:
             if x.strip() and not x.lstrip().startswith("#")]
 
 
-def load_memorybank(root: Path, labels: Path = MEMORYBANK_LABELS, people: int | None = None):
-    """MemoryBank-CN as an ``evals.recall.Suite`` (tenant ``memorybank``, kind ``mb``):
-    one world per person (``world_of``: ``p00``… in the file's order), each of their messages a doc keyed
-    ``<date>:<exchange>``, said that day from 20:00 UTC a minute apart, answering the
-    companion's reply before it that day (``context``); one query per probing
-    question whose answer is in the person's own words (``labels``), asked alone on
-    2023-05-07. Units are the people, the first ``MEMORYBANK_DEV`` dev. ``people``:
-    only the first that many. Raises EvalError when the files are absent."""
-    from evals.recall import Doc, EvalError, Query, Suite
-
-    path = Path(root) / MEMORYBANK_FILE
-    try:
-        bank = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise EvalError(f"cannot read MemoryBank-CN at {path}: {exc}") from None
-    worlds: dict = {}
-    ids = world_of(bank)
-    for name, person in bank.items():
-        docs = []
-        for date_s, pairs in sorted(person["history"].items()):
-            day = datetime.fromisoformat(date_s).replace(hour=20, tzinfo=timezone.utc)
-            for i, pair in enumerate(pairs):
-                context = f"{COMPANION}: {pairs[i - 1]['response']}" if i else ""
-                docs.append(Doc(f"{date_s}:{i}", pair["query"].strip(), "", day + timedelta(minutes=2 * i), context))
-        worlds[ids[name]] = tuple(docs)
-    names = list(worlds)[:people] if people else list(worlds)
-    asked = datetime(2023, 5, 7, 20, tzinfo=timezone.utc)
-    queries = tuple(Query((ids[row["user"]],), (row["question"],), frozenset(row["gold"]), "probing",
-                          ids[row["user"]], asked)
-                    for row in _read_jsonl(labels) if row["gold"] and ids.get(row["user"]) in names)
-    return Suite("memorybank-cn", "memorybank", "mb", {n: worlds[n] for n in names}, queries, tuple(names),
-                 min(MEMORYBANK_DEV, len(names)))
-
-
 def thin(suite, cap: int | None):
     """``suite`` with at most ``cap`` questions, evenly spaced over its order (so every
     person keeps some); unchanged when ``cap`` is None or not below its count."""
@@ -180,12 +137,6 @@ def thin(suite, cap: int | None):
     if cap is None or cap >= n:
         return suite
     return replace(suite, queries=tuple(suite.queries[i * n // cap] for i in range(cap)))
-
-
-def world_of(bank: dict) -> dict[str, str]:
-    """MemoryBank-CN person name → world id (``p00``, ``p01``… in the file's order): a
-    namespace's subject is ASCII."""
-    return {name: f"p{i:02d}" for i, name in enumerate(bank)}
 
 
 def _despace(text: str) -> str:

@@ -33,6 +33,14 @@ One loader per dataset (recipes in ``../shared/data/README.md``), each giving a
   ``question_date``. Split: the first half of the questions is ``dev``. Said
   before (turn mode): the user turns that end the last haystack session.
 
+- **MemoryBank-CN** (``zh/memorybank_cn_memory_bank.json``): 15 people's chats
+  with a companion over 10 days; each message of the person is a doc
+  ``<date>:<exchange>`` (their own namespace: no speaker prefix), its context the
+  companion's reply before it. Queries: the set's probing questions whose answer
+  is in the person's own words, with evidence written by hand
+  (``MEMORYBANK_LABELS``: 67 of 100), asked alone the day after the last chat.
+  Split: the first 7 people are ``dev``.
+
 Modes: ``raw`` stores each doc as one memory through ``MemoryCore.add`` (its text
 ``"<speaker>: <text>"`` when the dataset names a speaker, ``created_at`` = said-at,
 ``context`` the other side's turn it answered, as the gateway keeps the
@@ -95,6 +103,8 @@ __all__ = [
     "load_locomo",
     "load_dulemon",
     "load_longmemeval",
+    "load_memorybank",
+    "world_of",
     "load_suite",
     "split",
     "CachedEmbedder",
@@ -119,11 +129,22 @@ CHANNELS: dict[str, tuple[str, ...]] = {"hybrid": ("bm25", "vector"), "bm25": ("
 """Channel configurations measured on every query (names as printed): the shipped
 hybrid and each channel alone, in the same run over the same stores."""
 
-DATASETS = ("locomo", "dulemon", "longmemeval")
+DATASETS = ("locomo", "dulemon", "longmemeval", "memorybank")
 LAYOUTS = ("conversation", "speaker", "pool")
 LOCOMO_FILE = Path("memory") / "locomo10.json"
 DULEMON_FILE = Path("zh") / "dulemon_samples.jsonl"
 LONGMEMEVAL_FILE = Path("memory") / "longmemeval_oracle_subset68.json"
+MEMORYBANK_FILE = Path("zh") / "memorybank_cn_memory_bank.json"
+MEMORYBANK_LABELS = Path(__file__).resolve().parent / "data" / "memorybank_cn_evidence.jsonl"
+"""Evidence for MemoryBank-CN's 100 probing questions, written by hand for this
+project (the questions quoted from zhongwanjun/MemoryBank-SiliconFriend, MIT): the
+person's lines (``<date>:<exchange>``) that hold the answer; ``answer_in``
+``companion`` marks the 33 whose answer is only in the companion's reply (not
+scored: capture keeps the person's words)."""
+MEMORYBANK_DEV = 7
+"""MemoryBank-CN people in the dev split (the first 7 of 15; the other 8 are held out)."""
+COMPANION = "AI伴侣"
+"""Who the MemoryBank-CN person talks to, as a memory's context names it."""
 LOCOMO_DEV = 4
 """LoCoMo conversations in the development split (the rest are held out)."""
 DULEMON_DAY = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
@@ -329,6 +350,50 @@ def load_locomo(path: Path, conversations: int | None = None, max_turns: int | N
     return Suite(f"locomo-{layout}", "locomo", "conv", worlds, tuple(queries), tuple(units), LOCOMO_DEV)
 
 
+def load_memorybank(root: Path, labels: Path = MEMORYBANK_LABELS, people: int | None = None):
+    """MemoryBank-CN (``zh/memorybank_cn_memory_bank.json``) as a Suite (tenant
+    ``memorybank``, kind ``mb``): one world per person (``world_of``: ``p00``… in the
+    file's order), each of their messages a doc keyed ``<date>:<exchange>``, said
+    that day from 20:00 UTC two minutes apart, answering the companion's reply
+    before it that day (``context``, ``"AI伴侣: …"``); one query per probing question
+    whose answer is in the person's own words (``labels``, JSON lines, ``#``
+    comments), asked alone on 2023-05-07 20:00 UTC. Units are the people, the first
+    ``MEMORYBANK_DEV`` dev. ``people``: only the first that many. Raises EvalError
+    when a file cannot be read."""
+    path = Path(root) / MEMORYBANK_FILE
+    try:
+        bank = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EvalError(f"cannot read MemoryBank-CN at {path}: {exc}") from None
+    worlds: dict = {}
+    ids = world_of(bank)
+    for name, person in bank.items():
+        docs = []
+        for date_s, pairs in sorted(person["history"].items()):
+            day = datetime.fromisoformat(date_s).replace(hour=20, tzinfo=timezone.utc)
+            for i, pair in enumerate(pairs):
+                context = f"{COMPANION}: {pairs[i - 1]['response']}" if i else ""
+                docs.append(Doc(f"{date_s}:{i}", pair["query"].strip(), "", day + timedelta(minutes=2 * i), context))
+        worlds[ids[name]] = tuple(docs)
+    names = list(worlds)[:people] if people else list(worlds)
+    asked = datetime(2023, 5, 7, 20, tzinfo=timezone.utc)
+    try:
+        rows = [json.loads(x) for x in _read(labels).splitlines() if x.strip() and not x.lstrip().startswith("#")]
+    except ValueError as exc:
+        raise EvalError(f"{labels} is not JSON lines: {exc}") from None
+    queries = tuple(Query((ids[row["user"]],), (row["question"],), frozenset(row["gold"]), "probing",
+                          ids[row["user"]], asked)
+                    for row in rows if row["gold"] and ids.get(row["user"]) in names)
+    return Suite("memorybank-cn", "memorybank", "mb", {n: worlds[n] for n in names}, queries, tuple(names),
+                 min(MEMORYBANK_DEV, len(names)))
+
+
+def world_of(bank: dict) -> dict[str, str]:
+    """MemoryBank-CN person name → world id (``p00``, ``p01``… in the file's order): a
+    namespace's subject is ASCII."""
+    return {name: f"p{i:02d}" for i, name in enumerate(bank)}
+
+
 def desegment(text: str) -> str:
     """Undo DuLeMon's word segmentation: drop the spaces between words, except
     between two Latin/digit runs (``我 在 IT 部门`` → ``我在IT部门``,
@@ -454,6 +519,10 @@ def load_suite(dataset: str, data_dir: Path, layout: str = "conversation", conte
         if layout != "conversation":
             raise EvalError("LongMemEval has one layout: conversation (one namespace per question)")
         return load_longmemeval(data_dir / LONGMEMEVAL_FILE)
+    if dataset == "memorybank":
+        if layout != "conversation":
+            raise EvalError("MemoryBank-CN has one layout: conversation (one namespace per person)")
+        return load_memorybank(data_dir)
     raise EvalError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
 
 

@@ -3,7 +3,7 @@
 stats             one day of the per-turn audit (gateway.observability): turns,
                   reconstruction success rate, fallback reasons, p50/p95 latency
                   per stage
-eval recall       recall quality on LoCoMo / DuLeMon / LongMemEval (evals.recall):
+eval recall       recall quality on LoCoMo / DuLeMon / LongMemEval / MemoryBank-CN (evals.recall):
                   any@k, all@k, MRR of the hybrid and of each channel, a PNG plot; per
                   ingest mode (raw, capture, turn: the question through the real turn),
                   several side by side in one table
@@ -93,7 +93,8 @@ def grounding(fixture: Annotated[Path, typer.Argument(help="cases JSON (default:
 
 @eval_app.command("recall")
 def recall_eval(
-    dataset: Annotated[str, typer.Option(help="locomo, dulemon or longmemeval")] = "locomo",
+    dataset: Annotated[str, typer.Option(help="locomo, dulemon, longmemeval or memorybank (MemoryBank-CN's "
+                                              "probing questions)")] = "locomo",
     layout: Annotated[str, typer.Option(help="conversation (one namespace per conversation / dialogue / "
                                              "question), speaker (LoCoMo: one per person) or pool (DuLeMon: "
                                              "every fact in one namespace)")] = "conversation",
