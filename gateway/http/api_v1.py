@@ -733,13 +733,14 @@ def _memories(core, ns: Namespace, chat: ChatRef | None, limit: int, offset: int
 
 
 def _filters_query(text: str | None) -> dict | None:
-    """The ``filters`` query parameter: a JSON object (``FiltersIn``), else BadPayload."""
-    import json
+    """The ``filters`` query parameter: a JSON object (``FiltersIn``), else BadPayload
+    (not JSON, or nested deeper than ``memory.types.JSON_MAX_DEPTH``: ``load_json``)."""
+    from memory.types import load_json
 
     if text is None:
         return None
     try:
-        value = json.loads(text)
+        value = load_json(text)
     except ValueError:
         raise BadPayload("filters must be a JSON object, e.g. {\"topic\": \"pets\"}") from None
     check_filters(value)  # MetadataError: 400

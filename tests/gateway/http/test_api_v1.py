@@ -6,6 +6,7 @@ export/import, recollection, replies) work over the real core, in zh and en."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 
@@ -409,6 +410,33 @@ def test_a_json_body_is_read_whatever_its_content_type(app):
         assert r.status_code == 200, (ctype, r.text)
     r = c.post("/v1/subjects/tg:42/memories", content=b"messages=hi", headers={"content-type": "text/plain"})
     assert r.status_code == 400 and r.json()["error"] == "BadPayload"
+
+
+
+@pytest.mark.parametrize("depth", [65, 500, 951, 952, 2000])
+def test_a_filters_parameter_nested_too_deep_is_400_not_a_recursion_error(app, depth):
+    """``GET …/memories?filters=`` with an array nested 952+ deep (inside its 4,096 characters) raised
+    RecursionError, a 500: every depth past the limit is the 400 of any other bad filter."""
+    c = client_for(app, REMOTE, new_key(app))
+    value = '{"k": ' + "[" * depth + "1" + "]" * depth + "}"
+    assert len(value) <= 4096
+    r = c.get("/v1/subjects/tg:42/memories", params={"filters": value})
+    assert r.status_code == 400 and r.json() == c.get("/v1/subjects/tg:42/memories",
+                                                      params={"filters": "not json"}).json()
+
+
+@pytest.mark.parametrize(("method", "path"), sorted(BODIES))
+@pytest.mark.parametrize("depth", [65, 500, 951])
+def test_a_body_nested_too_deep_is_400_on_every_v1_route(app, method, path, depth):
+    """A valid body plus a member nested 65–951 deep (≥ 500 crashed repairing its strings: RecursionError,
+    a 500) is the 400 BadPayload of a body that is not JSON, on every /v1 route that takes a body."""
+    c = client_for(app, REMOTE, new_key(app))
+    good = json.dumps(BODIES[(method, path)], ensure_ascii=False)
+    raw = good[:-1] + ', "deep": ' + "[" * depth + "]" * depth + "}"
+    r = c.request(method, fill(path), params=PARAMS.get((method, path), lambda s: None)("tg:42"), content=raw,
+                  headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json() == {"error": "BadPayload",
+                                                 "detail": "body is not JSON: JSON nested deeper than 64 levels"}
 
 
 def test_captured_messages_keep_the_bots_line_they_answered_through_export_and_import(app):
