@@ -504,10 +504,18 @@ class Hit:
     conflict (said differently, no clear change: ``memory.contradiction``) and
     disclosed in the chat of the recall, brought along by ``MemoryCore.recall``
     so that the recollection tells both as a change, older first; None when
-    there is none."""
+    there is none.
+
+    ``via_context``: True when the memory was found only through its context
+    (the companion's line it answered, searched with its text): only BM25 ranked
+    it, and the query's words it matched are in that line and none in its own
+    text — 「我姐姐安娜住在多伦多」 found for "marathon" because it answered "How
+    was the marathon?" (``memory.recall.found_via_context``). Every surface that
+    lists hits says so: ``/memory search`` ("in reply to …"), the console, ``/v1``."""
 
     memory: Memory
     score: float
     ranks: dict[str, int] = field(default_factory=dict)
     parts: ScoreParts | None = None
     conflict: Memory | None = None
+    via_context: bool = False
