@@ -766,15 +766,17 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
 def found_via_context(memory: Memory, ranks: Mapping[str, int], searched: Mapping[str, str]) -> bool:
     """True when ``memory`` was found only through its context (the companion's
     line it answered, which BM25 searches with its text: ``Memory.searched``),
-    the one decision behind ``Hit.via_context``: it has a context, every list
-    that ranked it is a BM25 list of ``searched`` (``{list name: query line}``;
-    no vector, time or association rank — its meaning, date or links did not
-    bring it), and the tokens (``memory.text.tokens``) of those lists' query
-    lines occur in its context and none in its text. ``ranks``: the hit's
-    ``{list: rank}``."""
-    if not memory.context or not ranks or any(name not in searched for name in ranks):
+    the one decision behind ``Hit.via_context``: it has a context, a BM25 list
+    of ``searched`` (``{list name: query line}``) ranked it, and the tokens
+    (``memory.text.tokens``) of the query lines of the BM25 lists that ranked it
+    occur in its context and none in its text. ``ranks``: the hit's ``{list:
+    rank}``. Other channels do not count: once a word matches, the vector
+    channel admits a memory at a lower cosine (``matched_vector_floor``), which
+    says little about its topic, and the association and time channels bring
+    neighbours and dates, not the words a person looks for."""
+    if not memory.context:
         return False
-    asked = {t for name in ranks for t in tokens(searched[name])}
+    asked = {t for name in ranks if name in searched for t in tokens(searched[name])}
     return bool(asked & set(tokens(memory.context))) and not asked & set(tokens(memory.text))
 
 

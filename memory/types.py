@@ -507,9 +507,8 @@ class Hit:
     there is none.
 
     ``via_context``: True when the memory was found only through its context
-    (the companion's line it answered, searched with its text): only BM25 ranked
-    it, and the query's words it matched are in that line and none in its own
-    text — 「我姐姐安娜住在多伦多」 found for "marathon" because it answered "How
+    (the companion's line it answered, searched with its text): BM25 ranked it
+    for words of the query that are in that line and none in its own text — 「我姐姐安娜住在多伦多」 found for "marathon" because it answered "How
     was the marathon?" (``memory.recall.found_via_context``). Every surface that
     lists hits says so: ``/memory search`` ("in reply to …"), the console, ``/v1``."""
 

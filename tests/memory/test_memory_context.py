@@ -285,20 +285,21 @@ def test_a_hit_found_only_through_the_line_it_answered_is_marked_via_context(cor
         core.maintain()
     hits = {h.memory.id: h for h in core.recall(A, [query], params=params)}
     assert set(hits) == {*said, anna}, [h.memory.text for h in hits.values()]
-    assert hits[anna].via_context and list(hits[anna].ranks) == ["bm25"]
+    assert hits[anna].via_context and "bm25" in hits[anna].ranks
     assert not any(hits[i].via_context for i in said)
 
 
 def test_via_context_is_decided_by_the_lists_that_ranked_the_hit():
-    """``found_via_context``: only BM25 lists, and their query lines' words in the context and none in
-    the text; a vector, time or association rank, a word in the text, or no context is not via context."""
+    """``found_via_context``: the query lines of the BM25 lists that ranked the hit have words in its context
+    and none in its text, whatever the other channels (a vector rank at the floor lowered once a word matched
+    says little); no BM25 rank, a word of those lines in the text, or no context is not via context."""
     from memory.recall import found_via_context
 
     m = Memory(id="m1", namespace=A, text="My sister Anna lives in Toronto", context="Mochi: How was the marathon training?")
     searched = {"bm25": "marathon", "bm25~1": "what about my sister"}
-    assert found_via_context(m, {"bm25": 2}, searched)
-    for ranks in ({"bm25": 2, "vector": 5}, {"bm25": 1, "time": 1}, {"assoc": 1}, {"bm25~1": 3}, {"bm25": 2, "bm25~1": 3},
-                  {}):
+    for ranks in ({"bm25": 2}, {"bm25": 2, "vector": 5}, {"bm25": 1, "time": 1, "assoc": 3}):
+        assert found_via_context(m, ranks, searched), ranks
+    for ranks in ({"vector": 1}, {"assoc": 1}, {"bm25~1": 3}, {"bm25": 2, "bm25~1": 3}, {}):
         assert not found_via_context(m, ranks, searched), ranks
     assert not found_via_context(replace(m, context=""), {"bm25": 2}, searched)
     assert not found_via_context(replace(m, text="Anna ran the marathon in Toronto"), {"bm25": 2}, searched)
