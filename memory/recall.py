@@ -67,7 +67,7 @@ from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
 __all__ = ["RecallParams", "recall", "keep_channel_tops", "rrf_fuse", "vector_weight", "bm25_scores", "bm25_confidence", "channel_hits", "has_content",
            "word_match", "Scorer", "TurnQuery", "turn_query", "leans_on_context", "is_thin",
-           "EXACT_MAX"]
+           "EXACT_MAX", "found_via_context"]
 
 log = logging.getLogger(__name__)
 
@@ -750,12 +750,34 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         if lists.get("bm25") and 0 < params.bm25_weight <= weights.get("bm25", 0):
             scored = _keep_tops(scored, lists["bm25"][:params.keep_top], params.keep_within)
     ranks = {m: r for m, _, r in fused}
+    # what each BM25 list searched for (the question without the period it names, each context line)
+    searched = {_list_name("bm25", step): words if step == 0 and words is not None else line
+                for step, line in enumerate(queries)}
     out: list[Hit] = []
     for mid, value in scored[: params.k]:  # the whole memory of the hits only
         parts = parts_of[mid]
-        out.append(Hit(memory=whole[mid] if whole is not None else rows[mid].memory(ns), score=value,
-                       ranks=ranks[mid], parts=parts if isinstance(parts, ScoreParts) else ScoreParts(*parts)))
+        memory = whole[mid] if whole is not None else rows[mid].memory(ns)
+        out.append(Hit(memory=memory, score=value, ranks=ranks[mid],
+                       parts=parts if isinstance(parts, ScoreParts) else ScoreParts(*parts),
+                       via_context=found_via_context(memory, ranks[mid], searched)))
     return out
+
+
+def found_via_context(memory: Memory, ranks: Mapping[str, int], searched: Mapping[str, str]) -> bool:
+    """True when ``memory`` was found only through its context (the companion's
+    line it answered, which BM25 searches with its text: ``Memory.searched``),
+    the one decision behind ``Hit.via_context``: it has a context, a BM25 list
+    of ``searched`` (``{list name: query line}``) ranked it, and the tokens
+    (``memory.text.tokens``) of the query lines of the BM25 lists that ranked it
+    occur in its context and none in its text. ``ranks``: the hit's ``{list:
+    rank}``. Other channels do not count: once a word matches, the vector
+    channel admits a memory at a lower cosine (``matched_vector_floor``), which
+    says little about its topic, and the association and time channels bring
+    neighbours and dates, not the words a person looks for."""
+    if not memory.context:
+        return False
+    asked = {t for name in ranks if name in searched for t in tokens(searched[name])}
+    return bool(asked & set(tokens(memory.context))) and not asked & set(tokens(memory.text))
 
 
 def _score_bound(sp: ScoringParams, dormant_factor: float) -> float:

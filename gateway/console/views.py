@@ -398,6 +398,21 @@ class _Row:
     conflicts: list[str] = field(default_factory=list)
     score: float | None = None
     ranks: dict[str, int] = field(default_factory=dict)
+    via_context: bool = False
+
+
+#: How many hits a text search of the person page lists.
+SEARCH_HITS = 50
+
+
+def _search(core, ns: Namespace, q: str) -> list:
+    """The person page's text search, as ``/memory search`` runs it: ``q``'s words,
+    or nearly its meaning (the embedder's strict floor), no memory only linked to
+    a match; at most SEARCH_HITS ``Hit``s, best first, each with ``via_context``."""
+    from memory.recall import RecallParams
+
+    return core.recall(ns, [q], chat=None,
+                       params=RecallParams(k=SEARCH_HITS, matched_vector_floor=1.0, assoc_weight=0.0))
 
 
 def _all_memories(core, ns: Namespace) -> list[Memory]:
@@ -409,15 +424,14 @@ def _all_memories(core, ns: Namespace) -> list[Memory]:
 
 def _person_rows(core, s: Session, ns: Namespace, f: _Filters) -> tuple[list[_Row], list[str]]:
     """The person's live memories as the filters ask (a text query: the same
-    search as ``/memory search``, with each hit's channel ranks), and every
-    origin chat among them (for the filter's choices). Audited as ``admin_view``."""
-    from memory.recall import RecallParams
-
+    search as ``/memory search``, with each hit's channel ranks and whether it was
+    found only through the line it answered), and every origin chat among them
+    (for the filter's choices). Audited as ``admin_view``."""
     everything = _all_memories(core, ns)
     origins = sorted({m.origin.key for m in everything if m.origin is not None})
     if f.q:
-        hits = core.recall(ns, [f.q], chat=None, params=RecallParams(k=50, matched_vector_floor=1.0, assoc_weight=0.0))
-        rows = [_Row(h.memory, score=h.score, ranks=dict(h.ranks)) for h in hits]
+        rows = [_Row(h.memory, score=h.score, ranks=dict(h.ranks), via_context=h.via_context)
+                for h in _search(core, ns, f.q)]
     else:
         rows = [_Row(m) for m in everything]
     ids = [r.memory.id for r in rows]
@@ -509,7 +523,9 @@ async def unlink(request: Request, subject: str) -> Response:
 @router.post("/people/{subject}/forget")
 async def forget(request: Request, subject: str) -> Response:
     """Forget the memories ticked (form fields ``id``): without ``confirm`` the
-    confirmation page listing what goes; with it each is forgotten as
+    confirmation page listing what goes — with the search ``q`` they were ticked
+    from, those it found only through the line they answered (``Hit.via_context``)
+    listed apart, as the person page marks them; with it each is forgotten as
     ``/memory forget`` does (tombstoned, purged, audited with the session's actor)."""
     s = _session(request)
     ns = await _ns(request, subject)
@@ -523,7 +539,13 @@ async def forget(request: Request, subject: str) -> Response:
     if missing:
         raise NotFoundError(f"no memory {missing[0]} of {ns.subject}")
     if _field(form, "confirm") != "1":
-        return _render(request, s, "confirm_forget.html", subject=ns.subject, memories=[memories[i] for i in ids])
+        q = _field(form, "q")[:2000]
+        via = set()
+        if q:  # the same search as the page they were ticked on, so the same marks
+            via = {h.memory.id for h in await asyncio.to_thread(_search, core, ns, q) if h.via_context}
+        return _render(request, s, "confirm_forget.html", subject=ns.subject, q=q,
+                       memories=[memories[i] for i in ids if i not in via],
+                       via_context=[memories[i] for i in ids if i in via])
 
     def run() -> int:
         n = 0

@@ -5,7 +5,8 @@ browser for the module and one test that runs the steps in order, as one
 operator's session (so that a parallel runner never splits them):
 a member key refused, log in, find a person, filter, open a memory and its
 history, edit, bulk-forget three memories (gone from recall; their messages
-redelivered bring nothing back), open a turn and see its recalled ids with
+redelivered bring nothing back), "select all" on a search leaving unticked a
+memory found only through the line it answered, open a turn and see its recalled ids with
 ranks, create and revoke a member key, the stats charts, switch to English;
 then a screenshot of each page at 1280 and 390 px wide (no page wider than the
 phone) into ``CONSOLE_SCREENSHOT_DIR`` or the test's temporary directory; last,
@@ -243,6 +244,39 @@ def _bulk_forget_three_memories_gone_from_recall_and_not_back_on_redelivery(serv
     assert not any(text[:4] in m.text for m in core.list(ns, limit=50) for text in ZH[1:4])
 
 
+
+def _select_all_leaves_a_memory_found_only_through_what_it_answered_unticked(server, taught, browser):
+    """qq:8 told two things about the marathon and, answering 「这周马拉松训练怎么样？」, that their sister lives
+    in Toronto: searching 马拉松 marks that row, "select all" ticks the marathon rows only, the confirmation
+    lists exactly them, and the sister is kept (select all used to forget her with them)."""
+    from urllib.parse import quote
+
+    from memory.types import Namespace
+
+    base, core = server["base"], server["core"]
+    ns = Namespace("default", "qq:8")
+    with httpx.Client(base_url=base, headers={"X-API-Key": server["admin"]}, timeout=60) as c:
+        r = c.post("/v1/subjects/qq:8/memories", json={"infer": False, "messages": [
+            {"text": "我跑完了人生第一个马拉松"}, {"text": "马拉松训练占了我整个周末"},
+            {"role": "assistant", "text": "这周马拉松训练怎么样？", "sender_name": "小莫"},
+            {"text": "我姐姐安娜住在多伦多"}]})
+        assert r.status_code == 200, r.text
+    ids = {x["memory"]["text"]: x["memory"]["id"] for x in r.json()["results"]}
+    anna = ids.pop("我姐姐安娜住在多伦多")
+    browser.get(base + "/console/people/qq:8?q=" + quote("马拉松"))
+    assert {r.get_attribute("data-id") for r in _all(browser, "#memories tbody tr[data-id]")} == {*ids.values(), anna}
+    assert [r.get_attribute("data-id") for r in _all(browser, "#memories tr.via-context")] == [anna]
+    assert "只因回应的话而找到" in _css(browser, f'#memories tr[data-id="{anna}"]').text
+    _css(browser, "#select-all").click()
+    ticked = {b.get_attribute("value") for b in _all(browser, "#memories input.pick") if b.is_selected()}
+    assert ticked == set(ids.values())
+    _follow(browser, _css(browser, "#forget-selected"))
+    assert sorted(li.get_attribute("data-id") for li in _all(browser, "#to-forget li")) == sorted(ids.values())
+    assert not _all(browser, "#to-forget-via-context")
+    _follow(browser, _css(browser, "#confirm-forget"))
+    assert set(core.store.get_many(ns, [*ids.values(), anna])) == {anna}
+
+
 def _open_a_turn_in_the_inspector_and_see_its_recalled_ids_with_ranks(server, taught, browser):
     """The newest turn of tg:42 (the question about the cat) lists the cat's memory with its BM25 rank."""
     base = server["base"]
@@ -364,6 +398,7 @@ def test_an_operators_session_in_the_console(server, taught, browser, tmp_path_f
     _log_in_with_an_admin_key_and_find_a_person_by_name(server, taught, browser)
     _filter_open_a_memory_and_its_history_and_edit_it(server, taught, browser)
     _bulk_forget_three_memories_gone_from_recall_and_not_back_on_redelivery(server, taught, browser)
+    _select_all_leaves_a_memory_found_only_through_what_it_answered_unticked(server, taught, browser)
     _open_a_turn_in_the_inspector_and_see_its_recalled_ids_with_ranks(server, taught, browser)
     _create_and_revoke_a_member_key(server, taught, browser)
     _stats_draw_charts_and_the_console_switches_to_english(server, taught, browser)
