@@ -49,7 +49,7 @@ from zoneinfo import ZoneInfo
 
 from memory.text import to_simplified
 
-__all__ = ["When", "resolve_when", "period_label", "query_period", "query_period_span", "zone", "DEFAULT_TZ"]
+__all__ = ["When", "resolve_when", "period_label", "days_label", "query_period", "query_period_span", "zone", "DEFAULT_TZ"]
 
 DEFAULT_TZ = "Asia/Shanghai"
 
@@ -545,7 +545,11 @@ def resolve_when(text: str, said_at: datetime, tz: str | tzinfo | None = DEFAULT
 def period_label(when: When) -> str:
     """How a memory's text names ``when``: the ISO day (2027-01-15), a whole month
     (2027-01), a whole year (2027), else first and last day (2026-12-12~2026-12-13)."""
-    first, last = when.day, when.end or when.day
+    return days_label(when.day, when.end or when.day)
+
+
+def days_label(first: date, last: date) -> str:
+    """``period_label`` of the days ``first`` to ``last`` (inclusive)."""
     if first == last:
         return first.isoformat()
     if first == date(first.year, 1, 1) and last == date(first.year, 12, 31):

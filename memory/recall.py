@@ -838,10 +838,17 @@ def _associated(store: Store, ns: Namespace, fused: Sequence[tuple[str, float, d
 
 def _said_in(mem: Memory | Candidate, period: tuple[date, date], slack: int = 1) -> bool:
     """True when ``mem`` was said (``created_at``) or its event falls
-    (``event_time``) within ``period`` (inclusive days), give or take ``slack``
-    days: the period is in the tenant's zone, the times in UTC."""
+    (``event_time``; a period's, up to ``event_end``, overlaps) within ``period``
+    (inclusive days), give or take ``slack`` days: the period is in the tenant's
+    zone, the times in UTC."""
     lo, hi = period[0] - timedelta(days=slack), period[1] + timedelta(days=slack)
-    return any(t is not None and lo <= t.date() <= hi for t in (mem.created_at, mem.event_time))
+    said, event, end = mem.created_at, mem.event_time, mem.event_end
+    if said is not None and lo <= said.date() <= hi:
+        return True
+    if event is None:
+        return False
+    last = (end - timedelta(microseconds=1)).date() if end is not None and end > event else event.date()
+    return event.date() <= hi and last >= lo
 
 
 def _query_terms(line: str) -> dict[str, float]:

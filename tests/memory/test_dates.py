@@ -106,3 +106,67 @@ def test_period_label_names_a_day_month_year_or_range():
     assert period_label(When(date(2027, 1, 1), at, (0, 1), True, end=date(2027, 1, 31))) == "2027-01"
     assert period_label(When(date(2027, 1, 1), at, (0, 1), True, end=date(2027, 12, 31))) == "2027"
     assert period_label(When(date(2027, 1, 11), at, (0, 1), True, end=date(2027, 1, 20))) == "2027-01-11~2027-01-20"
+
+
+# -- a period kept with the memory, and read by recall and the recollection -------------------------------
+
+from memory.capture import capture, parse_extraction  # noqa: E402
+from memory.types import ChatKind, ChatRef, Memory, Namespace  # noqa: E402
+
+DM = ChatRef("tg", ChatKind.PRIVATE, "77")
+
+
+@pytest.mark.parametrize("text, label, until", [
+    ("我下个月搬家", "（2027-01）", datetime(2027, 1, 31, 16, tzinfo=timezone.utc)),
+    ("I'm moving to Berlin next month", " (2027-01)", datetime(2027, 1, 31, 16, tzinfo=timezone.utc)),
+    ("下个月15号就考了，我好紧张", "（2027-01-15）", None),
+])
+def test_a_month_named_alone_is_stored_as_that_month_not_its_first_day(core, text, label, until):
+    """「我下个月搬家」 said on 2026-12-06 is stored with January 2027 (event_time its first local midnight,
+    event_end the first of February), shown as 「（2027-01）」, not 2027-01-01 (SQLite and PostgreSQL);
+    「下个月15号」 is the 15th, a day."""
+    ns = Namespace("default", "tg:5101")
+    (result,) = capture(core, ns, text, chat=DM, said_at=SUNDAY, message_id="1")
+    stored = core.get(ns, result.memory.id)
+    assert label in stored.text
+    assert stored.event_end == until
+    assert stored.event_time == (datetime(2026, 12, 31, 16, tzinfo=timezone.utc) if until
+                                 else datetime(2027, 1, 14, 16, tzinfo=timezone.utc))
+
+
+@pytest.mark.parametrize("question", ["我1月15号那天要干嘛？", "What am I doing on January 15?"])
+def test_a_day_inside_a_remembered_month_recalls_that_month(core, question):
+    """Asked by a day inside the month a memory names (「下个月搬家」 → January), the time channel finds it; a
+    memory stored as 1 January alone (how a month was kept before) is not that day's (SQLite and PostgreSQL)."""
+    ns = Namespace("default", "tg:5102")
+    month = capture(core, ns, "我下个月搬家", chat=DM, said_at=SUNDAY, message_id="1")[0].memory.id
+    first = core.add(ns, core.new(ns, "元旦我和朋友去滑雪", created_at=SUNDAY,
+                                  event_time=datetime(2026, 12, 31, 16, tzinfo=timezone.utc)),
+                     said_at=SUNDAY).memory.id
+    now = datetime(2027, 1, 20, 4, tzinfo=timezone.utc)
+    ranked = [h.memory.id for h in core.recall(ns, [question], now=now)]
+    assert month in ranked
+    assert first not in ranked
+
+
+def test_the_recollection_dates_a_period_as_that_period():
+    """The prompt's date of a memory whose event is January 2027 reads 2027-01, a day's its ISO day."""
+    from memory.reconstruct import _date
+
+    ns = Namespace("default", "tg:5103")
+    start, end = datetime(2026, 12, 31, 16, tzinfo=timezone.utc), datetime(2027, 1, 31, 16, tzinfo=timezone.utc)
+    assert _date(Memory(id="a" * 12, namespace=ns, text="我下个月搬家（2027-01）", event_time=start, event_end=end)) \
+        == "2027-01"
+    assert _date(Memory(id="b" * 12, namespace=ns, text="我明天面试", event_time=start)) == "2027-01-01"
+
+
+def test_the_readers_day_wins_over_a_models_first_of_the_month():
+    """A model that answers 2027-01-01 for 「下个月15号」 is overruled by the reader's 2027-01-15; a model's day
+    stands where the text names none; a month named alone keeps its period."""
+    raw = ('{"facts": [{"text": "我下个月15号考试", "category": "event", "event_time": "2027-01-01"},'
+           ' {"text": "我那天要考试", "category": "event", "event_time": "2027-01-15"},'
+           ' {"text": "我下个月搬家", "category": "event", "event_time": "2027-01-01"}]}')
+    exam, that_day, move = parse_extraction(raw, "msg", SUNDAY, "Asia/Shanghai")
+    assert exam.event_time == that_day.event_time == datetime(2027, 1, 14, 16, tzinfo=timezone.utc)
+    assert exam.event_end is None and that_day.event_end is None
+    assert move.event_end == datetime(2027, 1, 31, 16, tzinfo=timezone.utc)
