@@ -1,4 +1,4 @@
-"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|scaling|dates|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate] [--against REV]``.
+"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|scaling|dates|daylevel|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate] [--against REV]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end, except the speed
@@ -27,7 +27,7 @@ def _load() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
     parser.add_argument("what", nargs="?", choices=("quality", "associations", "embed", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
-                                                  "consolidation", "capture", "hostile", "scaling", "dates", "all"),
+                                                  "consolidation", "capture", "hostile", "scaling", "dates", "daylevel", "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default=None,
                         help="offline embedder (default: usem3; the pipeline, speed and webhook benches: the "
@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
                              "(messages/s, CPU per message, the embedder's own throughput and the ratio; "
                              "2,000 lines, 400 with --quick)")
     parser.add_argument("--against", default=None, metavar="REV",
-                        help="dates: also measure memory/dates.py as it was at git revision REV, in the same run")
+                        help="dates / daylevel: also measure memory/dates.py / memory/recall.py as it was at git "
+                             "revision REV, in the same run")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="evaluation data (LoCoMo, DuLeMon); default $HUIYI_EVAL_DATA_DIR or ../shared/data")
     args = parser.parse_args(argv)
@@ -170,6 +171,12 @@ def main(argv: list[str] | None = None) -> int:
             from bench import dates
 
             dates.run(args.against, verbose=args.verbose)
+            print(flush=True)
+        if args.what == "daylevel":  # builds a store through capture: minutes, not part of "all"
+            from bench import dates
+
+            if dates.daylevel(args.against, data_dir, verbose=args.verbose):
+                return 2
             print(flush=True)
         if args.what == "scaling":  # needs PostgreSQL: not part of "all"
             from bench import scaling

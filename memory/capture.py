@@ -665,7 +665,8 @@ def clean_text(text: str, own_texts: Sequence[str] = ()) -> str:
 # prompts huiyi sends (memory.model_prompts) or of ``own_texts``.
 
 _SRC_MARKER_RE = re.compile(r"[\[［【]\s*src\s*[:：]", re.I)
-_MEMORY_LINE_RE = re.compile(r"^\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s+.*[(（]\s*(?:\d{4}-\d{2}-\d{2}|\?)\s*[,，].*[)）]\s*$",
+_MEMORY_LINE_RE = re.compile(r"^\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s+.*[(（]\s*(?:\d{4}(?:-\d{2}){0,2}(?:~\d{4}-\d{2}-\d{2})?|\?)"
+                             r"\s*[,，].*[)）]\s*$",
                              re.I)
 _BLOCK_TAG_RE = re.compile(r"^\s*[<＜]\s*/?\s*(?:memories|changes|conversation|recollection|message)\s*[>＞]\s*$",
                            re.I)
