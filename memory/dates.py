@@ -150,6 +150,13 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("en_period", re.compile(r"\b(next|last|this)\s+(week|month|year)\b", re.IGNORECASE)),
 ]
 _OFFSET_KINDS = frozenset({"zh_offset", "en_offset"})
+# a character each match of a kind holds (one of): a text without any is not searched for it (most chat
+# lines name no date, and the searches were most of a call's time); the English kinds need a Latin letter
+_NEEDS = {"iso": "-", "zh_ymd": "年", "zh_ym": "年", "zh_yword_md": "年", "zh_rel_md": "月", "zh_md": "月",
+          "zh_holiday": "".join({h[0] for h in [*_HOLIDAYS, *_LUNAR] if not h.isascii()}),
+          "zh_year_edge": "年", "zh_month_edge": "底末初", "zh_d": "日号", "zh_day": "天日早晚夜",
+          "zh_weekend": "末", "zh_weekday": "周期拜", "zh_offset": "后前", "zh_period": "周期拜月年"}
+_LATIN = re.compile(r"[A-Za-z]")
 # full-width digits and Latin letters as ASCII, one character for one (spans stay those of the text)
 _FULL_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 
@@ -501,10 +508,17 @@ def _day_of_month(today: date, n: int, past: bool) -> date | None:
         return this
 
 
+# the traditional forms (OpenCC s2t, s2tw, s2hk) of every character the patterns read, and 週/檯: a
+# text without any reads as it is, with no OpenCC pass (most of a call's time otherwise)
+_TRADITIONAL = re.compile("[個備兒兩剛劃動勞國婦將對層崗廳後慶會棟樓機沒準牀碼禮節經線罷聖臺萬號計誕車這遊過還門雙預館點週檯]")
+
+
 def _reading(text: str) -> str:
     """What the patterns read: simplified characters and ASCII digits, one character for
     one (the spans found are the text's own)."""
     s = text.translate(_FULL_WIDTH)
+    if not _TRADITIONAL.search(s):
+        return s
     simple = to_simplified(s)
     return simple if len(simple) == len(s) else s
 
@@ -521,8 +535,12 @@ def resolve_when(text: str, said_at: datetime, tz: str | tzinfo | None = DEFAULT
     moment = said_at if said_at.tzinfo else said_at.replace(tzinfo=timezone.utc)
     today = moment.astimezone(tzi).date()
     read = _reading(text)
+    latin = _LATIN.search(read) is not None
     found: list[tuple[int, int, str, re.Match[str]]] = []
     for kind, pattern in _PATTERNS:
+        needs = _NEEDS.get(kind)
+        if (not latin) if needs is None else not any(c in read for c in needs):
+            continue
         for m in pattern.finditer(read):
             if kind == "en_weekday" and not m.group(1) and m.group(2).lower() in ("sun", "sat", "wed", "mon"):
                 continue  # "sun", "sat" are ordinary words when not introduced

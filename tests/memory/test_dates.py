@@ -170,3 +170,19 @@ def test_the_readers_day_wins_over_a_models_first_of_the_month():
     assert exam.event_time == that_day.event_time == datetime(2027, 1, 14, 16, tzinfo=timezone.utc)
     assert exam.event_end is None and that_day.event_end is None
     assert move.event_end == datetime(2027, 1, 31, 16, tzinfo=timezone.utc)
+
+
+def test_every_traditional_form_of_a_character_the_reader_reads_sends_the_text_through_opencc():
+    """The reader skips OpenCC for a text without traditional characters; every character its patterns read has
+    its traditional forms (OpenCC s2t, s2tw, s2hk) in ``_TRADITIONAL``, so 「下個月15號」 and 「下週三」 still read."""
+    import opencc
+
+    src = "".join(p.pattern for _, p in dates._PATTERNS) + dates._ZH_PAST.pattern + dates._ZH_FUTURE.pattern + \
+        "".join(dates._HOLIDAYS) + "".join(dates._LUNAR) + "".join(dates._ZH_DAY_WORDS) + "".join(dates._ZH_YEAR_WORDS)
+    chars = {c for c in src if "\u4e00" <= c <= "\u9fff"}
+    for config in ("s2t", "s2tw", "s2hk"):
+        convert = opencc.OpenCC(config).convert
+        for c in chars:
+            t = convert(c)
+            assert t == c or len(t) != 1 or dates._TRADITIONAL.match(t), (config, c, t)
+    assert _read("下週三開會") == "2026-12-09" and _read("下個月15號考試") == "2027-01-15"
