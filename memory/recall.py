@@ -734,7 +734,8 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         period = named[0] if named is not None else None
         if period is None and _FIRST_TIME_RE.search(to_simplified(query.question)):
             first = store.first_said(ns, chat.group_key if chat is not None and chat.is_group else None)
-            period = None if first is None else (first.date(), first.date())
+            day = None if first is None else first.astimezone(zone(DEFAULT_TZ)).date()  # as ``_said_in`` reads it
+            period = None if day is None else (day, day)
         if period is not None:
             inside = [m for m, _, _ in fused if m in rows and _said_in(rows[m], period)]
             inside += [m for m in period_ids if m in rows and m not in inside]
