@@ -96,7 +96,9 @@ _NUM = r"(\d{1,3}|[零〇一二两三四五六七八九十]{1,3})"
 _DAYNUM = r"(\d{1,2}|[一二三四五六七八九十]{1,3})"
 _ZH_REL = r"(下下个?|下个?|上个?|这个?|本)"
 _ZH_PAST = re.compile(r"(?<![对好算罢])了|过|昨|刚|已经|那天")  # 对了/好了/算了 are discourse, not the past
-_ZH_FUTURE = re.compile(r"要|将|会|打算|准备|计划|预计|得去|想去|就.{0,4}了|快.{0,4}了|还没|之后|以后")
+# 会 and 要 as words, not in 开会/聚会/会议, 重要/主要/只要
+_ZH_FUTURE = re.compile(r"(?<![重主只])要|将|(?<![开聚约宴晚早舞年例])会(?![议员])|打算|准备|计划|预计|得去|想去|就.{0,4}了|"
+                        r"快.{0,4}了|还没|之后|以后")
 _EN_PAST = re.compile(r"\b(was|were|went|did|had|got|saw|met|ago|spent|came|took|made|left|bought|ate|drank|flew|"
                       r"gave|told|said|thought|felt|lost|found|won|ran|wrote|began|broke|caught|chose|drove|fell|"
                       r"forgot|heard|kept|knew|paid|sang|sat|slept|spoke|stood|swam|taught|threw|woke|wore)\b",

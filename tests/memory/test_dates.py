@@ -59,7 +59,7 @@ def test_a_holiday_of_a_named_year_is_its_day_not_new_years_day(text, expected):
 @pytest.mark.parametrize("text, expected", [
     ("这周六我们去爬山", "2026-12-12"), ("本周六加班", "2026-12-12"), ("下周三开会", "2026-12-09"),
     ("My son starts kindergarten on Monday", "2026-12-07"), ("I need to see the doctor on Wednesday", "2026-12-09"),
-    ("这周六我们去爬山了", "2026-12-05"),
+    ("这周六我们去爬山了", "2026-12-05"), ("周三开会了", "2026-12-02"), ("周三要开会", "2026-12-09"),
 ])
 def test_a_weekday_in_a_future_line_said_on_sunday_is_the_coming_one(text, expected):
     """Said on a Sunday, 「这周六」, 「下周三」 and "on Monday" in a line about what is to come name the coming day
