@@ -512,7 +512,7 @@ def _day_of_month(today: date, n: int, past: bool) -> date | None:
 
 # the traditional forms (OpenCC s2t, s2tw, s2hk) of every character the patterns read, and 週/檯: a
 # text without any reads as it is, with no OpenCC pass (most of a call's time otherwise)
-_TRADITIONAL = re.compile("[個備兒兩剛劃動勞國婦將對層崗廳後慶會棟樓機沒準牀碼禮節經線罷聖臺萬號計誕車這遊過還門雙預館點週檯]")
+_TRADITIONAL = re.compile("[個備兒兩剛劃動勞員國婦將對層崗廳後慶會棟樓機檯沒準牀碼禮節約經線罷聖臺萬號計誕議車這週遊過還門開雙預館點]")
 
 
 def _reading(text: str) -> str:
