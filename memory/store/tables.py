@@ -79,6 +79,8 @@ class _MemoryRow(SQLModel, table=True):
     updated_at: datetime
     valid_from: datetime
     event_time: datetime | None = None
+    #: where the period the event names ends (exclusive), NULL for a day (``Memory.event_end``)
+    event_end: datetime | None = None
     version: int = 1
     access_times: str = "[]"
     source_fp: str = Field(default="", max_length=64)
@@ -329,6 +331,7 @@ def _to_memory(row: _MemoryRow, ns: Namespace | None = None) -> Memory:
         valid_from=_aware(row.valid_from),
         valid_to=None,
         event_time=_aware(row.event_time),
+        event_end=_aware(getattr(row, "event_end", None)),
         version=row.version,
         access_times=tuple(datetime.fromisoformat(t) for t in json.loads(row.access_times or "[]")),
         context=row.context or "",
