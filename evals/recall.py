@@ -33,6 +33,14 @@ One loader per dataset (recipes in ``../shared/data/README.md``), each giving a
   ``question_date``. Split: the first half of the questions is ``dev``. Said
   before (turn mode): the user turns that end the last haystack session.
 
+- **MemoryBank-CN** (``zh/memorybank_cn_memory_bank.json``): 15 people's chats
+  with a companion over 10 days; each message of the person is a doc
+  ``<date>:<exchange>`` (their own namespace: no speaker prefix), its context the
+  companion's reply before it. Queries: the set's probing questions whose answer
+  is in the person's own words, with evidence written by hand
+  (``MEMORYBANK_LABELS``: 67 of 100), asked alone the day after the last chat.
+  Split: the first 7 people are ``dev``.
+
 Modes: ``raw`` stores each doc as one memory through ``MemoryCore.add`` (its text
 ``"<speaker>: <text>"`` when the dataset names a speaker, ``created_at`` = said-at,
 ``context`` the other side's turn it answered, as the gateway keeps the
@@ -46,15 +54,17 @@ message through the real turn (a ``gateway.pipeline.Pipeline`` the caller makes,
 ``MakeTurns``; no chat model) after the
 person's own preceding lines (``Query.said_before``, at most ``SAID_BEFORE``, in
 the chat's log a few minutes before it), in the world's own namespace (platform
-``Suite.kind``, user id the world), and scores the turn's ``recalled``: the
-hybrid only, with the pipeline's own recall parameters, and nothing the turn
-writes reaches a later query (``evaluate_turns``). The channel rows and
+``Suite.kind``, user id the world, the tenant's default ``recall_k``), and scores
+the turn's ranking (its recall trace) and what it put into the prompt
+(``TurnResult.recalled``): the hybrid only, with the pipeline's own recall
+parameters, and nothing the turn writes reaches a later query (``evaluate_turns``). The channel rows and
 ``evaluate`` call ``MemoryCore.recall`` directly with the query's ``tail``.
 
 Metrics per query over the top k (the Suite's gold keys): ``any@k`` = 1 if any
 gold doc is retrieved, ``all@k`` = |gold ∩ top k| / |gold|, ``MRR`` = 1 / rank of
 the first gold doc in the top ``max(ks)`` (0 when none); averaged per category
-and overall. Latency: milliseconds per recall at p50 / p95, the query embedded
+and overall; turn mode adds ``any@injected`` (1 if a gold doc is among what the
+turn injected) and the memories injected per turn. Latency: milliseconds per recall at p50 / p95, the query embedded
 beforehand (turn mode: the pipeline's recall stage, ``TurnResult.latency_ms``).
 
 Embeddings of dataset texts are cached on disk (``CachedEmbedder``) so that
@@ -93,6 +103,8 @@ __all__ = [
     "load_locomo",
     "load_dulemon",
     "load_longmemeval",
+    "load_memorybank",
+    "world_of",
     "load_suite",
     "split",
     "CachedEmbedder",
@@ -103,6 +115,7 @@ __all__ = [
     "INGEST_OF",
     "SAID_BEFORE",
     "MakeTurns",
+    "Probe",
     "evaluate_turns",
     "metrics",
     "report_lines",
@@ -116,11 +129,22 @@ CHANNELS: dict[str, tuple[str, ...]] = {"hybrid": ("bm25", "vector"), "bm25": ("
 """Channel configurations measured on every query (names as printed): the shipped
 hybrid and each channel alone, in the same run over the same stores."""
 
-DATASETS = ("locomo", "dulemon", "longmemeval")
+DATASETS = ("locomo", "dulemon", "longmemeval", "memorybank")
 LAYOUTS = ("conversation", "speaker", "pool")
 LOCOMO_FILE = Path("memory") / "locomo10.json"
 DULEMON_FILE = Path("zh") / "dulemon_samples.jsonl"
 LONGMEMEVAL_FILE = Path("memory") / "longmemeval_oracle_subset68.json"
+MEMORYBANK_FILE = Path("zh") / "memorybank_cn_memory_bank.json"
+MEMORYBANK_LABELS = Path(__file__).resolve().parent / "data" / "memorybank_cn_evidence.jsonl"
+"""Evidence for MemoryBank-CN's 100 probing questions, written by hand for this
+project (the questions quoted from zhongwanjun/MemoryBank-SiliconFriend, MIT): the
+person's lines (``<date>:<exchange>``) that hold the answer; ``answer_in``
+``companion`` marks the 33 whose answer is only in the companion's reply (not
+scored: capture keeps the person's words)."""
+MEMORYBANK_DEV = 7
+"""MemoryBank-CN people in the dev split (the first 7 of 15; the other 8 are held out)."""
+COMPANION = "AI伴侣"
+"""Who the MemoryBank-CN person talks to, as a memory's context names it."""
 LOCOMO_DEV = 4
 """LoCoMo conversations in the development split (the rest are held out)."""
 DULEMON_DAY = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
@@ -134,10 +158,10 @@ the pipeline's recall reads the person's last ``RecallParams.tail`` (3) lines of
 chat's tail, the question among them, so the last two of these reach the query and
 all of them the prompt (``TenantSettings.tail``, 8 lines)."""
 
-MakeTurns = Callable[[Any, str, int], Any]
+MakeTurns = Callable[[Any, str, "int | None"], Any]
 """How turn mode gets its pipeline: ``make(core, tenant, recall_k)`` returns one
-over ``core`` whose ``tenant`` has the default settings but ``recall_k``, no chat
-model, with ``handle(tenant, InboundMessage, background_capture=True)`` and
+over ``core`` whose ``tenant`` has the default settings but ``recall_k`` (None:
+the default), no chat model, with ``handle(tenant, InboundMessage, background_capture=True)`` and
 ``drain()`` (``gateway.cli.evaluate.turn_pipeline``: the gateway's real
 ``Pipeline``; the harness does not import the gateway, which imports it)."""
 
@@ -326,6 +350,50 @@ def load_locomo(path: Path, conversations: int | None = None, max_turns: int | N
     return Suite(f"locomo-{layout}", "locomo", "conv", worlds, tuple(queries), tuple(units), LOCOMO_DEV)
 
 
+def load_memorybank(root: Path, labels: Path = MEMORYBANK_LABELS, people: int | None = None):
+    """MemoryBank-CN (``zh/memorybank_cn_memory_bank.json``) as a Suite (tenant
+    ``memorybank``, kind ``mb``): one world per person (``world_of``: ``p00``… in the
+    file's order), each of their messages a doc keyed ``<date>:<exchange>``, said
+    that day from 20:00 UTC two minutes apart, answering the companion's reply
+    before it that day (``context``, ``"AI伴侣: …"``); one query per probing question
+    whose answer is in the person's own words (``labels``, JSON lines, ``#``
+    comments), asked alone on 2023-05-07 20:00 UTC. Units are the people, the first
+    ``MEMORYBANK_DEV`` dev. ``people``: only the first that many. Raises EvalError
+    when a file cannot be read."""
+    path = Path(root) / MEMORYBANK_FILE
+    try:
+        bank = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EvalError(f"cannot read MemoryBank-CN at {path}: {exc}") from None
+    worlds: dict = {}
+    ids = world_of(bank)
+    for name, person in bank.items():
+        docs = []
+        for date_s, pairs in sorted(person["history"].items()):
+            day = datetime.fromisoformat(date_s).replace(hour=20, tzinfo=timezone.utc)
+            for i, pair in enumerate(pairs):
+                context = f"{COMPANION}: {pairs[i - 1]['response']}" if i else ""
+                docs.append(Doc(f"{date_s}:{i}", pair["query"].strip(), "", day + timedelta(minutes=2 * i), context))
+        worlds[ids[name]] = tuple(docs)
+    names = list(worlds)[:people] if people else list(worlds)
+    asked = datetime(2023, 5, 7, 20, tzinfo=timezone.utc)
+    try:
+        rows = [json.loads(x) for x in _read(labels).splitlines() if x.strip() and not x.lstrip().startswith("#")]
+    except ValueError as exc:
+        raise EvalError(f"{labels} is not JSON lines: {exc}") from None
+    queries = tuple(Query((ids[row["user"]],), (row["question"],), frozenset(row["gold"]), "probing",
+                          ids[row["user"]], asked)
+                    for row in rows if row["gold"] and ids.get(row["user"]) in names)
+    return Suite("memorybank-cn", "memorybank", "mb", {n: worlds[n] for n in names}, queries, tuple(names),
+                 min(MEMORYBANK_DEV, len(names)))
+
+
+def world_of(bank: dict) -> dict[str, str]:
+    """MemoryBank-CN person name → world id (``p00``, ``p01``… in the file's order): a
+    namespace's subject is ASCII."""
+    return {name: f"p{i:02d}" for i, name in enumerate(bank)}
+
+
 def desegment(text: str) -> str:
     """Undo DuLeMon's word segmentation: drop the spaces between words, except
     between two Latin/digit runs (``我 在 IT 部门`` → ``我在IT部门``,
@@ -451,6 +519,10 @@ def load_suite(dataset: str, data_dir: Path, layout: str = "conversation", conte
         if layout != "conversation":
             raise EvalError("LongMemEval has one layout: conversation (one namespace per question)")
         return load_longmemeval(data_dir / LONGMEMEVAL_FILE)
+    if dataset == "memorybank":
+        if layout != "conversation":
+            raise EvalError("MemoryBank-CN has one layout: conversation (one namespace per person)")
+        return load_memorybank(data_dir)
     raise EvalError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
 
 
@@ -602,11 +674,27 @@ def ingest(core, suite: Suite, mode: str = "raw") -> dict[str, str]:
 class RecallRun:
     """One configuration's results, per query in suite order: retrieved doc keys
     (best first, distinct) and seconds per recall; in turn mode also each query's
-    ``TurnResult`` s (one per world it was asked in)."""
+    ``TurnResult`` s (one per world it was asked in) and ``injected``: the doc keys
+    of the memories its turns put into the prompt (``TurnResult.recalled``, distinct,
+    in no particular order; empty lists when the mode has no turn)."""
 
     retrieved: list[list[str]] = field(default_factory=list)
     latency_s: list[float] = field(default_factory=list)
     turns: list[tuple] = field(default_factory=list)
+    injected: list[list[str]] = field(default_factory=list)
+
+    @property
+    def has_turns(self) -> bool:
+        """Whether the run went through the real turn (so ``injected`` means something)."""
+        return bool(self.turns)
+
+    def injected_per_turn(self, idx: Sequence[int] | None = None) -> float:
+        """Mean number of memories a turn put into the prompt over the queries ``idx``
+        (None: all); a query asked in several worlds counts each world's turn. nan
+        without turns."""
+        wanted = None if idx is None else set(idx)
+        turns = [t for i, ts in enumerate(self.turns) if wanted is None or i in wanted for t in ts]
+        return sum(len(t.recalled) for t in turns) / len(turns) if turns else float("nan")
 
 
 def evaluate(core, suite: Suite, key_of: dict[str, str], *, k: int = 20, as_of: str = "end",
@@ -650,15 +738,19 @@ def evaluate(core, suite: Suite, key_of: dict[str, str], *, k: int = 20, as_of: 
     return runs
 
 
-class _Probe:
+class Probe:
     """The core as an evaluated question's turn reaches it: the real one in every
-    verb but ``mark_recalled``, which records nothing. A turn's bookkeeping gives the
-    memories it recalled an ACT-R access (at the wall clock) and a co-recall link;
-    a question of the eval is a probe, and those writes would move the scores of
-    the questions after it."""
+    verb but ``mark_recalled``, which records nothing, and ``recall``, whose
+    ``RecallParams`` get ``override`` (field name → value, e.g. ``{"vector_floor":
+    0.86}``: how a bench varies a knob of the turn's recall decision; empty: the
+    pipeline's own). A turn's bookkeeping gives the memories it recalled an ACT-R
+    access (at the wall clock) and a co-recall link; a question of the eval is a
+    probe, and those writes would move the scores of the questions after it.
+    Raises TypeError at the first recall when ``override`` names no field."""
 
-    def __init__(self, core) -> None:
+    def __init__(self, core, override: dict[str, Any] | None = None) -> None:
         self._core = core
+        self._override = dict(override or {})
 
     def __getattr__(self, name: str):
         return getattr(self._core, name)
@@ -666,17 +758,32 @@ class _Probe:
     def mark_recalled(self, ns, ids, at=None) -> None:
         return None
 
+    def recall(self, ns, tail, *args, params=None, **kwargs):
+        if self._override:
+            from memory.recall import RecallParams
+
+            params = replace(params or RecallParams(), **self._override)
+        return self._core.recall(ns, tail, *args, params=params, **kwargs)
+
+
 
 def evaluate_turns(core, suite: Suite, key_of: dict[str, str], *, turns: MakeTurns, k: int = 20,
-                   as_of: str = "end") -> dict[str, RecallRun]:
+                   as_of: str = "end", recall_k: int | None = None,
+                   override: dict[str, Any] | None = None) -> dict[str, RecallRun]:
     """Ask every query of ``suite`` as a person's private message through the real
     turn (the pipeline ``turns`` makes, no chat model: ``reply`` is None)
     over the memories in ``core`` (those of ``ingest(core, suite, "capture")``);
     returns ``{"hybrid": RecallRun}`` — the pipeline cannot be told a channel, so
-    the shipped hybrid is the only configuration — scored on ``TurnResult.recalled``
-    (memory ids → doc keys through ``key_of``) with the pipeline's own recall stage
-    time (``latency_ms["recall"]``, its query embedded beforehand, untimed, as in
-    ``evaluate``).
+    the shipped hybrid is the only configuration. Two things are scored per query:
+    the turn's ranking, ``retrieved`` (its recall trace, ``Store.last_recall``, what
+    ``/memory why`` reads: the first ``k`` of up to ``memory.explain.TRACE_DEPTH``
+    (40) ranked memories, the pipeline recalling that deep whatever ``recall_k``),
+    and what it put into the prompt, ``injected`` (``TurnResult.recalled``); memory
+    ids → doc keys through ``key_of``; with the pipeline's own recall stage time
+    (``latency_ms["recall"]``, its query embedded beforehand, untimed, as in
+    ``evaluate``). ``recall_k``: the tenant's ``recall_k`` (None: the shipped
+    default); ``override``: RecallParams fields the turn's recall gets (``Probe``),
+    None for the pipeline's own.
 
     The sender is the world: platform ``suite.kind``, user id the world, so the
     pipeline's identity resolution (``memory.identity.resolve``) lands in
@@ -697,7 +804,7 @@ def evaluate_turns(core, suite: Suite, key_of: dict[str, str], *, turns: MakeTur
     chat lines are redacted with the capture still due on the message
     (``Store.redact_speaker``: the question is never captured, and the next query
     starts from an empty chat); its recall bookkeeping records no access or link
-    (``_Probe``); EvalError if it captured anything all the same, or landed
+    (``Probe``); EvalError if it captured anything all the same, or landed
     elsewhere. A query routed to several worlds (LoCoMo's speaker layout, a
     question naming neither or both) is one turn per world, and their recalled
     memories are merged by the score each turn's recall trace gives them
@@ -705,24 +812,25 @@ def evaluate_turns(core, suite: Suite, key_of: dict[str, str], *, turns: MakeTur
     by score."""
     import asyncio
 
-    return asyncio.run(_ask_turns(core, suite, key_of, turns, k, as_of))
+    return asyncio.run(_ask_turns(core, suite, key_of, turns, k, as_of, recall_k, override))
 
 
-async def _ask_turns(core, suite: Suite, key_of: dict[str, str], turns: MakeTurns, k: int, as_of: str
-                     ) -> dict[str, RecallRun]:
+async def _ask_turns(core, suite: Suite, key_of: dict[str, str], turns: MakeTurns, k: int, as_of: str,
+                     recall_k: int | None, override: dict[str, Any] | None) -> dict[str, RecallRun]:
     """``evaluate_turns`` on the running loop."""
     from bridges.contract import InboundMessage
     from memory.recall import RecallParams
     from memory.store import ChatLine, utcnow
     from memory.types import ChatKind, ChatRef
 
-    pipeline = turns(_Probe(core), suite.tenant, k)
+    pipeline = turns(Probe(core, override), suite.tenant, recall_k)
     query_lines = RecallParams().tail
     call = uuid.uuid4().hex[:8]
     run = RecallRun()
     for i, q in enumerate(suite.queries):
         at = (q.asked_at if as_of == "end" else utcnow()) + timedelta(microseconds=i)
         scored: list[tuple[float, str]] = []
+        put: list[str] = []
         results, latency = [], 0.0
         for w, world in enumerate(q.worlds):
             ns, chat = suite.namespace(world), ChatRef(suite.kind, ChatKind.PRIVATE, world)
@@ -744,8 +852,8 @@ async def _ask_turns(core, suite: Suite, key_of: dict[str, str], turns: MakeTurn
             results.append(res)
             latency += res.latency_ms.get("recall", float("nan")) / 1000
             trace = core.store.last_recall(ns)
-            score = {e.memory_id: e.score for e in trace.entries} if trace is not None else {}
-            scored += [(score.get(mid, 0.0), mid) for mid in res.recalled]
+            scored += [(e.score, e.memory_id) for e in trace.entries] if trace is not None else []
+            put += res.recalled
         if len(q.worlds) > 1:
             scored.sort(key=lambda h: -h[0])
         keys: list[str] = []
@@ -754,6 +862,7 @@ async def _ask_turns(core, suite: Suite, key_of: dict[str, str], turns: MakeTurn
             if key not in keys:
                 keys.append(key)
         run.retrieved.append(keys[:k])
+        run.injected.append(list(dict.fromkeys(key_of.get(mid, "?") for mid in put)))
         run.latency_s.append(latency / max(1, len(q.worlds)))
         run.turns.append(tuple(results))
     await pipeline.drain()
@@ -762,7 +871,9 @@ async def _ask_turns(core, suite: Suite, key_of: dict[str, str], turns: MakeTurn
 
 def metrics(suite: Suite, run: RecallRun, ks: Sequence[int], group: str | None = None) -> dict[str, float]:
     """``{"n", "any@k", "all@k" for each k, "mrr"}`` over the queries of ``group``
-    (None: all). MRR over the whole retrieved list (at most max(ks) long)."""
+    (None: all). MRR over the whole retrieved list (at most max(ks) long). A run
+    through the real turn adds ``any@injected`` (1 when a gold doc is among what the
+    query's turns put into the prompt) and ``injected`` (memories per turn)."""
     idx = [i for i, q in enumerate(suite.queries) if group is None or q.group == group]
     out: dict[str, float] = {"n": float(len(idx))}
     if not idx:
@@ -776,6 +887,9 @@ def metrics(suite: Suite, run: RecallRun, ks: Sequence[int], group: str | None =
         ranks = [r for r, key in enumerate(run.retrieved[i], start=1) if key in suite.queries[i].gold]
         rr.append(1.0 / ranks[0] if ranks else 0.0)
     out["mrr"] = sum(rr) / len(idx)
+    if run.has_turns:
+        out["any@injected"] = sum(bool(suite.queries[i].gold & set(run.injected[i])) for i in idx) / len(idx)
+        out["injected"] = run.injected_per_turn(idx)
     return out
 
 
@@ -787,30 +901,37 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 def report_lines(suite: Suite, runs: dict[str, RecallRun], ks: Sequence[int], title: str) -> list[str]:
     """Plain-text tables: overall any@k/all@k/MRR and recall latency per
-    configuration, then the same per category (group)."""
+    configuration, then the same per category (group). When a run went through
+    the real turn, two more columns: ``any@inj`` (the evidence among what the turn
+    put into the prompt) and ``inj`` (memories per turn); "-" on the other rows."""
     any_h = [f"any@{k}" for k in ks]
     all_h = [f"all@{k}" for k in ks]
+    turned = any(r.has_turns for r in runs.values())
+    inj_h = ["any@injected", "injected"] if turned else []
     width = max([8, *(len(name) + 1 for name in runs)])  # "capture/vector" when modes share a table
     head = f"{'system':<{width}}{'n':>6}" + "".join(f"{h:>9}" for h in any_h + all_h) + \
-        f"{'MRR':>8}{'p50ms':>8}{'p95ms':>8}"
+        f"{'MRR':>8}{'p50ms':>8}{'p95ms':>8}" + (f"{'any@inj':>9}{'inj':>6}" if turned else "")
     out = [title, head]
     for name, run in runs.items():
         m = metrics(suite, run, ks)
         vals = "".join(f"{m.get(h, float('nan')):>9.3f}" for h in any_h + all_h)
+        inj = "".join(f"{m[h]:>{w}.{d}f}" if h in m else f"{'-':>{w}}" for h, w, d in zip(inj_h, (9, 6), (3, 2)))
         out.append(f"{name:<{width}}{int(m['n']):>6}{vals}{m.get('mrr', float('nan')):>8.3f}"
-                   f"{_percentile(run.latency_s, 50) * 1000:>8.1f}{_percentile(run.latency_s, 95) * 1000:>8.1f}")
+                   f"{_percentile(run.latency_s, 50) * 1000:>8.1f}{_percentile(run.latency_s, 95) * 1000:>8.1f}{inj}")
     groups = sorted({q.group for q in suite.queries})
     if len(groups) > 1:
         out.append("")
         out.append(f"{'category':<28}{'system':<{width}}{'n':>6}" + "".join(f"{h:>9}" for h in any_h + all_h)
-                   + f"{'MRR':>8}")
+                   + f"{'MRR':>8}" + (f"{'any@inj':>9}{'inj':>6}" if turned else ""))
         for g in groups:
             label = f"{g} {LOCOMO_CATEGORIES.get(g, '')}".strip() if suite.tenant == "locomo" else g
             for name, run in runs.items():
                 m = metrics(suite, run, ks, g)
                 vals = "".join(f"{m.get(h, float('nan')):>9.3f}" for h in any_h + all_h)
+                inj = "".join(f"{m[h]:>{w}.{d}f}" if h in m else f"{'-':>{w}}"
+                              for h, w, d in zip(inj_h, (9, 6), (3, 2)))
                 out.append(f"{label[:27]:<28}{name:<{width}}{int(m['n']):>6}{vals}"
-                           f"{m.get('mrr', float('nan')):>8.3f}")
+                           f"{m.get('mrr', float('nan')):>8.3f}{inj}")
     return out
 
 

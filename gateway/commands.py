@@ -658,24 +658,12 @@ def _cmd_search(core, c: _Caller, rest: str) -> CommandReply:
         line = c.say("{id} score {score} (words {bm25}, meaning {vector}) {text}",
                      id=h.memory.id, score=f"{h.score:.4f}", bm25=h.ranks.get("bm25", "-"),
                      vector=h.ranks.get("vector", "-"), text=_snip(h.memory.text))
-        if _matched_by_context(query, h.memory, c.chat):
+        # found only through the line it answered (Hit.via_context): it says what it answered, or 「叫煤球」
+        # would seem listed for 「猫」 at random; never in a group, where a private chat's line is not shown
+        if h.via_context and not c.chat.is_group:
             line += " " + c.say("(in reply to {context})", context=_snip(h.memory.context))
         lines.append(line)
     return CommandReply(_fit("\n".join(lines)), "search")
-
-
-def _matched_by_context(query: str, m: Memory, chat) -> bool:
-    """True when ``m`` matches ``query``'s words only through its context (the
-    companion's line it answered, searched with its text): none of the query's
-    tokens (``memory.text.tokens``) is in its text and one is in its context — so
-    the hit must say what it answered, or 「叫煤球」 would seem listed for 「猫」 at
-    random. Never in a group: a context is a line of a private chat."""
-    if not m.context or chat.is_group:
-        return False
-    from memory.text import tokens
-
-    asked = set(tokens(query))
-    return bool(asked & set(tokens(m.context))) and not asked & set(tokens(m.text))
 
 
 def _cmd_edit(core, c: _Caller, rest: str) -> CommandReply:

@@ -26,8 +26,17 @@ collide on a metric name. Names, units and labels::
     huiyi_capture_queue_depth{where}                gauge      process: captures queued or running here;
                                                     database: lines whose capture is still due (all replicas)
     huiyi_index_outbox_depth                        gauge      index operations not yet applied
+    huiyi_change_events_outbox_depth{tenant, state} gauge      change events not yet delivered (all replicas):
+                                                    state pending (waiting or being sent) or dead
+                                                    (given up, kept until replayed)
+    huiyi_change_events_oldest_undelivered_seconds{tenant}
+                                                    gauge      age of the tenant's oldest undelivered change
+                                                    event, dead letters included (absent: none)
+    huiyi_change_events_delivered_total{tenant}     counter    change events this process delivered (2xx)
+    huiyi_change_events_given_up_total{tenant}      counter    change events this process gave up after
+                                                    max_attempts (each is a dead letter until replayed)
 
-The two gauges are read when scraped (a callback each), so they cost nothing
+The gauges are read when scraped (a callback each), so they cost nothing
 between scrapes; a failing read leaves the gauge out of that scrape.
 """
 
@@ -35,6 +44,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime, timezone
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -68,6 +78,33 @@ class _Depths(Collector):
             yield GaugeMetricFamily("huiyi_index_outbox_depth", "Index operations not yet applied", value=outbox)
 
 
+class _Events(Collector):
+    """The change-event outbox gauges, read at scrape time (``Store.event_stats``)."""
+
+    def __init__(self, stats: Callable[[], list]) -> None:
+        self._stats = stats
+
+    def collect(self):
+        try:
+            stats = self._stats()
+        except Exception as exc:  # noqa: BLE001 - a scrape never fails on one gauge
+            log.warning("metrics: change event outbox unavailable: %s", type(exc).__name__)
+            return
+        depth = GaugeMetricFamily("huiyi_change_events_outbox_depth", "Change events not yet delivered",
+                                  labels=["tenant", "state"])
+        oldest = GaugeMetricFamily("huiyi_change_events_oldest_undelivered_seconds",
+                                   "Age of the oldest undelivered change event (dead letters included)",
+                                   labels=["tenant"])
+        now = datetime.now(timezone.utc)
+        for s in stats:
+            depth.add_metric([s.tenant, "pending"], s.pending)
+            depth.add_metric([s.tenant, "dead"], s.dead)
+            if s.oldest is not None:
+                oldest.add_metric([s.tenant], max(0.0, (now - s.oldest).total_seconds()))
+        yield depth
+        yield oldest
+
+
 def _read(fn: Callable[[], int], what: str) -> int | None:
     try:
         return int(fn())
@@ -97,7 +134,13 @@ class Metrics:
                                     ["limit", "tenant"], registry=r)
         self.rate_limit_errors = Counter("huiyi_rate_limit_errors", "/v1 calls let through: the rate limit storage failed",
                                          registry=r)
+        self.events_delivered = Counter("huiyi_change_events_delivered", "Change events delivered (2xx)", ["tenant"],
+                                        registry=r)
+        self.events_given_up = Counter("huiyi_change_events_given_up",
+                                       "Change events given up after max_attempts (kept as dead letters)", ["tenant"],
+                                       registry=r)
         self._depths: _Depths | None = None
+        self._events: _Events | None = None
 
     def watch_queues(self, process: Callable[[], int], database: Callable[[], int], outbox: Callable[[], int]) -> None:
         """Register the scrape-time gauges (once; a second call replaces the callbacks)."""
@@ -105,6 +148,14 @@ class Metrics:
             self.registry.unregister(self._depths)
         self._depths = _Depths(process, database, outbox)
         self.registry.register(self._depths)
+
+    def watch_events(self, stats: Callable[[], list]) -> None:
+        """Register the change-event outbox gauges; ``stats`` returns
+        ``[memory.store.EventStats]`` (once; a second call replaces the callback)."""
+        if self._events is not None:
+            self.registry.unregister(self._events)
+        self._events = _Events(stats)
+        self.registry.register(self._events)
 
     def observe_stages(self, latency_ms: dict[str, float]) -> None:
         """Record a turn's stage latencies (milliseconds, as in ``TurnResult.latency_ms``)."""

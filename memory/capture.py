@@ -73,7 +73,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from functools import lru_cache
 from typing import Protocol
 
-from memory.dates import DEFAULT_TZ, resolve_when, zone
+from memory.dates import DEFAULT_TZ, When, period_label, resolve_when, zone
 from memory.emotion import LABELS, analyse
 from memory.model_prompts import escape_block, extraction_messages
 from memory.speech_act import (_SMALL_TALK_EN, _SMALL_TALK_ZH, MIN_CHARS, Act, clauses, is_question, is_speaker_statement,
@@ -339,7 +339,8 @@ class Fact:
     learned from ("" = the whole message; its fingerprint becomes a tombstone when
     the memory is forgotten); ``quoted`` marks instruction-like text kept only as
     a quoted statement; ``event_time`` is a timezone-aware UTC datetime (local
-    midnight of the day named).
+    midnight of the day named, or of the first day of the period named);
+    ``event_end`` where that period ends (exclusive, aware UTC), None for a day.
     """
 
     text: str
@@ -352,6 +353,7 @@ class Fact:
     event_time: datetime | None = None
     source: str = ""
     quoted: bool = False
+    event_end: datetime | None = None
     extra: dict = field(default_factory=dict)
 
 
@@ -447,7 +449,8 @@ def clean_text(text: str, own_texts: Sequence[str] = ()) -> str:
 # prompts huiyi sends (memory.model_prompts) or of ``own_texts``.
 
 _SRC_MARKER_RE = re.compile(r"[\[［【]\s*src\s*[:：]", re.I)
-_MEMORY_LINE_RE = re.compile(r"^\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s+.*[(（]\s*(?:\d{4}-\d{2}-\d{2}|\?)\s*[,，].*[)）]\s*$",
+_MEMORY_LINE_RE = re.compile(r"^\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s+.*[(（]\s*(?:\d{4}(?:-\d{2}){0,2}(?:~\d{4}-\d{2}-\d{2})?|\?)"
+                             r"\s*[,，].*[)）]\s*$",
                              re.I)
 _BLOCK_TAG_RE = re.compile(r"^\s*[<＜]\s*/?\s*(?:memories|changes|conversation|recollection|message)\s*[>＞]\s*$",
                            re.I)
@@ -605,13 +608,16 @@ def _slot_text(sentence: str) -> str:
     return text
 
 
-def _date_suffix(sentence: str, day: date) -> str:
-    return f"{sentence}（{day.isoformat()}）" if any("\u4e00" <= c <= "\u9fff" for c in sentence) \
-        else f"{sentence} ({day.isoformat()})"
+def _date_suffix(sentence: str, when: When | date) -> str:
+    """``sentence`` with the day or period it names after it: 「我下个月15号考试（2027-01-15）」,
+    「我下个月搬家（2027-01）」, "I'm getting married next year (2027)" (``memory.dates.period_label``)."""
+    label = period_label(when) if isinstance(when, When) else when.isoformat()
+    return f"{sentence}（{label}）" if any("\u4e00" <= c <= "\u9fff" for c in sentence) else f"{sentence} ({label})"
 
 
-def _when_or_none(plain: str, said_at, tz):
-    """``memory.dates.resolve_when`` of ``plain``, or None where it names no date it can resolve."""
+def _when_or_none(plain: str, said_at, tz) -> When | None:
+    """``memory.dates.resolve_when`` of ``plain`` (a day, or a period: ``When.end``), or None where it
+    names no date it can resolve."""
     try:
         return resolve_when(plain, said_at, tz)
     except ValueError:
@@ -691,31 +697,31 @@ class HeuristicExtractor:
             return Fact(text=_quoted(sent), category=Category.OTHER, importance=0.1, source=sent, quoted=True)
         emo = analyse(sent)
         slot = _slot(_slot_text(sent))
-        text, event_time, extra = sent, None, {}
+        text, event_time, event_end, extra = sent, None, None, {}
         if slot is not None:
             category, key, extra["strength"] = slot
             if key == "profile.birthday":  # "周五生日": the day it names, as for an event
                 when = _when_or_none(plain, said_at, tz)
                 if when is not None:
-                    event_time = when.at
+                    event_time, event_end = when.at, when.until if when.is_period else None
                     if when.relative:
-                        text = _date_suffix(sent, when.day)
+                        text = _date_suffix(sent, when)
         else:
             key = ""
             category = guess_category(plain)
             if category is not Category.ROUTINE and not _ROUTINE_RE.search(plain):
                 when = _when_or_none(plain, said_at, tz)
                 if when is not None:
-                    event_time = when.at
+                    event_time, event_end = when.at, when.until if when.is_period else None
                     if category in (Category.OTHER, Category.MOOD, Category.EVENT):
                         category = Category.EVENT
                     if when.relative:
-                        text = _date_suffix(sent, when.day)
+                        text = _date_suffix(sent, when)
             if category is Category.OTHER and emo.intensity >= 0.3:
                 category = Category.MOOD
         return Fact(text=text, category=category, key=key, importance=_importance(category, emo.valence, bool(slot), sent),
                     valence=emo.valence, arousal=emo.arousal, emotion=emo.label, event_time=event_time, source=sent,
-                    extra=extra)
+                    extra=extra, event_end=event_end)
 
 
 # -- the LLM extractor ------------------------------------------------------------
@@ -734,9 +740,17 @@ def _clip(value: object, low: float, high: float) -> float | None:
     return min(max(v, low), high)
 
 
-def _event_time(value: object, sentence: str, said_at: datetime, tz: str) -> datetime | None:
+def _event_time(value: object, sentence: str, said_at: datetime, tz: str) -> tuple[datetime | None, datetime | None]:
+    """``(event_time, event_end)`` of a model's fact (``Fact``): the day or period
+    ``memory.dates.resolve_when`` reads in ``sentence`` first — calendar arithmetic
+    the model gets wrong (「下个月15号」 as 2027-01-01) —, else the model's ``value``
+    (ISO day or time, local to ``tz`` when naive) as a day; (None, None) for a routine
+    or no date."""
     if _ROUTINE_RE.search(to_simplified(sentence)):
-        return None  # a routine has no event date, whatever the model says
+        return None, None  # a routine has no event date, whatever the model says
+    when = _when_or_none(sentence, said_at, tz)
+    if when is not None:
+        return when.at, when.until if when.is_period else None
     if isinstance(value, str) and value.strip():
         try:
             parsed = datetime.fromisoformat(value.strip())
@@ -746,12 +760,8 @@ def _event_time(value: object, sentence: str, said_at: datetime, tz: str) -> dat
             if parsed.tzinfo is None:  # a local day or local time in the tenant's zone
                 parsed = datetime.combine(parsed.date(), parsed.time() if len(value.strip()) > 10 else time(0),
                                           tzinfo=zone(tz))
-            return parsed.astimezone(timezone.utc)
-    try:
-        when = resolve_when(sentence, said_at, tz)
-    except ValueError:
-        return None
-    return when.at if when else None
+            return parsed.astimezone(timezone.utc), None
+    return None, None
 
 
 def parse_extraction(raw: str, message: str, said_at: datetime, tz: str = DEFAULT_TZ) -> list[Fact] | None:
@@ -803,9 +813,9 @@ def parse_extraction(raw: str, message: str, said_at: datetime, tz: str = DEFAUL
         importance = _clip(item.get("importance"), 0.0, 1.0)
         if importance is None:
             importance = _importance(category, valence, bool(key), text)
+        event_time, event_end = _event_time(item.get("event_time"), text, said_at, tz)
         facts.append(Fact(text=text, category=category, key=key, importance=importance, valence=valence,
-                          arousal=arousal, emotion=label, event_time=_event_time(item.get("event_time"), text, said_at, tz),
-                          source=message))
+                          arousal=arousal, emotion=label, event_time=event_time, source=message, event_end=event_end))
     if items and not facts:
         return None
     return facts
@@ -902,7 +912,8 @@ def _memory(core, ns: Namespace, f: Fact, chat: ChatRef | None, said_at: datetim
     visibility = Visibility.GROUP if (chat is not None and chat.is_group) else Visibility.PRIVATE
     return core.new(ns, f.text, category=f.category, key=f.key, importance=f.importance, valence=f.valence,
                     arousal=f.arousal, emotion=f.emotion, origin=chat, visibility=visibility,
-                    source_message_id=message_id, created_at=said_at, event_time=f.event_time, context=context)
+                    source_message_id=message_id, created_at=said_at, event_time=f.event_time,
+                    event_end=f.event_end, context=context)
 
 
 CONTEXT_WINDOW = timedelta(minutes=30)

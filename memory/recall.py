@@ -56,7 +56,7 @@ from datetime import date, datetime, time, timedelta, timezone
 
 import numpy as np
 
-from memory.dates import query_period_span
+from memory.dates import DEFAULT_TZ, query_period_span, zone
 from memory.cache import Bm25Postings, NamespaceCache, NamespaceView, VectorForm
 from memory.index import SearchIndex
 from memory.links import DEFAULT_HALF_LIFE_DAYS, spread
@@ -67,7 +67,7 @@ from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
 __all__ = ["RecallParams", "recall", "keep_channel_tops", "rrf_fuse", "vector_weight", "bm25_scores", "bm25_confidence", "channel_hits", "has_content",
            "word_match", "Scorer", "TurnQuery", "turn_query", "leans_on_context", "is_thin",
-           "EXACT_MAX"]
+           "EXACT_MAX", "found_via_context"]
 
 log = logging.getLogger(__name__)
 
@@ -391,7 +391,8 @@ def turn_query(tail: Sequence[str], params: RecallParams = RecallParams()) -> Tu
 _FIRST_TIME_RE = re.compile(r"第一次(?:聊|说|见|认识|跟你|和你|找你|来)|刚认识|最开始|一开始(?:聊|说)|最早(?:的|那次)?(?:聊|说)|"
                             r"\b(?:the|our|my)\s+(?:very\s+)?first\s+(?:time|conversation|chat|talk|day|message)\b|"
                             r"\bwhen\s+(?:we|i)\s+first\b", re.IGNORECASE)
-_DATE_STAMP_RE = re.compile(r"[（(]\s*\d{4}-\d{2}-\d{2}\s*[）)]")
+# the day or period capture writes after a dated memory (「（2023-04-30）」, 「（2027-01）」, "(2026-12-14~2026-12-20)")
+_DATE_STAMP_RE = re.compile(r"[（(]\s*\d{4}(?:-\d{2}){0,2}(?:~\d{4}-\d{2}-\d{2})?\s*[）)]")
 _SPEAKER_PREFIX_RE = re.compile(r"^[^:：\n]{1,40}[:：]\s+")
 # what a greeting, a mood report or a day says without telling anything
 _THIN_WORDS = frozenset(
@@ -414,6 +415,50 @@ def is_thin(text: str) -> bool:
         return not content
     said = re.search(rf"\b{re.escape(content[0])}", plain, re.IGNORECASE)  # one Latin word: a name greeted?
     return said is not None and said.group(0)[:1].isupper()
+
+
+# a day's opener that only announces its topic: 「今天我想和你聊聊我的旅行计划」, 「今天我遇到了一个麻烦」,
+# "I want to tell you about my trip today" — the topic is named, nothing about it is told
+_OPENER_GREETING_RE = re.compile(r"^(?:(?:你好|您好|嗨|哈喽|哈啰|早上好|晚上好|下午好|早安|hi|hello|hey)[啊呀呢吖]?\s*"
+                                 r"(?:ai\s*伴侣|伴侣|朋友|小助手|亲爱的|there|friend)?|"
+                                 r"(?:ai\s*伴侣|伴侣|朋友|小助手|亲爱的|friend))$", re.IGNORECASE)
+_OPENER_MOOD_RE = re.compile(r"^(?:我|我的)?(?:今天|最近|这几天)?(?:我的)?(?:感觉|觉得)?(?:心情)?(?:有点|有些|很|好|特别|真的|不太|不)?"
+                             r"(?:烦恼|难过|郁闷|伤心|烦躁|焦虑|不好|不太好|低落|糟糕|开心|高兴|累|难受|失落|压抑)$")
+_OPENER_RES = (
+    re.compile(r"^(?:好久没来跟你聊天了|好久不见)$"),
+    re.compile(r"^(?:今天|今晚|最近|这几天|刚才|刚刚)?我?(?:今天|最近)?(?:很|好|特别|真的)?(?:想|要|来|希望|打算|又来)?"
+               r"(?:和|跟|给|同|向)?你(?:聊聊|聊一聊|聊一下|聊天|聊|说说|说一下|说|讲讲|讲一下|谈谈|谈一谈|谈论|"
+               r"分享一下|分享|倾诉一下|倾诉|请教一下|请教|咨询一下|咨询)(?:一下)?(?P<topic>.{0,16})$"),
+    re.compile(r"^(?:今天|最近|这几天|刚才)?(?:我|我们)?(?:今天|最近)?(?:又)?(?:遇到|碰到|发生|有)了?"
+               r"(?:一个|一些|一件|个|件|点|些)?(?:小|大|开心|高兴|烦心|麻烦)?的?"
+               r"(?:麻烦|问题|困难|烦恼|难题|事情|事儿|事|困扰)(?:想|要)?(?:问问你|请教你|跟你说|和你说|告诉你)?$"),
+    re.compile(r"^(?:不知道该怎么(?:解决|办)|我来和你分享一下|想来和你分享一下|想和你分享一下)$"),
+    re.compile(r"^(?:today\s+)?(?:i|I)(?:'d| would)?\s+(?:really\s+)?(?:want|wanted|like|'d like|have)\s+to\s+"
+               r"(?:tell|talk to|talk with|chat with|share with|ask)\s+you\s+(?:about\s+)?.{0,40}$", re.IGNORECASE),
+    re.compile(r"^(?:guess what|i have (?:something|a question|news) (?:to tell you|for you)|let me tell you about .{0,40}|"
+               r"(?:today\s+)?i (?:ran into|had|have) (?:a|some) (?:problem|trouble|issue)s?(?: today)?)$", re.IGNORECASE),
+)
+_OPENER_CLAUSE_RE = re.compile(r"[，,。.！!？?；;~～\n]+")
+
+
+def announces_topic(text: str) -> bool:
+    """True when a memory's ``text`` only opens the day's talk: every clause is a
+    greeting, a mood or date alone (``is_thin``, 「我今天有点烦恼」) or an announcement
+    of what is to come (「今天我想和你聊聊我的旅行计划」, 「今天我遇到了一个麻烦，不知道该怎么
+    解决」, "I want to tell you about my trip today"), with at least one mood or
+    announcement. Such a memory comes after what was said that day (``recall``'s
+    time channel)."""
+    plain = _SPEAKER_PREFIX_RE.sub("", _DATE_STAMP_RE.sub("", text))
+    announced = False
+    for clause in (c.strip() for c in _OPENER_CLAUSE_RE.split(plain)):
+        if not clause or _OPENER_GREETING_RE.match(clause):
+            continue
+        if _OPENER_MOOD_RE.match(clause) or any(rx.match(clause) for rx in _OPENER_RES):
+            announced = True
+            continue
+        if not is_thin(clause):
+            return False
+    return announced
 
 
 def _list_name(channel: str, step: int) -> str:
@@ -684,17 +729,25 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
                 scaled = True
         if scaled:
             fused = rrf_fuse(lists, params.rrf_k, weights)
+    period, followed = None, []
     if params.time_weight > 0:
         period = named[0] if named is not None else None
         if period is None and _FIRST_TIME_RE.search(to_simplified(query.question)):
             first = store.first_said(ns, chat.group_key if chat is not None and chat.is_group else None)
-            period = None if first is None else (first.date(), first.date())
+            day = None if first is None else first.astimezone(zone(DEFAULT_TZ)).date()  # as ``_said_in`` reads it
+            period = None if day is None else (day, day)
         if period is not None:
             inside = [m for m, _, _ in fused if m in rows and _said_in(rows[m], period)]
             inside += [m for m in period_ids if m in rows and m not in inside]
-            # of that period's memories, those that say something come before a bare greeting or mood,
-            # and those of the period itself before those of the day of slack around it
-            inside.sort(key=lambda m: (is_thin(rows[m].text), not _said_in(rows[m], period, slack=0)))
+            # an opener that only announced its topic matched the question; what was said right after it
+            # tells that topic (「今天我想和你聊聊我的旅行计划」 → 「我下个月想去西班牙…」): it joins the period's
+            # candidates, and is always scored
+            followed = _told_after_openers(store, ns, inside, rows, small, chat, only)
+            inside += [m for m in followed if m not in inside]
+            # of that period's memories, those that say something come before an opener (a bare greeting or
+            # mood, a topic only announced), and those of the period itself before the day of slack around it
+            inside.sort(key=lambda m: (is_thin(rows[m].text) or announces_topic(rows[m].text),
+                                       not _said_in(rows[m], period, slack=0)))
             if inside:
                 lists["time"] = inside
                 fused = rrf_fuse(lists, params.rrf_k, weights)
@@ -728,7 +781,7 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         row = rows.get(mid)
         if row is None:  # stale index row (deleted in SQL, index not yet repaired)
             continue
-        if len(best) == depth and rrf * bound < best[0] and mid not in keep:
+        if len(best) == depth and rrf * bound < best[0] and mid not in keep and mid not in followed:
             continue
         if whole is None:
             written, times = row.times()
@@ -749,13 +802,37 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     if params.keep_top > 0 and params.keep_within > 0:
         if lists.get("bm25") and 0 < params.bm25_weight <= weights.get("bm25", 0):
             scored = _keep_tops(scored, lists["bm25"][:params.keep_top], params.keep_within)
+    if period is not None:
+        scored = _openers_after_content(scored, rows, period)
     ranks = {m: r for m, _, r in fused}
+    # what each BM25 list searched for (the question without the period it names, each context line)
+    searched = {_list_name("bm25", step): words if step == 0 and words is not None else line
+                for step, line in enumerate(queries)}
     out: list[Hit] = []
     for mid, value in scored[: params.k]:  # the whole memory of the hits only
         parts = parts_of[mid]
-        out.append(Hit(memory=whole[mid] if whole is not None else rows[mid].memory(ns), score=value,
-                       ranks=ranks[mid], parts=parts if isinstance(parts, ScoreParts) else ScoreParts(*parts)))
+        memory = whole[mid] if whole is not None else rows[mid].memory(ns)
+        out.append(Hit(memory=memory, score=value, ranks=ranks[mid],
+                       parts=parts if isinstance(parts, ScoreParts) else ScoreParts(*parts),
+                       via_context=found_via_context(memory, ranks[mid], searched)))
     return out
+
+
+def found_via_context(memory: Memory, ranks: Mapping[str, int], searched: Mapping[str, str]) -> bool:
+    """True when ``memory`` was found only through its context (the companion's
+    line it answered, which BM25 searches with its text: ``Memory.searched``),
+    the one decision behind ``Hit.via_context``: it has a context, a BM25 list
+    of ``searched`` (``{list name: query line}``) ranked it, and the tokens
+    (``memory.text.tokens``) of the query lines of the BM25 lists that ranked it
+    occur in its context and none in its text. ``ranks``: the hit's ``{list:
+    rank}``. Other channels do not count: once a word matches, the vector
+    channel admits a memory at a lower cosine (``matched_vector_floor``), which
+    says little about its topic, and the association and time channels bring
+    neighbours and dates, not the words a person looks for."""
+    if not memory.context:
+        return False
+    asked = {t for name in ranks if name in searched for t in tokens(searched[name])}
+    return bool(asked & set(tokens(memory.context))) and not asked & set(tokens(memory.text))
 
 
 def _score_bound(sp: ScoringParams, dormant_factor: float) -> float:
@@ -836,12 +913,84 @@ def _associated(store: Store, ns: Namespace, fused: Sequence[tuple[str, float, d
     return [m for m, _ in ranked if m in rows]
 
 
+FOLLOW_WINDOW = timedelta(minutes=30)
+"""How long after a day's opener what the person said still tells its topic."""
+FOLLOW_MAX = 3
+"""At most this many memories said after one opener join the time channel."""
+
+
+def _told_after_openers(store: Store, ns: Namespace, inside: Sequence[str], rows: dict[str, Candidate],
+                        small: Sequence[MemoryText] | None, chat: ChatRef | None,
+                        only: frozenset[str] | None) -> list[str]:
+    """Ids of the memories said within ``FOLLOW_WINDOW`` after each opener among
+    ``inside`` that only announced its topic (``announces_topic``), at most
+    ``FOLLOW_MAX`` per opener, earliest first, disclosed in ``chat`` (and among
+    ``only``); their rows are added to ``rows``. A question naming a day whose
+    opener matched it finds what that day said about the topic, which the
+    opener's words alone may not match."""
+    out: list[str] = []
+    group = chat.group_key if chat is not None and chat.is_group else None
+    for m in inside:
+        said = rows[m].created_at
+        if said is None or not announces_topic(rows[m].text):
+            continue
+        ids = [i for i in store.said_between(ns, said, said + FOLLOW_WINDOW, FOLLOW_MAX + 1, group)
+               if i != m and (only is None or i in only)]
+        out += [i for i in ids[:FOLLOW_MAX] if i not in out]
+    new = [i for i in out if i not in rows]
+    if new:
+        if small is not None:
+            wanted = set(new)
+            rows.update({t.id: t.candidate() for t in small if t.id in wanted and _disclosed(t, chat)})
+        else:
+            rows.update({i: c for i, c in store.candidates(ns, new).items() if _disclosed(c, chat)})
+    return [i for i in out if i in rows]
+
+
+def _openers_after_content(scored: list[tuple[str, float]], rows: Mapping[str, Candidate],
+                           period: tuple[date, date]) -> list[tuple[str, float]]:
+    """``scored`` (best first) with the named period's openers — a greeting, a mood
+    or a date alone (``is_thin``), or a topic only announced (``announces_topic``:
+    「今天我想和你聊聊我的旅行计划」) — moved after that period's memories that say
+    something: those memories take the places they held among the period's, in
+    their own order (the period's own days before the day of slack around it),
+    and every other memory keeps its place and every place its score (so scores
+    still fall down the list). Unchanged when the period has no opener or nothing
+    but openers."""
+    inside = [i for i, (m, _) in enumerate(scored) if _said_in(rows[m], period)]
+    if len(inside) < 2:
+        return scored
+    said = [scored[i][0] for i in inside]
+    opener = {m for m in said if is_thin(rows[m].text) or announces_topic(rows[m].text)}
+    if not opener or len(opener) == len(said):
+        return scored
+    # content before openers; of each, the period's own days before the day of slack around it
+    order = sorted(said, key=lambda m: (m in opener, not _said_in(rows[m], period, slack=0)))
+    if order == said:
+        return scored
+    out = list(scored)
+    for i, m in zip(inside, order):
+        out[i] = (m, scored[i][1])
+    return out
+
+
 def _said_in(mem: Memory | Candidate, period: tuple[date, date], slack: int = 1) -> bool:
     """True when ``mem`` was said (``created_at``) or its event falls
-    (``event_time``) within ``period`` (inclusive days), give or take ``slack``
-    days: the period is in the tenant's zone, the times in UTC."""
+    (``event_time``; a period's, up to ``event_end``, overlaps) within ``period``
+    (inclusive days), give or take ``slack`` days: the period and the days of
+    the times (UTC) are read in the zone ``query_period_span`` reads the question
+    in (``memory.dates.DEFAULT_TZ``): an event on 2023-05-05 is stored as local
+    midnight, 2023-05-04 16:00 UTC, and is not of 2023-05-04."""
     lo, hi = period[0] - timedelta(days=slack), period[1] + timedelta(days=slack)
-    return any(t is not None and lo <= t.date() <= hi for t in (mem.created_at, mem.event_time))
+    said, event, end = mem.created_at, mem.event_time, mem.event_end
+    tz = zone(DEFAULT_TZ)
+    if said is not None and lo <= said.astimezone(tz).date() <= hi:
+        return True
+    if event is None:
+        return False
+    first = event.astimezone(tz).date()
+    last = (end - timedelta(microseconds=1)).astimezone(tz).date() if end is not None and end > event else first
+    return first <= hi and last >= lo
 
 
 def _query_terms(line: str) -> dict[str, float]:

@@ -60,12 +60,12 @@ import time
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timezone, tzinfo
+from datetime import date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
 from locales import translate, translate_plural
-from memory.dates import DEFAULT_TZ, zone
+from memory.dates import DEFAULT_TZ, days_label, zone
 from memory.model_prompts import reconstruction_messages
 from memory.text import split_sentences, stem, tokens
 from memory.types import Hit, Memory
@@ -579,8 +579,14 @@ def _when(memory: Memory, tz: str | tzinfo | None = DEFAULT_TZ) -> date | None:
 
 
 def _date(memory: Memory, tz: str | tzinfo | None = DEFAULT_TZ) -> str:
+    """The memory's day as the prompt shows it; an event's period as that period
+    (2027-01, 2027, 2026-12-14~2026-12-20: ``memory.dates.days_label``)."""
     when = _when(memory, tz)
-    return when.isoformat() if when else "?"
+    if when is None:
+        return "?"
+    if memory.event_time is not None and memory.event_end is not None and memory.event_end > memory.event_time:
+        return days_label(when, local_date(memory.event_end - timedelta(microseconds=1), tz))
+    return when.isoformat()
 
 
 def _gate(hits: Sequence[Hit], enabled: bool, complete: Complete | None, min_hits: int) -> str | None:

@@ -23,6 +23,7 @@ characters), ``in_era`` (timestamps 1970-2100), ``repair`` / ``repair_tree``
 from __future__ import annotations
 
 import enum
+import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -40,6 +41,9 @@ __all__ = [
     "repair",
     "clean_controls",
     "repair_tree",
+    "JSON_MAX_DEPTH",
+    "json_depth",
+    "load_json",
     "clean_name",
     "Namespace",
     "ChatKind",
@@ -173,6 +177,52 @@ def repair_tree(value):
     if isinstance(value, list):
         return [repair_tree(v) for v in value]
     return value
+
+
+JSON_MAX_DEPTH = 64
+"""Deepest nesting of arrays and objects a caller's JSON may have (``load_json``):
+far above any payload a platform or the ``/v1`` API sends (a Telegram update, a
+OneBot event with forwarded messages: about 10), far below Python's recursion
+limit, which every recursive reader of the value (``repair_tree``, pydantic,
+``json.dumps``) would otherwise meet."""
+
+
+def json_depth(value, limit: int | None = None) -> int:
+    """How deep arrays and objects nest in a decoded JSON ``value``: 0 for a
+    scalar, 1 for ``[]`` or ``{"a": 1}``, 2 for ``[[1]]``. Walks without
+    recursion (any depth); with ``limit`` it stops at the first node deeper than
+    ``limit`` and returns that node's depth."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = node.values()
+        elif not isinstance(node, list):
+            continue
+        deepest = max(deepest, depth)
+        if limit is not None and deepest > limit:
+            return deepest
+        stack.extend((v, depth + 1) for v in node if isinstance(v, (dict, list)))
+    return deepest
+
+
+def load_json(raw: str | bytes, max_depth: int = JSON_MAX_DEPTH):
+    """``raw`` decoded as JSON, every string repaired (``repair_tree``): how a
+    caller's JSON is read outside pydantic (request bodies, a query parameter).
+    Raises ValueError when ``raw`` is not JSON (``json.JSONDecodeError``, or
+    ``UnicodeDecodeError`` for bytes that are not UTF-8) or nests arrays and
+    objects deeper than ``max_depth`` (``json_depth``) — the depth checked
+    before anything recursive reads the value, and a nesting too deep for the
+    decoder itself (``RecursionError``, from about 950 levels) refused the same
+    way, so a deep value is a refusal and never a crash."""
+    too_deep = f"JSON nested deeper than {max_depth} levels"
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise ValueError(too_deep) from None
+    if json_depth(value, max_depth) > max_depth:
+        raise ValueError(too_deep)
+    return repair_tree(value)
 
 
 #: Characters that render as nothing (or as a blank) and that people use as
@@ -414,6 +464,9 @@ class Memory:
     valid_from: datetime | None = None
     valid_to: datetime | None = None
     event_time: datetime | None = None
+    #: the end (exclusive, aware UTC) of the period the event names — 「下个月搬家」: January, from
+    #: ``event_time`` (its first local midnight) to the first of February; None for a day or no date
+    event_end: datetime | None = None
     version: int = 1
     access_times: tuple[datetime, ...] = ()
     context: str = ""
@@ -454,10 +507,17 @@ class Hit:
     conflict (said differently, no clear change: ``memory.contradiction``) and
     disclosed in the chat of the recall, brought along by ``MemoryCore.recall``
     so that the recollection tells both as a change, older first; None when
-    there is none."""
+    there is none.
+
+    ``via_context``: True when the memory was found only through its context
+    (the companion's line it answered, searched with its text): BM25 ranked it
+    for words of the query that are in that line and none in its own text — 「我姐姐安娜住在多伦多」 found for "marathon" because it answered "How
+    was the marathon?" (``memory.recall.found_via_context``). Every surface that
+    lists hits says so: ``/memory search`` ("in reply to …"), the console, ``/v1``."""
 
     memory: Memory
     score: float
     ranks: dict[str, int] = field(default_factory=dict)
     parts: ScoreParts | None = None
     conflict: Memory | None = None
+    via_context: bool = False

@@ -16,12 +16,12 @@ with its status and not retried.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Mapping
 
 import httpx
+from pydantic import ValidationError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from bridges.webhook.protocol import (SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookMessage, WebhookReply, sign,
@@ -29,7 +29,7 @@ from bridges.webhook.protocol import (SIGNATURE_HEADER, TIMESTAMP_HEADER, Webhoo
 from bridges.ack import AckedTurns
 from bridges.contract import InboundMessage, TurnHandler, TurnResult
 from bridges.replay import fresh_nonce
-from memory.types import repair_tree
+from memory.types import load_json
 
 
 __all__ = ["WebhookRuntime"]
@@ -143,9 +143,11 @@ class WebhookRuntime:
 def _message(raw: bytes) -> WebhookMessage:
     """The body as a WebhookMessage, its strings repaired (``memory.types.repair``: a
     lone surrogate escape becomes U+FFFD instead of a refusal). Raises pydantic
-    ValidationError for a body that is not JSON or not a WebhookMessage."""
+    ValidationError for a body that is not JSON, nests deeper than
+    ``memory.types.JSON_MAX_DEPTH`` (``load_json``) or is not a WebhookMessage."""
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        return WebhookMessage.model_validate_json(raw)  # raises, saying why
-    return WebhookMessage.model_validate(repair_tree(data))
+        data = load_json(raw)
+    except ValueError as exc:  # not JSON, or too deep: the same 400 as a body of the wrong shape
+        raise ValidationError.from_exception_data(WebhookMessage.__name__, [
+            {"type": "value_error", "loc": (), "input": None, "ctx": {"error": exc}}]) from None
+    return WebhookMessage.model_validate(data)

@@ -3,7 +3,7 @@
 stats             one day of the per-turn audit (gateway.observability): turns,
                   reconstruction success rate, fallback reasons, p50/p95 latency
                   per stage
-eval recall       recall quality on LoCoMo / DuLeMon / LongMemEval (evals.recall):
+eval recall       recall quality on LoCoMo / DuLeMon / LongMemEval / MemoryBank-CN (evals.recall):
                   any@k, all@k, MRR of the hybrid and of each channel, a PNG plot; per
                   ingest mode (raw, capture, turn: the question through the real turn),
                   several side by side in one table
@@ -93,7 +93,8 @@ def grounding(fixture: Annotated[Path, typer.Argument(help="cases JSON (default:
 
 @eval_app.command("recall")
 def recall_eval(
-    dataset: Annotated[str, typer.Option(help="locomo, dulemon or longmemeval")] = "locomo",
+    dataset: Annotated[str, typer.Option(help="locomo, dulemon, longmemeval or memorybank (MemoryBank-CN's "
+                                              "probing questions)")] = "locomo",
     layout: Annotated[str, typer.Option(help="conversation (one namespace per conversation / dialogue / "
                                              "question), speaker (LoCoMo: one per person) or pool (DuLeMon: "
                                              "every fact in one namespace)")] = "conversation",
@@ -247,7 +248,10 @@ def recall_eval(
     for name, part in parts.items():
         for extra, runs in results:
             sub = {c: RecallRun([r.retrieved[index_of[q]] for q in part.queries],
-                                [r.latency_s[index_of[q]] for q in part.queries]) for c, r in runs.items()}
+                                [r.latency_s[index_of[q]] for q in part.queries],
+                                [r.turns[index_of[q]] for q in part.queries] if r.turns else [],
+                                [r.injected[index_of[q]] for q in part.queries] if r.injected else [])
+                   for c, r in runs.items()}
             shown = [*(param or []), *[x for x in extra.split(",") if x.strip()]]
             title = (f"recall {part.name} [{emb.name}, mode {','.join(modes)}, as of {as_of}"
                      f"{f', context {context}' if context != 1 else ''}"
@@ -276,12 +280,13 @@ def recall_eval(
 def turn_pipeline(data_dir: Path):
     """The pipelines ``eval recall --mode turn`` asks through (``evals.recall.MakeTurns``):
     a real ``Pipeline`` over the core it is given, the tenant at its defaults but
-    ``recall_k``, no chat model, the turns' audit lines under ``data_dir``."""
-    def make(core, tenant: str, recall_k: int):
+    ``recall_k`` (None: the default too), no chat model, the turns' audit lines
+    under ``data_dir``."""
+    def make(core, tenant: str, recall_k: int | None):
         from gateway.config import Settings, TenantSettings
         from gateway.pipeline import Pipeline
 
-        tenants = {tenant: TenantSettings(recall_k=recall_k)}
+        tenants = {tenant: TenantSettings() if recall_k is None else TenantSettings(recall_k=recall_k)}
         settings = Settings(data_dir=data_dir).model_copy(update={"tenants": tenants})
         return Pipeline(settings, core)
 

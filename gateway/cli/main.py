@@ -12,6 +12,7 @@ memories  list | show | history | forget | forget-subject of one person (gateway
 config    check: validate the configuration and print it, secrets masked
 db        upgrade | current: the database schema, by Alembic (gateway/cli/db.py)
 keys      create | list | revoke API keys of the /v1 HTTP API (gateway/cli/keys.py)
+events    status | dead | replay: change events of the tenants' webhooks (gateway/cli/events.py)
 
 ``huiyi --version`` prints the installed version; ``-h`` is ``--help``. A
 configuration error (``gateway.config.ConfigError``) or a user's input error
@@ -433,3 +434,7 @@ app.add_typer(db_app, name="db")
 from gateway.cli.keys import keys_app  # noqa: E402 - registered after the commands above
 
 app.add_typer(keys_app, name="keys")
+
+from gateway.cli.events import events_app  # noqa: E402 - registered after the commands above
+
+app.add_typer(events_app, name="events")

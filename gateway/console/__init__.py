@@ -8,7 +8,7 @@ from elsewhere)::
 
     GET  /console/login                      the login form (an admin API key)       no session
     POST /console/login                      log in (rate-limited per address)      no session
-    POST /console/logout
+    POST /console/logout                     end this session (its row in SQL)
     GET  /console/people                     the tenant's people (memory.admin.people), ?q= &page=
     POST /console/people/link                two identities as one person (memory.admin.link)
     GET  /console/people/{subject}           their memories: filters, search with ranks, bulk actions
@@ -21,14 +21,19 @@ from elsewhere)::
     GET  /console/people/{subject}/memories/{id}   the full record, versions, links, why
     POST /console/people/{subject}/memories/{id}/edit   a new version
     GET  /console/keys · POST /console/keys · POST /console/keys/{key_id}/revoke
+    POST /console/keys/{key_id}/logout       "log out everywhere": end every session of an admin key
     GET  /console/turns · GET /console/turns/{day}/{index}   the turn inspector (<data_dir>/audit)
     GET  /console/stats                      per-day charts (server-rendered SVG)
+    GET  /console/events · POST /console/events/replay   change events: waiting, dead letters, replay
+                                             (gateway.console.events)
     GET  /console/static/…                   the stylesheet and script              no session
 
 Security (``gateway.console.session``): a signed, HttpOnly, SameSite=Strict
-session cookie per tenant, checked on every request against the store (a
-revoked key's session ends); a CSRF token in every form; login attempts
-limited per address; every person and memory is resolved inside the
+session cookie per tenant naming a session row in SQL, checked on every
+request against the store (a logout, "log out everywhere" or a revoked key
+ends it on every replica); a CSRF token in every form, the login form's
+signed by the server and refused when the browser says it came from another
+site; login attempts limited per address; every person and memory is resolved inside the
 session's tenant through the same functions as ``/v1``, so another tenant's ids
 answer 404; every change is audited with the actor ``console:<key_id>(<label>)``.
 """
@@ -60,6 +65,7 @@ def mount(app, settings: Settings) -> None:
     the data root when none is configured (OSError when it cannot)."""
     from fastapi.staticfiles import StaticFiles
 
+    from gateway.console import events  # noqa: F401 - the Events page's routes join the router
     from gateway.console.views import router
 
     cfg = settings.console

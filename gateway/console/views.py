@@ -31,7 +31,7 @@ from fastapi.routing import APIRoute
 
 from gateway.commands import MAX_EDIT_CHARS, PAGE_SIZE, export_document
 from gateway.console.charts import bar_chart, line_chart
-from gateway.console.session import COOKIE, LOGIN_COOKIE, Session, same_token
+from gateway.console.session import COOKIE, LOGIN_COOKIE, LOGIN_TOKEN_S, Session, same_token, sent_from_here
 from gateway.errors import GatewayError
 from gateway.http.auth import Caller, is_loopback
 from gateway.http.errors import status_of
@@ -260,12 +260,10 @@ async def login_form(request: Request) -> HTMLResponse:
 
 
 def _login_page(request: Request, msgid: str | None, status: int) -> HTMLResponse:
-    import secrets
-
-    token = secrets.token_urlsafe(24)
+    cookie, token = request.app.state.console.sessions.login_token()
     response = _render(request, None, "login.html", status, login_csrf=token, message=msgid)
-    response.set_cookie(LOGIN_COOKIE, token, max_age=3600, path="/console", httponly=True, samesite="strict",
-                        secure=_secure(request))
+    response.set_cookie(LOGIN_COOKIE, cookie, max_age=LOGIN_TOKEN_S, path="/console", httponly=True,
+                        samesite="strict", secure=_secure(request))
     return response
 
 
@@ -273,14 +271,20 @@ def _login_page(request: Request, msgid: str | None, status: int) -> HTMLRespons
 @_public
 async def login(request: Request) -> Response:
     """Form field ``key``: an active admin API key of a configured tenant. Refused
-    with the form and a message otherwise; attempts are rate-limited per address."""
+    with the form and a message otherwise; attempts are rate-limited per address;
+    the form's token must be one this server signed over the login cookie's value,
+    and the browser must say it sent the form from the console itself
+    (``gateway.console.session.sent_from_here``). Opens the session's row in SQL."""
     state = request.app.state
     host = request.client.host if request.client else ""
     if not state.console.limiter.attempt(host):
         log.info("console: login attempts from %s over the rate", host)
         return _login_page(request, "Too many login attempts. Wait a minute and try again.", 429)
+    if not sent_from_here(request.headers):
+        log.info("console: a login posted from another site was refused (from %s)", host)
+        return _login_page(request, "This form has expired. Reload the page and try again.", 403)
     form = await request.form()
-    if not same_token(_field(form, "csrf"), request.cookies.get(LOGIN_COOKIE)):
+    if not state.console.sessions.login_token_ok(request.cookies.get(LOGIN_COOKIE), _field(form, "csrf")):
         return _login_page(request, "This form has expired. Reload the page and try again.", 403)
     store = state.pipeline.core.store
     key = await asyncio.to_thread(store.verify_api_key, _field(form, "key"))
@@ -290,7 +294,7 @@ async def login(request: Request) -> Response:
     if key.scope is not KeyScope.ADMIN:
         log.info("console: login with member key %s refused", key.key_id)
         return _login_page(request, "Only an admin key of a tenant opens the console.", 403)
-    value, _csrf = state.console.sessions.issue(key.tenant, key)
+    value, _csrf = await asyncio.to_thread(state.console.sessions.open, store, key.tenant, key)
     response = _see_other("/console/people")
     response.set_cookie(COOKIE, value, max_age=int(state.console.sessions.max_age_s), path="/console",
                         httponly=True, samesite="strict", secure=_secure(request))
@@ -300,12 +304,26 @@ async def login(request: Request) -> Response:
     return response
 
 
-@router.post("/logout")
-async def logout(request: Request) -> Response:
-    """Ends the session (the cookie is dropped)."""
+def _logged_out(request: Request) -> RedirectResponse:
+    """To the login form, the session cookie dropped."""
     response = _see_other("/console/login")
     response.delete_cookie(COOKIE, path="/console", httponly=True, samesite="strict", secure=_secure(request))
     return response
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    """Ends this session on the server (its row is deleted: a copy of the cookie
+    opens nothing after, on any replica) and drops the cookie; audited."""
+    s = _session(request)
+    store = _core(request).store
+
+    def run() -> None:
+        store.end_console_session(s.tenant, s.session_id)
+        store.audit(Namespace(s.tenant, f"apikey:{s.key.key_id}"), "console_logout", s.actor)
+
+    await asyncio.to_thread(run)
+    return _logged_out(request)
 
 
 @router.get("")
@@ -380,6 +398,21 @@ class _Row:
     conflicts: list[str] = field(default_factory=list)
     score: float | None = None
     ranks: dict[str, int] = field(default_factory=dict)
+    via_context: bool = False
+
+
+#: How many hits a text search of the person page lists.
+SEARCH_HITS = 50
+
+
+def _search(core, ns: Namespace, q: str) -> list:
+    """The person page's text search, as ``/memory search`` runs it: ``q``'s words,
+    or nearly its meaning (the embedder's strict floor), no memory only linked to
+    a match; at most SEARCH_HITS ``Hit``s, best first, each with ``via_context``."""
+    from memory.recall import RecallParams
+
+    return core.recall(ns, [q], chat=None,
+                       params=RecallParams(k=SEARCH_HITS, matched_vector_floor=1.0, assoc_weight=0.0))
 
 
 def _all_memories(core, ns: Namespace) -> list[Memory]:
@@ -391,15 +424,14 @@ def _all_memories(core, ns: Namespace) -> list[Memory]:
 
 def _person_rows(core, s: Session, ns: Namespace, f: _Filters) -> tuple[list[_Row], list[str]]:
     """The person's live memories as the filters ask (a text query: the same
-    search as ``/memory search``, with each hit's channel ranks), and every
-    origin chat among them (for the filter's choices). Audited as ``admin_view``."""
-    from memory.recall import RecallParams
-
+    search as ``/memory search``, with each hit's channel ranks and whether it was
+    found only through the line it answered), and every origin chat among them
+    (for the filter's choices). Audited as ``admin_view``."""
     everything = _all_memories(core, ns)
     origins = sorted({m.origin.key for m in everything if m.origin is not None})
     if f.q:
-        hits = core.recall(ns, [f.q], chat=None, params=RecallParams(k=50, matched_vector_floor=1.0, assoc_weight=0.0))
-        rows = [_Row(h.memory, score=h.score, ranks=dict(h.ranks)) for h in hits]
+        rows = [_Row(h.memory, score=h.score, ranks=dict(h.ranks), via_context=h.via_context)
+                for h in _search(core, ns, f.q)]
     else:
         rows = [_Row(m) for m in everything]
     ids = [r.memory.id for r in rows]
@@ -491,7 +523,9 @@ async def unlink(request: Request, subject: str) -> Response:
 @router.post("/people/{subject}/forget")
 async def forget(request: Request, subject: str) -> Response:
     """Forget the memories ticked (form fields ``id``): without ``confirm`` the
-    confirmation page listing what goes; with it each is forgotten as
+    confirmation page listing what goes — with the search ``q`` they were ticked
+    from, those it found only through the line they answered (``Hit.via_context``)
+    listed apart, as the person page marks them; with it each is forgotten as
     ``/memory forget`` does (tombstoned, purged, audited with the session's actor)."""
     s = _session(request)
     ns = await _ns(request, subject)
@@ -505,7 +539,13 @@ async def forget(request: Request, subject: str) -> Response:
     if missing:
         raise NotFoundError(f"no memory {missing[0]} of {ns.subject}")
     if _field(form, "confirm") != "1":
-        return _render(request, s, "confirm_forget.html", subject=ns.subject, memories=[memories[i] for i in ids])
+        q = _field(form, "q")[:2000]
+        via = set()
+        if q:  # the same search as the page they were ticked on, so the same marks
+            via = {h.memory.id for h in await asyncio.to_thread(_search, core, ns, q) if h.via_context}
+        return _render(request, s, "confirm_forget.html", subject=ns.subject, q=q,
+                       memories=[memories[i] for i in ids if i not in via],
+                       via_context=[memories[i] for i in ids if i in via])
 
     def run() -> int:
         n = 0
@@ -642,8 +682,10 @@ def _key_ns(tenant: str, key) -> Namespace:
 async def keys(request: Request) -> HTMLResponse:
     """The tenant's API keys (revoked ones too)."""
     s = _session(request)
-    listed = await asyncio.to_thread(_core(request).store.list_api_keys, s.tenant)
-    return _render(request, s, "keys.html", keys=list(reversed(listed)), created=None, secret=None)
+    store = _core(request).store
+    listed, sessions = await asyncio.to_thread(lambda: (store.list_api_keys(s.tenant),
+                                                        store.console_session_counts(s.tenant)))
+    return _render(request, s, "keys.html", keys=list(reversed(listed)), sessions=sessions, created=None, secret=None)
 
 
 @router.post("/keys")
@@ -660,15 +702,15 @@ async def create_key(request: Request) -> HTMLResponse:
     def run():
         key, secret = store.create_api_key(s.tenant, scope, subject or None, _field(form, "label")[:200])
         store.audit(_key_ns(s.tenant, key), "key_create", s.actor, key=key.key_id, scope=scope)
-        return key, secret, store.list_api_keys(s.tenant)
+        return key, secret, store.list_api_keys(s.tenant), store.console_session_counts(s.tenant)
 
-    key, secret, listed = await asyncio.to_thread(run)
-    return _render(request, s, "keys.html", keys=list(reversed(listed)), created=key, secret=secret)
+    key, secret, listed, sessions = await asyncio.to_thread(run)
+    return _render(request, s, "keys.html", keys=list(reversed(listed)), sessions=sessions, created=key, secret=secret)
 
 
 @router.post("/keys/{key_id}/revoke")
 async def revoke_key(request: Request, key_id: str) -> Response:
-    """Revoke a key of the tenant from now on (a session opened with it ends)."""
+    """Revoke a key of the tenant from now on (the sessions opened with it end)."""
     s = _session(request)
     store = _core(request).store
 
@@ -680,6 +722,30 @@ async def revoke_key(request: Request, key_id: str) -> Response:
         store.audit(_key_ns(s.tenant, key), "key_revoke", s.actor, key=key_id)
 
     await asyncio.to_thread(run)
+    if key_id == s.key.key_id:
+        return _logged_out(request)
+    return _see_other("/console/keys")
+
+
+@router.post("/keys/{key_id}/logout")
+async def logout_everywhere(request: Request, key_id: str) -> Response:
+    """"Log out everywhere": end every session admin key ``key_id`` of the tenant
+    opened, in every browser and on every replica (``Store.end_console_sessions``);
+    the key stays valid. Audited as ``console_logout_all`` with how many ended.
+    This session's own key: this session ends too (to the login form)."""
+    s = _session(request)
+    store = _core(request).store
+
+    def run() -> None:
+        key = next((k for k in store.list_api_keys(s.tenant) if k.key_id == key_id), None)
+        if key is None or key.scope is not KeyScope.ADMIN:
+            raise NotFoundError(f"no admin key {key_id} in this tenant")
+        ended = store.end_console_sessions(s.tenant, key_id)
+        store.audit(_key_ns(s.tenant, key), "console_logout_all", s.actor, key=key_id, ended=ended)
+
+    await asyncio.to_thread(run)
+    if key_id == s.key.key_id:
+        return _logged_out(request)
     return _see_other("/console/keys")
 
 

@@ -300,11 +300,16 @@ class ScorePartsOut(BaseModel):
 
 class HitOut(BaseModel):
     """A recalled memory, its final score, each channel's 1-based rank
-    (``bm25``, ``vector``) and, with ``explain``, the score's components."""
+    (``bm25``, ``vector``), whether it was found only through its context
+    (``memory.types.Hit.via_context``) and, with ``explain``, the score's components."""
 
     memory: MemoryOut
     score: float
     ranks: dict[str, int]
+    via_context: bool = Field(default=False, description=(
+        "true when the memory was found only through its context (the companion's line it answered, "
+        "searched with its text): the query's words it matched are in that line and none in its own "
+        "text — it is likely about something else; check it before acting on every hit of a topic"))
     parts: ScorePartsOut | None = None
 
     @classmethod
@@ -314,7 +319,8 @@ class HitOut(BaseModel):
             p = h.parts
             parts = ScorePartsOut(rrf=p.rrf, retention=p.retention, activation=p.activation, emotion=p.emotion,
                                   importance=p.importance)
-        return cls(memory=MemoryOut.of(h.memory), score=h.score, ranks=dict(h.ranks), parts=parts)
+        return cls(memory=MemoryOut.of(h.memory), score=h.score, ranks=dict(h.ranks), via_context=h.via_context,
+                   parts=parts)
 
 
 # -- metadata shapes (issue 26 item 17) --
@@ -733,13 +739,14 @@ def _memories(core, ns: Namespace, chat: ChatRef | None, limit: int, offset: int
 
 
 def _filters_query(text: str | None) -> dict | None:
-    """The ``filters`` query parameter: a JSON object (``FiltersIn``), else BadPayload."""
-    import json
+    """The ``filters`` query parameter: a JSON object (``FiltersIn``), else BadPayload
+    (not JSON, or nested deeper than ``memory.types.JSON_MAX_DEPTH``: ``load_json``)."""
+    from memory.types import load_json
 
     if text is None:
         return None
     try:
-        value = json.loads(text)
+        value = load_json(text)
     except ValueError:
         raise BadPayload("filters must be a JSON object, e.g. {\"topic\": \"pets\"}") from None
     check_filters(value)  # MetadataError: 400

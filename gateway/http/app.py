@@ -42,6 +42,7 @@ from gateway.http.bodies import read_body as _body
 from gateway.http.bodies import validation_errors as _errors
 from gateway.errors import BadPayload, Unauthorized
 from gateway.http.errors import install_handlers
+from gateway.http.headers import SecurityHeaders
 from gateway.maintenance import maintenance
 from gateway.pipeline import Pipeline
 
@@ -114,7 +115,9 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         from gateway.webhooks import ChangeEventSender  # change events out (issue 26 item 17)
 
         app.state.change_events = ChangeEventSender(
-            pipeline.core.store, {name: t.change_events for name, t in pipeline.settings.tenants.items()}, http)
+            pipeline.core.store, {name: t.change_events for name, t in pipeline.settings.tenants.items()}, http,
+            metrics=pipeline.metrics)
+        pipeline.metrics.watch_events(pipeline.core.store.event_stats)
         app.state.change_events.start()
         watch = None
         if cfg.loop_stall_warn_s > 0:  # a stall of the loop is logged with the frames that block it
@@ -159,6 +162,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
     app.state.body_timeout_s = cfg.body_timeout_s
     app.state.api_require_key = cfg.api_require_key  # read by gateway.http.auth before the body
     install_handlers(app)
+    app.add_middleware(SecurityHeaders)  # after install_handlers' KeepAlive: outermost, so its 500s get them too
 
     def pl(request: Request) -> Pipeline:
         return request.app.state.pipeline

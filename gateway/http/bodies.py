@@ -8,13 +8,12 @@ Shared by the platform routes (``gateway.http.app``) and the ``/v1`` API
 from __future__ import annotations
 
 import asyncio
-import json
 
 from fastapi import Request
 from pydantic import ValidationError
 
 from gateway.errors import BadPayload, BodyTimeout, PayloadTooLarge
-from memory.types import repair_tree
+from memory.types import load_json
 
 __all__ = ["MAX_BODY_BYTES", "BODY_TIMEOUT_S", "read_body", "json_object", "validation_errors"]
 
@@ -59,15 +58,16 @@ def validation_errors(exc: ValidationError) -> str:
 
 
 async def json_object(request: Request) -> dict:
-    """The body as a JSON object, every string repaired (``memory.types.repair``: a
-    lone surrogate escape such as ``"\\ud83c"`` becomes U+FFFD). BadPayload (400)
-    when it is not JSON or not an object; PayloadTooLarge / BodyTimeout as
-    ``read_body``."""
+    """The body as a JSON object (``memory.types.load_json``), every string repaired
+    (``memory.types.repair``: a lone surrogate escape such as ``"\\ud83c"`` becomes
+    U+FFFD). BadPayload (400) when it is not JSON, nests deeper than
+    ``memory.types.JSON_MAX_DEPTH`` or is not an object; PayloadTooLarge /
+    BodyTimeout as ``read_body``."""
     raw = await read_body(request)
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        body = load_json(raw)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, too deep
         raise BadPayload(f"body is not JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise BadPayload("body must be a JSON object")
-    return repair_tree(body)
+    return body

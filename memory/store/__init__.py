@@ -36,10 +36,13 @@ concern, each in a module named after it::
                      consolidation state (issue 17); Consolidated,
                      ConsolidationState
       apikeys.py     ApiKeys: API keys of the HTTP API (hashed); ApiKey, KeyScope
+      console_sessions.py ConsoleSessions: the admin console's open sessions
+                     (hashed ids; a logout deletes its row on every replica)
       versions.py    NamespaceVersions: each namespace's write version and live
                      count (bumped inside every memory write's transaction)
       events.py      ChangeEvents: change events owed to the tenants' webhooks,
-                     written inside every memory write's transaction; ChangeEvent
+                     written inside every memory write's transaction, kept as
+                     dead letters when given up; ChangeEvent, EventStats
 
 Every part subclasses ``StoreBase`` and opens transactions only through it;
 the parts import ``tables`` and ``base`` (and ``memories`` imports
@@ -82,9 +85,10 @@ from memory.store.audit import AuditLog
 from memory.store.base import new_memory_id, utcnow
 from memory.store.chatlog import ChatLine, ChatLog, ChatMigration, PendingCapture
 from memory.store.commands import CommandState, TenantCounts
+from memory.store.console_sessions import ConsoleSessions
 from memory.store.conflicts import Conflict, Conflicts
 from memory.store.consolidated import Consolidated, ConsolidatedRows, ConsolidationState
-from memory.store.events import ChangeEvent, ChangeEvents
+from memory.store.events import ChangeEvent, ChangeEvents, EventStats
 from memory.store.identities import Identities
 from memory.store.links import MAX_LINKED_IDS, Links
 from memory.store.memories import Candidate, MemoryRows, MemoryText
@@ -94,11 +98,11 @@ from memory.store.versions import NamespaceStats, NamespaceVersions
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
            "MemoryText", "Candidate", "Conflict", "ApiKey", "KeyScope", "MAX_LINKED_IDS", "Consolidated",
-           "ConsolidationState", "ChangeEvent", "NamespaceStats", "NonceClaim"]
+           "ConsolidationState", "ChangeEvent", "EventStats", "NamespaceStats", "NonceClaim"]
 
 
 class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, Links,
-            ApiKeys, NamespaceVersions, ConsolidatedRows, ChangeEvents):
+            ApiKeys, ConsoleSessions, NamespaceVersions, ConsolidatedRows, ChangeEvents):
     """SQL source of truth. Thread-safe; methods are synchronous (call them in a
     thread from async code).
 
@@ -113,6 +117,7 @@ class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState
     last-recall traces, confirmations and tenant counts in ``CommandState``;
     conflict links in ``Conflicts``; association links in ``Links``; write
     versions and live counts in ``NamespaceVersions``; consolidated memories and
-    consolidation state in ``ConsolidatedRows``. All share ``StoreBase``'s engine
+    consolidation state in ``ConsolidatedRows``; the console's sessions in
+    ``ConsoleSessions``. All share ``StoreBase``'s engine
     and transactions.
     """

@@ -25,11 +25,11 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlmodel import select
+from sqlmodel import delete, select
 
 from memory.errors import NamespaceError
 from memory.store.base import StoreBase, utcnow
-from memory.store.tables import _aware, _ApiKeyRow
+from memory.store.tables import _aware, _ApiKeyRow, _ConsoleSessionRow
 from memory.types import SUBJECT_RE, TENANT_RE, not_a_person
 
 __all__ = ["ApiKeys", "ApiKey", "KeyScope", "KEY_RE"]
@@ -116,7 +116,8 @@ class ApiKeys(StoreBase):
 
     def revoke_api_key(self, tenant: str, key_id: str) -> bool:
         """Revoke key ``key_id`` of ``tenant`` from now on; False when the tenant
-        has no such key, True otherwise (revoking twice keeps the first time)."""
+        has no such key, True otherwise (revoking twice keeps the first time).
+        The console sessions it opened end in the same transaction."""
         with self._write() as s:
             row = s.exec(select(_ApiKeyRow).where(_ApiKeyRow.key_id == key_id,
                                                   _ApiKeyRow.tenant == tenant)).first()
@@ -125,6 +126,8 @@ class ApiKeys(StoreBase):
             if row.revoked_at is None:
                 row.revoked_at = utcnow()
                 s.add(row)
+            s.exec(delete(_ConsoleSessionRow).where(  # type: ignore[call-overload]
+                _ConsoleSessionRow.tenant == tenant, _ConsoleSessionRow.key_id == key_id))
         return True
 
     def verify_api_key(self, key: str) -> ApiKey | None:

@@ -154,6 +154,11 @@ class Candidate(tuple):
         return _aware_at(self[9])
 
     @property
+    def event_end(self) -> datetime | None:
+        """``Memory.event_end``: where the period its event names ends (exclusive), None for a day."""
+        return _aware_at(self[_AT["event_end"]])
+
+    @property
     def visibility(self) -> Visibility:
         return Visibility(self[11])
 
@@ -184,7 +189,8 @@ _GET_COLUMNS = _CANDIDATE_COLUMNS + tuple(c.name for c in _MemoryRow.__table__.c
                                           if c.name not in _NOT_IN_MEMORY and c.name not in _CANDIDATE_COLUMNS)
 """The columns a Memory is built from (``_tuple_memory``), ``_CANDIDATE_COLUMNS``
 first: a whole row is also a ``Candidate``."""
-_DATE_COLUMNS = tuple(c for c in ("created_at", "updated_at", "valid_from", "valid_to", "event_time") if c in _GET_COLUMNS)
+_DATE_COLUMNS = tuple(c for c in ("created_at", "updated_at", "valid_from", "valid_to", "event_time", "event_end")
+                      if c in _GET_COLUMNS)
 _AT = {c: i for i, c in enumerate(_GET_COLUMNS)}
 
 
@@ -252,6 +258,7 @@ class MemoryRows(StoreBase):
             updated_at=memory.updated_at or created,
             valid_from=memory.valid_from or created,
             event_time=memory.event_time,
+            event_end=memory.event_end,
             version=memory.version,
             access_times=json.dumps([created.isoformat()]),
             source_fp=source_fp,
@@ -471,14 +478,17 @@ class MemoryRows(StoreBase):
     def said_between(self, ns: Namespace, start: datetime, end: datetime, limit: int,
                      group_key: str | None = None) -> list[str]:
         """Ids of the live memories of ``ns`` said (``created_at``) or whose event
-        falls (``event_time``) in ``[start, end)`` (UTC), earliest first, at most
-        ``limit``; with ``group_key`` only those learned in that group and
-        visible there."""
+        falls (``event_time``; a period's, ``[event_time, event_end)``, overlaps) in
+        ``[start, end)`` (UTC), earliest first, at most ``limit``; with
+        ``group_key`` only those learned in that group and visible there."""
         from sqlalchemy import and_, or_
 
         where = self._in_group(ns, group_key) if group_key is not None else self._wanted(ns, True)
-        within = or_(and_(_MemoryRow.created_at >= start, _MemoryRow.created_at < end),  # type: ignore[operator]
-                     and_(_MemoryRow.event_time >= start, _MemoryRow.event_time < end))  # type: ignore[operator]
+        row = _MemoryRow
+        event = and_(row.event_time < end,  # type: ignore[operator]
+                     or_(and_(row.event_end.is_(None), row.event_time >= start),  # type: ignore[union-attr,operator]
+                         row.event_end > start))  # type: ignore[operator]
+        within = or_(and_(row.created_at >= start, row.created_at < end), event)  # type: ignore[operator]
         with self._read() as s:
             return list(s.exec(select(_MemoryRow.id).where(*where, within)
                                .order_by(_MemoryRow.created_at, _MemoryRow.id).limit(limit)).all())
@@ -528,7 +538,8 @@ class MemoryRows(StoreBase):
             if new.source_message_id or new.context:  # said anew: searched with the line it answered then
                 row.context = new.context
             row.source_fp = source_fp or row.source_fp
-            row.event_time = new.event_time or row.event_time
+            if new.event_time:  # a new date brings its own period (or none: a day)
+                row.event_time, row.event_end = new.event_time, new.event_end
             if new.metadata:  # the new version's tags join the memory's (metadata is kept across versions)
                 row.meta = _meta_json({**_meta(row.meta), **new.metadata})
             row.version += 1

@@ -9,7 +9,7 @@ One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` �
 ``memory_conflicts``, ``_ApiKeyRow`` → ``api_keys``, ``_NamespaceStateRow`` →
 ``namespace_state``, ``_NamespaceChangeRow`` → ``namespace_changes``, ``_LinkRow`` → ``memory_links``, ``_ConsolidatedRow`` →
 ``consolidated``, ``_ConsolidationStateRow`` → ``consolidation_state``, ``_ChangeEventRow`` →
-``change_events``), registered on
+``change_events``, ``_ConsoleSessionRow`` → ``console_sessions``), registered on
 ``SQLModel.metadata`` when this module is imported; the row → ``Memory``
 conversion; and the engine helpers (URL normalisation, SQLite pragmas and
 ``BEGIN IMMEDIATE``). Nothing here opens a session: transactions belong to
@@ -79,6 +79,8 @@ class _MemoryRow(SQLModel, table=True):
     updated_at: datetime
     valid_from: datetime
     event_time: datetime | None = None
+    #: where the period the event names ends (exclusive), NULL for a day (``Memory.event_end``)
+    event_end: datetime | None = None
     version: int = 1
     access_times: str = "[]"
     source_fp: str = Field(default="", max_length=64)
@@ -271,6 +273,24 @@ class _SeenNonceRow(SQLModel, table=True):
     seen_at: datetime
 
 
+class _ConsoleSessionRow(SQLModel, table=True):
+    """An open session of the admin console (``memory.store.console_sessions``):
+    ``digest`` the SHA-256 hex of the session id the signed cookie carries (the
+    id itself is never stored), opened by admin key ``key_id`` of ``tenant`` at
+    ``created_at``, valid until ``expires_at``. Deleted by a logout, a "log out
+    everywhere", the key's revocation, or — once expired — the next login."""
+
+    __tablename__ = "console_sessions"
+    __table_args__ = (SAIndex("ix_console_sessions_key", "tenant", "key_id"),
+                      SAIndex("ix_console_sessions_expires_at", "expires_at"))
+
+    digest: str = Field(primary_key=True, max_length=64)
+    tenant: str = Field(max_length=64)
+    key_id: str = Field(max_length=32)
+    created_at: datetime
+    expires_at: datetime
+
+
 class _ApiKeyRow(SQLModel, table=True):
     """An API key of one tenant (``memory.store.apikeys``): ``key_id`` is the
     public part of the key, ``digest`` the SHA-256 hex of the whole key (the key
@@ -311,6 +331,7 @@ def _to_memory(row: _MemoryRow, ns: Namespace | None = None) -> Memory:
         valid_from=_aware(row.valid_from),
         valid_to=None,
         event_time=_aware(row.event_time),
+        event_end=_aware(getattr(row, "event_end", None)),
         version=row.version,
         access_times=tuple(datetime.fromisoformat(t) for t in json.loads(row.access_times or "[]")),
         context=row.context or "",
@@ -485,14 +506,22 @@ class _ChangeEventRow(SQLModel, table=True):
     """A change event owed to a tenant's webhook (``memory.store.events``):
     ``event`` ``memory.added``, ``memory.changed`` or ``memory.forgotten`` of
     memory ``memory_id`` in ``namespace`` at ``version`` (0 for a forget), written
-    in the transaction of the change; ids only, never a text. ``due_at``: when the
-    next attempt may run (a sender claims a row by moving it forward); ``attempts``:
-    failed deliveries so far. Deleted once delivered or given up."""
+    in the transaction of the change; ids only, never a text. ``uid``: the
+    event's id for the receiver (``webhook-id: evt_<uid>``), random and unique
+    for the life of the store, kept across retries and replays (``id`` orders
+    the outbox; SQLite may give a deleted row's ``id`` again). ``due_at``: when
+    the next attempt may run (a sender claims a row by moving it forward);
+    ``holder``: the sender that holds the claim (None when unclaimed);
+    ``attempts``: failed deliveries so far; ``last_error``: the last failure
+    ("HTTP 500", "ConnectTimeout"); ``dead_at``: when it was given up (a dead
+    letter, kept until replayed and delivered). Deleted once delivered."""
 
     __tablename__ = "change_events"
-    __table_args__ = (SAIndex("ix_change_events_due", "due_at", "id"),)
+    __table_args__ = (SAIndex("ix_change_events_due", "due_at", "id"),
+                      SAIndex("ix_change_events_uid", "uid", unique=True))
 
     id: int | None = Field(default=None, primary_key=True)
+    uid: str = Field(max_length=32)
     tenant: str = Field(max_length=64)
     namespace: str = Field(max_length=260)
     memory_id: str = Field(max_length=32)
@@ -501,3 +530,6 @@ class _ChangeEventRow(SQLModel, table=True):
     created_at: datetime
     due_at: datetime
     attempts: int = 0
+    holder: str | None = Field(default=None, max_length=96)
+    last_error: str = Field(default="", max_length=200)
+    dead_at: datetime | None = None

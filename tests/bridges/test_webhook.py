@@ -260,3 +260,15 @@ def test_the_chat_kind_has_one_name_everywhere_with_the_old_one_accepted(name):
     turn = {"platform": "tg", "message_id": "1", "sender_id": "42", "chat_id": "-100", name: "group", "text": "hi",
             "timestamp": "2026-12-01T00:00:00+00:00"}
     assert InboundMessage.model_validate(turn).chat_kind.value == "group"
+
+
+@pytest.mark.parametrize("depth", [65, 500, 951, 5000])
+def test_a_body_nested_too_deep_is_400_not_a_recursion_error(client, depth):
+    """A signed body nesting an array 65 to 5,000 deep (≥ 500 crashed repairing it: RecursionError, 500) is 400."""
+    raw = ('{"sender_id": "u1", "chat_id": "u1", "message_id": "m1", "text": "hi", "x": '
+           + "[" * depth + "]" * depth + "}").encode()
+    stamp = str(int(time.time()))
+    r = client.post("/webhook/default", content=raw, headers={TIMESTAMP_HEADER: stamp,
+                                                              SIGNATURE_HEADER: sign(SECRET, stamp, raw)})
+    assert r.status_code == 400 and r.json()["error"] == "BadPayload"
+    assert r.json()["detail"] == "invalid webhook message: body: Value error, JSON nested deeper than 64 levels"

@@ -101,6 +101,21 @@ async def test_async_client_runs_every_verb_with_typed_results(app):
         assert await hy.forget_subject("qq:10001") == 2
 
 
+
+async def test_a_hit_found_only_through_the_line_it_answered_has_via_context(app):
+    """``Hit.via_context``: the search hit of a line that answered the companion's question on the topic
+    (and says nothing of it) is marked, in zh and en; a hit whose text says it is not."""
+    key = app.state.pipeline.core.store.create_api_key("default", "admin")[1]
+    async with _asgi(app, key) as hy:
+        for subject, topic, asked, other, query in (
+                ("tg:42", "I ran my first marathon in Berlin", "How was the marathon training?",
+                 "My sister Anna lives in Toronto", "marathon"),
+                ("tg:43", "我跑完了人生第一个马拉松", "这周马拉松训练怎么样？", "我姐姐安娜住在多伦多", "马拉松")):
+            await hy.capture(subject, [topic, Message(asked, role="assistant"), other], infer=False)
+            marks = {h.memory.text: h.via_context for h in await hy.search(subject, query)}
+            assert marks == {topic: False, other: True}, marks
+
+
 async def test_async_client_maps_refusals_to_exceptions(app):
     """Wrong key → AuthError; member key on another person → ForbiddenError; a bad subject → BadRequest."""
     store = app.state.pipeline.core.store

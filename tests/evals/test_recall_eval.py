@@ -1,10 +1,11 @@
 """``huiyi eval recall`` over tiny hand-made datasets in the real LoCoMo, DuLeMon and
-LongMemEval formats (tests/data/recall_eval): loaders, splits, metrics computed by
-hand, raw and capture ingest, turn mode through the real pipeline, the printed report
-and the PNG plot."""
+LongMemEval formats (tests/data/recall_eval) and MemoryBank-CN's (the precision bench's
+tiny set): loaders, splits, metrics computed by hand, raw and capture ingest, turn mode
+through the real pipeline, the printed report and the PNG plot."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -14,8 +15,9 @@ from typer.testing import CliRunner
 
 from gateway.cli import app
 from gateway.cli.evaluate import turn_pipeline
-from evals.recall import (CHANNELS, Doc, EvalError, Query, RecallRun, Suite, evaluate, evaluate_turns, ingest,
-                                 load_dulemon, load_locomo, load_longmemeval, load_suite, metrics, split)
+from evals.recall import (CHANNELS, MEMORYBANK_LABELS, Doc, EvalError, Query, RecallRun, Suite, evaluate,
+                                 evaluate_turns, ingest, load_dulemon, load_locomo, load_longmemeval, load_memorybank,
+                                 load_suite, metrics, split)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "recall_eval"
 runner = CliRunner()
@@ -77,6 +79,25 @@ def test_longmemeval_loader_skips_abstention_and_orders_sessions():
     assert s.queries[1].asked_at == datetime(2023, 7, 1, 20, 0, tzinfo=timezone.utc)
     assert s.queries[0].said_before == (("I just got a corgi puppy, any training tips?",),)
     assert [q.unit for q in split(s, "dev").queries] == ["q001"]
+
+
+def test_memorybank_loader_reads_the_persons_lines_and_the_hand_labels():
+    """MemoryBank-CN: one ASCII world per person, each message a doc <date>:<exchange> answering the
+    companion's reply before it, a query per labelled probing question (the tiny set of the precision
+    bench, and the shipped labels: 67 of 100 questions have evidence in the person's words)."""
+    tiny = Path(__file__).resolve().parents[1] / "data" / "precision" / "tiny"
+    s = load_memorybank(tiny, tiny / "labels.jsonl")
+    assert list(s.worlds) == ["p00"] and [d.key for d in s.worlds["p00"]] == ["2023-04-27:0", "2023-04-27:1"]
+    first, second = s.worlds["p00"]
+    assert first.text == "我养了一只橘猫，叫团子。" and first.context == ""
+    assert second.context == "AI伴侣: 真可爱！它几岁了？" and second.said_at - first.said_at == timedelta(minutes=2)
+    assert [q.gold for q in s.queries] == [{"2023-04-27:0"}, {"2023-04-27:1"}]
+    assert s.queries[0].tail == ("我养的猫叫什么名字？",) and s.queries[0].said_before == ()
+    assert load_suite("memorybank", tiny).queries == ()  # the shipped labels name other people
+    rows = [json.loads(x) for x in MEMORYBANK_LABELS.read_text(encoding="utf-8").splitlines() if x.startswith("{")]
+    assert len(rows) == 100 and sum(bool(r["gold"]) for r in rows) == 67
+    with pytest.raises(EvalError):
+        load_suite("memorybank", tiny, layout="speaker")
 
 
 def test_missing_data_is_an_eval_error(tmp_path):
@@ -318,7 +339,10 @@ def test_turn_mode_asks_through_the_pipeline_and_leaves_no_trace(tmp_path, embed
     for q, keys, (res,) in zip(suite.queries, run.retrieved, run.turns):
         assert res.namespace == str(ns) and res.addressed and res.reply is None and res.captured == []
         assert [m["content"] for m in res.prompt if m["role"] == "user"] == [*q.said_before[0], q.tail[-1]]
-        assert keys == list(dict.fromkeys(key_of[m] for m in res.recalled))[:10]
+        assert keys[:len(res.recalled)] == list(dict.fromkeys(key_of[m] for m in res.recalled))
+    # what went into the prompt, beside the ranking: the tenant's default recall_k (6) of the 4 facts
+    assert run.injected == [list(dict.fromkeys(key_of[m] for m in t.recalled)) for (t,) in run.turns]
+    assert metrics(suite, run, [5])["any@injected"] == metrics(suite, run, [5])["any@5"]
     assert run.retrieved[1][0] == gold and "?" not in run.retrieved[1]
     assert alone.retrieved == run.retrieved[1:]
     assert len(run.latency_s) == 2 and all(x > 0 for x in run.latency_s)
@@ -375,6 +399,11 @@ def test_cli_prints_the_modes_side_by_side(tmp_path):
     turn = runner.invoke(app, [*base, "--mode", "turn"])
     assert turn.exit_code == 0, turn.output
     assert list(rows(turn.output.split("\n\n")[0])) == ["hybrid"]
+    # the turn rows say what the turn put into the prompt beside its ranking; the other rows cannot
+    head, row = [line.split() for line in both.output.splitlines()
+                 if line.split()[:1] in (["system"], ["turn/hybrid"])][:2]
+    assert head[-2:] == ["any@inj", "inj"] and 0 <= float(row[-2]) <= 1 and 0 < float(row[-1]) <= 6
+    assert next(line for line in both.output.splitlines() if line.startswith("raw/hybrid")).split()[-2:] == ["-", "-"]
     every = runner.invoke(app, [*base, "--mode", "all"])
     assert rows(every.output.split("\n\n")[0])["raw/hybrid"] == got["raw/hybrid"]
     bad = runner.invoke(app, [*base, "--mode", "raw,chat"])

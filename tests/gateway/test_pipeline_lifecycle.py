@@ -199,7 +199,7 @@ async def test_subjectless_statements_in_groups_count_only_when_the_bot_is_addre
             for i, t in enumerate([text, "Went hiking in the Alps last week"])]
     assert [len(r.captured) for r in loud] == [1, 1]
     assert sorted(m.text for m in sqlite_core.list(NS)) == \
-        ["Went hiking in the Alps last week (2026-11-23)", text + "（2026-11-23）"]
+        ["Went hiking in the Alps last week (2026-11-23~2026-11-29)", text + "（2026-11-23~2026-11-29）"]
 
 
 async def test_the_gateways_own_words_sent_back_store_nothing(sqlite_core, tmp_path, monkeypatch):

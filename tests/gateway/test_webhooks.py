@@ -1,7 +1,8 @@
 """Change events out: a tenant's memory changes reach a real loopback HTTP receiver,
 signed (Standard Webhooks, HMAC-SHA256), in order, with ids and no text; a failing
-receiver gets retries with backoff and is given up after max_attempts; a tenant
-without a URL leaves no event."""
+receiver gets retries with backoff and, after max_attempts, leaves a dead letter
+that the tenant's later events pass and a replay sends again; a clean shutdown
+gives its claims back; a tenant without a URL leaves no event."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import secrets
 import threading
 import time
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -92,6 +94,7 @@ def test_changes_reach_the_receiver_signed_in_order_with_ids_and_no_text(receive
         zh = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": ZH}]}).json()
         en = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": EN}]}).json()
         zid, eid = zh["results"][0]["memory"]["id"], en["results"][0]["memory"]["id"]
+        receiver.wait(2)  # delivered: a tag is news to the receiver (before, the added event would tell it)
         assert c.patch(f"/v1/subjects/tg:42/memories/{zid}", json={"text": "我的猫叫雪球"}).status_code == 200
         assert c.patch(f"/v1/subjects/tg:42/memories/{eid}", json={"metadata": {"topic": "travel"}}).status_code == 200
         assert c.delete(f"/v1/subjects/tg:42/memories/{zid}").status_code == 200
@@ -150,7 +153,9 @@ def test_a_failing_receiver_gets_retries_with_backoff_then_the_event_is_given_up
             while app.state.change_events.given_up < 1 and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert app.state.change_events.given_up == 1
-            assert app.state.pipeline.core.store.pending_events() == 0
+            store = app.state.pipeline.core.store
+            assert store.pending_events() == 1  # a dead letter, not deleted
+            assert [(e.attempts, e.last_error) for e in store.dead_events("default")] == [(2, "HTTP 500")]
     finally:
         dead.close()
 
@@ -162,3 +167,88 @@ def test_change_event_settings_refuse_what_cannot_be_sent(bad):
     """Not http(s), no secret, a secret under 24 bytes, an unknown event: a configuration error."""
     with pytest.raises(ValueError):
         ChangeEventSettings(**bad)
+
+
+def test_a_given_up_event_is_a_dead_letter_the_rest_go_on_and_a_replay_sends_it_with_its_id():
+    """The receiver refuses the first event until it is given up (max_attempts 2): it stays as a dead
+    letter with its last error, the tenant's next event is delivered after it, /metrics shows the
+    dead letter, its age and the given-up count, and a replay sends it again with its webhook-id and
+    original timestamp."""
+    from gateway.webhooks import replay_dead_letters
+
+    receiver = Receiver(fail=[500, 503])
+    try:
+        app = _app(receiver.url, backoff_s=0.1, max_attempts=2)
+        with TestClient(app, client=LOOPBACK) as c:
+            first = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": ZH}]}).json()
+            c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": EN}]})
+            receiver.wait(3)
+            sender, store = app.state.change_events, app.state.pipeline.core.store
+            deadline = time.monotonic() + 10
+            while sender.delivered < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            (dead,) = store.dead_events("default")
+            assert (dead.memory_id, dead.attempts, dead.last_error) == (first["results"][0]["memory"]["id"], 2, "HTTP 503")
+            metrics = c.get("/metrics").text
+            assert 'huiyi_change_events_given_up_total{tenant="default"} 1.0' in metrics
+            assert 'huiyi_change_events_outbox_depth{state="dead",tenant="default"} 1.0' in metrics
+            assert 'huiyi_change_events_oldest_undelivered_seconds{tenant="default"}' in metrics
+            assert [e.webhook_id for e in replay_dead_letters(store, "default", "test")] == [dead.webhook_id]
+            got = receiver.wait(4)
+        ids = [h["webhook-id"] for h, _ in got]
+        assert ids[0] == ids[1] == ids[3] == dead.webhook_id and ids[2] != ids[0]
+        bodies = _delivered(got)
+        assert bodies[3] == bodies[0] and bodies[3]["timestamp"] == dead.created_at.isoformat()
+        assert [r["action"] for r in store.audit_records(dead.namespace)][:1] == ["event_replay"]
+    finally:
+        receiver.close()
+
+
+def test_an_inferred_capture_with_tags_sends_one_event_for_its_memory(receiver):
+    """POST …/memories with infer and metadata stores, then tags: the receiver gets one memory.added
+    of version 1, not an added and a changed of the same version."""
+    app = _app(receiver.url)
+    with TestClient(app, client=LOOPBACK) as c:
+        out = c.post("/v1/subjects/tg:42/memories", json={"messages": [{"text": ZH}], "metadata": {"src": "app"}}).json()
+        ids = {r["memory"]["id"] for r in out["results"] if r["memory"]}
+        assert ids
+        got = receiver.wait(len(ids))
+        time.sleep(2 * 1.0)  # two more looks of the sender: nothing else arrives
+        got = receiver.got
+    assert [(b["type"], b["data"]["version"]) for b in _delivered(got)] == [("memory.added", 1)] * len(ids)
+
+
+def test_a_clean_shutdown_gives_back_what_the_sender_claimed():
+    """The receiver hangs; the app stops while a delivery is in flight: the claimed event is due at
+    once for the next sender (no 120 s lease to wait out), unclaimed."""
+    gate = threading.Event()
+    received = threading.Event()
+
+    class Hang(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            received.set()
+            gate.wait(30)
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hang)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        app = _app(f"http://127.0.0.1:{server.server_port}/h", timeout_s=30)
+        with TestClient(app, client=LOOPBACK) as c:
+            c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": EN}]})
+            assert received.wait(20)
+            store = app.state.pipeline.core.store
+        with store.engine.connect() as conn:
+            from sqlalchemy import text
+
+            (due_at, holder), = conn.execute(text("SELECT due_at, holder FROM change_events")).all()
+        due = due_at if isinstance(due_at, datetime) else datetime.fromisoformat(due_at)
+        assert holder is None and due.replace(tzinfo=timezone.utc) <= datetime.now(timezone.utc)
+    finally:
+        gate.set()
+        server.shutdown()
+        server.server_close()

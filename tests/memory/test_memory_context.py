@@ -14,7 +14,7 @@ import pytest
 from memory.capture import CONTEXT_WINDOW, answered_line, capture
 from memory.recall import RecallParams
 from memory.store import ChatLine
-from memory.types import CONTEXT_CHARS, ChatKind, ChatRef, Namespace, search_text
+from memory.types import CONTEXT_CHARS, ChatKind, ChatRef, Memory, Namespace, search_text
 
 A = Namespace("default", "tg:1001")
 B = Namespace("default", "tg:2002")
@@ -259,3 +259,48 @@ def test_the_same_answer_to_two_lines_keeps_both(sqlite_core):
     kept = third.memory.context.split(" / ")
     assert len(third.memory.context) <= CONTEXT_CHARS and kept[0] == "Mochi: And the Taylor Swift concert?"
     assert kept[1].startswith("Mochi: ") and kept[1].endswith("did you like it?")
+
+
+#: (lang, memories that say the topic, (a memory on something else, the companion's line it answered), query)
+TOPIC = [
+    ("en", ["I ran my first marathon in Berlin", "Training for the marathon takes my whole weekend"],
+     ("My sister Anna lives in Toronto", "Mochi: How was the marathon training this week?"), "marathon"),
+    ("zh", ["我跑完了人生第一个马拉松", "马拉松训练占了我整个周末"],
+     ("我姐姐安娜住在多伦多", "小莫：这周马拉松训练怎么样？"), "马拉松"),
+]
+SEARCH = RecallParams(k=50, matched_vector_floor=1.0, assoc_weight=0.0)  # the console's and /memory search's
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize(("lang", "topic", "other", "query"), TOPIC, ids=[t[0] for t in TOPIC])
+def test_a_hit_found_only_through_the_line_it_answered_is_marked_via_context(core, path, lang, topic, other, query):
+    """Searching "marathon" lists 「My sister Anna lives in Toronto」 only because it answered "How was the
+    marathon training?": that hit says ``via_context``, the memories that say marathon do not — the mark a
+    bulk forget by topic needs to leave it out (it was forgotten with the marathon memories)."""
+    with core.batch():
+        said = [core.add(A, core.new(A, t, created_at=T0), said_at=T0).memory.id for t in topic]
+        anna = core.add(A, core.new(A, other[0], context=other[1], created_at=T0), said_at=T0).memory.id
+    params = replace(SEARCH, exact_max=0) if path == "index" else SEARCH
+    if path == "index":
+        core.maintain()
+    hits = {h.memory.id: h for h in core.recall(A, [query], params=params)}
+    assert set(hits) == {*said, anna}, [h.memory.text for h in hits.values()]
+    assert hits[anna].via_context and "bm25" in hits[anna].ranks
+    assert not any(hits[i].via_context for i in said)
+
+
+def test_via_context_is_decided_by_the_lists_that_ranked_the_hit():
+    """``found_via_context``: the query lines of the BM25 lists that ranked the hit have words in its context
+    and none in its text, whatever the other channels (a vector rank at the floor lowered once a word matched
+    says little); no BM25 rank, a word of those lines in the text, or no context is not via context."""
+    from memory.recall import found_via_context
+
+    m = Memory(id="m1", namespace=A, text="My sister Anna lives in Toronto", context="Mochi: How was the marathon training?")
+    searched = {"bm25": "marathon", "bm25~1": "what about my sister"}
+    for ranks in ({"bm25": 2}, {"bm25": 2, "vector": 5}, {"bm25": 1, "time": 1, "assoc": 3}):
+        assert found_via_context(m, ranks, searched), ranks
+    for ranks in ({"vector": 1}, {"assoc": 1}, {"bm25~1": 3}, {"bm25": 2, "bm25~1": 3}, {}):
+        assert not found_via_context(m, ranks, searched), ranks
+    assert not found_via_context(replace(m, context=""), {"bm25": 2}, searched)
+    assert not found_via_context(replace(m, text="Anna ran the marathon in Toronto"), {"bm25": 2}, searched)
+

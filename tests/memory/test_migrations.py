@@ -167,6 +167,36 @@ def test_a_not_null_timestamp_column_is_added_to_a_table_with_rows(backend, tmp_
         store.close()
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_revision_0012_adds_the_console_sessions_table_and_its_downgrade_drops_it(backend, tmp_path, request):
+    """A database at 0011 (no console_sessions) upgrades to a working sessions table with its two
+    indices, the schema equal to a fresh one; a downgrade to 0011 drops it and a second upgrade restores it."""
+    from alembic import command
+
+    from memory.store import migrate
+
+    url, schema = _raw(backend, tmp_path, request)
+    store = Store(url, schema=schema, migrate=False)
+    try:
+        with store.engine.begin() as conn:
+            command.upgrade(migrate.config(conn, schema), "0011_event_dead_letters")
+        assert not inspect(store.engine).has_table("console_sessions", schema=schema)
+        assert store.upgrade_schema() == ("0011_event_dead_letters", head())
+        assert {i["name"] for i in inspect(store.engine).get_indexes("console_sessions", schema=schema)} == {
+            "ix_console_sessions_key", "ix_console_sessions_expires_at"}
+        assert _drift(store) == []
+        key = store.create_api_key("default", "admin")[0]
+        sid = store.open_console_session("default", key.key_id, 60)
+        assert store.console_session("default", key.key_id, sid) == key
+        with store.engine.begin() as conn:
+            command.downgrade(migrate.config(conn, schema), "0011_event_dead_letters")
+        assert not inspect(store.engine).has_table("console_sessions", schema=schema)
+        assert store.upgrade_schema() == ("0011_event_dead_letters", head())
+        assert store.console_session("default", key.key_id, sid) is None  # the downgrade ended it
+    finally:
+        store.close()
+
+
 def test_a_database_from_a_newer_version_is_refused_with_a_store_error(tmp_path):
     """A database stamped at a revision this code does not know (a newer huiyi wrote it) is not touched: StoreError."""
     url = f"sqlite:///{tmp_path / 'new.db'}"

@@ -161,3 +161,39 @@ def test_a_question_asked_by_its_date_alone_recalls_that_days_content_and_no_oth
     assert ranked.index(ids["你好，我今天心情不太好。（2023-04-30）"]) > ranked.index(ids["跟老板聊了升职的事，他说要再等等"])
     assert [h.memory.id for h in core.recall(ns, [question], chat=group, now=NOW)] == [shared]
     assert core.recall(ns, [question.replace("30", "20")], now=NOW) == []
+
+
+@pytest.mark.parametrize("text, opener", [
+    ("你好，朋友。今天我想和你聊聊我的旅行计划。", True), ("你好，AI伴侣。今天我遇到了一个麻烦，不知道该怎么解决。", True),
+    ("好久没来跟你聊天了，朋友。最近发生了一些开心的事，我来和你分享一下。", True),
+    ("你好，AI伴侣，我今天有点烦恼，有些难过。", True), ("I want to tell you about my trip today", True),
+    ("我下个月想去西班牙旅行，想去马德里和巴塞罗那。", False), ("我想和你聊聊我的工作，我被裁员了", False),
+    ("你好，今天下着雨，我有些郁闷。", False), ("I went to Paris today", False),
+    ("你好，我叫刘琳，很高兴认识你。", False),
+])
+def test_an_opener_that_only_announces_its_topic_is_told_apart_from_content(text, opener):
+    """「今天我想和你聊聊我的旅行计划」, 「今天我遇到了一个麻烦」, "I want to tell you about my trip" only open the
+    day (zh, en); a line that tells something — the trip, the weather, a name — does not."""
+    from memory.recall import announces_topic
+
+    assert announces_topic(text) is opener
+
+
+@pytest.mark.parametrize("question", ["在5月4号我曾告诉过你我的旅行计划，我计划去哪个地方？", "我5月4号跟你说了什么？",
+                                      "What did I tell you about my trip on May 4, 2023?"])
+def test_a_days_topic_opener_ranks_below_what_was_said_that_day(core, question):
+    """Asked about a day, its content comes before the opener that only announced the topic
+    (「今天我想和你聊聊我的旅行计划」 names the trip, the next lines say where), in zh and en (SQLite and PostgreSQL)."""
+    ns = Namespace("default", "tg:4004")
+    day = datetime(2023, 5, 4, 4, 0, tzinfo=timezone.utc)
+    ids = _day(core, ns, [("你好，朋友。今天我想和你聊聊我的旅行计划。", day),
+                          ("我下个月想去西班牙旅行，想去马德里和巴塞罗那。", day.replace(minute=1)),
+                          ("I want to tell you about my trip plans today", day.replace(minute=2)),
+                          ("I'm planning to fly to Lisbon and Porto in June", day.replace(minute=3)),
+                          ("我养了一只叫煤球的黑猫", datetime(2023, 3, 1, tzinfo=timezone.utc))])
+    ranked = [h.memory.id for h in core.recall(ns, [question], now=NOW)]
+    openers = {ids["你好，朋友。今天我想和你聊聊我的旅行计划。"], ids["I want to tell you about my trip plans today"]}
+    content = {ids["我下个月想去西班牙旅行，想去马德里和巴塞罗那。"], ids["I'm planning to fly to Lisbon and Porto in June"]}
+    assert ranked and ranked[0] in content
+    first_content = min(ranked.index(i) for i in content if i in ranked)
+    assert all(ranked.index(o) > first_content for o in openers if o in ranked)

@@ -174,17 +174,23 @@ class ScoreParts:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A search hit: the memory, its final score, each channel's 1-based rank."""
+    """A search hit: the memory, its final score, each channel's 1-based rank;
+    ``via_context`` True when it was found only through its context (the
+    companion's line it answered: none of the query's words in its own text, so
+    it is about something else — check it before acting on every hit of a
+    topic; False from a gateway that does not say)."""
 
     memory: Memory
     score: float
     ranks: Mapping[str, int]
     parts: ScoreParts | None = None
+    via_context: bool = False
 
     @classmethod
     def of(cls, d: Mapping[str, Any]) -> Hit:
         parts = ScoreParts(**d["parts"]) if d.get("parts") else None
-        return cls(Memory.of(d["memory"]), d["score"], dict(d.get("ranks") or {}), parts)
+        return cls(Memory.of(d["memory"]), d["score"], dict(d.get("ranks") or {}), parts,
+                   bool(d.get("via_context", False)))
 
 
 @dataclass(frozen=True, slots=True)

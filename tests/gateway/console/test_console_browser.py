@@ -5,10 +5,13 @@ browser for the module and one test that runs the steps in order, as one
 operator's session (so that a parallel runner never splits them):
 a member key refused, log in, find a person, filter, open a memory and its
 history, edit, bulk-forget three memories (gone from recall; their messages
-redelivered bring nothing back), open a turn and see its recalled ids with
+redelivered bring nothing back), "select all" on a search leaving unticked a
+memory found only through the line it answered, open a turn and see its recalled ids with
 ranks, create and revoke a member key, the stats charts, switch to English;
 then a screenshot of each page at 1280 and 390 px wide (no page wider than the
-phone) into ``CONSOLE_SCREENSHOT_DIR`` or the test's temporary directory.
+phone) into ``CONSOLE_SCREENSHOT_DIR`` or the test's temporary directory; last,
+the session cookie copied before "Log out" and before "Log out everywhere"
+opens nothing after either, put back in the browser or sent by another client.
 
 Needs ``/usr/bin/chromium`` and ``/usr/bin/chromedriver`` (Debian: ``apt-get
 install chromium chromium-driver``; ``.ci/run`` installs them): skipped when
@@ -241,6 +244,39 @@ def _bulk_forget_three_memories_gone_from_recall_and_not_back_on_redelivery(serv
     assert not any(text[:4] in m.text for m in core.list(ns, limit=50) for text in ZH[1:4])
 
 
+
+def _select_all_leaves_a_memory_found_only_through_what_it_answered_unticked(server, taught, browser):
+    """qq:8 told two things about the marathon and, answering 「这周马拉松训练怎么样？」, that their sister lives
+    in Toronto: searching 马拉松 marks that row, "select all" ticks the marathon rows only, the confirmation
+    lists exactly them, and the sister is kept (select all used to forget her with them)."""
+    from urllib.parse import quote
+
+    from memory.types import Namespace
+
+    base, core = server["base"], server["core"]
+    ns = Namespace("default", "qq:8")
+    with httpx.Client(base_url=base, headers={"X-API-Key": server["admin"]}, timeout=60) as c:
+        r = c.post("/v1/subjects/qq:8/memories", json={"infer": False, "messages": [
+            {"text": "我跑完了人生第一个马拉松"}, {"text": "马拉松训练占了我整个周末"},
+            {"role": "assistant", "text": "这周马拉松训练怎么样？", "sender_name": "小莫"},
+            {"text": "我姐姐安娜住在多伦多"}]})
+        assert r.status_code == 200, r.text
+    ids = {x["memory"]["text"]: x["memory"]["id"] for x in r.json()["results"]}
+    anna = ids.pop("我姐姐安娜住在多伦多")
+    browser.get(base + "/console/people/qq:8?q=" + quote("马拉松"))
+    assert {r.get_attribute("data-id") for r in _all(browser, "#memories tbody tr[data-id]")} == {*ids.values(), anna}
+    assert [r.get_attribute("data-id") for r in _all(browser, "#memories tr.via-context")] == [anna]
+    assert "只因回应的话而找到" in _css(browser, f'#memories tr[data-id="{anna}"]').text
+    _css(browser, "#select-all").click()
+    ticked = {b.get_attribute("value") for b in _all(browser, "#memories input.pick") if b.is_selected()}
+    assert ticked == set(ids.values())
+    _follow(browser, _css(browser, "#forget-selected"))
+    assert sorted(li.get_attribute("data-id") for li in _all(browser, "#to-forget li")) == sorted(ids.values())
+    assert not _all(browser, "#to-forget-via-context")
+    _follow(browser, _css(browser, "#confirm-forget"))
+    assert set(core.store.get_many(ns, [*ids.values(), anna])) == {anna}
+
+
 def _open_a_turn_in_the_inspector_and_see_its_recalled_ids_with_ranks(server, taught, browser):
     """The newest turn of tg:42 (the question about the cat) lists the cat's memory with its BM25 rank."""
     base = server["base"]
@@ -310,13 +346,61 @@ def _screenshots_of_every_page_at_desktop_and_phone_width(server, taught, browse
     assert len(list(out.glob("console-*.png"))) == 2 * len(SHOTS)
 
 
+def _a_cookie_copied_before_logout_opens_nothing_after_it(server, taught, browser):
+    """The session cookie read from the browser, then "Log out": the copy, sent by another client or put
+    back into the browser, gets the login form. Logged in again and "Log out everywhere": the same for that
+    session's copy, and another session of the key (opened by another client) ends with it."""
+    from memory.types import Namespace
+
+    base = server["base"]
+    browser.set_window_size(1280, 900)
+
+    def copied() -> dict:
+        browser.get(base + "/console/people")
+        assert browser.current_url.endswith("/console/people")
+        cookie = browser.get_cookie("huiyi_console")
+        assert cookie and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        with httpx.Client(base_url=base, cookies={"huiyi_console": cookie["value"]}) as c:
+            assert c.get("/console/people").status_code == 200  # the copy works while the session is open
+        return cookie
+
+    def refused(cookie: dict) -> None:
+        with httpx.Client(base_url=base, cookies={"huiyi_console": cookie["value"]}) as c:
+            r = c.get("/console/keys")
+            assert r.status_code == 303 and r.headers["location"] == "/console/login"
+        browser.add_cookie({k: cookie[k] for k in ("name", "value", "path", "httpOnly", "sameSite")})
+        browser.get(base + "/console/people")
+        assert "/console/login" in browser.current_url and _all(browser, "#key")
+
+    cookie = copied()
+    _follow(browser, _css(browser, "#logout"))
+    assert "/console/login" in browser.current_url
+    refused(cookie)
+    _login(browser, server["base"], server["admin"])
+    cookie = copied()
+    with httpx.Client(base_url=base) as other:  # a second browser of the same key
+        token = other.get("/console/login").text.split('name="csrf" value="')[1].split('"')[0]
+        r = other.post("/console/login", data={"key": server["admin"], "csrf": token})
+        assert r.status_code == 303 and "huiyi_console" in other.cookies
+        _follow(browser, _css(browser, "#logout-everywhere"))
+        assert "/console/login" in browser.current_url
+        assert other.get("/console/people").status_code == 303
+    refused(cookie)
+    key_id = server["admin"].split("_")[1]
+    audit = server["core"].store.audit_records(Namespace("default", f"apikey:{key_id}"))
+    assert [r["detail"].get("ended") for r in audit if r["action"] == "console_logout_all"] == [2]
+    assert any(r["action"] == "console_logout" for r in audit)
+
+
 def test_an_operators_session_in_the_console(server, taught, browser, tmp_path_factory):
     """The steps above, in order, in one browser session (one test, so that no test runner splits it)."""
     _a_member_key_is_refused_with_the_form_and_a_message(server, taught, browser)
     _log_in_with_an_admin_key_and_find_a_person_by_name(server, taught, browser)
     _filter_open_a_memory_and_its_history_and_edit_it(server, taught, browser)
     _bulk_forget_three_memories_gone_from_recall_and_not_back_on_redelivery(server, taught, browser)
+    _select_all_leaves_a_memory_found_only_through_what_it_answered_unticked(server, taught, browser)
     _open_a_turn_in_the_inspector_and_see_its_recalled_ids_with_ranks(server, taught, browser)
     _create_and_revoke_a_member_key(server, taught, browser)
     _stats_draw_charts_and_the_console_switches_to_english(server, taught, browser)
     _screenshots_of_every_page_at_desktop_and_phone_width(server, taught, browser, tmp_path_factory)
+    _a_cookie_copied_before_logout_opens_nothing_after_it(server, taught, browser)

@@ -63,6 +63,61 @@ def test_filters_search_with_ranks_export_and_try_recall(app, core):
     assert private in _ids(tried) and 'class="num rank-bm25">1<' in tried
 
 
+
+#: lang: (memories that say the topic, the companion's line, an answer about something else, the search)
+MARATHON = {
+    "en": (["I ran my first marathon in Berlin", "Training for the marathon takes my whole weekend"],
+           "Mochi: How was the marathon training this week?", "My sister Anna lives in Toronto", "marathon"),
+    "zh_CN": (["我跑完了人生第一个马拉松", "马拉松训练占了我整个周末"], "小莫：这周马拉松训练怎么样？",
+              "我姐姐安娜住在多伦多", "马拉松"),
+}
+
+
+def _listed(html: str, list_id: str) -> list[str]:
+    import re
+
+    found = re.search(rf'<ul id="{list_id}">(.*?)</ul>', html, re.S)
+    return re.findall(r'<li data-id="([^"]+)"', found.group(1)) if found else []
+
+
+@pytest.mark.parametrize("lang", MARATHON)
+def test_a_bulk_forget_by_topic_lists_the_memories_found_only_through_what_they_answered_apart(app, core, lang):
+    """Searching "marathon" lists 「My sister Anna lives in Toronto」 (it answered "How was the marathon
+    training?") marked, its box one "select all" leaves unticked; ticked anyway, the confirmation page lists it
+    apart with the reason, in zh and en — it was forgotten with the marathon memories, unmarked, before."""
+    import html as html_lib
+
+    from locales import translate
+
+    topic, asked, other, query = MARATHON[lang]
+    marathon = [_remember(core, t) for t in topic]
+    anna = _remember(core, other, context=asked)
+    c = login(app, core.store.create_api_key("default", "admin", label="ops")[1])
+    page = c.get("/console/people/tg:42", params={"q": query, "lang": lang}).text
+    assert _ids(page) == {*marathon, anna}
+    assert f'<tr data-id="{anna}" class="via-context">' in page and page.count('class="pick via-context"') == 1
+    assert f'<input type="hidden" name="q" value="{query}">' in page
+    shown = html_lib.unescape(page)
+    assert translate(lang, "found only through what it answered: {context}", context=asked) in shown
+    assert translate(lang, "Rows marked ↩ matched “{query}” only through the companion's line they answered, not "
+                           "through their own words: they are probably about something else, and “select all” "
+                           "leaves them unticked.", query=query) in shown
+    csrf = session_csrf(c)
+    ask = c.post("/console/people/tg:42/forget", params={"lang": lang},
+                 data={"csrf": csrf, "id": [*marathon, anna], "q": query})
+    assert ask.status_code == 200
+    assert _listed(ask.text, "to-forget") == marathon and _listed(ask.text, "to-forget-via-context") == [anna]
+    assert translate(lang, "These matched “{query}” only through the companion's line they answered (after ↩), not "
+                           "through their own words: they are probably about something else. They are forgotten "
+                           "too if you confirm; to keep them, go back and untick them.",
+                     query=query) in html_lib.unescape(ask.text)
+    plain = c.post("/console/people/tg:42/forget", data={"csrf": csrf, "id": [*marathon, anna]}).text
+    assert _listed(plain, "to-forget") == [*marathon, anna] and 'id="to-forget-via-context"' not in plain
+    done = c.post("/console/people/tg:42/forget", data={"csrf": csrf, "id": marathon, "confirm": "1"},
+                  follow_redirects=False)
+    assert done.status_code == 303 and set(core.store.get_many(NS, [*marathon, anna])) == {anna}
+
+
 def test_link_unlink_and_forget_everything_after_a_confirmation(app, core):
     """Link tg:42 and qq:7 into one person, unlink qq:7 again; forget everything asks first, then leaves nothing."""
     _remember(core, "我住在杭州")

@@ -6,6 +6,7 @@ export/import, recollection, replies) work over the real core, in zh and en."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 
@@ -409,6 +410,62 @@ def test_a_json_body_is_read_whatever_its_content_type(app):
         assert r.status_code == 200, (ctype, r.text)
     r = c.post("/v1/subjects/tg:42/memories", content=b"messages=hi", headers={"content-type": "text/plain"})
     assert r.status_code == 400 and r.json()["error"] == "BadPayload"
+
+
+
+@pytest.mark.parametrize("depth", [65, 500, 951, 952, 2000])
+def test_a_filters_parameter_nested_too_deep_is_400_not_a_recursion_error(app, depth):
+    """``GET …/memories?filters=`` with an array nested 952+ deep (inside its 4,096 characters) raised
+    RecursionError, a 500: every depth past the limit is the 400 of any other bad filter."""
+    c = client_for(app, REMOTE, new_key(app))
+    value = '{"k": ' + "[" * depth + "1" + "]" * depth + "}"
+    assert len(value) <= 4096
+    r = c.get("/v1/subjects/tg:42/memories", params={"filters": value})
+    assert r.status_code == 400 and r.json() == c.get("/v1/subjects/tg:42/memories",
+                                                      params={"filters": "not json"}).json()
+
+
+@pytest.mark.parametrize(("method", "path"), sorted(BODIES))
+@pytest.mark.parametrize("depth", [65, 500, 951])
+def test_a_body_nested_too_deep_is_400_on_every_v1_route(app, method, path, depth):
+    """A valid body plus a member nested 65–951 deep (≥ 500 crashed repairing its strings: RecursionError,
+    a 500) is the 400 BadPayload of a body that is not JSON, on every /v1 route that takes a body."""
+    c = client_for(app, REMOTE, new_key(app))
+    good = json.dumps(BODIES[(method, path)], ensure_ascii=False)
+    raw = good[:-1] + ', "deep": ' + "[" * depth + "]" * depth + "}"
+    r = c.request(method, fill(path), params=PARAMS.get((method, path), lambda s: None)("tg:42"), content=raw,
+                  headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json() == {"error": "BadPayload",
+                                                 "detail": "body is not JSON: JSON nested deeper than 64 levels"}
+
+
+
+#: (lang, lines that say the topic, the companion's question on it, an answer about something else, query)
+MARATHON = [
+    ("en", ["I ran my first marathon in Berlin", "Training for the marathon takes my whole weekend"],
+     "How was the marathon training this week?", "My sister Anna lives in Toronto", "marathon"),
+    ("zh", ["我跑完了人生第一个马拉松", "马拉松训练占了我整个周末"],
+     "这周马拉松训练怎么样？", "我姐姐安娜住在多伦多", "马拉松"),
+]
+
+
+@pytest.mark.parametrize(("lang", "topic", "asked", "other", "query"), MARATHON, ids=[m[0] for m in MARATHON])
+def test_a_search_hit_found_only_through_the_line_it_answered_says_via_context(app, lang, topic, asked, other,
+                                                                                query):
+    """/v1 search: 「My sister Anna lives in Toronto」, said in answer to "How was the marathon training?", is
+    found for "marathon" with ``via_context: true``; the memories that say marathon have false — a bot that
+    forgets every hit of a topic can leave it out; the OpenAPI document names the field."""
+    c = client_for(app, REMOTE, new_key(app))
+    r = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [
+        *({"text": t, "timestamp": "2026-06-01T09:00:00Z"} for t in topic),
+        {"role": "assistant", "text": asked, "sender_name": "Mochi", "timestamp": "2026-06-01T10:00:00Z"},
+        {"text": other, "timestamp": "2026-06-01T10:01:00Z"}]})
+    ids = {x["memory"]["text"]: x["memory"]["id"] for x in r.json()["results"]}
+    hits = {h["memory"]["id"]: h for h in c.post("/v1/subjects/tg:42/search", json={"query": query}).json()["hits"]}
+    assert hits[ids[other]]["via_context"] is True and hits[ids[other]]["memory"]["context"].endswith(asked)
+    assert [hits[ids[t]]["via_context"] for t in topic] == [False, False]
+    schema = app.openapi()["components"]["schemas"]["HitOut"]["properties"]["via_context"]
+    assert schema["type"] == "boolean" and "context" in schema["description"]
 
 
 def test_captured_messages_keep_the_bots_line_they_answered_through_export_and_import(app):

@@ -129,6 +129,21 @@ def test_oversized_and_deeply_nested_bodies_are_refused(client):
     assert client.post("/v1/turns", content=b"[" * 100_000 + b"]" * 100_000).status_code == 400
 
 
+
+@pytest.mark.parametrize("depth", [65, 500, 951])
+@pytest.mark.parametrize(("path", "headers", "body"), [
+    ("/telegram/default", TG_SECRET, '{"update_id": 1, "deep": %s}'),
+    ("/onebot/default", ONEBOT_TOKEN, '{"post_type": "message", "deep": %s}'),
+    ("/v1/turns", {}, '{"deep": %s}'),
+])
+def test_a_platform_body_nested_too_deep_is_400_not_a_recursion_error(client, path, headers, body, depth):
+    """A Telegram update, OneBot event or /v1/turns body with a member nested 65–951 deep (≥ 500 crashed
+    repairing its strings: RecursionError, a 500) is 400 BadPayload, as a body that is not JSON."""
+    r = client.post(path, content=body % ("[" * depth + "]" * depth), headers=headers)
+    assert r.status_code == 400 and r.json() == {"error": "BadPayload",
+                                                 "detail": "body is not JSON: JSON nested deeper than 64 levels"}
+
+
 def test_naive_timestamp_is_taken_as_utc(client):
     """An ISO timestamp without a zone is accepted as UTC (README promises ISO 8601)."""
     base = {"platform": "tg", "message_id": "5", "sender_id": "1", "chat_kind": "private", "chat_id": "1",
