@@ -1,7 +1,13 @@
 """Capture: turn a person's own message into memories of their namespace.
 
 The seam is ``Extractor``: ``extract(text, said_at, tz) -> list[Fact]``, never
-raising on odd text. Two implementations:
+raising on odd text. Both implementations read each sentence's speech act first
+(``memory.speech_act``): only a statement about the speaker writes — a
+question never (a tag question that checks a fact, a recall check), save the
+statement a rhetorical question carries or that stands beside a question to
+the companion; another person's opinion, a request, a reaction or a lyric
+never; a self-correction (「不是上海，是南京」) revises the live memory it
+corrects (``capture``: a new version, history kept). Two implementations:
 
 - ``HeuristicExtractor`` — offline, always available: first-person, non-question
   sentences in Chinese and English, and — when the message was said to the bot
@@ -61,9 +67,8 @@ import inspect
 import json
 import logging
 import re
-import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time, timedelta, timezone
 from functools import lru_cache
 from typing import Protocol
@@ -71,6 +76,8 @@ from typing import Protocol
 from memory.dates import DEFAULT_TZ, When, period_label, resolve_when, zone
 from memory.emotion import LABELS, analyse
 from memory.model_prompts import escape_block, extraction_messages
+from memory.speech_act import (_SMALL_TALK_EN, _SMALL_TALK_ZH, MIN_CHARS, Act, clauses, is_question, is_speaker_statement,
+                               read, shape, told_beside_question, told_text)
 from memory.text import normalise, split_sentences, to_simplified
 from memory.types import CONTEXT_CHARS, Category, ChatRef, Namespace, Visibility, clip_line, repair_tree
 
@@ -101,69 +108,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MIN_CHARS = 2
 MAX_FACT_CHARS = 300
 MAX_FACTS = 24
 LLM_MAX_CHARS = 4000
 
-_FIRST_ZH = re.compile(r"我|咱|本人|俺")
-# "we" as a subject, said to the companion, is the speaker with their own ("we're expecting twins"), as 我们
-# is; "our"/"us" alone is not ("Chasing our dreams …" is a saying, not a deed)
-_FIRST_EN = re.compile(r"\b(i|i'm|i've|i'd|i'll|im|my|me|mine|myself|we|we're|we've|we'll|we'd)\b", re.IGNORECASE)
-_QUESTION_RE = re.compile(r"([?？]\s*$)|([吗么]\s*[。!！~～]*\s*$)")
-# a sentence-final 呢 asks only after a short "what about X" (你呢, 那你呢, 然后呢, 小美呢); after
-# anything else it is an exclamation (结尾太好哭了呢, 好累呢) — or the question word already asks
-_WHAT_ABOUT_RE = re.compile(r"^(?:那|那么|所以|还有)?(?P<x>[\u4e00-\u9fffA-Za-z]{1,4})呢\s*[。!！~～]*\s*$")
-_WHAT_ABOUT_WORDS = frozenset("你 您 他 她 它 你们 他们 她们 大家 别人 然后 后来 接下来 之后 明天 今天 其他 别的 这个 那个 "
-                              "这些 那些 这里 那里 这儿 那儿".split())
-# an indirect question inside a statement tells how the person is (不知道该怎么跟他沟通, 在纠结要不要辞职,
-# 忘了把护照放哪儿了, "I don't know how to"): its question word asks nothing
-_INDIRECT_ZH = re.compile(r"(?:不知道|不清楚|不明白|搞不懂|想不通|想不明白|不确定|不晓得|不懂|弄不清楚?|说不清楚?|拿不准|"
-                          r"拿不定主意|没想好|还没想好|想知道|纠结|犹豫|考虑|在想|没决定|还没决定|决定不了|定不下来|忘了|忘记|"
-                          r"记不清|想不起来?)(?:[^，,。！!？?；;]*)")
-_TRAILING_SYMBOLS_RE = re.compile(r"[\s\u200d\ufe0f\U0001f3fb-\U0001f3ff\u2600-\u27bf\U0001f000-\U0001faff]+$")
-# a question word asking (not 「什么都吃」「谁都知道」「哪里都想去」「没什么」「不怎么」「多少有点」,
-# nor the complaints 「怎么又…」「为什么这么…」, which tell how the person is)
-_ASKING_ZH = re.compile(
-    r"(?<![不没])(?>谁|哪(?:里|儿|天|个|些|年|家|位|种|次|边)?|什么(?:时候)?|啥(?:时候)?|为什么|为啥|怎么(?:样|办)?|怎样|"
-    r"几(?:点|岁|号|月)|多大|多久|多远|多少(?!有点|有些|会|也|都))(?![都也又这那])|来着|是否|干(?:嘛|啥|吗)|"
-    r"([\u4e00-\u9fff])[不没]\1")  # A-not-A: 是不是, 有没有, 喜不喜欢
-_AUX_EN = r"(?:do|does|did|can|could|will|would|should|is|are|am|was|were|have|has|had)"
-_ASKING_EN = re.compile(  # not "When I was young, …", "What a day", "How nice", "Remember that I moved"
-    rf"^\s*(?:(?:what|when|where|who|whom|whose|why|how|which)(?:\s+{_AUX_EN}\b|['’]?s\b|\s+many\b|\s+much\b|"
-    rf"\s+old\b|\s+long\b)|{_AUX_EN}\s+(?:you|i|we|he|she|they|it|my|your)\b|"
-    rf"(?:tell|remind|show)\s+me\b|remember\s+(?:what|when|where|who|how|which)\b)", re.IGNORECASE)
-
-
-def is_question(plain: str) -> bool:
-    """True when ``plain`` (one sentence, simplified) asks rather than tells:
-    a question mark or a sentence-final 吗/呢 — or, since people in chat often
-    leave the mark out, a question word that asks (「我生日是哪天」「我是谁」
-    「我喜欢什么运动」「我住哪来着」; not 「我什么都吃」「我没什么爱好」
-    「我不怎么吃辣」) or an English sentence opening with a wh-word and an
-    auxiliary or with an inverted auxiliary ("where do I live", "what's my
-    cat's name", "do you remember my cat"; not "When I was young, …").
-    Sentence-final 呢 asks only in a short "what about X" (你呢, 那你呢, 然后呢);
-    after anything else it is an exclamation (「结尾太好哭了呢」), and 嘛/吧/啊
-    never ask by themselves. A question word inside an indirect question
-    (「不知道该怎么跟他沟通」, 不清楚/想不通/不确定…) asks nothing."""
-    plain = _TRAILING_SYMBOLS_RE.sub("", plain)  # 「我能养猫吗🥺」: the emoji after it hides no question
-    if _QUESTION_RE.search(plain) or _ASKING_EN.match(plain) or _asks_what_about(plain):
-        return True
-    return bool(_ASKING_ZH.search(_INDIRECT_ZH.sub("", plain)))
-
-
-def _asks_what_about(plain: str) -> bool:
-    """「你呢」「那你呢」「小美呢」「明天呢」: a short X呢 whose X is a pronoun, a name,
-    a noun or a time (jieba's tags), not a feeling (「好累呢」)."""
-    m = _WHAT_ABOUT_RE.match(plain.strip())
-    if m is None:
-        return False
-    x = m["x"]
-    if x in _WHAT_ABOUT_WORDS:
-        return True
-    tags = [f for _w, f in _posseg(x)]
-    return tags[-1].startswith(("n", "r", "t")) and all(f.startswith(("n", "r", "t", "uj")) for f in tags)
 
 _CATEGORY_WORDS: tuple[tuple[Category, re.Pattern[str]], ...] = (
     (Category.PROFILE, re.compile(r"名字|我是|我今年|岁|生日|住在|老家|工作|上班|职业|学生|毕业|"
@@ -212,125 +160,6 @@ _INSTRUCTION_RE = re.compile(
     r"|<\|?\s*(system|im_start|im_end|assistant|user|endoftext)\s*\|?>|\[/?\s*(system|inst)\s*\]|<<\s*/?sys\s*>>"
     r"|(^|\n)\s*(system|assistant|developer)\s*[:：]"
     r"|<\s*/?\s*recollection\s*>", re.I)
-
-# -- statements without a subject (private chats, or the bot addressed) ---------
-# Chinese drops the subject all the time: to the bot, "周五生日" or "上周用 docker
-# 部署了个人博客" is about the speaker. Not so a question, a greeting, small talk
-# ("今天天气不错", "挺好的", "知道了"), a remark to the bot ("你真好") or a
-# sentence with another subject ("小美周五生日", "电影很好看", "It rains").
-
-_SMALL_TALK_ZH = re.compile(
-    r"^(?:(?:你好|您好|早上好|早安|中午好|午安|下午好|晚上好|晚安|哈喽|嗨|嘿|哈+|嘿+|呵+|嘻+|嗯+|哦+|噢+|喔+|啊+|诶|欸|"
-    r"好的?|好吧|好嘞|行吧?|可以|对|对啊|是啊|是的|没错|确实|真的|收到|了解|明白了?|懂了|知道了|谢谢|多谢|感谢|不客气|"
-    r"没事|没关系|拜拜|再见|回头见|晚点聊|加油|辛苦了|厉害|牛|绝了|笑死|晚安啦|早|在吗|在不在|OK|ok|好滴|不错|挺好|还行|还好|太好了|好久不见|久违了|睡啦|睡了|先睡了|去睡了|撤了|先撤了|下线了|溜了|闪了|我先睡了)"
-    r"[啊呀啦哦吧嘛哈呢~～!！。.，,、\s]*)+$")
-_WEATHER_ZH = re.compile(r"天气|下.{0,4}[雨雪]|刮.{0,3}风|好热|好冷|太热|太冷|热死|冷死|晴天|阴天|雾霾|气温|降温|升温")
-# person, pronoun, place or organisation names as the first content word: another subject
-_OTHER_SUBJECT_FLAGS = ("r", "nr", "nrfg", "nrt", "ns", "nt", "nz")
-_LEADING_FLAGS = ("t", "tg", "f", "d", "zg", "c", "y", "e", "o", "x", "m", "mq", "uj", "ul", "b")
-_SPEAKER_HEAD_FLAGS = ("v", "vd", "vn", "vg", "a", "ad", "an", "ag", "p", "i", "l")
-_DISCOURSE_ZH = re.compile(r"^(?:对了|话说|其实|说真的|顺便说一下|顺便|另外|还有|然后|所以|不过|哎|唉|诶|嗯)[，,、\s]*")
-_LEADING_DATE_ZH = re.compile(r"^(?:这|本|下下?|上上?)个?(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|礼拜[一二三四五六日天]|"
-                              r"周|星期|礼拜|月|学期|季度)")
-_PERSONAL_NOUNS_ZH = re.compile(r"生日|考试|面试|婚礼|手术|体检|航班|约会|毕业|入职|离职|出差|搬家|旅行|旅游|加班|上班|下班|"
-                                r"放假|休假|请假|感冒|发烧|生病|住院|失眠|减肥|健身|纪念日|答辩|考研|高考|驾照|"
-                                r"心情|压力|身体|膝盖|头疼|头痛|肚子|胃|腰|嗓子|喉咙|牙|眼睛|失恋|分手|工资|年终奖")
-_NOT_SPEAKER_EN = frozenset((
-    "you your yours he she it they we him her them his its their this that these those there here what who which "
-    "the a an my our hi hello hey thanks thank thx ty good morning night evening afternoon lol lmao haha hahaha ok okay "
-    "sure yes yeah yep nope no nice cool great awesome bye see sounds welcome np hmm hm oh wow omg please sorry "
-    "well maybe congrats congratulations agreed agree exactly indeed true totally definitely absolutely "
-    "don't dont can't cant have let let's lets keep stay take enjoy be go").split())
-# a gerund subject ("Taking care of ourselves is key"), a name or friend called at the end ("…, John!")
-_GERUND_SUBJECT_EN = re.compile(r"\b(?:is|was|are|were|'s|will|would|can|could|must|should|might|may|makes|pays|helps|"
-                                r"takes|gives|means|feels|seems|sounds|looks|has|have|had|made)\b", re.I)
-_PREPOSITIONS_EN = frozenset("to for in at on with from about by into onto over under after before during until "
-                             "till since through".split())
-_SMALL_TALK_EN = re.compile(r"^\s*(?:got it|sounds? (?:good|great|fun)|looking forward|see you|take care|good luck|no worries|"
-                            r"no problem|my pleasure|just like|totally|so true|same here|fair enough|will do)\b", re.I)
-_VOCATIVE_EN = re.compile(r",\s*(?:[A-Z][a-z]+|buddy|dude|mate|man|bro|girl|guys|friend)\s*[!.?~]*\s*$")
-_LEADING_EN = frozenset((
-    "just finally also still really so totally actually recently lately today yesterday tonight tomorrow btw anyway "
-    "anyways again already then now last next this soon currently yay woohoo hooray ugh phew whew welp argh yass "
-    "kinda sorta super pretty very quite bit a").split())
-# how the speaker is, said without "I'm": "Nervous af, …", "Kinda homesick", "Happy but sleepy"
-_STATE_EN = frozenset((
-    "nervous anxious happy sad sleepy homesick excited sick hungry bored lonely busy broke sore stuck proud scared "
-    "worried upset glad angry grumpy exhausted stressed tired jetlagged hungover sleepless restless heartbroken "
-    "thrilled ecstatic miserable gutted knackered").split())
-_SPEAKER_VERBS_EN = frozenset((
-    "went got had made took saw met bought lost found quit left began started came ran won ate drank wrote read built "
-    "sold spent felt slept broke flew drove gave kept paid thought taught caught fell forgot moved adopted love loves "
-    "loved hate hated like liked enjoy enjoyed prefer have need want miss missed live lived work worked study studied "
-    "own owned off back birthday exam exams interview flight wedding surgery moving starting heading going working "
-    "studying feeling learning leaving flying visiting getting having starting trying planning been gonna "
-    "didn't didnt am").split())
-_EN_NOT_VERB_ING = frozenset("thing something nothing anything everything morning evening king ring string spring "
-                             "wedding building ceiling during exciting amazing interesting boring annoying relaxing "
-                             "inspiring refreshing touching stunning surprising disappointing charming".split())
-
-
-def _posseg(sentence: str) -> list[tuple[str, str]]:
-    import jieba.posseg
-
-    return [(w.word, w.flag) for w in jieba.posseg.cut(sentence)]
-
-
-def _subjectless_about_speaker(plain: str) -> bool:
-    """True when ``plain`` (simplified, no first-person word) is a declarative
-    statement with no other subject, so that — said to the bot — it is about the
-    speaker: "周五生日", "上周用 docker 部署了个人博客", "Went hiking yesterday".
-    False for questions, greetings, small talk (weather, acknowledgements), a
-    remark to the bot (你/you) or another subject (他, 小美, 电影, It)."""
-    text = plain.strip().rstrip("。.!！~～…").strip()
-    if len(text) < 2 or is_question(plain) or is_instruction_like(text):
-        return False
-    cjk = len(re.findall(r"[\u4e00-\u9fff]", text))
-    words = re.findall(r"[A-Za-z][A-Za-z'’]*", text)
-    if cjk >= len(words):
-        text = _DISCOURSE_ZH.sub("", text)
-        if not text or _SMALL_TALK_ZH.match(text) or _WEATHER_ZH.search(text) or re.search(r"你|您|咱们|大家", text):
-            return False
-        if cjk < 3 and guess_category(text) is Category.OTHER:
-            return False
-        tagged = [(w, f) for w, f in _posseg(_LEADING_DATE_ZH.sub("", text)) if w.strip()]
-        head = next(((w, f) for w, f in tagged if f not in _LEADING_FLAGS), None)
-        personal = bool(_PERSONAL_NOUNS_ZH.search(text))
-        if head is None:  # only time words and particles: "周五生日" (生日 is tagged as a time word)
-            return personal
-        word, flag = head
-        if word in ("自己", "本人"):  # 「第一次自己做成了蛋糕」: oneself is the speaker
-            flag = "v"
-        if flag in _OTHER_SUBJECT_FLAGS or _NOT_A_NAME_ZH.match(word) or word in _SPECIES:
-            return False
-        if flag.startswith(_SPEAKER_HEAD_FLAGS) or personal:
-            has_content = any(f.startswith("v") for _w, f in tagged) or personal or cjk >= 4 or \
-                guess_category(text) is not Category.OTHER
-            return has_content
-        return False
-    if _SMALL_TALK_EN.match(text):
-        return False
-    lowered = [w.lower().replace("’", "'") for w in words]
-    if any(w in ("you", "your", "yours", "u", "ur", "we", "our", "ours", "us", "ourselves") for w in lowered) \
-            or _VOCATIVE_EN.search(text + "!"):
-        return False  # said to someone, or about a "we": not the speaker alone
-    rest = [w for w in lowered]
-    while rest and rest[0] in _LEADING_EN:
-        rest = rest[1:]
-    if not rest or rest[0] in _NOT_SPEAKER_EN:
-        return False
-    head = rest[0]
-    if len(rest) > 1 and rest[1] == "and" and not head.endswith("ed"):
-        return False  # "Love and acceptance …": a noun phrase is the subject
-    phrase = []  # "Working out together is …": the gerund's phrase up to a preposition ("Going to Seoul in May")
-    for w in rest[1:]:
-        if w in _PREPOSITIONS_EN or w[:1].isdigit():
-            break
-        phrase.append(w)
-    if head.endswith("ing") and _GERUND_SUBJECT_EN.search(" ".join(phrase)):
-        return False  # "Working out together is a great way of bonding": a gerund is the subject
-    return head in _SPEAKER_VERBS_EN or head in _STATE_EN or (len(head) > 4 and head.endswith("ed")) or \
-        (len(head) > 5 and head.endswith("ing") and head not in _EN_NOT_VERB_ING)
 
 
 # -- slots: (pattern, category, key builder) -----------------------------------
@@ -567,51 +396,6 @@ def cap_facts(facts: list[Fact], limit: int = MAX_FACTS) -> list[Fact]:
     return [facts[i] for i in kept]
 
 
-# a request to the companion (「给我讲个笑话吧」「推荐几部好看的电影」"Write me a haiku"): what it asks for is no fact
-_REQUEST_ZH = re.compile(r"^(?:请|麻烦|能不能|可不可以|可以)?(?:你)?(?:给我|帮我|替我|陪我|教我|告诉我|提醒我|推荐|讲个|讲一个|说个|"
-                         r"说一个|来个|来一个|来首|来一首|写一|写个|画一|画个|唱一|唱个|唱首|翻译|解释一下)")
-_DONE_ZH = re.compile(r"[了过]")
-_REQUEST_EN = re.compile(r"^\s*(?:please\s+)?(?:write|give|tell|show|send|make|draw|sing|recommend|suggest|explain|"
-                         r"translate|help|remind|teach|describe|list|name|find|pick|generate|compose)\b(?!\s+(?:me\s+)?"
-                         r"(?:up|out)\b)", re.I)
-# hearsay: what the speaker heard (「听说周杰伦又要开演唱会了」"Apparently it'll rain"), not what they are or did
-_HEARSAY_RE = re.compile(r"^(?:听说|据说|听人说|听别人说|新闻说|网上说|有人说|传说|据报道|刷到|看到新闻说|看新闻说)|"
-                         r"^\s*(?:i heard|heard|apparently|rumou?r has it|word is|they say|people say|"
-                         r"(?:saw|read)\s+(?:on|in)\s+[^,.!?]{1,30}?\s+that)\b", re.I)
-
-
-def is_request(plain: str) -> bool:
-    """True when ``plain`` (one sentence, simplified) asks the companion to do
-    something instead of telling about the speaker: 「给我讲个笑话吧」「帮我写一首诗」
-    「推荐几部好看的电影」「陪我聊会儿天嘛」, "Write me a haiku", "Give me three
-    ideas" — not a done deed (「帮我妈做了饭」, with 了/过)."""
-    text = _DISCOURSE_ZH.sub("", plain.strip())
-    if _REQUEST_ZH.match(text):
-        return not _DONE_ZH.search(text)
-    return bool(_REQUEST_EN.match(text))
-
-
-def _is_speaker_statement(sentence: str, addressed: bool) -> bool:
-    """The filters every extracted fact passes, whichever extractor made it: a
-    first-person statement (or, said to the bot, one without another subject),
-    not a question, request, hearsay, greeting or small talk, not the gateway's
-    own words."""
-    plain = to_simplified(sentence)
-    if len(sentence.strip()) < MIN_CHARS or sentence.lstrip().startswith("/") or is_question(plain):
-        return False
-    if is_request(plain):
-        return False
-    heard = _HEARSAY_RE.match(plain.strip())
-    if heard:  # what they heard — unless it is about their own (听说我们部门要裁员)
-        rest = plain.strip()[heard.end():]
-        if not (_FIRST_ZH.search(rest) or _FIRST_EN.search(rest)):
-            return False
-    if _SMALL_TALK_ZH.match(_TRAILING_SYMBOLS_RE.sub("", plain.strip())) or is_gateway_text(sentence):
-        return False
-    if _FIRST_ZH.search(plain) or _FIRST_EN.search(plain):
-        return True
-    return addressed and _subjectless_about_speaker(_slot_text(sentence))
-
 
 SUPPORT_MIN = 0.5
 """Least share of a model fact's tokens (memory.text.tokens) found in the message."""
@@ -840,75 +624,6 @@ def _when_or_none(plain: str, said_at, tz) -> When | None:
         return None
 
 
-# -- a statement beside a question to the companion ------------------------------
-# 「我最近在学尤克里里，你会弹什么乐器吗？」, "Going to Chengdu next week, any food tips?": the
-# ordinary shape of a chat line. The question asks the companion; the clause before it tells.
-
-_CLAUSE_BREAK = frozenset("，,")
-_OPENERS, _CLOSERS = "《「『“‘（([【", "》」』”’）)]】"
-# what only leads into a question, or supposes instead of telling: no statement of its own
-_NOT_TOLD_RE = re.compile(
-    r"^\s*(?:如果|要是|假如|假设|万一|比如说?|我想问(?:一下|问|你)?|想问(?:一下|问|你)?|问一下|问你(?:个|一个)?(?:问题|事)?|请问|"
-    r"我想知道|我很?好奇|好奇|说起来|对了|话说|顺便问一下|"
-    r"if\b|what if\b|suppose\b|i (?:was |am |'m )?wondering\b|i wonder\b|just wondering\b|quick question\b|"
-    r"can i ask\b|i want(?:ed)? to ask\b|let me ask\b|by the way\b|btw\b|so\s*$|also\s*$)", re.I)
-
-
-def _is_emoji(ch: str) -> bool:
-    return unicodedata.category(ch) == "So" or ch in "\u200d\ufe0f"
-
-
-def _clauses(sentence: str) -> list[str]:
-    """``sentence`` cut at 「，」/「,」 and a spaced dash outside brackets and quotes (《你好，李焕英》 stays whole;
-    "1,000" too) and after an emoji that text follows (「我办了年卡🏋️你平时运动吗」); each
-    clause keeps its own text (an emoji stays with the clause before it), the comma dropped."""
-    out, buf, depth = [], "", 0
-    for i, ch in enumerate(sentence):
-        if ch in _OPENERS:
-            depth += 1
-        elif ch in _CLOSERS and depth:
-            depth -= 1
-        nxt = sentence[i + 1:i + 2]
-        dash = ch in "-–—" and buf[-1:] == " " and nxt == " "  # "challenge - day 4 - is fruit cheating?"
-        if (ch in _CLAUSE_BREAK or dash) and depth == 0 and not (ch == "," and buf[-1:].isdigit() and nxt.isdigit()):
-            out.append(buf)
-            buf = ""
-            continue
-        buf += ch
-        if depth == 0 and _is_emoji(ch) and nxt and not _is_emoji(nxt) and not nxt.isspace() or \
-                depth == 0 and _is_emoji(ch) and nxt.isspace() and sentence[i + 2:i + 3].isalpha():
-            out.append(buf)
-            buf = ""
-    out.append(buf)
-    return [c.strip() for c in out if c.strip()]
-
-
-def told_beside_question(sentence: str) -> str | None:
-    """The statement a question-shaped ``sentence`` makes before (or after) the
-    question it puts to the companion: the clauses left once the asking clauses at
-    its end (「，你会弹什么乐器吗？」「, any food tips?」「，你呢？」) and at its start
-    (「你知道吗，」"guess what,") are cut off, when what is left does not ask itself,
-    does not only lead into the question (「我想问一下」) and supposes nothing
-    (「如果我明天去北京」). None when ``sentence`` does not ask or nothing is left."""
-    plain = to_simplified(sentence)
-    if not is_question(plain):
-        return None
-    clauses = _clauses(sentence)
-    if len(clauses) < 2:
-        return None
-    start, end = 0, len(clauses)
-    while end > start and is_question(to_simplified(clauses[end - 1])):
-        end -= 1
-    while start < end and is_question(to_simplified(clauses[start])):
-        start += 1
-    told = clauses[start:end]
-    if not told or len(told) == len(clauses):
-        return None
-    head = "，".join(told) if any("\u4e00" <= c <= "\u9fff" for c in sentence) else ", ".join(told)
-    if is_question(to_simplified(head)) or _NOT_TOLD_RE.match(to_simplified(head)):
-        return None
-    return head
-
 
 class HeuristicExtractor:
     """Offline extractor: first-person, non-question sentences of at least
@@ -921,20 +636,50 @@ class HeuristicExtractor:
             parts = split_sentences(whole, max_chars=MAX_FACT_CHARS) if len(whole) > MAX_FACT_CHARS else [whole]
             # the parts of a long sentence are the speaker's when the sentence is: its
             # remainder has no 我 of its own ("我第1次…，第2次…，…最后去了杭州")
-            continued = len(parts) > 1 and _is_speaker_statement(whole, addressed)
+            continued = len(parts) > 1 and is_speaker_statement(whole, addressed)
             if len(parts) > 1 and not continued:
                 continue
             for part in parts:
-                fact = self.sentence_fact(part, said_at, tz, addressed=addressed, continued=continued)
-                if fact is None and not continued:  # "我在学尤克里里，你会弹什么乐器吗？": the clause that tells
-                    told = told_beside_question(part)
-                    if told is not None:
-                        # the statement is the speaker's when one of its clauses is (「心情不太好，被领导骂了一顿」)
-                        theirs = any(_is_speaker_statement(c, addressed) for c in _clauses(told))
-                        fact = self.sentence_fact(told, said_at, tz, addressed=addressed, continued=theirs)
+                fact = self.sentence_fact(part, said_at, tz, addressed=addressed, continued=True) if continued \
+                    else self.reading_fact(part, said_at, tz, addressed=addressed)
                 if fact is not None:
                     facts.append(fact)
         return cap_facts(facts)
+
+    @classmethod
+    def reading_fact(cls, sent: str, said_at: datetime, tz: str = DEFAULT_TZ, *, addressed: bool = False) -> Fact | None:
+        """The fact of one sentence as its speech act allows (``memory.speech_act``):
+        a statement about the speaker → its fact; a question → only the statement
+        it carries (「我对花生过敏你知道吗！！」) or that stands beside it (「我在学尤克里里，
+        你会弹什么乐器吗？」), never the fact it checks; a correction → its sentence,
+        with ``extra["corrects"] = (wrong, right)`` for ``capture`` to retire the
+        fact it corrects; anything else → None. A sentence the stage cannot
+        classify is read as before the stage (its shape logged at debug)."""
+        reading = read(sent, addressed=addressed)
+        if reading.act is Act.UNKNOWN:
+            log.debug("capture: speech act unknown (%s); read as a statement", shape(sent))
+            fact = cls.sentence_fact(sent, said_at, tz, addressed=addressed)
+            told = told_beside_question(sent) if fact is None else None
+            if told is None:
+                return fact
+            theirs = any(is_speaker_statement(c, addressed) for c in clauses(told))
+            return cls.sentence_fact(told, said_at, tz, addressed=addressed, continued=theirs)
+        if reading.act is Act.CORRECTION:
+            if not reading.right:
+                return None  # 「说错了」 alone: nothing named to keep
+            fact = cls.sentence_fact(sent, said_at, tz, addressed=True, continued=True)
+            if fact is None:
+                return None
+            # kept as said only where the reading before the stage kept it ("corrects" found nothing to revise)
+            as_said = is_speaker_statement(sent, addressed)
+            return replace(fact, extra={**fact.extra, "corrects": (reading.wrong, reading.right), "as_said": as_said})
+        if not reading.told:
+            return None
+        if reading.act is Act.SELF:
+            return cls.sentence_fact(reading.told, said_at, tz, addressed=addressed, continued=True)
+        # the statement beside a question is the speaker's when one of its clauses is (「心情不太好，被领导骂了一顿」)
+        theirs = any(is_speaker_statement(c, addressed) for c in clauses(reading.told))
+        return cls.sentence_fact(reading.told, said_at, tz, addressed=addressed, continued=theirs)
 
     @staticmethod
     def sentence_fact(sent: str, said_at: datetime, tz: str = DEFAULT_TZ, *, addressed: bool = False,
@@ -946,7 +691,7 @@ class HeuristicExtractor:
         if len(sent) < MIN_CHARS or sent.startswith("/"):
             return None
         plain = to_simplified(sent)  # the patterns are written in simplified Chinese; the memory keeps the original
-        if not continued and not _is_speaker_statement(sent, addressed):
+        if not continued and not is_speaker_statement(sent, addressed):
             return None
         if is_instruction_like(sent):
             return Fact(text=_quoted(sent), category=Category.OTHER, importance=0.1, source=sent, quoted=True)
@@ -1148,9 +893,11 @@ class LLMExtractor:
         if facts is None:
             log.warning("capture: model answer unusable (%d chars); heuristic used", len(raw) if isinstance(raw, str) else 0)
             return self.fallback.extract(text, said_at, tz, addressed=addressed)
-        # the offline extractor's filters, and the model's words must be the message's
-        kept = [f for f in facts if f.quoted or (_is_speaker_statement(f.text, addressed)
-                                                  and supported_by(f.text, cleaned) >= SUPPORT_MIN)]
+        # the offline extractor's filters, and the model's words must be those of the message's statements
+        # (a question's clause never reaches a write, whatever the model returns)
+        told = told_text(cleaned, addressed=addressed)
+        kept = [f for f in facts if f.quoted or (is_speaker_statement(f.text, addressed)
+                                                  and supported_by(f.text, told) >= SUPPORT_MIN)]
         if len(kept) < len(facts):
             log.info("capture: %d of %d model facts failed the filters (question, greeting, small talk, "
                      "not the speaker, gateway text, not in the message)", len(facts) - len(kept), len(facts))
@@ -1201,6 +948,8 @@ def answered_line(line, said_at: datetime, chat: ChatRef | None, *, persona: str
 
 
 CONTRADICTION_WINDOW = 100
+_NOT_CLAIMS = (Act.QUESTION, Act.REACTION, Act.REQUEST, Act.QUOTE)
+"""Speech acts of a live memory's text that make it no side of a change or conflict (stored before the stage)."""
 """Newest live memories of the namespace a new fact is checked against (memory.contradiction)."""
 
 
@@ -1211,23 +960,32 @@ def _contradicted(core, ns: Namespace, f: Fact, said_at: datetime):
     with without a clear change ("I have a car" → "I don't have a car"), each
     judged by ``memory.contradiction.judge`` (the closest topic wins); None for
     either when there is none, and both None when a memory already holds ``f``'s
-    key (the slot supersedes it by itself) or ``f`` is a quoted statement. The
+    key (the slot supersedes it by itself) or ``f`` is a quoted statement. Only
+    statements take part: a live memory whose text reads as a question, reaction,
+    request or quote (``memory.speech_act``; stored before that stage) is skipped,
+    and a conflict needs one topic slot (the same slot family, or a topic overlap
+    of at least ``TOPIC_OVERLAP``) and no passing mood on either side. The
     caller revises the first in place (history keeps the old text), or keeps the
     second live and links the new memory to it as a conflict."""
-    from memory.contradiction import can_change, judge
+    from memory.contradiction import TOPIC_OVERLAP, can_change, judge
 
     if f.quoted or not can_change(f.text):
         return None, None  # no slot family, polarity, negation, feeling or change verb: nothing to judge
+    mood = f.category is Category.MOOD
     best = unsure = None
     for live_id, key, created_at, text in core.store.recent_claims(ns, CONTRADICTION_WINDOW):
         if f.key and key == f.key:
             return None, None
         if created_at is not None and created_at > said_at:
             continue  # a newer statement is not replaced by an older one
+        if read(text, addressed=True).act in _NOT_CLAIMS:
+            continue  # a remark or a question stored before the speech-act stage: no side of a change
         verdict = judge(text, f.text)
         if verdict.changes and (best is None or verdict.overlap > best[0]):
             best = (verdict.overlap, live_id, verdict)
-        elif verdict.conflicts and (unsure is None or verdict.overlap > unsure[0]):
+        elif verdict.conflicts and (verdict.family or verdict.overlap >= TOPIC_OVERLAP) and not mood \
+                and not (key or "").startswith(f"{Category.MOOD.value}:") \
+                and (unsure is None or verdict.overlap > unsure[0]):  # a passing mood is no side of a conflict
             unsure = (verdict.overlap, live_id, verdict)
     if best is None and unsure is None:
         return None, None
@@ -1236,6 +994,32 @@ def _contradicted(core, ns: Namespace, f: Fact, said_at: datetime):
     log.info("capture %s: new fact %s memory %s (%s, topic overlap %.2f)", ns, verdict.kind, live.id,
              verdict.family or "-", overlap)
     return (live, None) if best is not None else (None, live)
+
+
+def _corrected(core, ns: Namespace, f: Fact, said_at: datetime, tz: str):
+    """``(live, fact)`` for a correction ``f`` (``f.extra["corrects"] = (wrong,
+    right)``, ``HeuristicExtractor.reading_fact``): the newest live memory of
+    ``ns`` said before ``said_at`` whose text names ``wrong`` (compared
+    normalised: case, width, traditional folded), and the fact of that memory's
+    text with ``wrong`` replaced by ``right`` (「我在上海读研」 → 「我在南京读研」),
+    which capture stores as the memory's new version (its history keeps the old).
+    None when ``f`` is no correction, names no ``wrong``, or no memory holds it:
+    the correction is then stored as it was said."""
+    wrong, right = f.extra.get("corrects", ("", ""))
+    if not wrong or not right:
+        return None
+    for live_id, _key, created_at, text in core.store.recent_claims(ns, CONTRADICTION_WINDOW):
+        if created_at is not None and created_at > said_at:
+            continue
+        for form in (text, to_simplified(text)):
+            new, n = re.subn(re.escape(wrong), lambda _m: right, form, count=1, flags=re.I)
+            if n:
+                fact = HeuristicExtractor.sentence_fact(new, said_at, tz, addressed=True, continued=True)
+                if fact is None:
+                    return None
+                log.info("capture %s: a correction revises memory %s", ns, live_id)
+                return core.get(ns, live_id), replace(fact, source=f.source)
+    return None
 
 
 def _addressed(chat: ChatRef | None, addressed: bool | None) -> bool:
@@ -1321,7 +1105,7 @@ def answer_facts(text: str, context: str, said_at: datetime, tz: str = DEFAULT_T
             continue
         plain = to_simplified(sent)
         rest = _ACK_LEAD_RE.sub("", plain).strip(" 。.!！~～…")
-        if is_question(plain) or is_instruction_like(sent) or is_gateway_text(sent) or not rest \
+        if is_question(plain) or read(sent, addressed=True).act is Act.QUESTION or is_instruction_like(sent) or is_gateway_text(sent) or not rest \
                 or _SMALL_TALK_ZH.match(rest) or _SMALL_TALK_EN.match(rest) or re.search(r"你|您|\byou\b", rest, re.I):
             continue
         if len(re.findall(r"[\u4e00-\u9fff]", rest)) < 2 and len(re.findall(r"[A-Za-z0-9]+", rest)) < least:
@@ -1373,6 +1157,11 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
             results.append(weaker)
             continue
         old, unsure = _contradicted(core, ns, f, said_at)
+        corrected = _corrected(core, ns, f, said_at, tz)
+        if corrected is not None:  # 「说错了，不是上海，是南京」: the fact it corrects, in its new version
+            old, unsure, f = corrected[0], None, corrected[1]
+        elif not f.extra.get("as_said", True):
+            continue  # a correction of nothing held, which the reading before the stage did not keep either
         results.append(core.add(ns, _memory(core, ns, f, chat, said_at, message_id, context), said_at=said_at,
                                 evidence=f.source or text, replaces=old.id if old is not None else None,
                                 conflicts_with=unsure.id if unsure is not None else None))
