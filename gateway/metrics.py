@@ -31,7 +31,7 @@ collide on a metric name. Names, units and labels::
                                                     (given up, kept until replayed)
     huiyi_change_events_oldest_undelivered_seconds{tenant}
                                                     gauge      age of the tenant's oldest undelivered change
-                                                    event, dead letters included (absent: none)
+                                                    event, dead letters included (0: none)
     huiyi_change_events_delivered_total{tenant}     counter    change events this process delivered (2xx)
     huiyi_change_events_given_up_total{tenant}      counter    change events this process gave up after
                                                     max_attempts (each is a dead letter until replayed)
@@ -43,7 +43,7 @@ between scrapes; a failing read leaves the gauge out of that scrape.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -81,8 +81,9 @@ class _Depths(Collector):
 class _Events(Collector):
     """The change-event outbox gauges, read at scrape time (``Store.event_stats``)."""
 
-    def __init__(self, stats: Callable[[], list]) -> None:
+    def __init__(self, stats: Callable[[], list], tenants: Sequence[str] = ()) -> None:
         self._stats = stats
+        self._tenants = tuple(tenants)
 
     def collect(self):
         try:
@@ -96,11 +97,17 @@ class _Events(Collector):
                                    "Age of the oldest undelivered change event (dead letters included)",
                                    labels=["tenant"])
         now = datetime.now(timezone.utc)
+        seen = set()
         for s in stats:
+            seen.add(s.tenant)
             depth.add_metric([s.tenant, "pending"], s.pending)
             depth.add_metric([s.tenant, "dead"], s.dead)
-            if s.oldest is not None:
-                oldest.add_metric([s.tenant], max(0.0, (now - s.oldest).total_seconds()))
+            oldest.add_metric([s.tenant], max(0.0, (now - s.oldest).total_seconds()) if s.oldest is not None else 0.0)
+        for tenant in self._tenants:  # an emptied outbox reads 0, not a gap in the series
+            if tenant not in seen:
+                depth.add_metric([tenant, "pending"], 0)
+                depth.add_metric([tenant, "dead"], 0)
+                oldest.add_metric([tenant], 0.0)
         yield depth
         yield oldest
 
@@ -149,12 +156,13 @@ class Metrics:
         self._depths = _Depths(process, database, outbox)
         self.registry.register(self._depths)
 
-    def watch_events(self, stats: Callable[[], list]) -> None:
+    def watch_events(self, stats: Callable[[], list], tenants: Sequence[str] = ()) -> None:
         """Register the change-event outbox gauges; ``stats`` returns
-        ``[memory.store.EventStats]`` (once; a second call replaces the callback)."""
+        ``[memory.store.EventStats]``; ``tenants``: those with a webhook, whose series
+        read 0 while their outbox is empty (once; a second call replaces the callback)."""
         if self._events is not None:
             self.registry.unregister(self._events)
-        self._events = _Events(stats)
+        self._events = _Events(stats, tenants)
         self.registry.register(self._events)
 
     def observe_stages(self, latency_ms: dict[str, float]) -> None:

@@ -89,7 +89,8 @@ def replay_dead_letters(store: Store, tenant: str, actor: str, ids: Sequence[str
     audited in its namespace as ``event_replay`` by ``actor`` (the memory id,
     the event type and its webhook-id; never a text). Returns the events replayed,
     oldest first. The CLI and the console both replay through here."""
-    uids = None if ids is None else [i.removeprefix("evt_") for i in ids]
+    # a webhook-id as a receiver may log it: any case, with or without its prefix
+    uids = None if ids is None else [i.strip().lower().removeprefix("evt_") for i in ids]
     replayed = store.events_replay(tenant, uids)
     for e in replayed:
         store.audit(e.namespace, "event_replay", actor, e.memory_id, event=e.event, webhook_id=e.webhook_id,

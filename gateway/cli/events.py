@@ -88,8 +88,9 @@ def status(as_json: JsonOpt = False) -> None:
     if not rows:
         v.say("No change event is waiting: every one was delivered.")
     for r in rows:
-        v.say("{tenant}: {pending} waiting, {dead} dead letters, the oldest {age} s old", tenant=r["tenant"],
-              pending=r["pending"], dead=r["dead"], age=r["oldest_age_s"])
+        v.say_n("{tenant}: {pending} waiting, {n} dead letter, the oldest {age} s old",
+                "{tenant}: {pending} waiting, {n} dead letters, the oldest {age} s old", r["dead"],
+                tenant=r["tenant"], pending=r["pending"], age=r["oldest_age_s"])
 
 
 @events_app.command()
@@ -125,6 +126,8 @@ def replay(ids: Annotated[list[str] | None, typer.Argument(help="webhook-ids (ev
         if not ids and not every:
             v.fail("Name the dead letters to replay (their webhook-ids, from `huiyi events dead`) or use --all.",
                    code=2)
+        if ids and every:  # --all beside named ids would resend every dead letter the operator did not name
+            v.fail("Name dead letters or use --all, not both.", code=2)
         done = replay_dead_letters(s.store, tenant, OPERATOR.actor, None if every else ids)
     if as_json:
         sys.stdout.write(json.dumps([_record(e) for e in done], ensure_ascii=False) + "\n")

@@ -117,7 +117,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         app.state.change_events = ChangeEventSender(
             pipeline.core.store, {name: t.change_events for name, t in pipeline.settings.tenants.items()}, http,
             metrics=pipeline.metrics)
-        pipeline.metrics.watch_events(pipeline.core.store.event_stats)
+        pipeline.metrics.watch_events(pipeline.core.store.event_stats, sorted(app.state.change_events.tenants))
         app.state.change_events.start()
         watch = None
         if cfg.loop_stall_warn_s > 0:  # a stall of the loop is logged with the frames that block it

@@ -204,6 +204,23 @@ def test_a_given_up_event_is_a_dead_letter_the_rest_go_on_and_a_replay_sends_it_
         receiver.close()
 
 
+def test_an_emptied_outbox_reads_zero_on_metrics_not_a_gap(receiver):
+    """Once a tenant's events are all delivered its outbox series stay on /metrics at 0 (they
+    vanished, so a dashboard showed a gap instead of an empty queue)."""
+    app = _app(receiver.url)
+    with TestClient(app, client=LOOPBACK) as c:
+        c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": ZH}]})
+        receiver.wait(1)
+        store = app.state.pipeline.core.store
+        deadline = time.monotonic() + 10
+        while store.pending_events() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        metrics = c.get("/metrics").text
+    assert 'huiyi_change_events_outbox_depth{state="pending",tenant="default"} 0.0' in metrics
+    assert 'huiyi_change_events_outbox_depth{state="dead",tenant="default"} 0.0' in metrics
+    assert 'huiyi_change_events_oldest_undelivered_seconds{tenant="default"} 0.0' in metrics
+
+
 def test_an_inferred_capture_with_tags_sends_one_event_for_its_memory(receiver):
     """POST …/memories with infer and metadata stores, then tags: the receiver gets one memory.added
     of version 1, not an added and a changed of the same version."""

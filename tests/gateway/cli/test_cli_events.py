@@ -72,3 +72,27 @@ def test_a_replay_that_names_nothing_or_finds_nothing_says_so_in_the_shells_lang
     every = runner.invoke(app, ["events", "replay", "--all"])
     assert every.exit_code == 0 and "已重放 2 个死信" in every.output
     assert "没有死信" in runner.invoke(app, ["events", "dead"]).output
+
+
+def test_replay_with_all_beside_named_ids_is_refused_and_replays_nothing(dead):
+    """``replay --all evt_…`` (an operator adding --all by habit) resent every dead letter, the named
+    id ignored even when it did not exist: now exit 2, and both letters are still dead."""
+    a, _ = dead
+    both = runner.invoke(app, ["events", "replay", "--all", "evt_" + "0" * 32])
+    assert both.exit_code == 2 and "not both" in both.output
+    status = runner.invoke(app, ["events", "status", "--json"])
+    assert [(r["pending"], r["dead"]) for r in json.loads(status.output)] == [(1, 2)]
+
+
+def test_a_webhook_id_in_upper_case_as_a_receiver_logged_it_is_replayed(dead):
+    """A webhook-id copied from a receiver's log in upper case (``EVT_…``) names the same dead letter."""
+    a, _ = dead
+    done = runner.invoke(app, ["events", "replay", a.webhook_id.upper()])
+    assert done.exit_code == 0 and "Replayed 1 dead letter" in done.output
+
+
+def test_status_counts_one_dead_letter_in_the_singular(dead):
+    """``status`` said "1 dead letters": the count takes its plural form (en), and zh reads 个死信."""
+    runner.invoke(app, ["events", "replay", dead[0].webhook_id])
+    out = runner.invoke(app, ["events", "status"])
+    assert out.exit_code == 0 and "2 waiting, 1 dead letter," in out.output
