@@ -215,6 +215,15 @@ class Bm25Postings:
             return 0
         return len(p[0]) if mask is None else int(mask[p[0]].sum())
 
+    def holding(self, terms: Collection[str]) -> np.ndarray:
+        """Bool ``(n,)``: which documents hold at least one of ``terms``."""
+        out = np.zeros(len(self.lengths), dtype=bool)
+        for t in terms:
+            p = self.postings.get(t)
+            if p is not None:
+                out[p[0]] = True
+        return out
+
     def has_any(self, words: set[str], mask: np.ndarray | None = None) -> bool:
         """True when one of ``words`` occurs in a document (of ``mask``)."""
         for t in words:
@@ -222,6 +231,16 @@ class Bm25Postings:
             if p is not None and (mask is None or bool(mask[p[0]].any())):
                 return True
         return False
+
+
+def _spread(scores: np.ndarray, mask: np.ndarray | None) -> tuple[float, float, int] | None:
+    """``(mean, population standard deviation, count)`` of ``scores`` (of
+    ``mask``), in float64; None for no row."""
+    picked = scores if mask is None else scores[mask]
+    if not len(picked):
+        return None
+    values = picked.astype(np.float64)
+    return float(values.mean()), float(values.std()), int(len(values))
 
 
 class VectorForm(enum.Enum):
@@ -617,8 +636,22 @@ class NamespaceView:
         (``slack`` · |q| plus float32 rounding, ``_rounding``) reaches that floor
         is re-scored too; a row left out is below ``n`` re-scored rows for certain.
         Raises ValueError for a view without vectors."""
+        return self.nearest_spread(q, mask, n)[0]
+
+    def nearest_spread(self, q: np.ndarray, mask: np.ndarray | None, n: int
+                       ) -> tuple[list[tuple[str, float]], tuple[float, float, int] | None]:
+        """``nearest`` and the spread of the cosines it scored: ``(hits, (mean,
+        standard deviation, rows))`` over every row of ``mask`` (None when there is
+        none) — how similar the unit vector ``q`` is to this namespace's memories in
+        general, against which recall asks a hit to stand out
+        (``memory.recall.RecallParams.standout``). A ``FLOAT32`` view's are of the
+        exact cosines; an ``INT8`` view's of the cosines from its codes (each
+        within its row's error bound of the exact one: the product the search
+        already made, not a second pass over the float32 rows).
+        Raises ValueError for a view without vectors."""
         if self.form is VectorForm.FLOAT32:
-            return self.top(self.cosine(q), mask, n, positive=False)
+            scores = self.cosine(q)
+            return self.top(scores, mask, n, positive=False), _spread(scores, mask)
         rows = self._rows
         if not isinstance(rows, _Int8Rows):
             raise ValueError("view built without vectors")
@@ -626,8 +659,9 @@ class NamespaceView:
         size = len(self)
         pool = np.flatnonzero(mask) if mask is not None else np.arange(size)
         if n <= 0 or not len(pool):
-            return []
+            return [], None
         approx = rows.approx(q, size)
+        spread = _spread(approx[:size], mask)
         if len(pool) <= RESCORE * n:
             picked = pool
         else:
@@ -639,7 +673,7 @@ class NamespaceView:
         scores[picked] = self._exact(rows, picked, q)
         keep = np.zeros(size, dtype=bool)
         keep[picked] = True
-        return self.top(scores, keep, n, positive=False)
+        return self.top(scores, keep, n, positive=False), spread
 
     @staticmethod
     def _exact(rows: _Int8Rows, which: np.ndarray, q: np.ndarray) -> np.ndarray:

@@ -62,12 +62,13 @@ from memory.index import SearchIndex
 from memory.links import DEFAULT_HALF_LIFE_DAYS, spread
 from memory.scoring import DEFAULT_PARAMS, ScoringParams, final, final_of, score_seconds
 from memory.store import Candidate, MemoryText, NamespaceStats, Store, utcnow
-from memory.text import is_cjk, is_filler, to_simplified, tokens
+from memory.text import is_cjk, is_filler, stem, to_simplified, tokens
+from memory.text import words as jieba_words
 from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
 __all__ = ["RecallParams", "recall", "keep_channel_tops", "rrf_fuse", "vector_weight", "bm25_scores", "bm25_confidence", "channel_hits", "has_content",
            "word_match", "Scorer", "TurnQuery", "turn_query", "leans_on_context", "is_thin",
-           "EXACT_MAX", "found_via_context"]
+           "EXACT_MAX", "found_via_context", "content_terms", "is_chitchat", "standout"]
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,26 @@ any@5 (0.701 → 0.689 at 4), so 2 is kept: the largest that costs neither.
 Protecting the vector channel's first hits too cost LoCoMo any@5 (0.708 at 3)
 and, gated at half BM25's confidence instead of full, DuLeMon pool any@10
 (0.344 → 0.312)."""
+STANDOUT = 3.5
+"""``RecallParams.standout``: how many standard deviations above the namespace's
+other cosines for the query a vector hit must lie when no content word of the
+line is in it (``standout``). e5-small puts an unrelated Chinese line at cosine
+0.834-0.903 to everyday memories — above its 0.84 floor — so a floor alone lets
+nearly every memory in; what separates a memory the line is about is that it
+stands out from the rest of the person's memories for that line. Fitted on the
+dev people (docs/recall.md, "Staying quiet")."""
+MATCHED_STANDOUT = 2.5
+"""``RecallParams.matched_standout``: the bar of ``STANDOUT`` for a line whose
+BM25 channel found a memory by one of its content words — the topic is the
+person's, and a paraphrase the words miss ("What did Caroline paint?" / "I
+finished a sunset on canvas") may come in with less (as the lower vector
+floor does, ``matched_vector_floor``)."""
+STANDOUT_MIN_ROWS = 4
+"""Below this many disclosed memories there is no distribution to stand out
+from: the floors alone decide (``standout``)."""
+TAIL_FIT_SKIP = 3
+"""On the index path (``_tail_spread``) the first this many cosines of the
+returned list are left out of the fit: they are the candidates being judged."""
 TAIL_DECAY = 0.5
 """Weight of an earlier tail line's own query relative to the next line's
 (the question 1.0), when the question leans on it (``turn_query``)."""
@@ -249,7 +270,18 @@ class RecallParams:
     vector channel's other hits cannot push a confident word match out of the top.
     ``scoring``: the rescoring constants (None: ``memory.scoring.DEFAULT_PARAMS``).
     ``dormant_factor`` in [0, 1]: multiplies the final score of a dormant
-    consolidated memory (``memory.consolidate``; 1.0 turns the down-weighting off)."""
+    consolidated memory (``memory.consolidate``; 1.0 turns the down-weighting off).
+    ``standout`` ≥ 0: the relevance decision for a vector hit that holds no
+    content word of the line (``content_terms``): its cosine must lie this many
+    standard deviations above the mean of the namespace's other disclosed
+    memories' cosines for that line (``standout``; 0 turns the test off, the
+    floors alone deciding); ``matched_standout`` the bar instead for a line whose
+    BM25 hits hold one of its content words. With it a BM25 hit must hold a content word of the
+    line (not a function word, a chat particle or a single character inside a
+    longer word), the lower vector floor needs a shared content word, a line of
+    chit-chat (``is_chitchat``) recalls only by its content words, and the
+    earlier lines of the tail bring nothing into a turn whose question has no
+    hit of its own unless it leans on them."""
 
     k: int = 8
     candidates: int = 40
@@ -277,6 +309,8 @@ class RecallParams:
     keep_within: int = KEEP_WITHIN
     scoring: ScoringParams | None = None
     dormant_factor: float = DORMANT_FACTOR
+    standout: float = STANDOUT
+    matched_standout: float = MATCHED_STANDOUT
 
 
 def vector_weight(index: SearchIndex, params: RecallParams) -> float:
@@ -363,6 +397,136 @@ def leans_on_context(line: str) -> bool:
 def _content_words(line: str) -> list[str]:
     """The tokens of ``line`` that name a topic (``leans_on_context``)."""
     return [t for t in tokens(line) if (len(t) >= 2 or not is_cjk(t)) and t not in _GENERIC_WORDS and not is_filler(t)]
+
+
+# Words of everyday chat that name no topic, beyond _GENERIC_WORDS: hedges, modal verbs, vague times.
+_CHAT_WORDS = frozenset(
+    "就是 确实 其实 真的 还是 可以 已经 一下 一起 一直 一样 这样 那样 这么 那么 打算 觉得 感觉 好像 应该 可能 需要 "
+    "希望 还有 没有 不是 不会 不要 不过 而且 今天 明天 昨天 今晚 现在 时候 刚刚 马上 终于 有点 有些 一点 特别 非常 "
+    "比较 好多 很多 太多 东西 事情 我要 你要 我们 大家 别人 怎么办 为啥 干嘛 啥时候 "
+    "just realli actual basic total liter serious honest definit probabl mayb kind sort pretti quit "
+    "someth anyth everyth noth thing stuff way lot bit today tonight tomorrow yesterday now late earlier soon "
+    "get got make made want need like know think feel look seem come back right".split())
+# Single CJK characters that name no topic when jieba cuts one alone (「我要认真看」's 「看」, 「2张」's 「张」).
+_CHAT_CHARS = frozenset(
+    "一二两几个张次些点下上里中前后多少大小好坏真太挺最更很还再又也都就才只已要想会能可得该去来说看听做用让给跟同"
+    "把被向从往是有没无不别啥谁哪怎么嘛呐哎诶唉嘿哼喂耶嗷噗咦哇呜嗨哟喽咯呗今明昨天年月日号时分早晚刚正快慢行对错"
+    "事样种回儿人吃玩问发带成地读走飞起站夸却硬怪俩掉超痛煮拿放买卖送找等叫穿住坐跑打开关写学教懂忘记信算像够差完")
+# Reactions, moods and greetings: a line of nothing else is chit-chat (「笑死」「困死了」「绝了」, "same", "so tired").
+_REACTION_WORDS = frozenset(
+    "笑死 笑 死 绝 困死 累死 饿死 热死 冷死 烦死 气死 无语 绝了 牛 牛逼 厉害 卧槽 我去 天哪 天啊 好棒 可爱 好吧 晚安 早安 "
+    "早上好 晚上好 下午好 你好 嗨 在吗 是吗 是啊 对啊 对呀 假的 同意 同感 我也是 加油 辛苦 恭喜 哇塞 好玩 有趣 搞笑 "
+    "好笑 尴尬 郁闷 开心 高兴 难过 伤心 无聊 困 累 饿 烦 冷 热 好冷 好热 好累 好困 好饿 好烦 心情 不错 还行 一般 好听 "
+    "好看 好吃 有意思".split())
+_REACTION_EN = ("same wild crazy random hilarious funny nice cool wow omg true whatever morning night evening good great "
+                "awesome amazing sure guess bored tired sleepy hungry ugh yay cute sad happy excited fun weird "
+                "interesting agree exactly right wrong fine hey hello bye see later soon cold hot weather busy "
+                "glad sorry love hate tell joke gonna wanna gotta").split()
+
+
+def content_terms(line: str) -> frozenset[str]:
+    """The tokens of ``line`` (``memory.text.tokens``) that name a topic: a jieba
+    word of two or more characters, a Latin word or a number of two or more
+    digits that is not laughter or an acknowledgement (``is_filler``), not a word
+    of remembering, telling, a vague time or a question (``_GENERIC_WORDS``) and
+    not a hedge or modal of everyday chat; a single CJK character only where
+    jieba cut it as a word of its own and it is no function character (「猫」 in
+    「我的猫呢」, 「花」 in 「甭管啥花」 — not 「看」 in 「我要认真看」, nor 「天」 of
+    「今天」). What a BM25 hit must hold (``RecallParams.standout``)."""
+    alone = {w for w in jieba_words(line) if len(w) == 1 and is_cjk(w)}
+    out: set[str] = set()
+    for t in tokens(line):
+        if is_filler(t) or t in _GENERIC_WORDS or t in _CHAT_WORDS:
+            continue
+        if len(t) == 1 and is_cjk(t):
+            if t in alone and t not in _CHAT_CHARS:
+                out.add(t)
+        elif t.isdigit():
+            if len(t) >= 2:
+                out.add(t)
+        elif any(unicodedata.category(c)[0] in "LN" for c in t):
+            out.add(t)
+    return frozenset(out)
+
+
+def _word_terms(line: str) -> frozenset[str]:
+    """The content terms of ``line`` that a BM25 hit may be admitted by
+    (``content_terms``)."""
+    return content_terms(line)
+
+
+def is_chitchat(line: str) -> bool:
+    """True when ``line`` only reacts, greets or tells a passing mood: no content
+    term (``content_terms``) beyond reaction, mood and greeting words (「哈哈」
+    「笑死」「困死了」「好冷啊」, "lol", "same", "that's so random", "I'm so tired").
+    Such a line recalls only memories that hold one of its words, never by
+    meaning alone. A tiny query-side test; capture's clause classification is
+    ``memory.speech_act``'s."""
+    return not (content_terms(line) - _REACTION_WORDS - _reaction_en())
+
+
+_REACTION_STEMS: frozenset[str] | None = None
+
+
+def _reaction_en() -> frozenset[str]:
+    """``_REACTION_EN`` as ``memory.text.tokens`` stems them (built on first use)."""
+    global _REACTION_STEMS
+    if _REACTION_STEMS is None:
+        _REACTION_STEMS = frozenset(stem(w) for w in _REACTION_EN)
+    return _REACTION_STEMS
+
+
+def standout(score: float, spread: tuple[float, float, int] | None) -> float:
+    """How far a vector hit of cosine ``score`` stands out from the namespace's
+    other memories for the query, in standard deviations: ``(score − m) / s``
+    where m and s are the mean and standard deviation of the other disclosed
+    memories' cosines (the hit left out of ``spread`` = (mean, standard
+    deviation, rows) of all of them, ``NamespaceView.nearest_spread``);
+    ``math.inf`` when there are fewer than ``STANDOUT_MIN_ROWS`` rows (no
+    distribution to stand out from: the floors decide) or the others do not
+    vary. A z-score of the hit against the rest, as an outlier test."""
+    if spread is None:
+        return math.inf
+    mean, sd, n = spread
+    if n < STANDOUT_MIN_ROWS:
+        return math.inf
+    if n == math.inf or n > 1_000_000:  # a fitted spread (_tail_spread): the hit is one of very many
+        others_mean, others_sd = mean, sd
+    else:
+        total, squares = n * mean, n * (sd * sd + mean * mean)
+        others_mean = (total - score) / (n - 1)
+        others_sd = math.sqrt(max(0.0, (squares - score * score) / (n - 1) - others_mean * others_mean))
+    if others_sd <= 1e-9:
+        return math.inf if score > others_mean else 0.0
+    return (score - others_mean) / others_sd
+
+
+def _tail_spread(scores: Sequence[float], rows: int) -> tuple[float, float, int] | None:
+    """The mean and standard deviation of a namespace's cosines for a query when
+    only its best ``len(scores)`` of ``rows`` are known (the index path): a
+    normal fitted to their upper tail, ``score_k ≈ m + s · Φ⁻¹(1 − p_k)`` with
+    Blom's plotting positions ``p_k = (k − 0.375) / (rows + 0.25)``, by least
+    squares over ranks ``TAIL_FIT_SKIP + 1…`` (the first are the candidates
+    judged). Returned as a spread of infinitely many rows (``standout`` does not
+    leave the hit out). None when too few scores are known to fit."""
+    from statistics import NormalDist
+
+    ranked = sorted(scores, reverse=True)
+    if rows <= len(ranked):  # every row is known: the spread itself
+        if not ranked:
+            return None
+        values = np.asarray(ranked, dtype=np.float64)
+        return float(values.mean()), float(values.std()), len(values)
+    pts = [(NormalDist().inv_cdf(1.0 - (k - 0.375) / (rows + 0.25)), sc)
+           for k, sc in enumerate(ranked, start=1) if k > TAIL_FIT_SKIP]
+    if len(pts) < 5:
+        return None
+    x = np.array([p[0] for p in pts])
+    y = np.array([p[1] for p in pts])
+    slope, icpt = np.polyfit(x, y, 1)
+    if not slope > 0:
+        return None
+    return float(icpt), float(slope), 2_000_000
 
 
 def turn_query(tail: Sequence[str], params: RecallParams = RecallParams()) -> TurnQuery:
@@ -484,7 +648,8 @@ def channel_hits(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence
 def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence[str],
               chat: ChatRef | None, params: RecallParams, cache: NamespaceCache | None, words: str | None = None,
               stats: NamespaceStats | None = None, known: Mapping[str, np.ndarray] | None = None,
-              embed_older: bool = True) -> tuple[dict[str, list[tuple[str, float]]], Sequence[MemoryText] | None, NamespaceView | None]:
+              embed_older: bool = True
+              ) -> tuple[dict[str, list[tuple[str, float]]], Sequence[MemoryText] | None, NamespaceView | None]:
     """``channel_hits`` for ``queries`` (``TurnQuery.lines``: the question, then
     each context line) plus the view searched (``_view``: the cache's, or one
     built for this query from the namespace's rows; None on the index path),
@@ -500,6 +665,8 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
     stats = stats if stats is not None else store.namespace_stats(ns)
     view, small = _view(store, index, ns, [*queries, words or ""], params, cache, stats)
     ranked: dict[str, list[tuple[str, float]]] = {}
+    spreads: dict[int, Spread | None] = {}
+    holding: dict[int, frozenset[str] | None] = {}
     if view is not None or small is None:  # small == []: an empty namespace, nothing to search
         if "vector" not in params.channels:
             vectors = [None] * len(queries)
@@ -507,24 +674,42 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
             vectors = _query_vectors(index, queries, known, embed_older)
         for step, (line, vec) in enumerate(zip(queries, vectors)):
             said = words if step == 0 and words is not None else line
-            one = _search_view(index, view, said, vec, params, chat, ns) if view is not None else \
-                _indexed(index, ns, said, vec, params, chat)
+            one, spreads[step], holding[step] = _search_view(index, view, said, vec, params, chat, ns) \
+                if view is not None else _indexed(index, ns, said, vec, params, chat, stats.live)
             ranked.update({_list_name(c, step): hits for c, hits in one.items()})
     floor = params.vector_floor if params.vector_floor is not None else \
         float(getattr(index.embedder, "min_similarity", 0.0))
     matched = params.matched_vector_floor if params.matched_vector_floor is not None else \
         getattr(index.embedder, "matched_min_similarity", None)
     vector_lists = [name for name in ranked if name.startswith("vector")]
+    decide = params.standout > 0
     # the word test costs a search on the index path: ask it only when the lower floor would admit a hit
     if vector_lists and matched is not None and matched < floor \
             and any(matched <= sc < floor for name in vector_lists for _, sc in ranked[name]) \
-            and word_match(index, ns, small, queries[:1], chat, view):
+            and word_match(index, ns, small, queries[:1], chat, view, content=decide):
         floor = float(matched)
-    for name in ranked:
+    for name in list(ranked):
+        step = int(name.split("~")[1]) if "~" in name else 0
         if name.startswith("vector"):
             ranked[name] = [(m, sc) for m, sc in ranked[name] if sc >= floor]
         else:
-            ranked[name] = [(m, sc) for m, sc in ranked[name] if sc > 0 and sc >= params.bm25_floor]
+            held = holding.get(step)
+            ranked[name] = [(m, sc) for m, sc in ranked[name]
+                            if sc > 0 and sc >= params.bm25_floor and (held is None or m in held)]
+    if decide:  # -- the relevance decision for vector hits (RecallParams.standout) --
+        for step, line in enumerate(queries):
+            name = _list_name("vector", step)
+            if not ranked.get(name):
+                continue
+            said = words if step == 0 and words is not None else line
+            found = {m for m, _ in ranked.get(_list_name("bm25", step), [])}
+            if is_chitchat(said):  # a reaction recalls by its words only
+                ranked[name] = [(m, sc) for m, sc in ranked[name] if m in found]
+            else:
+                spread = spreads.get(step)
+                # where the line's own words found the topic, vectors may add its paraphrases more freely
+                bar = params.matched_standout if found else params.standout
+                ranked[name] = [(m, sc) for m, sc in ranked[name] if m in found or standout(sc, spread) >= bar]
     return {c: v for c, v in ranked.items() if v}, small, view
 
 
@@ -608,15 +793,18 @@ def _confidence(terms: dict[str, float], top: Sequence[str], df: Callable[[str],
 
 
 def word_match(index: SearchIndex, ns: Namespace, small: Sequence[MemoryText] | None, lines: Sequence[str],
-               chat: ChatRef | None = None, view: NamespaceView | None = None) -> bool:
+               chat: ChatRef | None = None, view: NamespaceView | None = None, *, content: bool = False) -> bool:
     """True when a word of the query ``lines`` occurs in one of ``ns``'s memories
     (disclosed in ``chat``): a token that is not a single CJK character, i.e. a
     jieba word of two or more characters or a Latin word / number. ``small``:
     the namespace's rows when searched exactly, ``view`` its cached view (else
     the index's full-text search is asked for one hit). CJK unigrams are left out because one shared
     character (「你会弹钢琴吗」 / 「我会做饭」) says nothing about the topic.
+    ``content``: only the lines' content terms count (``content_terms``: "lately"
+    or 「觉得」 says nothing about the topic either).
     Raises SearchIndexError when the index path's search fails."""
-    words = {t for line in lines for t in tokens(line) if not (len(t) == 1 and is_cjk(t))}
+    words = {t for line in lines for t in (content_terms(line) if content else tokens(line))
+             if not (len(t) == 1 and is_cjk(t))}
     if not words:
         return False
     if view is not None:
@@ -673,14 +861,25 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     # period's memories are its candidates (the time channel's own), neither BM25 (it would match the date
     # stamp of a greeting) nor the vectors (the meaning of "what did we talk about") rank them, and a day
     # without memories recalls nothing
-    date_only = words is not None and not _content_words(words)
+    date_only = words is not None and not _content_words(words) \
+        and not (params.standout > 0 and is_chitchat(query.question))  # 「今天好冷」 asks nothing of today
     if only is not None:  # -- metadata filter (issue 26 item 17): deeper channels, then only those ids --
         params = replace(params, candidates=max(params.candidates, MAX_FILTERED_CANDIDATES))
-    ranked, small, view = _channels(store, index, ns, queries, chat, params, cache, words, stats, known_vectors,
+    decision = params
+    if params.standout > 0 and query.question and not is_chitchat(query.question) \
+            and (named is not None or _FIRST_TIME_RE.search(to_simplified(query.question))
+                 or (params.time_weight <= 0 and query_period_span(query.question, now) is not None)):
+        # a question asked by a period (「5月4日那天我遇到了什么麻烦？」, "the first time") is about what
+        # was said then, which the time channel reads: its hits need not stand out from the rest
+        decision = replace(params, standout=0.0)
+    ranked, small, view = _channels(store, index, ns, queries, chat, decision, cache, words, stats, known_vectors,
                                     embed_older)
     if only is not None:
         ranked = {c: [(m, v) for m, v in hits if m in only] for c, hits in ranked.items()}
     lists = {c: [m for m, _ in hits] for c, hits in ranked.items()}
+    if decision.standout > 0 and query.context and not date_only and not (lists.get("bm25") or lists.get("vector")) \
+            and not leans_on_context(query.question):
+        lists = {}  # the lines before a question that found nothing of its own bring nothing in (DESIGN rule 4)
     weights = {"bm25": params.bm25_weight, "vector": vector_weight(index, params), "time": params.time_weight}
     for step, (_line, w) in enumerate(query.context, start=1):  # each context line's lists, at its lower weight
         weights[_list_name("bm25", step)] = w * weights["bm25"]
@@ -1013,16 +1212,36 @@ def _query_vectors(index: SearchIndex, queries: Sequence[str], known: Mapping[st
     return out
 
 
+Spread = tuple[float, float, int]
+"""(mean, standard deviation, rows) of a namespace's cosines for one query line (``standout``)."""
+
+
 def _indexed(index: SearchIndex, ns: Namespace, line: str, vec: np.ndarray | None,
-             params: RecallParams, chat: ChatRef | None) -> dict[str, list[tuple[str, float]]]:
-    """Both channels of one query line through the LanceDB index, prefiltered on ``ns`` (large namespaces)."""
+             params: RecallParams, chat: ChatRef | None, rows: int
+             ) -> tuple[dict[str, list[tuple[str, float]]], Spread | None, frozenset[str] | None]:
+    """Both channels of one query line through the LanceDB index, prefiltered on
+    ``ns`` (large namespaces), as ``_search_view``'s answer: the lists, the spread
+    of the cosines fitted to the returned ones' tail (``_tail_spread`` of the
+    namespace's ``rows`` live memories) and, when the decision is on and the line
+    has words beside its content terms, the BM25 hits that hold a content term
+    (a second full-text search for those alone; None: every hit does)."""
     ranked: dict[str, list[tuple[str, float]]] = {}
+    spread = None
+    holding = None
     if "bm25" in params.channels:
-        hits = index.search_bm25(ns, list(_query_terms(line)), params.candidates, chat=chat)
+        terms = list(_query_terms(line))
+        hits = index.search_bm25(ns, terms, params.candidates, chat=chat)
         ranked["bm25"] = [(h.id, h.score) for h in hits]
+        if params.standout > 0 and hits:
+            content = sorted(_word_terms(line))
+            if len(content) < len(terms):
+                holding = frozenset(h.id for h in index.search_bm25(ns, content, params.candidates, chat=chat)) \
+                    if content else frozenset()
     if "vector" in params.channels and vec is not None:
         ranked["vector"] = [(h.id, h.score) for h in index.search_vector(ns, vec, params.candidates, chat=chat)]
-    return ranked
+        if params.standout > 0:
+            spread = _tail_spread([sc for _, sc in ranked["vector"]], rows)
+    return ranked, spread, holding
 
 
 def _disclosed(m: MemoryText | Candidate, chat: ChatRef | None) -> bool:
@@ -1062,7 +1281,8 @@ def _exact_view(index: SearchIndex, small: Sequence[MemoryText], queries: Sequen
 
 
 def _search_view(index: SearchIndex, view: NamespaceView, line: str, vec: np.ndarray | None,
-                 params: RecallParams, chat: ChatRef | None, ns: Namespace) -> dict[str, list[tuple[str, float]]]:
+                 params: RecallParams, chat: ChatRef | None, ns: Namespace
+                 ) -> tuple[dict[str, list[tuple[str, float]]], Spread | None, frozenset[str] | None]:
     """Both channels of one query line over a namespace view, disclosure applied
     (``NamespaceView.disclosed``, the rule of ``_disclosed``): BM25 with the
     disclosed documents' own statistics (``bm25_scores``' arithmetic), cosine of
@@ -1070,18 +1290,33 @@ def _search_view(index: SearchIndex, view: NamespaceView, line: str, vec: np.nda
     cosines from a view's int8 codes) — or, for a view held without vectors
     (a namespace over the cache's vector budget), the index's vector search of
     ``ns`` with the same disclosure; each list best first, ties broken by id, cut
-    at ``params.candidates``."""
+    at ``params.candidates``. With the lists: the spread of the line's cosines
+    over the disclosed memories (``NamespaceView.nearest_spread``; fitted to the
+    returned ones' tail on the index's vector search, ``_tail_spread``; None when
+    the decision is off) and the BM25 hits that hold a content term of the line
+    (None: every hit does, or the decision is off)."""
     mask = view.disclosed(chat)
     ranked: dict[str, list[tuple[str, float]]] = {}
+    spread = None
+    holding = None
     if not len(view) or (mask is not None and not mask.any()):
-        return ranked
+        return ranked, spread, holding
     if "bm25" in params.channels:
-        scores = view.bm25.scores(_query_terms(line), mask, k1=params.bm25_k1, b=params.bm25_b,
+        terms = _query_terms(line)
+        scores = view.bm25.scores(terms, mask, k1=params.bm25_k1, b=params.bm25_b,
                                   min_length=params.bm25_min_length)
         ranked["bm25"] = view.top(scores, mask, params.candidates, positive=True)
+        if params.standout > 0 and ranked["bm25"]:
+            content = _word_terms(line)
+            if len(content) < len(terms):
+                held = np.where(view.bm25.holding(content), scores, 0.0)
+                holding = frozenset(m for m, _ in view.top(held, mask, params.candidates, positive=True))
     if "vector" in params.channels and vec is not None:
         if view.form is VectorForm.NONE:
             ranked["vector"] = [(h.id, h.score) for h in index.search_vector(ns, vec, params.candidates, chat=chat)]
+            if params.standout > 0:
+                rows = len(view) if mask is None else int(mask.sum())
+                spread = _tail_spread([sc for _, sc in ranked["vector"]], rows)
         else:
-            ranked["vector"] = view.nearest(vec, mask, params.candidates)
-    return ranked
+            ranked["vector"], spread = view.nearest_spread(vec, mask, params.candidates)
+    return ranked, spread, holding

@@ -272,6 +272,15 @@ def tokens(text: str) -> list[str]:
     return list(_text_tokens(text))
 
 
+def words(text: str) -> list[str]:
+    """The jieba words of ``tokens(text)`` without the CJK unigrams it adds (a
+    single character that jieba cut as a word of its own, 「猫」 in 「我的猫」, is
+    one; 「猫」 of 「养猫」 is not): simplified, case-folded, English stemmed, no
+    stopwords, in order."""
+    norm = normalise(text)
+    return list(_token_parts(norm)[0]) if norm else []
+
+
 RETELL_SHARE = 0.5
 """The share of a text's words another line must hold to retell it (``retells``)."""
 

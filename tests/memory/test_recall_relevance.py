@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from dataclasses import replace
+
 from memory.recall import has_content
+from memory.text import is_cjk
 from memory.types import Namespace
 
 NS = Namespace("t1", "tg:42")
@@ -121,8 +124,147 @@ def test_vector_floor_is_lower_once_a_word_matches(person, offline, query):
     matched = getattr(offline, "matched_min_similarity", None)
     if matched is None or matched >= strict:
         pytest.skip(f"{offline.name} declares no lower floor for matched queries")
-    lowered, _ = channel_hits(person.store, person.index, NS, [query])
-    kept, _ = channel_hits(person.store, person.index, NS, [query], params=RecallParams(matched_vector_floor=strict))
+    floors = RecallParams(standout=0)  # the floors alone, without the relevance decision's outlier test
+    lowered, _ = channel_hits(person.store, person.index, NS, [query], params=floors)
+    kept, _ = channel_hits(person.store, person.index, NS, [query],
+                           params=replace(floors, matched_vector_floor=strict))
     assert all(sc >= matched for _, sc in lowered.get("vector", []))
     assert all(sc >= strict for _, sc in kept.get("vector", []))
     assert any(sc < strict for _, sc in lowered.get("vector", []))
+
+
+# -- the relevance decision: a vector hit must stand out, a BM25 hit must hold a content word --
+
+EVERYDAY = ["我养了一只猫，叫煤球。", "我对花生过敏。", "我每天坐地铁上班，单程一个小时。", "我在一家互联网公司做产品经理。",
+            "周末我喜欢去爬山。", "我妹妹在杭州读大学。", "我最近在学尤克里里。", "我不吃香菜。",
+            "I have a golden retriever named Biscuit.", "My sister lives in Berlin.", "I work as a nurse on night shifts.",
+            "I'm training for a half marathon in April.", "I'm allergic to shellfish.", "I grew up in Cleveland."]
+
+
+NS_EN = Namespace("t1", "tg:43")
+
+
+@pytest.fixture(scope="module")
+def everyday(tmp_path_factory):
+    """A core (e5-small, the default) with two people: NS said EVERYDAY's Chinese facts, NS_EN its English ones."""
+    from memory.core import MemoryCore
+    from memory.embed import make_embedder
+    from memory.index import SearchIndex
+    from memory.store import Store
+
+    tmp = tmp_path_factory.mktemp("everyday")
+    core = MemoryCore(Store(f"sqlite:///{tmp / 'e.db'}"), SearchIndex(tmp / "ei", make_embedder("e5-small")))
+    with core.batch():
+        for text in EVERYDAY:
+            ns = NS if is_cjk(text[0]) else NS_EN
+            core.add(ns, core.new(ns, text))
+    yield core
+    core.close()
+
+
+def _of(line: str) -> Namespace:
+    """The person a line is sent by: the Chinese speaker, or the English one for a line without CJK."""
+    return NS if any(is_cjk(c) for c in line) else NS_EN
+
+
+OFF_TOPIC = ["今天好冷", "困死了", "笑死", "这首歌还挺好听的", "所以学姐给我推荐啥色号好呀？", "這首歌還挺好聽的", "今天好冷啊🥶",
+             "笑死我了😂😂", "the stock market is wild lately", "lol same", "I watched a funny video earlier 😂",
+             "ugh this weather", "that's so random", "what should I have for dinner?"]
+
+
+@pytest.mark.parametrize("exact_max", [1024, 0], ids=["exact", "index"])
+@pytest.mark.parametrize("line", OFF_TOPIC)
+def test_an_off_topic_line_over_a_person_with_memories_recalls_nothing(everyday, line, exact_max):
+    """The issue's case: chit-chat and off-topic lines (zh, traditional, emoji, en) over a person with everyday
+    memories bring none of them, on the exact path and the index path (issue 37: 6 of 6 slots filled before)."""
+    from memory.recall import RecallParams
+
+    assert everyday.recall(_of(line), [line], params=RecallParams(exact_max=exact_max)) == []
+
+
+@pytest.mark.parametrize("exact_max", [1024, 0], ids=["exact", "index"])
+@pytest.mark.parametrize("question,expected", [
+    ("我的猫叫什么名字？", "我养了一只猫，叫煤球。"), ("我对什么过敏来着？", "我对花生过敏。"),
+    ("我妹妹在哪裡讀大學？", "我妹妹在杭州读大学。"), ("What's my dog called?", "I have a golden retriever named Biscuit."),
+    ("Where does my sister live?", "My sister lives in Berlin."), ("When is my half marathon?", "I'm training for a half marathon in April."),
+])
+def test_a_question_about_what_they_said_still_finds_it(everyday, question, expected, exact_max):
+    """The decision costs no question about what the person said (zh, traditional, en; both paths)."""
+    from memory.recall import RecallParams
+
+    hits = everyday.recall(_of(question), [question], params=RecallParams(exact_max=exact_max))
+    assert expected in [h.memory.text for h in hits][:3]
+
+
+def test_a_bm25_hit_needs_a_content_word_not_a_function_character(everyday):
+    """「我要认真看！」 shares only 「看」「要」 with the memories: no BM25 hit (before: every memory holding 看 or 要)."""
+    from memory.recall import RecallParams, channel_hits
+
+    loose, _ = channel_hits(everyday.store, everyday.index, NS, ["我要上班"], params=RecallParams(standout=0))
+    strict, _ = channel_hits(everyday.store, everyday.index, NS, ["我要上班"])
+    assert loose.get("bm25") and strict.get("bm25")  # 「上班」 is a content word: the hit stays
+    before, _ = channel_hits(everyday.store, everyday.index, NS, ["我要认真看一下"], params=RecallParams(standout=0))
+    after, _ = channel_hits(everyday.store, everyday.index, NS, ["我要认真看一下"])
+    assert before.get("bm25") and not after.get("bm25")
+
+
+def test_the_lines_before_an_unrelated_question_bring_nothing_in(everyday):
+    """A question that found nothing of its own and does not lean on the tail recalls nothing, however
+    related the line before it was (before: the aside's hits filled the turn)."""
+    assert everyday.recall(NS, ["我的猫叫煤球", "What's the capital of Peru?"]) == []
+    hits = everyday.recall(NS, ["我的猫叫煤球", "它最近怎么样？"])  # leans on the line before: it is its topic
+    assert hits and hits[0].memory.text == "我养了一只猫，叫煤球。"
+
+
+@pytest.mark.parametrize("line", ["哈哈", "笑死", "困死了", "好冷啊", "绝了绝了", "晚安～", "lol", "same", "that's so random",
+                                  "I'm so tired", "omg 😂", "good night!"])
+def test_reactions_are_chitchat(line):
+    """Reactions, moods and greetings are chit-chat on the query side (zh and en)."""
+    from memory.recall import is_chitchat
+
+    assert is_chitchat(line)
+
+
+@pytest.mark.parametrize("line", ["我的猫呢", "笑死，我的猫又打翻了杯子", "好冷，我要去买羽绒服", "lol my dog ate my homework",
+                                  "the stock market is wild lately", "我不吃香菜"])
+def test_lines_that_name_something_are_not_chitchat(line):
+    """A line that names a thing (a cat, a coat, the stock market) is not chit-chat, laughter beside it or not."""
+    from memory.recall import is_chitchat
+
+    assert not is_chitchat(line)
+
+
+def test_standout_leaves_the_hit_out_of_its_spread():
+    """The z-score is against the other memories: a hit far above nine equal others stands out, one among
+    equals does not, and too few memories give no distribution (the floors decide)."""
+    import math
+
+    import numpy as np
+
+    from memory.recall import STANDOUT_MIN_ROWS, standout
+
+    def spread(xs):
+        a = np.asarray(xs, dtype=np.float64)
+        return float(a.mean()), float(a.std()), len(a)
+
+    others = [0.85 + 0.005 * (i % 3) for i in range(9)]
+    assert standout(0.92, spread([0.92, *others])) > 10
+    assert standout(0.855, spread([0.855, *others])) < 1
+    assert standout(0.9, spread([0.9, 0.8][:STANDOUT_MIN_ROWS - 1])) == math.inf
+    assert standout(0.9, None) == math.inf
+
+
+def test_the_index_path_fits_the_spread_from_the_returned_tail():
+    """On the index path only the best 40 cosines are known: a normal fitted to their tail gives the
+    best hit's z-score within 0.5 of the one over every cosine (normal cosines, 1,500-50,000 memories)."""
+    import numpy as np
+
+    from memory.recall import _tail_spread
+
+    for seed in range(3):
+        for n in (1500, 5000, 50000):
+            cos = np.random.default_rng(seed).normal(0.80, 0.02, n)
+            top = sorted(cos, reverse=True)[:40]
+            mean, sd, _ = _tail_spread(top, n)
+            assert abs((top[0] - mean) / sd - (top[0] - cos.mean()) / cos.std()) < 0.5
+    assert _tail_spread(top[:6], 5000) is None  # too few to fit
