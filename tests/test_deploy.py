@@ -134,9 +134,9 @@ def test_images_are_build_arguments_and_published_port_is_local():
 
 
 def test_operator_files_are_git_ignored():
-    """.env and huiyi.toml (and config/*.toml) never get committed."""
+    """.env and huiyi.toml (and config/*.toml) never get committed, nor the built packages in dist/."""
     ignored = set((ROOT / ".gitignore").read_text(encoding="utf-8").split())
-    assert {".env", "huiyi.toml", "config/*.toml"} <= ignored
+    assert {".env", "huiyi.toml", "config/*.toml", "dist/"} <= ignored
 
 
 def test_dockerfile_layers_user_and_base_argument():
