@@ -418,15 +418,21 @@ def _tail(text: str, room: int) -> str:
     """The end of ``text`` (longer than ``room`` characters) in at most ``room``:
     from the earliest sentence start that leaves it within ``room``
     (``memory.text.sentence_starts``: never after "St." or "Dr."); when the last
-    sentence alone is longer, from the earliest word start; else (a run of
-    Chinese without a break) its last ``room`` characters."""
+    sentence alone is longer, from the first word start within
+    ``_WORD_SLACK`` characters; else (a run of Chinese without a break) its last
+    ``room`` characters."""
     from memory.text import sentence_starts
 
     cut = len(text) - room
     at = next((s for s in sentence_starts(text) if s >= cut), None)
     if at is None:
-        at = next((i for i in range(max(cut, 1), len(text)) if text[i - 1].isspace() and not text[i].isspace()), cut)
+        near = range(max(cut, 1), min(cut + _WORD_SLACK, len(text)))
+        at = next((i for i in near if text[i - 1].isspace() and not text[i].isspace()), cut)
     return text[at:].strip()
+
+
+#: characters a cut inside one long sentence may move forward to start at a word (longer than most words)
+_WORD_SLACK = 20
 
 
 def search_text(text: str, context: str = "") -> str:
