@@ -351,6 +351,46 @@ _BOUNDARY_SEMICOLON_RE = re.compile(rf"[；;]+[{_CLOSERS}]*|{_BOUNDARY}")
 _CLAUSE_RE = re.compile(r"(?<=[，,、：:])")
 
 
+#: words whose full stop ends no sentence ("St. Petersburg", "Dr. Li", "e.g. a cat"), lower case, without
+#: the final stop; a single letter (an initial: "J. K. Rowling") counts as one too. "etc." and "No." are
+#: left out: they end sentences as often as not.
+ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "st", "mt", "ft", "prof", "sr", "jr", "rev", "gen", "capt",
+                           "lt", "sgt", "vs", "approx", "e.g", "i.e", "cf", "ca"})
+_WORD_BEFORE_STOP_RE = re.compile(r"(?<![A-Za-z.])([A-Za-z](?:[A-Za-z]|\.(?=[A-Za-z]))*)$")
+
+
+def _abbreviation_before(text: str, stop: int) -> bool:
+    """Does the full stop at ``text[stop]`` end an abbreviation (``ABBREVIATIONS``, or a single letter)?"""
+    m = _WORD_BEFORE_STOP_RE.search(text, 0, stop)
+    if m is None:
+        return False
+    word = m.group(1).lower()
+    return len(word) == 1 or word in ABBREVIATIONS
+
+
+def sentence_starts(text: str) -> list[int]:
+    """Offsets into ``text`` at which a sentence begins, ascending: the first
+    non-space character of ``text`` and the first after each end that
+    ``split_sentences`` finds (。！？!?, a full stop before space, the end, a
+    non-ASCII character or a closing quote, newlines) — except a single full stop
+    ending an abbreviation ("St. Petersburg", "Dr. Li", "Mr.", "e.g.", an
+    initial), where no sentence begins. ``""`` gives ``[]``. Used to cut a
+    line's beginning at a sentence (``memory.types.clip_line``)."""
+    text = text or ""
+    starts = []
+    first = len(text) - len(text.lstrip())
+    if first < len(text):
+        starts.append(first)
+    for m in _BOUNDARY_RE.finditer(text):
+        if m.group().startswith(".") and not m.group().startswith("..") and _abbreviation_before(text, m.start()):
+            continue
+        rest = text[m.end():]
+        at = m.end() + len(rest) - len(rest.lstrip())
+        if at < len(text) and (not starts or at > starts[-1]):
+            starts.append(at)
+    return starts
+
+
 def split_sentences(text: str, *, semicolons: bool = False, max_chars: int | None = None) -> list[str]:
     """Sentences of zh, en and mixed ``text``, stripped, empty ones dropped.
 

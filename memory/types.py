@@ -396,7 +396,8 @@ another line keep the two latest, each in half the room (``MemoryCore.add``)."""
 def clip_line(line: str, room: int, name: str | None = None) -> str:
     """``line`` (``"<name>: <text>"``) in at most ``room`` characters: whole when it
     fits, else the name and the end of the text (a line that asks usually asks at
-    its end), whitespace collapsed; without a name (no ``": "``), its end.
+    its end) from a sentence's start ("St. Petersburg" is no end; ``_tail``),
+    whitespace collapsed; without a name (no ``": "``), its end.
     ``name``: the speaker's name when the caller knows it (it may itself hold
     ``": "``, e.g. "Bot: Mochi"); else the part before the first ``": "``."""
     line = " ".join(line.split())
@@ -409,8 +410,29 @@ def clip_line(line: str, room: int, name: str | None = None) -> str:
     else:
         name, sep, text = line.partition(": ")
     if sep and len(name) + 2 < room:
-        return f"{name}: {text[-(room - len(name) - 2):].strip()}"
-    return line[-room:].strip()
+        return f"{name}: {_tail(text, room - len(name) - 2)}"
+    return _tail(line, room)
+
+
+def _tail(text: str, room: int) -> str:
+    """The end of ``text`` (longer than ``room`` characters) in at most ``room``:
+    from the earliest sentence start that leaves it within ``room``
+    (``memory.text.sentence_starts``: never after "St." or "Dr."); when the last
+    sentence alone is longer, from the first word start within
+    ``_WORD_SLACK`` characters; else (a run of Chinese without a break) its last
+    ``room`` characters."""
+    from memory.text import sentence_starts
+
+    cut = len(text) - room
+    at = next((s for s in sentence_starts(text) if s >= cut), None)
+    if at is None:
+        near = range(max(cut, 1), min(cut + _WORD_SLACK, len(text)))
+        at = next((i for i in near if text[i - 1].isspace() and not text[i].isspace()), cut)
+    return text[at:].strip()
+
+
+#: characters a cut inside one long sentence may move forward to start at a word (longer than most words)
+_WORD_SLACK = 20
 
 
 def search_text(text: str, context: str = "") -> str:

@@ -29,6 +29,8 @@ NGINX_CONF = ROOT / "config" / "nginx" / "huiyi.conf"
 ENV_EXAMPLE = (ROOT / ".env.example").read_text(encoding="utf-8")
 DOCKERFILE = (ROOT / "Dockerfile").read_text(encoding="utf-8")
 INTERPOLATION = re.compile(r"\$\{([A-Z0-9_]+)(?::?-([^}]*))?\}")
+#: ``${VAR:?message}``: compose refuses to start while VAR is unset or empty, printing the message
+REQUIRED = re.compile(r"\$\{([A-Z0-9_]+):\?([^}]+)\}")
 
 
 def _secret_fields(model: type[BaseModel], prefix: str) -> list[str]:
@@ -132,9 +134,9 @@ def test_images_are_build_arguments_and_published_port_is_local():
 
 
 def test_operator_files_are_git_ignored():
-    """.env and huiyi.toml (and config/*.toml) never get committed."""
+    """.env and huiyi.toml (and config/*.toml) never get committed, nor the built packages in dist/."""
     ignored = set((ROOT / ".gitignore").read_text(encoding="utf-8").split())
-    assert {".env", "huiyi.toml", "config/*.toml"} <= ignored
+    assert {".env", "huiyi.toml", "config/*.toml", "dist/"} <= ignored
 
 
 def test_dockerfile_layers_user_and_base_argument():
@@ -236,10 +238,12 @@ def test_the_gateway_gets_the_whole_env_file_so_a_misspelt_name_is_refused(tmp_p
 
 
 def test_a_gateway_that_cannot_start_is_retried_a_few_times_then_left_failed():
-    """The gateway's configuration error exits non-zero (2), and its restart policy retries a failure a bounded
-    number of times, so `docker compose ps` ends on "Exited (2)" instead of a restart loop (issue 26 item 9)."""
+    """The gateway's configuration error exits non-zero (2), and the restart policy of every gateway of both
+    compose files retries a failure a bounded number of times, so `docker compose ps` ends on "Exited (2)"
+    instead of a restart loop that reads "Up 4 seconds (health: starting)" (the multi-host file restarted
+    its gateways without end)."""
     assert CONFIG_EXIT != 0
-    for name, svc in GATEWAYS.items():
+    for name, svc in [*GATEWAYS.items(), *MH_GATEWAYS.items()]:
         m = re.fullmatch(r"on-failure:(\d+)", svc["restart"])
         assert m and 1 <= int(m.group(1)) <= 10, (name, svc["restart"])
 
@@ -370,7 +374,7 @@ def test_multihost_gateway_environment_loads_with_the_index_on_minio(tmp_path, m
     assert env["HUIYI_INDEX_S3__ACCESS_KEY_ID"] == minio["MINIO_ROOT_USER"]
     assert env["HUIYI_INDEX_S3__SECRET_ACCESS_KEY"] == minio["MINIO_ROOT_PASSWORD"]
     for var, value in env.items():
-        monkeypatch.setenv(var, _resolved(str(value)))
+        monkeypatch.setenv(var, REQUIRED.sub("set-in-dotenv", _resolved(str(value))))
     monkeypatch.setenv("HUIYI_CONFIG", str(tmp_path))
     monkeypatch.setenv("HUIYI_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("HUIYI_EMBED_BASE_URL", "")
@@ -384,3 +388,36 @@ def test_multihost_gateway_environment_loads_with_the_index_on_minio(tmp_path, m
     bucket = MH_SERVICES["minio-bucket"]
     assert bucket["entrypoint"][-1] == "local/${MINIO_BUCKET:-huiyi}"
     assert "@minio:9000" in bucket["environment"]["MC_HOST_local"]
+
+
+def test_multihost_gateways_share_one_required_console_secret(tmp_path, monkeypatch):
+    """Behind the balancer every gateway must sign console cookies with one secret (each made its own in its
+    own volume and 3 of 6 console requests bounced to the login page): the multi-host file passes
+    HUIYI_CONSOLE__SECRET to every gateway as ``${HUIYI_CONSOLE__SECRET:?…}``, so compose refuses to start
+    without it and says where to set it, and the value reaches the console's settings."""
+    for name, gw in MH_GATEWAYS.items():
+        value = gw["environment"].get("HUIYI_CONSOLE__SECRET")
+        m = REQUIRED.fullmatch(str(value))
+        assert m and m.group(1) == "HUIYI_CONSOLE__SECRET", (name, value)
+        assert ".env" in m.group(2) and "every gateway" in m.group(2), m.group(2)
+    assert "HUIYI_CONSOLE__SECRET=" in ENV_EXAMPLE
+    monkeypatch.setenv("HUIYI_CONFIG", str(tmp_path))
+    monkeypatch.setenv("HUIYI_CONSOLE__SECRET", "one-for-all")
+    assert load_settings().console.secret == "one-for-all"
+
+
+def test_serve_stops_on_a_configuration_error_before_loading_the_web_stack(tmp_path):
+    """`huiyi serve` with a misspelt variable exits 2 with the one line before importing uvicorn and the app
+    (it took ~10 s on a loaded machine, each turn of a container's restart loop showing "Up … (health:
+    starting)"); the healthcheck of the image is the script the Dockerfile copies."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom gateway.cli.main import app\ntry:\n    app(['serve'])\nexcept SystemExit as e:\n"
+            "    print(e.code, 'uvicorn' in sys.modules, 'gateway.http.app' in sys.modules)\n")
+    env = {"PATH": "/usr/bin:/bin", "HUIYI_DATA_DIR": str(tmp_path / "data"), "HUIYI_CONFIG": str(tmp_path),
+           "HUIYI_LLM_MODLE": "qwen2.5:1.5b", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.stdout.split() == ["2", "False", "False"], (r.stdout, r.stderr)
+    assert "HUIYI_LLM_MODLE: unknown key (did you mean HUIYI_LLM_MODEL?)" in r.stderr
+    assert "COPY scripts/healthcheck.py /usr/local/bin/huiyi-healthcheck" in DOCKERFILE

@@ -1,6 +1,7 @@
 """The documentation holds together: README stays a short front door, and every
 relative link in README.md and docs/*.md reaches a file and, with a #fragment,
-a heading of it (GitHub's anchor rules)."""
+a heading of it (GitHub's anchor rules); docs/api.md's metadata example, run against the app, finds
+what it stores."""
 
 from __future__ import annotations
 
@@ -51,3 +52,39 @@ def test_relative_links_reach_a_file_and_a_heading():
             elif fragment and dest.suffix == ".md" and fragment not in anchors(dest):
                 broken.append(f"{page.name}: {target} (no such heading)")
     assert broken == [], broken
+
+
+def test_api_md_metadata_example_finds_what_its_own_lines_store(core):
+    """docs/api.md's metadata example run against the app: what its capture line stores (煤球三岁了, topic
+    pets), its list and its search with the filter find — the search asked "cat" of a memory in Chinese
+    and found nothing."""
+    import json
+    from urllib.parse import parse_qsl
+
+    from fastapi.testclient import TestClient
+
+    from gateway.config import TenantSettings, load_settings
+    from gateway.http.app import create_app
+    from gateway.pipeline import Pipeline
+
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    block = re.search(r"\*\*Metadata\*\*.*?```sh\n(.*?)```", text, re.DOTALL).group(1)
+    calls = re.findall(r"""^curl -s( -G)? "\$\{H\[@\]\}" \$B(/\S+) (-d|--data-urlencode) '(.*)'$""", block, re.M)
+    assert len(calls) == 3, block
+    base = re.search(r"B=http://127\.0\.0\.1:8080(/v1/subjects/\S+)", text).group(1)
+    s = load_settings(tenants={"default": TenantSettings()})
+    with TestClient(create_app(s, pipeline=Pipeline(s, core)), client=("127.0.0.1", 50000)) as client:
+        answers = []
+        for get, path, flag, body in calls:
+            if get:
+                r = client.get(base + path, params=dict(parse_qsl(body)))
+            else:
+                r = client.post(base + path, json=json.loads(body))
+            assert r.status_code == 200, (path, r.text)
+            answers.append(r.json())
+    stored, listed, searched = answers
+    (result,) = stored["results"]
+    assert result["action"] == "stored" and result["memory"]["metadata"] == {"topic": "pets"}
+    memory_id = result["memory"]["id"]
+    assert [m["id"] for m in listed["items"]] == [memory_id]
+    assert [h["memory"]["id"] for h in searched["hits"]] == [memory_id]

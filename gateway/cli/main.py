@@ -126,11 +126,13 @@ def serve(host: Annotated[str | None, typer.Option(help="listen address")] = Non
           port: Annotated[int | None, typer.Option(help="listen port")] = None,
           polling: Annotated[bool, typer.Option(help="long-poll Telegram instead of its webhook (development)")] = False) -> None:
     """Run the gateway (embedded defaults: SQLite + local LanceDB + offline embedder)."""
+    # the configuration first: an error exits 2 in the time Python takes to start, before the web
+    # stack is imported, so a container's restart policy gives up on it within seconds
+    settings = load_settings()
     import uvicorn
 
     from gateway.http.app import create_app
 
-    settings = load_settings()
     # one JSON object per line; a person's words only when the privacy switch allows (gateway.logs)
     configure_logging(json_logs=True, allow_text=settings.audit_fragments)
     # slow and hostile clients: a bound on connections at once (503 beyond it), and

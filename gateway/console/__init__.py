@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.config import Settings
-from gateway.console.session import LoginLimiter, Sessions, secret_of
+from gateway.console.session import LoginLimiter, Sessions, fingerprint_of, secret_of
 
 __all__ = ["mount", "ConsoleState", "STATIC"]
 
@@ -53,10 +53,13 @@ STATIC = Path(__file__).resolve().parent / "static"
 
 @dataclass(frozen=True, slots=True)
 class ConsoleState:
-    """What the console's routes share (``app.state.console``)."""
+    """What the console's routes share (``app.state.console``); ``fingerprint``:
+    of the signing secret (``fingerprint_of``), compared with the other gateways'
+    on the same database by ``/readyz``."""
 
     sessions: Sessions
     limiter: LoginLimiter
+    fingerprint: str
 
 
 def mount(app, settings: Settings) -> None:
@@ -70,6 +73,7 @@ def mount(app, settings: Settings) -> None:
 
     cfg = settings.console
     secret = secret_of(cfg.secret, settings.data_dir)
-    app.state.console = ConsoleState(Sessions(secret, cfg.session_hours * 3600), LoginLimiter(cfg.login_rate))
+    app.state.console = ConsoleState(Sessions(secret, cfg.session_hours * 3600), LoginLimiter(cfg.login_rate),
+                                     fingerprint_of(secret))
     app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")

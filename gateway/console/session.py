@@ -45,8 +45,8 @@ from limits.strategies import MovingWindowRateLimiter
 
 from memory.store import ApiKey, KeyScope
 
-__all__ = ["COOKIE", "LOGIN_COOKIE", "LOGIN_TOKEN_S", "Session", "Sessions", "LoginLimiter", "secret_of", "same_token",
-           "sent_from_here"]
+__all__ = ["COOKIE", "LOGIN_COOKIE", "LOGIN_TOKEN_S", "Session", "Sessions", "LoginLimiter", "secret_of", "fingerprint_of",
+           "same_token", "sent_from_here"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,18 @@ def secret_of(configured: str | None, data_dir: Path) -> str:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(value)
     return value
+
+
+#: the fixed label keyed by the secret in its fingerprint (``fingerprint_of``)
+_FINGERPRINT_LABEL = b"huiyi console secret fingerprint v1"
+
+
+def fingerprint_of(secret: str) -> str:
+    """A fingerprint of the console's signing ``secret`` that gateways sharing a
+    database can compare (``Store.note_console_secret``): HMAC-SHA256 keyed by
+    the secret over a fixed label, 64 hex characters. Equal secrets give equal
+    fingerprints; the secret cannot be recovered from one, nor a cookie signed."""
+    return hmac.new(secret.encode("utf-8", "surrogatepass"), _FINGERPRINT_LABEL, "sha256").hexdigest()
 
 
 def same_token(given: str | None, expected: str | None) -> bool:

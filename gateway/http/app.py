@@ -107,11 +107,15 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         app.state.onebot = OneBotHTTP(pipeline, http)
         from gateway.http.health import Readiness
 
-        app.state.readiness = Readiness(pipeline, http, {"telegram": lambda: app.state.telegram.ready})
+        console = getattr(app.state, "console", None)
+        app.state.readiness = Readiness(pipeline, http, {"telegram": lambda: app.state.telegram.ready},
+                                        console_fingerprint=console.fingerprint if console is not None else None)
         from gateway.http.ratelimit import ApiLimits
 
         app.state.api_limits = ApiLimits(pipeline.settings)  # read by api_v1._Guarded before the key and the body
-        tasks = [asyncio.create_task(maintenance(pipeline))]
+        tasks = [asyncio.create_task(maintenance(pipeline)),
+                 # which console secret this gateway signs with, for the others' /readyz (gateway.http.health)
+                 await app.state.readiness.start_console_secret()]
         from gateway.webhooks import ChangeEventSender  # change events out (issue 26 item 17)
 
         app.state.change_events = ChangeEventSender(

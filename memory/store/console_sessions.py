@@ -15,6 +15,13 @@ The session id is ``secrets.token_urlsafe(32)`` (256 random bits); only its
 SHA-256 hex digest is kept (as for API keys: a database reader learns no
 usable session, and a fast hash is enough for a random secret). Not
 namespaced: a session is checked before anyone's namespace is known.
+
+The session cookie is signed with the console's secret, so every gateway on
+one database must sign with the same one, or a cookie signed by one is refused
+by the next behind a balancer. Each running gateway therefore says which
+secret it signs with — a fingerprint of it, never the secret
+(``note_console_secret``) — and reads which the others said within a window;
+``/readyz`` reports a difference (``gateway.http.health``).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from sqlmodel import delete, func, select
 
 from memory.store.apikeys import ApiKey, KeyScope, _value
 from memory.store.base import StoreBase, utcnow
-from memory.store.tables import _ApiKeyRow, _ConsoleSessionRow
+from memory.store.tables import _ApiKeyRow, _ConsoleSecretRow, _ConsoleSessionRow
 
 __all__ = ["ConsoleSessions"]
 
@@ -108,3 +115,34 @@ class ConsoleSessions(StoreBase):
                           .where(_ConsoleSessionRow.tenant == tenant, _ConsoleSessionRow.expires_at > now)
                           .group_by(_ConsoleSessionRow.key_id)).all()
         return {key_id: int(n) for key_id, n in rows}
+
+    def note_console_secret(self, instance: str, fingerprint: str, window_s: float,
+                            now: datetime | None = None) -> set[str]:
+        """Record that gateway process ``instance`` (at most 32 characters)
+        signs console sessions with the secret of ``fingerprint`` (64 hex), as of
+        ``now`` (default: the current UTC time), and return the fingerprints
+        other gateways said within the last ``window_s`` seconds that differ
+        from it (empty: every live gateway agrees). In the same transaction,
+        deletes the rows unrefreshed for longer than ``window_s`` (a gateway that
+        stopped without saying so). Raises ValueError for a window that is not
+        positive."""
+        if not window_s > 0:
+            raise ValueError("the window is a positive number of seconds")
+        now = now or utcnow()
+        cutoff = now - timedelta(seconds=window_s)
+        _C = _ConsoleSecretRow
+        with self._write() as s:
+            s.exec(delete(_C).where(_C.seen_at < cutoff))  # type: ignore[call-overload]
+            row = s.get(_C, instance)
+            if row is None:
+                s.add(_C(instance=instance, fingerprint=fingerprint, seen_at=now))
+            else:
+                row.fingerprint, row.seen_at = fingerprint, now
+                s.add(row)
+            others = s.exec(select(_C.fingerprint).where(_C.instance != instance, _C.fingerprint != fingerprint)).all()
+        return set(others)
+
+    def drop_console_secret(self, instance: str) -> None:
+        """Forget gateway process ``instance``'s row (it is stopping)."""
+        with self._write() as s:
+            s.exec(delete(_ConsoleSecretRow).where(_ConsoleSecretRow.instance == instance))  # type: ignore[call-overload]

@@ -9,7 +9,8 @@ One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` �
 ``memory_conflicts``, ``_ApiKeyRow`` → ``api_keys``, ``_NamespaceStateRow`` →
 ``namespace_state``, ``_NamespaceChangeRow`` → ``namespace_changes``, ``_LinkRow`` → ``memory_links``, ``_ConsolidatedRow`` →
 ``consolidated``, ``_ConsolidationStateRow`` → ``consolidation_state``, ``_ChangeEventRow`` →
-``change_events``, ``_ConsoleSessionRow`` → ``console_sessions``), registered on
+``change_events``, ``_ConsoleSessionRow`` → ``console_sessions``, ``_ConsoleSecretRow`` →
+``console_secrets``), registered on
 ``SQLModel.metadata`` when this module is imported; the row → ``Memory``
 conversion; and the engine helpers (URL normalisation, SQLite pragmas and
 ``BEGIN IMMEDIATE``). Nothing here opens a session: transactions belong to
@@ -289,6 +290,20 @@ class _ConsoleSessionRow(SQLModel, table=True):
     key_id: str = Field(max_length=32)
     created_at: datetime
     expires_at: datetime
+
+
+class _ConsoleSecretRow(SQLModel, table=True):
+    """One running gateway's console signing secret, as a fingerprint
+    (``memory.store.console_sessions``): process ``instance`` (random hex, one
+    per start) signs with the secret whose fingerprint is ``fingerprint`` (64
+    hex characters; never the secret), last said at ``seen_at``. Deleted when
+    that gateway stops, or by any gateway once unrefreshed past the window."""
+
+    __tablename__ = "console_secrets"
+
+    instance: str = Field(primary_key=True, max_length=32)
+    fingerprint: str = Field(max_length=64)
+    seen_at: datetime
 
 
 class _ApiKeyRow(SQLModel, table=True):

@@ -76,7 +76,37 @@ def test_healthz_and_readyz_answer_ok_with_every_check_named(core):
         assert client.get("/healthz").json() == {"status": "ok"}
         r = client.get("/readyz")
         assert r.status_code == 200
-        assert r.json() == {"status": "ready", "checks": {"database": "ok", "index": "ok", "telegram": "ok"}}
+        assert r.json() == {"status": "ready", "checks": {"database": "ok", "index": "ok", "telegram": "ok",
+                                                          "console_secret": "ok"}}
+
+
+def test_gateways_on_one_database_with_different_console_secrets_are_not_ready(core, monkeypatch):
+    """Two gateways over one database whose console secrets differ (each made its own, as behind the multi-host
+    balancer, where half the console's requests bounced to the login page): /readyz of each says 503 naming
+    console_secret and HUIYI_CONSOLE__SECRET; with the same secret both are ready, and the secret is in no row."""
+    monkeypatch.setattr(gateway.http.health, "CACHE_S", 0.0)
+    with TestClient(_app(core, console={"secret": "s3cret-one"}), client=LOOPBACK) as one, \
+            TestClient(_app(core, console={"secret": "s3cret-two"}), client=LOOPBACK) as two:
+        for client in (one, two):
+            r = client.get("/readyz")
+            assert r.status_code == 503, r.text
+            check = r.json()["checks"]["console_secret"]
+            assert check.startswith("failed: ") and "HUIYI_CONSOLE__SECRET" in check
+        rows = _console_secret_rows(core)
+        assert len(rows) == 2 and not any("s3cret" in str(r) for r in rows)
+    assert _console_secret_rows(core) == []  # both stopped: their records went with them
+    with TestClient(_app(core, console={"secret": "same"}), client=LOOPBACK) as one, \
+            TestClient(_app(core, console={"secret": "same"}), client=LOOPBACK) as two:
+        for client in (one, two):
+            r = client.get("/readyz")
+            assert r.status_code == 200 and r.json()["checks"]["console_secret"] == "ok"
+
+
+def _console_secret_rows(core) -> list[tuple]:
+    from sqlalchemy import text
+
+    with core.store.engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(text("SELECT * FROM console_secrets")).all()]
 
 
 def test_readyz_is_503_when_the_database_is_gone(core, monkeypatch):

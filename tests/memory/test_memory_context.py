@@ -14,6 +14,7 @@ import pytest
 from memory.capture import CONTEXT_WINDOW, answered_line, capture
 from memory.recall import RecallParams
 from memory.store import ChatLine
+from memory.text import sentence_starts
 from memory.types import CONTEXT_CHARS, ChatKind, ChatRef, Memory, Namespace, search_text
 
 A = Namespace("default", "tg:1001")
@@ -304,3 +305,49 @@ def test_via_context_is_decided_by_the_lists_that_ranked_the_hit():
     assert not found_via_context(replace(m, context=""), {"bm25": 2}, searched)
     assert not found_via_context(replace(m, text="Anna ran the marathon in Toronto"), {"bm25": 2}, searched)
 
+
+
+#: (lang, name, a companion's line whose naive cut starts after an abbreviation or mid-word, what is kept)
+CLIPPED = [
+    ("en", "Mochi", "I saw the photos from St. Petersburg with Dr. Li and Mr. Brown, e.g. the one at the Hermitage. "
+                    "Did you get to the ballet?", "Did you get to the ballet?"),
+    ("en", "Mochi", "You told me about the trip to St. Petersburg. Did you meet Dr. Li, e.g. at the clinic, "
+                    "or only Mr. Brown?", "Did you meet Dr. Li, e.g. at the clinic, or only Mr. Brown?"),
+    ("zh", "小莫", "上次你说想去圣彼得堡看芭蕾，还说要带上你妹妹和她的同学一起去，说了好久呢。后来去成了吗？人多不多？",
+     "后来去成了吗？人多不多？"),
+]
+
+
+@pytest.mark.parametrize("lang, name, line, kept", CLIPPED, ids=[c[0] + str(i) for i, c in enumerate(CLIPPED)])
+def test_a_clipped_context_starts_at_a_real_sentence_not_after_st_or_dr(lang, name, line, kept):
+    """A companion's line too long for the context is cut at the start of a sentence — never after "St.",
+    "Dr.", "Mr." or "e.g." (the cut fell at "St." and kept "Petersburg…"), nor mid-word — keeping the end of
+    the line that fits: the question; answered_line cuts a line longer than CONTEXT_CHARS the same way."""
+    from memory.types import clip_line
+
+    room = len(name) + 2 + len(kept) + 12  # a few characters more than the kept sentences, less than one more
+    assert clip_line(f"{name}: {line}", room, name) == f"{name}: {kept}"
+    long = line * (CONTEXT_CHARS // len(line) + 1)
+    said = ChatLine(id=1, role="bot", text=long, at=T0, sender_id="bot", sender_name=name)
+    context = answered_line(said, T0 + timedelta(minutes=1), ChatRef("tg", ChatKind.PRIVATE, "1001"))
+    assert len(context) <= CONTEXT_CHARS and context.endswith(kept)
+    text = context.removeprefix(f"{name}: ")
+    assert any(long[i:] == text for i in sentence_starts(long)), text
+
+
+@pytest.mark.parametrize("lang, first, second, kept", [
+    ("en", "Mochi: How was the pride parade?",
+     "Mochi: I read about the new exhibition at the museum on St. Mark's Square that Dr. Rossi curated, the one "
+     "with the glass from Murano. Did you go on Sunday?", "Mochi: Did you go on Sunday?"),
+    ("zh", "小莫: 游行好玩吗？",
+     "小莫: 我看到圣马可广场那家博物馆的新展览了，是罗西博士策划的，展的都是穆拉诺岛的玻璃，听说排队要两个小时，"
+     "门口还有人卖冰淇淋和明信片，晚上八点以后人会少一些，很多人都说值得专门去一趟，尤其是二楼那个玻璃吊灯的展厅。你周日去了吗？",
+     "小莫: 你周日去了吗？"),
+])
+def test_joined_contexts_are_each_cut_at_a_sentence_start(sqlite_core, lang, first, second, kept):
+    """The same answer to two lines keeps both, each cut to half the room at the start of a sentence of it
+    (not after "St." or "Dr.", not mid-word)."""
+    core = sqlite_core
+    m = core.add(A, core.new(A, "Yes! It was so much fun.", context=first), said_at=T0).memory
+    again = core.add(A, core.new(A, "Yes! It was so much fun.", context=second), said_at=T0 + timedelta(hours=1))
+    assert again.memory.id == m.id and core.store.get(A, m.id).context == f"{first} / {kept}"

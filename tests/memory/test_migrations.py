@@ -197,6 +197,33 @@ def test_revision_0012_adds_the_console_sessions_table_and_its_downgrade_drops_i
         store.close()
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_revision_0014_adds_the_console_secrets_table_and_its_downgrade_drops_it(backend, tmp_path, request):
+    """A database at 0013 (no console_secrets) upgrades to a working table, the schema equal to a fresh
+    one; a downgrade to 0013 drops it and a second upgrade restores it, empty."""
+    from alembic import command
+
+    from memory.store import migrate
+
+    url, schema = _raw(backend, tmp_path, request)
+    store = Store(url, schema=schema, migrate=False)
+    try:
+        with store.engine.begin() as conn:
+            command.upgrade(migrate.config(conn, schema), "0013_memory_event_end")
+        assert not inspect(store.engine).has_table("console_secrets", schema=schema)
+        assert store.upgrade_schema() == ("0013_memory_event_end", head())
+        assert _drift(store) == []
+        assert store.note_console_secret("a" * 32, "f" * 64, 60) == set()
+        assert store.note_console_secret("b" * 32, "e" * 64, 60) == {"f" * 64}
+        with store.engine.begin() as conn:
+            command.downgrade(migrate.config(conn, schema), "0013_memory_event_end")
+        assert not inspect(store.engine).has_table("console_secrets", schema=schema)
+        assert store.upgrade_schema() == ("0013_memory_event_end", head())
+        assert store.note_console_secret("b" * 32, "e" * 64, 60) == set()
+    finally:
+        store.close()
+
+
 def test_a_database_from_a_newer_version_is_refused_with_a_store_error(tmp_path):
     """A database stamped at a revision this code does not know (a newer huiyi wrote it) is not touched: StoreError."""
     url = f"sqlite:///{tmp_path / 'new.db'}"

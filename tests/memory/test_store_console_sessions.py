@@ -78,3 +78,24 @@ def test_an_expired_session_is_refused_and_the_next_login_deletes_it(core):
     assert len(_rows(store)) == 2 and store.console_session("default", key.key_id, new) == key
     with pytest.raises(ValueError):
         store.open_console_session("default", key.key_id, 0)
+
+
+def test_gateways_with_different_console_secrets_see_each_other_and_a_stopped_one_drops_out(core):
+    """Two gateways on one database: the same fingerprint reads nothing different; a different one is
+    returned to both; a gateway that stopped (drop) or went quiet past the window no longer counts."""
+    store = core.store
+    now = utcnow()
+    a, b, c = "a" * 32, "b" * 32, "c" * 32
+    assert store.note_console_secret(a, "1" * 64, 120, now=now) == set()
+    assert store.note_console_secret(b, "1" * 64, 120, now=now) == set()  # the same secret: agreed
+    assert store.note_console_secret(c, "2" * 64, 120, now=now) == {"1" * 64}
+    assert store.note_console_secret(a, "1" * 64, 120, now=now) == {"2" * 64}
+    store.drop_console_secret(c)
+    assert store.note_console_secret(a, "1" * 64, 120, now=now) == set()
+    assert store.note_console_secret(c, "2" * 64, 120, now=now) == {"1" * 64}
+    later = now + timedelta(seconds=121)  # a and b crashed without dropping: aged out
+    assert store.note_console_secret(c, "2" * 64, 120, now=later) == set()
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM console_secrets")).scalar() == 1
+    with pytest.raises(ValueError):
+        store.note_console_secret(a, "1" * 64, 0)
