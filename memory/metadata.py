@@ -17,10 +17,24 @@ Limits (``check_metadata``; ``MetadataError`` otherwise, a 400 at the API):
   finite ``float``, or ``bool``; no ``null``, list or object;
 - the whole object at most ``MAX_JSON_BYTES`` (2,048) bytes of compact JSON.
 
-Filters (``check_filters`` / ``matches``): ``{key: value}`` or ``{key: [v1, v2, …]}``
-(any of at most ``MAX_CHOICES``), every key required (AND). Equality is by JSON
-type: ``true`` never equals ``1``, ``"1"`` never equals ``1``; ``1`` equals
-``1.0``. A memory without the key does not match.
+Filters (``check_filters`` / ``matches``), a JSON object whose every key must
+match (AND):
+
+- ``{key: value}`` — equal; ``{key: [v1, v2, …]}`` — any of (at most ``MAX_CHOICES``);
+- ``{key: {"$gte": 3, "$lt": 10}}`` — a range, any of ``$gt``, ``$gte``, ``$lt``,
+  ``$lte`` (every bound given must hold); a bound compares with a value of its
+  own kind only: numbers by value, strings by code point (ISO 8601 dates sort
+  as dates), so ``{"$gte": "2026-01"}`` never matches a number; a boolean is
+  not a bound;
+- ``{"$or": [filter, filter, …]}`` — at least one of 1 to ``MAX_CHOICES`` filters of the
+  forms above matches (no ``$or`` inside), beside the other keys, which must still match;
+  ``$or`` counts as one of a filter's at most ``MAX_KEYS`` keys.
+
+Equality is by JSON type: ``true`` never equals ``1``, ``"1"`` never equals
+``1``; ``1`` equals ``1.0``. A memory without the key matches no condition on
+it. ``$`` is not a key character (``KEY_RE``), so an operator never names a key.
+A filter only narrows what one namespace holds (the caller reads the candidate
+rows from that namespace first).
 
 Patches (``merged``): ``{key: value}`` sets, ``{key: None}`` removes; the
 result is checked as a whole.
@@ -30,15 +44,17 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from memory.errors import MetadataError
 from memory.types import clean_controls
 
-__all__ = ["MAX_KEYS", "MAX_VALUE_CHARS", "MAX_JSON_BYTES", "MAX_CHOICES", "KEY_RE", "Scalar", "check_metadata",
-           "check_filters", "matches", "merged", "dumps", "loads"]
+__all__ = ["MAX_KEYS", "MAX_VALUE_CHARS", "MAX_JSON_BYTES", "MAX_CHOICES", "KEY_RE", "OR", "RANGE_OPS", "Scalar",
+           "Range", "Condition", "check_metadata", "check_filters", "matches", "merged", "dumps", "loads"]
 
 MAX_KEYS = 16
 MAX_VALUE_CHARS = 200
@@ -46,8 +62,24 @@ MAX_JSON_BYTES = 2048
 MAX_CHOICES = 20
 KEY_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,39}")
 _INT_LIMIT = 2 ** 53
+#: The key of a filter's alternatives: ``{"$or": [filter, …]}``.
+OR = "$or"
+#: A range's bounds, each with the comparison a value must pass against it.
+RANGE_OPS = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
 
 Scalar = str | int | float | bool
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """A range condition: ``bounds`` ``((op, bound), …)``, ``op`` one of RANGE_OPS,
+    ``bound`` a number or a string; a value matches when it passes every bound."""
+
+    bounds: tuple[tuple[str, int | float | str], ...]
+
+
+#: One key's condition: any of these scalars, or a range.
+Condition = tuple[Scalar, ...] | Range
 
 
 def _scalar(key: str, value: Any) -> Scalar:
@@ -107,25 +139,53 @@ def merged(current: Mapping[str, Scalar], patch: Mapping[str, Any] | None) -> di
     return check_metadata(out)
 
 
-def check_filters(value: Any) -> dict[str, tuple[Scalar, ...]]:
-    """``value`` as a filter: ``{key: scalar | [scalar, …]}`` → ``{key: (choices…)}``;
-    None or ``{}`` → ``{}`` (matches everything). Raises MetadataError when it is
-    not such a mapping, has more than MAX_KEYS keys, an empty or longer than
-    MAX_CHOICES list, or a key or value outside the limits."""
+def _condition(key: str, v: Any) -> Condition:
+    """One key's condition of a filter: a scalar, a list of them or a range object
+    (or a ``Range`` already checked: ``check_filters`` of its own result is that result)."""
+    if isinstance(v, Range):
+        return v
+    if isinstance(v, Mapping):
+        if not v or set(v) - set(RANGE_OPS):
+            raise MetadataError(f"metadata filter {key!r}: a range is an object of {', '.join(RANGE_OPS)}")
+        bounds = []
+        for op, bound in sorted(v.items()):
+            if isinstance(bound, bool) or not isinstance(bound, (int, float, str)):
+                raise MetadataError(f"metadata filter {key!r}: {op} takes a number or a string")
+            bounds.append((op, _scalar(key, bound)))
+        return Range(tuple(bounds))
+    choices = list(v) if isinstance(v, (list, tuple)) else [v]
+    if not choices or len(choices) > MAX_CHOICES:
+        raise MetadataError(f"metadata filter {key!r}: between 1 and {MAX_CHOICES} values")
+    return tuple(_scalar(key, c) for c in choices)
+
+
+def _clause(value: Any, nested: bool) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise MetadataError("a metadata filter is a JSON object of keys to a value, a list of values or a range")
+    if len(value) > MAX_KEYS:  # $or counts as one
+        raise MetadataError(f"a metadata filter names at most {MAX_KEYS} keys")
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        if k == OR and not nested:
+            if not isinstance(v, (list, tuple)) or not 1 <= len(v) <= MAX_CHOICES:
+                raise MetadataError(f"{OR} takes a list of 1 to {MAX_CHOICES} filters")
+            out[OR] = tuple(_clause(alt, nested=True) for alt in v)
+        else:
+            out[_key(k)] = _condition(k, v)
+    return out
+
+
+def check_filters(value: Any) -> dict[str, Any]:
+    """``value`` as a filter (module docstring) in the form ``matches`` reads:
+    ``{key: Condition}`` (a tuple of choices, or a ``Range``), and under ``OR``
+    a tuple of such dicts; None or ``{}`` → ``{}`` (matches everything). Raises
+    MetadataError when it is not such a mapping, has more than MAX_KEYS keys, an
+    empty or longer than MAX_CHOICES list, an unknown range operator, a boolean
+    bound, an ``$or`` that is not a list of 1 to MAX_CHOICES filters or holds
+    one, or a key or value outside the limits."""
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
-        raise MetadataError("a metadata filter is a JSON object of keys to a value or a list of values")
-    if len(value) > MAX_KEYS:
-        raise MetadataError(f"a metadata filter names at most {MAX_KEYS} keys")
-    out: dict[str, tuple[Scalar, ...]] = {}
-    for k, v in value.items():
-        key = _key(k)
-        choices = list(v) if isinstance(v, (list, tuple)) else [v]
-        if not choices or len(choices) > MAX_CHOICES:
-            raise MetadataError(f"metadata filter {key!r}: between 1 and {MAX_CHOICES} values")
-        out[key] = tuple(_scalar(key, c) for c in choices)
-    return out
+    return _clause(value, nested=False)
 
 
 def _same(a: Scalar, b: Scalar) -> bool:
@@ -137,11 +197,33 @@ def _same(a: Scalar, b: Scalar) -> bool:
     return a == b
 
 
-def matches(metadata: Mapping[str, Scalar], filters: Mapping[str, tuple[Scalar, ...]]) -> bool:
-    """True when ``metadata`` has every key of ``filters`` (``check_filters``'s
-    form) with one of its values; an empty filter matches everything."""
-    for key, choices in filters.items():
-        if key not in metadata or not any(_same(metadata[key], c) for c in choices):
+def _within(value: Scalar, r: Range) -> bool:
+    """``value`` passes every bound of ``r``; a bound of another kind (number / string) fails it."""
+    if isinstance(value, bool):
+        return False
+    for op, bound in r.bounds:
+        if isinstance(value, str) != isinstance(bound, str) or not RANGE_OPS[op](value, bound):
+            return False
+    return True
+
+
+def _holds(metadata: Mapping[str, Scalar], key: str, cond: Condition) -> bool:
+    if key not in metadata:
+        return False
+    if isinstance(cond, Range):
+        return _within(metadata[key], cond)
+    return any(_same(metadata[key], c) for c in cond)
+
+
+def matches(metadata: Mapping[str, Scalar], filters: Mapping[str, Any]) -> bool:
+    """True when ``metadata`` passes ``filters`` (``check_filters``'s form): every
+    key's condition, and one alternative of ``OR`` when there is one; an empty
+    filter matches everything."""
+    for key, cond in filters.items():
+        if key == OR:
+            if not any(matches(metadata, alt) for alt in cond):
+                return False
+        elif not _holds(metadata, key, cond):
             return False
     return True
 

@@ -59,7 +59,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request, Response, Security
 from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader, HTTPBearer
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
 from bridges.contract import InboundMessage, Withdrawal
 from gateway.http.auth import KEY_HEADER, Caller, authenticate
@@ -336,23 +336,35 @@ def _checked_patch(value: Any) -> Any:
 
 
 _Scalar = str | int | float | bool
-#: A memory's metadata: at most 16 keys ``[A-Za-z0-9_][A-Za-z0-9_.-]{0,39}`` to a string (≤ 200 chars), number or boolean; ≤ 2 KiB.
-MetadataIn = Annotated[dict[str, _Scalar], AfterValidator(check_metadata)]
+#: A memory's metadata: at most 16 keys ``[A-Za-z0-9_][A-Za-z0-9_.-]{0,39}`` to a string (≤ 200 chars), number or
+#: boolean; ≤ 2 KiB. The schema carries the key pattern (``patterns.metadata_schema``).
+MetadataIn = Annotated[dict[str, _Scalar], AfterValidator(check_metadata), WithJsonSchema(patterns.metadata_schema())]
 #: A metadata patch: as MetadataIn, and a key set to null is removed.
-MetadataPatch = Annotated[dict[str, _Scalar | None], AfterValidator(_checked_patch)]
-#: A metadata filter: ``{key: value}`` or ``{key: [values]}`` (any of), every key required; JSON types compared exactly.
-FiltersIn = Annotated[dict[str, _Scalar | list[_Scalar]], AfterValidator(_checked_filters)]
+MetadataPatch = Annotated[dict[str, _Scalar | None], AfterValidator(_checked_patch),
+                          WithJsonSchema(patterns.metadata_schema(patch=True))]
+#: A metadata filter (``memory.metadata``): ``{key: value}``, ``{key: [values]}`` (any of), ``{key: {"$gte": …}}``
+#: (a range), ``{"$or": [filter, …]}``; every key required; JSON types compared exactly.
+FiltersIn = Annotated[dict[str, Any], AfterValidator(_checked_filters), WithJsonSchema(patterns.filters_schema())]
 MAX_BATCH = 100
 
 
 class SearchIn(BaseModel):
-    """A search: the query (zh/en, ≤ 2,000 chars), at most ``k`` hits."""
+    """A search: the query (zh/en, ≤ 2,000 chars), at most ``k`` hits, none scoring
+    below ``threshold`` (the hits' own ``score``)."""
 
     query: Said = Field(min_length=1, max_length=2000)
     k: int = Field(default=8, ge=1, le=SEARCH_K_MAX)
     chat: ChatKey | None = Field(default=None, description="disclose as in this chat")
     explain: bool = False
-    filters: FiltersIn | None = Field(default=None, description="only memories whose metadata matches")
+    filters: FiltersIn | None = Field(default=None, description=(
+        'only memories whose metadata matches: {"topic": "pets"}, {"topic": ["pets", "food"]} (any of), '
+        '{"score": {"$gte": 3, "$lt": 10}} (a range; strings compare as text, so ISO dates as dates), '
+        '{"$or": [{"topic": "pets"}, {"pinned": true}]}; every key must match'))
+    threshold: float | None = Field(default=None, ge=0, le=10, description=(
+        f"the least score a hit may have, on the scale of the hits' score (≥ 0: weighted reciprocal-rank fusion "
+        f"with k = {RRF_K} times a rescoring factor in [0.74, 1.15]; a memory ranked first by both words and "
+        f"meaning scores about 2/{RRF_K + 1} ≈ 0.33, one ranked first by one channel alone about 0.17); "
+        "default: none, the k best"))
 
 
 class SearchOut(BaseModel):
@@ -415,10 +427,11 @@ class UpdateIn(BaseModel):
     """An edit: a new ``text`` (a new version; the old one stays in history)
     and/or a ``metadata`` patch (in place, no new version; null removes a key)."""
 
-    # the schema says what the validator below refuses: one of the two must be given
-    model_config = ConfigDict(json_schema_extra={"anyOf": [
+    # the schema says what the validator below refuses: one of the two must be given. Inside an allOf, because
+    # a generator (openapi-python-client) reads a top-level anyOf as a union of models and fails on this one
+    model_config = ConfigDict(json_schema_extra={"allOf": [{"anyOf": [
         {"required": ["text"], "properties": {"text": {"type": "string"}}},
-        {"required": ["metadata"], "properties": {"metadata": {"type": "object"}}}]})
+        {"required": ["metadata"], "properties": {"metadata": {"type": "object"}}}]}]})
 
     text: Said | None = Field(default=None, min_length=1, max_length=MAX_EDIT_CHARS)
     metadata: MetadataPatch | None = None
@@ -759,7 +772,9 @@ async def list_memories(ctx: Ctx, subject: SubjectPath, chat: ChatQuery = None,
                         offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
                         filters: Annotated[str | None, Query(
                             max_length=4096, description='a metadata filter, a JSON object: {"topic": "pets"}, '
-                                                         '{"topic": ["pets", "food"]}; every key must match')] = None,
+                                                         '{"topic": ["pets", "food"]}, {"score": {"$gte": 3}}, '
+                                                         '{"$or": [{"topic": "pets"}, {"pinned": true}]}; '
+                                                         'every key must match')] = None,
                         ) -> MemoryPage:
     """``total`` counts what ``chat`` may see and ``filters`` lets through."""
     ns = await _ns(ctx, subject)
@@ -777,7 +792,7 @@ async def list_memories(ctx: Ctx, subject: SubjectPath, chat: ChatQuery = None,
 async def search(ctx: Ctx, subject: SubjectPath, body: SearchIn) -> SearchOut:
     """Hybrid recall (words + meaning, RRF, decay, emotion) of ``query``; with a
     group ``chat`` only what was learned there; with ``filters`` only memories
-    whose metadata matches."""
+    whose metadata matches; with ``threshold`` none scoring below it."""
     from memory.emotion import analyse
     from memory.recall import RecallParams
 
@@ -786,6 +801,8 @@ async def search(ctx: Ctx, subject: SubjectPath, body: SearchIn) -> SearchOut:
     valence = analyse(body.query).valence
     hits = await asyncio.to_thread(ctx.core.recall, ns, [body.query], chat=where, params=RecallParams(k=body.k),
                                    query_valence=valence, filters=body.filters)
+    if body.threshold is not None:  # a floor only drops hits: the rest keep their order and scores
+        hits = [h for h in hits if h.score >= body.threshold]
     return SearchOut(subject=ns.subject, query_valence=valence, hits=[HitOut.of(h, body.explain) for h in hits])
 
 

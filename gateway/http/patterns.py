@@ -14,9 +14,11 @@ checks every pattern against the core's functions on samples.
 
 from __future__ import annotations
 
+from memory.metadata import KEY_RE, MAX_CHOICES, MAX_KEYS, MAX_VALUE_CHARS, OR, RANGE_OPS
 from memory.types import ID_RE, PLACEHOLDER_IDS, SHARED_SENDERS, SUBJECT_KIND_RE
 
-__all__ = ["PERSON_ID", "SUBJECT", "CHAT_KEY", "PLATFORM", "PLAIN_ID", "SAID", "ERA_TIME", "not_shared_sender"]
+__all__ = ["PERSON_ID", "SUBJECT", "CHAT_KEY", "PLATFORM", "PLAIN_ID", "SAID", "ERA_TIME", "METADATA_KEY",
+           "not_shared_sender", "metadata_schema", "filters_schema"]
 
 
 def _anycase(word: str) -> str:
@@ -62,3 +64,37 @@ def not_shared_sender(platform: str = "platform", sender: str = "sender_id") -> 
     return {"not": {"anyOf": [{"required": [platform, sender],
                                "properties": {platform: {"const": p}, sender: {"enum": sorted(ids)}}}
                               for p, ids in sorted(by_platform.items())]}}
+
+
+#: A metadata key (``memory.metadata.KEY_RE``): no spaces, no operators, no ``$``.
+METADATA_KEY = f"^{KEY_RE.pattern}$"
+
+_STRING = {"type": "string", "maxLength": MAX_VALUE_CHARS}
+_SCALARS = [_STRING, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}]
+
+
+def metadata_schema(patch: bool = False) -> dict:
+    """The JSON Schema of a memory's metadata (``memory.metadata.check_metadata``): at
+    most MAX_KEYS keys matching METADATA_KEY to a scalar; with ``patch`` a value may be
+    null (the key is removed). The 2 KiB bound on the whole object is the route's to say."""
+    values = _SCALARS + ([{"type": "null"}] if patch else [])
+    return {"type": "object", "maxProperties": MAX_KEYS, "propertyNames": {"pattern": METADATA_KEY},
+            "additionalProperties": {"anyOf": values}}
+
+
+def filters_schema() -> dict:
+    """The JSON Schema of a metadata filter (``memory.metadata.check_filters``): keys
+    matching METADATA_KEY to a scalar, a list of 1 to MAX_CHOICES scalars (any of) or a
+    range (``$gt``/``$gte``/``$lt``/``$lte``, a number or a string each), and ``$or``,
+    a list of 1 to MAX_CHOICES such filters (without ``$or``); at most MAX_KEYS keys."""
+    bound = {"anyOf": [{"type": "number"}, _STRING]}
+    condition = {"anyOf": [*_SCALARS,
+                           {"type": "array", "minItems": 1, "maxItems": MAX_CHOICES, "items": {"anyOf": _SCALARS}},
+                           {"type": "object", "minProperties": 1, "additionalProperties": False,
+                            "properties": {op: bound for op in RANGE_OPS}}]}
+    clause = {"type": "object", "maxProperties": MAX_KEYS, "propertyNames": {"pattern": METADATA_KEY},
+              "additionalProperties": condition}
+    return {"type": "object", "maxProperties": MAX_KEYS,
+            "propertyNames": {"pattern": f"^(?:\\{OR}|{KEY_RE.pattern})$"},
+            "properties": {OR: {"type": "array", "minItems": 1, "maxItems": MAX_CHOICES, "items": clause}},
+            "additionalProperties": condition}

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import sys
+import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import httpx
@@ -252,3 +254,96 @@ async def test_gateway_down_raises_client_error_not_httpx_connect_error_async():
         with pytest.raises(Unreachable) as err:
             await hy.capture("tg:42", ["我喜欢茶 I like tea"])
     assert err.value.error == "ConnectError" and isinstance(err.value.__cause__, httpx.ConnectError)
+
+
+def test_a_429_is_rate_limited_with_retry_after_in_seconds():
+    """Over the per-address limit the client raises RateLimited (still a BadRequest for older callers) with
+    retry_after, the seconds of the answer's Retry-After (≥ 1); other errors carry retry_after None."""
+    from huiyi_client import RateLimited
+
+    from gateway.config import RateLimitSettings
+
+    app = create_app(load_settings(rate_limit=RateLimitSettings(per_address="2/minute", exempt_loopback=False),
+                                   tenants={"default": TenantSettings(language="en")}))
+    with TestClient(app, client=("203.0.113.7", 40000)) as http:
+        key = app.state.pipeline.core.store.create_api_key("default", "admin")[1]
+        hy = Huiyi(api_key=key, http=http)
+        with pytest.raises(NotFound) as missing:
+            hy.get("tg:42", "abc123def456")
+        assert missing.value.retry_after is None
+        hy.capture("tg:42", ["我养了一只叫煤球的黑猫"], infer=False)
+        with pytest.raises(RateLimited) as limited:
+            hy.capture("tg:42", ["I love hiking in the Alps"], infer=False)
+    assert isinstance(limited.value, BadRequest) and limited.value.status == 429
+    assert limited.value.retry_after is not None and 1 <= limited.value.retry_after <= 60
+
+
+def test_retry_after_reads_seconds_and_http_dates():
+    """Retry-After is delay-seconds or an HTTP date (RFC 9110); a date in the past is 0, garbage is None."""
+    from email.utils import format_datetime
+
+    from huiyi_client import _retry_after
+
+    assert _retry_after("7") == 7.0 and _retry_after(None) is None and _retry_after("soon") is None
+    later = datetime.now(timezone.utc) + timedelta(seconds=90)
+    assert 80 <= _retry_after(format_datetime(later, usegmt=True)) <= 91
+    assert _retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+
+
+def test_verify_event_checks_the_gateways_signature_and_returns_the_event():
+    """Change events the gateway really POSTed (capture zh and en) verify with the tenant's secret (with or
+    without its whsec_ prefix, body as bytes or str) into ChangeEvents with the memory's ids; a changed body,
+    another secret, a stale timestamp or a missing header raise SignatureError (a ValueError)."""
+    import base64
+    import secrets
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from huiyi_client import ChangeEvent, SignatureError, verify_event
+
+    from gateway.config import ChangeEventSettings
+
+    got: list[tuple[dict[str, str], bytes]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            got.append((dict(self.headers.items()), self.rfile.read(int(self.headers["content-length"]))))
+            self.send_response(204)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    raw_secret = base64.b64encode(secrets.token_bytes(32)).decode()
+    secret = "whsec_" + raw_secret
+    app = create_app(load_settings(tenants={"default": TenantSettings(language="en", change_events=ChangeEventSettings(
+        url=f"http://127.0.0.1:{server.server_port}/hook", secret=secret))}))
+    try:
+        with TestClient(app, client=("127.0.0.1", 50000)) as http:
+            hy = Huiyi(http=http)
+            ids = [hy.capture("tg:42", [text], infer=False)[0].memory.id for text in (ZH, EN)]
+            deadline = time.monotonic() + 20
+            while len(got) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+    finally:
+        server.shutdown()
+        server.server_close()
+    events = [verify_event(body, headers, secret) for headers, body in got]
+    assert all(isinstance(e, ChangeEvent) for e in events)
+    assert [(e.type, e.memory_id, e.subject, e.namespace, e.version) for e in events] == [
+        ("memory.added", ids[0], "tg:42", "default/tg:42", 1), ("memory.added", ids[1], "tg:42", "default/tg:42", 1)]
+    headers, body = got[0]
+    assert events[0].id == headers["webhook-id"] and events[0].timestamp.tzinfo is not None
+    assert verify_event(body.decode("utf-8"), headers, raw_secret) == events[0]
+    sent = int(headers["webhook-timestamp"])
+    other = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    for bad_body, bad_headers, key, now in (
+            (body.replace(b"tg:42", b"tg:43"), headers, secret, None), (body, headers, other, None),
+            (body, headers, secret, sent + 301), (body, headers, secret, sent - 301),
+            (body, {k: v for k, v in headers.items() if k.lower() != "webhook-signature"}, secret, None)):
+        with pytest.raises(SignatureError):
+            verify_event(bad_body, bad_headers, key, now=now)
+    assert issubclass(SignatureError, ValueError)

@@ -46,6 +46,63 @@ def test_filters_compare_json_types_exactly():
         check_filters({"k": []})
 
 
+def test_range_filters_compare_numbers_by_value_and_strings_as_text():
+    """$gt/$gte/$lt/$lte: every bound must hold; numbers by value (an int against a float bound), strings by
+    code point (ISO dates as dates, 中文 too); a bound never matches a value of the other kind, nor a boolean."""
+    meta = check_metadata({"n": 3, "f": 2.5, "day": "2026-05-04", "name": "乙", "flag": True})
+    assert matches(meta, check_filters({"n": {"$gte": 3, "$lt": 10}}))
+    assert not matches(meta, check_filters({"n": {"$gt": 3}}))
+    assert matches(meta, check_filters({"f": {"$gt": 2, "$lte": 2.5}}))
+    assert matches(meta, check_filters({"day": {"$gte": "2026-05-01", "$lt": "2026-06-01"}}))
+    assert not matches(meta, check_filters({"day": {"$gte": "2026-06-01"}}))
+    assert matches(meta, check_filters({"name": {"$gt": "丙", "$lt": "甲"}}))  # U+4E19 < U+4E59 < U+7532
+    assert not matches(meta, check_filters({"n": {"$gte": "0"}}))  # a string bound never matches a number
+    assert not matches(meta, check_filters({"day": {"$gte": 0}}))
+    assert not matches(meta, check_filters({"flag": {"$gte": 0}}))
+    assert not matches(meta, check_filters({"absent": {"$gte": 0}}))
+    assert check_filters(check_filters({"n": {"$gte": 3}})) == check_filters({"n": {"$gte": 3}})  # idempotent
+
+
+def test_or_filters_need_one_alternative_beside_every_other_key():
+    """{"$or": [f1, f2]} matches when one alternative does, and the keys beside it must still match."""
+    meta = check_metadata({"topic": "猫", "score": 3, "pinned": False})
+    assert matches(meta, check_filters({"$or": [{"topic": "狗"}, {"score": {"$lte": 3}}]}))
+    assert not matches(meta, check_filters({"$or": [{"topic": "狗"}, {"pinned": True}]}))
+    assert matches(meta, check_filters({"pinned": False, "$or": [{"topic": ["狗", "猫"]}]}))
+    assert not matches(meta, check_filters({"pinned": True, "$or": [{"topic": "猫"}]}))
+
+
+@pytest.mark.parametrize("bad", [
+    {"n": {}}, {"n": {"$gte": True}}, {"n": {"$gte": None}}, {"n": {"$eq": 1}}, {"n": {"gte": 1}},
+    {"n": {"$gte": [1]}}, {"$or": []}, {"$or": {"a": 1}}, {"$or": [{"$or": [{"a": 1}]}]}, {"$or": ["a"]},
+    {"$or": [{"a": 1}] * 21}, {"$and": [{"a": 1}]}, {"n": {"$gte": "x" * 201}}])
+def test_filters_outside_their_forms_are_refused(bad):
+    """An empty or unknown range, a boolean or null bound, an $or that is not a list of 1-20 filters or nests
+    another $or, an unknown $ key: MetadataError."""
+    with pytest.raises(MetadataError):
+        check_filters(bad)
+
+
+@PATHS
+def test_or_and_range_filters_narrow_one_namespace_only(core, exact_max):
+    """A range or $or filter lists and recalls only the caller's matching memories (zh and en), never another
+    person's with the same tags, and none when nothing matches."""
+    cat = core.add(A, core.new(A, ZH, metadata={"topic": "pets", "score": 3, "day": "2026-05-04"})).memory
+    hike = core.add(A, core.new(A, EN, metadata={"topic": "travel", "score": 8, "day": "2026-07-01"})).memory
+    core.add(A, core.new(A, "我家的猫喜欢晒太阳"))  # no tags
+    theirs = core.add(B, core.new(B, ZH, metadata={"topic": "pets", "score": 3, "day": "2026-05-04"})).memory
+    assert {m.id for m in core.find(A, {"score": {"$gte": 5}})[1]} == {hike.id}
+    assert {m.id for m in core.find(A, {"day": {"$lt": "2026-06"}})[1]} == {cat.id}
+    either = {"$or": [{"topic": "pets"}, {"score": {"$gt": 7}}]}
+    assert {m.id for m in core.find(A, either)[1]} == {cat.id, hike.id}
+    assert {m.id for m in core.find(B, either)[1]} == {theirs.id}
+    params = RecallParams(exact_max=exact_max)
+    assert {h.memory.id for h in core.recall(A, ["猫 Alps hiking"], params=params, filters=either)} == {cat.id, hike.id}
+    assert {h.memory.id for h in core.recall(A, ["猫 Alps hiking"], params=params,
+                                              filters={"score": {"$lt": 5}})} == {cat.id}
+    assert core.recall(A, ["猫"], params=params, filters={"score": {"$gt": 100}}) == []
+
+
 def test_metadata_is_kept_across_versions_and_patched_in_place(core):
     """Set at add (zh and en), kept by a new version and an edit, merged by a keyed supersede,
     patched without a new version; a bad patch changes nothing."""

@@ -7,12 +7,20 @@ subclasses::
 
     HuiyiError              any answer that is not 2xx (status, error name, detail)
     ├── BadRequest          400, 408, 413: malformed input (ids outside their patterns…)
+    │   └── RateLimited     429: too many calls; ``retry_after`` seconds (Retry-After)
     ├── AuthError           401: no key where one is needed, or a wrong or revoked one
     ├── ForbiddenError      403: another tenant, another person with a member key
     ├── NotFound            404: unknown memory or tenant
     └── Unavailable         5xx: the gateway's store, index or embedder is down
         └── Unreachable     no answer at all: connection refused, timeout, broken
                             connection (``status`` 0; the httpx error is ``__cause__``)
+
+    SignatureError          (a ValueError, not an answer) ``verify_event``: a change event
+                            whose Standard Webhooks signature or timestamp does not hold
+
+``verify_event`` checks a change event the gateway POSTed to your webhook (its
+Standard Webhooks signature, with the standard library's HMAC) and returns it as
+a ``ChangeEvent``.
 
 Text is repaired before it is sent: a lone UTF-16 surrogate (half an emoji,
 e.g. ``"\ud83c"`` from a JS string) becomes U+FFFD instead of failing to encode.
@@ -24,17 +32,24 @@ only in how they send it.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
 
 __all__ = ["AsyncHuiyi", "Huiyi", "Memory", "ScoreParts", "Hit", "Page", "AddResult", "ImportResult",
-           "Recollection", "Turn", "Message", "BatchResult", "Person", "PeoplePage", "HuiyiError", "BadRequest", "AuthError", "ForbiddenError",
-           "NotFound", "Unavailable", "Unreachable", "DEFAULT_URL"]
+           "Recollection", "Turn", "Message", "BatchResult", "Person", "PeoplePage", "ChangeEvent", "verify_event",
+           "HuiyiError", "BadRequest", "RateLimited", "AuthError", "ForbiddenError", "NotFound", "Unavailable",
+           "Unreachable", "SignatureError", "DEFAULT_URL"]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 T = TypeVar("T")
@@ -47,15 +62,23 @@ class HuiyiError(Exception):
     """A non-2xx answer: ``status`` (HTTP code), ``error`` (the gateway's error
     name, e.g. ``NotFoundError``) and ``detail`` (its reason, never your input)."""
 
-    def __init__(self, status: int, error: str, detail: Any) -> None:
+    def __init__(self, status: int, error: str, detail: Any, retry_after: float | None = None) -> None:
         super().__init__(f"{status} {error}: {detail}")
         self.status = status
         self.error = error
         self.detail = detail
+        #: seconds to wait before calling again (the answer's Retry-After), None when it named none
+        self.retry_after = retry_after
 
 
 class BadRequest(HuiyiError):
     """400 / 408 / 413: the request was malformed, too slow or too large."""
+
+
+class RateLimited(BadRequest):
+    """429: too many calls from this address or with this key; ``retry_after`` the
+    seconds until the limit has room again (the answer's ``Retry-After``: the gateway
+    sends whole seconds ≥ 1; None when the answer named none)."""
 
 
 class AuthError(HuiyiError):
@@ -109,10 +132,93 @@ def _raise_for(response: httpx.Response) -> None:
     except (ValueError, AttributeError):
         error, detail = "", response.text[:500]
     code = response.status_code
-    cls = {401: AuthError, 403: ForbiddenError, 404: NotFound}.get(code)
+    cls = {401: AuthError, 403: ForbiddenError, 404: NotFound, 429: RateLimited}.get(code)
     if cls is None:
         cls = Unavailable if code >= 500 else BadRequest
-    raise cls(code, error, detail)
+    raise cls(code, error, detail, _retry_after(response.headers.get("retry-after")))
+
+
+def _retry_after(value: str | None) -> float | None:
+    """A Retry-After header in seconds (RFC 9110 §10.2.3: delay-seconds or an
+    HTTP date, from now, at least 0); None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, when.timestamp() - time.time())
+
+
+# -- change events ----------------------------------------------------------------------
+
+
+class SignatureError(ValueError):
+    """A change event that ``verify_event`` refuses: a header missing, a signature
+    that does not match, a timestamp outside the tolerance or a body that is not an event."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeEvent:
+    """A change event the gateway POSTed to a tenant's webhook (docs/api.md,
+    "Change events"): ``id`` the ``webhook-id`` (the same on every retry: de-duplicate
+    on it), ``type`` ``memory.added`` / ``memory.changed`` / ``memory.forgotten``,
+    ``timestamp`` when the change happened (aware), and the memory's ``tenant``,
+    ``subject``, ``memory_id`` and ``version``; never its text (fetch it with ``get``)."""
+
+    id: str
+    type: str
+    timestamp: datetime | None
+    tenant: str
+    namespace: str
+    subject: str
+    memory_id: str
+    version: int | None
+    raw: Mapping[str, Any] = field(repr=False, default_factory=dict)
+
+
+def verify_event(body: bytes | str, headers: Mapping[str, str], secret: str, *, tolerance_s: float = 300.0,
+                 now: float | None = None) -> ChangeEvent:
+    """The change event of a webhook request, once its Standard Webhooks signature
+    holds (standardwebhooks.com): ``body`` the raw request body exactly as received
+    (bytes, or a str as its UTF-8), ``headers`` the request's (any case), ``secret``
+    the tenant's webhook secret as configured (``whsec_`` + base64, or the base64
+    alone). The signature is ``v1,`` + base64 of HMAC-SHA256(secret, ``"<webhook-id>.
+    <webhook-timestamp>.<body>"``); ``webhook-timestamp`` (Unix seconds of the
+    attempt) must lie within ``tolerance_s`` seconds of ``now`` (default: the clock),
+    so a captured request cannot be replayed later. Raises SignatureError."""
+    raw = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+    lower = {k.lower(): v for k, v in headers.items()}
+    msg_id, stamp, signatures = (lower.get(h, "") for h in ("webhook-id", "webhook-timestamp", "webhook-signature"))
+    if not (msg_id and stamp and signatures):
+        raise SignatureError("webhook-id, webhook-timestamp and webhook-signature are required")
+    try:
+        sent = int(stamp)
+    except ValueError:
+        raise SignatureError("webhook-timestamp is not Unix seconds") from None
+    if abs((time.time() if now is None else now) - sent) > tolerance_s:
+        raise SignatureError(f"webhook-timestamp is more than {tolerance_s:g} s away from now")
+    key = secret[len("whsec_"):] if secret.startswith("whsec_") else secret
+    try:
+        key_bytes = base64.b64decode(key + "==")  # unpadded base64 too, as the standardwebhooks package reads it
+    except ValueError:
+        raise SignatureError("the secret is not base64") from None
+    digest = hmac.new(key_bytes, f"{msg_id}.{sent}.".encode() + raw, hashlib.sha256).digest()
+    expected = "v1," + base64.b64encode(digest).decode()
+    if not any(hmac.compare_digest(expected.encode(), s.encode()) for s in signatures.split()):
+        raise SignatureError("no signature matches")
+    try:
+        event = json.loads(raw)
+        data = event["data"]
+        return ChangeEvent(msg_id, event["type"], _dt(event.get("timestamp")), data["tenant"], data["namespace"],
+                           data["subject"], data["memory_id"], data.get("version"), event)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SignatureError(f"the signed body is not a change event: {exc}") from None
 
 
 # -- results --------------------------------------------------------------------------
@@ -386,15 +492,13 @@ class _Calls:
         return _Call("POST", _subject(subject) + "/memories", _adds, self._q(), _clean(body))
 
     def search(self, subject: str, query: str, k: int, chat: str | None, explain: bool,
-               filters: Mapping[str, Any] | None = None) -> _Call[list[Hit]]:
+               filters: Mapping[str, Any] | None = None, threshold: float | None = None) -> _Call[list[Hit]]:
         body = _clean({"query": query, "k": k, "chat": chat, "explain": explain,
-                       "filters": dict(filters) if filters else None})
+                       "filters": dict(filters) if filters else None, "threshold": threshold})
         return _Call("POST", _subject(subject) + "/search", lambda d: [Hit.of(h) for h in d["hits"]], self._q(), body)
 
     def list(self, subject: str, limit: int, offset: int, chat: str | None,
              filters: Mapping[str, Any] | None = None) -> _Call[Page]:
-        import json
-
         wanted = json.dumps(dict(filters), ensure_ascii=False) if filters else None
         return _Call("GET", _subject(subject) + "/memories", _page,
                      self._q(limit=limit, offset=offset, chat=chat, filters=wanted))
@@ -507,10 +611,15 @@ class AsyncHuiyi:
         return await self._run(self._calls.capture(subject, messages, chat, infer, extractor, to_tail, metadata))
 
     async def search(self, subject: str, query: str, *, k: int = 8, chat: str | None = None,
-                     explain: bool = False, filters: Mapping[str, Any] | None = None) -> list[Hit]:
-        """Hybrid search, best first; ``explain`` adds the score components; ``filters``
-        (``{"topic": "pets"}``, ``{"topic": ["pets", "food"]}``) keeps memories whose metadata matches."""
-        return await self._run(self._calls.search(subject, query, k, chat, explain, filters))
+                     explain: bool = False, filters: Mapping[str, Any] | None = None,
+                     threshold: float | None = None) -> list[Hit]:
+        """Hybrid search, best first, at most ``k`` hits; ``explain`` adds the score components;
+        ``filters`` keeps memories whose metadata matches: ``{"topic": "pets"}``, ``{"topic": ["pets",
+        "food"]}`` (any of), ``{"score": {"$gte": 3, "$lt": 10}}`` (a range; strings compare as text),
+        ``{"$or": [{"topic": "pets"}, {"pinned": True}]}``, every key required; ``threshold`` drops
+        hits scoring below it (``Hit.score``'s scale, ≥ 0: about 0.33 for a memory ranked first
+        by both words and meaning, about 0.17 for one ranked first by one of them)."""
+        return await self._run(self._calls.search(subject, query, k, chat, explain, filters, threshold))
 
     async def list(self, subject: str, *, limit: int = 50, offset: int = 0, chat: str | None = None,
                    filters: Mapping[str, Any] | None = None) -> Page:
@@ -626,9 +735,10 @@ class Huiyi:
         return self._run(self._calls.capture(subject, messages, chat, infer, extractor, to_tail, metadata))
 
     def search(self, subject: str, query: str, *, k: int = 8, chat: str | None = None,
-               explain: bool = False, filters: Mapping[str, Any] | None = None) -> list[Hit]:
+               explain: bool = False, filters: Mapping[str, Any] | None = None,
+               threshold: float | None = None) -> list[Hit]:
         """See ``AsyncHuiyi.search``."""
-        return self._run(self._calls.search(subject, query, k, chat, explain, filters))
+        return self._run(self._calls.search(subject, query, k, chat, explain, filters, threshold))
 
     def list(self, subject: str, *, limit: int = 50, offset: int = 0, chat: str | None = None,
              filters: Mapping[str, Any] | None = None) -> Page:

@@ -660,3 +660,50 @@ def test_a_batch_item_whose_text_another_memory_holds_is_a_conflict_and_the_rest
         {"id": tea["id"], "text": "我住在杭州"}, {"id": walk["id"], "metadata": {"lang": "en"}}]})
     assert [(x["id"], x["status"]) for x in r.json()["results"]] == [(tea["id"], "conflict"), (walk["id"], "updated")]
     assert c.get(f"/v1/subjects/tg:42/memories/{tea['id']}").json()["version"] == 1
+
+
+@pytest.mark.parametrize("lang, facts, query", [
+    ("zh", ["我养了一只叫煤球的黑猫", "我每年夏天都去阿尔卑斯山徒步", "我的妹妹住在多伦多"], "煤球 猫"),
+    ("en", ["I have a black cat called Mochi", "I hike in the Alps every summer", "My sister lives in Toronto"],
+     "my cat Mochi")])
+def test_a_search_threshold_drops_the_hits_scoring_below_it_and_keeps_the_rest_in_order(app, lang, facts, query):
+    """threshold is a floor on the hits' own score: the hits at or above it come back unchanged and in order,
+    the ones below are dropped, a floor above every score gives none; a negative one is 400."""
+    c = client_for(app, REMOTE, new_key(app))
+    for fact in facts:
+        c.post("/v1/subjects/tg:42/memories", json={"infer": False, "messages": [{"text": fact}]})
+    every = c.post("/v1/subjects/tg:42/search", json={"query": query, "k": 10}).json()["hits"]
+    scores = [h["score"] for h in every]
+    assert len(every) >= 1 and scores == sorted(scores, reverse=True)
+    floor = scores[0] if len(scores) == 1 else (scores[0] + scores[-1]) / 2
+    kept = c.post("/v1/subjects/tg:42/search", json={"query": query, "k": 10, "threshold": floor}).json()["hits"]
+    # a search is a recall (its activation moves scores a hair between calls): the same ids, a prefix of the order
+    assert kept and all(h["score"] >= floor for h in kept)
+    assert [h["memory"]["id"] for h in kept] == [h["memory"]["id"] for h in every if h["score"] >= floor]
+    assert c.post("/v1/subjects/tg:42/search",
+                  json={"query": query, "threshold": scores[0] + 0.01}).json()["hits"] == []
+    assert c.post("/v1/subjects/tg:42/search", json={"query": query, "threshold": -1}).status_code == 400
+
+
+def test_range_and_or_filters_over_http_narrow_to_one_persons_matching_memories(app):
+    """list (filters in the query) and search (in the body) take a range and $or; another person's memory
+    with the same tags never shows; an unknown operator or a nested $or is 400."""
+    import json
+
+    c = client_for(app, REMOTE, new_key(app))
+    cat = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "metadata": {"score": 3, "day": "2026-05-04"},
+                                                      "messages": [{"text": ZH_FACT}]}).json()["results"][0]["memory"]
+    hike = c.post("/v1/subjects/tg:42/memories", json={"infer": False, "metadata": {"score": 8, "topic": "travel"},
+                                                       "messages": [{"text": EN_FACT}]}).json()["results"][0]["memory"]
+    c.post("/v1/subjects/tg:43/memories", json={"infer": False, "metadata": {"score": 9, "topic": "travel"},
+                                                "messages": [{"text": EN_FACT}]})
+    page = c.get("/v1/subjects/tg:42/memories", params={"filters": json.dumps({"score": {"$gt": 5}})}).json()
+    assert [m["id"] for m in page["items"]] == [hike["id"]]
+    either = {"$or": [{"day": {"$gte": "2026-05-01", "$lt": "2026-06-01"}}, {"topic": "travel"}]}
+    page = c.get("/v1/subjects/tg:42/memories", params={"filters": json.dumps(either)}).json()
+    assert page["total"] == 2 and {m["subject"] for m in page["items"]} == {"tg:42"}
+    hits = c.post("/v1/subjects/tg:42/search", json={"query": f"{ZH_FACT} {EN_FACT}", "filters": either}).json()["hits"]
+    assert {h["memory"]["id"] for h in hits} == {cat["id"], hike["id"]}
+    for bad in ({"score": {"$eq": 1}}, {"$or": [{"$or": [{"score": 1}]}]}, {"$or": []}, {"score": {"$gte": True}}):
+        assert c.post("/v1/subjects/tg:42/search", json={"query": "x", "filters": bad}).status_code == 400
+        assert c.get("/v1/subjects/tg:42/memories", params={"filters": json.dumps(bad)}).status_code == 400

@@ -17,7 +17,8 @@ from fastapi.testclient import TestClient
 from gateway.config import RateLimitSettings, TenantSettings, load_settings
 from gateway.http import patterns
 from gateway.http.app import create_app
-from memory.errors import NamespaceError
+from memory.errors import MetadataError, NamespaceError
+from memory.metadata import MAX_KEYS, check_metadata
 from memory.recall import RRF_K
 from memory.types import SUBJECT_RE, ChatRef, not_a_person
 
@@ -121,6 +122,44 @@ def test_the_chat_pattern_is_what_chatref_parses(key):
     except NamespaceError:
         parsed = False
     assert bool(re.search(patterns.CHAT_KEY, key)) == parsed
+
+
+@pytest.mark.parametrize("key", ["topic", "a.b-c_d", "_x", "9", "x" * 40, "x" * 41, "", "bad key", "$or", "-x",
+                                 ".x", "k/1", "猫", "a:b"])
+def test_the_metadata_key_pattern_in_the_schema_is_the_cores(key):
+    """Every metadata object of a request (capture, edit, batch edit, import, search filters) names its keys'
+    pattern (propertyNames), and it matches exactly the keys memory.metadata takes; a filter's own key
+    pattern adds $or alone."""
+    schemas = _doc()["components"]["schemas"]
+
+    def metadata_of(model: str, field: str) -> dict:
+        prop = schemas[model]["properties"][field]
+        return next(s for s in prop.get("anyOf", [prop]) if s.get("type") == "object")
+
+    try:
+        check_metadata({key: 1})
+        core_ok = True
+    except MetadataError:
+        core_ok = False
+    for model, field in (("CaptureIn", "metadata"), ("UpdateIn", "metadata"), ("BatchUpdateItem", "metadata"),
+                         ("ExportedMemory", "metadata")):
+        names = metadata_of(model, field)["propertyNames"]["pattern"]
+        assert bool(re.search(names, key)) == core_ok, (model, key)
+        assert metadata_of(model, field)["maxProperties"] == MAX_KEYS
+    filters = metadata_of("SearchIn", "filters")
+    assert bool(re.search(filters["propertyNames"]["pattern"], key)) == (core_ok or key == "$or")
+
+
+def test_no_request_model_is_a_top_level_union_a_generator_cannot_name():
+    """A model with properties carries no top-level anyOf/oneOf (openapi-python-client read UpdateIn's as a
+    union of two models and the edit modules it generated did not import); UpdateIn still says that text
+    or metadata is required."""
+    schemas = _doc()["components"]["schemas"]
+    for name, schema in schemas.items():
+        if "properties" in schema:
+            assert not {"anyOf", "oneOf"} & set(schema), name
+    needs = schemas["UpdateIn"]["allOf"][0]["anyOf"]
+    assert [alt["required"] for alt in needs] == [["text"], ["metadata"]]
 
 
 def test_a_wrong_method_answers_405_with_every_method_of_the_path(running):
