@@ -659,7 +659,12 @@ async def memory(request: Request, subject: str, memory_id: str) -> HTMLResponse
 
 @router.post("/people/{subject}/memories/{memory_id}/edit")
 async def edit(request: Request, subject: str, memory_id: str) -> Response:
-    """A new version with the form's ``text`` (``MemoryCore.update``, as ``/memory edit``)."""
+    """A new version with the form's ``text`` through ``memory.capture.edit``, the
+    path ``/memory edit`` and ``PATCH /v1/…/memories/{id}`` take: its category and
+    key are read from the new text in the tenant's zone (KeyTakenError, 409, when
+    another memory already holds what it says; nothing written)."""
+    from memory.capture import edit as edit_memory
+
     s = _session(request)
     ns = await _ns(request, subject)
     text = " ".join(_field(await request.form(), "text").split())
@@ -667,7 +672,8 @@ async def edit(request: Request, subject: str, memory_id: str) -> Response:
         raise ValueError("the new text is empty")
     if len(text) > MAX_EDIT_CHARS:
         raise ValueError(f"the new text is longer than {MAX_EDIT_CHARS} characters")
-    live = await asyncio.to_thread(_core(request).update, ns, memory_id, text, actor=s.actor)
+    tz = request.app.state.pipeline.tenant(s.tenant).tz
+    live = await asyncio.to_thread(edit_memory, _core(request), ns, memory_id, text, actor=s.actor, tz=tz)
     return _see_other(f"/console/people/{ns.subject}/memories/{live.id}?done=edited")
 
 

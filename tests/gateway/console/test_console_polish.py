@@ -1,0 +1,59 @@
+"""The console's pages say what the codes and ids mean, on SQLite and PostgreSQL,
+in zh and en: an edit takes the same path as ``PATCH /v1`` (category and key read
+from the new text); a person page is titled with the person's name; a memory's
+conflicts and associations show their text; fallback reasons, channels and link
+reasons read as words; the stats' fallback rate leaves "nothing to recall yet"
+out; the turn page shows the query the turn recalled with."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from console_helpers import REMOTE, console_app, login, session_csrf  # noqa: E402
+
+from memory.types import Category, Namespace  # noqa: E402
+
+NS = Namespace("default", "tg:42")
+#: lang: (a preference, the same memory edited into where the person lives, its key)
+EDITS = {"en": ("I love green tea.", "I live in Lisbon.", "home.city"),
+         "zh_CN": ("我喜欢绿茶", "我住在杭州", "home.city")}
+
+
+@pytest.fixture
+def app(core):
+    application = console_app(core)
+    with TestClient(application, client=REMOTE):
+        yield application
+
+
+def _remember(core, text: str, ns: Namespace = NS, **fields) -> str:
+    return core.add(ns, core.new(ns, text, **fields), actor="test").memory.id
+
+
+def _admin(app, core, tenant: str = "default"):
+    key = core.store.create_api_key(tenant, "admin", label="ops")[1]
+    return login(app, key), key
+
+
+@pytest.mark.parametrize("lang", EDITS)
+def test_a_console_edit_keeps_the_old_category_and_key(app, core, lang):
+    """An edit in the console re-reads category and key from the new text, exactly as PATCH /v1 does."""
+    tea, moved, key = EDITS[lang]
+    by_console = _remember(core, tea, category=Category.PREFERENCE)
+    by_api = _remember(core, tea, Namespace("default", "tg:43"), category=Category.PREFERENCE)
+    c, secret = _admin(app, core)
+    r = c.post(f"/console/people/tg:42/memories/{by_console}/edit", data={"text": moved, "csrf": session_csrf(c)},
+               follow_redirects=False)
+    assert r.status_code == 303, r.text[:300]
+    api = TestClient(app, client=REMOTE, headers={"X-API-Key": secret})
+    patched = api.patch(f"/v1/subjects/tg:43/memories/{by_api}", json={"text": moved})
+    assert patched.status_code == 200, patched.text
+    edited = core.get(NS, by_console)
+    assert (edited.text, edited.version, edited.category.value, edited.key) == (moved, 2, "profile", key)
+    assert (patched.json()["category"], patched.json()["key"]) == (edited.category.value, edited.key)
