@@ -855,6 +855,15 @@ async def turn(request: Request, day: str, index: int) -> HTMLResponse:
 # -- stats ---------------------------------------------------------------------------------------
 
 
+def _fell_back(record: dict) -> bool:
+    """Whether an audited turn's recollection fell back: a reason other than there
+    being nothing (or too little) to retell yet (``NOTHING_TO_RECALL``)."""
+    from memory.reconstruct import NOTHING_TO_RECALL
+
+    reason = record.get("fallback_reason")
+    return bool(reason) and reason not in NOTHING_TO_RECALL
+
+
 @router.get("/stats")
 async def stats(request: Request) -> HTMLResponse:
     """Turns, replies, fallbacks by reason, recall and turn latency percentiles per
@@ -877,7 +886,7 @@ async def stats(request: Request) -> HTMLResponse:
         labels = [d[5:] for d in by_day]
         turns_n = [float(len(rs)) for rs in by_day.values()]
         replies = [float(sum(1 for r in rs if r.get("replied"))) for rs in by_day.values()]
-        fallbacks = [float(sum(1 for r in rs if r.get("fallback_reason"))) for rs in by_day.values()]
+        fallbacks = [float(sum(1 for r in rs if _fell_back(r))) for rs in by_day.values()]
 
         def lat(stage: str, q: float) -> list[float | None]:
             return [percentile([float(r["latency_ms"][stage]) for r in rs

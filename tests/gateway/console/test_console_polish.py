@@ -57,3 +57,23 @@ def test_a_console_edit_keeps_the_old_category_and_key(app, core, lang):
     edited = core.get(NS, by_console)
     assert (edited.text, edited.version, edited.category.value, edited.key) == (moved, 2, "profile", key)
     assert (patched.json()["category"], patched.json()["key"]) == (edited.category.value, edited.key)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_the_fallback_rate_counted_nothing_to_recall_yet_as_a_fallback(app, core, lang):
+    """Of four people's last recalls (no_hits, few_hits, timeout, accepted) one fell back of the two that had
+    something to retell: 50%, on the stats page and in memory.admin.stats, not 75%."""
+    from datetime import datetime, timezone
+
+    from memory import admin
+    from memory.explain import record_recall
+    from memory.types import ChatKind, ChatRef
+
+    at = datetime(2026, 12, 1, 12, tzinfo=timezone.utc)
+    for uid, reason in (("1", "no_hits"), ("2", "few_hits"), ("3", "timeout"), ("4", "")):
+        record_recall(core.store, Namespace("default", f"tg:{uid}"), ChatRef("tg", ChatKind.PRIVATE, uid), [], 8,
+                      reason, at)
+    assert admin.stats(core, admin.Authority("test", "default"), "default").fallback_rate == 0.5
+    c, _ = _admin(app, core)
+    page = c.get("/console/stats", params={"lang": lang}).text
+    assert "<strong>50.0%</strong>" in page
