@@ -75,6 +75,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NOTHING_TO_RECALL",
+    "SENTENCE_STATUSES",
     "Recollection",
     "Attempt",
     "Validation",
@@ -108,6 +109,8 @@ NOTHING_TO_RECALL = ("no_hits", "few_hits")
 template was not a fallback from a failed retelling, so fallback rates leave them out."""
 ATTEMPT_REASONS = ("model_error", "timeout", "malformed", "bad_citations", "ungrounded", "error")
 REASONS = GATE_REASONS + ATTEMPT_REASONS
+SENTENCE_STATUSES = ("kept", "unsupported", "bad_citation", "filler")
+"""What the validation says of one sentence of a retelling (``SentenceCheck.status``)."""
 
 CITATION_PENALTY = 0.2
 DEFAULT_TOKEN_THRESHOLD = 0.6

@@ -77,3 +77,42 @@ def test_the_fallback_rate_counted_nothing_to_recall_yet_as_a_fallback(app, core
     c, _ = _admin(app, core)
     page = c.get("/console/stats", params={"lang": lang}).text
     assert "<strong>50.0%</strong>" in page
+
+
+#: lang: (the name the person sends, a memory, the one it conflicts with, one linked to it, words on the page)
+PEOPLE = {"en": ("Anna", "I live in Porto.", "I live in Lisbon.", "My cat Mochi is nine.",
+                 ("recalled together", "same name", "Conflicts with", "Associations")),
+          "zh_CN": ("安娜", "我住在北京", "我住在杭州", "我家猫煤球九岁了",
+                    ("一起被回忆", "提到同一事物", "与之冲突", "关联"))}
+
+
+def _texts_of(html: str, list_id: str) -> list[str]:
+    found = re.search(rf'<ul class="refs" id="{list_id}">(.*?)</ul>', html, re.S)
+    return re.findall(r'<a class="ref"[^>]*>([^<]*)</a>', found.group(1)) if found else []
+
+
+@pytest.mark.parametrize("lang", PEOPLE)
+def test_a_person_page_titled_by_id_and_conflicts_and_associations_as_bare_ids(app, core, lang):
+    """The person page's title and heading carry the name they last sent; a memory's conflicts and associations
+    show the other memories' text (the id in the link's title) and the link's reasons in words, not codes."""
+    from datetime import datetime, timezone
+
+    from memory.store.chatlog import ChatLine
+    from memory.types import ChatKind, ChatRef
+
+    name, mine, other, linked, words = PEOPLE[lang]
+    a, b, cat = _remember(core, mine), _remember(core, other), _remember(core, linked)
+    core.store.add_conflict(NS, a, b)
+    core.store.strengthen_links(NS, [a, cat], reason="recalled")
+    core.store.strengthen_links(NS, [a, cat], reason="entity")
+    core.store.append_chat("default", ChatRef("tg", ChatKind.PRIVATE, "42"),
+                           ChatLine("user", "42", mine, datetime.now(timezone.utc), "m1", name))
+    c, _ = _admin(app, core)
+    page = c.get("/console/people/tg:42", params={"lang": lang}).text
+    assert f"<title>{name} · huiyi</title>" in page and f'<span id="person-name">{name}</span>' in page
+    assert f'title="{b}">⚡' in page and other in page.split(f'<tr data-id="{a}"')[1].split("</tr>")[0]
+    shown = c.get(f"/console/people/tg:42/memories/{a}", params={"lang": lang}).text
+    assert _texts_of(shown, "conflicts") == [other] and _texts_of(shown, "links") == [linked]
+    assert f'title="{b}"' in shown and f'title="{cat}"' in shown
+    seen = re.sub(r"<[^>]+>", " ", shown)  # what the page reads, without the codes kept in titles
+    assert "recalled,entity" not in seen and " entity" not in seen and all(w in seen for w in words)
