@@ -870,11 +870,12 @@ async def turn(request: Request, day: str, index: int) -> HTMLResponse:
         ids = [str(x.get("id")) for x in r.get("recalled") or [] if isinstance(x, dict)]
         live = core.store.get_many(ns, ids) if ids else {}
         trace = core.store.last_recall(ns)
-        message = None
+        message, logged = None, {}
         try:
             chat = ChatRef.parse(str(r.get("chat")))
-            message = next((line for line in core.store.chat_tail(s.tenant, chat, 200)
-                            if line.message_id == r.get("message_id") and line.role == "user"), None)
+            logged = {line.message_id: line for line in core.store.chat_tail(s.tenant, chat, 200)
+                      if line.role == "user" and line.message_id}
+            message = logged.get(r.get("message_id"))
         except ValueError:
             chat = None
         core.store.audit(ns, "admin_view", s.actor, command="turn", chat="console")
@@ -892,10 +893,28 @@ async def turn(request: Request, day: str, index: int) -> HTMLResponse:
         retry = _qs({"query": message.text if message else "",
                      "chat": chat.key if chat is not None and chat.is_group else ""})
         return dict(r=r, ns=ns, message=message, day=day, index=index, hit_rows=rows, retry=retry,
+                    query=_query_rows(r, logged),
                     sentences=r.get("sentences") or [], latency=r.get("latency_ms") or {})
 
     data = await asyncio.to_thread(load)
     return _render(request, s, "turn.html", **data)
+
+
+def _query_rows(record: dict, logged: dict) -> list[dict]:
+    """The lines an audited turn's recall searched with, oldest first: ``{"message_id",
+    "at", "text"}``, the text from the record (kept with ``audit_fragments``), else
+    from the chat log while it holds the line (``logged``: message id → ChatLine),
+    else None. Empty for a record written before the audit kept its query."""
+    lines = [q for q in record.get("query") or [] if isinstance(q, dict)]
+    texts = record.get("query_text") if isinstance(record.get("query_text"), list) else []
+    out = []
+    for i, q in enumerate(lines):
+        mid = str(q.get("message_id") or "")
+        text = texts[i] if i < len(texts) and isinstance(texts[i], str) else None
+        if text is None and mid in logged:
+            text = logged[mid].text
+        out.append({"message_id": mid, "at": q.get("at"), "text": text})
+    return out
 
 
 # -- stats ---------------------------------------------------------------------------------------

@@ -116,3 +116,36 @@ def test_a_person_page_titled_by_id_and_conflicts_and_associations_as_bare_ids(a
     assert f'title="{b}"' in shown and f'title="{cat}"' in shown
     seen = re.sub(r"<[^>]+>", " ", shown)  # what the page reads, without the codes kept in titles
     assert "recalled,entity" not in seen and " entity" not in seen and all(w in seen for w in words)
+
+
+#: lang: (an earlier line of the person, the line of the turn)
+QUERIES = {"en": ("My cat Mochi is nine years old.", "Do you remember my cat?"),
+           "zh_CN": ("我家猫煤球九岁了", "你还记得我的猫吗？")}
+
+
+@pytest.mark.parametrize("lang", QUERIES)
+def test_the_turn_page_cannot_show_the_query_the_turn_used(app, core, lang):
+    """The audit keeps the message ids of the lines recall searched with (no text without audit_fragments);
+    the turn page lists those lines, oldest first, from the chat log."""
+    import asyncio
+    from datetime import datetime, timedelta, timezone
+
+    from bridges.contract import InboundMessage
+    from gateway.observability import read_turns
+    from memory.types import ChatKind
+
+    pipeline = app.state.pipeline
+    now = datetime.now(timezone.utc)
+    for mid, text, at in (("q1", QUERIES[lang][0], now - timedelta(seconds=30)), ("q2", QUERIES[lang][1], now)):
+        asyncio.run(pipeline.handle("default", InboundMessage(
+            platform="tg", message_id=mid, sender_id="42", sender_name="Anna", chat_kind=ChatKind.PRIVATE,
+            chat_id="42", text=text, timestamp=at)))
+    records = read_turns(pipeline.settings.data_dir, now.date())
+    assert [q["message_id"] for q in records[-1]["query"]] == ["q1", "q2"]
+    assert "query_text" not in records[-1] and QUERIES[lang][0] not in str(records[-1])
+    c, _ = _admin(app, core)
+    page = c.get(f"/console/turns/{now.date().isoformat()}/{len(records) - 1}", params={"lang": lang}).text
+    listed = re.search(r'<ol class="query" id="turn-query">(.*?)</ol>', page, re.S)
+    assert listed, page[:2000]
+    assert re.findall(r'<li data-message="([^"]+)">', listed.group(1)) == ["q1", "q2"]
+    assert all(text in listed.group(1) for text in QUERIES[lang])
