@@ -7,6 +7,7 @@ out; the turn page shows the query the turn recalled with."""
 
 from __future__ import annotations
 
+import html
 import re
 import sys
 from pathlib import Path
@@ -149,3 +150,35 @@ def test_the_turn_page_cannot_show_the_query_the_turn_used(app, core, lang):
     assert listed, page[:2000]
     assert re.findall(r'<li data-message="([^"]+)">', listed.group(1)) == ["q1", "q2"]
     assert all(text in listed.group(1) for text in QUERIES[lang])
+
+
+#: lang: the words for no_hits, malformed, vector~1 and the template mode
+WORDS = {"en": ("nothing to recall yet", "the model's answer was unusable", "meaning of the line −1", "listed verbatim"),
+         "zh_CN": ("还没有可回忆的", "模型回答无法使用", "语义（往前第 1 句）", "原文列出")}
+
+
+@pytest.mark.parametrize("lang", WORDS)
+def test_codes_shown_raw_on_the_turn_pages(app, core, lang):
+    """The turns list, its filter and a turn say fallback reasons, channels and modes in words; the code stays
+    only in the title attribute."""
+    from datetime import datetime, timezone
+
+    from gateway.observability import write_turn
+
+    mid = _remember(core, "I love hiking in the Alps")
+    now = datetime.now(timezone.utc)
+    data = app.state.pipeline.settings.data_dir
+    for reason in ("no_hits", "malformed"):
+        write_turn(data, {"at": now.isoformat(), "tenant": "default", "namespace": "default/tg:42",
+                          "chat": "tg:private:42", "message_id": "m1", "mode": "template", "fallback_reason": reason,
+                          "recalled": [{"id": mid, "score": 0.5, "ranks": {"vector~1": 2}}],
+                          "latency_ms": {"total": 3.0}})
+    c, _ = _admin(app, core)
+    no_hits, malformed, _channel, mode = WORDS[lang]
+    listed = c.get("/console/turns", params={"lang": lang}).text
+    seen = html.unescape(re.sub(r"<[^>]+>", " ", listed))
+    assert no_hits in seen and malformed in seen and mode in seen
+    assert not re.search(r"\b(no_hits|malformed|template)\b", seen)
+    day = now.date().isoformat()
+    turn = html.unescape(re.sub(r"<[^>]+>", " ", c.get(f"/console/turns/{day}/1", params={"lang": lang}).text))
+    assert malformed in turn and mode in turn and "malformed" not in turn
