@@ -4,6 +4,8 @@ One JSON line per answered turn in ``<data_dir>/audit/turns-YYYY-MM-DD.jsonl``
 (UTC day of the turn, append-only). A record holds::
 
     at, tenant, namespace, chat, message_id
+    query             [{"message_id", "at"}]  the chat-log lines recall searched with, oldest
+                      first, the turn's own message last (their text: ``query_text``, below)
     recalled          [{"id", "score", "ranks", "parts"}]  recall order, best first; ranks: each
                       channel's 1-based rank ({"bm25": 1, "vector": 3, …}), parts: the
                       score's components (rrf, retention, activation, emotion, importance)
@@ -19,6 +21,7 @@ One JSON line per answered turn in ``<data_dir>/audit/turns-YYYY-MM-DD.jsonl``
                        "reconstruct_validate", "reply", "capture", "total"} (present stages)
 
 With ``Settings.audit_fragments`` on, also ``fragments`` ({id: memory text}),
+``query_text`` (the text of each ``query`` line),
 ``reconstruction`` (the model's answer with its ``[src:…]`` markers),
 ``recollection`` (the injected text), ``prompt`` (the chat messages sent to the
 model) and ``reply``. Off (the default) the file holds ids and
@@ -44,6 +47,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from bridges.contract import TurnResult
     from memory.reconstruct import Recollection
+    from memory.store.chatlog import ChatLine
 
 __all__ = ["audit_file", "turn_record", "write_turn", "read_turns", "summarise", "DaySummary", "percentile", "STAGES"]
 
@@ -59,10 +63,10 @@ def audit_file(data_dir: Path, day: date) -> Path:
 
 
 def turn_record(res: TurnResult, rec: Recollection, *, fragments: bool = False,
-                at: datetime | None = None) -> dict:
+                at: datetime | None = None, query: Sequence[ChatLine] = ()) -> dict:
     """The audit record of one turn (module docstring). ``fragments`` adds the
     memory texts, the model's answer and the injected text; ``at`` defaults to
-    now (UTC)."""
+    now (UTC); ``query``: the lines recall searched with, oldest first."""
     at = at or datetime.now(timezone.utc)
     attempt = rec.attempt
     v = attempt.validation if attempt is not None else None
@@ -77,6 +81,7 @@ def turn_record(res: TurnResult, rec: Recollection, *, fragments: bool = False,
         "namespace": res.namespace,
         "chat": res.chat,
         "message_id": res.message_id,
+        "query": [{"message_id": line.message_id, "at": line.at.isoformat()} for line in query],
         "recalled": [{"id": h.memory.id, "score": round(h.score, 6), "ranks": dict(h.ranks),
                       "parts": _parts(h.parts)} for h in rec.raw_hits],
         "mode": rec.mode,
@@ -94,6 +99,7 @@ def turn_record(res: TurnResult, rec: Recollection, *, fragments: bool = False,
     }
     if fragments:
         out["fragments"] = {h.memory.id: h.memory.text for h in rec.raw_hits}
+        out["query_text"] = [line.text for line in query]
         out["reconstruction"] = attempt.output if attempt is not None else ""
         out["recollection"] = rec.text
         out["prompt"] = list(res.prompt)

@@ -27,7 +27,7 @@ import logging
 import re
 import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -324,10 +324,11 @@ class Pipeline:
         if due and line_id is not None:
             self.captures.hold(line_id)  # before the answer: maintenance must not resume it meanwhile
         rec: Recollection | None = None
+        query: list[ChatLine] = []
         after: list[Callable[[], None]] | None = [] if background_capture else None
         try:
             if res.addressed:
-                rec = await self._answer(tenant, t, msg, ns, lang, res, after, prefetch, line_id)
+                rec, query = await self._answer(tenant, t, msg, ns, lang, res, after, prefetch, line_id)
         except BaseException:
             self.captures.release(line_id or 0)  # the line keeps its capture for resume_captures
             raise
@@ -338,7 +339,7 @@ class Pipeline:
             res.capture_pending = job is not None
             if job is not None or after or rec is not None:
                 self.captures.put(after or [], job, res,
-                                  audit=None if rec is None else functools.partial(self._audit_sync, res, rec))
+                                  audit=None if rec is None else functools.partial(self._audit_sync, res, rec, query))
             return res
         if job is not None:
             t0 = time.perf_counter()
@@ -346,7 +347,7 @@ class Pipeline:
             res.latency_ms["capture"] = _ms(t0)
         res.latency_ms["total"] = _ms(started)
         if rec is not None:
-            await self._audit(res, rec)
+            await self._audit(res, rec, query)
         return res
 
     async def _language(self, tenant: str, t: TenantSettings, msg: InboundMessage) -> str:
@@ -374,20 +375,23 @@ class Pipeline:
                     and not line.text.startswith("/")]
         return turn_language(text, previous, msg.language, t.language)
 
-    async def _audit(self, res: TurnResult, rec: Recollection) -> None:
+    async def _audit(self, res: TurnResult, rec: Recollection, query: Sequence[ChatLine] = ()) -> None:
         """``_audit_sync`` in a thread."""
-        await asyncio.to_thread(self._audit_sync, res, rec)
+        await asyncio.to_thread(self._audit_sync, res, rec, query)
 
-    def _audit_sync(self, res: TurnResult, rec: Recollection) -> None:
-        """Append the turn's audit record (gateway.observability); a failure is logged, never raised."""
+    def _audit_sync(self, res: TurnResult, rec: Recollection, query: Sequence[ChatLine] = ()) -> None:
+        """Append the turn's audit record (gateway.observability; ``query``: the
+        lines recall searched with); a failure is logged, never raised."""
         try:
-            write_turn(self.settings.data_dir, turn_record(res, rec, fragments=self.settings.audit_fragments))
+            write_turn(self.settings.data_dir, turn_record(res, rec, fragments=self.settings.audit_fragments,
+                                                           query=query))
         except Exception:  # noqa: BLE001 - the audit must never break the turn
             log.exception("turn audit failed for %s message %s", res.namespace, res.message_id)
 
     async def _answer(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace, lang: str,
                       res: TurnResult, after: list[Callable[[], None]] | None = None,
-                      prefetch: asyncio.Task | None = None, line_id: int | None = None) -> Recollection:
+                      prefetch: asyncio.Task | None = None,
+                      line_id: int | None = None) -> tuple[Recollection, list[ChatLine]]:
         """Recall, recollection, prompt and (with a model) the reply. The turn's
         bookkeeping — the recall trace for ``/memory why``, the recalled
         memories' access times, and the query vector of the person's line kept
@@ -398,7 +402,9 @@ class Pipeline:
         One embedding model call at most: the query's, started by ``prefetch``
         (awaited here, so recall finds it cached); the older lines of the tail take
         the vectors their own turns kept (``SearchIndex.embed_tail``: never a
-        document embedding on the answer path)."""
+        document embedding on the answer path). Returns the recollection and the
+        lines recall searched with (the person's lines of the tail, oldest first;
+        the message alone when none), for the turn's audit."""
         chat = msg.chat
         tail = await asyncio.to_thread(self.core.store.chat_tail, tenant, chat, t.tail,
                                        max_age=timedelta(seconds=t.tail_max_age) if t.tail_max_age > 0 else None,
@@ -462,8 +468,9 @@ class Pipeline:
         res.fallback_reason = rec.fallback_reason
         res.prompt = build_messages(persona=t.persona, recollection=rec.text, tail=tail, lang=lang,
                                     group=chat.is_group)
+        query = said or [ChatLine("user", msg.sender_id, msg.text, msg.timestamp, msg.message_id, msg.sender_name)]
         if model is None:
-            return rec
+            return rec, query
         t1 = time.perf_counter()
         try:
             res.reply = _spoken(await model.complete(res.prompt))
@@ -480,7 +487,7 @@ class Pipeline:
         if res.reply is not None:
             await asyncio.to_thread(self.core.store.append_chat, tenant, chat,
                                     ChatLine("bot", "bot", res.reply, utcnow(), "", t.persona_name))
-        return rec
+        return rec, query
 
     def _tail_vectors(self, said: list[ChatLine]) -> dict[str, np.ndarray]:
         """``{line text: vector}`` of the person's tail lines whose turns kept the

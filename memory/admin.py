@@ -218,7 +218,9 @@ def link(core, authority: Authority, tenant: str, subjects: Sequence[str]) -> Li
 @dataclass(frozen=True, slots=True)
 class TenantStats:
     """Operator view of one tenant. ``fallback_rate`` in [0, 1]: share of people
-    whose latest recollection fell back (None before any recall)."""
+    whose latest recollection fell back, among those who had something to recall
+    (a ``memory.reconstruct.NOTHING_TO_RECALL`` reason is no fallback; None before
+    any such recall)."""
 
     tenant: str
     memories: int
@@ -232,7 +234,9 @@ def stats(core, authority: Authority, tenant: str) -> TenantStats:
     """Counts of ``tenant`` (``Store.tenant_counts``); PermissionError outside the
     authority's tenant."""
     _check_tenant(authority, tenant)
-    c = core.store.tenant_counts(tenant)
+    from memory.reconstruct import NOTHING_TO_RECALL
+
+    c = core.store.tenant_counts(tenant, leave_out=NOTHING_TO_RECALL)
     rate = c.fallbacks / c.recalls if c.recalls else None
     return TenantStats(tenant, c.memories, c.people, c.chats, c.turns, rate)
 

@@ -74,6 +74,8 @@ if TYPE_CHECKING:
     from memory.embed import Embedder
 
 __all__ = [
+    "NOTHING_TO_RECALL",
+    "SENTENCE_STATUSES",
     "Recollection",
     "Attempt",
     "Validation",
@@ -102,8 +104,13 @@ Complete = Callable[[list[dict[str, str]]], Awaitable[str]]
 exception it raises counts as ``model_error``."""
 
 GATE_REASONS = ("no_hits", "disabled", "no_model", "few_hits")
+NOTHING_TO_RECALL = ("no_hits", "few_hits")
+"""Gate reasons that say there was nothing (or too little) to retell yet: the
+template was not a fallback from a failed retelling, so fallback rates leave them out."""
 ATTEMPT_REASONS = ("model_error", "timeout", "malformed", "bad_citations", "ungrounded", "error")
 REASONS = GATE_REASONS + ATTEMPT_REASONS
+SENTENCE_STATUSES = ("kept", "unsupported", "bad_citation", "filler")
+"""What the validation says of one sentence of a retelling (``SentenceCheck.status``)."""
 
 CITATION_PENALTY = 0.2
 DEFAULT_TOKEN_THRESHOLD = 0.6

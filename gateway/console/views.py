@@ -163,7 +163,7 @@ def _render(request: Request, session: Session | None, name: str, status: int = 
     html = _env.get_template(name).render(
         _=partial(translate, lang), _n=partial(translate_plural, lang), lang=lang, html_lang="zh-CN" if lang == "zh_CN" else "en", session=session,
         csrf=session.csrf if session else "", path=request.url.path, switch_lang=f"{request.url.path}?{urlencode(query)}",
-        other_lang=other, fmt_time=_fmt_time, qs=_qs, **ctx)
+        other_lang=other, fmt_time=_fmt_time, qs=_qs, words=_coder(lang), **ctx)
     response = HTMLResponse(html, status_code=status, headers={
         "Cache-Control": "no-store", "X-Frame-Options": "DENY", "Referrer-Policy": "same-origin",
         "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
@@ -172,6 +172,38 @@ def _render(request: Request, session: Session | None, name: str, status: int = 
         response.set_cookie(LANG_COOKIE, lang, max_age=365 * 86400, path="/console", httponly=True, samesite="strict",
                             secure=_secure(request))
     return response
+
+
+#: Where the codes the pages show come from: fallback reasons (``memory.reconstruct.REASONS``),
+#: recall channels (``memory.recall``; ``vector~1``: the vector list of the line before the
+#: question), association reasons (``memory.links.REASONS``), recollection modes, retelling
+#: sentence statuses and key scopes. Each is shown as the catalogue's words for
+#: ``"<kind>: <code>"``, the code itself kept in the element's title.
+CODE_KINDS = ("fallback", "channel", "link", "mode", "sentence", "scope")
+
+
+def _coder(lang: str):
+    """``code(kind, value)``: the words for a code of ``CODE_KINDS`` in ``lang``
+    (the code itself when the catalogue has none, as for a future reason). A
+    ``channel~n`` is its channel's words with "line −n"; ``link`` values may join
+    several reasons with commas; a fallback ``recall failed: X`` keeps ``X``."""
+    def one(kind: str, value: str) -> str:
+        msgid = f"{kind}: {value}"
+        text = translate(lang, msgid)
+        return value if text == msgid else text
+
+    def code(kind: str, value: Any) -> str:
+        value = "" if value is None else str(value)
+        if kind == "channel" and "~" in value:
+            base, _, step = value.partition("~")
+            return translate(lang, "{channel} of the line −{n}", channel=one(kind, base), n=step)
+        if kind == "link":
+            return translate(lang, ", ").join(one(kind, r.strip()) for r in value.split(",") if r.strip())
+        if kind == "fallback" and value.startswith("recall failed: "):
+            return translate(lang, "recall failed ({error})", error=value[len("recall failed: "):])
+        return one(kind, value)
+
+    return code
 
 
 def _error(request: Request, session: Session | None, status: int, msgid: str, **params: Any) -> HTMLResponse:
@@ -399,6 +431,8 @@ class _Row:
     score: float | None = None
     ranks: dict[str, int] = field(default_factory=dict)
     via_context: bool = False
+    #: the live text of each of ``conflicts`` (a forgotten one's id)
+    conflict_texts: list[str] = field(default_factory=list)
 
 
 #: How many hits a text search of the person page lists.
@@ -440,10 +474,12 @@ def _person_rows(core, s: Session, ns: Namespace, f: _Filters) -> tuple[list[_Ro
     for c in core.store.conflicts(ns, ids) if ids else []:
         for side in (c.older_id, c.newer_id):
             partners.setdefault(side, []).append(c.other(side))
+    live = core.store.get_many(ns, sorted({p for ps in partners.values() for p in ps})) if partners else {}
     out = []
     for r in rows:
         m = r.memory
         r.consolidated, r.conflicts = consolidated.get(m.id), sorted(set(partners.get(m.id, [])))
+        r.conflict_texts = [live[p].text if p in live else p for p in r.conflicts]
         if f.category and m.category.value != f.category:
             continue
         if f.visibility and m.visibility.value != f.visibility:
@@ -463,6 +499,12 @@ def _person_rows(core, s: Session, ns: Namespace, f: _Filters) -> tuple[list[_Ro
     return out, origins
 
 
+def _name_of(core, s: Session, ns: Namespace) -> str:
+    """The display name ``ns``'s person last sent (``memory.admin.people``), "" when none."""
+    found = admin.people(core, _authority(s), s.tenant, query=ns.subject, limit=admin.PEOPLE_PAGE_MAX)
+    return next((p.name for p in found.items if p.subject == ns.subject), "")
+
+
 @router.get("/people/{subject}")
 async def person(request: Request, subject: str) -> HTMLResponse:
     """A person's live memories, filtered and paged, with the actions on them."""
@@ -475,13 +517,13 @@ async def person(request: Request, subject: str) -> HTMLResponse:
         if not _known(core, s, ns):
             raise NotFoundError(f"no person {subject} in this tenant")
         rows, origins = _person_rows(core, s, ns, f)
-        return rows, origins, core.store.identities(ns)
+        return rows, origins, core.store.identities(ns), _name_of(core, s, ns)
 
-    rows, origins, identities = await asyncio.to_thread(load)
+    rows, origins, identities, name = await asyncio.to_thread(load)
     page = _page_no(request)
     pages = max(1, math.ceil(len(rows) / ROWS))
     shown = rows[(page - 1) * ROWS: page * ROWS]
-    return _render(request, s, "person.html", subject=ns.subject, asked=subject, rows=shown, total=len(rows),
+    return _render(request, s, "person.html", subject=ns.subject, person_name=name, asked=subject, rows=shown, total=len(rows),
                    page=page, pages=pages, f=f, filter_query=f.query(), origins=origins, identities=identities,
                    categories=[c.value for c in Category], visibilities=[v.value for v in Visibility],
                    done=request.query_params.get("done", ""), n=_count_param(request))
@@ -647,10 +689,14 @@ async def memory(request: Request, subject: str, memory_id: str) -> HTMLResponse
         row = store.consolidated(ns, [m.id]).get(m.id)
         store.audit(ns, "admin_view", s.actor, m.id, command="show", chat="console")
         why = explain(store.last_recall(ns), m)
-        return dict(m=m, versions=core.history(ns, m.id), now_parts=score(0.0, m, now, 0.0),
-                    conflicts=sorted({c.other(m.id) for c in store.conflicts(ns, [m.id])}),
-                    links=store.links_of(ns, [m.id]).get(m.id, []), consolidated=row, citing=store.citing(ns, m.id),
-                    why=why, why_msgid=f"why: {why.verdict}")
+        conflicts = sorted({c.other(m.id) for c in store.conflicts(ns, [m.id])})
+        links = store.links_of(ns, [m.id]).get(m.id, [])
+        citing = store.citing(ns, m.id)
+        related = [*conflicts, *(other for other, _w, _r in links), *(row.sources if row else ()), *citing]
+        texts = {i: other.text for i, other in store.get_many(ns, related).items()}
+        return dict(m=m, versions=core.history(ns, m.id), now_parts=score(0.0, m, now, 0.0), conflicts=conflicts,
+                    links=links, consolidated=row, citing=citing, texts=texts, why=why,
+                    why_msgid=f"why: {why.verdict}")
 
     data = await asyncio.to_thread(load)
     return _render(request, s, "memory.html", subject=ns.subject, max_edit=MAX_EDIT_CHARS,
@@ -659,7 +705,12 @@ async def memory(request: Request, subject: str, memory_id: str) -> HTMLResponse
 
 @router.post("/people/{subject}/memories/{memory_id}/edit")
 async def edit(request: Request, subject: str, memory_id: str) -> Response:
-    """A new version with the form's ``text`` (``MemoryCore.update``, as ``/memory edit``)."""
+    """A new version with the form's ``text`` through ``memory.capture.edit``, the
+    path ``/memory edit`` and ``PATCH /v1/…/memories/{id}`` take: its category and
+    key are read from the new text in the tenant's zone (KeyTakenError, 409, when
+    another memory already holds what it says; nothing written)."""
+    from memory.capture import edit as edit_memory
+
     s = _session(request)
     ns = await _ns(request, subject)
     text = " ".join(_field(await request.form(), "text").split())
@@ -667,7 +718,8 @@ async def edit(request: Request, subject: str, memory_id: str) -> Response:
         raise ValueError("the new text is empty")
     if len(text) > MAX_EDIT_CHARS:
         raise ValueError(f"the new text is longer than {MAX_EDIT_CHARS} characters")
-    live = await asyncio.to_thread(_core(request).update, ns, memory_id, text, actor=s.actor)
+    tz = request.app.state.pipeline.tenant(s.tenant).tz
+    live = await asyncio.to_thread(edit_memory, _core(request), ns, memory_id, text, actor=s.actor, tz=tz)
     return _see_other(f"/console/people/{ns.subject}/memories/{live.id}?done=edited")
 
 
@@ -818,11 +870,12 @@ async def turn(request: Request, day: str, index: int) -> HTMLResponse:
         ids = [str(x.get("id")) for x in r.get("recalled") or [] if isinstance(x, dict)]
         live = core.store.get_many(ns, ids) if ids else {}
         trace = core.store.last_recall(ns)
-        message = None
+        message, logged = None, {}
         try:
             chat = ChatRef.parse(str(r.get("chat")))
-            message = next((line for line in core.store.chat_tail(s.tenant, chat, 200)
-                            if line.message_id == r.get("message_id") and line.role == "user"), None)
+            logged = {line.message_id: line for line in core.store.chat_tail(s.tenant, chat, 200)
+                      if line.role == "user" and line.message_id}
+            message = logged.get(r.get("message_id"))
         except ValueError:
             chat = None
         core.store.audit(ns, "admin_view", s.actor, command="turn", chat="console")
@@ -840,13 +893,40 @@ async def turn(request: Request, day: str, index: int) -> HTMLResponse:
         retry = _qs({"query": message.text if message else "",
                      "chat": chat.key if chat is not None and chat.is_group else ""})
         return dict(r=r, ns=ns, message=message, day=day, index=index, hit_rows=rows, retry=retry,
+                    query=_query_rows(r, logged),
                     sentences=r.get("sentences") or [], latency=r.get("latency_ms") or {})
 
     data = await asyncio.to_thread(load)
     return _render(request, s, "turn.html", **data)
 
 
+def _query_rows(record: dict, logged: dict) -> list[dict]:
+    """The lines an audited turn's recall searched with, oldest first: ``{"message_id",
+    "at", "text"}``, the text from the record (kept with ``audit_fragments``), else
+    from the chat log while it holds the line (``logged``: message id → ChatLine),
+    else None. Empty for a record written before the audit kept its query."""
+    lines = [q for q in record.get("query") or [] if isinstance(q, dict)]
+    texts = record.get("query_text") if isinstance(record.get("query_text"), list) else []
+    out = []
+    for i, q in enumerate(lines):
+        mid = str(q.get("message_id") or "")
+        text = texts[i] if i < len(texts) and isinstance(texts[i], str) else None
+        if text is None and mid in logged:
+            text = logged[mid].text
+        out.append({"message_id": mid, "at": q.get("at"), "text": text})
+    return out
+
+
 # -- stats ---------------------------------------------------------------------------------------
+
+
+def _fell_back(record: dict) -> bool:
+    """Whether an audited turn's recollection fell back: a reason other than there
+    being nothing (or too little) to retell yet (``NOTHING_TO_RECALL``)."""
+    from memory.reconstruct import NOTHING_TO_RECALL
+
+    reason = record.get("fallback_reason")
+    return bool(reason) and reason not in NOTHING_TO_RECALL
 
 
 @router.get("/stats")
@@ -871,7 +951,7 @@ async def stats(request: Request) -> HTMLResponse:
         labels = [d[5:] for d in by_day]
         turns_n = [float(len(rs)) for rs in by_day.values()]
         replies = [float(sum(1 for r in rs if r.get("replied"))) for rs in by_day.values()]
-        fallbacks = [float(sum(1 for r in rs if r.get("fallback_reason"))) for rs in by_day.values()]
+        fallbacks = [float(sum(1 for r in rs if _fell_back(r))) for rs in by_day.values()]
 
         def lat(stage: str, q: float) -> list[float | None]:
             return [percentile([float(r["latency_ms"][stage]) for r in rs
@@ -891,7 +971,7 @@ async def stats(request: Request) -> HTMLResponse:
                                     translate(lang, "fallbacks"): fallbacks}, labels),
             chart_recall=line_chart({"p50": lat("recall", 50), "p95": lat("recall", 95)}, labels, unit="ms"),
             chart_total=line_chart({"p50": lat("total", 50), "p95": lat("total", 95)}, labels, unit="ms"),
-            chart_reasons=bar_chart(dict(reasons.most_common(8))),
+            chart_reasons=bar_chart({_coder(lang)("fallback", r): n for r, n in reasons.most_common(8)}),
             chart_consolidated=line_chart({translate(lang, "long-term"): [float(made.get(d, 0)) for d in by_day]},
                                           labels))
 

@@ -7,6 +7,7 @@ awaited from a person (``/memory forget all``), and the tenant-wide counts of
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -23,8 +24,9 @@ from memory.types import Namespace
 class TenantCounts:
     """Counts over one tenant: live memories; people (namespaces holding
     memories); chats in the recent chat log; turns (deliveries processed,
-    commands included); recalls (namespaces with a last-recall record) and how
-    many of those last recollections fell back."""
+    commands included); recalls (namespaces with a last-recall record, less
+    those ``tenant_counts`` was told to leave out) and how many of those last
+    recollections fell back."""
 
     memories: int
     people: int
@@ -108,9 +110,11 @@ class CommandState(StoreBase):
 
     # -- tenant-wide counts (memory.admin.stats only) --------------------
 
-    def tenant_counts(self, tenant: str) -> TenantCounts:
+    def tenant_counts(self, tenant: str, leave_out: Sequence[str] = ()) -> TenantCounts:
         """Counts over one tenant for ``memory.admin.stats``: the one tenant-wide
-        aggregate read besides ``admin_namespaces``."""
+        aggregate read besides ``admin_namespaces``. ``leave_out``: fallback
+        reasons whose last recalls count neither as recalls nor as fallbacks
+        (``memory.reconstruct.NOTHING_TO_RECALL``)."""
         from sqlalchemy import func
 
         like = tenant.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "|%"
@@ -122,8 +126,10 @@ class CommandState(StoreBase):
                 _ChatLogRow.tenant == tenant)).one()
             turns = s.exec(select(func.count()).select_from(_DeliveryRow).where(
                 _DeliveryRow.key.like(like, escape="\\"))).one()  # type: ignore[attr-defined]
-            recalls = s.exec(select(func.count()).select_from(_LastRecallRow).where(
-                _LastRecallRow.tenant == tenant)).one()
+            counted = [_LastRecallRow.tenant == tenant]
+            if leave_out:
+                counted.append(_LastRecallRow.fallback_reason.not_in(list(leave_out)))  # type: ignore[attr-defined]
+            recalls = s.exec(select(func.count()).select_from(_LastRecallRow).where(*counted)).one()
             fallbacks = s.exec(select(func.count()).select_from(_LastRecallRow).where(
-                _LastRecallRow.tenant == tenant, _LastRecallRow.fallback_reason != "")).one()
+                *counted, _LastRecallRow.fallback_reason != "")).one()
         return TenantCounts(int(memories), int(people), int(chats), int(turns), int(recalls), int(fallbacks))

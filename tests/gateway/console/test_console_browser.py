@@ -186,7 +186,7 @@ def _log_in_with_an_admin_key_and_find_a_person_by_name(server, taught, browser)
     assert [a.text for a in _all(browser, "a.person")] == ["tg:42"]
     SHOTS["people"] = "/console/people"
     _follow(browser, _css(browser, "a.person"))
-    assert _css(browser, "#subject").text == "tg:42"
+    assert _css(browser, "#person-name").text == "Alice" and browser.title.startswith("Alice")
     assert len(_all(browser, "#memories tbody tr[data-id]")) == len(ZH + EN)
 
 
@@ -392,6 +392,21 @@ def _a_cookie_copied_before_logout_opens_nothing_after_it(server, taught, browse
     assert any(r["action"] == "console_logout" for r in audit)
 
 
+def _at_390_px_the_person_page_squeezes_memory_text(server, taught, browser):
+    """On a 390 px phone a memory's text keeps a readable width (over 150 px, not 2–3 characters a line) and its
+    table scrolls sideways inside its box while the page stays as wide as the screen."""
+    browser.set_window_size(390, 844)
+    for path in ("/console/people/tg:42", "/console/people/tg:42?q=%E9%BB%91%E7%8C%AB"):
+        browser.get(server["base"] + path)
+        cell = _css(browser, "#memories tbody tr[data-id] td.text")
+        assert cell.size["width"] > 150, (path, cell.size)
+        box = browser.execute_script("const b = document.querySelector('#bulk .scroll');"
+                                     "return [b.scrollWidth, b.clientWidth, getComputedStyle(b).overflowX];")
+        assert box[0] > box[1] and box[2] == "auto", (path, box)
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= 391
+    browser.set_window_size(1280, 900)
+
+
 def test_an_operators_session_in_the_console(server, taught, browser, tmp_path_factory):
     """The steps above, in order, in one browser session (one test, so that no test runner splits it)."""
     _a_member_key_is_refused_with_the_form_and_a_message(server, taught, browser)
@@ -403,4 +418,5 @@ def test_an_operators_session_in_the_console(server, taught, browser, tmp_path_f
     _create_and_revoke_a_member_key(server, taught, browser)
     _stats_draw_charts_and_the_console_switches_to_english(server, taught, browser)
     _screenshots_of_every_page_at_desktop_and_phone_width(server, taught, browser, tmp_path_factory)
+    _at_390_px_the_person_page_squeezes_memory_text(server, taught, browser)
     _a_cookie_copied_before_logout_opens_nothing_after_it(server, taught, browser)

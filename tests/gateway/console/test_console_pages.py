@@ -53,7 +53,7 @@ def test_filters_search_with_ranks_export_and_try_recall(app, core):
     assert _ids(c.get("/console/people/tg:42", params={"kind": "fragment"}).text) == {private, group}
     assert _ids(c.get("/console/people/tg:42", params={"conflicts": "1"}).text) == set()
     found = c.get("/console/people/tg:42", params={"q": "hiking"}).text
-    assert _ids(found) == {group} and 'class="rank">bm25 #1' in found
+    assert _ids(found) == {group} and 'class="rank" title="bm25">words #1' in found
     r = c.get("/console/people/tg:42/export")
     doc = json.loads(r.text)
     assert r.headers["content-disposition"].startswith("attachment") and doc["format"] == "huiyi.memories.v1"
@@ -158,6 +158,9 @@ def test_every_text_of_the_console_is_in_both_catalogues():
 
     from gateway.console.views import TEMPLATES
     from locales import LANGUAGES, catalogue_ids, placeholders, plural_entries
+    from memory.links import REASONS as LINK_REASONS
+    from memory.reconstruct import REASONS, SENTENCE_STATUSES
+    from memory.store import KeyScope
     from memory.store.consolidated import CTYPES
 
     used, plurals = set(), set()
@@ -169,7 +172,10 @@ def test_every_text_of_the_console_is_in_both_catalogues():
     used |= set(re.findall(r'''(?:_error\([^"\n]*|_login_page\(request, )"([^"]+)"''', views))
     used |= {f"why: {v}" for v in ("recalled", "below_cutoff", "hidden_in_chat", "not_ranked", "newer", "no_trace")}
     used |= {v.value for v in Visibility} | set(CTYPES)
-    assert len(used) > 150 and len(plurals) >= 6
+    used |= {f"fallback: {r}" for r in REASONS} | {f"link: {r}" for r in LINK_REASONS}
+    used |= {f"channel: {c}" for c in ("bm25", "vector", "time", "assoc")} | {f"scope: {s.value}" for s in KeyScope}
+    used |= {"mode: reconstructed", "mode: template"} | {f"sentence: {st}" for st in SENTENCE_STATUSES}
+    assert len(used) > 180 and len(plurals) >= 6
     for lang in LANGUAGES:
         assert sorted(p for p in plurals if p not in plural_entries(lang)) == [], lang
         ids = catalogue_ids(lang)
