@@ -861,8 +861,9 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     # period's memories are its candidates (the time channel's own), neither BM25 (it would match the date
     # stamp of a greeting) nor the vectors (the meaning of "what did we talk about") rank them, and a day
     # without memories recalls nothing
+    # 「今天好冷」 asks nothing of today: a reaction word and no other (a date-only question holds none at all)
     date_only = words is not None and not _content_words(words) \
-        and not (params.standout > 0 and is_chitchat(query.question))  # 「今天好冷」 asks nothing of today
+        and not (params.standout > 0 and content_terms(query.question) and is_chitchat(query.question))
     if only is not None:  # -- metadata filter (issue 26 item 17): deeper channels, then only those ids --
         params = replace(params, candidates=max(params.candidates, MAX_FILTERED_CANDIDATES))
     decision = params
@@ -1152,8 +1153,10 @@ def _openers_after_content(scored: list[tuple[str, float]], rows: Mapping[str, C
     or a date alone (``is_thin``), or a topic only announced (``announces_topic``:
     「今天我想和你聊聊我的旅行计划」) — moved after that period's memories that say
     something: those memories take the places they held among the period's, in
-    their own order (the period's own days before the day of slack around it),
-    and every other memory keeps its place and every place its score (so scores
+    their own (relevance) order — not the period's own days before the day of
+    slack around it: on MemoryBank-CN's dated questions that put the asked day's
+    unrelated lines above the evidence told a day off (3 of 11 dev questions lost
+    their evidence from the first 5) — and every other memory keeps its place and every place its score (so scores
     still fall down the list). Unchanged when the period has no opener or nothing
     but openers."""
     inside = [i for i, (m, _) in enumerate(scored) if _said_in(rows[m], period)]
@@ -1164,7 +1167,7 @@ def _openers_after_content(scored: list[tuple[str, float]], rows: Mapping[str, C
     if not opener or len(opener) == len(said):
         return scored
     # content before openers; of each, the period's own days before the day of slack around it
-    order = sorted(said, key=lambda m: (m in opener, not _said_in(rows[m], period, slack=0)))
+    order = sorted(said, key=lambda m: m in opener)
     if order == said:
         return scored
     out = list(scored)
