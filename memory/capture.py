@@ -70,12 +70,13 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time, timedelta, timezone
-from functools import lru_cache
 from typing import Protocol
 
 from memory.dates import DEFAULT_TZ, When, period_label, resolve_when, zone
 from memory.emotion import LABELS, analyse
 from memory.model_prompts import escape_block, extraction_messages
+from memory.lexicon import (  # noqa: F401 - re-exported: capture's names before the speech-act stage split
+    _CATEGORY_WORDS, _INSTRUCTION_RE, _SPECIES, _ZH_RELATIONS, _NOT_A_NAME_ZH, guess_category, is_instruction_like, _SRC_MARKER_RE, _MEMORY_LINE_RE, _BLOCK_TAG_RE, _CHANGE_LINE_RE, _FORMAT_FIELD_RE, MIN_ECHO_CHARS, _template_line_res, _prompt_fragments, _gateway_fragments, _is_echo, _is_gateway_line, is_gateway_text, _own_fragments, _SPACE_RUN_RE, _CJK, _AFTER_CJK_SPACE_RE, _BEFORE_CJK_SPACE_RE, _slot_text)
 from memory.speech_act import (_SMALL_TALK_EN, _SMALL_TALK_ZH, MIN_CHARS, Act, clauses, is_question, is_speaker_statement,
                                read, shape, told_beside_question, told_text)
 from memory.text import normalise, split_sentences, to_simplified
@@ -113,30 +114,6 @@ MAX_FACTS = 24
 LLM_MAX_CHARS = 4000
 
 
-_CATEGORY_WORDS: tuple[tuple[Category, re.Pattern[str]], ...] = (
-    (Category.PROFILE, re.compile(r"名字|我是|我今年|岁|生日|住在|老家|工作|上班|职业|学生|毕业|"
-                                  r"\bmy name\b|\bi am a\b|\bi'm a\b|\bi live\b|\bi work\b|\bbirthday\b|\byears old\b", re.I)),
-    (Category.PREFERENCE, re.compile(r"喜欢|爱吃|爱喝|爱看|讨厌|不喜欢|最爱|偏爱|受不了|"
-                                     r"\blike\b|\blove\b|\bhate\b|\bfavou?rite\b|\bprefer\b|\benjoy\b", re.I)),
-    (Category.RELATIONSHIP, re.compile(r"妈妈|爸爸|父母|老婆|老公|女朋友|男朋友|对象|孩子|儿子|女儿|哥哥|姐姐|弟弟|妹妹|朋友|同事|"
-                                       r"猫|狗|宠物|\bmom\b|\bdad\b|\bwife\b|\bhusband\b|\bgirlfriend\b|\bboyfriend\b|"
-                                       r"\bkids?\b|\bson\b|\bdaughter\b|\bfriend\b|\bcats?\b|\bkittens?\b|\bdogs?\b|\bpupp(?:y|ies)\b|\bpets?\b", re.I)),
-    # recurring expressions: a routine, never dated ("每个周末" is no particular Saturday)
-    (Category.ROUTINE, re.compile(r"每(?:个|一个?|隔一?)?(?:天|日|晚|早|周|星期|礼拜|月|年|次|回|季|逢|年的|个月)|每逢|逢年过节|"
-                                  r"隔天|天天|周周|年年|月月|一到(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|晚上|假期)就?|"
-                                  r"(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|礼拜[一二三四五六日天])(?:一般|通常|都|总|常常?|经常)|"
-                                  r"经常|(?<!非)常(?!识)|总是|习惯|平时|平常|通常|一般都|向来|"
-                                  r"\bevery\s+(?:other\s+|single\s+)?(?:day|night|morning|evening|afternoon|week|weekend|month|year|time|"
-                                  r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|summer|winter|spring|autumn|fall)s?\b|"
-                                  r"\beach\s+(?:day|night|morning|evening|week|weekend|month|year)\b|"
-                                  r"\b(?:on\s+)?(?:mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays|weekends)\b|"
-                                  r"\b(?:daily|nightly|weekly|monthly|yearly|annually)\b|\bmost\s+(?:days|nights|mornings|weekends)\b|"
-                                  r"\busually\b|\balways\b|\boften\b|\busually\b|\bevery so often\b", re.I)),
-    (Category.EVENT, re.compile(r"明天|昨天|今天|上周|下周|周末|下个月|去年|刚刚|考试|面试|旅行|搬家|"
-                                r"\btomorrow\b|\byesterday\b|\btoday\b|\bnext week\b|\blast week\b|\bweekend\b", re.I)),
-    (Category.MOOD, re.compile(r"开心|难过|伤心|焦虑|累|烦|生气|孤独|害怕|紧张|"
-                               r"\bhappy\b|\bsad\b|\banxious\b|\btired\b|\bangry\b|\blonely\b|\bscared\b|\bstressed\b", re.I)),
-)
 _ROUTINE_RE = _CATEGORY_WORDS[3][1]
 _IMPORTANT_RE = re.compile(r"重要|一定要记住|记住|别忘了|\bremember\b|\bimportant\b|\bdon'?t forget\b", re.I)
 _BASE_IMPORTANCE = {Category.PROFILE: 0.7, Category.RELATIONSHIP: 0.65, Category.PREFERENCE: 0.55,
@@ -149,28 +126,12 @@ _QUOTE_LINE_RE = re.compile(r"^\s*[>＞].*$", re.M)
 _SPEECH_QUOTE_RE = re.compile(
     r"(说|讲|问|道|写道|回复|回答|告诉我|\bsaid\b|\bsays\b|\bsay\b|\btold me\b|\basked\b|\bwrote\b|\breplied\b)"
     r"\s*[:：,，]?\s*(“[^”]*”|\"[^\"]*\"|「[^」]*」|『[^』]*』|‘[^’]*’)", re.I)
-_INSTRUCTION_RE = re.compile(
-    r"(忽略|无视|忘记|忘掉|不要理会|别管)\s*(你?之前|以上|上面|前面|所有|一切|你的)?\s*的?\s*(所有|全部)?\s*"
-    r"(设定|指令|指示|提示词?|规则|要求|人设|系统|限制)"
-    r"|(从现在(开始|起)|现在起)\s*你(是|就是|要|必须)|你现在是|你不再是|你来?扮演|进入开发者模式|越狱|系统提示|提示词注入"
-    r"|\b(ignore|disregard|forget)\b\s+(all\s+|any\s+|the\s+|your\s+)*(previous|prior|above|earlier|preceding|system)?\s*"
-    r"(instructions?|prompts?|rules|directions|guidelines)"
-    r"|\byou are now\b|\bfrom now on,? you\b|\bpretend you are\b|\bnew instructions?\b"
-    r"|\bsystem prompt\b|\bjailbreak\b|\bdeveloper mode\b"
-    r"|<\|?\s*(system|im_start|im_end|assistant|user|endoftext)\s*\|?>|\[/?\s*(system|inst)\s*\]|<<\s*/?sys\s*>>"
-    r"|(^|\n)\s*(system|assistant|developer)\s*[:：]"
-    r"|<\s*/?\s*recollection\s*>", re.I)
 
 
 # -- slots: (pattern, category, key builder) -----------------------------------
 
 _NAME_STOP = "了过着他她你您们的人车饭外卖是不醒"
 _ZH_VALUE = r"[^\s，,。.！!？?；;、：:“”\"'（）()]{1,12}"
-_SPECIES = {"猫": "cat", "猫咪": "cat", "小猫": "cat", "黑猫": "cat", "白猫": "cat", "橘猫": "cat", "狗": "dog",
-            "狗狗": "dog", "小狗": "dog", "仓鼠": "hamster", "兔子": "rabbit", "鹦鹉": "parrot", "乌龟": "turtle",
-            "金鱼": "fish", "鱼": "fish", "cat": "cat", "kitten": "cat", "dog": "dog", "puppy": "dog",
-            "hamster": "hamster", "rabbit": "rabbit", "bunny": "rabbit", "parrot": "parrot", "turtle": "turtle",
-            "fish": "fish"}
 _ZH_PETS = "|".join(sorted((k for k in _SPECIES if not k.isascii()), key=len, reverse=True))
 _EN_PETS = "|".join(k for k in _SPECIES if k.isascii())
 _THINGS = {"饮料": "drink", "喝的": "drink", "食物": "food", "吃的": "food", "菜": "food", "颜色": "color",
@@ -180,8 +141,6 @@ _THINGS = {"饮料": "drink", "喝的": "drink", "食物": "food", "吃的": "fo
            "colour": "color", "movie": "movie", "film": "movie", "song": "song", "singer": "singer", "book": "book",
            "sport": "sport", "animal": "animal", "fruit": "fruit", "game": "game", "season": "season",
            "city": "city", "band": "band", "author": "author", "actor": "actor"}
-_ZH_RELATIONS = ("前女友|前男友|女朋友|男朋友|老婆|老公|妻子|丈夫|妈妈|母亲|爸爸|父亲|哥哥|姐姐|弟弟|妹妹|"
-                 "好朋友|朋友|闺蜜|同事|老板|室友|同学|对象|儿子|女儿")
 _EN_RELATIONS = ("ex-girlfriend|ex-boyfriend|girlfriend|boyfriend|wife|husband|mom|mother|dad|father|sister|"
                  "brother|best friend|friend|boss|roommate|colleague|son|daughter|partner")
 _JOB_SUFFIX = (r"(?:师|员|生|家|工|手|者|士|长|警|官|主播|博主|老板|会计|护士|医生|律师|记者|司机|厨师|"
@@ -195,9 +154,6 @@ _PRONOUNS = set("我你您他她它咱")
 # a character of a clause going on after a name: 叫妈妈来接我, 叫小明帮我拿快递
 _CLAUSE_CHARS = set("来去帮给接送陪拿买做打看让到回跟起吃喝玩走过了着得地在把被和一")
 _NOT_NAME_START = set("了过着得地的是不在都也就还很太快别先再")
-_NOT_A_NAME_ZH = re.compile(r"^(?:" + "|".join(sorted(set(_ZH_RELATIONS.split("|")) | {
-    "爸", "妈", "爷爷", "奶奶", "外公", "外婆", "姥姥", "姥爷", "叔叔", "阿姨", "舅舅", "姑姑", "老师", "医生", "师傅",
-    "大家", "别人", "人家", "外卖", "车", "醒", "起", "救护车", "警察", "快递"}, key=len, reverse=True)) + ")")
 _NOT_A_NAME_EN = frozenset((
     "a an the and or but if then so of to in on at by for with from as is am are was were be been do does did "
     "have has had me my you your he him his she her it its we us our they them this that what who when where why how "
@@ -414,18 +370,6 @@ def supported_by(fact_text: str, message: str) -> float:
     return len(fact_tokens & set(tokens(message))) / len(fact_tokens)
 
 
-def guess_category(sentence: str) -> Category:
-    """First matching keyword group, else OTHER."""
-    for cat, pat in _CATEGORY_WORDS:
-        if pat.search(sentence):
-            return cat
-    return Category.OTHER
-
-
-def is_instruction_like(text: str) -> bool:
-    """True when ``text`` tries to act as instructions to the model (jailbreak
-    phrases in zh/en, fake role tags, recollection tags)."""
-    return bool(_INSTRUCTION_RE.search(text or ""))
 
 
 def clean_text(text: str, own_texts: Sequence[str] = ()) -> str:
@@ -438,103 +382,6 @@ def clean_text(text: str, own_texts: Sequence[str] = ()) -> str:
     text = without_gateway_text(text, own_texts)
     return _SPEECH_QUOTE_RE.sub(lambda m: f"{m.group(1)}…", text)
 
-
-# -- the gateway's own words --------------------------------------------------------
-# A client echoing the recollection, or a person pasting it or the persona prompt,
-# must not teach the gateway its own output. Recognised: any [src:…] citation
-# marker, the template's header and lines in every catalogue language (built from
-# the catalogues, so they follow any change there), the model's memory lines
-# "[ID] text (date, emotion)" and change lines "[ID] → [ID]", the prompt blocks'
-# tags, and sentences of the
-# prompts huiyi sends (memory.model_prompts) or of ``own_texts``.
-
-_SRC_MARKER_RE = re.compile(r"[\[［【]\s*src\s*[:：]", re.I)
-_MEMORY_LINE_RE = re.compile(r"^\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s+.*[(（]\s*(?:\d{4}(?:-\d{2}){0,2}(?:~\d{4}-\d{2}-\d{2})?|\?)"
-                             r"\s*[,，].*[)）]\s*$",
-                             re.I)
-_BLOCK_TAG_RE = re.compile(r"^\s*[<＜]\s*/?\s*(?:memories|changes|conversation|recollection|message)\s*[>＞]\s*$",
-                           re.I)
-_CHANGE_LINE_RE = re.compile(r"^\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s*(?:→|->)\s*"
-                             r"[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s*$", re.I)
-_FORMAT_FIELD_RE = re.compile(r"\{[a-z_]+\}")
-MIN_ECHO_CHARS = 10
-"""Shortest normalised sentence (characters) matched against the gateway's prompt texts."""
-
-
-@lru_cache(maxsize=1)
-def _template_line_res() -> tuple[re.Pattern[str], ...]:
-    from locales import LANGUAGES, translate
-
-    out = []
-    for lang in LANGUAGES:
-        for msgid in ("What you remember about {name}:", '- {when}, {name} said: "{text}"',
-                      '- {when}, {name} said: "{text}" (replying to {context})',
-                      '- {name} earlier said "{older}" ({older_when}), later said "{newer}" ({newer_when})'):
-            shape = translate(lang, msgid)
-            pattern = re.escape(shape.lstrip("- "))
-            for field_name, any_text in (("name", ".{1,64}?"), ("when", ".{1,40}?"), ("text", ".*"),
-                                         ("older_when", ".{1,40}?"), ("newer_when", ".{1,40}?"), ("older", ".*"),
-                                         ("newer", ".*"), ("context", ".*")):
-                pattern = pattern.replace(re.escape("{" + field_name + "}"), any_text)
-            out.append(re.compile(r"^\s*(?:[-*•·]\s*)?" + pattern + r"\s*$"))
-    return tuple(out)
-
-
-def _prompt_fragments(texts: Sequence[str]) -> list[str]:
-    """Normalised sentences of prompt texts, their ``{fields}`` cut out."""
-    out: list[str] = []
-    for text in texts:
-        for piece in _FORMAT_FIELD_RE.split(text or ""):
-            for sent in split_sentences(piece, semicolons=True):
-                norm = normalise(sent).strip(" -:：,，。.")
-                if len(norm) >= MIN_ECHO_CHARS:
-                    out.append(norm)
-    return out
-
-
-@lru_cache(maxsize=1)
-def _gateway_fragments() -> tuple[str, ...]:
-    from memory import model_prompts as mp
-
-    texts = [*mp._RECOLLECTION_RULES.values(), *mp._RECONSTRUCTION_SYSTEM.values(),
-             *mp._RECONSTRUCTION_USER.values(), mp.EXTRACTION_SYSTEM]
-    return tuple(_prompt_fragments(texts))
-
-
-def _is_echo(norm: str, fragments: Sequence[str]) -> bool:
-    # a whole prompt sentence inside it, or a long piece of one (short ones could be
-    # the prompts' own examples, "我养了一只叫煤球的黑猫", which people do say)
-    if len(norm) < MIN_ECHO_CHARS:
-        return False
-    return any(frag in norm or (len(norm) >= 2 * MIN_ECHO_CHARS and norm in frag) for frag in fragments)
-
-
-def _is_gateway_line(line: str) -> bool:
-    """A whole line of the template (header, item), a model memory line or a block tag."""
-    if _MEMORY_LINE_RE.match(line) or _BLOCK_TAG_RE.match(line) or _CHANGE_LINE_RE.match(line):
-        return True
-    simple = to_simplified(line)  # the catalogues are simplified Chinese
-    return any(p.match(simple) for p in _template_line_res())
-
-
-def is_gateway_text(sentence: str, own_texts: Sequence[str] = ()) -> bool:
-    """True when ``sentence`` (one sentence or line) is a shape the gateway itself
-    produces: a ``[src:…]`` marker, a template header or line (any catalogue
-    language), a model memory line, a prompt block tag, or a sentence of huiyi's
-    prompts or of ``own_texts`` (at least MIN_ECHO_CHARS normalised characters)."""
-    if not sentence or not sentence.strip():
-        return False
-    if _SRC_MARKER_RE.search(sentence) or _is_gateway_line(sentence):
-        return True
-    norm = normalise(sentence).strip(" -:：,，。.")
-    return _is_echo(norm, _gateway_fragments()) or (bool(own_texts) and _is_echo(norm, _own_fragments(tuple(own_texts))))
-
-
-@lru_cache(maxsize=64)
-def _own_fragments(own_texts: tuple[str, ...]) -> tuple[str, ...]:
-    """``_prompt_fragments`` of a tenant's own texts, kept: capture checks every
-    sentence of every message against the same persona."""
-    return tuple(_prompt_fragments(own_texts))
 
 
 def without_gateway_text(text: str, own_texts: Sequence[str] = ()) -> str:
@@ -588,24 +435,6 @@ def reading_strength(text: str, key: str) -> int:
     return slot[2] if slot is not None and slot[1] == key else 0
 
 
-_SPACE_RUN_RE = re.compile(r"[ \t\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
-_CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_AFTER_CJK_SPACE_RE = re.compile(rf"(?<=[{_CJK}\u3000-\u303f\uff01-\uff0f\uff1a-\uff20]) ")
-_BEFORE_CJK_SPACE_RE = re.compile(rf" (?=[{_CJK}\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])")
-
-
-def _slot_text(sentence: str) -> str:
-    """What the slot patterns read: simplified Chinese (they are written in it),
-    runs of spaces (also NBSP, ideographic space) as one, and no space next to a
-    CJK character in a Chinese sentence (more CJK characters than Latin words):
-    "我家猫叫 Apple123" reads as "我家猫叫Apple123", the usual CJK–Latin spacing
-    is no part of a value. An English sentence keeps its spaces before CJK
-    ("I live in 上海")."""
-    text = _SPACE_RUN_RE.sub(" ", to_simplified(sentence)).strip()
-    text = _AFTER_CJK_SPACE_RE.sub("", text)
-    if len(re.findall(rf"[{_CJK}]", text)) > len(re.findall(r"[A-Za-z]+", text)):  # a Chinese sentence
-        text = _BEFORE_CJK_SPACE_RE.sub("", text)
-    return text
 
 
 def _date_suffix(sentence: str, when: When | date) -> str:

@@ -24,7 +24,7 @@
 - ``correction``: a self-correction (「啊说错了，不是上海，是南京」, "I meant
   Nanjing, not Shanghai"), with what was said wrongly and what is right;
 - ``quote``: a quote or lyric (♪, 歌词：, a line wholly in quotes) and the
-  gateway's own words (``memory.capture.is_gateway_text``);
+  gateway's own words (``memory.lexicon.is_gateway_text``);
 - ``unknown``: the stage could not classify it (it raised): capture keeps its
   former behaviour for the sentence, and the sentence's shape — never its text —
   is logged at debug.
@@ -44,6 +44,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
+from memory.lexicon import _NOT_A_NAME_ZH, _SPECIES, _slot_text, guess_category, is_gateway_text, is_instruction_like
 from memory.text import to_simplified
 from memory.types import Category
 
@@ -226,8 +227,6 @@ def _subjectless_about_speaker(plain: str) -> bool:
     remark to the bot (你/you) or another subject (he, 小美, 电影, It). A "we"/"us"
     counts in English only after the speaker's own past deed ("finally climbed
     Mount Fuji, took us 7 hours")."""
-    from memory.capture import _NOT_A_NAME_ZH, _SPECIES, guess_category, is_instruction_like
-
     text = plain.strip().rstrip("。.!！~～…").strip()
     if len(text) < 2 or is_question(plain) or is_instruction_like(text):
         return False
@@ -312,8 +311,6 @@ def is_speaker_statement(sentence: str, addressed: bool) -> bool:
     not a question, request, hearsay, greeting or small talk, not the gateway's
     own words. ``addressed``: said to the bot (a private chat, or a group
     message addressing it)."""
-    from memory.capture import _slot_text, is_gateway_text
-
     plain = to_simplified(sentence)
     if len(sentence.strip()) < MIN_CHARS or sentence.lstrip().startswith("/") or is_question(plain):
         return False
@@ -608,8 +605,6 @@ def _read(sentence: str, addressed: bool) -> Reading:
         return Reading(Act.REACTION, why="short")
     if plain.startswith("/"):
         return Reading(Act.REQUEST, why="command")
-    from memory.capture import is_gateway_text
-
     if is_gateway_text(sentence):
         return Reading(Act.QUOTE, why="gateway")
     if _LYRIC_RE.search(plain):

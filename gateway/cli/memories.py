@@ -52,6 +52,7 @@ def _record(m) -> dict:
         "origin": m.origin.key if m.origin else None, "visibility": m.visibility.value,
         "source_message_id": m.source_message_id, "created_at": _iso(m.created_at), "updated_at": _iso(m.updated_at),
         "valid_from": _iso(m.valid_from), "valid_to": _iso(m.valid_to), "event_time": _iso(m.event_time),
+        "event_end": _iso(m.event_end),
         "version": m.version, "access_times": [_iso(t) for t in m.access_times], "metadata": dict(m.metadata),
     }
 

@@ -1,0 +1,201 @@
+"""What capture and its speech-act stage both read off a sentence, below either
+of them: the category keyword groups (``guess_category``), instruction-like text
+(``is_instruction_like``), the pet species and relation words a name is not,
+the gateway's own words (``is_gateway_text``: a client echoing the
+recollection, or a person pasting it, must not teach the gateway its own
+output) and the text the slot patterns read (``_slot_text``).
+
+``memory.capture`` re-exports every name; ``memory.speech_act`` imports them
+from here, so neither imports the other back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+from memory.text import normalise, split_sentences, to_simplified
+from memory.types import Category
+
+__all__ = ["guess_category", "is_instruction_like", "is_gateway_text", "MIN_ECHO_CHARS"]
+
+_CATEGORY_WORDS: tuple[tuple[Category, re.Pattern[str]], ...] = (
+    (Category.PROFILE, re.compile(r"名字|我是|我今年|岁|生日|住在|老家|工作|上班|职业|学生|毕业|"
+                                  r"\bmy name\b|\bi am a\b|\bi'm a\b|\bi live\b|\bi work\b|\bbirthday\b|\byears old\b", re.I)),
+    (Category.PREFERENCE, re.compile(r"喜欢|爱吃|爱喝|爱看|讨厌|不喜欢|最爱|偏爱|受不了|"
+                                     r"\blike\b|\blove\b|\bhate\b|\bfavou?rite\b|\bprefer\b|\benjoy\b", re.I)),
+    (Category.RELATIONSHIP, re.compile(r"妈妈|爸爸|父母|老婆|老公|女朋友|男朋友|对象|孩子|儿子|女儿|哥哥|姐姐|弟弟|妹妹|朋友|同事|"
+                                       r"猫|狗|宠物|\bmom\b|\bdad\b|\bwife\b|\bhusband\b|\bgirlfriend\b|\bboyfriend\b|"
+                                       r"\bkids?\b|\bson\b|\bdaughter\b|\bfriend\b|\bcats?\b|\bkittens?\b|\bdogs?\b|\bpupp(?:y|ies)\b|\bpets?\b", re.I)),
+    # recurring expressions: a routine, never dated ("每个周末" is no particular Saturday)
+    (Category.ROUTINE, re.compile(r"每(?:个|一个?|隔一?)?(?:天|日|晚|早|周|星期|礼拜|月|年|次|回|季|逢|年的|个月)|每逢|逢年过节|"
+                                  r"隔天|天天|周周|年年|月月|一到(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|晚上|假期)就?|"
+                                  r"(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|礼拜[一二三四五六日天])(?:一般|通常|都|总|常常?|经常)|"
+                                  r"经常|(?<!非)常(?!识)|总是|习惯|平时|平常|通常|一般都|向来|"
+                                  r"\bevery\s+(?:other\s+|single\s+)?(?:day|night|morning|evening|afternoon|week|weekend|month|year|time|"
+                                  r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|summer|winter|spring|autumn|fall)s?\b|"
+                                  r"\beach\s+(?:day|night|morning|evening|week|weekend|month|year)\b|"
+                                  r"\b(?:on\s+)?(?:mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays|weekends)\b|"
+                                  r"\b(?:daily|nightly|weekly|monthly|yearly|annually)\b|\bmost\s+(?:days|nights|mornings|weekends)\b|"
+                                  r"\busually\b|\balways\b|\boften\b|\busually\b|\bevery so often\b", re.I)),
+    (Category.EVENT, re.compile(r"明天|昨天|今天|上周|下周|周末|下个月|去年|刚刚|考试|面试|旅行|搬家|"
+                                r"\btomorrow\b|\byesterday\b|\btoday\b|\bnext week\b|\blast week\b|\bweekend\b", re.I)),
+    (Category.MOOD, re.compile(r"开心|难过|伤心|焦虑|累|烦|生气|孤独|害怕|紧张|"
+                               r"\bhappy\b|\bsad\b|\banxious\b|\btired\b|\bangry\b|\blonely\b|\bscared\b|\bstressed\b", re.I)),
+)
+
+_INSTRUCTION_RE = re.compile(
+    r"(忽略|无视|忘记|忘掉|不要理会|别管)\s*(你?之前|以上|上面|前面|所有|一切|你的)?\s*的?\s*(所有|全部)?\s*"
+    r"(设定|指令|指示|提示词?|规则|要求|人设|系统|限制)"
+    r"|(从现在(开始|起)|现在起)\s*你(是|就是|要|必须)|你现在是|你不再是|你来?扮演|进入开发者模式|越狱|系统提示|提示词注入"
+    r"|\b(ignore|disregard|forget)\b\s+(all\s+|any\s+|the\s+|your\s+)*(previous|prior|above|earlier|preceding|system)?\s*"
+    r"(instructions?|prompts?|rules|directions|guidelines)"
+    r"|\byou are now\b|\bfrom now on,? you\b|\bpretend you are\b|\bnew instructions?\b"
+    r"|\bsystem prompt\b|\bjailbreak\b|\bdeveloper mode\b"
+    r"|<\|?\s*(system|im_start|im_end|assistant|user|endoftext)\s*\|?>|\[/?\s*(system|inst)\s*\]|<<\s*/?sys\s*>>"
+    r"|(^|\n)\s*(system|assistant|developer)\s*[:：]"
+    r"|<\s*/?\s*recollection\s*>", re.I)
+
+_SPECIES = {"猫": "cat", "猫咪": "cat", "小猫": "cat", "黑猫": "cat", "白猫": "cat", "橘猫": "cat", "狗": "dog",
+            "狗狗": "dog", "小狗": "dog", "仓鼠": "hamster", "兔子": "rabbit", "鹦鹉": "parrot", "乌龟": "turtle",
+            "金鱼": "fish", "鱼": "fish", "cat": "cat", "kitten": "cat", "dog": "dog", "puppy": "dog",
+            "hamster": "hamster", "rabbit": "rabbit", "bunny": "rabbit", "parrot": "parrot", "turtle": "turtle",
+            "fish": "fish"}
+
+_ZH_RELATIONS = ("前女友|前男友|女朋友|男朋友|老婆|老公|妻子|丈夫|妈妈|母亲|爸爸|父亲|哥哥|姐姐|弟弟|妹妹|"
+                 "好朋友|朋友|闺蜜|同事|老板|室友|同学|对象|儿子|女儿")
+
+_NOT_A_NAME_ZH = re.compile(r"^(?:" + "|".join(sorted(set(_ZH_RELATIONS.split("|")) | {
+    "爸", "妈", "爷爷", "奶奶", "外公", "外婆", "姥姥", "姥爷", "叔叔", "阿姨", "舅舅", "姑姑", "老师", "医生", "师傅",
+    "大家", "别人", "人家", "外卖", "车", "醒", "起", "救护车", "警察", "快递"}, key=len, reverse=True)) + ")")
+
+def guess_category(sentence: str) -> Category:
+    """First matching keyword group, else OTHER."""
+    for cat, pat in _CATEGORY_WORDS:
+        if pat.search(sentence):
+            return cat
+    return Category.OTHER
+
+
+def is_instruction_like(text: str) -> bool:
+    """True when ``text`` tries to act as instructions to the model (jailbreak
+    phrases in zh/en, fake role tags, recollection tags)."""
+    return bool(_INSTRUCTION_RE.search(text or ""))
+
+
+# -- the gateway's own words --------------------------------------------------------
+# A client echoing the recollection, or a person pasting it or the persona prompt,
+# must not teach the gateway its own output. Recognised: any [src:…] citation
+# marker, the template's header and lines in every catalogue language (built from
+# the catalogues, so they follow any change there), the model's memory lines
+# "[ID] text (date, emotion)" and change lines "[ID] → [ID]", the prompt blocks'
+# tags, and sentences of the
+# prompts huiyi sends (memory.model_prompts) or of ``own_texts``.
+
+_SRC_MARKER_RE = re.compile(r"[\[［【]\s*src\s*[:：]", re.I)
+_MEMORY_LINE_RE = re.compile(r"^\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s+.*[(（]\s*(?:\d{4}(?:-\d{2}){0,2}(?:~\d{4}-\d{2}-\d{2})?|\?)"
+                             r"\s*[,，].*[)）]\s*$",
+                             re.I)
+_BLOCK_TAG_RE = re.compile(r"^\s*[<＜]\s*/?\s*(?:memories|changes|conversation|recollection|message)\s*[>＞]\s*$",
+                           re.I)
+_CHANGE_LINE_RE = re.compile(r"^\s*[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s*(?:→|->)\s*"
+                             r"[\[［]\s*[0-9a-z_-]{6,40}\s*[\]］]\s*$", re.I)
+_FORMAT_FIELD_RE = re.compile(r"\{[a-z_]+\}")
+MIN_ECHO_CHARS = 10
+"""Shortest normalised sentence (characters) matched against the gateway's prompt texts."""
+
+
+@lru_cache(maxsize=1)
+def _template_line_res() -> tuple[re.Pattern[str], ...]:
+    from locales import LANGUAGES, translate
+
+    out = []
+    for lang in LANGUAGES:
+        for msgid in ("What you remember about {name}:", '- {when}, {name} said: "{text}"',
+                      '- {when}, {name} said: "{text}" (replying to {context})',
+                      '- {name} earlier said "{older}" ({older_when}), later said "{newer}" ({newer_when})'):
+            shape = translate(lang, msgid)
+            pattern = re.escape(shape.lstrip("- "))
+            for field_name, any_text in (("name", ".{1,64}?"), ("when", ".{1,40}?"), ("text", ".*"),
+                                         ("older_when", ".{1,40}?"), ("newer_when", ".{1,40}?"), ("older", ".*"),
+                                         ("newer", ".*"), ("context", ".*")):
+                pattern = pattern.replace(re.escape("{" + field_name + "}"), any_text)
+            out.append(re.compile(r"^\s*(?:[-*•·]\s*)?" + pattern + r"\s*$"))
+    return tuple(out)
+
+
+def _prompt_fragments(texts: Sequence[str]) -> list[str]:
+    """Normalised sentences of prompt texts, their ``{fields}`` cut out."""
+    out: list[str] = []
+    for text in texts:
+        for piece in _FORMAT_FIELD_RE.split(text or ""):
+            for sent in split_sentences(piece, semicolons=True):
+                norm = normalise(sent).strip(" -:：,，。.")
+                if len(norm) >= MIN_ECHO_CHARS:
+                    out.append(norm)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _gateway_fragments() -> tuple[str, ...]:
+    from memory import model_prompts as mp
+
+    texts = [*mp._RECOLLECTION_RULES.values(), *mp._RECONSTRUCTION_SYSTEM.values(),
+             *mp._RECONSTRUCTION_USER.values(), mp.EXTRACTION_SYSTEM]
+    return tuple(_prompt_fragments(texts))
+
+
+def _is_echo(norm: str, fragments: Sequence[str]) -> bool:
+    # a whole prompt sentence inside it, or a long piece of one (short ones could be
+    # the prompts' own examples, "我养了一只叫煤球的黑猫", which people do say)
+    if len(norm) < MIN_ECHO_CHARS:
+        return False
+    return any(frag in norm or (len(norm) >= 2 * MIN_ECHO_CHARS and norm in frag) for frag in fragments)
+
+
+def _is_gateway_line(line: str) -> bool:
+    """A whole line of the template (header, item), a model memory line or a block tag."""
+    if _MEMORY_LINE_RE.match(line) or _BLOCK_TAG_RE.match(line) or _CHANGE_LINE_RE.match(line):
+        return True
+    simple = to_simplified(line)  # the catalogues are simplified Chinese
+    return any(p.match(simple) for p in _template_line_res())
+
+
+def is_gateway_text(sentence: str, own_texts: Sequence[str] = ()) -> bool:
+    """True when ``sentence`` (one sentence or line) is a shape the gateway itself
+    produces: a ``[src:…]`` marker, a template header or line (any catalogue
+    language), a model memory line, a prompt block tag, or a sentence of huiyi's
+    prompts or of ``own_texts`` (at least MIN_ECHO_CHARS normalised characters)."""
+    if not sentence or not sentence.strip():
+        return False
+    if _SRC_MARKER_RE.search(sentence) or _is_gateway_line(sentence):
+        return True
+    norm = normalise(sentence).strip(" -:：,，。.")
+    return _is_echo(norm, _gateway_fragments()) or (bool(own_texts) and _is_echo(norm, _own_fragments(tuple(own_texts))))
+
+
+@lru_cache(maxsize=64)
+def _own_fragments(own_texts: tuple[str, ...]) -> tuple[str, ...]:
+    """``_prompt_fragments`` of a tenant's own texts, kept: capture checks every
+    sentence of every message against the same persona."""
+    return tuple(_prompt_fragments(own_texts))
+
+_SPACE_RUN_RE = re.compile(r"[ \t\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
+_CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_AFTER_CJK_SPACE_RE = re.compile(rf"(?<=[{_CJK}\u3000-\u303f\uff01-\uff0f\uff1a-\uff20]) ")
+_BEFORE_CJK_SPACE_RE = re.compile(rf" (?=[{_CJK}\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])")
+
+
+def _slot_text(sentence: str) -> str:
+    """What the slot patterns read: simplified Chinese (they are written in it),
+    runs of spaces (also NBSP, ideographic space) as one, and no space next to a
+    CJK character in a Chinese sentence (more CJK characters than Latin words):
+    "我家猫叫 Apple123" reads as "我家猫叫Apple123", the usual CJK–Latin spacing
+    is no part of a value. An English sentence keeps its spaces before CJK
+    ("I live in 上海")."""
+    text = _SPACE_RUN_RE.sub(" ", to_simplified(sentence)).strip()
+    text = _AFTER_CJK_SPACE_RE.sub("", text)
+    if len(re.findall(rf"[{_CJK}]", text)) > len(re.findall(r"[A-Za-z]+", text)):  # a Chinese sentence
+        text = _BEFORE_CJK_SPACE_RE.sub("", text)
+    return text
