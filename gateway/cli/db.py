@@ -16,7 +16,33 @@ from gateway.cli.lang import Voice
 from gateway.config import load_settings
 from gateway.logs import configure_logging
 
-__all__ = ["db_app"]
+
+class StoreSession:
+    """The settings and the SQL store for one command (no index, no embedder):
+    ``with StoreSession() as s: s.store…``; ``voice(tenant)`` speaks the
+    operator's language for that tenant (gateway.cli.lang). Logging is set up
+    first; the data root is created when missing."""
+
+    def __init__(self) -> None:
+        configure_logging()
+        self.settings = load_settings()
+        self.store = None
+
+    def voice(self, tenant: str | None = None) -> Voice:
+        return Voice.of(tenant, self.settings)
+
+    def __enter__(self) -> StoreSession:
+        from memory.store import Store
+
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.store = Store(self.settings.db_url)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.store is not None:
+            self.store.close()
+
+__all__ = ["db_app", "StoreSession"]
 
 db_app = typer.Typer(no_args_is_help=True, help="the database schema (Alembic migrations)")
 

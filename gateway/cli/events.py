@@ -24,8 +24,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli.lang import Voice
-from gateway.config import load_settings
+from gateway.cli.db import StoreSession
 
 __all__ = ["events_app"]
 
@@ -36,31 +35,6 @@ TenantOpt = Annotated[str, typer.Option(help="the tenant whose events these are"
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 
-class _Events:
-    """The settings and the SQL store for one command."""
-
-    def __init__(self) -> None:
-        from gateway.logs import configure_logging
-
-        configure_logging()
-        self.settings = load_settings()
-        self.store = None
-
-    def voice(self, tenant: str | None = None) -> Voice:
-        return Voice.of(tenant, self.settings)
-
-    def __enter__(self) -> _Events:
-        from memory.store import Store
-
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-        self.store = Store(self.settings.db_url)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.store is not None:
-            self.store.close()
-
-
 def _record(e) -> dict:
     return {"webhook_id": e.webhook_id, "type": e.event, "namespace": str(e.namespace), "memory_id": e.memory_id,
             "version": e.version, "created_at": e.created_at.isoformat(),
@@ -68,7 +42,7 @@ def _record(e) -> dict:
             "last_error": e.last_error}
 
 
-def _known(s: _Events, tenant: str) -> None:
+def _known(s: StoreSession, tenant: str) -> None:
     if tenant not in s.settings.tenants:
         s.voice(tenant).fail("Unknown tenant {tenant}: configure it first (HUIYI_CONFIG).", code=2, tenant=tenant)
 
@@ -76,7 +50,7 @@ def _known(s: _Events, tenant: str) -> None:
 @events_app.command()
 def status(as_json: JsonOpt = False) -> None:
     """Per tenant: change events waiting, dead letters, and the oldest one's age in seconds."""
-    with _Events() as s:
+    with StoreSession() as s:
         stats = s.store.event_stats()
     now = datetime.now(timezone.utc)
     rows = [{"tenant": x.tenant, "pending": x.pending, "dead": x.dead,
@@ -98,7 +72,7 @@ def dead(tenant: TenantOpt = "default",
          limit: Annotated[int, typer.Option(min=1, max=1000, help="at most this many")] = 100,
          as_json: JsonOpt = False) -> None:
     """The tenant's dead letters, oldest first."""
-    with _Events() as s:
+    with StoreSession() as s:
         _known(s, tenant)
         letters = s.store.dead_events(tenant, limit=limit)
     if as_json:
@@ -120,7 +94,7 @@ def replay(ids: Annotated[list[str] | None, typer.Argument(help="webhook-ids (ev
     from gateway.webhooks import replay_dead_letters
     from memory.admin import OPERATOR
 
-    with _Events() as s:
+    with StoreSession() as s:
         _known(s, tenant)
         v = s.voice(tenant)
         if not ids and not every:

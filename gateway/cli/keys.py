@@ -21,8 +21,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli.lang import Voice
-from gateway.config import load_settings
+from gateway.cli.db import StoreSession
 from locales import translate
 
 __all__ = ["keys_app"]
@@ -31,32 +30,6 @@ keys_app = typer.Typer(add_completion=False, no_args_is_help=True, help="create,
 
 TenantOpt = Annotated[str, typer.Option(help="tenant the key belongs to")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
-
-
-class _Keys:
-    """The settings and the SQL store for one command; ``voice(tenant)`` speaks
-    the operator's language for that tenant (gateway.cli.lang)."""
-
-    def __init__(self) -> None:
-        from gateway.logs import configure_logging
-
-        configure_logging()
-        self.settings = load_settings()
-        self.store = None
-
-    def voice(self, tenant: str) -> Voice:
-        return Voice.of(tenant, self.settings)
-
-    def __enter__(self) -> _Keys:
-        from memory.store import Store
-
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-        self.store = Store(self.settings.db_url)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.store is not None:
-            self.store.close()
 
 
 def _record(k) -> dict:
@@ -73,7 +46,7 @@ def create(tenant: TenantOpt = "default",
     """Make a key and print it once."""
     from memory.errors import NamespaceError
 
-    s = _Keys()
+    s = StoreSession()
     v = s.voice(tenant)
     if tenant not in s.settings.tenants:
         v.fail("Unknown tenant {tenant}: configure it first (HUIYI_CONFIG).", code=2, tenant=tenant)
@@ -95,7 +68,7 @@ def create(tenant: TenantOpt = "default",
 @keys_app.command("list")
 def list_(tenant: TenantOpt = "default", as_json: JsonOpt = False) -> None:
     """The tenant's keys, oldest first (never the keys themselves)."""
-    with _Keys() as s:
+    with StoreSession() as s:
         keys = s.store.list_api_keys(tenant)
     v = s.voice(tenant)
     if as_json:
@@ -118,7 +91,7 @@ def list_(tenant: TenantOpt = "default", as_json: JsonOpt = False) -> None:
 def revoke(key_id: Annotated[str, typer.Argument(help="the key id (the 12 hex digits after hy_)")],
            tenant: TenantOpt = "default") -> None:
     """Refuse the key from now on."""
-    with _Keys() as s:
+    with StoreSession() as s:
         found = s.store.revoke_api_key(tenant, key_id)
     v = s.voice(tenant)
     if not found:
