@@ -311,6 +311,18 @@ def _holiday(name: str, year: int) -> date | None:
     return date(year, *table[year]) if table and year in table else None
 
 
+def _holiday_near(name: str, today: date, past: bool) -> date | None:
+    """Holiday ``name`` named with no year: this year's, the next one's when this
+    year's is gone and the line is not in the past, last year's when this year's
+    is still to come and the line is in the past."""
+    d = _holiday(name, today.year)
+    if d is not None and d < today and not past:
+        return _holiday(name, today.year + 1)
+    if d is not None and d > today and past:
+        return _holiday(name, today.year - 1)
+    return d
+
+
 def _resolve(kind: str, m: re.Match[str], today: date, text: str) -> tuple[date, date, bool] | None:
     """(first day, last day, relative) of one match, or None when it names no date."""
     g = m.groups()
@@ -351,11 +363,7 @@ def _resolve(kind: str, m: re.Match[str], today: date, text: str) -> tuple[date,
         if g[0]:
             d = _holiday(g[1], today.year + _ZH_YEAR_WORDS[g[0]])
         else:
-            d = _holiday(g[1], today.year)
-            if d is not None and d < today and not past:
-                d = _holiday(g[1], today.year + 1)
-            elif d is not None and d > today and past:
-                d = _holiday(g[1], today.year - 1)
+            d = _holiday_near(g[1], today, past)
         return (d, d, True) if d is not None else None
     if kind == "zh_year_edge":
         year, edge = today.year + _ZH_YEAR_WORDS[g[0]], g[1][-1]
@@ -427,11 +435,7 @@ def _resolve(kind: str, m: re.Match[str], today: date, text: str) -> tuple[date,
             if which == "this" and d is not None and d < today and not past:
                 d = _holiday(g[1], today.year + 1)
         else:
-            d = _holiday(g[1], today.year)
-            if d is not None and d < today and not past:
-                d = _holiday(g[1], today.year + 1)
-            elif d is not None and d > today and past:
-                d = _holiday(g[1], today.year - 1)
+            d = _holiday_near(g[1], today, past)
         return (d, d, True) if d is not None else None
     if kind in ("en_mdy", "en_dmy"):
         mon, day_ = (g[0], g[1]) if kind == "en_mdy" else (g[1], g[0])
