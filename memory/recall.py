@@ -53,6 +53,7 @@ import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta, timezone
+from functools import lru_cache
 
 import numpy as np
 
@@ -424,6 +425,7 @@ _REACTION_EN = ("same wild crazy random hilarious funny nice cool wow omg true w
                 "glad sorry love hate tell joke gonna wanna gotta").split()
 
 
+@lru_cache(maxsize=1024)  # a turn asks it of the same line up to five times (channels, decision, chit-chat)
 def content_terms(line: str) -> frozenset[str]:
     """The tokens of ``line`` (``memory.text.tokens``) that name a topic: a jieba
     word of two or more characters, a Latin word or a number of two or more
