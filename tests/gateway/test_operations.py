@@ -21,7 +21,7 @@ from gateway.logs import configure_logging
 from gateway.pipeline import Pipeline
 
 DM = {"platform": "tg", "sender_id": "42", "sender_name": "小明", "chat_kind": "private", "chat_id": "42"}
-SECRET_WORDS = "我的秘密：猫叫煤球🐈 and my PIN is 7391！"
+SECRET_WORDS = "我的秘密：猫叫煤球🐈 and my PIN is zq7391！"
 
 
 LOOPBACK = ("127.0.0.1", 50000)  # keyless /v1 answers loopback callers only (gateway.http.auth)
@@ -222,7 +222,7 @@ def test_json_log_lines_carry_the_turn_id_and_no_message_text(sqlite_core, llm, 
     dups = [x for x in lines if x["event"].startswith("duplicate delivery")]
     assert dups and dups[0]["turn_id"] != turn
     raw = buf.getvalue()
-    for words in ("煤球", "7391", "秘密", "I can't answer", "Sorry"):
+    for words in ("煤球", "zq7391", "秘密", "I can't answer", "Sorry"):
         assert words not in raw
 
 
