@@ -368,6 +368,13 @@ def _abbreviation_before(text: str, stop: int) -> bool:
     return len(word) == 1 or word in ABBREVIATIONS
 
 
+def _ends_sentence(text: str, m: re.Match) -> bool:
+    """Is the boundary match ``m`` in ``text`` a sentence end? Every one is, except a single full stop
+    ending an abbreviation (``_abbreviation_before``)."""
+    mark = m.group()
+    return not (mark.startswith(".") and not mark.startswith("..") and _abbreviation_before(text, m.start()))
+
+
 def sentence_starts(text: str) -> list[int]:
     """Offsets into ``text`` at which a sentence begins, ascending: the first
     non-space character of ``text`` and the first after each end that
@@ -382,7 +389,7 @@ def sentence_starts(text: str) -> list[int]:
     if first < len(text):
         starts.append(first)
     for m in _BOUNDARY_RE.finditer(text):
-        if m.group().startswith(".") and not m.group().startswith("..") and _abbreviation_before(text, m.start()):
+        if not _ends_sentence(text, m):
             continue
         rest = text[m.end():]
         at = m.end() + len(rest) - len(rest.lstrip())
@@ -397,7 +404,8 @@ def split_sentences(text: str, *, semicolons: bool = False, max_chars: int | Non
     A sentence ends at 。！？!? (a run of them is one end), at a full stop
     followed by space, the end, a non-ASCII character or a closing quote (so
     3.5 and example.com stay whole), and at newlines; closing quotes stay with
-    their sentence. ``semicolons``: ；and ; end a sentence too (capture: each
+    their sentence. A single full stop after an abbreviation ("Dr. Li", "St.
+    Petersburg", "e.g.", an initial) ends none. ``semicolons``: ；and ; end a sentence too (capture: each
     clause of "我养猫；我住上海" is its own fact). ``max_chars`` (characters,
     > 0): a longer sentence is split further at clause breaks (，,、：:) and,
     failing those, hard-split, so that no part exceeds it (the embedder's
@@ -408,6 +416,8 @@ def split_sentences(text: str, *, semicolons: bool = False, max_chars: int | Non
     sentences: list[str] = []
     start = 0
     for m in boundary.finditer(text):
+        if not _ends_sentence(text, m):
+            continue
         piece = text[start:m.end()].strip()
         if piece:
             sentences.append(piece)

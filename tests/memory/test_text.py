@@ -62,6 +62,16 @@ def test_split_sentences_keeps_terminator_runs_and_closing_quotes_whole():
     assert split_sentences('I called it "Finding Home." It is a script') == ['I called it "Finding Home."', "It is a script"]
 
 
+def test_split_sentences_ends_no_sentence_at_an_abbreviation():
+    """"Dr. Li", "St. Petersburg", "e.g." and initials keep their sentence whole (capture made
+    "I met Dr." a fact of its own); a stop after a whole word, an ellipsis and 3.5 are as before."""
+    assert split_sentences("I met Dr. Li in St. Petersburg. 我們去了上海。Then J. K. Rowling wrote 📚.") == [
+        "I met Dr. Li in St. Petersburg.", "我們去了上海。", "Then J. K. Rowling wrote 📚."]
+    assert split_sentences("我住上海；I love pets, e.g. cats. Ok... fine", semicolons=True) == [
+        "我住上海；", "I love pets, e.g. cats.", "Ok...", "fine"]
+    assert split_sentences("Version 3.5 is out. Mine is plain brown.") == ["Version 3.5 is out.", "Mine is plain brown."]
+
+
 def test_split_sentences_semicolons_only_when_asked():
     """；/; end a sentence only with semicolons=True (capture: one fact per clause)."""
     assert split_sentences("我养猫；我住上海; I like tea") == ["我养猫；我住上海; I like tea"]
