@@ -562,7 +562,7 @@ class Pipeline:
             context = self.captures.context_of(tenant, chat, lines[0] if lines else None, msg.timestamp)
             results = capture_edit(self.core, ns, without_bot_mention(msg.text, t), chat=chat, said_at=msg.timestamp,
                                    message_id=msg.message_id, extractor=extractor, tz=t.tz, addressed=res.addressed,
-                                   context=context)
+                                   context=context, never_store=t.never_store)
             return [r.memory.id for r in results if r.memory is not None and r.action not in ("rejected", "conflict")]
 
         try:

@@ -1017,8 +1017,14 @@ async def capture_messages(ctx: Ctx, subject: SubjectPath, body: CaptureIn) -> C
     extractor = ctx.pipeline.models.extractor(ctx.tenant) if body.infer and body.extractor == "auto" else None
 
     def run() -> list[AddOut]:
+        from gateway.commands import pause_key
+        from memory.never_store import without_never_store
+
         out: list[AddOut] = []
         before = None  # the message before this one: a line of the bot's is what it answered
+        # off the record in that chat (/memory pause): nothing is learned, and no line joins the tail
+        if where is not None and ctx.core.store.paused(ns, pause_key(where), utcnow()):
+            return out
         for m in body.messages:
             line = _line(subject, m)
             if where is not None and body.to_tail:
@@ -1029,9 +1035,11 @@ async def capture_messages(ctx: Ctx, subject: SubjectPath, body: CaptureIn) -> C
             if body.infer:  # the caller hands these lines to the bot: they are said to it
                 results = capture(ctx.core, ns, m.text, chat=where, said_at=m.at(), message_id=m.message_id,
                                   extractor=extractor, tz=t.tz, own_texts=(t.persona,), addressed=True,
-                                  context=answered)
+                                  context=answered, never_store=t.never_store)
+            elif not (kept := without_never_store(m.text, t.never_store)[0]):
+                continue  # a never-store clause is not kept verbatim either
             else:
-                memory = ctx.core.new(ns, m.text, category=Category.OTHER, origin=where,
+                memory = ctx.core.new(ns, kept, category=Category.OTHER, origin=where,
                                       visibility=Visibility.GROUP if where and where.is_group else Visibility.PRIVATE,
                                       source_message_id=m.message_id, context=answered, metadata=body.metadata or {})
                 results = [ctx.core.add(ns, memory, said_at=m.at(), actor=ctx.caller.actor, evidence=m.text)]
