@@ -11,8 +11,9 @@ full- and half-width), read in simplified characters and case-folded:
 - ``politics``: parties, votes, elections, political views, protests;
 - ``minors``: a child's age or school, or the speaker saying they are under 18;
 - ``ids``: credentials with their value (``holds_secret``: a password, PIN,
-  verification code…), card and ID numbers, passport/licence/social-security
-  numbers, phone numbers and e-mail addresses.
+  verification code…), card, account and ID numbers, passport, licence and
+  social-security numbers. Contact details (a phone number, an e-mail address)
+  are not: a person may well want the companion to keep them.
 
 ``DEFAULT_NEVER_STORE`` is ``("ids",)``, and ``ids`` is always in force:
 a companion has no use for a credential or an identifier, and a recollection
@@ -102,10 +103,9 @@ _RULES: dict[str, list[str]] = {
         r"|\bi(?:'m| am) in (?:\d(?:st|nd|rd|th) grade|middle school|high school|year \d\b)|\bunderage\b|\bminor\b",
     ],
     "ids": [
-        r"身份证|护照号|社保号|驾照号|驾驶证号|银行卡号|卡号|账号是|手机号|电话号码|微信号是|qq号是|(?<!\d)1[3-9]\d{9}(?!\d)",
+        r"身份证|护照号|社保号|社保卡号|医保卡号|驾照号|驾驶证号|银行卡号|信用卡号|卡号|账号是",
         r"\b(?:ssn|social security(?: number)?|passport (?:number|no\.?)|driver'?s licen[cs]e (?:number|no\.?)"
-        r"|account number|iban|routing number|sort code|phone number is|my number is|national id)\b"
-        r"|[\w.+-]+@[\w-]+\.[\w.-]+|\+?\d[\d -]{8,}\d",
+        r"|account number|card number|iban|routing number|sort code|national id|tax id)\b",
     ],
 }
 _COMPILED = {cat: [re.compile(p, re.IGNORECASE) for p in pats] for cat, pats in _RULES.items()}
