@@ -14,7 +14,7 @@ from datetime import datetime
 
 from sqlmodel import delete, select
 
-from memory.store.base import StoreBase
+from memory.store.base import StoreBase, raw_datetime
 from memory.store.tables import _aware, _PauseRow
 from memory.types import Namespace
 
@@ -57,15 +57,17 @@ class Pauses(StoreBase):
         return was
 
     def paused(self, ns: Namespace, chat: str, now: datetime) -> Pause | None:
-        """The pause of ``ns`` in ``chat`` in force at ``now``, or None."""
-        with self._read() as s:
-            row = s.get(_PauseRow, _key(ns, chat))
-        if row is None:
+        """The pause of ``ns`` in ``chat`` in force at ``now``, or None. Asked on
+        every turn: a raw read (``_read_rows``), not an ORM session."""
+        rows = self._read_rows(f"SELECT chat, since, until FROM record_pauses WHERE key = {self.mark}",
+                               (_key(ns, chat),))
+        if not rows:
             return None
-        until = _aware(row.until)
+        key, since, until = rows[0]
+        since, until = _aware(raw_datetime(since)), _aware(raw_datetime(until)) if until is not None else None
         if until is not None and until <= now:
             return None
-        return Pause(ns, row.chat, _aware(row.since), until)  # type: ignore[arg-type]
+        return Pause(ns, key, since, until)  # type: ignore[arg-type]
 
     def pauses(self, ns: Namespace, now: datetime) -> list[Pause]:
         """Every pause of ``ns`` in force at ``now``, in any chat (the console's view), by chat key."""
