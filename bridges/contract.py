@@ -227,7 +227,9 @@ class TurnResult:
     chat messages sent (or that would be sent) to the model; ``reply`` None when no
     model is configured or the bot stays silent; ``duplicate`` True for a
     re-delivered message (nothing else was done); ``capture_pending`` True when
-    the capture runs after the turn returned (``captured`` is then empty)."""
+    the capture runs after the turn returned (``captured`` is then empty);
+    ``paused`` True when the speaker had this chat off the record
+    (``/memory pause``): nothing was captured and their line was not kept."""
 
     tenant: str
     namespace: str
@@ -245,6 +247,7 @@ class TurnResult:
     capture_pending: bool = False
     attachment: dict | None = None
     latency_ms: dict[str, float] = field(default_factory=dict)
+    paused: bool = False
 
     def to_json(self) -> dict:
         """Plain JSON-able dict (the replay line and the HTTP answer)."""

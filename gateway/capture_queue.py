@@ -179,7 +179,8 @@ class CaptureQueue:
                                       batch.before if batch is not None else None)
             results = capture(self.core, job.namespace, without_bot_mention(job.text, t), chat=job.chat,
                               said_at=job.at, message_id=job.message_id, extractor=extractor, tz=t.tz,
-                              addressed=_said_to_bot(job, t), own_texts=(t.persona,), context=context)
+                              addressed=_said_to_bot(job, t), own_texts=(t.persona,), context=context,
+                              never_store=t.never_store)
         except Exception:  # noqa: BLE001 - capture never breaks the turn; the line keeps it for a retry
             if not last_try:
                 log.exception("capture failed for %s message %s; it will be retried", job.namespace, job.message_id)

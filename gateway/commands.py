@@ -9,6 +9,9 @@ Grammar (the subcommand follows the command; Chinese aliases in ``SUBCOMMANDS``)
     /memory edit    [target] <id> <new text>
     /memory forget  [target] <id>
     /memory forget  [target] all [confirm]
+    /memory forget  [target] last <duration>           e.g. ``last 10m``, ``最近 30分钟``
+    /memory pause   [<duration>]                       e.g. ``2h``, ``30分钟``; none: until resumed
+    /memory resume
     /memory history [target] <id>
     /memory why     [target] <id>
     /memory export  [target]
@@ -56,6 +59,15 @@ Every string a person reads comes from ``locales``; replies fit in
 ``MAX_REPLY_UTF16`` UTF-16 code units (Telegram's limit is 4096). The pending
 ``forget all`` confirmation is kept in SQL, so any gateway replica can take
 the confirming message. Commands and replies are never captured as memories.
+
+Off the record (``pause``/``resume``) is the speaker's own, per chat: a
+private chat's key, or a group's (every topic of it). It is kept in SQL
+(``memory.store.pauses``), so every replica's pipeline honours it at the next
+line; recall of what was learned before goes on. ``forget last <duration>``
+withdraws what the speaker said in this chat within that time and every
+memory learned or changed from it there (``gateway.withdrawals`` semantics:
+retracted, no tombstone); in a private chat the companion's lines of that
+time go too. Durations: ``gateway.durations`` (zh and en; at most 30 days).
 """
 
 from __future__ import annotations
@@ -70,6 +82,8 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.config import TenantSettings
+from gateway.durations import MAX_DURATION, parse_duration
+from gateway.withdrawals import retract_from
 from bridges.contract import Attachment, InboundMessage, Outbound
 from locales import translate, translate_plural
 from memory import admin
@@ -78,9 +92,10 @@ from memory.errors import CoreError, KeyTakenError, NamespaceError, NotFoundErro
 from memory.explain import explain, trace_visible_in, visible_in
 from memory.identity import PERSON, is_platform_subject, platform_subject, resolve_subject
 from memory.reconstruct import when_text
-from memory.types import ID_RE, SUBJECT_RE, Memory, Namespace, ScoreParts, Visibility
+from memory.types import ID_RE, SUBJECT_RE, ChatRef, Memory, Namespace, ScoreParts, Visibility
 
 __all__ = ["COMMAND_NAMES", "CommandReply", "run_command", "execute", "is_memory_command", "SUBCOMMANDS", "export_document",
+           "pause_key", "LAST_WORDS",
            "GROUP_ADMIN_ROLES", "PAGE_SIZE", "MAX_REPLY_UTF16", "CONFIRM_WINDOW"]
 
 log = logging.getLogger(__name__)
@@ -112,13 +127,17 @@ SUBCOMMANDS: dict[str, str] = {
     "link": "link", "关联": "link",
     "stats": "stats", "统计": "stats",
     "consolidate": "consolidate", "整理": "consolidate", "归纳": "consolidate",
+    "pause": "pause", "暂停": "pause", "resume": "resume", "继续": "resume", "恢复": "resume",
     # traditional Chinese spellings (列表, 列出, 查看, 搜索, 查找, 修改, 整理 are the same in both)
     "幫助": "help", "詳情": "show", "編輯": "edit", "忘記": "forget", "刪除": "forget",
     "歷史": "history", "為什麼": "why", "導出": "export", "關聯": "link", "統計": "stats", "歸納": "consolidate",
+    "暫停": "pause", "繼續": "resume", "恢復": "resume",
 }
 LIST_ALL_WORDS = frozenset({"--all", "-a", "all", "全部"})
 ALL_WORDS = frozenset({"all", "全部"})
 CONFIRM_WORDS = frozenset({"confirm", "确认", "確認"})
+#: ``/memory forget last 10m``: the word before a duration
+LAST_WORDS = frozenset({"last", "recent", "最近", "最后", "最後"})
 
 
 def is_memory_command(text: str) -> bool:
@@ -244,7 +263,11 @@ def execute(core, tenant: str, t: TenantSettings, msg: InboundMessage, own: Name
     rest = parts[2] if len(parts) > 2 else ""
     sub = SUBCOMMANDS.get(word.casefold())
     if sub is None:
-        return CommandReply(_fit(c.say("Unknown command: {word}", word=_snip(word, 30)) + "\n\n" + _help(c)), "unknown")
+        try:
+            helped = _help(c, core)
+        except CoreError:
+            helped = _help(c)
+        return CommandReply(_fit(c.say("Unknown command: {word}", word=_snip(word, 30)) + "\n\n" + helped), "unknown")
     try:
         return _HANDLERS[sub](core, c, rest)
     except _Stop as stop:
@@ -289,14 +312,15 @@ def _snip(text: str, n: int = SNIPPET_CHARS) -> str:
 def _usage(c: _Caller, sub: str) -> str:
     forms = {
         "list": "list [@person|platform:id] [page] [--all]", "show": "show <id>", "search": "search <query>",
-        "edit": "edit <id> <new text>", "forget": "forget <id> | forget all", "history": "history <id>",
+        "edit": "edit <id> <new text>", "forget": "forget <id> | forget all | forget last <duration>", "history": "history <id>",
         "why": "why <id>", "export": "export", "link": "link <platform:id> [<platform:id>]", "stats": "stats",
-        "consolidate": "consolidate [@person|platform:id]",
+        "consolidate": "consolidate [@person|platform:id]", "pause": "pause [duration, e.g. 2h]",
+        "resume": "resume",
     }
     return c.say("Usage: {usage}", usage=f"{c.cmd} {c.say(forms[sub]) if sub in forms else 'help'}")
 
 
-def _help(c: _Caller) -> str:
+def _help(c: _Caller, core=None) -> str:
     text = c.say(
         "Memory commands (/memory or /记忆):\n"
         "{cmd} list [page] — what I remember about you\n"
@@ -311,6 +335,14 @@ def _help(c: _Caller) -> str:
         cmd=c.cmd)
     text += "\n" + c.say("{cmd} list --all — also long-term memories resting now\n"
                          "{cmd} consolidate — sort recent fragments into long-term memories now", cmd=c.cmd)
+    text += "\n" + c.say("{cmd} pause [2h] — off the record in this chat: I learn nothing from what you say here "
+                         "(until resumed, or for the time given)\n"
+                         "{cmd} resume — learn from this chat again\n"
+                         "{cmd} forget last 10m — take back what I learned from you here in the last 10 minutes",
+                         cmd=c.cmd)
+    pause = core.store.paused(c.own, pause_key(c.chat), c.now) if core is not None else None
+    if pause is not None:
+        text += "\n" + _paused_line(c, pause)
     if c.tenant_admin or c.group_admin:
         text += "\n" + c.say("Admins: put @person or platform:id (e.g. tg:123) after the subcommand to manage "
                              "someone else's memories; group admins only those learned in their group.")
@@ -533,7 +565,7 @@ def _origin(c: _Caller, m: Memory) -> str:
 
 
 def _cmd_help(core, c: _Caller, rest: str) -> CommandReply:
-    return CommandReply(_fit(_help(c)), "help")
+    return CommandReply(_fit(_help(c, core)), "help")
 
 
 def _cmd_list(core, c: _Caller, rest: str) -> CommandReply:
@@ -691,6 +723,8 @@ def _cmd_forget(core, c: _Caller, rest: str) -> CommandReply:
     scope = _scope(core, c, token, "forget")
     if mid.casefold() in ALL_WORDS:
         return _forget_all(core, c, scope, more.split())
+    if mid.casefold() in LAST_WORDS:
+        return _forget_last(core, c, scope, more)
     m = _memory(core, c, scope, mid, "forget")
     core.forget(scope.ns, m.id, actor=scope.actor)
     return CommandReply(c.say("Forgotten: {id}. I won't learn it again from earlier messages.", id=m.id), "forget")
@@ -740,6 +774,106 @@ def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandRepl
     if scope.group_key:
         text += "\n" + c.say("Only what was said in this group is affected.")
     return CommandReply(text, "forget_all")
+
+
+def _duration(c: _Caller, text: str):
+    """The duration ``text`` names (``gateway.durations``); a ``_Stop`` saying
+    nothing changed when it names none (or more than MAX_DURATION)."""
+    span = parse_duration(text) if text.strip() else None
+    if span is None:
+        raise _Stop(c.say("I can't read “{text}” as a length of time; nothing changed. Try e.g. 10m, 2h, 1d, "
+                          "30分钟 (at most {longest}).", text=_snip(text, 30) or "-",
+                          longest=_span_text(c, MAX_DURATION)),
+                    "usage")
+    return span
+
+
+def _span_text(c: _Caller, span: timedelta) -> str:
+    """A duration in the person's words: whole days, hours or minutes (the largest that divides it)."""
+    minutes = int(span.total_seconds() // 60)
+    if minutes and minutes % 1440 == 0:
+        return c.say_n("{n} day", "{n} days", minutes // 1440)
+    if minutes and minutes % 60 == 0:
+        return c.say_n("{n} hour", "{n} hours", minutes // 60)
+    return c.say_n("{n} minute", "{n} minutes", max(1, minutes))
+
+
+def _forget_last(core, c: _Caller, scope: _Scope, rest: str) -> CommandReply:
+    """``forget last <duration>``: what the scope's subject said in this chat since
+    then is withdrawn — each line redacted (a capture still due on it never runs)
+    and every memory learned from it retracted — and so is every other memory of
+    theirs learned or changed in this chat since then; in a private chat the
+    companion's lines of that time go too (they may retell it)."""
+    span = _duration(c, rest)
+    since = c.now - span
+    where = pause_key(c.chat)
+    author = Namespace(scope.ns.tenant, c.subject) if scope.own else scope.ns
+    gone: list[str] = []
+    said = core.store.said_since(author, where, since)
+    for chat_key, message_id in said:
+        chat = ChatRef.parse(chat_key)
+        core.store.withdraw_line(author, chat, message_id)
+        gone += retract_from(core, scope.ns, chat, message_id)
+    offset = 0
+    while batch := core.store.list(scope.ns, limit=500, offset=offset):
+        offset += len(batch)
+        for m in batch:
+            key = m.origin.key if m.origin is not None else ""
+            if m.id not in gone and (key == where or key.startswith(f"{where}:")) and \
+                    max(m.created_at or since, m.updated_at or since) >= since:
+                try:
+                    core.retract(scope.ns, m.id, actor=scope.actor)
+                except NotFoundError:
+                    continue
+                gone.append(m.id)
+                offset -= 1
+        if (batch[-1].updated_at or since) < since:
+            break  # newest first: the rest is older than the window
+    bot_lines = 0 if c.chat.is_group else core.store.drop_bot_lines_since(scope.ns.tenant, where, since)
+    core.store.scrub()
+    core.store.audit(scope.ns, "forget_last", scope.actor, count=len(gone), lines=len(said), bot_lines=bot_lines,
+                     seconds=int(span.total_seconds()), chat=c.chat.key)
+    return CommandReply(c.say_n("Taken back what I learned from {who} in this chat in the last {span}: {n} memory, "
+                                "and the messages of that time.",
+                                "Taken back what I learned from {who} in this chat in the last {span}: {n} memories, "
+                                "and the messages of that time.", len(gone), who=_who(c, scope),
+                                span=_span_text(c, span)), "forget_last")
+
+
+def pause_key(chat: ChatRef) -> str:
+    """The chat a pause (and ``forget last``) is about: a group's key (every topic
+    of it), else the chat's own key."""
+    return chat.group_key if chat.is_group else chat.key
+
+
+def _paused_line(c: _Caller, pause) -> str:
+    if pause.until is None:
+        return c.say("⏸ Off the record in this chat until you send {command}.", command=f"{c.cmd} resume")
+    return c.say("⏸ Off the record in this chat until {when}.", when=_at(c, pause.until))
+
+
+def _cmd_pause(core, c: _Caller, rest: str) -> CommandReply:
+    token, text = _split_target(rest)
+    if token is not None:  # a pause is the speaker's own: nobody pauses learning for another person
+        raise _Stop(_usage(c, "pause"), "usage")
+    until = c.now + _duration(c, text) if text else None
+    pause = core.store.pause(c.own, pause_key(c.chat), c.now, until)
+    core.store.audit(c.own, "pause", f"self:{c.subject}", chat=c.chat.key,
+                     until=until.isoformat() if until else None)
+    return CommandReply(_paused_line(c, pause) + "\n" + c.say(
+        "Nothing you say here is learned, sorted into long-term memories or kept after my reply; other chats "
+        "go on as before. I still remember what you told me before and can use it."), "pause")
+
+
+def _cmd_resume(core, c: _Caller, rest: str) -> CommandReply:
+    if rest.strip():
+        raise _Stop(_usage(c, "resume"), "usage")
+    was = core.store.resume(c.own, pause_key(c.chat), c.now)
+    if was is None:
+        return CommandReply(c.say("Learning was not paused in this chat; nothing changed."), "resume")
+    core.store.audit(c.own, "resume", f"self:{c.subject}", chat=c.chat.key)
+    return CommandReply(c.say("Back on the record in this chat: I learn from what you say here again. What you "
+                              "said while it was paused was not kept."), "resume")
 
 
 def _cmd_history(core, c: _Caller, rest: str) -> CommandReply:
@@ -970,5 +1104,5 @@ def _consolidation_lines(core, c: _Caller, scope: _Scope, report) -> list[str]:
 _HANDLERS = {
     "help": _cmd_help, "list": _cmd_list, "show": _cmd_show, "search": _cmd_search, "edit": _cmd_edit,
     "forget": _cmd_forget, "history": _cmd_history, "why": _cmd_why, "export": _cmd_export, "link": _cmd_link,
-    "stats": _cmd_stats, "consolidate": _cmd_consolidate,
+    "stats": _cmd_stats, "consolidate": _cmd_consolidate, "pause": _cmd_pause, "resume": _cmd_resume,
 }

@@ -45,6 +45,7 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, PydanticBaseSett
 from pydantic_settings.sources.utils import parse_env_vars
 
 from gateway.errors import UnknownTenant
+from memory.never_store import DEFAULT_NEVER_STORE, check_categories
 from memory.types import SHARED_SENDERS, TENANT_RE, not_a_person, repair  # noqa: F401 (SHARED_SENDERS: re-exported)
 
 __all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "ConsolidationSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings", "RateLimitSettings", "TenantRateLimits", "ChangeEventSettings",
@@ -549,6 +550,10 @@ class TenantSettings(BaseModel):
     rate_limit: TenantRateLimits = Field(default_factory=TenantRateLimits)
     #: outbound webhook of this tenant's memory changes (issue 26 item 17; ChangeEventSettings)
     change_events: ChangeEventSettings = Field(default_factory=ChangeEventSettings)
+    #: categories whose clauses are dropped before extraction (``memory.never_store``: health, sexuality,
+    #: religion, politics, minors, ids; ``ids`` is always in force). An unknown name is refused at start with
+    #: the nearest valid one. Env ``HUIYI_TENANTS__<NAME>__NEVER_STORE='["ids","health"]'``
+    never_store: list[str] = Field(default_factory=lambda: list(DEFAULT_NEVER_STORE))
 
     @field_validator("persona_name", "persona", "apology", mode="before")
     @classmethod
@@ -559,6 +564,11 @@ class TenantSettings(BaseModel):
     @classmethod
     def _repaired_keywords(cls, v: object) -> object:
         return [repair(k) if isinstance(k, str) else k for k in v] if isinstance(v, list) else v
+
+    @field_validator("never_store")
+    @classmethod
+    def _known_categories(cls, v: list[str]) -> list[str]:
+        return check_categories(v)
 
     @field_validator("admins")
     @classmethod

@@ -96,8 +96,9 @@ def turn_record(res: TurnResult, rec: Recollection, *, fragments: bool = False,
         "recollection_chars": len(rec.text),
         "replied": res.reply is not None,
         "latency_ms": latency,
+        "paused": res.paused,
     }
-    if fragments:
+    if fragments and not res.paused:  # off the record: no words of the turn are kept, whatever the switch
         out["fragments"] = {h.memory.id: h.memory.text for h in rec.raw_hits}
         out["query_text"] = [line.text for line in query]
         out["reconstruction"] = attempt.output if attempt is not None else ""

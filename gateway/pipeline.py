@@ -34,7 +34,7 @@ import numpy as np
 
 from gateway.capture_queue import RESUME_AFTER_S, CaptureQueue, without_bot_mention
 from gateway.chat_migration import ChatMigration
-from gateway.commands import ALL_WORDS, COMMAND_NAMES, CONFIRM_WORDS, LIST_ALL_WORDS, run_command
+from gateway.commands import ALL_WORDS, COMMAND_NAMES, CONFIRM_WORDS, LAST_WORDS, LIST_ALL_WORDS, pause_key, run_command
 from gateway.config import Settings, TenantSettings
 from gateway.consolidation import ConsolidationScheduler
 from gateway.errors import EmptyAnswer, LLMError
@@ -51,6 +51,7 @@ from locales import translate, turn_language, written_language
 from memory.capture import capture_edit
 from memory.core import MemoryCore
 from memory.explain import TRACE_DEPTH, record_recall
+from memory.identity import platform_subject
 from memory.identity import resolve as resolve_identity
 from memory.reconstruct import Recollection, reconstruct, without_markers
 from memory.emotion import analyse
@@ -192,7 +193,8 @@ class Pipeline:
                         "message_id": res.message_id, "outcome": outcome, "recalled": len(res.recalled),
                         "captured": len(res.captured), "capture_pending": res.capture_pending,
                         "fallback_reason": res.fallback_reason, "latency_ms": dict(res.latency_ms)}
-        if self.settings.audit_fragments:  # the one privacy switch: words in logs only when it is on
+        fields["paused"] = res.paused
+        if self.settings.audit_fragments and not res.paused:  # the one privacy switch: words in logs only when on
             fields["text"] = msg.text
             fields["reply"] = res.reply
         log.info("turn done", extra=fields)
@@ -292,7 +294,12 @@ class Pipeline:
                     nonce: NonceClaim | None = None) -> TurnResult:
         chat = msg.chat
         started = time.perf_counter()
-        self.consolidation.turned(ns)  # consolidation waits until the person is idle
+        # off the record (/memory pause, in SQL for every replica): the line is used for the reply alone
+        if not _is_memory_command(msg) and await asyncio.to_thread(self.core.store.paused, ns, pause_key(chat),
+                                                                    msg.timestamp):
+            res.paused = True
+        else:
+            self.consolidation.turned(ns)  # consolidation waits until the person is idle
         lang = await self._language(tenant, t, msg)
         if not msg.sender_name:  # nothing visible in the name: a readable one, never a bare id
             label = _PLATFORM_LABELS.get(msg.platform, msg.platform)
@@ -311,7 +318,8 @@ class Pipeline:
             res.latency_ms["total"] = _ms(started)
             return res
         # forwarded text is someone else's words: logged as such, never captured
-        due = (res.addressed or not chat.is_group or t.capture_all_group_messages) and not msg.forwarded
+        due = (res.addressed or not chat.is_group or t.capture_all_group_messages) and not msg.forwarded \
+            and not res.paused
         logged = translate(lang, "[forwarded] {text}", text=msg.text) if msg.forwarded else msg.text
         line_id = await asyncio.to_thread(
             self.core.store.append_chat, tenant, chat,
@@ -331,7 +339,11 @@ class Pipeline:
                 rec, query = await self._answer(tenant, t, msg, ns, lang, res, after, prefetch, line_id)
         except BaseException:
             self.captures.release(line_id or 0)  # the line keeps its capture for resume_captures
+            if res.paused:
+                await asyncio.to_thread(self._unkeep, tenant, msg, chat)
             raise
+        if res.paused:  # the reply is made: the line goes (and a redelivery of it is not logged again)
+            await asyncio.to_thread(self._unkeep, tenant, msg, chat)
         job = PendingCapture(line_id or 0, tenant, ns, chat, msg.message_id, msg.text, msg.timestamp,
                              addressed=res.addressed, queued=queued) if due else None
         if background_capture:
@@ -350,6 +362,12 @@ class Pipeline:
             await self._audit(res, rec, query)
         return res
 
+    def _unkeep(self, tenant: str, msg: InboundMessage, chat: ChatRef) -> None:
+        """Off the record: delete the person's line ``msg`` of ``chat`` from the chat
+        log, leaving a redaction (ids only) so that a redelivery is not logged again."""
+        self.core.store.withdraw_line(Namespace(tenant, platform_subject(msg.platform, msg.sender_id)), chat,
+                                      msg.message_id)
+
     async def _language(self, tenant: str, t: TenantSettings, msg: InboundMessage) -> str:
         """The turn's language (``locales.turn_language``): what the person writes —
         for a command its arguments (keywords such as ``all`` / ``confirm`` are no
@@ -361,7 +379,8 @@ class Pipeline:
         text = "" if msg.forwarded else msg.text
         if msg.is_command:
             words = text.split()
-            text = " ".join(w for w in words[2:] if w.casefold() not in ALL_WORDS | LIST_ALL_WORDS | CONFIRM_WORDS)
+            text = " ".join(w for w in words[2:]
+                            if w.casefold() not in ALL_WORDS | LIST_ALL_WORDS | CONFIRM_WORDS | LAST_WORDS)
             if written_language(text) is None and written_language(" ".join(words[:2])) == "zh_CN":
                 return "zh_CN"
         if written_language(text) is not None:
@@ -484,7 +503,7 @@ class Pipeline:
             log.warning("reply failed for tenant %s chat %s: %s", tenant, chat.key, exc)
             res.reply = translate(lang, APOLOGY) if t.apology is None else (t.apology or None)
         res.latency_ms["reply"] = _ms(t1)
-        if res.reply is not None:
+        if res.reply is not None and not res.paused:  # off the record: the reply retells the line; not kept
             await asyncio.to_thread(self.core.store.append_chat, tenant, chat,
                                     ChatLine("bot", "bot", res.reply, utcnow(), "", t.persona_name))
         return rec, query
@@ -531,6 +550,8 @@ class Pipeline:
         chat = msg.chat
         lines = await asyncio.to_thread(self.core.store.edit_chat_line, tenant, chat, msg.message_id, msg.text)
         await self.captures.settle(lines, EDIT_WAITS_S)
+        if await asyncio.to_thread(self.core.store.paused, ns, pause_key(chat), msg.timestamp):
+            return  # said off the record: its line is gone, and the edit teaches nothing either
         if not (res.addressed or not chat.is_group or t.capture_all_group_messages
                 or await asyncio.to_thread(self.core.store.find_by_source, ns, chat, msg.message_id)):
             return
@@ -541,7 +562,7 @@ class Pipeline:
             context = self.captures.context_of(tenant, chat, lines[0] if lines else None, msg.timestamp)
             results = capture_edit(self.core, ns, without_bot_mention(msg.text, t), chat=chat, said_at=msg.timestamp,
                                    message_id=msg.message_id, extractor=extractor, tz=t.tz, addressed=res.addressed,
-                                   context=context)
+                                   context=context, never_store=t.never_store)
             return [r.memory.id for r in results if r.memory is not None and r.action not in ("rejected", "conflict")]
 
         try:

@@ -79,6 +79,7 @@ from memory.lexicon import (  # noqa: F401 - re-exported: capture's names before
     _CATEGORY_WORDS, _INSTRUCTION_RE, _SPECIES, _ZH_RELATIONS, _NOT_A_NAME_ZH, guess_category, is_instruction_like, _SRC_MARKER_RE, _MEMORY_LINE_RE, _BLOCK_TAG_RE, _CHANGE_LINE_RE, _FORMAT_FIELD_RE, MIN_ECHO_CHARS, _template_line_res, _prompt_fragments, _gateway_fragments, _is_echo, _is_gateway_line, is_gateway_text, _own_fragments, _SPACE_RUN_RE, _CJK, _AFTER_CJK_SPACE_RE, _BEFORE_CJK_SPACE_RE, _slot_text)
 from memory.speech_act import (_SMALL_TALK_EN, _SMALL_TALK_ZH, MIN_CHARS, Act, clauses, is_question, is_speaker_statement,
                                read, shape, told_beside_question, told_text)
+from memory.never_store import DEFAULT_NEVER_STORE, holds_secret, without_never_store
 from memory.text import normalise, split_sentences, to_simplified
 from memory.types import CONTEXT_CHARS, Category, ChatRef, Namespace, Visibility, clip_line, repair_tree
 
@@ -855,24 +856,6 @@ def _addressed(chat: ChatRef | None, addressed: bool | None) -> bool:
     return (chat is None or not chat.is_group) if addressed is None else addressed
 
 
-# A credential with its value: 「我的银行卡密码是123456」, "my PIN is 4321", 「验证码：839201」,
-# a card or ID number. A companion has no use for it and a recollection must never say it.
-_SECRET_RE = re.compile(
-    r"(?:密码|口令|验证码|校验码|安全码|支付码|PIN码?|CVV2?|CVC)\s*(?:是|为|:|：|=)?\s*[A-Za-z0-9!@#$%^&*_.\-]{4,}"
-    r"|\b(?:password|passcode|passphrase|pin|cvv|cvc|security code|one-time code|otp)\b"
-    r"\s*(?:is|was|:|=)\s*\S{4,}"
-    r"|(?<![\d-])(?:\d[ -]?){15,18}[\dXx](?![\d-])",
-    re.IGNORECASE)
-
-
-def holds_secret(text: str) -> bool:
-    """True when ``text`` states a credential with its value (a password, PIN,
-    verification or security code followed by a value of 4+ characters, in zh or
-    en) or holds a 16–19 digit card or 18-character ID number. Such a fact is not
-    captured: 「我的WiFi密码忘了」 is kept, 「我的银行卡密码是123456」 is not."""
-    return bool(_SECRET_RE.search(to_simplified(text)))
-
-
 def _weaker_than_live(core, ns: Namespace, f: Fact):
     """An ``AddResult("rejected", None, "weaker")`` when ``f`` is an identity slot
     (IDENTITY_KEYS) read less firmly than the live memory holding that slot ("叫我
@@ -947,8 +930,13 @@ def answer_facts(text: str, context: str, said_at: datetime, tz: str = DEFAULT_T
 
 def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: datetime,
             message_id: str | None = None, extractor: Extractor | None = None, tz: str = DEFAULT_TZ,
-            addressed: bool | None = None, own_texts: Sequence[str] = (), context: str = "") -> list:
+            addressed: bool | None = None, own_texts: Sequence[str] = (), context: str = "",
+            never_store: Sequence[str] = DEFAULT_NEVER_STORE) -> list:
     """Extract facts from the speaker's own ``text`` and add them to ``ns``.
+
+    ``never_store``: the tenant's never-store categories (``memory.never_store``;
+    ``ids`` always): each clause in one is dropped before any extractor reads the
+    text, and only the counts per category are logged.
 
     ``said_at``: timezone-aware message time (the evidence time checked against
     tombstones); ``tz``: the tenant's IANA zone for relative dates; ``addressed``:
@@ -970,6 +958,9 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
     extractor = extractor or HeuristicExtractor()
     if own_texts:
         text = without_gateway_text(text, own_texts)
+    text = _kept(ns, text, never_store)
+    if not text:
+        return []
     facts = extractor.extract(text, said_at, tz, addressed=_addressed(chat, addressed))
     if context:  # "八个人左右" after "你们团队有多少人？": an answer, read with its question
         facts = cap_facts(facts + answer_facts(text, context, said_at, tz, skip=[f.source for f in facts]))
@@ -999,9 +990,18 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
     return results
 
 
+def _kept(ns: Namespace, text: str, never_store: Sequence[str]) -> str:
+    """``text`` less its never-store clauses (``memory.never_store``), the drop logged as counts only."""
+    kept, dropped = without_never_store(text, never_store)
+    if dropped:
+        log.info("capture %s: %d clause(s) left out before extraction (never-store %s)", ns, sum(dropped.values()),
+                 ",".join(sorted(dropped)))
+    return kept
+
+
 def capture_edit(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: datetime, message_id: str,
                  extractor: Extractor | None = None, tz: str = DEFAULT_TZ, addressed: bool | None = None,
-                 context: str = "") -> list:
+                 context: str = "", never_store: Sequence[str] = DEFAULT_NEVER_STORE) -> list:
     """Apply an edited message to the memories of ``ns`` derived from it (same chat,
     same ``message_id``; ``context``: the line the message answered, as in ``capture``).
 
@@ -1016,6 +1016,7 @@ def capture_edit(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_a
     from memory.core import default_key
 
     extractor = extractor or HeuristicExtractor()
+    text = _kept(ns, text, never_store)  # a never-store clause edited in teaches nothing either
     remaining = core.store.find_by_source(ns, chat, message_id)
     mems = [(f, _memory(core, ns, f, chat, said_at, message_id, context))
             for f in extractor.extract(text, said_at, tz, addressed=_addressed(chat, addressed))]

@@ -517,16 +517,65 @@ async def person(request: Request, subject: str) -> HTMLResponse:
         if not _known(core, s, ns):
             raise NotFoundError(f"no person {subject} in this tenant")
         rows, origins = _person_rows(core, s, ns, f)
-        return rows, origins, core.store.identities(ns), _name_of(core, s, ns)
+        return rows, origins, core.store.identities(ns), _name_of(core, s, ns), core.store.pauses(ns, utcnow())
 
-    rows, origins, identities, name = await asyncio.to_thread(load)
+    rows, origins, identities, name, pauses = await asyncio.to_thread(load)
     page = _page_no(request)
     pages = max(1, math.ceil(len(rows) / ROWS))
     shown = rows[(page - 1) * ROWS: page * ROWS]
     return _render(request, s, "person.html", subject=ns.subject, person_name=name, asked=subject, rows=shown, total=len(rows),
                    page=page, pages=pages, f=f, filter_query=f.query(), origins=origins, identities=identities,
                    categories=[c.value for c in Category], visibilities=[v.value for v in Visibility],
-                   done=request.query_params.get("done", ""), n=_count_param(request))
+                   done=request.query_params.get("done", ""), n=_count_param(request),
+                   pauses=[{"chat": p.chat, "until": _fmt_time(p.until) if p.until else None} for p in pauses])
+
+
+@router.post("/people/{subject}/pause")
+async def pause(request: Request, subject: str) -> Response:
+    """Off the record in one chat (form fields ``chat``, a chat key, and ``duration``,
+    e.g. ``2h`` or ``30分钟``; empty: until resumed), as the person's own
+    ``/memory pause`` there; audited with the session's actor. A chat key or a
+    duration that is none: 400, nothing changed."""
+    from gateway.commands import pause_key
+    from gateway.durations import parse_duration
+
+    s = _session(request)
+    ns = await _ns(request, subject)
+    core = _core(request)
+    form = await request.form()
+    chat = pause_key(ChatRef.parse(_field(form, "chat").strip()))
+    text = _field(form, "duration").strip()
+    span = parse_duration(text) if text else None
+    if text and span is None:
+        raise ValueError(f"{text[:40]!r} names no length of time up to 30 days (e.g. 2h, 30m, 30分钟)")
+
+    def run() -> None:
+        if not _known(core, s, ns):
+            raise NotFoundError(f"no person {subject} in this tenant")
+        now = utcnow()
+        until = now + span if span is not None else None
+        core.store.pause(ns, chat, now, until)
+        core.store.audit(ns, "pause", s.actor, chat=chat, until=until.isoformat() if until else None)
+
+    await asyncio.to_thread(run)
+    return _see_other(_person_url(ns.subject, done="paused"))
+
+
+@router.post("/people/{subject}/resume")
+async def resume(request: Request, subject: str) -> Response:
+    """Learning from the person in chat ``chat`` goes on (``/memory resume``); audited."""
+    s = _session(request)
+    ns = await _ns(request, subject)
+    core = _core(request)
+    chat = _field(await request.form(), "chat").strip()
+    ChatRef.parse(chat)  # a chat key, or 400
+
+    def run() -> None:
+        if core.store.resume(ns, chat, utcnow()) is not None:
+            core.store.audit(ns, "resume", s.actor, chat=chat)
+
+    await asyncio.to_thread(run)
+    return _see_other(_person_url(ns.subject, done="resumed"))
 
 
 @router.get("/people/{subject}/export")

@@ -706,6 +706,8 @@ class TurnOut(BaseModel):
     capture_pending: bool
     attachment: dict[str, Any] | None
     latency_ms: dict[str, float]
+    #: the speaker had this chat off the record (``/memory pause``): nothing captured, the line not kept
+    paused: bool = False
 
 
 # -- routes -----------------------------------------------------------------------
@@ -1017,8 +1019,14 @@ async def capture_messages(ctx: Ctx, subject: SubjectPath, body: CaptureIn) -> C
     extractor = ctx.pipeline.models.extractor(ctx.tenant) if body.infer and body.extractor == "auto" else None
 
     def run() -> list[AddOut]:
+        from gateway.commands import pause_key
+        from memory.never_store import without_never_store
+
         out: list[AddOut] = []
         before = None  # the message before this one: a line of the bot's is what it answered
+        # off the record in that chat (/memory pause): nothing is learned, and no line joins the tail
+        if where is not None and ctx.core.store.paused(ns, pause_key(where), utcnow()):
+            return out
         for m in body.messages:
             line = _line(subject, m)
             if where is not None and body.to_tail:
@@ -1029,9 +1037,11 @@ async def capture_messages(ctx: Ctx, subject: SubjectPath, body: CaptureIn) -> C
             if body.infer:  # the caller hands these lines to the bot: they are said to it
                 results = capture(ctx.core, ns, m.text, chat=where, said_at=m.at(), message_id=m.message_id,
                                   extractor=extractor, tz=t.tz, own_texts=(t.persona,), addressed=True,
-                                  context=answered)
+                                  context=answered, never_store=t.never_store)
+            elif not (kept := without_never_store(m.text, t.never_store)[0]):
+                continue  # a never-store clause is not kept verbatim either
             else:
-                memory = ctx.core.new(ns, m.text, category=Category.OTHER, origin=where,
+                memory = ctx.core.new(ns, kept, category=Category.OTHER, origin=where,
                                       visibility=Visibility.GROUP if where and where.is_group else Visibility.PRIVATE,
                                       source_message_id=m.message_id, context=answered, metadata=body.metadata or {})
                 results = [ctx.core.add(ns, memory, said_at=m.at(), actor=ctx.caller.actor, evidence=m.text)]
@@ -1166,6 +1176,95 @@ class PeopleOut(BaseModel):
     limit: int
     offset: int
     items: list[PersonOut]
+
+
+# -- off the record (/memory pause on /v1) ------------------------------------------
+
+
+class PauseIn(BaseModel):
+    """Pause learning from the subject in ``chat`` (a chat key,
+    ``platform:private|group:id``; a group's pause covers all its topics), for
+    ``duration`` ("2h", "30m", "30分钟", "一个半小时"; at most 30 days; omitted:
+    until resumed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chat: str = Field(max_length=300, json_schema_extra={"pattern": patterns.CHAT_KEY})
+    duration: str | None = Field(default=None, max_length=40)
+
+
+class PauseOut(BaseModel):
+    """Whether learning from ``subject`` in ``chat`` is paused now: from ``since``
+    until ``until`` (ISO 8601 UTC; None: until resumed). Recall of what was
+    learned before goes on either way."""
+
+    subject: str
+    chat: str
+    paused: bool
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+def _pause_chat(ctx: _Ctx, subject: str, chat: str | None) -> str:
+    from gateway.commands import pause_key
+
+    where = _person_chat(subject, _chat(chat), ctx.caller, writing_tail=False)
+    if where is None:
+        raise BadPayload("chat is required: a pause is per chat")
+    return pause_key(where)
+
+
+def _pause_out(ns: Namespace, chat: str, pause) -> PauseOut:
+    if pause is None:
+        return PauseOut(subject=ns.subject, chat=chat, paused=False)
+    return PauseOut(subject=ns.subject, chat=chat, paused=True, since=pause.since, until=pause.until)
+
+
+@router.get("/subjects/{subject}/pause", response_model=PauseOut, summary="is learning paused in a chat")
+async def get_pause(ctx: Ctx, subject: SubjectPath, chat: ChatQuery = None) -> PauseOut:
+    ns = await _ns(ctx, subject)
+    key = _pause_chat(ctx, subject, chat)
+    return _pause_out(ns, key, await asyncio.to_thread(ctx.core.store.paused, ns, key, utcnow()))
+
+
+@router.put("/subjects/{subject}/pause", response_model=PauseOut, summary="off the record in a chat")
+async def put_pause(ctx: Ctx, subject: SubjectPath, body: PauseIn) -> PauseOut:
+    """As ``/memory pause [duration]`` in that chat: nothing the subject says there
+    is captured, consolidated or kept past the reply, on every replica, until
+    ``DELETE`` or the duration ends. A duration that is none (or over 30 days):
+    400, nothing changed."""
+    from gateway.durations import parse_duration
+
+    ns = await _ns(ctx, subject)
+    key = _pause_chat(ctx, subject, body.chat)
+    now = utcnow()
+    until = None
+    if body.duration is not None:
+        span = parse_duration(body.duration)
+        if span is None:
+            raise BadPayload("duration names no length of time up to 30 days (e.g. 2h, 30m, 30分钟)")
+        until = now + span
+
+    def work():
+        pause = ctx.core.store.pause(ns, key, now, until)
+        ctx.core.store.audit(ns, "pause", ctx.caller.actor, chat=key, until=until.isoformat() if until else None)
+        return pause
+
+    return _pause_out(ns, key, await asyncio.to_thread(work))
+
+
+@router.delete("/subjects/{subject}/pause", response_model=PauseOut, summary="back on the record in a chat")
+async def delete_pause(ctx: Ctx, subject: SubjectPath, chat: ChatQuery = None) -> PauseOut:
+    """As ``/memory resume``: learning from the subject in that chat goes on; idempotent."""
+    ns = await _ns(ctx, subject)
+    key = _pause_chat(ctx, subject, chat)
+
+    def work() -> None:
+        if ctx.core.store.resume(ns, key, utcnow()) is not None:
+            ctx.core.store.audit(ns, "resume", ctx.caller.actor, chat=key)
+
+    await asyncio.to_thread(work)
+    return PauseOut(subject=ns.subject, chat=key, paused=False)
 
 
 @router.get("/people", response_model=PeopleOut, summary="the tenant's people (admin key)")

@@ -35,6 +35,8 @@ concern, each in a module named after it::
                      fragment X", the dormancy sweep, each namespace's
                      consolidation state (issue 17); Consolidated,
                      ConsolidationState
+      pauses.py      Pauses: a person's "off the record" per chat (/memory
+                     pause), in force on every replica; Pause
       apikeys.py     ApiKeys: API keys of the HTTP API (hashed); ApiKey, KeyScope
       console_sessions.py ConsoleSessions: the admin console's open sessions
                      (hashed ids; a logout deletes its row on every replica)
@@ -94,15 +96,16 @@ from memory.store.links import MAX_LINKED_IDS, Links
 from memory.store.memories import Candidate, MemoryRows, MemoryText
 from memory.store.nonces import NonceClaim, SeenNonces
 from memory.store.outbox import IndexOp, IndexOutbox
+from memory.store.pauses import Pause, Pauses
 from memory.store.versions import NamespaceStats, NamespaceVersions
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
            "MemoryText", "Candidate", "Conflict", "ApiKey", "KeyScope", "MAX_LINKED_IDS", "Consolidated",
-           "ConsolidationState", "ChangeEvent", "EventStats", "NamespaceStats", "NonceClaim"]
+           "ConsolidationState", "ChangeEvent", "EventStats", "NamespaceStats", "NonceClaim", "Pause"]
 
 
 class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, Links,
-            ApiKeys, ConsoleSessions, NamespaceVersions, ConsolidatedRows, ChangeEvents):
+            ApiKeys, ConsoleSessions, NamespaceVersions, ConsolidatedRows, ChangeEvents, Pauses):
     """SQL source of truth. Thread-safe; methods are synchronous (call them in a
     thread from async code).
 

@@ -353,6 +353,28 @@ class ChatLog(StoreBase):
             s.exec(delete(_ChatLogRow).where(*where))  # type: ignore[call-overload]
         return len(rows)
 
+    def said_since(self, ns: Namespace, chat_key: str, since: datetime) -> list[tuple[str, str]]:
+        """``(chat key, message id)`` of every chat-log line the subject of ``ns``
+        said in chat ``chat_key`` (a group's key: any of its topics too) at or
+        after ``since`` (``/memory forget last``), oldest first."""
+        platform, _, user_id = ns.subject.partition(":")
+        if not chat_key.startswith(f"{platform}:"):  # a linked person:<id> subject has no platform line
+            return []
+        with self._read() as s:
+            rows = s.exec(select(_ChatLogRow.chat, _ChatLogRow.message_id).where(
+                _ChatLogRow.tenant == ns.tenant, _ChatLogRow.role == "user", _ChatLogRow.sender_id == user_id,
+                or_(_ChatLogRow.chat == chat_key, _ChatLogRow.chat.startswith(f"{chat_key}:")),  # type: ignore[attr-defined]
+                _ChatLogRow.at >= since).order_by(_ChatLogRow.at, _ChatLogRow.id)).all()  # type: ignore[arg-type]
+        return [(chat, mid) for chat, mid in rows if mid]
+
+    def drop_bot_lines_since(self, tenant: str, chat_key: str, since: datetime) -> int:
+        """Delete the companion's lines of chat ``chat_key`` said at or after
+        ``since`` (they may retell what is being withdrawn); returns how many."""
+        where = [_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat_key, _ChatLogRow.role == "bot",
+                 _ChatLogRow.at >= since]
+        with self._write() as s:
+            return s.exec(delete(_ChatLogRow).where(*where)).rowcount  # type: ignore[call-overload]
+
     def pending_capture_count(self, ns: Namespace, group_key: str | None = None) -> int:
         """How many of the lines the subject of ``ns`` said (in group ``group_key``
         only, when given) still have their capture into ``ns`` due."""

@@ -10,7 +10,7 @@ One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` �
 ``namespace_state``, ``_NamespaceChangeRow`` → ``namespace_changes``, ``_LinkRow`` → ``memory_links``, ``_ConsolidatedRow`` →
 ``consolidated``, ``_ConsolidationStateRow`` → ``consolidation_state``, ``_ChangeEventRow`` →
 ``change_events``, ``_ConsoleSessionRow`` → ``console_sessions``, ``_ConsoleSecretRow`` →
-``console_secrets``), registered on
+``console_secrets``, ``_PauseRow`` → ``record_pauses``), registered on
 ``SQLModel.metadata`` when this module is imported; the row → ``Memory``
 conversion; and the engine helpers (URL normalisation, SQLite pragmas and
 ``BEGIN IMMEDIATE``). Nothing here opens a session: transactions belong to
@@ -304,6 +304,20 @@ class _ConsoleSecretRow(SQLModel, table=True):
     instance: str = Field(primary_key=True, max_length=32)
     fingerprint: str = Field(max_length=64)
     seen_at: datetime
+
+
+class _PauseRow(SQLModel, table=True):
+    """One person's "off the record" in one chat (``memory.store.pauses``):
+    ``key`` is ``<namespace>|<chat key>``; from ``since`` until ``until`` (None:
+    until resumed) nothing they say in that chat is captured. Ids and times only."""
+
+    __tablename__ = "record_pauses"
+
+    key: str = Field(primary_key=True, max_length=600)
+    namespace: str = Field(index=True, max_length=260)
+    chat: str = Field(max_length=300)
+    since: datetime
+    until: datetime | None = None
 
 
 class _ApiKeyRow(SQLModel, table=True):

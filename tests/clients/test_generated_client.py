@@ -2,7 +2,8 @@
 imports whole — every model and every operation module, the edit and batch-edit ones included — and
 calls every /v1 operation of a real gateway on a loopback socket, each answered 200 with its declared
 model: capture, list and search with metadata filters (a range, ``$or``) and a threshold, get, edit,
-history, batch edit and forget, forget, export, import, recollection, reply, turn, withdrawal, people,
+history, batch edit and forget, forget, export, import, recollection, reply, pause and resume, turn,
+withdrawal, people,
 the scoped forget and forgetting a person; zh and en text."""
 
 from __future__ import annotations
@@ -113,6 +114,11 @@ def test_a_generated_client_imports_whole_and_calls_every_v1_operation(tmp_path,
         assert cat in [h.memory.id for h in rec.hits]
         assert call(op("record_reply"), "ReplyOut", subject="tg:42",
                     body=models.ReplyIn.from_dict({"text": "煤球真可爱！"})).chat == "tg:private:42"
+        paused = call(op("put_pause"), "PauseOut", subject="tg:42",
+                      body=models.PauseIn.from_dict({"chat": "tg:private:42", "duration": "30分钟"}))
+        assert paused.paused and paused.until
+        assert call(op("get_pause"), "PauseOut", subject="tg:42", chat="tg:private:42").paused
+        assert not call(op("delete_pause"), "PauseOut", subject="tg:42", chat="tg:private:42").paused
         message = {"platform": "tg", "message_id": "m1", "sender_id": "42", "chat_kind": "private", "chat_id": "42"}
         turn = call(op("turns"), "TurnOut", body=models.TurnRequest.from_dict(
             {"message": {**message, "text": "My sister Lily lives in Toronto"}}))

@@ -667,12 +667,13 @@ def test_english_subjectless_past_events_are_the_speakers(text):
                                   "我的卡号 6222 0212 3456 7890 123", "我身份证号11010519491231002X"])
 def test_a_credential_with_its_value_is_never_captured(sqlite_core, namespace, text):
     """A password, PIN, code, card or ID number said with its value is left out
-    (rejected, reason ``secret``), zh (simplified and traditional) and en, and nothing
-    of it can be recalled; the other statements of the message are still captured."""
+    before extraction (the never-store category ``ids``, always on), zh (simplified and
+    traditional) and en, and nothing of it can be recalled; the other statements of the
+    message are still captured."""
     t0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
     results = capture(sqlite_core, namespace, f"{text}。我养了一只叫煤球的黑猫🐈", chat=DM, said_at=t0,
                       message_id="s1")
-    assert [(r.action, r.reason) for r in results][0] == ("rejected", "secret")
+    assert [r.action for r in results] == ["stored"]
     assert [m.text for m in sqlite_core.list(namespace)] == ["我养了一只叫煤球的黑猫🐈"]
 
 

@@ -82,11 +82,14 @@ BODIES = {
     ("POST", "/v1/subjects/{subject}/memories/batch-forget"): {"ids": ["abc123def456"]},
     ("POST", "/v1/withdrawals"): {"withdrawal": {"platform": "tg", "message_id": "m1", "sender_id": "42",
                                                  "chat_kind": "private", "chat_id": "42"}},
+    ("PUT", "/v1/subjects/{subject}/pause"): {"chat": "tg:group:777", "duration": "2h"},
 }
 
 
 #: Query parameters a route needs besides the caller (the confirmation of a scoped forget).
-PARAMS = {("DELETE", "/v1/subjects/{subject}/memories"): lambda subject: {"confirm": subject}}
+PARAMS = {("DELETE", "/v1/subjects/{subject}/memories"): lambda subject: {"confirm": subject},
+          ("GET", "/v1/subjects/{subject}/pause"): lambda subject: {"chat": "tg:group:777"},
+          ("DELETE", "/v1/subjects/{subject}/pause"): lambda subject: {"chat": "tg:group:777"}}
 
 
 def call(c: TestClient, method: str, path: str, *, subject="tg:42", memory_id="abc123def456", params=None,

@@ -1,0 +1,21 @@
+"""Never-store categories through the real bridges: Telegram Update and OneBot
+v11 payloads → parser → Pipeline.handle → capture, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from gateway.config import load_settings
+from gateway.pipeline import Pipeline
+from memory.types import Namespace
+from test_commands import Clock, ob, tg, turn
+
+
+async def test_through_the_bridges_zh_and_en(core):
+    """Telegram (en) and QQ (zh) messages through the pipeline: the tenant's never-store clauses are not learned."""
+    settings = load_settings(tenants={"default": {"never_store": ["health", "politics", "minors"]}})
+    pipe = Pipeline(settings, core)
+    clock = Clock()
+    en = await turn(pipe, tg(clock, "I voted for Labour in the last election, and I love green tea."))
+    zh = await turn(pipe, ob(clock, "我儿子今年八岁，我对青霉素过敏，我下个月去成都出差。", user=10001))
+    texts = [m.text for m in core.list(Namespace.parse(en.namespace)) + core.list(Namespace.parse(zh.namespace))]
+    assert any("green tea" in t for t in texts) and any("成都" in t for t in texts)
+    assert not any(w in t for t in texts for w in ("Labour", "八岁", "青霉素"))
