@@ -42,13 +42,16 @@ the tenant's zone, as a message said in the private chat
 ``import:private:<source>`` at its own time — tombstones are compared with that
 time, and a record without one is evidence from the epoch, so nothing forgotten
 comes back — with its provenance as metadata (``imported_from``, ``source_id``,
-``speaker``; never searched nor told). A second run stores nothing new: every
-text is already there (``already``). A malformed line is reported with its line
+``speaker``; never searched nor told). Each record is claimed first as a
+delivery (``record_key``): a second run, or a replica importing the same file at
+the same time, skips it (``already``), whatever became of its memory since
+(forgotten, revised by a later line). A malformed line is reported with its line
 number and skipped before anything of it is written.
 
 Skip reasons (``Summary.skipped``): ``malformed``, ``empty``, ``not_the_person``
 (the character's or an assistant's line), ``system``, ``unmapped``,
-``forgotten`` (a tombstone refused it), ``already`` (stored before), ``no_fact``
+``forgotten`` (a tombstone refused it, or the source deleted it), ``already``
+(imported before, or every fact of it already stored), ``no_fact``
 (a message that states nothing about the person), ``refused`` (any other refusal
 of the store: a secret, a damaged text, a weaker or stale reading), ``error``
 (the write failed; logged).
@@ -60,6 +63,7 @@ source, a mapping file that is no mapping).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -74,7 +78,8 @@ from zoneinfo import ZoneInfo
 from memory.capture import VerbatimExtractor, capture
 from memory.types import SUBJECT_RE, ChatKind, ChatRef, Namespace
 
-__all__ = ["SOURCES", "Problem", "Record", "SourceError", "Summary", "import_records", "mapping_of", "read_records"]
+__all__ = ["SOURCES", "Problem", "Record", "SourceError", "Summary", "import_records", "mapping_of", "read_records",
+           "record_key"]
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +185,7 @@ def _json_lines(text: str) -> Iterator[tuple[int, object | Problem]]:
         try:
             yield n, json.loads(row)
         except json.JSONDecodeError as exc:
-            yield n, Problem(n, "malformed", f"not JSON ({exc.msg} at column {exc.colno})")
+            yield n, Problem(n, "malformed", f"not JSON: {exc.msg} (column {exc.colno})")
 
 
 def _sillytavern(text: str, tz: ZoneInfo) -> Iterator[Record | Problem]:
@@ -428,6 +433,17 @@ def mapping_of(data: bytes) -> dict[str, str]:
 _STORED = frozenset({"stored", "superseded", "revised"})
 
 
+def record_key(ns: Namespace, source: str, rec: Record) -> str:
+    """The delivery key a record is claimed under (``Store.claim_delivery``):
+    ``import:`` and a SHA-256 of the namespace, the source, the record's owner,
+    source id, time and text — the same line of the same file is the same key, a
+    line of another file (another chat's ``line:3``) another."""
+    said = rec.said_at.isoformat() if rec.said_at else ""
+    digest = hashlib.sha256("\x1f".join((str(ns), source, rec.owner, rec.source_id, said, rec.text))
+                            .encode("utf-8")).hexdigest()
+    return f"import:{digest}"
+
+
 def import_records(core, tenant: str, records: Iterable[Record | Problem], *, source: str, person: str | None = None,
                    mapping: dict[str, str] | None = None, tz: str = "Asia/Shanghai",
                    progress: Callable[[], None] | None = None) -> Summary:
@@ -453,12 +469,20 @@ def import_records(core, tenant: str, records: Iterable[Record | Problem], *, so
             ns = Namespace(tenant, subject)
             said = rec.said_at or datetime.now(timezone.utc)
             meta = {"imported_from": source, "source_id": rec.source_id[:200], "speaker": rec.speaker[:200]}
+            # claimed like a platform delivery: a record imported once is never read again — not on a
+            # second run, nor on a replica importing the same file at once, nor after its memory was
+            # forgotten or revised by a later line
+            claim = record_key(ns, source, rec)
+            if not core.store.claim_delivery(claim):
+                summary.skip(Problem(rec.line, "already"))
+                continue
             try:
                 results = capture(core, ns, rec.text, chat=chat, said_at=said, tz=tz, addressed=True,
                                   message_id=f"import:{source}:{rec.source_id}"[:200],
                                   extractor=VerbatimExtractor() if rec.verbatim else None,
                                   evidence_at=rec.said_at or EPOCH, metadata=meta)
             except Exception as exc:  # noqa: BLE001 - one record's failure is reported, the rest go on
+                core.store.release_delivery(claim)  # tried again on the next run
                 log.warning("import %s line %d failed: %s", source, rec.line, type(exc).__name__)
                 summary.skip(Problem(rec.line, "error", type(exc).__name__))
                 continue

@@ -16,7 +16,6 @@ from typing import Annotated
 import typer
 
 from gateway.cli.lang import Voice
-from gateway.cli.main import InputError
 from gateway.config import load_settings
 from locales import translate
 
@@ -40,8 +39,7 @@ def _read(voice: Voice, path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as exc:
-        raise InputError(translate(voice.lang, "cannot read {path}: {error}", path=str(path),
-                                   error=exc.strerror or type(exc).__name__)) from None
+        voice.fail("cannot read {path}: {error}", code=2, path=str(path), error=exc.strerror or type(exc).__name__)
 
 
 def import_memories(
@@ -64,7 +62,7 @@ def import_memories(
 
     voice = Voice.of(tenant)
     if (person is None) == (mapping is None):
-        raise InputError(translate(voice.lang, "name the person: --person SUBJECT, or --map FILE (not both)"))
+        voice.fail("name the person: --person SUBJECT, or --map FILE (not both)", code=2)
     configure_logging()
     settings = load_settings()
     tz = settings.tenant(tenant).tz if tenant in settings.tenants else "Asia/Shanghai"
@@ -72,7 +70,7 @@ def import_memories(
         people = mapping_of(_read(voice, mapping)) if mapping is not None else None
         records = read_records(source, file, tz)
     except SourceError as exc:
-        raise InputError(str(exc)) from None
+        voice.fail("Cannot import {file}: {detail}", code=2, file=file.name, detail=str(exc))
     core = build_core(settings)
     try:
         shown = sys.stderr.isatty() if progress is None else progress
@@ -81,9 +79,9 @@ def import_memories(
                                      progress=lambda: bar.update(1))
     finally:
         core.close()
-    voice.say("Read {read} lines of {file}: {imported} imported ({memories} memories), {skipped} skipped.",
-              read=summary.read, file=file.name, imported=summary.imported, memories=summary.memories,
-              skipped=sum(summary.skipped.values()))
+    voice.say_n("Read {n} line of {file}.", "Read {n} lines of {file}.", summary.read, file=file.name)
+    voice.say_n("Imported {n} memory.", "Imported {n} memories.", summary.memories)
+    voice.say_n("Skipped {n} line:", "Skipped {n} lines:", sum(summary.skipped.values()))
     for reason, n in sorted(summary.skipped.items()):
         voice.say("  skipped {n}: {why}", n=n, why=translate(voice.lang, _REASONS.get(reason, reason)))
     for p in summary.problems:

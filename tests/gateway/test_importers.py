@@ -54,7 +54,7 @@ def test_a_sillytavern_chat_keeps_the_persons_lines_with_their_times(core):
     assert cat.origin is not None and cat.origin.key == "import:private:sillytavern"
     assert cat.metadata == {"imported_from": "sillytavern", "source_id": "line:3", "speaker": "阿杰"}
     again = import_records(core, "t1", records, source="sillytavern", person="tg:1001", tz=TZ)
-    assert (again.imported, again.memories, again.skipped["already"]) == (0, 0, 4)
+    assert (again.imported, again.memories, again.skipped["already"]) == (0, 0, 5)  # the laughter line too
     assert len(_texts(core, "tg:1001")) == 4
 
 
@@ -78,10 +78,11 @@ def test_a_mem0_export_is_stored_verbatim_for_the_mapped_people_only(core):
                           tz=TZ).memories == 0
 
 
-def test_nothing_forgotten_comes_back(core):
-    """A memory forgotten after an import is refused on the next run (its tombstone
-    is newer than the record's time), an untimed one too (evidence from the epoch),
-    and after a person is forgotten whole nothing of the file comes back."""
+def test_nothing_forgotten_comes_back(core, tmp_path):
+    """A memory forgotten after an import does not come back on the next run (its
+    record was imported once), nor from another file that holds its text said
+    before the forget — timed or untimed (evidence from the epoch): the tombstone
+    refuses it; after a person is forgotten whole nothing of the file comes back."""
     records = _records("jsonl", "plain.jsonl")
     mapping = {"u42": "tg:4001"}
     import_records(core, "t1", records, source="jsonl", mapping=mapping, tz=TZ)
@@ -91,11 +92,21 @@ def test_nothing_forgotten_comes_back(core):
     core.forget(ns, stored["我住在成都"].id, actor="admin")
     core.forget(ns, stored["最怕打雷"].id, actor="admin")  # its record has no time
     again = import_records(core, "t1", records, source="jsonl", mapping=mapping, tz=TZ)
-    assert again.skipped["forgotten"] == 2 and again.memories == 0
+    assert again.memories == 0 and again.skipped["already"] == 4
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"id": "x1", "subject": "u42", "kind": "memory", "text": "我住在成都", "at": "2026-09-20T09:00:00Z"}\n'
+                     '{"id": "x2", "subject": "u42", "kind": "memory", "text": "最怕打雷"}\n', encoding="utf-8")
+    refused = import_records(core, "t1", read_records("jsonl", other, TZ), source="jsonl", mapping=mapping, tz=TZ)
+    assert refused.skipped == {"forgotten": 2} and refused.memories == 0
     assert "我住在成都" not in _texts(core, "tg:4001") and "最怕打雷" not in _texts(core, "tg:4001")
     forget_subject(core, ns, Authority(actor="admin:test", tenant="t1"))
-    third = import_records(core, "t1", records, source="jsonl", mapping=mapping, tz=TZ)
-    assert third.memories == 0 and _texts(core, "tg:4001") == {}
+    later = tmp_path / "later.jsonl"  # new lines, said before the person was forgotten
+    later.write_text('{"id": "y1", "subject": "u42", "kind": "memory", "text": "I love the sea", '
+                     '"at": "2026-09-25T09:00:00Z"}\n', encoding="utf-8")
+    third = import_records(core, "t1", read_records("jsonl", later, TZ), source="jsonl", mapping=mapping, tz=TZ)
+    assert third.memories == 0 and third.skipped == {"forgotten": 1} and _texts(core, "tg:4001") == {}
+    fresh = import_records(core, "t1", records, source="jsonl", mapping={"u42": "tg:4003"}, tz=TZ)
+    assert fresh.memories == 4  # the same file for another person: claims of its own
 
 
 def test_plain_jsonl_reports_each_malformed_line_by_number(core):
@@ -135,7 +146,7 @@ def test_a_mapping_file_and_bad_input_are_read_or_refused_whole(tmp_path):
     assert EPOCH.year == 1970
 
 
-@pytest.mark.parametrize("lang, summary_word", [("en", "imported"), ("zh_CN", "导入")])
+@pytest.mark.parametrize("lang, summary_word", [("en", "Imported 5 memories"), ("zh_CN", "导入了 5 条记忆")])
 def test_the_command_imports_with_a_summary(tmp_path, monkeypatch, lang, summary_word):
     """``huiyi import --from mem0 FILE --map MAP`` prints the summary in the operator's
     language and each malformed line's number; without a person it exits 2."""
@@ -148,8 +159,8 @@ def test_the_command_imports_with_a_summary(tmp_path, monkeypatch, lang, summary
     result = runner.invoke(app, ["import", "--from", "mem0", str(DATA / "mem0_get_all.json"), "--map", str(mapping),
                                  "--no-progress"])
     assert result.exit_code == 0, result.output
-    assert summary_word in result.output and "5" in result.output
-    assert "7" in result.output  # the malformed entry's number
+    assert summary_word in result.output
+    assert ("line 7:" if lang == "en" else "第 7 行") in result.output  # the malformed entry's number
     again = runner.invoke(app, ["import", "--from", "mem0", str(DATA / "mem0_get_all.json"), "--map", str(mapping),
                                 "--no-progress"])
     assert again.exit_code == 0 and ("already imported" in again.output or "已经导入过" in again.output)
