@@ -204,7 +204,10 @@ def plan_state(memory, now: datetime, tz: str | tzinfo | None = DEFAULT_TZ) -> P
     ``created_at``, ``event_time`` and ``event_end``) stands at ``now`` as a plan:
     PAST once ``now``'s day (zone ``tz``) is after the last day it names, AHEAD
     before; an undated plan AHEAD for ``horizon_days`` days after it was said,
-    MENTIONED after; None when it is not a plan (``plan_of``)."""
+    MENTIONED after; None when it is not a plan (``plan_of``) or is a birthday
+    (key ``profile.birthday``: it comes back every year)."""
+    if getattr(memory, "key", "") == "profile.birthday":
+        return None  # a birthday comes back every year: no plan that passes
     tzi = _tzinfo(tz)
     plan = plan_of(memory.text, memory.created_at, memory.event_time, getattr(memory, "event_end", None), tzi)
     if plan is None:

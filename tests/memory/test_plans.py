@@ -114,6 +114,15 @@ def test_an_undated_plan_is_only_mentioned_after_its_horizon(core, text, lang, k
     assert ("提到过一个打算" if lang == "zh_CN" else "mentioned a plan") not in text_soon
 
 
+def test_a_birthday_is_no_plan_that_passes(sqlite_core):
+    """「下周五是我生日」 names a day ahead, but a birthday comes back every year: never
+    told as a past plan."""
+    ns = Namespace("t1", "tg:1001")
+    [r] = capture(sqlite_core, ns, "下周五是我生日", chat=CHAT, said_at=MONDAY.astimezone(timezone.utc))
+    assert r.memory.key == "profile.birthday" and r.memory.event_time is not None
+    assert plan_state(r.memory, NEXT_THURSDAY + timedelta(days=30)) is None
+
+
 @pytest.mark.parametrize("text", ["我不打算考研了", "昨天我去了公园", "I already moved to Berlin",
                                   "I'm not going to apply anymore", "我每天早上跑步", "我今天面试好紧张"])
 def test_what_is_no_plan_is_never_read_as_one(text):
