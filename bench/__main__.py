@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.what == "imports":  # builds a store through capture: a minute, not part of "all"
             from bench import imports
 
-            imports.run()
+            imports.run(verbose=args.verbose)
             print(flush=True)
         if args.what == "daylevel":  # builds a store through capture: minutes, not part of "all"
             from bench import dates

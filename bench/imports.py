@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -76,8 +77,8 @@ def _files(lines: list[str], work: Path) -> dict[str, Path]:
     return out
 
 
-def run() -> int:
-    """Print the round-trip table; 0."""
+def run(verbose: bool = False) -> int:
+    """Print the round-trip table (``verbose``: what was not kept, on stderr); 0."""
     from gateway.commands import export_document
     from gateway.config import load_settings
     from gateway.importers import Record, import_records, read_records
@@ -117,14 +118,19 @@ def run() -> int:
             else:
                 want = {(" ".join(t.split()), START + timedelta(minutes=i)) for i, t in enumerate(lines)}
             kept = len(want & got)
+            if verbose:
+                for text, when in sorted(want - got, key=lambda x: x[1])[:40]:
+                    print(f"    not kept [{source}] {when:%m-%d %H:%M} {text[:60]!r}", file=sys.stderr)
             again = import_records(core, "bench", records, source=source, tz=TZ, **who).memories
             live = core.list(ns, limit=20)
             for m in live:
                 core.forget(ns, m.id, actor="bench")
-            back = import_records(core, "bench", records, source=source, tz=TZ, **who).memories
+            gone = {m.text for m in live}
+            import_records(core, "bench", records, source=source, tz=TZ, **who)
             # the same lines under other ids (another export of them): only the tombstones stand in the way
             copies = [replace(r, source_id=f"copy:{r.source_id}") if isinstance(r, Record) else r for r in records]
-            back += import_records(core, "bench", copies, source=source, tz=TZ, **who).memories
+            import_records(core, "bench", copies, source=source, tz=TZ, **who)
+            back = len(gone & {m.text for m in core.list(ns, limit=1000)})
             print(f"| {source} | {len(want)} | {first.imported} ({first.memories} memories) | {kept}/{len(want)} | "
                   f"{again} | {back} of {len(live)} | {took:.1f} |")
             if source == "sillytavern":
