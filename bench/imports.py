@@ -72,7 +72,8 @@ def _files(lines: list[str], work: Path) -> dict[str, Path]:
                    "points TEXT, forgotten_points TEXT)")
         points = [[t, 5.0, w.astimezone(timezone(timedelta(hours=8))).strftime("%Y-%m-%d %H:%M:%S")]
                   for t, w in zip(lines, at)]
-        db.execute("INSERT INTO person_info VALUES (1, 'p', 'x', 'P', ?, NULL)", (json.dumps(points, ensure_ascii=False),))
+        db.execute("INSERT INTO person_info VALUES (1, 'p', 'x', 'P', ?, NULL)",
+                   (json.dumps(points, ensure_ascii=False),))
     db.close()
     return out
 

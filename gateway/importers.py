@@ -468,6 +468,7 @@ def import_records(core, tenant: str, records: Iterable[Record | Problem], *, so
                 continue
             ns = Namespace(tenant, subject)
             said = rec.said_at or datetime.now(timezone.utc)
+            # cut to memory.metadata's limit of a value (200 characters)
             meta = {"imported_from": source, "source_id": rec.source_id[:200], "speaker": rec.speaker[:200]}
             # claimed like a platform delivery: a record imported once is never read again — not on a
             # second run, nor on a replica importing the same file at once, nor after its memory was

@@ -61,7 +61,8 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
                                r"\b(?:interviews?|exams?|tests?|appointments?|doctor|dentist|meetings?|surgery|"
                                r"check-?up|date with)\b", re.IGNORECASE)),
     ("trip", re.compile(r"旅行|旅游|出差|出国|度假|回老家|回家过|去.{1,6}玩|飞去|"
-                        r"\b(?:trips?|travel\w*|vacation|holiday|visit\w*|fly(?:ing)? to|flights?|road ?trip)\b", re.IGNORECASE)),
+                        r"\b(?:trips?|travel\w*|vacation|holiday|visit\w*|fly(?:ing)? to|flights?|road ?trip)\b",
+                        re.IGNORECASE)),
     ("event", re.compile(r"聚会|婚礼|演唱会|音乐会|生日|派对|比赛|展览|"
                          r"\b(?:party|wedding|concert|birthday|game|match|show|festival|gig)\b", re.IGNORECASE)),
     ("move", re.compile(r"搬家|搬到|换工作|辞职|跳槽|入职|离职|转行|"
@@ -82,7 +83,8 @@ _EN_FUTURE = re.compile(r"\b(?:going to|gonna|plan(?:ning)? (?:to|on)|intend(?:i
 _ZH_NOT = re.compile(r"不打算|没打算|不准备|不计划|不会去|不想去|不要去|取消|算了|已经|过了|完了|去过|买了|搬了|"
                      r"学了|每天|每周|每次|经常|总是|常常")
 _EN_NOT = re.compile(r"\b(?:won't|will not|not going to|never|no longer|cancel\w*|already|used to|"
-                     r"every (?:day|week|morning|night)|always|usually|often)\b|n't (?:plan|intend|think)", re.IGNORECASE)
+                     r"every (?:day|week|morning|night)|always|usually|often)\b|n't (?:plan|intend|think)",
+                     re.IGNORECASE)
 # a dated statement that is still about the future on its own day or in its own period
 _ZH_DATED_FUTURE = re.compile(r"(?<![重主只不])要|(?<![开聚约宴晚早舞年例])会(?![议员])|打算|准备|计划|预计|"
                               r"就.{0,4}了|快.{0,4}了|还没|之后|以后|等会|待会")

@@ -208,3 +208,15 @@ def test_maibot_points_come_over_and_its_forgotten_points_do_not(core, tmp_path)
     assert set(lin) == {"小林养了一只叫豆豆的柯基", "小林最近在准备考研，压力很大", "小林喜欢吃辣"}
     assert lin["小林养了一只叫豆豆的柯基"].created_at == datetime(2026, 10, 1, 13, 30, tzinfo=timezone.utc)
     assert set(_texts(core, "qq:20002")) == {"Sam works night shifts at a bakery"}
+
+
+def test_long_ids_and_names_fit_the_metadata(sqlite_core, tmp_path):
+    """A source id and a speaker's name of 300 Chinese characters are cut to the
+    metadata's 200 characters a value, never failing the record."""
+    f = tmp_path / "long.jsonl"
+    f.write_text(json.dumps({"id": "编" * 300, "speaker": "名" * 300, "kind": "memory", "text": "我喜欢下雨天",
+                             "at": "2026-09-01T00:00:00Z"}, ensure_ascii=False) + "\n", encoding="utf-8")
+    summary = import_records(sqlite_core, "t1", read_records("jsonl", f, TZ), source="jsonl", person="tg:5001", tz=TZ)
+    assert summary.memories == 1 and not summary.problems
+    [m] = _texts(sqlite_core, "tg:5001").values()
+    assert m.metadata["speaker"] == "名" * 200 and len(m.metadata["source_id"]) == 200
