@@ -181,7 +181,7 @@ def plan_of(text: str, created_at: datetime | None, event_time: datetime | None,
     """The plan a stored memory holds: its ``event_time`` (capture's reading of the
     day or period it names; ``event_end`` exclusive, None for a day) when it starts
     after the day the memory was said (``created_at``), or has not ended then and
-    the text holds a future marker; without an event time, an undated plan of the
+    the text holds a future marker — not called off (「周五的聚会取消了」); without an event time, an undated plan of the
     text (``read_plan`` of the text with its date suffix, 「（2027-01）」, cut). None
     otherwise. Times are aware UTC datetimes; days are read in zone ``tz``."""
     tzi = _tzinfo(tz)
@@ -196,7 +196,7 @@ def plan_of(text: str, created_at: datetime | None, event_time: datetime | None,
     if last < said_day:
         return None
     plain = to_simplified(_DATE_SUFFIX.sub("", text))
-    if first > said_day or _dated_future(plain):
+    if (first > said_day or _dated_future(plain)) and not _CANCELLED.search(plain):
         return Plan(plan_kind(plain), first, last)
     return None
 

@@ -123,6 +123,16 @@ def test_a_birthday_is_no_plan_that_passes(sqlite_core):
     assert plan_state(r.memory, NEXT_THURSDAY + timedelta(days=30)) is None
 
 
+@pytest.mark.parametrize("text", ["我下周五的旅行取消了，好失望", "I cancelled my trip next week"])
+def test_a_plan_called_off_is_no_plan(sqlite_core, text):
+    """A dated plan told as called off is stored with its date but never told as a plan."""
+    ns = Namespace("t1", "tg:1001")
+    stored = [r.memory for r in capture(sqlite_core, ns, text, chat=CHAT, said_at=MONDAY.astimezone(timezone.utc))
+              if r.memory is not None]
+    assert stored and stored[0].event_time is not None
+    assert plan_state(stored[0], NEXT_THURSDAY + timedelta(days=10)) is None
+
+
 @pytest.mark.parametrize("text", ["我不打算考研了", "昨天我去了公园", "I already moved to Berlin",
                                   "I'm not going to apply anymore", "我每天早上跑步", "我今天面试好紧张"])
 def test_what_is_no_plan_is_never_read_as_one(text):
