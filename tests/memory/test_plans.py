@@ -175,3 +175,16 @@ def test_a_question_s_period_is_read_in_the_tenants_zone(core, question):
     assert [h.memory.id for h in hits][:1] == [a.memory.id]
     shanghai = core.recall(ns, [question], now=now, tz="Asia/Shanghai", params=RecallParams(k=5))
     assert [h.memory.id for h in shanghai][:1] == [b.memory.id]
+
+
+@pytest.mark.parametrize("memory_text, retold", [
+    ("I have a job interview on December 9", "You had a job interview last Wednesday [src:a1b2c3d4e5f6]."),
+    ("我12月9号要去面试", "你上周三有个面试[src:a1b2c3d4e5f6]。"),
+])
+def test_a_past_plan_retold_by_its_weekday_is_grounded(memory_text, retold):
+    """The model may name a past plan's day by its weekday (「上周三」, "last
+    Wednesday"): the prompt shows its date, so its weekday counts as the memory's."""
+    from memory.reconstruct import validate
+
+    v = validate(retold, {"a1b2c3d4e5f6": memory_text}, dates={"a1b2c3d4e5f6": date(2026, 12, 9)})
+    assert v.reason is None and v.grounding == 1.0, v.sentences
