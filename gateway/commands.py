@@ -681,7 +681,7 @@ def _cmd_search(core, c: _Caller, rest: str) -> CommandReply:
     # a look-up lists what matches: the query's words, or nearly its meaning (the embedder's strict floor,
     # not the lower one a turn uses once a word matches); no memory only linked to a match
     hits = core.recall(scope.ns, [query], chat=c.chat if scope.group_key else None,
-                       params=RecallParams(k=PAGE_SIZE, matched_vector_floor=1.0, assoc_weight=0.0))
+                       params=RecallParams(k=PAGE_SIZE, matched_vector_floor=1.0, assoc_weight=0.0), tz=_tz(c))
     who = _who(c, scope)
     if not hits:
         return CommandReply(c.say("Nothing about {who} matches “{query}”.", who=who, query=_snip(query, 40)), "search")

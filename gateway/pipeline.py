@@ -445,7 +445,7 @@ class Pipeline:
                                            query_valence=analyse(msg.text).valence,
                                            # as of the message, as its tail is: its 「上个月」 is the month
                                            # before it was said, however late it arrives; never ahead of the clock
-                                           now=min(msg.timestamp, utcnow()))
+                                           now=min(msg.timestamp, utcnow()), tz=t.tz)
         except Exception as exc:  # noqa: BLE001 - the chat never waits on the memory
             reason = f"recall failed: {type(exc).__name__}"
             log.warning("recall failed for %s: %s", ns, exc)

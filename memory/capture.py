@@ -87,6 +87,7 @@ __all__ = [
     "Fact",
     "Extractor",
     "HeuristicExtractor",
+    "VerbatimExtractor",
     "LLMExtractor",
     "capture",
     "capture_edit",
@@ -554,6 +555,34 @@ class HeuristicExtractor:
                     extra=extra, event_end=event_end)
 
 
+class VerbatimExtractor:
+    """A memory another system already extracted, kept as it is: one fact of the
+    whole (whitespace-collapsed) text, with the offline extractor's category, slot,
+    importance and emotion where it reads the text as a statement
+    (``HeuristicExtractor.sentence_fact``, addressed) and its date reading for an
+    event (no date suffix: the text stays as it was kept), else a plain fact of it
+    (category ``guess_category``, emotion ``analyse``). Nothing for an empty text.
+    Deterministic and pure."""
+
+    def extract(self, text: str, said_at: datetime, tz: str = DEFAULT_TZ, *, addressed: bool = False) -> list[Fact]:
+        cleaned = " ".join(clean_text(text).split())
+        if not cleaned:
+            return []
+        fact = HeuristicExtractor.sentence_fact(cleaned, said_at, tz, addressed=True, continued=True)
+        if fact is not None:
+            # the text as the other system kept it (no date suffix); a date only for an event
+            # (「喜欢在周末去爬山」 names no weekend of its own)
+            dated = fact.category is Category.EVENT or fact.key == "profile.birthday"
+            fact = replace(fact, text=cleaned, event_time=fact.event_time if dated else None,
+                           event_end=fact.event_end if dated else None)
+        else:
+            emo = analyse(cleaned)
+            category = guess_category(to_simplified(cleaned))
+            fact = Fact(text=cleaned, category=category, importance=_importance(category, emo.valence, False, cleaned),
+                        valence=emo.valence, arousal=emo.arousal, emotion=emo.label, source=cleaned)
+        return [fact]
+
+
 # -- the LLM extractor ------------------------------------------------------------
 
 _FENCE_RE = re.compile(r"^\s*```[a-zA-Z]*\s*|\s*```\s*$")
@@ -738,12 +767,12 @@ class LLMExtractor:
 
 
 def _memory(core, ns: Namespace, f: Fact, chat: ChatRef | None, said_at: datetime, message_id: str | None,
-            context: str = ""):
+            context: str = "", metadata: dict | None = None):
     visibility = Visibility.GROUP if (chat is not None and chat.is_group) else Visibility.PRIVATE
     return core.new(ns, f.text, category=f.category, key=f.key, importance=f.importance, valence=f.valence,
                     arousal=f.arousal, emotion=f.emotion, origin=chat, visibility=visibility,
                     source_message_id=message_id, created_at=said_at, event_time=f.event_time,
-                    event_end=f.event_end, context=context)
+                    event_end=f.event_end, context=context, **({"metadata": metadata} if metadata else {}))
 
 
 CONTEXT_WINDOW = timedelta(minutes=30)
@@ -931,7 +960,8 @@ def answer_facts(text: str, context: str, said_at: datetime, tz: str = DEFAULT_T
 def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: datetime,
             message_id: str | None = None, extractor: Extractor | None = None, tz: str = DEFAULT_TZ,
             addressed: bool | None = None, own_texts: Sequence[str] = (), context: str = "",
-            never_store: Sequence[str] = DEFAULT_NEVER_STORE) -> list:
+            never_store: Sequence[str] = DEFAULT_NEVER_STORE, evidence_at: datetime | None = None,
+            metadata: dict | None = None) -> list:
     """Extract facts from the speaker's own ``text`` and add them to ``ns``.
 
     ``never_store``: the tenant's never-store categories (``memory.never_store``;
@@ -944,7 +974,11 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
     in a private chat, false in a group); ``own_texts``: the tenant's own prompt
     texts (persona), never captured when echoed (``is_gateway_text``); ``context``:
     the line ``text`` answered (``answered_line``), kept with each fact
-    (``Memory.context``) and searched with it. Visibility
+    (``Memory.context``) and searched with it; ``evidence_at``: when the evidence
+    was said, compared with tombstones and live versions (default ``said_at``: an
+    import whose source kept no time passes the epoch, so nothing forgotten comes
+    back); ``metadata``: tags kept with each memory (``memory.metadata``: an
+    import's provenance). Visibility
     follows the chat (group → GROUP with the group as origin, else PRIVATE).
     Returns the ``AddResult`` of each fact (stored / deduped / superseded /
     conflict / rejected; reason ``weaker`` when an identity slot would be
@@ -982,7 +1016,8 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
             old, unsure, f = corrected[0], None, corrected[1]
         elif not f.extra.get("as_said", True):
             continue  # a correction of nothing held, which the reading before the stage did not keep either
-        results.append(core.add(ns, _memory(core, ns, f, chat, said_at, message_id, context), said_at=said_at,
+        results.append(core.add(ns, _memory(core, ns, f, chat, said_at, message_id, context, metadata),
+                                said_at=evidence_at or said_at,
                                 evidence=f.source or text, replaces=old.id if old is not None else None,
                                 conflicts_with=unsure.id if unsure is not None else None))
     if results:

@@ -95,11 +95,12 @@ _EN_MONTH_WORDS = {"jan": 1, "january": 1, "feb": 2, "february": 2, "mar": 3, "m
 _NUM = r"(\d{1,3}|[零〇一二两三四五六七八九十]{1,3})"
 _DAYNUM = r"(\d{1,2}|[一二三四五六七八九十]{1,3})"
 _ZH_REL = r"(下下个?|下个?|上个?|这个?|本)"
-_ZH_PAST = re.compile(r"(?<![对好算罢])了|过|昨|刚|已经|那天")  # 对了/好了/算了 are discourse, not the past
+_ZH_PAST = re.compile(r"(?<![对好算罢约订定])了|过|昨|刚|已经|那天")  # 对了/好了/算了 are discourse, not the past;
+# 约了/订了/定了 an arrangement made for a day still ahead (「周三约了朋友吃火锅」)
 # 会 and 要 as words, not in 开会/聚会/会议, 重要/主要/只要
 _ZH_FUTURE = re.compile(r"(?<![重主只])要|将|(?<![开聚约宴晚早舞年例])会(?![议员])|打算|准备|计划|预计|得去|想去|就.{0,4}了|"
                         r"快.{0,4}了|还没|之后|以后")
-_EN_PAST = re.compile(r"\b(was|were|went|did|had|got|saw|met|ago|spent|came|took|made|left|bought|ate|drank|flew|"
+_EN_PAST = re.compile(r"\b(was|were|went|did|had|(?<!'ve )(?<!have )got|saw|met|ago|spent|came|took|made|left|bought|ate|drank|flew|"
                       r"gave|told|said|thought|felt|lost|found|won|ran|wrote|began|broke|caught|chose|drove|fell|"
                       r"forgot|heard|kept|knew|paid|sang|sat|slept|spoke|stood|swam|taught|threw|woke|wore)\b",
                       re.IGNORECASE)
@@ -516,7 +517,7 @@ def _day_of_month(today: date, n: int, past: bool) -> date | None:
 
 # the traditional forms (OpenCC s2t, s2tw, s2hk) of every character the patterns read, and 週/檯: a
 # text without any reads as it is, with no OpenCC pass (most of a call's time otherwise)
-_TRADITIONAL = re.compile("[個備兒兩剛劃動勞員國婦將對層崗廳後慶會棟樓機檯沒準牀碼禮節約經線罷聖臺萬號計誕議車這週遊過還門開雙預館點]")
+_TRADITIONAL = re.compile("[個備兒兩剛劃動勞員國婦將對層崗廳後慶會棟樓機檯沒準牀碼禮節約經線罷聖臺萬號計訂誕議車這週遊過還門開雙預館點]")
 
 
 def _reading(text: str) -> str:

@@ -52,7 +52,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from functools import lru_cache
 
 import numpy as np
@@ -827,7 +827,7 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
            scorer: Scorer | None = None, query_valence: float = 0.0, now: datetime | None = None,
            cache: NamespaceCache | None = None, only: frozenset[str] | None = None,
            stats: NamespaceStats | None = None, known_vectors: Mapping[str, np.ndarray] | None = None,
-           embed_older: bool = True) -> list[Hit]:
+           embed_older: bool = True, tz: str | tzinfo | None = DEFAULT_TZ) -> list[Hit]:
     """Recall memories of ``ns`` for a conversation tail (oldest first, latest last).
 
     Returns at most ``params.k`` Hits, best first, each with its per-channel ranks
@@ -841,6 +841,8 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     ``only``: ids of ``ns`` a hit must be among (a metadata filter,
     ``MemoryCore.recall``): each channel searches ``MAX_FILTERED_CANDIDATES``
     deep and keeps only those, so it narrows and never widens.
+    ``tz``: the tenant's zone (IANA name or tzinfo), in which a period the question
+    names (「今天」, 「上周」, "in May") is read and the memories' days are counted.
     ``stats``: ``Store.namespace_stats(ns)`` when the caller read it already (else
     read here, once): it picks the path, and a namespace known to hold no
     association links or dormant marks is not asked for them (no SQL read).
@@ -855,7 +857,8 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     if stats is None and queries:  # no query, no read: an empty recall touches nothing
         stats = store.namespace_stats(ns)
     now = now or utcnow()
-    named = query_period_span(query.question, now) if params.time_weight > 0 and query.question else None
+    tzi = tz if isinstance(tz, tzinfo) else zone(tz)
+    named = query_period_span(query.question, now, tzi) if params.time_weight > 0 and query.question else None
     # the period a question names is the time channel's to read: its digits and month names would make
     # BM25 prefer a memory that only carries the date (「…心情不太好。（2023-04-30）」) over the day's content
     words = None if named is None else query.question[:named[1][0]] + " " + query.question[named[1][1]:]
@@ -871,7 +874,7 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     decision = params
     if params.standout > 0 and query.question and not is_chitchat(query.question) \
             and (named is not None or _FIRST_TIME_RE.search(to_simplified(query.question))
-                 or (params.time_weight <= 0 and query_period_span(query.question, now) is not None)):
+                 or (params.time_weight <= 0 and query_period_span(query.question, now, tzi) is not None)):
         # a question asked by a period (「5月4日那天我遇到了什么麻烦？」, "the first time") is about what
         # was said then, which the time channel reads: its hits need not stand out from the rest
         decision = replace(params, standout=0.0)
@@ -936,10 +939,10 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         period = named[0] if named is not None else None
         if period is None and _FIRST_TIME_RE.search(to_simplified(query.question)):
             first = store.first_said(ns, chat.group_key if chat is not None and chat.is_group else None)
-            day = None if first is None else first.astimezone(zone(DEFAULT_TZ)).date()  # as ``_said_in`` reads it
+            day = None if first is None else first.astimezone(tzi).date()  # as ``_said_in`` reads it
             period = None if day is None else (day, day)
         if period is not None:
-            inside = [m for m, _, _ in fused if m in rows and _said_in(rows[m], period)]
+            inside = [m for m, _, _ in fused if m in rows and _said_in(rows[m], period, tz=tzi)]
             inside += [m for m in period_ids if m in rows and m not in inside]
             # an opener that only announced its topic matched the question; what was said right after it
             # tells that topic (「今天我想和你聊聊我的旅行计划」 → 「我下个月想去西班牙…」): it joins the period's
@@ -949,7 +952,7 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
             # of that period's memories, those that say something come before an opener (a bare greeting or
             # mood, a topic only announced), and those of the period itself before the day of slack around it
             inside.sort(key=lambda m: (is_thin(rows[m].text) or announces_topic(rows[m].text),
-                                       not _said_in(rows[m], period, slack=0)))
+                                       not _said_in(rows[m], period, slack=0, tz=tzi)))
             if inside:
                 lists["time"] = inside
                 fused = rrf_fuse(lists, params.rrf_k, weights)
@@ -1005,7 +1008,7 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         if lists.get("bm25") and 0 < params.bm25_weight <= weights.get("bm25", 0):
             scored = _keep_tops(scored, lists["bm25"][:params.keep_top], params.keep_within)
     if period is not None:
-        scored = _openers_after_content(scored, rows, period)
+        scored = _openers_after_content(scored, rows, period, tzi)
     ranks = {m: r for m, _, r in fused}
     # what each BM25 list searched for (the question without the period it names, each context line)
     searched = {_list_name("bm25", step): words if step == 0 and words is not None else line
@@ -1150,7 +1153,7 @@ def _told_after_openers(store: Store, ns: Namespace, inside: Sequence[str], rows
 
 
 def _openers_after_content(scored: list[tuple[str, float]], rows: Mapping[str, Candidate],
-                           period: tuple[date, date]) -> list[tuple[str, float]]:
+                           period: tuple[date, date], tz: tzinfo | None = None) -> list[tuple[str, float]]:
     """``scored`` (best first) with the named period's openers — a greeting, a mood
     or a date alone (``is_thin``), or a topic only announced (``announces_topic``:
     「今天我想和你聊聊我的旅行计划」) — moved after that period's memories that say
@@ -1161,7 +1164,7 @@ def _openers_after_content(scored: list[tuple[str, float]], rows: Mapping[str, C
     their evidence from the first 5) — and every other memory keeps its place and every place its score (so scores
     still fall down the list). Unchanged when the period has no opener or nothing
     but openers."""
-    inside = [i for i, (m, _) in enumerate(scored) if _said_in(rows[m], period)]
+    inside = [i for i, (m, _) in enumerate(scored) if _said_in(rows[m], period, tz=tz)]
     if len(inside) < 2:
         return scored
     said = [scored[i][0] for i in inside]
@@ -1178,16 +1181,18 @@ def _openers_after_content(scored: list[tuple[str, float]], rows: Mapping[str, C
     return out
 
 
-def _said_in(mem: Memory | Candidate, period: tuple[date, date], slack: int = 1) -> bool:
+def _said_in(mem: Memory | Candidate, period: tuple[date, date], slack: int = 1,
+             tz: tzinfo | None = None) -> bool:
     """True when ``mem`` was said (``created_at``) or its event falls
     (``event_time``; a period's, up to ``event_end``, overlaps) within ``period``
     (inclusive days), give or take ``slack`` days: the period and the days of
-    the times (UTC) are read in the zone ``query_period_span`` reads the question
-    in (``memory.dates.DEFAULT_TZ``): an event on 2023-05-05 is stored as local
-    midnight, 2023-05-04 16:00 UTC, and is not of 2023-05-04."""
+    the times (UTC) are read in the zone ``tz`` that ``query_period_span`` read the
+    question in (the tenant's; None → ``memory.dates.DEFAULT_TZ``): an event on
+    2023-05-05 in Shanghai is stored as local midnight, 2023-05-04 16:00 UTC, and
+    is not of 2023-05-04."""
     lo, hi = period[0] - timedelta(days=slack), period[1] + timedelta(days=slack)
     said, event, end = mem.created_at, mem.event_time, mem.event_end
-    tz = zone(DEFAULT_TZ)
+    tz = tz or zone(DEFAULT_TZ)
     if said is not None and lo <= said.astimezone(tz).date() <= hi:
         return True
     if event is None:

@@ -66,7 +66,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from locales import translate, translate_plural
 from memory.dates import DEFAULT_TZ, days_label, zone
-from memory.model_prompts import reconstruction_messages
+from memory.model_prompts import plan_note, reconstruction_messages
+from memory.plans import PlanState, event_when_text, plan_of, plan_state
 from memory.text import split_sentences, stem, tokens
 from memory.types import Hit, Memory
 
@@ -269,7 +270,16 @@ def template_recollection(hits: Sequence[Hit], *, lang: str, name: str | None, n
         else:
             m = said[0]
             when = when_text(m.created_at, now, lang, tz)
-            if m.context:  # what it answered: "Yes, so much fun!" says nothing without the question
+            state = plan_state(m, now, tz)
+            if state is PlanState.PAST:  # its day has passed: told as past, never as still to come
+                first, last = _plan_days(m, tz)
+                lines.append(translate(lang, '- {name} had a plan for {event_when} ({day}), now past; said {when}: '
+                                             '"{text}"', name=who, event_when=event_when_text(first, last, now, lang, tz),
+                                       day=days_label(first, last), when=when, text=_one_line(m.text)))
+            elif state is PlanState.MENTIONED:
+                lines.append(translate(lang, '- {when}, {name} mentioned a plan (no date; not known whether it '
+                                             'happened): "{text}"', when=when, name=who, text=_one_line(m.text)))
+            elif m.context:  # what it answered: "Yes, so much fun!" says nothing without the question
                 lines.append(translate(lang, '- {when}, {name} said: "{text}" (replying to {context})', when=when,
                                        name=who, text=_one_line(m.text), context=_one_line(m.context)))
             else:
@@ -277,6 +287,24 @@ def template_recollection(hits: Sequence[Hit], *, lang: str, name: str | None, n
                                        text=_one_line(m.text)))
         sources += [m.id for m in said if m.id not in sources]
     return Recollection(text="\n".join(lines), sources=tuple(sources), fallback_reason=reason, raw_hits=tuple(top))
+
+
+def _plan_days(memory: Memory, tz: str | tzinfo | None) -> tuple[date, date]:
+    """First and last day of a dated plan (``memory.plans.plan_of``) in zone ``tz``."""
+    plan = plan_of(memory.text, memory.created_at, memory.event_time, memory.event_end, tz or DEFAULT_TZ)
+    assert plan is not None and plan.first is not None and plan.last is not None
+    return plan.first, plan.last
+
+
+def _prompt_date(memory: Memory, now: datetime, lang: str, tz: str | tzinfo | None) -> str:
+    """``_date`` of ``memory`` as the reconstruction prompt shows it, with its plan's
+    standing after it when it is a plan whose day has passed or an undated one past
+    its horizon (``memory.model_prompts.plan_note``): 「2026-12-09, 计划，日子已过：上周三」."""
+    state = plan_state(memory, now, tz or DEFAULT_TZ)
+    if state is None or state is PlanState.AHEAD:  # a plan still ahead reads as its text and date say
+        return _date(memory, tz)
+    when = event_when_text(*_plan_days(memory, tz), now, lang, tz) if state is PlanState.PAST else ""
+    return f"{_date(memory, tz)}, {plan_note(state.value, lang, when)}"
 
 
 def told(hit: Hit) -> tuple[Memory, ...]:
@@ -401,6 +429,8 @@ _NEUTRAL_ZH_RE = re.compile("|".join(sorted(map(re.escape, _NEUTRAL_ZH), key=len
 # "3 天前", "2 months ago": how long ago, derived from the date the prompt shows.
 _RELATIVE_RE = re.compile(r"(?i)\d+\s*(?:天|周|个星期|个月|年)(?:前|以前|之前)|\d+\s*(?:days?|weeks?|months?|years?)\s+ago\b")
 _PROPER_RE = re.compile(r"(?<=[A-Za-z0-9,;:]\s)[A-Z][A-Za-z'-]+")
+_WEEKDAYS_EN = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAYS_ZH = "一二三四五六日"
 _MONTHS = ("january february march april may june july august september october november december").split()
 
 
@@ -442,6 +472,9 @@ def _memory_tokens(text: str, when: date | None = None) -> frozenset[str]:
     if when is not None:  # the prompt shows each memory's date: its parts may be said
         out |= {str(when.year), str(when.month), str(when.day), f"{when.month:02d}", f"{when.day:02d}",
                 stem(_MONTHS[when.month - 1]), f"{when.month}月", f"{when.day}日", f"{when.day}号"}
+        # and its weekday (a past plan is told by it: 「你上周三有个面试」, "last Wednesday")
+        wd = when.weekday()
+        out |= {stem(_WEEKDAYS_EN[wd]), "周" + _WEEKDAYS_ZH[wd], "星期" + _WEEKDAYS_ZH[wd], _WEEKDAYS_ZH[wd]}
     return frozenset(out)  # type: ignore[arg-type]
 
 
@@ -646,7 +679,7 @@ async def reconstruct(hits: Sequence[Hit], *, tail: Sequence[TailLine], complete
     try:
         attempt = await asyncio.wait_for(
             _attempt(hits, tail, complete, lang, persona_name, persona_voice, person_name, max_chars,
-                     min_grounding, embedder, names, progress, tz), timeout_s)
+                     min_grounding, embedder, names, progress, tz, now), timeout_s)
     except TimeoutError:
         log.warning("reconstruction for %s timed out after %.1f s; template used", ns, timeout_s)
         return fallback("timeout", Attempt(error="timeout", model_ms=progress.get("model_ms", _ms(started))))
@@ -672,11 +705,13 @@ async def reconstruct(hits: Sequence[Hit], *, tail: Sequence[TailLine], complete
 async def _attempt(hits: list[Hit], tail: Sequence[TailLine], complete: Complete, lang: str, persona_name: str,
                    persona_voice: str, person_name: str | None, max_chars: int, min_grounding: float,
                    embedder: Embedder | None, names: list[str], progress: dict[str, float],
-                   tz: str | tzinfo | None = DEFAULT_TZ) -> Attempt:
+                   tz: str | tzinfo | None = DEFAULT_TZ, now: datetime | None = None) -> Attempt:
     groups = _told(hits)
     said = [m for group in groups for m in group]
     changes = [(group[0].id, group[1].id) for group in groups if len(group) == 2]
-    memories = [(m.id, m.text, _date(m, tz), m.emotion or "neutral", m.context) for m in said]
+    now = now or datetime.now(timezone.utc)
+    # a plan's standing beside its date: one whose day has passed is told as past (prompt rule 8)
+    memories = [(m.id, m.text, _prompt_date(m, now, lang, tz), m.emotion or "neutral", m.context) for m in said]
     lines = [(persona_name if line.role == "bot" else (line.sender_name or line.sender_id), line.text) for line in tail]
     messages = reconstruction_messages(persona_name=persona_name, persona_voice=persona_voice,
                                        person_name=person_name, memories=memories, tail=lines, lang=lang,

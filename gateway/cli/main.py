@@ -13,6 +13,7 @@ config    check: validate the configuration and print it, secrets masked
 db        upgrade | current: the database schema, by Alembic (gateway/cli/db.py)
 keys      create | list | revoke API keys of the /v1 HTTP API (gateway/cli/keys.py)
 events    status | dead | replay: change events of the tenants' webhooks (gateway/cli/events.py)
+import    --from sillytavern|mem0|livingmemory|maibot|jsonl FILE: memories brought over from another bot (gateway/cli/importing.py)
 
 ``huiyi --version`` prints the installed version; ``-h`` is ``--help``. A
 configuration error (``gateway.config.ConfigError``) or a user's input error
@@ -440,3 +441,7 @@ app.add_typer(keys_app, name="keys")
 from gateway.cli.events import events_app  # noqa: E402 - registered after the commands above
 
 app.add_typer(events_app, name="events")
+
+from gateway.cli.importing import import_memories  # noqa: E402 - registered after the commands above
+
+app.command(name="import")(import_memories)

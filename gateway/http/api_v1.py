@@ -802,7 +802,7 @@ async def search(ctx: Ctx, subject: SubjectPath, body: SearchIn) -> SearchOut:
     where = _chat(body.chat)
     valence = analyse(body.query).valence
     hits = await asyncio.to_thread(ctx.core.recall, ns, [body.query], chat=where, params=RecallParams(k=body.k),
-                                   query_valence=valence, filters=body.filters)
+                                   query_valence=valence, filters=body.filters, tz=ctx.t.tz)
     if body.threshold is not None:  # a floor only drops hits: the rest keep their order and scores
         hits = [h for h in hits if h.score >= body.threshold]
     return SearchOut(subject=ns.subject, query_valence=valence, hits=[HitOut.of(h, body.explain) for h in hits])
@@ -1119,7 +1119,7 @@ async def recollection(ctx: Ctx, subject: SubjectPath, body: RecollectIn) -> Rec
         try:
             hits = await asyncio.to_thread(ctx.core.recall, ns, queries, chat=where,
                                            params=RecallParams(k=max(t.recall_k, TRACE_DEPTH)),
-                                           query_valence=analyse(last).valence)
+                                           query_valence=analyse(last).valence, tz=t.tz)
         except Exception as exc:  # noqa: BLE001 - a recollection degrades, it never fails the caller's reply
             reason = f"recall failed: {type(exc).__name__}"
             log.warning("recall failed for %s: %s", ns, exc)

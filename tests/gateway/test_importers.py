@@ -1,0 +1,222 @@
+"""Memories brought over from another bot (SillyTavern, mem0, plain JSONL): mapped
+to people explicitly, each with its time, speaker and origin, through the capture
+path; a malformed line reported by its number and never half-written; nothing
+forgotten comes back; a second run adds nothing."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gateway.importers import (
+    EPOCH,
+    SourceError,
+    import_records,
+    mapping_of,
+    read_records,
+)
+from memory.admin import Authority, forget_subject
+from memory.types import Namespace
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "import"
+TZ = "Asia/Shanghai"
+
+
+def _records(source: str, name: str):
+    return read_records(source, DATA / name, TZ)
+
+
+def _texts(core, subject: str) -> dict[str, object]:
+    return {m.text: m for m in core.list(Namespace("t1", subject), limit=100)}
+
+
+def test_a_sillytavern_chat_keeps_the_persons_lines_with_their_times(core):
+    """The person's lines are captured at their send_date (three date forms, zh, en,
+    traditional, emoji) into the one person named; the character's lines, the system
+    line and laughter are skipped with their reasons; the malformed line is reported
+    by its number and nothing of it is stored; a second run stores nothing."""
+    records = _records("sillytavern", "sillytavern_chat.jsonl")
+    first = import_records(core, "t1", records, source="sillytavern", person="tg:1001", tz=TZ)
+    assert (first.read, first.imported, first.memories) == (9, 4, 4)
+    assert first.skipped == {"not_the_person": 2, "system": 1, "malformed": 1, "no_fact": 1}
+    assert [(p.line, p.reason) for p in first.problems] == [(8, "malformed")]
+    stored = _texts(core, "tg:1001")
+    assert set(stored) == {"我养了一只叫煤球的黑猫", "I work as a nurse at the city hospital", "我对花生过敏😣",
+                           "我最喜歡喝烏龍茶"}
+    assert not any("面试" in t for t in stored)  # the malformed line: nothing half-written
+    cat = stored["我养了一只叫煤球的黑猫"]
+    assert cat.created_at == datetime(2026, 11, 28, 12, 16, tzinfo=timezone.utc)  # 8:16pm in Shanghai
+    assert stored["我对花生过敏😣"].created_at == datetime(2026, 11, 29, 1, 2, 11, tzinfo=timezone.utc)
+    assert cat.origin is not None and cat.origin.key == "import:private:sillytavern"
+    assert cat.metadata == {"imported_from": "sillytavern", "source_id": "line:3", "speaker": "阿杰"}
+    again = import_records(core, "t1", records, source="sillytavern", person="tg:1001", tz=TZ)
+    assert (again.imported, again.memories, again.skipped["already"]) == (0, 0, 5)  # the laughter line too
+    assert len(_texts(core, "tg:1001")) == 4
+
+
+def test_a_mem0_export_is_stored_verbatim_for_the_mapped_people_only(core):
+    """Each mem0 memory goes, word for word and at its created_at, to the subject its
+    user_id maps to; a user without a mapping is skipped (never guessed), an entry
+    without a memory is reported by its number."""
+    records = _records("mem0", "mem0_get_all.json")
+    summary = import_records(core, "t1", records, source="mem0", mapping={"alex": "tg:2001", "xiaomei": "qq:3001"},
+                             tz=TZ)
+    assert (summary.imported, summary.memories) == (5, 5)
+    assert summary.skipped == {"unmapped": 1, "malformed": 1}
+    assert [(p.line, p.reason) for p in summary.problems] == [(7, "malformed")]
+    alex, mei = _texts(core, "tg:2001"), _texts(core, "qq:3001")
+    assert set(alex) == {"Name is Alex", "Is allergic to peanuts", "Plans to visit Kyoto next spring"}
+    assert set(mei) == {"喜欢在周末去爬山", "女儿今年六岁，叫朵朵"}
+    assert alex["Name is Alex"].created_at == datetime(2026, 10, 2, 16, 15, 0, 123456, tzinfo=timezone.utc)
+    assert mei["喜欢在周末去爬山"].event_time is None  # a habit, no weekend of its own
+    assert "Likes jazz" not in {t for s in ("tg:2001", "qq:3001") for t in _texts(core, s)}
+    assert import_records(core, "t1", records, source="mem0", mapping={"alex": "tg:2001", "xiaomei": "qq:3001"},
+                          tz=TZ).memories == 0
+
+
+def test_nothing_forgotten_comes_back(core, tmp_path):
+    """A memory forgotten after an import does not come back on the next run (its
+    record was imported once), nor from another file that holds its text said
+    before the forget — timed or untimed (evidence from the epoch): the tombstone
+    refuses it; after a person is forgotten whole nothing of the file comes back."""
+    records = _records("jsonl", "plain.jsonl")
+    mapping = {"u42": "tg:4001"}
+    import_records(core, "t1", records, source="jsonl", mapping=mapping, tz=TZ)
+    ns = Namespace("t1", "tg:4001")
+    stored = _texts(core, "tg:4001")
+    assert "我住在成都" in stored and "最怕打雷" in stored
+    core.forget(ns, stored["我住在成都"].id, actor="admin")
+    core.forget(ns, stored["最怕打雷"].id, actor="admin")  # its record has no time
+    again = import_records(core, "t1", records, source="jsonl", mapping=mapping, tz=TZ)
+    assert again.memories == 0 and again.skipped["already"] == 4
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"id": "x1", "subject": "u42", "kind": "memory", "text": "我住在成都", "at": "2026-09-20T09:00:00Z"}\n'
+                     '{"id": "x2", "subject": "u42", "kind": "memory", "text": "最怕打雷"}\n', encoding="utf-8")
+    refused = import_records(core, "t1", read_records("jsonl", other, TZ), source="jsonl", mapping=mapping, tz=TZ)
+    assert refused.skipped == {"forgotten": 2} and refused.memories == 0
+    assert "我住在成都" not in _texts(core, "tg:4001") and "最怕打雷" not in _texts(core, "tg:4001")
+    forget_subject(core, ns, Authority(actor="admin:test", tenant="t1"))
+    later = tmp_path / "later.jsonl"  # new lines, said before the person was forgotten
+    later.write_text('{"id": "y1", "subject": "u42", "kind": "memory", "text": "I love the sea", '
+                     '"at": "2026-09-25T09:00:00Z"}\n', encoding="utf-8")
+    third = import_records(core, "t1", read_records("jsonl", later, TZ), source="jsonl", mapping=mapping, tz=TZ)
+    assert third.memories == 0 and third.skipped == {"forgotten": 1} and _texts(core, "tg:4001") == {}
+    fresh = import_records(core, "t1", records, source="jsonl", mapping={"u42": "tg:4003"}, tz=TZ)
+    assert fresh.memories == 4  # the same file for another person: claims of its own
+
+
+def test_plain_jsonl_reports_each_malformed_line_by_number(core):
+    """An unreadable time, a line that is no object and an unknown kind are each
+    reported with their line number; the assistant's line and a blank text are
+    skipped; memories are kept verbatim, messages read for facts (with the date
+    they name: 「上个月」 of the message's own time)."""
+    summary = import_records(core, "t1", _records("jsonl", "plain.jsonl"), source="jsonl", person="tg:4002", tz=TZ)
+    assert [(p.line, p.reason) for p in summary.problems] == [(6, "malformed"), (7, "malformed"), (8, "malformed")]
+    assert summary.skipped["not_the_person"] == 1 and summary.skipped["empty"] == 1
+    stored = _texts(core, "tg:4002")
+    assert "I play the ukulele on weekends" in stored
+    job = next(m for t, m in stored.items() if "书店" in t)
+    assert "2026-08" in job.text and job.created_at == datetime(2026, 9, 3, 12, 0, tzinfo=timezone.utc)
+    assert not any("golden retriever" in t for t in stored)
+
+
+def test_a_mapping_file_and_bad_input_are_read_or_refused_whole(tmp_path):
+    """A mapping is a JSON object or id=subject / id<TAB>subject lines; a subject
+    outside its pattern, a file that is not UTF-8 or a mem0 file that is no JSON is
+    refused before anything is written."""
+    assert mapping_of(b'{"alex": "tg:2001"}') == {"alex": "tg:2001"}
+    assert mapping_of(b"# people\nalex=tg:2001\nxiaomei\tqq:3001\n") == {"alex": "tg:2001",
+                                                                                  "xiaomei": "qq:3001"}
+    for bad in (b'{"alex": "Alex"}', b"alex tg:2001", b"\xff\xfe"):
+        with pytest.raises(SourceError):
+            mapping_of(bad)
+    for data in (b"{not json", "一\n".encode("gbk")):
+        bad = tmp_path / "bad.json"
+        bad.write_bytes(data)
+        with pytest.raises(SourceError):
+            read_records("mem0", bad, TZ)
+    with pytest.raises(SourceError):
+        read_records("livejournal", bad, TZ)
+    with pytest.raises(SourceError):
+        read_records("maibot", bad, TZ)  # no SQLite database
+    assert EPOCH.year == 1970
+
+
+@pytest.mark.parametrize("lang, summary_word", [("en", "Imported 5 memories"), ("zh_CN", "导入了 5 条记忆")])
+def test_the_command_imports_with_a_summary(tmp_path, monkeypatch, lang, summary_word):
+    """``huiyi import --from mem0 FILE --map MAP`` prints the summary in the operator's
+    language and each malformed line's number; without a person it exits 2."""
+    from gateway.cli.main import app
+
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8" if lang == "zh_CN" else "en_US.UTF-8")
+    mapping = tmp_path / "people.json"
+    mapping.write_text(json.dumps({"alex": "tg:2001", "xiaomei": "qq:3001"}), encoding="utf-8")
+    runner = CliRunner()
+    result = runner.invoke(app, ["import", "--from", "mem0", str(DATA / "mem0_get_all.json"), "--map", str(mapping),
+                                 "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert summary_word in result.output
+    assert ("line 7:" if lang == "en" else "第 7 行") in result.output  # the malformed entry's number
+    again = runner.invoke(app, ["import", "--from", "mem0", str(DATA / "mem0_get_all.json"), "--map", str(mapping),
+                                "--no-progress"])
+    assert again.exit_code == 0 and ("already imported" in again.output or "已经导入过" in again.output)
+    nobody = runner.invoke(app, ["import", "--from", "mem0", str(DATA / "mem0_get_all.json")])
+    assert nobody.exit_code == 2
+
+
+def test_a_livingmemory_export_keeps_content_times_and_leaves_deleted_ones_out(core):
+    """LivingMemory entries are stored verbatim at metadata.create_time for the mapped
+    session; an entry deleted in the source stays out (forgotten), one holding only
+    its source messages is read from the person's lines (not the assistant's), a
+    content that is no text is reported by its number, another session is unmapped."""
+    mapping = {"aiocqhttp:FriendMessage:10086": "qq:10086"}
+    summary = import_records(core, "t1", _records("livingmemory", "livingmemory_export.json"), source="livingmemory",
+                             mapping=mapping, tz=TZ)
+    assert summary.skipped == {"forgotten": 1, "malformed": 1, "unmapped": 1}
+    assert [(p.line, p.reason) for p in summary.problems] == [(5, "malformed")]
+    stored = _texts(core, "qq:10086")
+    assert "用户说他在杭州读研究生，专业是计算机" in stored and "The user is learning to bake sourdough bread" in stored
+    assert stored["The user is learning to bake sourdough bread"].created_at == datetime(2025, 11, 8, 8, 0,
+                                                                                          tzinfo=timezone.utc)
+    assert not any("前任" in t for t in stored) and not any("火锅" in t for t in stored)
+    trip = next(m for t, m in stored.items() if "成都出差" in t)
+    assert trip.metadata["source_id"] == "14#1" and trip.event_time is not None  # 「下个月」 of its own time
+    again = import_records(core, "t1", _records("livingmemory", "livingmemory_export.json"), source="livingmemory",
+                           mapping=mapping, tz=TZ)
+    assert again.memories == 0
+
+
+def test_maibot_points_come_over_and_its_forgotten_points_do_not(core, tmp_path):
+    """MaiBot's person_info points are stored verbatim at their time for the mapped
+    person; forgotten_points stay behind; an unreadable time or points that are no
+    JSON are reported by the row's number; an empty point is skipped."""
+    import sqlite3
+
+    db = tmp_path / "MaiBot.db"
+    with sqlite3.connect(db) as conn:
+        conn.executescript((DATA / "maibot_person_info.sql").read_text(encoding="utf-8"))
+    conn.close()
+    mapping = {"qq:20001": "qq:20001", "qq:20002": "qq:20002"}
+    summary = import_records(core, "t1", read_records("maibot", db, TZ), source="maibot", mapping=mapping, tz=TZ)
+    assert summary.memories == 4
+    assert sorted((p.line, p.reason) for p in summary.problems) == [(2, "malformed"), (3, "malformed")]
+    lin = _texts(core, "qq:20001")
+    assert set(lin) == {"小林养了一只叫豆豆的柯基", "小林最近在准备考研，压力很大", "小林喜欢吃辣"}
+    assert lin["小林养了一只叫豆豆的柯基"].created_at == datetime(2026, 10, 1, 13, 30, tzinfo=timezone.utc)
+    assert set(_texts(core, "qq:20002")) == {"Sam works night shifts at a bakery"}
+
+
+def test_long_ids_and_names_fit_the_metadata(sqlite_core, tmp_path):
+    """A source id and a speaker's name of 300 Chinese characters are cut to the
+    metadata's 200 characters a value, never failing the record."""
+    f = tmp_path / "long.jsonl"
+    f.write_text(json.dumps({"id": "编" * 300, "speaker": "名" * 300, "kind": "memory", "text": "我喜欢下雨天",
+                             "at": "2026-09-01T00:00:00Z"}, ensure_ascii=False) + "\n", encoding="utf-8")
+    summary = import_records(sqlite_core, "t1", read_records("jsonl", f, TZ), source="jsonl", person="tg:5001", tz=TZ)
+    assert summary.memories == 1 and not summary.problems
+    [m] = _texts(sqlite_core, "tg:5001").values()
+    assert m.metadata["speaker"] == "名" * 200 and len(m.metadata["source_id"]) == 200
