@@ -1,8 +1,8 @@
 """The operator files (issue 15 items 1, 6, 8; issue 26 items 8-10): docker-compose.yml's structure read
-with a YAML parser (this machine has no Docker engine nor `docker compose`), its profiles, nginx's
-configuration of the `replicas` profile read with crossplane (nginx's own config parser), .env.example, the
-Dockerfile's layer order and user, .dockerignore and the constraints file. The stack itself is brought up by
-scripts/compose-smoke where a Docker engine exists."""
+with a YAML parser (fast, and without a Docker engine), its profiles, nginx's configuration of the `replicas`
+profile read with crossplane (nginx's own config parser), .env.example, the Dockerfile's layer order and user,
+.dockerignore and the constraints file. The stacks themselves are brought up after the tests by .ci/run
+(scripts/compose-smoke, scripts/multihost-smoke --docker) on the engine scripts/docker-engine starts."""
 
 from __future__ import annotations
 
@@ -421,3 +421,96 @@ def test_serve_stops_on_a_configuration_error_before_loading_the_web_stack(tmp_p
     assert r.stdout.split() == ["2", "False", "False"], (r.stdout, r.stderr)
     assert "HUIYI_LLM_MODLE: unknown key (did you mean HUIYI_LLM_MODEL?)" in r.stderr
     assert "COPY scripts/healthcheck.py /usr/local/bin/huiyi-healthcheck" in DOCKERFILE
+
+
+# -- the engine CI brings up for the compose files ---------------------------------------------------------
+
+
+def test_ci_runs_both_compose_files_on_an_engine_it_starts_and_skips_only_without_one():
+    """After the tests .ci/run runs scripts/compose-ci with its three budgets stated; that starts the engine
+    through scripts/docker-engine under a hard timeout, runs docker-compose.yml's smoke and then
+    docker-compose.multihost.yml's, each under its own timeout, and prints a SKIPPED line (exit 0) only on
+    the branch where the engine could not start."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert ci.index("make test") < ci.index("scripts/compose-ci")
+    script = (ROOT / "scripts" / "compose-ci").read_text(encoding="utf-8")
+    script = script[script.index("set -euo pipefail"):]  # the commands, not the header
+    engine = script.index("scripts/docker-engine start")
+    skipped = script.index("SKIPPED")
+    smoke = script.index("scripts/compose-smoke --ci")
+    multihost = script.index("scripts/multihost-smoke --docker --ci")
+    assert engine < skipped < script.index("exit 0", skipped) < smoke < multihost
+    for i in (engine, smoke, multihost):
+        line = script[script.rindex("\n", 0, i) + 1: script.index("\n", i)]
+        assert re.search(r"\btimeout --kill-after=\d+ \"\$\w+_BUDGET\"", line), line
+    docs = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+    for budget in ("ENGINE_BUDGET", "SMOKE_BUDGET", "MULTIHOST_BUDGET"):
+        assert re.search(rf"\b{budget}=\d+ ", ci), budget
+        assert re.search(rf"^{budget}=\$\{{{budget}:-\d+\}}", script, re.MULTILINE), budget
+        assert budget in docs, budget
+
+
+def test_docker_engine_says_why_and_exits_3_where_nothing_can_be_installed(tmp_path):
+    """With neither dockerd nor apt-get on PATH, `scripts/docker-engine start` prints one
+    'docker engine unavailable: …' line and exits 3 (CI's skip), not 1 (CI's failure)."""
+    import shutil
+    import subprocess
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "id", "date", "dirname", "cat", "sed"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    out = subprocess.run([str(bin_dir / "bash"), str(ROOT / "scripts" / "docker-engine"), "start"],
+                         env={"PATH": str(bin_dir), "HOME": str(tmp_path)}, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.returncode == 3, out
+    assert out.stdout.strip() == "docker engine unavailable: no dockerd and no apt-get to install docker.io"
+
+
+@pytest.fixture(scope="module")
+def moto_s3():
+    """moto's S3 server on a free loopback port (the stand-in's own server), for this module."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"{host}:{port}"
+    server.stop()
+
+
+def test_standin_mc_makes_a_bucket_once_and_lists_its_keys(tmp_path, moto_s3):
+    """The MinIO stand-in's `mc` (scripts/standin-s3), as docker-compose.multihost.yml and the smoke call
+    it: `ready` answers once the server does, `mb --ignore-existing` twice is fine, `ls --recursive`
+    lists every key under a prefix (Chinese and emoji keys too), and an unknown verb is a usage error."""
+    import subprocess
+    import sys
+
+    import boto3
+
+    mc = tmp_path / "mc"
+    mc.symlink_to(ROOT / "scripts" / "standin-s3")
+    env = {"PATH": "/usr/bin:/bin", "MC_HOST_s3": f"http://huiyi:huiyi-minio-secret@{moto_s3}"}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(mc), *args], env=env, capture_output=True, text=True,
+                              timeout=60, check=False)
+
+    assert run("ready", "s3").returncode == 0
+    for _ in range(2):
+        made = run("mb", "--ignore-existing", "s3/huiyi")
+        assert made.returncode == 0, made
+    s3 = boto3.client("s3", endpoint_url=f"http://{moto_s3}", region_name="us-east-1",
+                      aws_access_key_id="huiyi", aws_secret_access_key="huiyi-minio-secret")
+    for key in ("index/memories.lance/data/0.lance", "index/记忆/🐈.txt", "other/x"):
+        s3.put_object(Bucket="huiyi", Key=key, Body=b"x")
+    listed = run("ls", "--recursive", "s3/huiyi/index/")
+    assert listed.returncode == 0, listed
+    assert [line.split(maxsplit=1)[1] for line in listed.stdout.splitlines()] == [
+        "memories.lance/data/0.lance", "记忆/🐈.txt"]
+    assert run("cp", "s3/huiyi").returncode == 2
+    env["MC_HOST_s3"] = "http://huiyi:x@127.0.0.1:9"  # nothing listens on the discard port
+    assert run("ready", "s3").returncode == 1

@@ -36,13 +36,21 @@ freed by the next ``due_events`` instead of waiting out the lease: on
 PostgreSQL the holder keeps a session advisory lock on a connection of its own
 (``pg_advisory_lock``), which the server drops when that connection closes —
 when the process dies, however it dies — so ``pg_try_advisory_lock`` by
-another session proves it gone; on SQLite (one host) a holder of this host
+another session proves it gone; on SQLite the holder keeps an exclusive
+``flock`` on a file of its own beside the database (``<database>-holders/``),
+which the kernel drops with the process, so another process that can take it
+proves the holder gone — whatever hostname either ran under (a container
+recreated on the same volume gets a new one). Without that file (no writable
+directory there, or a holder started before lock files) a holder of this host
 whose process no longer exists is gone. A holder that cannot be proven gone
-(another host on SQLite) keeps its claims until the lease runs out.
+keeps its claims until the lease runs out.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import logging
 import os
 import secrets
 import socket
@@ -51,6 +59,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from sqlalchemy import delete, func, insert, select, text, update
 
@@ -70,6 +79,7 @@ _E = _ChangeEventRow.__table__  # type: ignore[attr-defined]
 #: holders started in this process and not stopped: a holder of this pid not in it is gone
 _LIVE: set[str] = set()
 _LIVE_LOCK = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 def new_event_uid() -> str:
@@ -186,6 +196,8 @@ class ChangeEvents(StoreBase):
                 conn.close()
                 raise StoreError(str(exc)) from exc
             self._holder_conns()[holder] = conn
+        else:
+            self._holder_lock_take(holder)
         with _LIVE_LOCK:
             _LIVE.add(holder)
         return holder
@@ -201,6 +213,10 @@ class ChangeEvents(StoreBase):
             with _LIVE_LOCK:
                 _LIVE.discard(holder)
             conn = self._holder_conns().pop(holder, None)
+            lock = self._holder_lock_files().pop(holder, None)
+            if lock is not None:  # the file goes first, so no one sees it unlocked while it exists
+                self._holder_lock_path(holder).unlink(missing_ok=True)
+                os.close(lock)
             if conn is not None:
                 try:
                     conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self._holder_key(holder)})
@@ -213,6 +229,55 @@ class ChangeEvents(StoreBase):
         if conns is None:
             conns = self.__dict__["_event_holder_conns"] = {}
         return conns
+
+    def _holder_lock_files(self) -> dict:
+        files = self.__dict__.get("_event_holder_files")
+        if files is None:
+            files = self.__dict__["_event_holder_files"] = {}
+        return files
+
+    def _holder_lock_path(self, holder: str) -> Path | None:
+        """SQLite: the holder's lock file, ``<database>-holders/<sha256 of the id, 32 hex>.lock``
+        (None for an in-memory database)."""
+        database = self.engine.url.database
+        if not database or database == ":memory:":
+            return None
+        return Path(f"{database}-holders") / f"{hashlib.sha256(holder.encode()).hexdigest()[:32]}.lock"
+
+    def _holder_lock_take(self, holder: str) -> None:
+        """SQLite: create the holder's lock file and hold an exclusive flock on it until
+        ``events_holder_stop`` or the process ends. A directory that cannot be written leaves the
+        holder without one (proven gone only on this host, by its pid; logged)."""
+        path = self._holder_lock_path(holder)
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            log.warning("change events: no holder lock file in %s: %s", path.parent, exc)
+            return
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new, random file: nobody else holds it
+        self._holder_lock_files()[holder] = fd
+
+    def _holder_lock_free(self, holder: str) -> bool | None:
+        """SQLite: True when the holder's lock file exists and nobody holds it (its process is
+        gone; the file is removed), False while it is held, None without a file."""
+        path = self._holder_lock_path(holder)
+        if path is None:
+            return None
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)  # closing our only descriptor of it also drops the lock we may have taken
+        path.unlink(missing_ok=True)
+        return True
 
     def _holder_key(self, holder: str) -> int:
         return advisory_key(self.schema, f"change-events-holder|{holder}")
@@ -227,6 +292,9 @@ class ChangeEvents(StoreBase):
                     conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
                 conn.commit()
                 return free
+        free = self._holder_lock_free(holder)
+        if free is not None:
+            return free
         host, _, rest = holder.partition("/")
         pid_text = rest.partition("/")[0]
         if host != socket.gethostname()[:64] or not pid_text.isdigit():
