@@ -78,7 +78,7 @@ from memory.errors import CoreError, KeyTakenError, NamespaceError, NotFoundErro
 from memory.explain import explain, trace_visible_in, visible_in
 from memory.identity import PERSON, is_platform_subject, platform_subject, resolve_subject
 from memory.reconstruct import when_text
-from memory.types import ID_RE, SUBJECT_RE, Memory, Namespace, ScoreParts, Visibility
+from memory.types import ID_RE, SUBJECT_RE, ForgetReceipt, Memory, Namespace, ScoreParts, Visibility
 
 __all__ = ["COMMAND_NAMES", "CommandReply", "run_command", "execute", "is_memory_command", "SUBCOMMANDS", "export_document",
            "GROUP_ADMIN_ROLES", "PAGE_SIZE", "MAX_REPLY_UTF16", "CONFIRM_WINDOW"]
@@ -686,14 +686,37 @@ def _cmd_edit(core, c: _Caller, rest: str) -> CommandReply:
                               id=live.id, version=live.version), "edit")
 
 
+#: what a receipt tells, in order: (ForgetReceipt field, catalogue entry with {n}); a count of 0 is left out,
+#: except the tombstones, which are the point of the receipt
+RECEIPT_WORDS = (("memories", "memories {n}"), ("versions", "older versions {n}"),
+                 ("index_rows", "search index rows {n}"), ("cache_entries", "cache entries {n}"),
+                 ("bm25_postings", "BM25 postings {n}"), ("chat_lines", "chat-log lines that said or retold it {n}"),
+                 ("contexts", "contexts of other memories that retold it {n}"),
+                 ("derived", "long-term memories derived from it {n}"), ("links", "association links {n}"),
+                 ("conflicts", "conflicts {n}"), ("events", "memory.forgotten events queued {n} (to {receivers} receivers)"),
+                 ("tombstones", "tombstones {n}, so it is not learned again from messages older than this"))
+
+
+def receipt_text(lang: str, receipt: ForgetReceipt) -> str:
+    """A forget's receipt (``memory.types.ForgetReceipt``) in ``lang``: "Purged: …"
+    with each count that is not 0 (the tombstones always), in ``RECEIPT_WORDS``'
+    order; the change events name how many webhook receivers they go to."""
+    parts = [translate(lang, msgid, n=getattr(receipt, name), **({"receivers": receipt.receivers}
+                                                                  if name == "events" else {}))
+             for name, msgid in RECEIPT_WORDS if getattr(receipt, name) or name == "tombstones"]
+    return translate(lang, "Purged: {items}.", items=translate(lang, ", ").join(parts))
+
+
 def _cmd_forget(core, c: _Caller, rest: str) -> CommandReply:
     token, mid, more = _take_id(c, "forget", rest)
     scope = _scope(core, c, token, "forget")
     if mid.casefold() in ALL_WORDS:
         return _forget_all(core, c, scope, more.split())
     m = _memory(core, c, scope, mid, "forget")
-    core.forget(scope.ns, m.id, actor=scope.actor)
-    return CommandReply(c.say("Forgotten: {id}. I won't learn it again from earlier messages.", id=m.id), "forget")
+    receipt = core.forget(scope.ns, m.id, actor=scope.actor)
+    return CommandReply(c.say("{sentence} {then}", sentence=c.say(
+        "Forgotten: {id}. I won't learn it again from earlier messages.", id=m.id),
+        then=receipt_text(c.lang, receipt)), "forget")
 
 
 def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandReply:
@@ -712,20 +735,23 @@ def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandRepl
         core.forget_everything_said_before_now(scope.ns, scope.group_key)
         queued = core.store.pending_capture_count(scope.ns, scope.group_key)
         ids = _all_ids(core, scope)
+        receipt = ForgetReceipt(tombstones=1)  # the one of everything said before now
         for mid in ids:
             try:
-                core.forget(scope.ns, mid, actor=scope.actor)
+                receipt += core.forget(scope.ns, mid, actor=scope.actor)
             except NotFoundError:
                 continue  # forgotten meanwhile
         # what they said stays out of later prompts too (the conversation tail)
         lines = core.store.redact_speaker(scope.ns, scope.group_key)
+        receipt += ForgetReceipt(chat_lines=lines)
         if scope.group_key is None:  # everything is gone: the next consolidation starts afresh
             core.store.clear_consolidation(scope.ns)
         core.store.scrub()
         core.store.audit(scope.ns, "forget_all", scope.actor, count=len(ids), queued=queued, chat_lines=lines,
                          chat=c.chat.key, group=scope.group_key)
-        return CommandReply(c.say_n("Forgotten {n} memory of {who}.", "Forgotten {n} memories of {who}.",
-                                    len(ids) + queued, who=_who(c, scope)), "forget_all")
+        return CommandReply(c.say("{sentence} {then}", sentence=c.say_n(
+            "Forgotten {n} memory of {who}.", "Forgotten {n} memories of {who}.", len(ids) + queued,
+            who=_who(c, scope)), then=receipt_text(c.lang, receipt)), "forget_all")
     # facts whose capture is still queued count: they are about to become memories
     n = _count(core, scope) + core.store.pending_capture_count(scope.ns, scope.group_key)
     if n == 0:
@@ -923,6 +949,9 @@ def _cmd_consolidate(core, c: _Caller, rest: str) -> CommandReply:
         return CommandReply(c.say("Consolidation is still running; ask again later."), "consolidate")
     if not scope.own:
         core.store.audit(scope.ns, "consolidate", scope.actor, chat=c.chat.key)
+    if report.skipped == "token_cap":
+        return CommandReply(c.say("Today's model budget of this bot is spent; sorting out the memories of {who} "
+                                  "waits until tomorrow.", who=_who(c, scope)), "consolidate")
     if report.skipped is not None:
         return CommandReply(c.say("Nothing new to sort out for {who}.", who=_who(c, scope)), "consolidate")
     return CommandReply(_fit("\n".join(_consolidation_lines(core, c, scope, report))), "consolidate")

@@ -49,7 +49,6 @@ The memory logic is the core's (``MemoryCore``, ``memory.capture``,
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,6 +66,7 @@ from gateway.http.bodies import json_object, read_body
 from gateway.character_prompt import build_messages
 from gateway.commands import MAX_EDIT_CHARS, export_document
 from gateway.errors import BadPayload, ChatMismatch, Forbidden
+from gateway.ledger import capped_recollection
 from gateway.http import patterns
 from gateway.pipeline import Pipeline
 from locales import turn_language
@@ -77,7 +77,7 @@ from memory.identity import is_platform_subject, platform_subject
 from memory.recall import RRF_K
 from memory.metadata import check_filters, check_metadata, merged
 from memory.store import ChatLine, utcnow
-from memory.types import (CONTEXT_CHARS, ID_RE, SUBJECT_RE, TENANT_RE, Category, ChatKind, ChatRef, Hit, Memory, Namespace,
+from memory.types import (CONTEXT_CHARS, FORGET_RECEIPT_FIELDS, ID_RE, ForgetReceipt, SUBJECT_RE, TENANT_RE, Category, ChatKind, ChatRef, Hit, Memory, Namespace,
                           Visibility, clean_controls, clean_name, in_era)
 
 __all__ = ["router", "announce", "openapi_of"]
@@ -476,22 +476,59 @@ class BatchItemOut(BaseModel):
     memory: MemoryOut | None = None
 
 
+class ReceiptOut(BaseModel):
+    """What a forget purged, counted from what each step deleted
+    (``memory.types.ForgetReceipt``): the memories and their older versions,
+    index rows, cache entries and their BM25 postings, chat-log lines (the
+    person's lines it was learned from, the companion's lines retelling it),
+    contexts of other memories that retold it, consolidated memories derived
+    from it, association links, conflict links, ``memory.forgotten`` change
+    events queued to ``receivers`` webhooks, and the tombstones that keep it
+    from being learned again from evidence older than the forget."""
+
+    memories: int = 0
+    versions: int = 0
+    index_rows: int = 0
+    cache_entries: int = 0
+    bm25_postings: int = 0
+    chat_lines: int = 0
+    contexts: int = 0
+    derived: int = 0
+    links: int = 0
+    conflicts: int = 0
+    events: int = 0
+    receivers: int = 0
+    tombstones: int = 0
+
+    @classmethod
+    def of(cls, receipt: ForgetReceipt) -> ReceiptOut:
+        return cls(**{f: getattr(receipt, f) for f in FORGET_RECEIPT_FIELDS})
+
+
 class BatchOut(BaseModel):
+    """Per-item results; for a batch forget, ``receipt`` sums what the forgotten items purged."""
+
     subject: str
     results: list[BatchItemOut]
+    receipt: ReceiptOut | None = None
 
 
 class ForgetScopeOut(BaseModel):
-    """What an admin's forget of a scope did: the person, the group (None: everything) and how many memories went."""
+    """What an admin's forget of a scope did: the person, the group (None: everything), how many memories
+    went and the receipt of what was purged."""
 
     subject: str
     chat: str | None
     forgotten: int
+    receipt: ReceiptOut
 
 
 class ForgetOut(BaseModel):
+    """The memory forgotten and the receipt of what was purged with it."""
+
     id: str
     forgotten: bool
+    receipt: ReceiptOut
 
 
 class HistoryOut(BaseModel):
@@ -502,8 +539,11 @@ class HistoryOut(BaseModel):
 
 
 class ForgetSubjectOut(BaseModel):
+    """The person forgotten, how many memories went and the receipt of what was purged."""
+
     subject: str
     forgotten: int
+    receipt: ReceiptOut
 
 
 class ExportedVersion(BaseModel):
@@ -844,8 +884,8 @@ async def forget_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath)
     """Forgotten for good: SQL, chat log and index purged, and a tombstone keeps it
     from being learned again from older messages."""
     ns = await _ns(ctx, subject)
-    await asyncio.to_thread(ctx.core.forget, ns, memory_id, actor=ctx.caller.actor)
-    return ForgetOut(id=memory_id, forgotten=True)
+    receipt = await asyncio.to_thread(ctx.core.forget, ns, memory_id, actor=ctx.caller.actor)
+    return ForgetOut(id=memory_id, forgotten=True, receipt=ReceiptOut.of(receipt))
 
 
 # -- batches and scoped forgets (issue 26 item 17) ---------------------------------
@@ -874,8 +914,10 @@ async def batch_forget(ctx: Ctx, subject: SubjectPath, body: BatchForgetIn) -> B
     of this person — another person's id is never touched)."""
     ns = await _ns(ctx, subject)
     done = await asyncio.to_thread(ctx.core.forget_many, ns, body.ids, actor=ctx.caller.actor)
-    return BatchOut(subject=ns.subject, results=[BatchItemOut(id=i, status="forgotten" if ok else "not_found")
-                                                 for i, ok in done.items()])
+    total = sum((r for r in done.values() if r is not None), ForgetReceipt())
+    return BatchOut(subject=ns.subject, receipt=ReceiptOut.of(total),
+                    results=[BatchItemOut(id=i, status="forgotten" if r is not None else "not_found")
+                             for i, r in done.items()])
 
 
 @router.delete("/subjects/{subject}/memories", response_model=ForgetScopeOut,
@@ -904,9 +946,10 @@ async def forget_scope(ctx: Ctx, subject: SubjectPath,
     where = _person_chat(subject, _chat(chat), ctx.caller, writing_tail=False)
     if where is not None and not where.is_group:
         raise BadPayload("chat names a group; a private chat is the person's whole view: leave chat out")
-    n = await asyncio.to_thread(forget_in, ctx.core, ns, Authority(actor=ctx.caller.actor, tenant=ctx.tenant),
-                                where.group_key if where is not None else None)
-    return ForgetScopeOut(subject=ns.subject, chat=where.group_key if where is not None else None, forgotten=n)
+    receipt = await asyncio.to_thread(forget_in, ctx.core, ns, Authority(actor=ctx.caller.actor, tenant=ctx.tenant),
+                                      where.group_key if where is not None else None)
+    return ForgetScopeOut(subject=ns.subject, chat=where.group_key if where is not None else None,
+                          forgotten=receipt.memories, receipt=ReceiptOut.of(receipt))
 
 
 @router.get("/subjects/{subject}/memories/{memory_id}/history", response_model=HistoryOut,
@@ -928,8 +971,8 @@ async def forget_subject(ctx: Ctx, subject: SubjectPath) -> ForgetSubjectOut:
     from memory.admin import forget_subject as forget_all
 
     ns = await _ns(ctx, subject)
-    n = await asyncio.to_thread(forget_all, ctx.core, ns, Authority(actor=ctx.caller.actor, tenant=ctx.tenant))
-    return ForgetSubjectOut(subject=ns.subject, forgotten=n)
+    receipt = await asyncio.to_thread(forget_all, ctx.core, ns, Authority(actor=ctx.caller.actor, tenant=ctx.tenant))
+    return ForgetSubjectOut(subject=ns.subject, forgotten=receipt.memories, receipt=ReceiptOut.of(receipt))
 
 
 @router.get("/subjects/{subject}/export", response_model=ExportDoc, summary="export a person's memories")
@@ -1014,7 +1057,8 @@ async def capture_messages(ctx: Ctx, subject: SubjectPath, body: CaptureIn) -> C
     where = _person_chat(subject, _chat(body.chat), ctx.caller, writing_tail=True)
     t = ctx.t
     own_id = subject.split(":", 1)[1]
-    extractor = ctx.pipeline.models.extractor(ctx.tenant) if body.infer and body.extractor == "auto" else None
+    extractor = await ctx.pipeline.models.extractor(ctx.tenant, ns.subject) \
+        if body.infer and body.extractor == "auto" else None
 
     def run() -> list[AddOut]:
         out: list[AddOut] = []
@@ -1115,8 +1159,8 @@ async def recollection(ctx: Ctx, subject: SubjectPath, body: RecollectIn) -> Rec
             log.warning("recall failed for %s: %s", ns, exc)
     ranked, hits = hits, hits[: t.recall_k]
     rc, model = t.reconstruction, ctx.pipeline.models.of(ctx.tenant)
-    complete = None if model is None else functools.partial(
-        model.complete, temperature=rc.temperature, timeout=rc.timeout_s, max_tokens=rc.max_chars * 2)
+    complete = await ctx.pipeline.models.metered(ctx.tenant, ns.subject, "reconstruct", temperature=rc.temperature,
+                                                 timeout=rc.timeout_s, max_tokens=rc.max_chars * 2)
     now = utcnow()
     rec = await reconstruct(hits, tail=tail, complete=complete, lang=lang, now=now, persona_name=t.persona_name,
                             persona_voice=t.persona, person_name=clean_name(body.person_name) or None, enabled=rc.enabled,
@@ -1124,6 +1168,7 @@ async def recollection(ctx: Ctx, subject: SubjectPath, body: RecollectIn) -> Rec
                             min_grounding=rc.min_grounding,
                             embedder=ctx.core.index.embedder if rc.embedding_check else None,
                             limit=t.recall_k, reason=reason, tz=t.tz)
+    rec = capped_recollection(rec, model is not None and complete is None)
 
     def book() -> None:
         try:
