@@ -75,7 +75,7 @@ from locales import translate, translate_plural
 from memory import admin
 from memory.capture import edit
 from memory.errors import CoreError, KeyTakenError, NamespaceError, NotFoundError
-from memory.explain import explain, trace_visible_in, visible_in
+from memory.explain import Why, explain, trace_visible_in, visible_in
 from memory.identity import PERSON, is_platform_subject, platform_subject, resolve_subject
 from memory.reconstruct import when_text
 from memory.types import ID_RE, SUBJECT_RE, ForgetReceipt, Memory, Namespace, ScoreParts, Visibility
@@ -311,6 +311,7 @@ def _help(c: _Caller) -> str:
         cmd=c.cmd)
     text += "\n" + c.say("{cmd} list --all — also long-term memories resting now\n"
                          "{cmd} consolidate — sort recent fragments into long-term memories now", cmd=c.cmd)
+    text += "\n" + c.say("{cmd} why not <id or words> — what kept a memory out of the last reply", cmd=c.cmd)
     if c.tenant_admin or c.group_admin:
         text += "\n" + c.say("Admins: put @person or platform:id (e.g. tg:123) after the subcommand to manage "
                              "someone else's memories; group admins only those learned in their group.")
@@ -787,13 +788,113 @@ def _cmd_history(core, c: _Caller, rest: str) -> CommandReply:
     return CommandReply(_fit("\n".join(lines)), "history")
 
 
+#: "why not recalled", per verdict of ``memory.explain.explain``: (plain words, the recall's own term with its
+#: numbers, which admins get in parentheses); {id}, {when}, {position}, {k}, {score}, {cutoff}, {retention}
+WHY_NOT = {
+    "recalled": ("{id} was recalled in the last turn ({when}).",
+                 "recalled: rank {position} of {k}, score {score}"),
+    "below_cutoff": ("{id} fit the last turn ({when}), but others fit better and only the first {k} are used.",
+                     "cut at rank k: rank {position}, k {k}, score {score}, cut-off {cutoff}"),
+    "hidden_in_chat": ("{id} is not shown in the chat the last turn was in ({when}).",
+                       "not disclosed in this chat"),
+    "dormant": ("{id} is a long-term memory that has not come up for a long time, so it counts for less.",
+                "dormant: score halved"),
+    "decayed": ("{id} has faded with time.", "decayed: retention {retention}"),
+    "not_ranked": ("{id} had nothing to do with what was said in the last turn ({when}).",
+                   "below the relevance floor: no channel ranked it"),
+    "newer": ("Memory {id} was saved or changed after the last recall ({when}).", "newer than the last recall"),
+    "no_trace": ("Nothing has been recalled yet, so {id} was not left out of anything.", "no recall yet"),
+    "forgotten": ("{id} was forgotten; it will not come back from earlier messages.", "forgotten: tombstone"),
+}
+
+
+def why_not_text(lang: str, why, memory_id: str, *, admin: bool, when: str = "-") -> str:
+    """The stage that dropped ``memory_id`` (``memory.explain.Why``) in plain words
+    in ``lang``; ``admin`` adds the recall's own term and numbers in parentheses
+    (rank, k, score, cut-off, retention). One text for the chat, ``/v1`` and the console."""
+    e, tr, p = why.entry, why.trace, why.parts
+    values = dict(id=memory_id, when=when, position=e.position if e else "-", k=tr.k if tr else "-",
+                  score=f"{e.score:.4f}" if e else "-",
+                  cutoff="-" if tr is None or tr.cutoff is None else f"{tr.cutoff:.4f}",
+                  retention="-" if p is None else f"{p.retention:.3f}")
+    plain, term = WHY_NOT.get(why.verdict, WHY_NOT["not_ranked"])
+    text = translate(lang, plain, **values)
+    return translate(lang, "{sentence} ({term})", sentence=text, term=translate(lang, term, **values)) if admin \
+        else text
+
+
+#: the word after ``why`` that asks why a memory was *not* recalled
+NOT_WORDS = {"not", "没", "没有", "不", "沒", "沒有"}
+
+
+def _why_not(core, c: _Caller, rest: str) -> CommandReply:
+    """``/memory why not <id or words>``: the stage that dropped the memory named by
+    its id (a forgotten one too) or by words of it (the best match among those this
+    chat may show), from the namespace's last recall (``memory.explain.explain``)."""
+    token, text = _split_target(rest)
+    text = " ".join(text.split())
+    if not text:
+        raise _Stop(c.say("Usage: {usage}", usage=f"{c.cmd} why not <id | words>"), "usage")
+    scope = _scope(core, c, token, "why")
+    trace = core.store.last_recall(scope.ns)
+    if trace is not None and not trace_visible_in(trace, c.chat):
+        return CommandReply(c.say("The last recall was in another chat; ask me in a private chat for its details."),
+                            "why")
+    m = None
+    if ID_RE.fullmatch(text):
+        try:
+            m = core.get(scope.ns, text)
+        except NotFoundError:
+            if core.store.was_forgotten(scope.ns, text):
+                return CommandReply(why_not_text(c.lang, Why.forgotten(trace), text, admin=c.admin), "why")
+    if m is None:
+        m = _best_match(core, scope, c, text)
+    if m is None:
+        return CommandReply(c.say("No memory of {who} matches that.", who=_who(c, scope)), "why")
+    if scope.group_key and not visible_in(m, c.chat):
+        raise _Stop(c.say("Memory {id} is not shown in this group. Ask me in a private chat: {command}",
+                          id=m.id, command=f"{c.cmd} why not {m.id}"), "private")
+    _audit_view(core, c, scope, "why", m.id)
+    row = core.store.consolidated(scope.ns, [m.id]).get(m.id)
+    why = explain(trace, m, dormant=row is not None and row.dormant)
+    when = _at(c, why.trace.at) if why.trace is not None else "-"
+    return CommandReply(why_not_text(c.lang, why, m.id, admin=c.admin, when=when), "why")
+
+
+def _best_match(core, scope: _Scope, c: _Caller, words: str) -> Memory | None:
+    """The memory of the scope this chat may show whose text holds most of ``words``'
+    terms (``memory.text.tokens``), newest first on a tie; None when none holds any."""
+    from memory.text import tokens
+
+    wanted = set(tokens(words))
+    if not wanted:
+        return None
+    best, share = None, 0.0
+    for m in _all_memories(core, scope):
+        got = len(wanted & set(tokens(m.text))) / len(wanted)
+        if got > share:
+            best, share = m, got
+    return best
+
+
+def _all_memories(core, scope: _Scope) -> list[Memory]:
+    """The live memories of the scope (in a group: learned and shown there), newest first."""
+    if scope.group_key:
+        return core.store.list_in_group(scope.ns, scope.group_key, limit=2000)
+    return core.list(scope.ns, limit=2000)
+
+
 def _cmd_why(core, c: _Caller, rest: str) -> CommandReply:
+    first = rest.split(maxsplit=1)
+    if first and first[0].casefold() in NOT_WORDS:
+        return _why_not(core, c, first[1] if len(first) > 1 else "")
     scope, m = _viewed(core, c, "why", rest)
     trace = core.store.last_recall(scope.ns)
     if trace is not None and not trace_visible_in(trace, c.chat):
         return CommandReply(c.say("The last recall was in another chat; ask me in a private chat for its details."),
                             "why")
-    why = explain(trace, m)
+    row = core.store.consolidated(scope.ns, [m.id]).get(m.id)
+    why = explain(trace, m, dormant=row is not None and row.dormant)
     tr = why.trace
     if why.verdict == "no_trace":
         return CommandReply(c.say("Nothing has been recalled for {who} yet.", who=_who(c, scope)), "why")
@@ -812,6 +913,8 @@ def _cmd_why(core, c: _Caller, rest: str) -> CommandReply:
     elif why.verdict == "hidden_in_chat":
         head = c.say("Not recalled in the last turn ({when}): that turn was in a group where this memory is "
                      "not shown.", when=when)
+    elif why.verdict in ("dormant", "decayed"):
+        head = why_not_text(c.lang, why, m.id, admin=c.admin, when=when)
     else:
         head = c.say("Not recalled in the last turn ({when}): neither the word search nor the meaning search "
                      "found it relevant to that message.", when=when)

@@ -704,7 +704,7 @@ async def memory(request: Request, subject: str, memory_id: str) -> HTMLResponse
         store = core.store
         row = store.consolidated(ns, [m.id]).get(m.id)
         store.audit(ns, "admin_view", s.actor, m.id, command="show", chat="console")
-        why = explain(store.last_recall(ns), m)
+        why = explain(store.last_recall(ns), m, dormant=row is not None and row.dormant)
         conflicts = sorted({c.other(m.id) for c in store.conflicts(ns, [m.id])})
         links = store.links_of(ns, [m.id]).get(m.id, [])
         citing = store.citing(ns, m.id)

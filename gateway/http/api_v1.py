@@ -18,7 +18,8 @@ Routes (request and response bodies are the pydantic models below, so
     POST   /v1/subjects/{subject}/search             hybrid search with scores (explain: components)
     GET    /v1/subjects/{subject}/memories/{id}      one memory
     PATCH  /v1/subjects/{subject}/memories/{id}      edit (new version; the old text stays in history)
-    DELETE /v1/subjects/{subject}/memories/{id}      forget (tombstoned, purged)
+    DELETE /v1/subjects/{subject}/memories/{id}      forget (tombstoned, purged), with its receipt
+    GET    /v1/subjects/{subject}/memories/{id}/why  why it was or was not recalled in the last turn
     GET    /v1/subjects/{subject}/memories/{id}/history   every version
     POST   /v1/subjects/{subject}/memories/batch-update   edit many (per-item results)
     POST   /v1/subjects/{subject}/memories/batch-forget   forget many (per-item results)
@@ -857,6 +858,75 @@ async def _visible(ctx: _Ctx, ns: Namespace, memory_id: str, chat: ChatRef | Non
 async def get_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, chat: ChatQuery = None) -> MemoryOut:
     ns = await _ns(ctx, subject)
     return MemoryOut.of(await _visible(ctx, ns, memory_id, _chat(chat)))
+
+
+class WhyOut(BaseModel):
+    """Why a memory was or was not recalled in the person's last turn
+    (``memory.explain.explain``, the one decision the chat and the console
+    answer from): ``verdict`` the stage — ``recalled``, ``below_cutoff`` (cut
+    at rank k: ``rank``, ``k``, ``score``, ``cutoff``), ``hidden_in_chat`` (not
+    disclosed in that chat), ``dormant``, ``decayed`` (``retention``),
+    ``not_ranked`` (below the relevance floor), ``newer``, ``no_trace`` or
+    ``forgotten``; ``text`` in plain words in ``lang`` (an admin key also gets
+    the stage's own term and numbers in parentheses); ``at`` and ``chat``: the
+    turn (None when there was none, or it is not shown in the chat asked for)."""
+
+    id: str
+    verdict: str
+    text: str
+    lang: str
+    at: datetime | None = None
+    chat: str | None = None
+    rank: int | None = None
+    k: int | None = None
+    score: float | None = None
+    cutoff: float | None = None
+    retention: float | None = None
+
+
+@router.get("/subjects/{subject}/memories/{memory_id}/why", response_model=WhyOut,
+            summary="why a memory was or was not recalled")
+async def why_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, chat: ChatQuery = None,
+                     turn: Annotated[Literal["last"], Query(
+                         description="the turn asked about: only the person's last turn is kept")] = "last",
+                     lang: Annotated[Literal["zh_CN", "en"] | None, Query(
+                         description="the language of ``text`` (default: the tenant's)")] = None) -> WhyOut:
+    """The stage of the person's last recall that dropped (or kept) the memory. In
+    a group ``chat`` only a memory shown there, and a turn of that group, are
+    told (404 / ``no_trace`` otherwise). A forgotten id answers ``forgotten``; an
+    id never held by this person is 404."""
+    from gateway.commands import why_not_text
+    from memory.explain import Why, explain, trace_visible_in
+
+    ns = await _ns(ctx, subject)
+    where = _chat(chat)
+    language = lang or ctx.t.language
+    admin = ctx.caller.admin
+
+    def run() -> WhyOut:
+        trace = ctx.core.store.last_recall(ns)
+        if trace is not None and not trace_visible_in(trace, where):
+            trace = None
+        try:
+            m = ctx.core.get(ns, memory_id)
+        except NotFoundError:
+            if not ctx.core.store.was_forgotten(ns, memory_id):
+                raise
+            return WhyOut(id=memory_id, verdict="forgotten", lang=language,
+                          text=why_not_text(language, Why.forgotten(trace), memory_id, admin=admin))
+        if not visible_in(m, where):
+            raise NotFoundError(f"no memory {memory_id} that may be shown in {where.key}")
+        row = ctx.core.store.consolidated(ns, [m.id]).get(m.id)
+        why = explain(trace, m, dormant=row is not None and row.dormant)
+        e, tr = why.entry, why.trace
+        return WhyOut(id=m.id, verdict=why.verdict, lang=language,
+                      text=why_not_text(language, why, m.id, admin=admin,
+                                        when=tr.at.isoformat(timespec="minutes") if tr else "-"),
+                      at=tr.at if tr else None, chat=tr.chat if tr else None, rank=e.position if e else None,
+                      k=tr.k if tr else None, score=e.score if e else None, cutoff=tr.cutoff if tr else None,
+                      retention=why.parts.retention if why.parts is not None else None)
+
+    return await asyncio.to_thread(run)
 
 
 def _retext(ctx: _Ctx):

@@ -6,6 +6,8 @@ charts; and the page language: ?lang=, then Accept-Language, then the tenant's."
 
 from __future__ import annotations
 
+import re
+
 import json
 import sys
 from pathlib import Path
@@ -116,6 +118,11 @@ def test_a_bulk_forget_by_topic_lists_the_memories_found_only_through_what_they_
     done = c.post("/console/people/tg:42/forget", data={"csrf": csrf, "id": marathon, "confirm": "1"},
                   follow_redirects=False)
     assert done.status_code == 303 and set(core.store.get_many(NS, [*marathon, anna])) == {anna}
+    # the person page answers with the receipt of what went, in the page's language
+    receipt = c.get(done.headers["location"], params={"lang": lang}).text
+    told = re.search(r'<span id="receipt">([^<]*)</span>', receipt).group(1)
+    assert told.startswith(translate(lang, "Purged: {items}.", items="")[:3]), told
+    assert translate(lang, "memories {n}", n=len(marathon)) in told and ("tombstones" in told or "墓碑" in told), told
 
 
 def test_link_unlink_and_forget_everything_after_a_confirmation(app, core):
