@@ -90,3 +90,21 @@ def test_the_same_message_sent_again_after_the_forget_is_not_learned_again(core,
     later = capture(core, NS, text, chat=CHAT, said_at=datetime.now(timezone.utc) + timedelta(seconds=1),
                     message_id="m2")
     assert [m.text for m in core.list(NS)] == [r.memory.text for r in later if r.memory is not None]
+
+
+@pytest.mark.parametrize("texts", [("我家猫叫煤球，三岁了", "我在杭州工作"), ("My cat Mochi is three.", "I work in Hangzhou.")])
+def test_the_cached_view_leaves_process_memory_at_once_and_is_counted(core, texts):
+    """With recall's cache on, a forget drops the namespace's cached view (its text with it) in the same call
+    and counts the rows and BM25 postings it held for the forgotten memory; the next recall reloads it."""
+    from memory.core import MemoryCore
+    from memory.text import tokens
+
+    cached = MemoryCore(core.store, core.index, cache_mib=16)  # shares the fixture's stores; closed by it
+    m = cached.add(NS, cached.new(NS, texts[0], origin=CHAT)).memory
+    cached.add(NS, cached.new(NS, texts[1], origin=CHAT))
+    assert [h.memory.id for h in cached.recall(NS, [texts[0]])][:1] == [m.id]
+    assert cached.cache.held(NS)
+    receipt = cached.forget(NS, m.id)
+    assert not cached.cache.held(NS)
+    assert receipt.cache_entries == 1 and receipt.bm25_postings == len(set(tokens(texts[0])))
+    assert m.id not in [h.memory.id for h in cached.recall(NS, [texts[0]])]
