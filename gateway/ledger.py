@@ -30,9 +30,9 @@ from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from memory.reconstruct import Recollection
     from gateway.config import Settings
     from gateway.metrics import Metrics
+    from memory.reconstruct import Recollection
     from memory.store import Store, TokenUsage
 
 __all__ = ["TokenMeter", "REFRESH_S", "CAP_REASON", "capped_recollection", "TenantTokens", "summarise_usage"]

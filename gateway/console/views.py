@@ -180,7 +180,7 @@ def _render(request: Request, session: Session | None, name: str, status: int = 
 #: question), association reasons (``memory.links.REASONS``), recollection modes, retelling
 #: sentence statuses and key scopes. Each is shown as the catalogue's words for
 #: ``"<kind>: <code>"``, the code itself kept in the element's title.
-CODE_KINDS = ("fallback", "channel", "link", "mode", "sentence", "scope")
+CODE_KINDS = ("fallback", "channel", "link", "mode", "sentence", "scope", "purpose")
 
 
 def _coder(lang: str):
