@@ -141,7 +141,8 @@ class CaptureQueue:
         """Capture ``job`` now, in a thread (the extractor is made here, on the
         loop); returns the ids stored or updated (``_capture_sync``)."""
         try:
-            return await asyncio.to_thread(self._capture_sync, job, self.models.extractor(job.tenant), last_try)
+            extractor = await self.models.extractor(job.tenant, job.namespace.subject)
+            return await asyncio.to_thread(self._capture_sync, job, extractor, last_try)
         finally:
             self._running.discard(job.line_id)
 

@@ -89,10 +89,10 @@ from locales import translate, translate_plural
 from memory import admin
 from memory.capture import edit
 from memory.errors import CoreError, KeyTakenError, NamespaceError, NotFoundError
-from memory.explain import explain, trace_visible_in, visible_in
+from memory.explain import Why, explain, trace_visible_in, visible_in
 from memory.identity import PERSON, is_platform_subject, platform_subject, resolve_subject
 from memory.reconstruct import when_text
-from memory.types import ID_RE, SUBJECT_RE, ChatRef, Memory, Namespace, ScoreParts, Visibility
+from memory.types import ID_RE, SUBJECT_RE, ChatRef, ForgetReceipt, Memory, Namespace, ScoreParts, Visibility
 
 __all__ = ["COMMAND_NAMES", "CommandReply", "run_command", "execute", "is_memory_command", "SUBCOMMANDS", "export_document",
            "pause_key", "LAST_WORDS",
@@ -343,6 +343,7 @@ def _help(c: _Caller, core=None) -> str:
     pause = core.store.paused(c.own, pause_key(c.chat), c.now) if core is not None else None
     if pause is not None:
         text += "\n" + _paused_line(c, pause)
+    text += "\n" + c.say("{cmd} why not <id or words> — what kept a memory out of the last reply", cmd=c.cmd)
     if c.tenant_admin or c.group_admin:
         text += "\n" + c.say("Admins: put @person or platform:id (e.g. tg:123) after the subcommand to manage "
                              "someone else's memories; group admins only those learned in their group.")
@@ -718,6 +719,27 @@ def _cmd_edit(core, c: _Caller, rest: str) -> CommandReply:
                               id=live.id, version=live.version), "edit")
 
 
+#: what a receipt tells, in order: (ForgetReceipt field, catalogue entry with {n}); a count of 0 is left out,
+#: except the tombstones, which are the point of the receipt
+RECEIPT_WORDS = (("memories", "memories {n}"), ("versions", "older versions {n}"),
+                 ("index_rows", "search index rows {n}"), ("cache_entries", "cache entries {n}"),
+                 ("bm25_postings", "BM25 postings {n}"), ("chat_lines", "chat-log lines that said or retold it {n}"),
+                 ("contexts", "contexts of other memories that retold it {n}"),
+                 ("derived", "long-term memories derived from it {n}"), ("links", "association links {n}"),
+                 ("conflicts", "conflicts {n}"), ("events", "memory.forgotten events queued {n} (to {receivers} receivers)"),
+                 ("tombstones", "tombstones {n}, so it is not learned again from messages older than this"))
+
+
+def receipt_text(lang: str, receipt: ForgetReceipt) -> str:
+    """A forget's receipt (``memory.types.ForgetReceipt``) in ``lang``: "Purged: …"
+    with each count that is not 0 (the tombstones always), in ``RECEIPT_WORDS``'
+    order; the change events name how many webhook receivers they go to."""
+    parts = [translate(lang, msgid, n=getattr(receipt, name), **({"receivers": receipt.receivers}
+                                                                  if name == "events" else {}))
+             for name, msgid in RECEIPT_WORDS if getattr(receipt, name) or name == "tombstones"]
+    return translate(lang, "Purged: {items}.", items=translate(lang, ", ").join(parts))
+
+
 def _cmd_forget(core, c: _Caller, rest: str) -> CommandReply:
     token, mid, more = _take_id(c, "forget", rest)
     scope = _scope(core, c, token, "forget")
@@ -726,8 +748,10 @@ def _cmd_forget(core, c: _Caller, rest: str) -> CommandReply:
     if mid.casefold() in LAST_WORDS:
         return _forget_last(core, c, scope, more)
     m = _memory(core, c, scope, mid, "forget")
-    core.forget(scope.ns, m.id, actor=scope.actor)
-    return CommandReply(c.say("Forgotten: {id}. I won't learn it again from earlier messages.", id=m.id), "forget")
+    receipt = core.forget(scope.ns, m.id, actor=scope.actor)
+    return CommandReply(c.say("{sentence} {then}", sentence=c.say(
+        "Forgotten: {id}. I won't learn it again from earlier messages.", id=m.id),
+        then=receipt_text(c.lang, receipt)), "forget")
 
 
 def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandReply:
@@ -746,20 +770,23 @@ def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandRepl
         core.forget_everything_said_before_now(scope.ns, scope.group_key)
         queued = core.store.pending_capture_count(scope.ns, scope.group_key)
         ids = _all_ids(core, scope)
+        receipt = ForgetReceipt(tombstones=1)  # the one of everything said before now
         for mid in ids:
             try:
-                core.forget(scope.ns, mid, actor=scope.actor)
+                receipt += core.forget(scope.ns, mid, actor=scope.actor)
             except NotFoundError:
                 continue  # forgotten meanwhile
         # what they said stays out of later prompts too (the conversation tail)
         lines = core.store.redact_speaker(scope.ns, scope.group_key)
+        receipt += ForgetReceipt(chat_lines=lines)
         if scope.group_key is None:  # everything is gone: the next consolidation starts afresh
             core.store.clear_consolidation(scope.ns)
         core.store.scrub()
         core.store.audit(scope.ns, "forget_all", scope.actor, count=len(ids), queued=queued, chat_lines=lines,
                          chat=c.chat.key, group=scope.group_key)
-        return CommandReply(c.say_n("Forgotten {n} memory of {who}.", "Forgotten {n} memories of {who}.",
-                                    len(ids) + queued, who=_who(c, scope)), "forget_all")
+        return CommandReply(c.say("{sentence} {then}", sentence=c.say_n(
+            "Forgotten {n} memory of {who}.", "Forgotten {n} memories of {who}.", len(ids) + queued,
+            who=_who(c, scope)), then=receipt_text(c.lang, receipt)), "forget_all")
     # facts whose capture is still queued count: they are about to become memories
     n = _count(core, scope) + core.store.pending_capture_count(scope.ns, scope.group_key)
     if n == 0:
@@ -895,13 +922,113 @@ def _cmd_history(core, c: _Caller, rest: str) -> CommandReply:
     return CommandReply(_fit("\n".join(lines)), "history")
 
 
+#: "why not recalled", per verdict of ``memory.explain.explain``: (plain words, the recall's own term with its
+#: numbers, which admins get in parentheses); {id}, {when}, {position}, {k}, {score}, {cutoff}, {retention}
+WHY_NOT = {
+    "recalled": ("{id} was recalled in the last turn ({when}).",
+                 "recalled: rank {position} of {k}, score {score}"),
+    "below_cutoff": ("{id} fit the last turn ({when}), but others fit better and only the first {k} are used.",
+                     "cut at rank k: rank {position}, k {k}, score {score}, cut-off {cutoff}"),
+    "hidden_in_chat": ("{id} is not shown in the chat the last turn was in ({when}).",
+                       "not disclosed in this chat"),
+    "dormant": ("{id} is a long-term memory that has not come up for a long time, so it counts for less.",
+                "dormant: score halved"),
+    "decayed": ("{id} has faded with time.", "decayed: retention {retention}"),
+    "not_ranked": ("{id} had nothing to do with what was said in the last turn ({when}).",
+                   "below the relevance floor: no channel ranked it"),
+    "newer": ("Memory {id} was saved or changed after the last recall ({when}).", "newer than the last recall"),
+    "no_trace": ("Nothing has been recalled yet, so {id} was not left out of anything.", "no recall yet"),
+    "forgotten": ("{id} was forgotten; it will not come back from earlier messages.", "forgotten: tombstone"),
+}
+
+
+def why_not_text(lang: str, why, memory_id: str, *, admin: bool, when: str = "-") -> str:
+    """The stage that dropped ``memory_id`` (``memory.explain.Why``) in plain words
+    in ``lang``; ``admin`` adds the recall's own term and numbers in parentheses
+    (rank, k, score, cut-off, retention). One text for the chat, ``/v1`` and the console."""
+    e, tr, p = why.entry, why.trace, why.parts
+    values = dict(id=memory_id, when=when, position=e.position if e else "-", k=tr.k if tr else "-",
+                  score=f"{e.score:.4f}" if e else "-",
+                  cutoff="-" if tr is None or tr.cutoff is None else f"{tr.cutoff:.4f}",
+                  retention="-" if p is None else f"{p.retention:.3f}")
+    plain, term = WHY_NOT.get(why.verdict, WHY_NOT["not_ranked"])
+    text = translate(lang, plain, **values)
+    return translate(lang, "{sentence} ({term})", sentence=text, term=translate(lang, term, **values)) if admin \
+        else text
+
+
+#: the word after ``why`` that asks why a memory was *not* recalled
+NOT_WORDS = {"not", "没", "没有", "不", "沒", "沒有"}
+
+
+def _why_not(core, c: _Caller, rest: str) -> CommandReply:
+    """``/memory why not <id or words>``: the stage that dropped the memory named by
+    its id (a forgotten one too) or by words of it (the best match among those this
+    chat may show), from the namespace's last recall (``memory.explain.explain``)."""
+    token, text = _split_target(rest)
+    text = " ".join(text.split())
+    if not text:
+        raise _Stop(c.say("Usage: {usage}", usage=f"{c.cmd} why not <id | words>"), "usage")
+    scope = _scope(core, c, token, "why")
+    trace = core.store.last_recall(scope.ns)
+    if trace is not None and not trace_visible_in(trace, c.chat):
+        return CommandReply(c.say("The last recall was in another chat; ask me in a private chat for its details."),
+                            "why")
+    m = None
+    if ID_RE.fullmatch(text):
+        try:
+            m = core.get(scope.ns, text)
+        except NotFoundError:
+            if core.store.was_forgotten(scope.ns, text):
+                return CommandReply(why_not_text(c.lang, Why.forgotten(trace), text, admin=c.admin), "why")
+    if m is None:
+        m = _best_match(core, scope, c, text)
+    if m is None:
+        return CommandReply(c.say("No memory of {who} matches that.", who=_who(c, scope)), "why")
+    if scope.group_key and not visible_in(m, c.chat):
+        raise _Stop(c.say("Memory {id} is not shown in this group. Ask me in a private chat: {command}",
+                          id=m.id, command=f"{c.cmd} why not {m.id}"), "private")
+    _audit_view(core, c, scope, "why", m.id)
+    row = core.store.consolidated(scope.ns, [m.id]).get(m.id)
+    why = explain(trace, m, dormant=row is not None and row.dormant)
+    when = _at(c, why.trace.at) if why.trace is not None else "-"
+    return CommandReply(why_not_text(c.lang, why, m.id, admin=c.admin, when=when), "why")
+
+
+def _best_match(core, scope: _Scope, c: _Caller, words: str) -> Memory | None:
+    """The memory of the scope this chat may show whose text holds most of ``words``'
+    terms (``memory.text.tokens``), newest first on a tie; None when none holds any."""
+    from memory.text import tokens
+
+    wanted = set(tokens(words))
+    if not wanted:
+        return None
+    best, share = None, 0.0
+    for m in _all_memories(core, scope):
+        got = len(wanted & set(tokens(m.text))) / len(wanted)
+        if got > share:
+            best, share = m, got
+    return best
+
+
+def _all_memories(core, scope: _Scope) -> list[Memory]:
+    """The live memories of the scope (in a group: learned and shown there), newest first."""
+    if scope.group_key:
+        return core.store.list_in_group(scope.ns, scope.group_key, limit=2000)
+    return core.list(scope.ns, limit=2000)
+
+
 def _cmd_why(core, c: _Caller, rest: str) -> CommandReply:
+    first = rest.split(maxsplit=1)
+    if first and first[0].casefold() in NOT_WORDS:
+        return _why_not(core, c, first[1] if len(first) > 1 else "")
     scope, m = _viewed(core, c, "why", rest)
     trace = core.store.last_recall(scope.ns)
     if trace is not None and not trace_visible_in(trace, c.chat):
         return CommandReply(c.say("The last recall was in another chat; ask me in a private chat for its details."),
                             "why")
-    why = explain(trace, m)
+    row = core.store.consolidated(scope.ns, [m.id]).get(m.id)
+    why = explain(trace, m, dormant=row is not None and row.dormant)
     tr = why.trace
     if why.verdict == "no_trace":
         return CommandReply(c.say("Nothing has been recalled for {who} yet.", who=_who(c, scope)), "why")
@@ -920,6 +1047,8 @@ def _cmd_why(core, c: _Caller, rest: str) -> CommandReply:
     elif why.verdict == "hidden_in_chat":
         head = c.say("Not recalled in the last turn ({when}): that turn was in a group where this memory is "
                      "not shown.", when=when)
+    elif why.verdict in ("dormant", "decayed"):
+        head = why_not_text(c.lang, why, m.id, admin=c.admin, when=when)
     else:
         head = c.say("Not recalled in the last turn ({when}): neither the word search nor the meaning search "
                      "found it relevant to that message.", when=when)
@@ -1057,6 +1186,9 @@ def _cmd_consolidate(core, c: _Caller, rest: str) -> CommandReply:
         return CommandReply(c.say("Consolidation is still running; ask again later."), "consolidate")
     if not scope.own:
         core.store.audit(scope.ns, "consolidate", scope.actor, chat=c.chat.key)
+    if report.skipped == "token_cap":
+        return CommandReply(c.say("Today's model budget of this bot is spent; sorting out the memories of {who} "
+                                  "waits until tomorrow.", who=_who(c, scope)), "consolidate")
     if report.skipped is not None:
         return CommandReply(c.say("Nothing new to sort out for {who}.", who=_who(c, scope)), "consolidate")
     return CommandReply(_fit("\n".join(_consolidation_lines(core, c, scope, report))), "consolidate")

@@ -48,7 +48,7 @@ from gateway.errors import UnknownTenant
 from memory.never_store import DEFAULT_NEVER_STORE, check_categories
 from memory.types import SHARED_SENDERS, TENANT_RE, not_a_person, repair  # noqa: F401 (SHARED_SENDERS: re-exported)
 
-__all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ReconstructionSettings", "ConsolidationSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings", "RateLimitSettings", "TenantRateLimits", "ChangeEventSettings",
+__all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ModelPrice", "ReconstructionSettings", "ConsolidationSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings", "RateLimitSettings", "TenantRateLimits", "ChangeEventSettings",
            "nonebot_environ"]
 
 #: ``Field(json_schema_extra=SECRET)`` marks a secret: ``masked`` (``huiyi config
@@ -88,6 +88,24 @@ class LLMSettings(BaseModel):
     @property
     def configured(self) -> bool:
         return bool(self.base_url and self.model)
+
+
+class ModelPrice(BaseModel):
+    """What the operator pays for one chat model, per million tokens, in the
+    operator's own currency (the ledger never converts): ``input`` for prompt
+    tokens, ``output`` for completion tokens. TOML
+    ``[model_prices."deepseek-chat"]`` with ``input = 0.27`` and
+    ``output = 1.10``; env ``HUIYI_MODEL_PRICES='{"deepseek-chat": {"input": 0.27,
+    "output": 1.10}}'``."""
+
+    model_config = _STRICT
+
+    input: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    output: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        """The estimated cost of ``input_tokens`` and ``output_tokens`` at these prices."""
+        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
 
 
 class ReconstructionSettings(BaseModel):
@@ -519,7 +537,14 @@ class TenantSettings(BaseModel):
     when the reply model fails (None → the localised default, "" → silence);
     ``tail_max_age`` (seconds) bounds the age of the conversation tail;
     ``telegram``/``qq``/``wechat``/``webhook``: the bridges of this tenant
-    (see their classes; env ``HUIYI_TENANTS__<NAME>__<BRIDGE>__<FIELD>``).
+    (see their classes; env ``HUIYI_TENANTS__<NAME>__<BRIDGE>__<FIELD>``);
+    ``model_cap_daily``: tokens (input + output, every person and purpose)
+    the tenant's chat model may spend per UTC day on the memory's own calls;
+    once spent, the memory takes its paths without a model until the day ends
+    — the template recollection, the heuristic capture, no consolidation —
+    with a log line and ``huiyi_token_cap_reached_total``; the reply itself
+    is still asked of the model (the turn never fails for the cap) and its
+    tokens count towards the day. 0: no cap (``gateway.ledger``).
     """
 
     model_config = _STRICT
@@ -554,6 +579,9 @@ class TenantSettings(BaseModel):
     #: religion, politics, minors, ids; ``ids`` is always in force). An unknown name is refused at start with
     #: the nearest valid one. Env ``HUIYI_TENANTS__<NAME>__NEVER_STORE='["ids","health"]'``
     never_store: list[str] = Field(default_factory=lambda: list(DEFAULT_NEVER_STORE))
+    #: tokens per UTC day before the memory stops calling the model (docstring above); 0: no cap.
+    #: Env ``HUIYI_TENANTS__<NAME>__MODEL_CAP_DAILY``.
+    model_cap_daily: int = Field(default=0, ge=0)
 
     @field_validator("persona_name", "persona", "apology", mode="before")
     @classmethod
@@ -626,6 +654,9 @@ class Settings(BaseSettings):
     #: proxy on the same host forwards outside traffic without X-Forwarded-For.
     api_require_key: bool = False
     llm_base_url: str | None = None
+    #: prices per chat model name (``ModelPrice``: per million input and output
+    #: tokens), from which the token ledger estimates costs; a model not listed costs 0.
+    model_prices: dict[str, ModelPrice] = Field(default_factory=dict)
     llm_api_key: str | None = Field(default=None, json_schema_extra=SECRET)
     llm_model: str | None = None
     embed_base_url: str | None = None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from collections import OrderedDict
@@ -74,22 +73,31 @@ class ConsolidationScheduler:
             self._consolidators[tenant] = Consolidator(self.core, self.settings.tenant(tenant).consolidation.params())
         return self._consolidators[tenant]
 
-    def _model(self, tenant: str):
-        """The tenant's chat model as consolidation calls it (temperature 0.2,
-        bounded by ``cluster_timeout_s``, failures counted as ``consolidate``), or None."""
-        model = self.models.of(tenant)
-        if model is None:
-            return None
+    async def _model(self, tenant: str, ns: Namespace):
+        """The tenant's chat model as consolidation of ``ns`` calls it
+        (temperature 0.2, bounded by ``cluster_timeout_s``, tokens in the ledger,
+        failures counted as ``consolidate``), or None when the tenant has none."""
         cfg = self.settings.tenant(tenant).consolidation
-        return self.models.counted(functools.partial(model.complete, temperature=0.2, timeout=cfg.cluster_timeout_s,
-                                                     max_tokens=800), "consolidate")
+        return await self.models.metered(tenant, ns.subject, "consolidate", capped=False, temperature=0.2,
+                                         timeout=cfg.cluster_timeout_s, max_tokens=800)
+
+    async def _capped(self, tenant: str) -> bool:
+        """True when the tenant has a model and its daily token cap is reached: no
+        consolidation runs (its fragments wait, the watermark unmoved, for a day
+        with tokens left)."""
+        meter = self.models.meter
+        return self.models.of(tenant) is not None and meter is not None \
+            and await meter.over_cap(tenant, "consolidate")
 
     async def consolidate(self, tenant: str, ns: Namespace, *, force: bool = True) -> ConsolidationReport:
         """One consolidation run of ``ns`` now (``/memory consolidate``, ``huiyi
         consolidate``): ``force`` runs it even when not due. Never blocks a turn
         (the store and the clustering run in threads; the model call is awaited)."""
         t = self.settings.tenant(tenant)
-        return await self.consolidator(tenant).run(ns, self._model(tenant), lang=t.language, force=force, tz=t.tz)
+        if await self._capped(tenant):
+            return ConsolidationReport(ns, skipped="token_cap")
+        return await self.consolidator(tenant).run(ns, await self._model(tenant, ns), lang=t.language, force=force,
+                                                   tz=t.tz)
 
     async def consolidate_idle(self, limit: int = 20) -> list[ConsolidationReport]:
         """The maintenance task's pass: for every tenant with consolidation
@@ -111,8 +119,10 @@ class ConsolidationScheduler:
             for ns in names:
                 if not self.idle(ns, cfg.idle_s):
                     continue
+                if await self._capped(name):
+                    break
                 try:
-                    report = await worker.run(ns, self._model(name), lang=t.language, tz=t.tz)
+                    report = await worker.run(ns, await self._model(name, ns), lang=t.language, tz=t.tz)
                 except Exception as exc:  # noqa: BLE001 - the next pass tries again
                     log.warning("consolidation of %s failed: %s", ns, exc)
                     continue

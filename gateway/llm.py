@@ -6,7 +6,6 @@ work call them, their failures counted by purpose."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -16,6 +15,7 @@ from gateway.errors import EmptyAnswer, LLMError
 from memory.types import repair
 
 if TYPE_CHECKING:
+    from gateway.ledger import TokenMeter
     from gateway.metrics import Metrics
     from memory.capture import LLMExtractor
 
@@ -44,8 +44,12 @@ class ChatModel:
                                    timeout=settings.timeout, max_retries=settings.max_retries)
 
     async def complete(self, messages: list[dict[str, str]], *, temperature: float | None = None,
-                       max_tokens: int | None = None, timeout: float | None = None) -> str:
-        """The assistant text for ``messages`` (OpenAI chat format), stripped and repaired."""
+                       max_tokens: int | None = None, timeout: float | None = None,
+                       usage: Callable[[int, int], None] | None = None) -> str:
+        """The assistant text for ``messages`` (OpenAI chat format), stripped and repaired.
+        ``usage``: called with the answer's (prompt tokens, completion tokens) when
+        the answer reports them — before its text is checked, so an empty answer's
+        tokens are counted too."""
         kwargs: dict = {}
         if max_tokens:
             kwargs["max_tokens"] = max_tokens
@@ -57,6 +61,8 @@ class ChatModel:
                 temperature=self.settings.temperature if temperature is None else temperature, **kwargs)
         except Exception as exc:
             raise LLMError(f"chat model failed: {type(exc).__name__}: {exc}") from exc
+        if usage is not None:
+            _report_usage(resp, usage)
         try:
             text = resp.choices[0].message.content
         except (AttributeError, IndexError, TypeError) as exc:
@@ -86,15 +92,27 @@ class ChatModel:
         await self._client.close()
 
 
+def _report_usage(resp: object, usage: Callable[[int, int], None]) -> None:
+    """Hand ``usage`` the answer's prompt and completion tokens, when it says them
+    as integers (a server that sends none, or garbage, is counted as nothing)."""
+    u = getattr(resp, "usage", None)
+    inp, out = getattr(u, "prompt_tokens", None), getattr(u, "completion_tokens", None)
+    if isinstance(inp, int) or isinstance(out, int):
+        usage(inp if isinstance(inp, int) else 0, out if isinstance(out, int) else 0)
+
+
 class ChatModels:
     """The tenants' chat models: one ``ChatModel`` per tenant with a configured
     model, made on first use and shared by the turn and the background work;
-    ``counted`` wraps a call so that its failures are counted in ``metrics``
-    (``huiyi_model_errors_total{purpose, error}``)."""
+    ``metered`` gives a tenant's model as one purpose calls it for one person:
+    its tokens recorded by ``meter`` (``gateway.ledger.TokenMeter``), its
+    failures counted in ``metrics`` (``huiyi_model_errors_total{purpose,
+    error}``), and None once the tenant's daily token cap is reached."""
 
-    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics, meter: TokenMeter | None = None) -> None:
         self.settings = settings
         self.metrics = metrics
+        self.meter = meter
         self._models: dict[str, ChatModel] = {}
 
     def of(self, tenant: str) -> ChatModel | None:
@@ -106,30 +124,51 @@ class ChatModels:
             self._models[tenant] = ChatModel(cfg)
         return self._models[tenant]
 
-    def counted(self, complete: Callable, purpose: str) -> Callable:
-        """``complete`` (a model call) counting its failures in the metrics by
-        ``purpose`` (reply, reconstruct, extract, consolidate) and exception class."""
-        errors = self.metrics.model_errors
-
-        async def call(*args, **kwargs):
-            try:
-                return await complete(*args, **kwargs)
-            except Exception as exc:
-                errors.labels(purpose, type(exc).__name__).inc()
-                raise
-
-        return call
-
-    def extractor(self, tenant: str) -> LLMExtractor | None:
-        """The tenant's LLM fact extractor when it has a chat model (None: the
-        heuristic one). Call it on the event loop: the model call is scheduled back
-        onto this loop from capture's worker thread. Temperature 0; the model's own
-        timeout bounds it, and any failure falls back to the heuristic."""
-        from memory.capture import LLMExtractor
-
+    async def metered(self, tenant: str, subject: str, purpose: str, *, capped: bool = True,
+                      count_errors: bool = True, **params) -> Callable | None:
+        """``tenant``'s model as ``purpose`` (extract, reconstruct, reply,
+        consolidate) calls it for person ``subject`` ("" for none): an async
+        ``(messages, **kwargs) -> str`` with ``params`` (temperature,
+        max_tokens, timeout) bound, whose answer's tokens go to the ledger and
+        whose failures are counted unless ``count_errors`` is False (the caller
+        counts them). None when the tenant has no model, or when ``capped`` and
+        the tenant's daily token cap is reached (``TokenMeter.over_cap``): the
+        caller's path without a model. Raises UnknownTenant."""
         model = self.of(tenant)
         if model is None:
             return None
-        complete = self.counted(functools.partial(model.complete, temperature=0.0, max_tokens=800), "extract")
+        meter = self.meter
+        if capped and meter is not None and await meter.over_cap(tenant, purpose):
+            return None
+        errors = self.metrics.model_errors
+        name = model.settings.model or ""
+
+        async def call(messages, **kwargs):
+            spent: list[tuple[int, int]] = []
+            try:
+                return await model.complete(messages, usage=lambda i, o: spent.append((i, o)), **{**params, **kwargs})
+            except Exception as exc:
+                if count_errors:
+                    errors.labels(purpose, type(exc).__name__).inc()
+                raise
+            finally:
+                if spent and meter is not None:  # written beside the caller, never in its time
+                    meter.record_soon(tenant, subject, purpose, name, *spent[0])
+
+        return call
+
+    async def extractor(self, tenant: str, subject: str) -> LLMExtractor | None:
+        """The tenant's LLM fact extractor for person ``subject`` when it has a
+        chat model and its daily token cap is not reached (None: the heuristic
+        one). Call it on the event loop: the model call is scheduled back onto
+        this loop from capture's worker thread. Temperature 0; the model's own
+        timeout bounds it, and any failure falls back to the heuristic."""
+        from memory.capture import LLMExtractor
+
+        complete = await self.metered(tenant, subject, "extract", temperature=0.0, max_tokens=800)
+        if complete is None:
+            return None
+        model = self.of(tenant)
+        assert model is not None
         return LLMExtractor(complete, loop=asyncio.get_running_loop(),
                             timeout=model.settings.timeout * (model.settings.max_retries + 1) + 1)

@@ -11,8 +11,18 @@ collide on a metric name. Names, units and labels::
     huiyi_reconstruction_fallbacks_total{reason}    counter    memory.reconstruct's codes (no_hits, disabled,
                                                     no_model, few_hits, model_error, timeout, malformed,
                                                     bad_citations, ungrounded, error) or recall_failed
-    huiyi_model_errors_total{purpose, error}        counter    purpose: reply, reconstruct, extract;
-                                                    error: the exception class
+    huiyi_model_errors_total{purpose, error}        counter    purpose: reply, reconstruct, extract,
+                                                    consolidate; error: the exception class
+    huiyi_model_tokens_total{tenant, purpose, direction}
+                                                    counter    tokens the chat model's answers reported
+                                                    (usage): direction input (prompt) or output
+                                                    (completion); per person and day in SQL
+                                                    (gateway.ledger)
+    huiyi_model_cost_total{tenant, purpose}         counter    their estimated cost at the operator's
+                                                    model_prices (the operator's currency)
+    huiyi_token_cap_reached_total{tenant, purpose}  counter    model calls of the memory not made because
+                                                    the tenant's daily token cap was reached (the
+                                                    path without a model taken instead)
     huiyi_deliveries_deduplicated_total{by}         counter    by: id (same delivery id), content (a
                                                     re-push under a new id) or id_or_content (caught
                                                     by the claim the chat line is written with)
@@ -134,6 +144,13 @@ class Metrics:
                                  ["reason"], registry=r)
         self.model_errors = Counter("huiyi_model_errors", "Chat model calls that failed", ["purpose", "error"],
                                     registry=r)
+        self.tokens = Counter("huiyi_model_tokens", "Tokens the chat model's answers reported (usage)",
+                              ["tenant", "purpose", "direction"], registry=r)
+        self.cost = Counter("huiyi_model_cost", "Estimated cost of the chat model's tokens (model_prices)",
+                            ["tenant", "purpose"], registry=r)
+        self.cap_reached = Counter("huiyi_token_cap_reached",
+                                   "Model calls not made: the tenant's daily token cap was reached",
+                                   ["tenant", "purpose"], registry=r)
         self.deduplicated = Counter("huiyi_deliveries_deduplicated", "Platform deliveries dropped as duplicates",
                                     ["by"], registry=r)
         self.turns = Counter("huiyi_turns", "Turns handled, by outcome", ["outcome"], registry=r)

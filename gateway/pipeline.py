@@ -38,6 +38,7 @@ from gateway.commands import ALL_WORDS, COMMAND_NAMES, CONFIRM_WORDS, LAST_WORDS
 from gateway.config import Settings, TenantSettings
 from gateway.consolidation import ConsolidationScheduler
 from gateway.errors import EmptyAnswer, LLMError
+from gateway.ledger import TokenMeter, capped_recollection
 from gateway.llm import ChatModels
 from bridges.contract import CallbackNonce, InboundMessage, TurnResult, Withdrawal
 from bridges import replay
@@ -93,7 +94,7 @@ class Pipeline:
         self.settings = settings
         self.core = core
         self.metrics = metrics or Metrics()
-        self.models = ChatModels(settings, self.metrics)
+        self.models = ChatModels(settings, self.metrics, TokenMeter(settings, core.store, self.metrics))
         self.captures = CaptureQueue(settings, core, self.models)
         self.consolidation = ConsolidationScheduler(settings, core, self.models)
         self.withdrawals = Withdrawals(settings, core)
@@ -109,8 +110,12 @@ class Pipeline:
     # -- what the bridges and the commands ask besides a turn: the parts answer ----
 
     async def drain(self, timeout: float | None = None) -> bool:
-        """``CaptureQueue.drain``: wait for the captures running after their turns."""
-        return await self.captures.drain(timeout)
+        """``CaptureQueue.drain``: wait for the captures running after their turns
+        (and then for the token ledger's writes of their model calls)."""
+        done = await self.captures.drain(timeout)
+        if self.models.meter is not None:
+            await self.models.meter.settle()
+        return done
 
     async def resume_captures(self, older_than_s: float = RESUME_AFTER_S, limit: int = 100) -> int:
         """``CaptureQueue.resume``: run the captures a crash or failure left pending."""
@@ -455,15 +460,15 @@ class Pipeline:
         ranked, hits = hits, hits[: t.recall_k]  # the trace keeps the runners-up for /memory why
         # reconstruction never raises: a model error, timeout or ungrounded answer gives the template
         rc, model = t.reconstruction, self.models.of(tenant)
-        complete = None if model is None else self.models.counted(functools.partial(
-            model.complete, temperature=rc.temperature, timeout=rc.timeout_s, max_tokens=rc.max_chars * 2),
-            "reconstruct")
+        complete = await self.models.metered(tenant, ns.subject, "reconstruct", temperature=rc.temperature,
+                                             timeout=rc.timeout_s, max_tokens=rc.max_chars * 2)
         rec = await reconstruct(hits, tail=tail, complete=complete, lang=lang, now=now, persona_name=t.persona_name,
                                 persona_voice=t.persona, person_name=msg.sender_name or None, enabled=rc.enabled,
                                 min_hits=rc.min_hits, max_chars=rc.max_chars, timeout_s=rc.timeout_s,
                                 min_grounding=rc.min_grounding,
                                 embedder=self.core.index.embedder if rc.embedding_check else None,
                                 limit=t.recall_k, reason=reason, tz=t.tz)
+        rec = capped_recollection(rec, model is not None and complete is None)
         res.latency_ms["recollection"] = rec.latency_ms
         self.metrics.fallback(rec.fallback_reason)
         if rec.attempt is not None and rec.attempt.model_ms is not None:
@@ -491,8 +496,10 @@ class Pipeline:
         if model is None:
             return rec, query
         t1 = time.perf_counter()
+        # the reply is the bot's own and is never capped; its tokens count towards the tenant's day
+        reply = await self.models.metered(tenant, ns.subject, "reply", capped=False, count_errors=False)
         try:
-            res.reply = _spoken(await model.complete(res.prompt))
+            res.reply = _spoken(await reply(res.prompt)) if reply is not None else None
             if res.reply is None:
                 log.info("reply model chose silence for tenant %s chat %s", tenant, chat.key)
         except EmptyAnswer:
@@ -555,7 +562,7 @@ class Pipeline:
         if not (res.addressed or not chat.is_group or t.capture_all_group_messages
                 or await asyncio.to_thread(self.core.store.find_by_source, ns, chat, msg.message_id)):
             return
-        extractor = self.models.extractor(tenant)
+        extractor = await self.models.extractor(tenant, ns.subject)
 
         def recapture() -> list[str]:
             # the bot's @-mention is no part of the fact, as in the original's capture (CaptureQueue)

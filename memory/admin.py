@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memory.errors import NotFoundError
-from memory.types import Namespace
+from memory.types import ForgetReceipt, Namespace
 
 __all__ = ["Authority", "OPERATOR", "reindex", "forget_subject", "forget_scope", "namespaces", "link", "LinkResult",
            "unlink", "stats", "TenantStats", "people", "Person", "PeoplePage", "PEOPLE_PAGE_MAX"]
@@ -89,62 +89,65 @@ def reindex(core, authority: Authority, *, batch: int = 256, progress: bool | No
     return total
 
 
-def forget_subject(core, ns: Namespace, authority: Authority) -> int:
+def forget_subject(core, ns: Namespace, authority: Authority) -> ForgetReceipt:
     """Forget everything of one person: a subject-wide tombstone (nothing they said
     before now is stored again, ``MemoryCore.forget_everything_said_before_now``),
     every memory of ``ns`` (each leaving its tombstones), every chat-log line they said in the
-    tenant, and then one index purge. Returns the number of memories forgotten.
-    Audited per memory (``forget``) and once as ``forget_subject``. Raises
+    tenant, and then one index purge. Returns the receipt of it all
+    (``ForgetReceipt``: ``memories`` forgotten, the subject-wide tombstone among
+    ``tombstones``, the person's chat-log lines among ``chat_lines``). Audited
+    per memory (``forget``) and once as ``forget_subject``. Raises
     PermissionError when ``ns`` is outside the authority's tenant."""
     if authority.tenant is not None and authority.tenant != ns.tenant:
         raise PermissionError(f"{authority.actor} may not act on tenant {ns.tenant}")
     core.forget_everything_said_before_now(ns)  # first: captures queued or running now must not bring anything back
-    n = 0
+    receipt = ForgetReceipt(tombstones=1)
     while True:
         batch = core.store.list(ns, limit=200)
         if not batch:
             break
         for m in batch:
-            core.forget(ns, m.id, actor=authority.actor, purge=False)
-            n += 1
+            try:
+                receipt += core.forget(ns, m.id, actor=authority.actor, purge=False)
+            except NotFoundError:  # an abstraction that went with one of its sources
+                continue
     lines = core.store.redact_speaker(ns)
     core.store.clear_consolidation(ns)
     core.store.scrub()
     core.purge()
-    core.audit.record(ns, "forget_subject", authority.actor, count=n, chat_lines=lines)
-    return n
+    core.audit.record(ns, "forget_subject", authority.actor, count=receipt.memories, chat_lines=lines)
+    return receipt + ForgetReceipt(chat_lines=lines)
 
 
-def forget_scope(core, ns: Namespace, authority: Authority, group_key: str | None = None) -> int:
+def forget_scope(core, ns: Namespace, authority: Authority, group_key: str | None = None) -> ForgetReceipt:
     """Forget a person's memories of one scope (issue 26 item 17): without
     ``group_key`` everything (``forget_subject``); with it (a ``ChatRef.group_key``,
     every topic of the group) what they said in that group, as ``/memory forget
     all`` in a group does — first a tombstone of the group (nothing they said there
     before now is stored again), then every memory learned there and shown there
     (each tombstoned), then their chat-log lines of the group, then one index
-    purge. Their other memories stay. Returns how many were forgotten; audited
+    purge. Their other memories stay. Returns the ``ForgetReceipt``; audited
     per memory and once as ``forget_scope``. PermissionError outside the
     authority's tenant."""
     if group_key is None:
         return forget_subject(core, ns, authority)
     _check_tenant(authority, ns.tenant)
     core.forget_everything_said_before_now(ns, group_key)
-    n = 0
+    receipt = ForgetReceipt(tombstones=1)
     while True:
         batch = core.store.list_in_group(ns, group_key, limit=200)
         if not batch:
             break
         for m in batch:
             try:
-                core.forget(ns, m.id, actor=authority.actor, purge=False)
+                receipt += core.forget(ns, m.id, actor=authority.actor, purge=False)
             except NotFoundError:  # an abstraction that went with one of its sources
                 continue
-            n += 1
     lines = core.store.redact_speaker(ns, group_key)
     core.store.scrub()
     core.purge()
-    core.audit.record(ns, "forget_scope", authority.actor, count=n, chat_lines=lines)
-    return n
+    core.audit.record(ns, "forget_scope", authority.actor, count=receipt.memories, chat_lines=lines)
+    return receipt + ForgetReceipt(chat_lines=lines)
 
 
 def _check_tenant(authority: Authority, tenant: str) -> None:

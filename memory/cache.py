@@ -926,12 +926,20 @@ class NamespaceCache:
         stamp, rows = store.search_rows(ns)
         return _load(index, ns, rows, stamp, old, form, self.spill_dir), False
 
-    def drop(self, ns: Namespace) -> None:
-        """Forget the view of ``ns`` (a write in this process; others see the version)."""
+    def drop(self, ns: Namespace, ids: Collection[str] = ()) -> tuple[int, int]:
+        """Forget the view of ``ns`` (a write in this process; others see the version).
+        Returns ``(rows, postings)``: how many live rows of ``ids`` the dropped
+        view held and how many BM25 postings (one per distinct term of each such
+        row) went with them; (0, 0) when no view was held."""
         with self._lock:
             old = self._views.pop(str(ns), None)
             if old is not None:
                 self._bytes -= old.nbytes
+        if old is None or not ids:
+            return 0, 0
+        where = old.where()
+        rows = [where[i] for i in dict.fromkeys(ids) if i in where]
+        return len(rows), sum(len(set(old.docs[j])) for j in rows)
 
     def view(self, store: Store, index: SearchIndex, ns: Namespace, version: int,
              form: VectorForm = VectorForm.FLOAT32) -> NamespaceView:

@@ -76,7 +76,7 @@ from memory.metadata import loads as load_metadata
 from memory.recall import RecallParams, Scorer, recall
 from memory.store import Store, new_memory_id, utcnow
 from memory.text import fingerprint, normalise, retells
-from memory.types import (CONTEXT_CHARS, CONTEXT_JOIN, Category, ChatRef, Hit, Memory, Namespace, Visibility,
+from memory.types import (CONTEXT_CHARS, CONTEXT_JOIN, Category, ChatRef, ForgetReceipt, Hit, Memory, Namespace, Visibility,
                           clean_controls, clip_line, repair)
 
 __all__ = ["MemoryCore", "AddResult", "default_key"]
@@ -547,27 +547,30 @@ class MemoryCore:
             return
         self.audit.record(ns, "retract", actor, memory_id)
         # their index deletes stay in the outbox for maintenance (recall skips rows gone from SQL)
-        self._drop_citing_locked(ns, memory_id, actor, tombstone=False)
+        self._drop_citing_locked(ns, memory_id, actor, tombstone=False)  # what went is not told here
 
-    def _drop_citing_locked(self, ns: Namespace, memory_id: str, actor: str, *, tombstone: bool) -> list[str]:
+    def _drop_citing_locked(self, ns: Namespace, memory_id: str, actor: str, *, tombstone: bool
+                            ) -> tuple[list[str], ForgetReceipt]:
         """Under the namespace lock, after ``memory_id`` left ``ns``: delete every
         consolidated memory of ``ns`` citing it (an abstraction never outlives a
         fragment it rests on), with ``tombstone`` the fingerprints of each one's
         every version recorded (a forget: the same abstraction from the fragments
         said before now is refused later). Returns their ids (audited as
-        ``forget``/``retract`` with reason ``source``)."""
+        ``forget``/``retract`` with reason ``source``) and what their deletes
+        removed (``derived`` = how many)."""
         gone: list[str] = []
+        receipt = ForgetReceipt()
         for cid in self.store.citing(ns, memory_id):
             try:
                 prints = [fingerprint(v.text) for v in self.store.history(ns, cid)] if tombstone else []
-                self.store.delete(ns, cid, tombstones=prints, purge=tombstone)
+                receipt += self.store.delete(ns, cid, tombstones=prints, purge=tombstone)
             except NotFoundError:
                 continue
             self.audit.record(ns, "forget" if tombstone else "retract", actor, cid, reason="source", source=memory_id)
             gone.append(cid)
-        return gone
+        return gone, replace(receipt, derived=len(gone))
 
-    def _scrub_retellings_locked(self, ns: Namespace, gone: Sequence[Memory]) -> list[str]:
+    def _scrub_retellings_locked(self, ns: Namespace, gone: Sequence[Memory]) -> tuple[list[str], int]:
         """The companion often says back what the person told it (「记住啦，你对花生过敏」);
         a forgotten or withdrawn statement (the versions ``gone``) must not stay
         searchable in the context of an answer, nor come back as the next one's:
@@ -575,12 +578,11 @@ class MemoryCore:
         texts (``memory.text.retells``), and the companion's lines that retell one
         from the chat log of the chats they were said in
         (``Store.drop_retelling_lines``). Returns the ids whose context was dropped
-        (their index rows need rewriting)."""
+        (their index rows need rewriting) and how many chat-log lines were deleted."""
         texts = [m.text for m in gone]
         dropped = self._drop_retelling_contexts_locked(ns, texts)
         chats = sorted({m.origin.key for m in gone if m.origin is not None})
-        self.store.drop_retelling_lines(ns.tenant, chats, texts)
-        return dropped
+        return dropped, self.store.drop_retelling_lines(ns.tenant, chats, texts)
 
     def _drop_retelling_contexts_locked(self, ns: Namespace, texts: Sequence[str]) -> list[str]:
         """Clear the context of every live memory of ``ns`` that retells one of
@@ -609,8 +611,8 @@ class MemoryCore:
             versions = self.store.history(ns, memory_id)  # every version goes, as in forget
             self.store.retract(ns, memory_id)
             self.audit.record(ns, "retract", actor, memory_id)
-            derived = self._drop_citing_locked(ns, memory_id, actor, tombstone=False)
-            retold = self._scrub_retellings_locked(ns, versions)
+            derived, _ = self._drop_citing_locked(ns, memory_id, actor, tombstone=False)
+            retold, _ = self._scrub_retellings_locked(ns, versions)
         self._apply_outbox_for(ns, [memory_id, *derived, *retold])
 
     def new(self, ns: Namespace, text: str, **fields) -> Memory:
@@ -774,8 +776,10 @@ class MemoryCore:
         return live
     # -- end adminchat --
 
-    def forget(self, ns: Namespace, memory_id: str, *, actor: str = "admin", purge: bool = True) -> None:
-        """Forget a memory so that it stays forgotten. NotFoundError if it is not in ``ns``.
+    def forget(self, ns: Namespace, memory_id: str, *, actor: str = "admin", purge: bool = True) -> ForgetReceipt:
+        """Forget a memory so that it stays forgotten; returns the ``ForgetReceipt``
+        of what went, counted from each step's own deletes. NotFoundError if it is
+        not in ``ns``.
 
         - SQL: the live row and every history version are deleted, and so are the
           speaker's chat-log lines it was learned from (the chat log is the
@@ -797,14 +801,19 @@ class MemoryCore:
           answered) retells one of its versions loses that context
           (``memory.text.retells``), so the forgotten statement is not found or
           told through it.
+        - Cache: this process's cached view of the namespace is dropped at once (the
+          text leaves process memory; the next recall reloads the namespace).
         """
         with self._locked(ns):
             versions = self.store.history(ns, memory_id)
             prints = [fingerprint(v.text) for v in versions] + sorted(self.store.fingerprints(ns, memory_id))
-            self.store.delete(ns, memory_id, tombstones=prints, redact_sources=True, purge=True)
+            receipt = self.store.delete(ns, memory_id, tombstones=prints, redact_sources=True, purge=True)
             self.audit.record(ns, "forget", actor, memory_id, versions=len(versions))
-            derived = self._drop_citing_locked(ns, memory_id, actor, tombstone=True)
-            retold = self._scrub_retellings_locked(ns, versions)
+            derived, of_derived = self._drop_citing_locked(ns, memory_id, actor, tombstone=True)
+            retold, lines = self._scrub_retellings_locked(ns, versions)
+            rows, postings = self.cache.drop(ns, [memory_id, *derived]) if self.cache is not None else (0, 0)
+        receipt = replace(receipt + of_derived, memories=receipt.memories) + ForgetReceipt(chat_lines=lines, contexts=len(retold), cache_entries=rows,
+                                                       bm25_postings=postings)
         self._apply_outbox_for(ns, [memory_id, *derived, *retold])
         try:
             self.store.scrub()
@@ -812,6 +821,7 @@ class MemoryCore:
             log.warning("WAL scrub after forget in %s failed: %s", ns, exc)
         if purge:
             self.purge()
+        return receipt
 
     def purge(self) -> int:
         """Apply queued index purges (``SearchIndex.purge``) once for all of them;
@@ -928,19 +938,19 @@ class MemoryCore:
         return live  # type: ignore[return-value]
 
     def forget_many(self, ns: Namespace, ids: Sequence[str], *, actor: str = "admin",
-                    purge: bool = True) -> dict[str, bool]:
+                    purge: bool = True) -> dict[str, ForgetReceipt | None]:
         """``forget`` each of ``ids`` in ``ns`` (tombstoned, as every forget), then
         one index purge (``purge=False``: left to the next ``maintain()``, as
-        ``forget``'s): ``{id: True}`` when it was forgotten, ``{id: False}`` when
-        ``ns`` has no such memory — an id of another namespace is not found and
-        never touched. Per item: one id not found does not stop the others."""
-        out: dict[str, bool] = {}
+        ``forget``'s): ``{id: its ForgetReceipt}`` when it was forgotten, ``{id:
+        None}`` when ``ns`` has no such memory (any more: an abstraction that
+        went with an earlier id of the batch) — an id of another namespace is not
+        found and never touched. Per item: one id not found does not stop the others."""
+        out: dict[str, ForgetReceipt | None] = {}
         for mid in dict.fromkeys(ids):
             try:
-                self.forget(ns, mid, actor=actor, purge=False)
-                out[mid] = True
+                out[mid] = self.forget(ns, mid, actor=actor, purge=False)
             except NotFoundError:
-                out[mid] = False
+                out[mid] = None
         if purge and any(out.values()):
             self.purge()
         return out

@@ -13,12 +13,21 @@ replica can answer ``/memory why`` about a turn another replica ran.
 ``explain(trace, memory)`` turns it into a ``Why`` verdict, one of:
 
 - ``recalled``: among the first ``k``;
-- ``below_cutoff``: a candidate, but ranked after the first ``k``;
+- ``below_cutoff``: a candidate, but cut at rank ``k`` (its rank, score and
+  the k-th score);
 - ``hidden_in_chat``: the last turn was in a group where this memory may not
   be disclosed (DESIGN rule 6), so the search never saw it;
-- ``not_ranked``: no channel ranked it among its candidates;
+- ``dormant``: a dormant consolidated memory (``memory.consolidate``) not
+  recalled: its score was halved;
+- ``decayed``: not a candidate, and its retention at the recall's time was
+  below ``DECAYED_BELOW`` (the forgetting curve, ``memory.scoring``);
+- ``not_ranked``: below the relevance floor — no channel ranked it among its
+  candidates (no word of the message matched it, and its meaning was below the
+  embedder's minimum cosine);
 - ``newer``: created or edited after the last recall (or from its message);
-- ``no_trace``: nothing was recalled for this namespace yet.
+- ``no_trace``: nothing was recalled for this namespace yet;
+- ``forgotten``: the memory was forgotten (its tombstone keeps it from coming
+  back; ``Why.forgotten``, for an id no longer live).
 
 The traces store ids and numbers only, never memory or message text.
 """
@@ -33,7 +42,7 @@ from datetime import datetime, timezone
 from memory.scoring import score as default_score
 from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
-__all__ = ["TRACE_DEPTH", "TraceEntry", "RecallTrace", "Why", "trace_of", "record_recall", "explain", "visible_in",
+__all__ = ["TRACE_DEPTH", "DECAYED_BELOW", "TraceEntry", "RecallTrace", "Why", "trace_of", "record_recall", "explain", "visible_in",
            "trace_visible_in"]
 
 log = logging.getLogger(__name__)
@@ -41,6 +50,11 @@ log = logging.getLogger(__name__)
 #: How many fused candidates a trace keeps (ranked, scored); the pipeline asks
 #: recall for this many and uses the first ``k``.
 TRACE_DEPTH = 40
+
+DECAYED_BELOW = 0.05
+"""Retention in [0, 1] under which a memory that was no candidate is told as
+``decayed`` (the forgetting curve had all but faded it) rather than as below
+the relevance floor."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +104,11 @@ class Why:
     trace: RecallTrace | None = None
     entry: TraceEntry | None = None
     parts: ScoreParts | None = None
+
+    @classmethod
+    def forgotten(cls, trace: RecallTrace | None = None) -> Why:
+        """The verdict for a memory that was forgotten (no live row, a forget in its audit)."""
+        return cls("forgotten", trace)
 
 
 def trace_of(ns: Namespace, chat: ChatRef, hits: Sequence[Hit], k: int, reason: str | None,
@@ -143,11 +162,14 @@ def _utc(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
-def explain(trace: RecallTrace | None, memory: Memory, *, scorer=default_score) -> Why:
+def explain(trace: RecallTrace | None, memory: Memory, *, scorer=default_score, dormant: bool = False) -> Why:
     """Why ``memory`` was or was not recalled in ``trace`` (its namespace's last recall).
 
     ``scorer`` recomputes parts for a memory that was not a candidate
-    (``memory.scoring.score`` signature, relevance 0)."""
+    (``memory.scoring.score`` signature, relevance 0); ``dormant``: the memory
+    is a dormant consolidated one (``Store.consolidated``). The stages are
+    checked in the order a recall drops a memory: written later, disclosure,
+    dormancy, decay, the relevance floor, the cut at rank k."""
     if trace is None:
         return Why("no_trace")
     at = _utc(trace.at)
@@ -156,11 +178,15 @@ def explain(trace: RecallTrace | None, memory: Memory, *, scorer=default_score) 
         return Why("newer", trace)
     entry = trace.entry(memory.id)
     if entry is not None:
-        verdict = "recalled" if entry.position <= trace.k else "below_cutoff"
+        verdict = "recalled" if entry.position <= trace.k else "dormant" if dormant else "below_cutoff"
         return Why(verdict, trace, entry, entry.parts)
     then = replace(memory, access_times=tuple(t for t in memory.access_times if _utc(t) <= at))
     parts = scorer(0.0, then, at, 0.0)
     chat = ChatRef.parse(trace.chat)
     if not visible_in(memory, chat):
         return Why("hidden_in_chat", trace, None, parts)
+    if dormant:
+        return Why("dormant", trace, None, parts)
+    if parts.retention < DECAYED_BELOW:
+        return Why("decayed", trace, None, parts)
     return Why("not_ranked", trace, None, parts)

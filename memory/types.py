@@ -59,6 +59,8 @@ __all__ = [
     "ScoreParts",
     "TENANT_RE",
     "SUBJECT_RE",
+    "ForgetReceipt",
+    "FORGET_RECEIPT_FIELDS",
 ]
 
 TENANT_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
@@ -543,3 +545,48 @@ class Hit:
     parts: ScoreParts | None = None
     conflict: Memory | None = None
     via_context: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetReceipt:
+    """What a forget removed, counted from what each step deleted (SQL rowcounts,
+    the cache's rows), never recomputed: ``memories`` live memories (the one
+    asked for; ``derived`` counts the consolidated memories forgotten with it
+    because they cite it, and their own rows are in every other count too);
+    ``versions`` their superseded versions (history rows); ``index_rows``
+    index deletes queued and applied (one per memory); ``cache_entries`` rows of
+    the in-process namespace cache dropped and ``bm25_postings`` their terms'
+    postings dropped with them; ``chat_lines`` chat-log lines deleted (the
+    person's lines it was learned from and the companion's lines retelling
+    it); ``contexts`` other memories' contexts dropped because they retold it;
+    ``links`` association links; ``conflicts`` conflict links;
+    ``events`` ``memory.forgotten`` change events queued, to ``receivers``
+    webhook receivers (0 when the tenant has none); ``tombstones``
+    fingerprints recorded (or moved forward to now) that keep it from being
+    learned again from evidence older than the forget. ``+`` adds two receipts
+    (``receivers`` is the larger: the same webhook)."""
+
+    memories: int = 0
+    versions: int = 0
+    index_rows: int = 0
+    cache_entries: int = 0
+    bm25_postings: int = 0
+    chat_lines: int = 0
+    contexts: int = 0
+    derived: int = 0
+    links: int = 0
+    conflicts: int = 0
+    events: int = 0
+    receivers: int = 0
+    tombstones: int = 0
+
+    def __add__(self, other: ForgetReceipt) -> ForgetReceipt:
+        if not isinstance(other, ForgetReceipt):
+            return NotImplemented
+        return ForgetReceipt(**{f: (max if f == "receivers" else int.__add__)(getattr(self, f), getattr(other, f))
+                                for f in FORGET_RECEIPT_FIELDS})
+
+
+FORGET_RECEIPT_FIELDS = ("memories", "versions", "index_rows", "cache_entries", "bm25_postings", "chat_lines",
+                         "contexts", "derived", "links", "conflicts", "events", "receivers", "tombstones")
+"""``ForgetReceipt``'s counts, in the order a receipt tells them."""

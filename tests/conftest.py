@@ -145,4 +145,5 @@ def llm(fake_llm):
     fake_llm.vectors.clear()
     fake_llm.embed_status = 200
     fake_llm.responder = None
+    fake_llm.usage = (1, 1)
     return fake_llm

@@ -85,6 +85,9 @@ class FakeLLM(LoopbackServer):
         self.extraction_requests: list[dict] = []
         self.vectors: dict[str, list[float]] = {}
         self.embed_status = 200
+        #: (prompt tokens, completion tokens) every chat answer reports in its ``usage``;
+        #: None sends an answer without ``usage``
+        self.usage: tuple[int, int] | None = (1, 1)
         #: answers a chat completion when nothing is queued (before ``default``):
         #: ``responder(request body) -> text``, or None for ``default``
         self.responder = None
@@ -125,12 +128,15 @@ class FakeLLM(LoopbackServer):
             if s.raw is not None:
                 return _ascii_json(s.raw)
             # ASCII-escaped like many real servers: a lone surrogate travels as "\ud83c"
-            return _ascii_json({
+            answer = {
                 "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": body.get("model"),
                 "choices": [{"index": 0, "finish_reason": "stop",
                              "message": {"role": "assistant", "content": s.text if s.text is not None else self.default}}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            })
+            }
+            if self.usage is not None:
+                inp, out = self.usage
+                answer["usage"] = {"prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out}
+            return _ascii_json(answer)
 
         @app.get("/v1/models")
         async def models():

@@ -2,7 +2,8 @@
 
 stats             one day of the per-turn audit (gateway.observability): turns,
                   reconstruction success rate, fallback reasons, p50/p95 latency
-                  per stage
+                  per stage; and each tenant's tokens that day from the ledger
+                  (gateway.ledger): per purpose and person, estimated cost, cap
 eval recall       recall quality on LoCoMo / DuLeMon / LongMemEval / MemoryBank-CN (evals.recall):
                   any@k, all@k, MRR of the hybrid and of each channel, a PNG plot; per
                   ingest mode (raw, capture, turn: the question through the real turn),
@@ -43,7 +44,7 @@ eval_app = typer.Typer(add_completion=False, no_args_is_help=True, help="offline
 
 def stats(day: Annotated[str | None, typer.Option(help="UTC day YYYY-MM-DD (default: today)")] = None,
           as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
-    """Summarise one day of turns: success rate, fallback reasons, p50/p95 latencies."""
+    """Summarise one day of turns (success rate, fallback reasons, p50/p95 latencies) and tokens spent."""
     from gateway.observability import audit_file, read_turns, summarise
 
     try:
@@ -51,15 +52,36 @@ def stats(day: Annotated[str | None, typer.Option(help="UTC day YYYY-MM-DD (defa
     except ValueError:
         typer.echo(f"not a day: {day!r} (expected YYYY-MM-DD)", err=True)
         raise typer.Exit(2) from None
-    data_dir = load_settings().data_dir
+    settings = load_settings()
+    data_dir = settings.data_dir
     summary = summarise(read_turns(data_dir, d), d)
+    tokens = _tokens(settings, d)
     if as_json:
-        sys.stdout.write(json.dumps(asdict(summary), ensure_ascii=False, indent=2) + "\n")
+        out = asdict(summary)
+        out["tokens"] = [asdict(t) | {"tokens": t.tokens} for t in tokens]
+        sys.stdout.write(json.dumps(out, ensure_ascii=False, indent=2) + "\n")
     else:
         typer.echo("\n".join(summary.lines()))
         if not summary.turns:
             typer.echo(f"no turn recorded that day: the gateway appends one line per answered turn to "
                        f"{audit_file(data_dir, d)}; is HUIYI_DATA_DIR the gateway's, and is --day a UTC day?")
+        for t in tokens:
+            typer.echo("\n".join(t.lines()))
+
+
+def _tokens(settings, d: date) -> list:
+    """Each tenant's token ledger of UTC day ``d`` (``gateway.ledger.summarise_usage``);
+    none when the configured SQLite database does not exist yet (it is not created here)."""
+    from gateway.ledger import summarise_usage
+    from memory.store import Store
+
+    if settings.database_url is None and not (settings.data_dir / "huiyi.db").exists():
+        return []
+    store = Store(settings.db_url)
+    try:
+        return [summarise_usage(settings, name, store.token_usage(name, d, d)) for name in settings.tenants]
+    finally:
+        store.close()
 
 
 @eval_app.command("grounding")

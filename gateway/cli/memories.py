@@ -194,7 +194,7 @@ def forget_subject(tenant: TenantOpt = "default", subject: SubjectOpt = ...,  # 
     if not yes:
         s.fail("Refusing to forget everything of {namespace} without --yes.", code=2, namespace=str(s.ns))
     with s:
-        n = do_forget_subject(s.core, s.ns, Authority(actor="operator:cli", tenant=tenant))
+        n = do_forget_subject(s.core, s.ns, Authority(actor="operator:cli", tenant=tenant)).memories
         if as_json:
             _dump({"namespace": str(s.ns), "forgotten": n})
         elif n:

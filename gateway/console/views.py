@@ -29,7 +29,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 
-from gateway.commands import MAX_EDIT_CHARS, PAGE_SIZE, export_document
+from gateway.commands import MAX_EDIT_CHARS, PAGE_SIZE, export_document, receipt_text
 from gateway.console.charts import bar_chart, line_chart
 from gateway.console.session import COOKIE, LOGIN_COOKIE, LOGIN_TOKEN_S, Session, same_token, sent_from_here
 from gateway.errors import GatewayError
@@ -40,7 +40,8 @@ from memory import admin
 from memory.errors import CoreError, NotFoundError
 from memory.explain import explain
 from memory.store import KeyScope, utcnow
-from memory.types import Category, ChatRef, Memory, Namespace, Visibility, clean_controls
+from memory.types import (FORGET_RECEIPT_FIELDS, Category, ChatRef, ForgetReceipt, Memory, Namespace, Visibility,
+                          clean_controls)
 
 __all__ = ["router", "TEMPLATES", "LANG_COOKIE"]
 
@@ -179,7 +180,7 @@ def _render(request: Request, session: Session | None, name: str, status: int = 
 #: question), association reasons (``memory.links.REASONS``), recollection modes, retelling
 #: sentence statuses and key scopes. Each is shown as the catalogue's words for
 #: ``"<kind>: <code>"``, the code itself kept in the element's title.
-CODE_KINDS = ("fallback", "channel", "link", "mode", "sentence", "scope")
+CODE_KINDS = ("fallback", "channel", "link", "mode", "sentence", "scope", "purpose")
 
 
 def _coder(lang: str):
@@ -274,6 +275,21 @@ def _page_no(request: Request) -> int:
 
 def _see_other(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303)
+
+
+def _receipt_param(receipt: ForgetReceipt) -> str:
+    """A forget's receipt as the ``?receipt=`` of the page it redirects to: its
+    counts joined by dots, in ``FORGET_RECEIPT_FIELDS`` order."""
+    return ".".join(str(getattr(receipt, f)) for f in FORGET_RECEIPT_FIELDS)
+
+
+def _receipt_of(request: Request, lang: str) -> str:
+    """The receipt text of ``?receipt=`` (``_receipt_param``) in ``lang``; "" when
+    absent or malformed. It only repeats to the admin what the redirect said."""
+    parts = request.query_params.get("receipt", "").split(".")
+    if len(parts) != len(FORGET_RECEIPT_FIELDS) or not all(p.isdigit() and len(p) <= 9 for p in parts):
+        return ""
+    return receipt_text(lang, ForgetReceipt(**dict(zip(FORGET_RECEIPT_FIELDS, map(int, parts)))))
 
 
 def _person_url(subject: str, **query: Any) -> str:
@@ -527,7 +543,8 @@ async def person(request: Request, subject: str) -> HTMLResponse:
                    page=page, pages=pages, f=f, filter_query=f.query(), origins=origins, identities=identities,
                    categories=[c.value for c in Category], visibilities=[v.value for v in Visibility],
                    done=request.query_params.get("done", ""), n=_count_param(request),
-                   pauses=[{"chat": p.chat, "until": _fmt_time(p.until) if p.until else None} for p in pauses])
+                   pauses=[{"chat": p.chat, "until": _fmt_time(p.until) if p.until else None} for p in pauses],
+                   receipt=_receipt_of(request, _lang(request, request.app.state.pipeline.settings.tenants[s.tenant].language)))
 
 
 @router.post("/people/{subject}/pause")
@@ -638,18 +655,17 @@ async def forget(request: Request, subject: str) -> Response:
                        memories=[memories[i] for i in ids if i not in via],
                        via_context=[memories[i] for i in ids if i in via])
 
-    def run() -> int:
-        n = 0
+    def run() -> ForgetReceipt:
+        receipt = ForgetReceipt()
         for mid in ids:
             try:
-                core.forget(ns, mid, actor=s.actor)
-                n += 1
+                receipt += core.forget(ns, mid, actor=s.actor)
             except NotFoundError:
                 continue  # forgotten meanwhile
-        return n
+        return receipt
 
-    n = await asyncio.to_thread(run)
-    return _see_other(_person_url(ns.subject, done="forgotten", n=n))
+    receipt = await asyncio.to_thread(run)
+    return _see_other(_person_url(ns.subject, done="forgotten", n=receipt.memories, receipt=_receipt_param(receipt)))
 
 
 @router.post("/people/{subject}/forget_all")
@@ -663,8 +679,8 @@ async def forget_all(request: Request, subject: str) -> Response:
     if _field(form, "confirm") != "1":
         total = await asyncio.to_thread(core.store.count, ns)
         return _render(request, s, "confirm_forget_all.html", subject=ns.subject, total=total)
-    n = await asyncio.to_thread(admin.forget_subject, core, ns, _authority(s))
-    return _see_other(_person_url(ns.subject, done="forgotten", n=n))
+    receipt = await asyncio.to_thread(admin.forget_subject, core, ns, _authority(s))
+    return _see_other(_person_url(ns.subject, done="forgotten", n=receipt.memories, receipt=_receipt_param(receipt)))
 
 
 @router.post("/people/{subject}/consolidate")
@@ -737,7 +753,7 @@ async def memory(request: Request, subject: str, memory_id: str) -> HTMLResponse
         store = core.store
         row = store.consolidated(ns, [m.id]).get(m.id)
         store.audit(ns, "admin_view", s.actor, m.id, command="show", chat="console")
-        why = explain(store.last_recall(ns), m)
+        why = explain(store.last_recall(ns), m, dormant=row is not None and row.dormant)
         conflicts = sorted({c.other(m.id) for c in store.conflicts(ns, [m.id])})
         links = store.links_of(ns, [m.id]).get(m.id, [])
         citing = store.citing(ns, m.id)
@@ -982,7 +998,10 @@ def _fell_back(record: dict) -> bool:
 async def stats(request: Request) -> HTMLResponse:
     """Turns, replies, fallbacks by reason, recall and turn latency percentiles per
     day (from the audit), the capture queue and index outbox now, consolidation
-    output per day and the tenant's counts (``memory.admin.stats``), as SVG charts."""
+    output per day and the tenant's counts (``memory.admin.stats``), as SVG charts;
+    the tokens its chat model spent per day, purpose and person, with their
+    estimated cost and the daily cap (``gateway.ledger``)."""
+    from gateway.ledger import summarise_usage
     from gateway.observability import percentile
 
     s = _session(request)
@@ -1013,7 +1032,11 @@ async def stats(request: Request) -> HTMLResponse:
             for _m, row in core.store.list_consolidated(ns, include_dormant=True, limit=10_000):
                 made[row.created_at.date().isoformat()] += 1
         counts = admin.stats(core, _authority(s), s.tenant)
+        tokens = summarise_usage(pipeline.settings, s.tenant, core.store.token_usage(s.tenant, days[0], days[-1]))
         return dict(
+            tokens=tokens,
+            chart_tokens=line_chart({translate(lang, "tokens"): [float(tokens.by_day.get(d, 0)) for d in by_day]},
+                                    labels),
             counts=counts, queue=pipeline.captures.queued() + core.store.captures_due(),
             outbox=core.store.outbox_depth(), days=n_days, total_turns=len(found),
             chart_turns=line_chart({translate(lang, "turns"): turns_n, translate(lang, "replies"): replies,

@@ -18,7 +18,8 @@ Routes (request and response bodies are the pydantic models below, so
     POST   /v1/subjects/{subject}/search             hybrid search with scores (explain: components)
     GET    /v1/subjects/{subject}/memories/{id}      one memory
     PATCH  /v1/subjects/{subject}/memories/{id}      edit (new version; the old text stays in history)
-    DELETE /v1/subjects/{subject}/memories/{id}      forget (tombstoned, purged)
+    DELETE /v1/subjects/{subject}/memories/{id}      forget (tombstoned, purged), with its receipt
+    GET    /v1/subjects/{subject}/memories/{id}/why  why it was or was not recalled in the last turn
     GET    /v1/subjects/{subject}/memories/{id}/history   every version
     POST   /v1/subjects/{subject}/memories/batch-update   edit many (per-item results)
     POST   /v1/subjects/{subject}/memories/batch-forget   forget many (per-item results)
@@ -49,7 +50,6 @@ The memory logic is the core's (``MemoryCore``, ``memory.capture``,
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,6 +67,7 @@ from gateway.http.bodies import json_object, read_body
 from gateway.character_prompt import build_messages
 from gateway.commands import MAX_EDIT_CHARS, export_document
 from gateway.errors import BadPayload, ChatMismatch, Forbidden
+from gateway.ledger import capped_recollection
 from gateway.http import patterns
 from gateway.pipeline import Pipeline
 from locales import turn_language
@@ -77,7 +78,7 @@ from memory.identity import is_platform_subject, platform_subject
 from memory.recall import RRF_K
 from memory.metadata import check_filters, check_metadata, merged
 from memory.store import ChatLine, utcnow
-from memory.types import (CONTEXT_CHARS, ID_RE, SUBJECT_RE, TENANT_RE, Category, ChatKind, ChatRef, Hit, Memory, Namespace,
+from memory.types import (CONTEXT_CHARS, FORGET_RECEIPT_FIELDS, ID_RE, ForgetReceipt, SUBJECT_RE, TENANT_RE, Category, ChatKind, ChatRef, Hit, Memory, Namespace,
                           Visibility, clean_controls, clean_name, in_era)
 
 __all__ = ["router", "announce", "openapi_of"]
@@ -476,22 +477,59 @@ class BatchItemOut(BaseModel):
     memory: MemoryOut | None = None
 
 
+class ReceiptOut(BaseModel):
+    """What a forget purged, counted from what each step deleted
+    (``memory.types.ForgetReceipt``): the memories and their older versions,
+    index rows, cache entries and their BM25 postings, chat-log lines (the
+    person's lines it was learned from, the companion's lines retelling it),
+    contexts of other memories that retold it, consolidated memories derived
+    from it, association links, conflict links, ``memory.forgotten`` change
+    events queued to ``receivers`` webhooks, and the tombstones that keep it
+    from being learned again from evidence older than the forget."""
+
+    memories: int = 0
+    versions: int = 0
+    index_rows: int = 0
+    cache_entries: int = 0
+    bm25_postings: int = 0
+    chat_lines: int = 0
+    contexts: int = 0
+    derived: int = 0
+    links: int = 0
+    conflicts: int = 0
+    events: int = 0
+    receivers: int = 0
+    tombstones: int = 0
+
+    @classmethod
+    def of(cls, receipt: ForgetReceipt) -> ReceiptOut:
+        return cls(**{f: getattr(receipt, f) for f in FORGET_RECEIPT_FIELDS})
+
+
 class BatchOut(BaseModel):
+    """Per-item results; for a batch forget, ``receipt`` sums what the forgotten items purged."""
+
     subject: str
     results: list[BatchItemOut]
+    receipt: ReceiptOut | None = None
 
 
 class ForgetScopeOut(BaseModel):
-    """What an admin's forget of a scope did: the person, the group (None: everything) and how many memories went."""
+    """What an admin's forget of a scope did: the person, the group (None: everything), how many memories
+    went and the receipt of what was purged."""
 
     subject: str
     chat: str | None
     forgotten: int
+    receipt: ReceiptOut
 
 
 class ForgetOut(BaseModel):
+    """The memory forgotten and the receipt of what was purged with it."""
+
     id: str
     forgotten: bool
+    receipt: ReceiptOut
 
 
 class HistoryOut(BaseModel):
@@ -502,8 +540,11 @@ class HistoryOut(BaseModel):
 
 
 class ForgetSubjectOut(BaseModel):
+    """The person forgotten, how many memories went and the receipt of what was purged."""
+
     subject: str
     forgotten: int
+    receipt: ReceiptOut
 
 
 class ExportedVersion(BaseModel):
@@ -821,6 +862,75 @@ async def get_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, ch
     return MemoryOut.of(await _visible(ctx, ns, memory_id, _chat(chat)))
 
 
+class WhyOut(BaseModel):
+    """Why a memory was or was not recalled in the person's last turn
+    (``memory.explain.explain``, the one decision the chat and the console
+    answer from): ``verdict`` the stage — ``recalled``, ``below_cutoff`` (cut
+    at rank k: ``rank``, ``k``, ``score``, ``cutoff``), ``hidden_in_chat`` (not
+    disclosed in that chat), ``dormant``, ``decayed`` (``retention``),
+    ``not_ranked`` (below the relevance floor), ``newer``, ``no_trace`` or
+    ``forgotten``; ``text`` in plain words in ``lang`` (an admin key also gets
+    the stage's own term and numbers in parentheses); ``at`` and ``chat``: the
+    turn (None when there was none, or it is not shown in the chat asked for)."""
+
+    id: str
+    verdict: str
+    text: str
+    lang: str
+    at: datetime | None = None
+    chat: str | None = None
+    rank: int | None = None
+    k: int | None = None
+    score: float | None = None
+    cutoff: float | None = None
+    retention: float | None = None
+
+
+@router.get("/subjects/{subject}/memories/{memory_id}/why", response_model=WhyOut,
+            summary="why a memory was or was not recalled")
+async def why_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, chat: ChatQuery = None,
+                     turn: Annotated[Literal["last"], Query(
+                         description="the turn asked about: only the person's last turn is kept")] = "last",
+                     lang: Annotated[Literal["zh_CN", "en"] | None, Query(
+                         description="the language of ``text`` (default: the tenant's)")] = None) -> WhyOut:
+    """The stage of the person's last recall that dropped (or kept) the memory. In
+    a group ``chat`` only a memory shown there, and a turn of that group, are
+    told (404 / ``no_trace`` otherwise). A forgotten id answers ``forgotten``; an
+    id never held by this person is 404."""
+    from gateway.commands import why_not_text
+    from memory.explain import Why, explain, trace_visible_in
+
+    ns = await _ns(ctx, subject)
+    where = _chat(chat)
+    language = lang or ctx.t.language
+    admin = ctx.caller.admin
+
+    def run() -> WhyOut:
+        trace = ctx.core.store.last_recall(ns)
+        if trace is not None and not trace_visible_in(trace, where):
+            trace = None
+        try:
+            m = ctx.core.get(ns, memory_id)
+        except NotFoundError:
+            if not ctx.core.store.was_forgotten(ns, memory_id):
+                raise
+            return WhyOut(id=memory_id, verdict="forgotten", lang=language,
+                          text=why_not_text(language, Why.forgotten(trace), memory_id, admin=admin))
+        if not visible_in(m, where):
+            raise NotFoundError(f"no memory {memory_id} that may be shown in {where.key}")
+        row = ctx.core.store.consolidated(ns, [m.id]).get(m.id)
+        why = explain(trace, m, dormant=row is not None and row.dormant)
+        e, tr = why.entry, why.trace
+        return WhyOut(id=m.id, verdict=why.verdict, lang=language,
+                      text=why_not_text(language, why, m.id, admin=admin,
+                                        when=tr.at.isoformat(timespec="minutes") if tr else "-"),
+                      at=tr.at if tr else None, chat=tr.chat if tr else None, rank=e.position if e else None,
+                      k=tr.k if tr else None, score=e.score if e else None, cutoff=tr.cutoff if tr else None,
+                      retention=why.parts.retention if why.parts is not None else None)
+
+    return await asyncio.to_thread(run)
+
+
 def _retext(ctx: _Ctx):
     """How an edit's new text is written: ``memory.capture.edit`` (category and key read from it) in the tenant's zone."""
     from memory.capture import edit
@@ -846,8 +956,8 @@ async def forget_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath)
     """Forgotten for good: SQL, chat log and index purged, and a tombstone keeps it
     from being learned again from older messages."""
     ns = await _ns(ctx, subject)
-    await asyncio.to_thread(ctx.core.forget, ns, memory_id, actor=ctx.caller.actor)
-    return ForgetOut(id=memory_id, forgotten=True)
+    receipt = await asyncio.to_thread(ctx.core.forget, ns, memory_id, actor=ctx.caller.actor)
+    return ForgetOut(id=memory_id, forgotten=True, receipt=ReceiptOut.of(receipt))
 
 
 # -- batches and scoped forgets (issue 26 item 17) ---------------------------------
@@ -876,8 +986,10 @@ async def batch_forget(ctx: Ctx, subject: SubjectPath, body: BatchForgetIn) -> B
     of this person — another person's id is never touched)."""
     ns = await _ns(ctx, subject)
     done = await asyncio.to_thread(ctx.core.forget_many, ns, body.ids, actor=ctx.caller.actor)
-    return BatchOut(subject=ns.subject, results=[BatchItemOut(id=i, status="forgotten" if ok else "not_found")
-                                                 for i, ok in done.items()])
+    total = sum((r for r in done.values() if r is not None), ForgetReceipt())
+    return BatchOut(subject=ns.subject, receipt=ReceiptOut.of(total),
+                    results=[BatchItemOut(id=i, status="forgotten" if r is not None else "not_found")
+                             for i, r in done.items()])
 
 
 @router.delete("/subjects/{subject}/memories", response_model=ForgetScopeOut,
@@ -906,9 +1018,10 @@ async def forget_scope(ctx: Ctx, subject: SubjectPath,
     where = _person_chat(subject, _chat(chat), ctx.caller, writing_tail=False)
     if where is not None and not where.is_group:
         raise BadPayload("chat names a group; a private chat is the person's whole view: leave chat out")
-    n = await asyncio.to_thread(forget_in, ctx.core, ns, Authority(actor=ctx.caller.actor, tenant=ctx.tenant),
-                                where.group_key if where is not None else None)
-    return ForgetScopeOut(subject=ns.subject, chat=where.group_key if where is not None else None, forgotten=n)
+    receipt = await asyncio.to_thread(forget_in, ctx.core, ns, Authority(actor=ctx.caller.actor, tenant=ctx.tenant),
+                                      where.group_key if where is not None else None)
+    return ForgetScopeOut(subject=ns.subject, chat=where.group_key if where is not None else None,
+                          forgotten=receipt.memories, receipt=ReceiptOut.of(receipt))
 
 
 @router.get("/subjects/{subject}/memories/{memory_id}/history", response_model=HistoryOut,
@@ -930,8 +1043,8 @@ async def forget_subject(ctx: Ctx, subject: SubjectPath) -> ForgetSubjectOut:
     from memory.admin import forget_subject as forget_all
 
     ns = await _ns(ctx, subject)
-    n = await asyncio.to_thread(forget_all, ctx.core, ns, Authority(actor=ctx.caller.actor, tenant=ctx.tenant))
-    return ForgetSubjectOut(subject=ns.subject, forgotten=n)
+    receipt = await asyncio.to_thread(forget_all, ctx.core, ns, Authority(actor=ctx.caller.actor, tenant=ctx.tenant))
+    return ForgetSubjectOut(subject=ns.subject, forgotten=receipt.memories, receipt=ReceiptOut.of(receipt))
 
 
 @router.get("/subjects/{subject}/export", response_model=ExportDoc, summary="export a person's memories")
@@ -1016,7 +1129,8 @@ async def capture_messages(ctx: Ctx, subject: SubjectPath, body: CaptureIn) -> C
     where = _person_chat(subject, _chat(body.chat), ctx.caller, writing_tail=True)
     t = ctx.t
     own_id = subject.split(":", 1)[1]
-    extractor = ctx.pipeline.models.extractor(ctx.tenant) if body.infer and body.extractor == "auto" else None
+    extractor = await ctx.pipeline.models.extractor(ctx.tenant, ns.subject) \
+        if body.infer and body.extractor == "auto" else None
 
     def run() -> list[AddOut]:
         from gateway.commands import pause_key
@@ -1125,8 +1239,8 @@ async def recollection(ctx: Ctx, subject: SubjectPath, body: RecollectIn) -> Rec
             log.warning("recall failed for %s: %s", ns, exc)
     ranked, hits = hits, hits[: t.recall_k]
     rc, model = t.reconstruction, ctx.pipeline.models.of(ctx.tenant)
-    complete = None if model is None else functools.partial(
-        model.complete, temperature=rc.temperature, timeout=rc.timeout_s, max_tokens=rc.max_chars * 2)
+    complete = await ctx.pipeline.models.metered(ctx.tenant, ns.subject, "reconstruct", temperature=rc.temperature,
+                                                 timeout=rc.timeout_s, max_tokens=rc.max_chars * 2)
     now = utcnow()
     rec = await reconstruct(hits, tail=tail, complete=complete, lang=lang, now=now, persona_name=t.persona_name,
                             persona_voice=t.persona, person_name=clean_name(body.person_name) or None, enabled=rc.enabled,
@@ -1134,6 +1248,7 @@ async def recollection(ctx: Ctx, subject: SubjectPath, body: RecollectIn) -> Rec
                             min_grounding=rc.min_grounding,
                             embedder=ctx.core.index.embedder if rc.embedding_check else None,
                             limit=t.recall_k, reason=reason, tz=t.tz)
+    rec = capped_recollection(rec, model is not None and complete is None)
 
     def book() -> None:
         try:

@@ -42,6 +42,8 @@ concern, each in a module named after it::
                      (hashed ids; a logout deletes its row on every replica)
       versions.py    NamespaceVersions: each namespace's write version and live
                      count (bumped inside every memory write's transaction)
+      ledger.py      TokenLedger: tokens the chat models spent per tenant,
+                     day, person, purpose and model; TokenUsage
       events.py      ChangeEvents: change events owed to the tenants' webhooks,
                      written inside every memory write's transaction, kept as
                      dead letters when given up; ChangeEvent, EventStats
@@ -92,6 +94,7 @@ from memory.store.conflicts import Conflict, Conflicts
 from memory.store.consolidated import Consolidated, ConsolidatedRows, ConsolidationState
 from memory.store.events import ChangeEvent, ChangeEvents, EventStats
 from memory.store.identities import Identities
+from memory.store.ledger import TokenLedger, TokenUsage
 from memory.store.links import MAX_LINKED_IDS, Links
 from memory.store.memories import Candidate, MemoryRows, MemoryText
 from memory.store.nonces import NonceClaim, SeenNonces
@@ -101,11 +104,11 @@ from memory.store.versions import NamespaceStats, NamespaceVersions
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
            "MemoryText", "Candidate", "Conflict", "ApiKey", "KeyScope", "MAX_LINKED_IDS", "Consolidated",
-           "ConsolidationState", "ChangeEvent", "EventStats", "NamespaceStats", "NonceClaim", "Pause"]
+           "ConsolidationState", "ChangeEvent", "EventStats", "NamespaceStats", "NonceClaim", "Pause", "TokenUsage"]
 
 
 class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, Links,
-            ApiKeys, ConsoleSessions, NamespaceVersions, ConsolidatedRows, ChangeEvents, Pauses):
+            ApiKeys, ConsoleSessions, NamespaceVersions, ConsolidatedRows, ChangeEvents, Pauses, TokenLedger):
     """SQL source of truth. Thread-safe; methods are synchronous (call them in a
     thread from async code).
 

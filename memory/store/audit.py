@@ -44,6 +44,13 @@ class AuditLog(StoreBase):
         return dict(at=utcnow(), actor=actor, action=action, namespace=str(ns), memory_id=memory_id,
                     detail=json.dumps(detail, ensure_ascii=False, default=str))
 
+    def was_forgotten(self, ns: Namespace, memory_id: str) -> bool:
+        """Whether ``ns``'s audit holds a forget of ``memory_id`` (an id and an
+        action: the text is long gone), for "why not recalled" of an id no longer live."""
+        with self._read() as s:
+            return s.exec(select(_AuditRow.id).where(_AuditRow.namespace == str(ns), _AuditRow.memory_id == memory_id,
+                                                     _AuditRow.action == "forget").limit(1)).first() is not None
+
     def audit_records(self, ns: Namespace, limit: int = 100) -> list[dict]:
         """Audit records of ``ns``, newest first, as plain records (for admin views)."""
         with self._read() as s:

@@ -79,14 +79,15 @@ class ChatMigration:
     namespaces: tuple[Namespace, ...] = ()
 
 
-def _redact_line(s: Session, ns: Namespace, origin: str, message_id: str | None) -> None:
-    """Delete the subject's own chat-log line ``message_id`` of chat ``origin``."""
+def _redact_line(s: Session, ns: Namespace, origin: str, message_id: str | None) -> int:
+    """Delete the subject's own chat-log line ``message_id`` of chat ``origin``
+    (and mark it redacted); returns how many lines were deleted."""
     if not origin or not message_id:
-        return
+        return 0
     platform, _, user_id = ns.subject.partition(":")
     if origin.split(":", 1)[0] != platform:  # a linked person:<id> subject has no platform line
-        return
-    s.exec(delete(_ChatLogRow).where(_ChatLogRow.tenant == ns.tenant, _ChatLogRow.chat == origin,  # type: ignore[call-overload]
+        return 0
+    gone = s.exec(delete(_ChatLogRow).where(_ChatLogRow.tenant == ns.tenant, _ChatLogRow.chat == origin,  # type: ignore[call-overload]
                                      _ChatLogRow.role == "user", _ChatLogRow.sender_id == user_id,
                                      _ChatLogRow.message_id == message_id))
     if not s.exec(select(_RedactionRow.id).where(
@@ -94,6 +95,7 @@ def _redact_line(s: Session, ns: Namespace, origin: str, message_id: str | None)
             _RedactionRow.sender_id == user_id)).first():
         s.add(_RedactionRow(tenant=ns.tenant, chat=origin, message_id=message_id[:128], sender_id=user_id[:128],
                             at=utcnow()))
+    return int(gone.rowcount or 0)
 
 
 class ChatLog(StoreBase):

@@ -53,10 +53,12 @@ _UNLINK_SQL = delete(_T).where(_T.c.namespace == bindparam("ns"),
                                | _T.c.newer_id.in_(bindparam("ids", expanding=True)))
 
 
-def _unlink(s: Session, ns: Namespace, memory_ids: Sequence[str]) -> None:
-    """In session ``s``: delete every conflict link of ``ns`` with one of ``memory_ids`` on either side."""
-    if memory_ids:
-        s.connection().execute(_UNLINK_SQL, {"ns": str(ns), "ids": list(memory_ids)})
+def _unlink(s: Session, ns: Namespace, memory_ids: Sequence[str]) -> int:
+    """In session ``s``: delete every conflict link of ``ns`` with one of ``memory_ids`` on either side;
+    returns how many were deleted."""
+    if not memory_ids:
+        return 0
+    return int(s.connection().execute(_UNLINK_SQL, {"ns": str(ns), "ids": list(memory_ids)}).rowcount or 0)
 
 
 class Conflicts(StoreBase):

@@ -146,13 +146,13 @@ def _covered(conn, ns: Namespace, memory_id: str, version: int, at: datetime) ->
 
 
 def _emit(conn, tenants: frozenset[str], ns: Namespace, event: str, changed: Iterable[tuple[str, int]],
-          at: datetime | None = None) -> None:
+          at: datetime | None = None) -> int:
     """In the caller's write transaction (a Connection or an ORM Session): one
     ``event`` row per ``(memory id, version)`` of ``changed`` when ``ns``'s tenant
     is in ``tenants`` — a ``memory.changed`` that an unsent event already tells
-    (``_covered``) left out; nothing otherwise."""
+    (``_covered``) left out; nothing otherwise. Returns how many rows it queued."""
     if ns.tenant not in tenants:
-        return
+        return 0
     at = at or utcnow()
     changed = [(mid, int(version)) for mid, version in changed]
     if event == CHANGED:
@@ -161,6 +161,7 @@ def _emit(conn, tenants: frozenset[str], ns: Namespace, event: str, changed: Ite
                  version=version, created_at=at, due_at=at, attempts=0, last_error="") for mid, version in changed]
     if rows:
         conn.execute(insert(_E), rows)
+    return len(rows)
 
 
 class ChangeEvents(StoreBase):

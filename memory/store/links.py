@@ -44,12 +44,13 @@ _PAIRS_SQL = select(_T.c.id, _T.c.a_id, _T.c.b_id, _T.c.weight, _T.c.reasons, _T
     _T.c.b_id.in_(bindparam("ids", expanding=True)))
 
 
-def _unlink_links(s: Session | Connection, ns: Namespace, memory_ids: Sequence[str]) -> None:
+def _unlink_links(s: Session | Connection, ns: Namespace, memory_ids: Sequence[str]) -> int:
     """In session (or connection) ``s``: delete every association link of ``ns``
-    with one of ``memory_ids`` on either side."""
-    if memory_ids:
-        conn = s.connection() if isinstance(s, Session) else s
-        conn.execute(_UNLINK_SQL, {"ns": str(ns), "ids": list(memory_ids)})
+    with one of ``memory_ids`` on either side; returns how many were deleted."""
+    if not memory_ids:
+        return 0
+    conn = s.connection() if isinstance(s, Session) else s
+    return int(conn.execute(_UNLINK_SQL, {"ns": str(ns), "ids": list(memory_ids)}).rowcount or 0)
 
 
 def _join_reasons(old: str, reason: str) -> str:

@@ -34,7 +34,7 @@ from memory.store.links import _unlink_links
 from memory.store.versions import _STATE_SQL, _bump
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _AuditRow, _HistoryRow, _IndexOpRow, _meta, _meta_json,
                                  _MemoryRow, _TombstoneRow, _to_memory)
-from memory.types import Category, ChatRef, Memory, Namespace, Visibility, search_text
+from memory.types import Category, ChatRef, ForgetReceipt, Memory, Namespace, Visibility, search_text
 
 
 def _origin_or_none(key: str) -> ChatRef | None:
@@ -638,15 +638,17 @@ class MemoryRows(StoreBase):
         return out
 
     def delete(self, ns: Namespace, memory_id: str, tombstones: Sequence[str] = (), *,
-               redact_sources: bool = False, purge: bool = False) -> None:
+               redact_sources: bool = False, purge: bool = False) -> ForgetReceipt:
         """Remove the live memory, its history, its conflict and association links
         and its consolidated row (``memory.store.consolidated``) from ``ns`` and
         queue its index delete, in one transaction. ``tombstones`` (fingerprints) are recorded (or
         moved forward to now) in the same transaction. ``redact_sources`` also
         deletes the speaker's chat-log lines the memory was learned from (every
         version's source message in its origin chat); ``purge`` queues an index purge
-        (compaction that drops the deleted row from LanceDB's files). NotFoundError
-        if it is not in ``ns``."""
+        (compaction that drops the deleted row from LanceDB's files). Returns what
+        the transaction deleted and queued (``ForgetReceipt``: memories, versions,
+        index_rows queued, chat_lines, links, conflicts, events, receivers,
+        tombstones; from the statements' rowcounts). NotFoundError if it is not in ``ns``."""
         now = utcnow()
         with self._write() as s:
             row = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id == memory_id)
@@ -657,20 +659,24 @@ class MemoryRows(StoreBase):
                                                     _HistoryRow.memory_id == memory_id)).all()
             sources = {(h.origin, h.source_message_id) for h in hist} | {(row.origin, row.source_message_id)}
             s.delete(row)
-            s.exec(delete(_HistoryRow).where(_HistoryRow.namespace == str(ns), _HistoryRow.memory_id == memory_id))  # type: ignore[call-overload]
-            _unlink(s, ns, [memory_id])
-            _unlink_links(s, ns, [memory_id])
+            versions = s.exec(delete(_HistoryRow).where(_HistoryRow.namespace == str(ns),  # type: ignore[call-overload]
+                                                        _HistoryRow.memory_id == memory_id)).rowcount
+            conflicts = _unlink(s, ns, [memory_id])
+            links = _unlink_links(s, ns, [memory_id])
             _drop_consolidated(s, ns, [memory_id])
-            for fp in dict.fromkeys(tombstones):
+            prints = list(dict.fromkeys(tombstones))
+            for fp in prints:
                 self._put_tombstone(s, ns, fp, now)
-            if redact_sources:
-                for origin, message_id in sources:
-                    _redact_line(s, ns, origin, message_id)
+            lines = sum(_redact_line(s, ns, origin, message_id) for origin, message_id in sources) \
+                if redact_sources else 0
             s.add(_IndexOpRow(namespace=str(ns), memory_id=memory_id, op="delete", created_at=now))
             _bump(s, ns, -1, [memory_id])
-            _emit(s, self.event_tenants, ns, FORGOTTEN, [(memory_id, 0)], now)
+            events = _emit(s, self.event_tenants, ns, FORGOTTEN, [(memory_id, 0)], now)
             if purge:
                 s.add(_IndexOpRow(namespace=str(ns), memory_id=memory_id, op="purge", created_at=now))
+        return ForgetReceipt(memories=1, versions=int(versions or 0), index_rows=1, chat_lines=lines, links=links,
+                             conflicts=conflicts, events=events, receivers=int(ns.tenant in self.event_tenants),
+                             tombstones=len(prints))
 
     @staticmethod
     def _put_tombstone(s: Session, ns: Namespace, fingerprint: str, at: datetime) -> None:

@@ -10,7 +10,7 @@ One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` �
 ``namespace_state``, ``_NamespaceChangeRow`` → ``namespace_changes``, ``_LinkRow`` → ``memory_links``, ``_ConsolidatedRow`` →
 ``consolidated``, ``_ConsolidationStateRow`` → ``consolidation_state``, ``_ChangeEventRow`` →
 ``change_events``, ``_ConsoleSessionRow`` → ``console_sessions``, ``_ConsoleSecretRow`` →
-``console_secrets``, ``_PauseRow`` → ``record_pauses``), registered on
+``console_secrets``, ``_PauseRow`` → ``record_pauses``, ``_TokenLedgerRow`` → ``token_ledger``), registered on
 ``SQLModel.metadata`` when this module is imported; the row → ``Memory``
 conversion; and the engine helpers (URL normalisation, SQLite pragmas and
 ``BEGIN IMMEDIATE``). Nothing here opens a session: transactions belong to
@@ -24,10 +24,10 @@ import json
 import logging
 import sqlite3
 import time
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 
 from sqlalchemy import Index as SAIndex
-from sqlalchemy import LargeBinary, UniqueConstraint
+from sqlalchemy import BigInteger, LargeBinary, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility
@@ -318,6 +318,26 @@ class _PauseRow(SQLModel, table=True):
     chat: str = Field(max_length=300)
     since: datetime
     until: datetime | None = None
+
+
+class _TokenLedgerRow(SQLModel, table=True):
+    """Tokens the tenants' chat models spent (``memory.store.ledger``): one row
+    per tenant, UTC ``day``, person (``subject`` of the namespace; "" for a call
+    made for nobody in particular), ``purpose`` (extract, reconstruct, reply,
+    consolidate) and ``model``, summed by an upsert at every call; ``calls`` is
+    how many calls the sums hold. Input and output tokens as the model's
+    ``usage`` reported them (``prompt_tokens``, ``completion_tokens``)."""
+
+    __tablename__ = "token_ledger"
+
+    tenant: str = Field(primary_key=True, max_length=64)
+    day: date = Field(primary_key=True)
+    subject: str = Field(primary_key=True, max_length=160)
+    purpose: str = Field(primary_key=True, max_length=16)
+    model: str = Field(primary_key=True, max_length=128)
+    input_tokens: int = Field(default=0, sa_type=BigInteger)
+    output_tokens: int = Field(default=0, sa_type=BigInteger)
+    calls: int = 0
 
 
 class _ApiKeyRow(SQLModel, table=True):

@@ -2,8 +2,8 @@
 imports whole — every model and every operation module, the edit and batch-edit ones included — and
 calls every /v1 operation of a real gateway on a loopback socket, each answered 200 with its declared
 model: capture, list and search with metadata filters (a range, ``$or``) and a threshold, get, edit,
-history, batch edit and forget, forget, export, import, recollection, reply, pause and resume, turn,
-withdrawal, people,
+history, why (not) recalled, batch edit and forget, forget with its receipt, export, import, recollection, reply, pause and resume,
+turn, withdrawal, people,
 the scoped forget and forgetting a person; zh and en text."""
 
 from __future__ import annotations
@@ -103,6 +103,8 @@ def test_a_generated_client_imports_whole_and_calls_every_v1_operation(tmp_path,
                       body=models.UpdateIn.from_dict({"text": "我养了一只叫煤球的黑猫，它三岁了"}))
         assert edited.version == 2
         assert len(call(op("memory_history"), "HistoryOut", subject="tg:42", memory_id=cat).versions) == 2
+        why = call(op("why_memory"), "WhyOut", subject="tg:42", memory_id=cat)
+        assert why.id == cat and why.verdict.startswith(("no_trace", "newer", "recalled"))
         batch = call(op("batch_update"), "BatchOut", subject="tg:42", body=models.BatchUpdateIn.from_dict({
             "items": [{"id": alps, "metadata": {"pinned": True}}, {"id": "nobody0000", "text": "x"}]}))
         assert [r.status.value for r in batch.results] == ["updated", "not_found"]
@@ -126,7 +128,8 @@ def test_a_generated_client_imports_whole_and_calls_every_v1_operation(tmp_path,
         gone = call(op("withdrawals"), "WithdrawalOut", body=models.WithdrawalRequest.from_dict({"withdrawal": message}))
         assert gone.retracted == turn.captured
         assert "tg:42" in {p.subject for p in call(op("list_people"), "PeopleOut").items}
-        assert call(op("forget_memory"), "ForgetOut", subject="tg:42", memory_id=cat).forgotten
+        forgot = call(op("forget_memory"), "ForgetOut", subject="tg:42", memory_id=cat)
+        assert forgot.forgotten and forgot.receipt.memories == 1 and forgot.receipt.tombstones >= 1
         batch = call(op("batch_forget"), "BatchOut", subject="tg:42",
                      body=models.BatchForgetIn.from_dict({"ids": [alps]}))
         assert [r.status.value for r in batch.results] == ["forgotten"]

@@ -246,7 +246,7 @@ async def test_forget_all_needs_confirmation_within_the_window(pipe, clock, sqli
         done = await turn(replica, tg(clock, "/memory forget all confirm", wait=30))
     finally:
         replica.core.close()
-    assert done.reply == "Forgotten 3 memories of you."
+    assert done.reply.startswith("Forgotten 3 memories of you. Purged: memories ") and "tombstones" in done.reply
     assert pipe.core.store.count(ns) == 0
     again = await turn(pipe, tg(clock, "/memory forget all confirm"))
     assert again.reply.startswith("There is nothing to confirm")

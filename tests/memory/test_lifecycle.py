@@ -179,7 +179,7 @@ def test_forget_subject_removes_everything_of_one_person(core):
     for ns, uid, words in [(a, "1", "我喜欢猫。我叫阿杰。"), (b, "2", "我喜欢狗")]:
         core.store.append_chat("default", group, ChatLine("user", uid, words, t0, f"g{uid}"))
         capture(core, ns, words, chat=group, said_at=t0, message_id=f"g{uid}")
-    assert forget_subject(core, a, Authority("admin:test", "default")) == 2
+    assert forget_subject(core, a, Authority("admin:test", "default")).memories == 2
     assert core.store.count(a) == 0 and core.store.count(b) == 1
     assert [line.sender_id for line in core.store.chat_tail("default", group)] == ["2"]
     assert capture(core, a, "我喜欢猫。我叫阿杰。", chat=group, said_at=t0, message_id="g1")[0].action == "rejected"

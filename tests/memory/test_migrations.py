@@ -224,6 +224,36 @@ def test_revision_0014_adds_the_console_secrets_table_and_its_downgrade_drops_it
         store.close()
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_revision_0016_adds_the_token_ledger_and_its_downgrade_drops_it(backend, tmp_path, request):
+    """A database at 0015 (no token_ledger) upgrades to a working ledger, the schema equal to a fresh one; a
+    downgrade to 0015 drops it and a second upgrade restores it, empty."""
+    from datetime import date
+
+    from alembic import command
+
+    from memory.store import migrate
+
+    url, schema = _raw(backend, tmp_path, request)
+    store = Store(url, schema=schema, migrate=False)
+    try:
+        with store.engine.begin() as conn:
+            command.upgrade(migrate.config(conn, schema), "0015_record_pauses")
+        assert not inspect(store.engine).has_table("token_ledger", schema=schema)
+        assert store.upgrade_schema() == ("0015_record_pauses", head())
+        assert _drift(store) == []
+        d = date(2026, 12, 6)
+        assert store.record_tokens("default", "tg:1", "reply", "m", 10, 2, d) == 12
+        assert store.record_tokens("default", "tg:1", "reply", "m", 10, 2, d) == 24
+        with store.engine.begin() as conn:
+            command.downgrade(migrate.config(conn, schema), "0015_record_pauses")
+        assert not inspect(store.engine).has_table("token_ledger", schema=schema)
+        assert store.upgrade_schema() == ("0015_record_pauses", head())
+        assert store.tokens_spent("default", d) == 0
+    finally:
+        store.close()
+
+
 def test_a_database_from_a_newer_version_is_refused_with_a_store_error(tmp_path):
     """A database stamped at a revision this code does not know (a newer huiyi wrote it) is not touched: StoreError."""
     url = f"sqlite:///{tmp_path / 'new.db'}"

@@ -6,6 +6,8 @@ charts; and the page language: ?lang=, then Accept-Language, then the tenant's."
 
 from __future__ import annotations
 
+import re
+
 import json
 import sys
 from pathlib import Path
@@ -116,6 +118,11 @@ def test_a_bulk_forget_by_topic_lists_the_memories_found_only_through_what_they_
     done = c.post("/console/people/tg:42/forget", data={"csrf": csrf, "id": marathon, "confirm": "1"},
                   follow_redirects=False)
     assert done.status_code == 303 and set(core.store.get_many(NS, [*marathon, anna])) == {anna}
+    # the person page answers with the receipt of what went, in the page's language
+    receipt = c.get(done.headers["location"] + f"&lang={lang}").text
+    told = re.search(r'<span id="receipt">([^<]*)</span>', receipt).group(1)
+    assert told.startswith(translate(lang, "Purged: {items}.", items="")[:3]), told
+    assert translate(lang, "memories {n}", n=len(marathon)) in told and ("tombstones" in told or "墓碑" in told), told
 
 
 def test_link_unlink_and_forget_everything_after_a_confirmation(app, core):
@@ -147,7 +154,7 @@ def test_the_language_follows_the_link_then_the_browser_then_the_tenant(app, cor
     c.get("/console/people", params={"lang": "en"})
     assert ">People<" in c.get("/console/people", headers={"Accept-Language": "zh-CN"}).text
     stats = c.get("/console/stats").text
-    assert stats.count('<svg class="chart"') == 5
+    assert stats.count('<svg class="chart"') == 6
 
 
 def test_every_text_of_the_console_is_in_both_catalogues():
@@ -162,6 +169,7 @@ def test_every_text_of_the_console_is_in_both_catalogues():
     from memory.reconstruct import REASONS, SENTENCE_STATUSES
     from memory.store import KeyScope
     from memory.store.consolidated import CTYPES
+    from memory.store.ledger import PURPOSES
 
     used, plurals = set(), set()
     for page in TEMPLATES.glob("*.html"):
@@ -170,7 +178,9 @@ def test_every_text_of_the_console_is_in_both_catalogues():
         plurals |= set(re.findall(r'''_n\(\s*"([^"]+)",\s*"([^"]+)"''', text))
     views = (TEMPLATES.parent / "views.py").read_text("utf-8")
     used |= set(re.findall(r'''(?:_error\([^"\n]*|_login_page\(request, )"([^"]+)"''', views))
-    used |= {f"why: {v}" for v in ("recalled", "below_cutoff", "hidden_in_chat", "not_ranked", "newer", "no_trace")}
+    used |= {f"why: {v}" for v in ("recalled", "below_cutoff", "hidden_in_chat", "not_ranked", "newer", "no_trace",
+                                   "dormant", "decayed", "forgotten")}
+    used |= {f"purpose: {p}" for p in PURPOSES} | {"fallback: token_cap"}
     used |= {v.value for v in Visibility} | set(CTYPES)
     used |= {f"fallback: {r}" for r in REASONS} | {f"link: {r}" for r in LINK_REASONS}
     used |= {f"channel: {c}" for c in ("bm25", "vector", "time", "assoc")} | {f"scope: {s.value}" for s in KeyScope}

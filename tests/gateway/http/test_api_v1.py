@@ -162,7 +162,8 @@ def test_member_key_works_on_its_own_person_end_to_end(app):
     assert c.patch(f"/v1/subjects/tg:42/memories/{mid}", json={"text": "煤球是一只九岁的黑猫"}).json()["version"] == 2
     versions = c.get(f"/v1/subjects/tg:42/memories/{mid}/history").json()["versions"]
     assert [v["version"] for v in versions] == [1, 2] and "九岁" in versions[-1]["text"]
-    assert c.delete(f"/v1/subjects/tg:42/memories/{mid}").json() == {"id": mid, "forgotten": True}
+    gone = c.delete(f"/v1/subjects/tg:42/memories/{mid}").json()
+    assert (gone["id"], gone["forgotten"], gone["receipt"]["memories"]) == (mid, True, 1)
     assert c.get(f"/v1/subjects/tg:42/memories/{mid}").status_code == 404
 
 
@@ -254,7 +255,8 @@ def test_memory_verbs_round_trip_in_chinese_and_english(app):
     assert [x["action"] for x in imported] == ["stored", "stored"]
     texts = {m["text"] for m in c.get("/v1/subjects/qq:10001/memories").json()["items"]}
     assert texts == {m["text"] for m in doc["memories"]}
-    assert c.delete("/v1/subjects/tg:42").json() == {"subject": "tg:42", "forgotten": 2}
+    gone = c.delete("/v1/subjects/tg:42").json()
+    assert (gone["subject"], gone["forgotten"], gone["receipt"]["memories"]) == ("tg:42", 2, 2)
     assert c.get("/v1/subjects/tg:42/memories").json()["total"] == 0
     again = c.post("/v1/subjects/tg:42/import", json=doc).json()["results"]
     assert {x["action"] for x in again} == {"rejected"} and {x["reason"] for x in again} == {"tombstone"}
@@ -645,7 +647,9 @@ def test_forget_by_scope_needs_an_admin_key_and_its_confirmation(app):
         .status_code == 409
     assert store(app).count(ns) == 3
     r = admin.delete("/v1/subjects/tg:42/memories", params={"confirm": "tg:42", "chat": "tg:group:-100"})
-    assert r.json() == {"subject": "tg:42", "chat": "tg:group:-100", "forgotten": 1}
+    assert {k: v for k, v in r.json().items() if k != "receipt"} == {"subject": "tg:42", "chat": "tg:group:-100",
+                                                                     "forgotten": 1}
+    assert r.json()["receipt"]["memories"] == 1 and r.json()["receipt"]["tombstones"] >= 2
     assert {m.text for m in store(app).list(ns)} == {ZH_FACT, "週末我常去爬山"}
     assert admin.delete("/v1/subjects/tg:42/memories", params={"confirm": "tg:42"}).json()["forgotten"] == 2
     assert store(app).count(ns) == 0

@@ -6,7 +6,7 @@ Created when missing; a database that already has it (made by ``create_all``
 before this revision was stamped) is left as it is. Downgrade drops it: every
 pause ends, and learning resumes.
 
-Revision ID: 0015_trust1_pause
+Revision ID: 0015_record_pauses
 Revises: 0014_console_secret
 Create Date: 2026-12-06
 """
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0015_trust1_pause"
+revision: str = "0015_record_pauses"
 down_revision: str | Sequence[str] | None = "0014_console_secret"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
