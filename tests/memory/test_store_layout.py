@@ -59,6 +59,6 @@ def test_every_store_method_lives_in_a_part_on_the_one_transaction_boundary():
     assert "add" in public and "append_chat" in public and "move_namespace" in public
     assert homes <= {f"memory.store.{m}" for m in ("base", "memories", "chatlog", "outbox", "audit", "identities", "nonces",
                                                    "commands", "conflicts", "links", "apikeys", "versions",
-                                                   "consolidated", "events", "console_sessions", "pauses")}
+                                                   "consolidated", "events", "console_sessions", "pauses", "ledger")}
     assert getattr(memory.store.Store, "add").__module__ == "memory.store.memories"
     assert getattr(memory.store.Store, "append_chat").__module__ == "memory.store.chatlog"
