@@ -866,6 +866,8 @@ class MemoryCore:
         row per memory and per pair however many turns marked it meanwhile; a
         crash loses at most that window's marks; a forget always wins). What a
         turn's bookkeeping calls; ``flush_marks`` writes them now."""
+        # the links made as ``self.links`` says now (a caller may swap it, as for mark_recalled)
+        self.marks.recalled, self.marks.half_life_days = self.links.recalled, self.links.half_life_days
         self.marks.note(ns, ids, at or utcnow())
 
     def flush_marks(self) -> int:
