@@ -214,9 +214,11 @@ def main(argv: list[str] | None = None) -> int:
             from bench import scaling
 
             embedder = args.embedder if args.embedder_given and args.embedder != "both" else "e5-small"
-            if scaling.run(people=16 if args.quick else 40, per_person=6 if args.quick else 12,
-                           warmup=8 if args.quick else 20, embedder=embedder) is None:
-                return 2
+            for backend in ("postgres", "sqlite"):
+                if scaling.run(people=16 if args.quick else 40, per_person=6 if args.quick else 12,
+                               warmup=8 if args.quick else 20, embedder=embedder, backend=backend) is None:
+                    return 2
+                print(flush=True)
             print(flush=True)
         if args.what == "precision":  # minutes of real turns over the public sets: not part of "all"
             from bench import precision

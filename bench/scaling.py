@@ -38,7 +38,18 @@ Printed, each with the load average (``os.getloadavg``) beside it:
   estimate of the views it holds) divided by the namespaces held, and the
   memories per namespace at that point.
 
-Needs PostgreSQL (``HUIYI_BENCH_PG_URL``, default the test server
+- On either backend (``backend``: ``postgres``, the default, or ``sqlite``, a
+  WAL file under the data root): SQL rows written per message by table, counted
+  in the client (``_RowCounter``: the ``rowcount`` of every INSERT, UPDATE and
+  DELETE the store's engines ran, by the table it names; an upsert counts the
+  rows it inserted or updated), and the SQL CPU per message: thread CPU time
+  (``time.thread_time``) spent inside the ``Store``'s methods, in whichever
+  thread called them (the outermost call only, so a method calling another
+  counts once): the driver, SQLAlchemy and the store's own Python — and, on
+  SQLite, the database engine itself, which runs in the caller's thread; a
+  PostgreSQL server's own CPU is in another process and not counted.
+
+Needs PostgreSQL for ``postgres`` (``HUIYI_BENCH_PG_URL``, default the test server
 ``postgresql://root@127.0.0.1:5432/test``) and the public data under
 ``bench.DATA_DIR``; returns 2 when either is missing.
 """
@@ -122,6 +133,10 @@ class Figures:
     cpu_ms: dict[str, float] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
     sql_rows: dict[str, int] = field(default_factory=dict)
+    client_rows: dict[str, int] = field(default_factory=dict)
+    sql_cpu_ms: float = 0.0
+    sql_calls: dict[str, int] = field(default_factory=dict)
+    backend: str = "postgres"
     sql_bytes: int = 0
     index_bytes: int = 0
     index_bytes_optimized: int = 0
@@ -171,6 +186,14 @@ def _settled_stats(conn, schema: str, timeout: float = 15.0) -> tuple[dict[str, 
     return last
 
 
+def _stats(admin, schema: str, root: Path) -> tuple[dict[str, int], int]:
+    """PostgreSQL: ``_settled_stats``; SQLite (``admin`` None): no per-table
+    statistics (the rows are the client's count) and the database files' bytes."""
+    if admin is not None:
+        return _settled_stats(admin, schema)
+    return {}, sum(p.stat().st_size for p in root.glob("*.db*") if p.is_file())
+
+
 class _Meter:
     """CPU (``time.process_time``) and calls of wrapped methods, by stage name."""
 
@@ -195,12 +218,112 @@ class _Meter:
         setattr(obj, method, timed)
 
 
+_WRITE = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(?:\"?\w+\"?\.)?\"?(\w+)", re.IGNORECASE)
+
+
+class _RowCounter:
+    """Rows each table was written, counted in the client on any backend, by the
+    table each INSERT, UPDATE or DELETE of the store's engines names: PostgreSQL,
+    the statement's ``rowcount`` (an ``executemany`` reports the sum of its rows);
+    SQLite, the growth of the connection's ``total_changes`` from the statement to
+    the next statement or the end of its transaction (sqlite3 counts the rows of a
+    statement with RETURNING only as they are fetched). Thread-safe; counts while ``on``."""
+
+    def __init__(self, store) -> None:
+        import threading
+
+        from sqlalchemy import event
+
+        self.rows: dict[str, int] = defaultdict(int)
+        self.on = False
+        self._lock = threading.Lock()
+        self._sqlite = store.is_sqlite
+        self._open: dict[int, tuple[object, str, int]] = {}  # id(sqlite3 connection) -> (it, table, changes then)
+        for engine in (store.engine, getattr(store, "_lock_engine", None)):
+            if engine is not None:
+                event.listen(engine, "before_cursor_execute", self._before)
+                event.listen(engine, "after_cursor_execute", self._after)
+                for end in ("commit", "rollback"):
+                    event.listen(engine, end, self._end)
+
+    def _settle(self, dbapi) -> None:
+        opened = self._open.pop(id(dbapi), None)
+        if opened is not None and self.on:
+            conn, table, then = opened
+            with self._lock:
+                self.rows[table] += conn.total_changes - then  # type: ignore[attr-defined]
+
+    def _before(self, conn, _cursor, statement, _params, _context, _many) -> None:
+        if self._sqlite:
+            dbapi = conn.connection.dbapi_connection
+            self._settle(dbapi)
+            m = _WRITE.match(statement)
+            if m:
+                self._open[id(dbapi)] = (dbapi, m.group(1), dbapi.total_changes)
+
+    def _after(self, conn, cursor, statement, _params, _context, _many) -> None:
+        m = _WRITE.match(statement)
+        if not m or self._sqlite:
+            return
+        if self.on and cursor.rowcount and cursor.rowcount > 0:
+            with self._lock:
+                self.rows[m.group(1)] += cursor.rowcount
+
+    def _end(self, conn) -> None:
+        if self._sqlite:
+            self._settle(conn.connection.dbapi_connection)
+
+
+class _SqlCpu:
+    """Thread CPU (``time.thread_time``) inside the public methods of a ``Store``,
+    wrapped on the instance; only a thread's outermost store call is timed (a
+    method that calls another counts once). ``cpu`` in seconds, ``calls`` by method."""
+
+    def __init__(self, store) -> None:
+        import threading
+
+        self.cpu = 0.0
+        self.calls: dict[str, int] = defaultdict(int)
+        self.on = False
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        for name in dir(type(store)):
+            if name.startswith("_") or name in ("close", "engine"):
+                continue
+            attr = getattr(type(store), name, None)
+            if callable(attr) and not isinstance(attr, type):
+                setattr(store, name, self._timed(getattr(store, name), name))
+
+    def _timed(self, inner, name: str):
+        local = self._local
+
+        @functools.wraps(inner)
+        def timed(*a, **kw):
+            if getattr(local, "depth", 0):
+                return inner(*a, **kw)
+            local.depth = 1
+            t = time.thread_time()
+            try:
+                return inner(*a, **kw)
+            finally:
+                local.depth = 0
+                if self.on:
+                    with self._lock:
+                        self.cpu += time.thread_time() - t
+                        self.calls[name] += 1
+
+        return timed
+
+
 def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str = "e5-small",
-        pg_url: str = PG_URL) -> Figures | None:
+        pg_url: str = PG_URL, backend: str = "postgres") -> Figures | None:
     """Measure and print (see the module docstring); the figures, or None (and a
     line on stderr) when PostgreSQL or the data is unavailable. ``people`` ×
     ``per_person`` turns in all (round-robin over the people, so each person's
-    lines keep their order), the first ``warmup`` not counted."""
+    lines keep their order), the first ``warmup`` not counted. ``backend``:
+    ``postgres`` or ``sqlite`` (ValueError for another)."""
+    if backend not in ("postgres", "sqlite"):
+        raise ValueError(f"backend must be postgres or sqlite, not {backend!r}")
     import psycopg
 
     from bridges.contract import InboundMessage
@@ -214,8 +337,10 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
     except FileNotFoundError as e:
         print(f"scaling: public chat logs missing ({e}); see bench.DATA_DIR", file=sys.stderr)
         return None
+    admin = None
     try:
-        admin = psycopg.connect(pg_url, autocommit=True, connect_timeout=5)
+        if backend == "postgres":
+            admin = psycopg.connect(pg_url, autocommit=True, connect_timeout=5)
     except Exception as e:  # noqa: BLE001
         print(f"scaling: PostgreSQL unreachable at {pg_url}: {e}", file=sys.stderr)
         return None
@@ -223,9 +348,14 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
     root = Path(tempfile.mkdtemp(prefix="huiyi-bench-scaling-"))
     meter = _Meter()
     try:
-        settings = load_settings(data_dir=root, database_url=pg_url, embed_model=embedder)
-        core = build_core(settings, schema=schema)
+        if admin is not None:
+            settings = load_settings(data_dir=root, database_url=pg_url, embed_model=embedder)
+        else:
+            settings = load_settings(data_dir=root, embed_model=embedder)
+        core = build_core(settings, schema=schema if admin is not None else None)
         pipeline = Pipeline(settings, core)
+        counter = _RowCounter(core.store)
+        sql_cpu = _SqlCpu(core.store)
         meter.wrap(core.index.embedder, "embed_query", "embed query")
         meter.wrap(core.index.embedder, "embed_documents", "embed documents")
         meter.wrap(core, "recall", "recall (with its embedding)")
@@ -254,11 +384,11 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
             cpu = {"turn to reply": 0.0, "capture after it": 0.0}
             for k, (p, _, text) in enumerate(order):
                 if k == warmup:
-                    before.update(zip(("rows", "bytes"), _settled_stats(admin, schema)))
+                    before.update(zip(("rows", "bytes"), _stats(admin, schema, root)))
                     before["index"] = _dir_bytes(root / "index")
                     before["memories"] = core.index.count()
                     before["wall"] = time.perf_counter()
-                    meter.on = True
+                    meter.on = counter.on = sql_cpu.on = True
                     created.clear()
                 a, b = await say(k, p, text)
                 if meter.on:
@@ -270,20 +400,24 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
         load_start = _load()
         totals = asyncio.run(turns())
         wall = time.perf_counter() - before["wall"]
-        meter.on = False
+        meter.on = counter.on = sql_cpu.on = False
         load_end = _load()
         # an idle backend holds its table statistics for up to 10 s (PGSTAT_IDLE_INTERVAL); one that
         # exits reports them: close the store's connections (it reconnects if used again) before reading
         core.store.close()
-        rows_after, bytes_after = _settled_stats(admin, schema)
+        rows_after, bytes_after = _stats(admin, schema, root)
         n = len(order) - warmup
         captures = sum(created)
         memories = core.index.count() - before["memories"]
-        fig = Figures(turns=n, captures=captures, memories=memories, wall_s=wall)
+        fig = Figures(turns=n, captures=captures, memories=memories, wall_s=wall, backend=backend)
+        fig.client_rows = dict(counter.rows)
+        fig.sql_cpu_ms = sql_cpu.cpu * 1000 / n
+        fig.sql_calls = dict(sql_cpu.calls)
         fig.cpu_ms = {k: v * 1000 / n for k, v in totals.items()}
         fig.cpu_ms.update({k: v * 1000 / n for k, v in meter.cpu.items()})
         fig.calls = dict(meter.calls)
-        fig.sql_rows = {t: rows_after.get(t, 0) - before["rows"].get(t, 0) for t in rows_after}
+        fig.sql_rows = ({t: rows_after.get(t, 0) - before["rows"].get(t, 0) for t in rows_after}
+                        if admin is not None else dict(counter.rows))
         fig.sql_bytes = bytes_after - before["bytes"]
         fig.index_bytes = _dir_bytes(root / "index")
         fig.index_rows = core.index.count()
@@ -303,9 +437,11 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
         return fig
     finally:
         try:
-            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            if admin is not None:
+                admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         finally:
-            admin.close()
+            if admin is not None:
+                admin.close()
             shutil.rmtree(root, ignore_errors=True)
 
 
@@ -313,7 +449,8 @@ def _print(fig: Figures, persons: list[tuple[str, list[str]]], embedder: str, na
     n = fig.turns
     langs = {lang: sum(1 for lg, _ in persons if lg == lang) for lang in ("en", "zh")}
     head = (f"scaling [{name}]: {n} measured turns (after the warm-up) of {len(persons)} people "
-            f"({langs['en']} en from LoCoMo, {langs['zh']} zh from DuLeMon/LCCC), PostgreSQL + LanceDB, no chat model; "
+            f"({langs['en']} en from LoCoMo, {langs['zh']} zh from DuLeMon/LCCC), "
+            f"{'PostgreSQL' if fig.backend == 'postgres' else 'SQLite'} + LanceDB, no chat model; "
             f"{fig.captures} capture passes, {fig.memories} memories stored; {fig.wall_s:.1f} s wall; "
             f"load average {fig.load['start']} at start, {fig.load['end']} at end")
     rows = [(k, fig.cpu_ms[k], fig.calls.get(k, n) / n) for k in fig.cpu_ms]
@@ -322,12 +459,22 @@ def _print(fig: Figures, persons: list[tuple[str, list[str]]], embedder: str, na
     per_cap = fig.captures or 1
     per_mem = fig.memories or 1
     sql = sorted(((t, v) for t, v in fig.sql_rows.items() if v), key=lambda x: -x[1])
-    print(table(f"\nSQL rows written (pg_stat_user_tables ins+upd+del deltas); load average {fig.load['end']}",
+    how = ("pg_stat_user_tables ins+upd+del deltas" if fig.backend == "postgres"
+           else "rowcount of each INSERT, UPDATE, DELETE, counted in the client")
+    print(table(f"\nSQL rows written ({how}); load average {fig.load['end']}",
                 ["table", "rows", "per turn", "per capture", "per memory"],
                 [(t, v, v / n, v / per_cap, v / per_mem) for t, v in sql]
                 + [("all tables", sum(fig.sql_rows.values()), sum(fig.sql_rows.values()) / n,
                     sum(fig.sql_rows.values()) / per_cap, sum(fig.sql_rows.values()) / per_mem)]))
-    print(f"SQL bytes (pg_total_relation_size delta, heap + indexes + TOAST): {fig.sql_bytes} B in all, "
+    if fig.backend == "postgres":
+        print(f"rows counted in the client (rowcount): {sum(fig.client_rows.values())} "
+              f"({sum(fig.client_rows.values()) / n:.2f} per turn)")
+    calls = sorted(fig.sql_calls.items(), key=lambda x: -x[1])
+    print(f"SQL CPU (thread CPU inside Store methods): {fig.sql_cpu_ms:.2f} ms per turn; load average "
+          f"{fig.load['end']}; store calls per turn: " + ", ".join(f"{k} {v / n:.2f}" for k, v in calls))
+    what = ("pg_total_relation_size delta, heap + indexes + TOAST" if fig.backend == "postgres"
+            else "database, WAL and shared-memory files' size delta")
+    print(f"SQL bytes ({what}): {fig.sql_bytes} B in all, "
           f"{fig.sql_bytes / n:.0f} B per turn, {fig.sql_bytes / per_mem:.0f} B per memory")
     print(f"index: {fig.index_rows} rows, {fig.index_bytes} B on disk with every version "
           f"({fig.index_bytes / max(fig.index_rows, 1):.0f} B per memory; the measured turns added "

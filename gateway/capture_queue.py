@@ -100,6 +100,7 @@ class CaptureQueue:
         self.models = models
         self._tasks: set[asyncio.Task] = set()
         self._running: set[int] = set()  # chat-log line ids whose capture runs in this process
+        self._vectors: dict[int, tuple[str, bytes]] = {}  # line id -> query vector kept with its capture_done
         self._slots: asyncio.Semaphore | None = None
         self._after: list[_After] = []  # queued for the worker (put)
         self._worker: asyncio.Task | None = None
@@ -116,6 +117,38 @@ class CaptureQueue:
     def release(self, line_id: int) -> None:
         """The capture of ``line_id`` no longer runs here: the line keeps it for ``resume``."""
         self._running.discard(line_id)
+        self._write_vector(line_id)
+
+    def keep_vector(self, line_id: int, key: str, vector: bytes) -> None:
+        """Keep the query vector a turn computed for its line ``line_id`` with the
+        line (``Store.keep_line_vector``): when the line's capture runs here, in the
+        row write that marks it done (``Store.capture_done(vectors=…)``), else now.
+        Thread-safe (dict operations under the GIL). Raises StoreError."""
+        if line_id in self._running:
+            self._vectors[line_id] = (key, vector)
+            if line_id in self._running:  # still held: its capture_done takes it
+                return
+            if self._vectors.pop(line_id, None) is None:
+                return
+        self.core.store.keep_line_vector(line_id, key, vector)
+
+    def _done(self, *line_ids: int) -> None:
+        """``Store.capture_done`` of these lines, with the vectors kept for them."""
+        vectors = {i: v for i in line_ids if (v := self._vectors.pop(i, None)) is not None}
+        self.core.store.capture_done(*line_ids, vectors=vectors)
+
+    def _write_vectors(self, line_ids: list[int]) -> None:
+        for line_id in line_ids:
+            self._write_vector(line_id)
+
+    def _write_vector(self, line_id: int) -> None:
+        """Write the vector kept for ``line_id`` on its own (its capture did not mark it done here)."""
+        kept = self._vectors.pop(line_id, None)
+        if kept is not None:
+            try:
+                self.core.store.keep_line_vector(line_id, *kept)
+            except Exception:  # noqa: BLE001 - a vector kept is a saved embedding, never the turn's
+                log.exception("could not keep the query vector of line %d", line_id)
 
     async def settle(self, lines: Iterable[int], timeout: float) -> None:
         """Wait (at most ``timeout`` seconds) until none of ``lines`` has a capture
@@ -145,6 +178,8 @@ class CaptureQueue:
             return await asyncio.to_thread(self._capture_sync, job, extractor, last_try)
         finally:
             self._running.discard(job.line_id)
+            if job.line_id in self._vectors:  # not marked done here: the vector goes on its own
+                await asyncio.to_thread(self._write_vector, job.line_id)
 
     def _capture_sync(self, job: PendingCapture, extractor: LLMExtractor | None, last_try: bool, *,
                       done: list[int] | None = None, taken: bool = False,
@@ -173,7 +208,7 @@ class CaptureQueue:
         if redacted:
             log.info("capture of %s message %s skipped: the message was withdrawn", job.namespace, job.message_id)
             if job.line_id:
-                self.core.store.capture_done(job.line_id)
+                self._done(job.line_id)
             return []
         try:
             context = self.context_of(job.tenant, job.chat, job.line_id, job.at,
@@ -191,7 +226,7 @@ class CaptureQueue:
         if job.line_id and done is not None:
             done.append(job.line_id)
         elif job.line_id:
-            self.core.store.capture_done(job.line_id)
+            self._done(job.line_id)
         if results and batch is not None:
             batch.stored.append(job)  # the worker checks the batch's withdrawals once, after it (_recheck)
         elif results and self.core.store.is_redacted(job.tenant, job.chat, job.message_id):
@@ -257,8 +292,10 @@ class CaptureQueue:
                 for item in batch:
                     if item.job is not None and item.job.line_id in withdrawn:
                         item.res.captured = []
-                self.core.store.capture_done(*done)  # after the batch's index write
-                self._running.difference_update(item.job.line_id for item in batch if item.job is not None)
+                self._done(*done)  # after the batch's index write
+                for item in batch:
+                    if item.job is not None:
+                        self.release(item.job.line_id)
                 # the turn audit lines last, once the batch is written
                 for item in batch:
                     if item.audit is not None:
@@ -268,7 +305,9 @@ class CaptureQueue:
                 await asyncio.to_thread(work)
             except Exception:  # noqa: BLE001 - the lines keep their captures for resume
                 log.exception("background capture batch of %d failed", len(batch))
-                self._running.difference_update(item.job.line_id for item in batch if item.job is not None)
+                lines = [item.job.line_id for item in batch if item.job is not None]
+                self._running.difference_update(lines)
+                await asyncio.to_thread(self._write_vectors, lines)
 
     async def drain(self, timeout: float | None = None) -> bool:
         """Wait for the captures running after their turns (at most ``timeout``

@@ -62,6 +62,10 @@ async def _maintain_forever(pipeline: Pipeline) -> None:
             pipeline.consolidation.start()
         except Exception as exc:  # noqa: BLE001 - keep maintaining
             log.warning("starting consolidation: %s", exc)
+        try:  # recall's access times and co-recall links held in memory (memory.marks)
+            await asyncio.to_thread(pipeline.core.flush_marks)
+        except Exception as exc:  # noqa: BLE001 - keep maintaining
+            log.warning("writing recall marks: %s", exc)
         try:
             await asyncio.to_thread(pipeline.nonces.prune)
         except Exception as exc:  # noqa: BLE001 - keep maintaining

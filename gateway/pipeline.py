@@ -478,8 +478,8 @@ class Pipeline:
             try:
                 self._keep_vector(line_id, said)
                 record_recall(self.core.store, ns, chat, ranked, t.recall_k, rec.fallback_reason, msg.timestamp)
-                if rec.sources:
-                    self.core.mark_recalled(ns, list(rec.sources), now)
+                if rec.sources:  # held in memory, written with the next turns' (memory.marks)
+                    self.core.note_recalled(ns, list(rec.sources), now)
             except Exception:  # noqa: BLE001 - bookkeeping never breaks the turn
                 log.exception("could not record the recall of %s", ns)
 
@@ -537,9 +537,9 @@ class Pipeline:
             return
         text = said[-1].text
         v = self.core.index.query_vector(text)
-        if v is not None:
-            self.core.store.keep_line_vector(line_id, f"{self.core.index.vector_key}/{text_hash(text)}",
-                                             np.asarray(v, dtype=np.float32).tobytes())
+        if v is not None:  # with the line's capture_done when its capture runs here (one row write)
+            self.captures.keep_vector(line_id, f"{self.core.index.vector_key}/{text_hash(text)}",
+                                      np.asarray(v, dtype=np.float32).tobytes())
 
     async def _apply_edit(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace,
                           res: TurnResult) -> None:

@@ -71,6 +71,7 @@ from memory.errors import KeyTakenError, NotFoundError, SearchIndexError, StoreE
 from memory.explain import visible_in
 from memory.index import SearchIndex
 from memory.links import LinkParams, link_entities
+from memory.marks import FLUSH_EVERY_S, RecallMarks
 from memory.metadata import check_filters, check_metadata, matches, merged
 from memory.metadata import loads as load_metadata
 from memory.recall import RecallParams, Scorer, recall
@@ -182,7 +183,7 @@ class MemoryCore:
     def __init__(self, store: Store, index: SearchIndex, scorer: Scorer | None = None, *,
                  rebuild: Literal["now", "background", "none"] = "now", cache_mib: float = 0.0,
                  links: LinkParams = LinkParams(), cache_background: bool = False,
-                 cache_spill_dir: Path | None = None) -> None:
+                 cache_spill_dir: Path | None = None, marks_every_s: float = FLUSH_EVERY_S) -> None:
         """``rebuild``: what to do when the index is found missing, unreadable,
         incomplete or made by another embedder (``index_missing``): rebuild it
         from SQL ``now`` (before returning), in a ``background`` thread while
@@ -194,9 +195,13 @@ class MemoryCore:
         (``NamespaceCache.ready_view``; the gateway), instead of inside that recall.
         ``cache_spill_dir``: where the cache keeps the float32 rows of namespaces
         it holds as int8 codes (``NamespaceCache``'s ``spill_dir``; the gateway:
-        ``<data root>/cache``)."""
+        ``<data root>/cache``). ``marks_every_s``: how long the marks of
+        ``note_recalled`` are held in memory before they are written
+        (``memory.marks.RecallMarks``; 0: at once)."""
         self.store = store
         self.links = links
+        self.marks = RecallMarks(store, recalled=links.recalled, half_life_days=links.half_life_days,
+                                 every_s=marks_every_s)
         self.index = index
         self.scorer = scorer
         self.cache = NamespaceCache(cache_mib, background=cache_background, spill_dir=cache_spill_dir) \
@@ -865,6 +870,20 @@ class MemoryCore:
             self.store.strengthen_links(ns, ids, reason="recalled", at=at, amount=self.links.recalled,
                                         half_life_days=self.links.half_life_days)
 
+    def note_recalled(self, ns: Namespace, ids: Sequence[str], at: datetime | None = None) -> None:
+        """``mark_recalled``, held in memory and written with the other turns' marks
+        at most ``marks_every_s`` seconds later (``memory.marks.RecallMarks``: one
+        row per memory and per pair however many turns marked it meanwhile; a
+        crash loses at most that window's marks; a forget always wins). What a
+        turn's bookkeeping calls; ``flush_marks`` writes them now."""
+        # the links made as ``self.links`` says now (a caller may swap it, as for mark_recalled)
+        self.marks.recalled, self.marks.half_life_days = self.links.recalled, self.links.half_life_days
+        self.marks.note(ns, ids, at or utcnow())
+
+    def flush_marks(self) -> int:
+        """Write the marks ``note_recalled`` holds (``RecallMarks.flush``); the memories written."""
+        return self.marks.flush()
+
     def _link_entities(self, ns: Namespace, memory: Memory, said: datetime) -> None:
         """Entity links of a memory just stored or superseded (``memory.links.link_entities``);
         inside ``batch()`` they are made at the block's end, one scan per namespace
@@ -1100,7 +1119,12 @@ class MemoryCore:
         return len(done)
 
     def close(self) -> None:
-        """Stop the cache's background loads and release the SQL connection pool."""
+        """Write the recall marks still held, stop the cache's background loads and
+        release the SQL connection pool."""
+        try:
+            self.marks.flush()
+        except Exception:  # noqa: BLE001 - closing goes on; the marks are a ranking aid
+            log.exception("recall marks lost at close")
         if self.cache is not None:
             self.cache.close()
         self.store.close()

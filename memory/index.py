@@ -686,7 +686,11 @@ class SearchIndex:
         L2-normalised, in order. From the in-process cache (keyed by the text's hash,
         so a vector always belongs to exactly the text it embeds); then, with
         ``fetch``, from the index rows of those ids whose ``text_hash`` still matches
-        (one query per namespace); the rest are embedded. Raises EmbedderError."""
+        (one query per namespace); then, for a text that was recently a query
+        (a person's line stored as it was said), its cached query vector
+        (``embed_tail``'s: no second model call for one line; with an asymmetric
+        embedder such as e5 the query side of the same text, cosine ~0.9 to its
+        passage side); the rest are embedded. Raises EmbedderError."""
         out = np.empty((len(memories), self.embedder.dim), dtype=np.float32)
         hashes = [text_hash(m.text) for m in memories]
         missing: list[int] = []
@@ -701,6 +705,16 @@ class SearchIndex:
             still = []
             for i in missing:
                 v = stored.get((memories[i].id, hashes[i]))
+                if v is None:
+                    still.append(i)
+                else:
+                    out[i] = v
+                    self._remember(hashes[i], v)
+            missing = still
+        if missing and not getattr(self.embedder, "symmetric", False):  # symmetric: the same key already
+            still = []
+            for i in missing:
+                v = self._cached("q:" + hashes[i])
                 if v is None:
                     still.append(i)
                 else:

@@ -155,6 +155,10 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
                                  app.state.onebot.close())
             if not await pipeline.captures.drain(timeout=30):
                 log.warning("shutdown: captures still running; they resume at the next start")
+            try:  # the recall marks held in memory (memory.marks)
+                await asyncio.to_thread(pipeline.core.flush_marks)
+            except Exception as exc:  # noqa: BLE001 - shutting down; they are a ranking aid
+                log.warning("shutdown: recall marks not written: %s", exc)
             await http.aclose()
             await app.state.api_limits.aclose()
             if watch is not None:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, func, insert, or_, update
+from sqlalchemy import and_, bindparam, func, insert, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, delete, select
 
@@ -120,6 +120,11 @@ class ChatLog(StoreBase):
         claimed within ``window`` — a re-push of one message under a new platform id.
         Safe under concurrency (unique constraint: of two racing claims one wins)."""
         now = now or utcnow()
+        with self._read() as s:  # a plain message's claim of it, in its delivery's row
+            shared = s.exec(select(_DeliveryRow.key).where(_DeliveryRow.fingerprint == key[:600],
+                                                           _DeliveryRow.processed_at > now - window)).first()
+        if shared is not None:
+            return False
         if self.claim_delivery(key):
             return True
         with self._write() as s:  # one conditional UPDATE: of two racing re-claims one wins
@@ -129,10 +134,13 @@ class ChatLog(StoreBase):
         return done.rowcount == 1
 
     def release_delivery(self, key: str) -> None:
-        """Forget that a delivery was claimed (its turn failed before finishing), so
-        the platform's retry is processed instead of dropped as a duplicate."""
+        """Forget that a delivery (or a content fingerprint) was claimed (its turn
+        failed before finishing), so the platform's retry is processed instead of
+        dropped as a duplicate: the row claimed under ``key``, and the row whose
+        fingerprint it is (a plain message claims both in one row)."""
         with self._write() as s:
-            s.exec(delete(_DeliveryRow).where(_DeliveryRow.key == key[:600]))  # type: ignore[call-overload]
+            s.exec(delete(_DeliveryRow).where((_DeliveryRow.key == key[:600])  # type: ignore[call-overload]
+                                              | (_DeliveryRow.fingerprint == key[:600])))
 
     # -- chat log and captures still due ------------------------------------
 
@@ -151,9 +159,9 @@ class ChatLog(StoreBase):
         transaction, so that a crash cannot leave a claimed delivery without its
         line; raises DuplicateDelivery (and writes nothing) when it was claimed before.
         ``fingerprint``: ``(key, window)`` — also claim the delivery's content
-        fingerprint in the same transaction (``claim_fingerprint``: a claim older
-        than ``window`` no longer counts); DuplicateDelivery when it was claimed
-        within ``window``.
+        fingerprint in the same transaction, in the row of ``claim`` (one row for
+        both; ``claim_fingerprint``: a claim older than ``window`` no longer
+        counts); DuplicateDelivery when it was claimed within ``window``.
         ``nonce``: the nonce of the signed callback that brought the line, claimed
         first in the same transaction (``SeenNonces.claim_nonce``); raises NonceUsed
         (with the digest its first claim recorded; nothing written) when it was
@@ -181,13 +189,21 @@ class ChatLog(StoreBase):
             # delivery key was claimed by the request it replays) before either is tried
             if nonce is not None and (first := claim_in(conn, nonce)) is not None:
                 raise NonceUsed(first)
-            if claim is not None:
-                conn.execute(insert(deliveries), [{"key": claim[:600], "processed_at": utcnow()}])
+            fp = None
             if fingerprint is not None:
-                key, window = fingerprint[0][:600], fingerprint[1]
-                conn.execute(delete(deliveries).where(deliveries.c.key == key,
-                                                      deliveries.c.processed_at <= utcnow() - window))
-                conn.execute(insert(deliveries), [{"key": key, "processed_at": utcnow()}])
+                fp, window = fingerprint[0][:600], fingerprint[1]
+                stale = deliveries.c.processed_at <= utcnow() - window
+                # a claim older than the window no longer counts: its own row (a command's, or
+                # written before fingerprints shared the delivery's row) goes, a shared one lets go
+                conn.execute(delete(deliveries).where(deliveries.c.key == fp, stale))
+                conn.execute(update(deliveries).where(deliveries.c.fingerprint == fp, stale).values(fingerprint=None))
+                if claim is None:
+                    conn.execute(insert(deliveries), [{"key": fp, "processed_at": utcnow()}])
+                elif conn.execute(select(deliveries.c.key).where(deliveries.c.key == fp).limit(1)).first():
+                    raise DuplicateDelivery(fp)  # claimed on its own row within the window
+            if claim is not None:  # with the fingerprint in the same row: one row per message
+                conn.execute(insert(deliveries), [{"key": claim[:600], "processed_at": utcnow(),
+                                                   "fingerprint": fp if claim is not None else None}])
             if line.role == "user" and line.message_id and conn.execute(select(redactions.c.id).where(
                     redactions.c.tenant == tenant, redactions.c.chat == chat.key,
                     redactions.c.message_id == line.message_id, redactions.c.sender_id == line.sender_id)
@@ -270,14 +286,23 @@ class ChatLog(StoreBase):
             return int(s.exec(select(func.count()).select_from(_ChatLogRow).where(
                 _ChatLogRow.capture_queued.is_not(None), _ChatLogRow.capture_ns != "")).one())  # type: ignore[union-attr]
 
-    def capture_done(self, *line_ids: int) -> None:
+    def capture_done(self, *line_ids: int, vectors: Mapping[int, tuple[str, bytes]] | None = None) -> None:
         """Mark the captures of these chat-log lines done, in one transaction (a
-        line pruned or redacted meanwhile is simply gone)."""
+        line pruned or redacted meanwhile is simply gone). ``vectors``: ``{line id:
+        (key, float32 bytes)}`` of some of them, kept with the line in the same row
+        write (what ``keep_line_vector`` keeps: one row write per line, not two)."""
         if not line_ids:
             return
+        vectors = {i: v for i, v in (vectors or {}).items() if i in set(line_ids)}
+        plain = [i for i in line_ids if i not in vectors]
         t = _ChatLogRow.__table__  # type: ignore[attr-defined]
         with self._write_conn() as conn:
-            conn.execute(update(t).where(t.c.id.in_(list(line_ids))).values(capture_ns="", capture_queued=None))
+            if plain:
+                conn.execute(update(t).where(t.c.id.in_(plain)).values(capture_ns="", capture_queued=None))
+            if vectors:
+                conn.execute(update(t).where(t.c.id == bindparam("lid")).values(
+                    capture_ns="", capture_queued=None, vector=bindparam("v"), vector_key=bindparam("k")),
+                    [{"lid": i, "v": v, "k": k} for i, (k, v) in vectors.items()])
 
     def chat_tail(self, tenant: str, chat: ChatRef, n: int = 8, *, max_age: timedelta | None = None,
                   now: datetime | None = None) -> list[ChatLine]:

@@ -45,14 +45,14 @@ _C = _ConsolidatedRow.__table__  # type: ignore[attr-defined]
 # recall reads this every turn: built once, an index lookup per namespace
 
 
-def _count_hits(conn, ns: Namespace, memory_ids: Sequence[str], at: datetime) -> None:
-    """On connection ``conn`` (inside the caller's write transaction): a recall
-    hit for each consolidated memory of ``ns`` among ``memory_ids`` — ``hits`` + 1,
+def _count_hits(conn, ns: Namespace, memory_ids: Sequence[str], at: datetime, n: int = 1) -> None:
+    """On connection ``conn`` (inside the caller's write transaction): ``n`` recall
+    hits for each consolidated memory of ``ns`` among ``memory_ids`` — ``hits`` + n,
     ``last_hit_at`` = ``at``, awake again (``dormant_since`` None); ids that are
     not consolidated memories of ``ns`` are ignored. Called by ``touch``
     (``memory.store.memories``), so a turn's recall marks take one transaction."""
     conn.execute(update(_C).where(_C.c.namespace == str(ns), _C.c.memory_id.in_(list(memory_ids)))
-                 .values(hits=_C.c.hits + 1, last_hit_at=at, dormant_since=None))
+                 .values(hits=_C.c.hits + n, last_hit_at=at, dormant_since=None))
 
 
 @dataclass(frozen=True, slots=True)

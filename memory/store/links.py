@@ -15,7 +15,7 @@ carries them along with the memories (``memory.store.identities``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from itertools import combinations
 
@@ -102,25 +102,64 @@ class Links(StoreBase):
             pairs = [tuple(sorted(p)) for p in combinations(alive, 2) if pairs_with is None or pairs_with in p]
             if not pairs:
                 return 0
-            have = {(r.a_id, r.b_id): r for r in conn.execute(_PAIRS_SQL, {"ns": str(ns), "ids": alive})}
-            updates, inserts = [], []
-            for a, b in pairs:
-                row = have.get((a, b))
-                if row is None:
-                    inserts.append({"namespace": str(ns), "a_id": a, "b_id": b, "weight": grown(0.0, at, at, amount),
-                                    "reasons": reason, "updated_at": at})
-                    continue
-                since = _aware(row.updated_at)
-                updates.append({"rid": row.id, "w": grown(row.weight, since, at, amount, half_life_days),
-                                "r": _join_reasons(row.reasons, reason), "t": max(at, since)})
-            if updates:
-                conn.execute(update(_T).where(_T.c.id == bindparam("rid"))
-                             .values(weight=bindparam("w"), reasons=bindparam("r"), updated_at=bindparam("t")),
-                             updates)
-            if inserts:
-                conn.execute(insert(_T), inserts)
-                _count(conn, ns, links=len(inserts))  # recall reads links only where some were made
+            self._write_pairs(conn, ns, alive, {p: (amount, at) for p in pairs}, reason, half_life_days)
         return len(pairs)
+
+    def strengthen_pairs(self, ns: Namespace, grown_by: Mapping[tuple[str, str], tuple[float, datetime]], *,
+                         reason: str, half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> int:
+        """Several co-uses at once: ``grown_by`` maps a pair of memory ids of ``ns``
+        to ``(amount, at)`` — the weight its co-uses added (> 0) and the last of
+        them (aware). Each pair of two live memories of ``ns`` (checked in the same
+        transaction: another namespace's or a forgotten id links nothing) becomes
+        ``min(W_MAX, decayed weight at at + amount)``, one row write each, all in
+        one transaction. The same as ``strengthen_links`` once per co-use when the
+        co-uses are close together (the decay between them is left out: a
+        half-life is days, they are seconds apart). Returns the pairs written.
+        Raises ValueError as ``strengthen_links`` does; StoreError."""
+        if reason not in REASONS:
+            raise ValueError(f"unknown link reason {reason!r} (one of {', '.join(REASONS)})")
+        if half_life_days <= 0 or any(a <= 0 for a, _ in grown_by.values()):
+            raise ValueError("amount and half_life_days must be > 0")
+        pairs = {tuple(sorted(p)): v for p, v in grown_by.items() if p[0] and p[1] and p[0] != p[1]}
+        if not pairs:
+            return 0
+        ids = sorted({i for p in pairs for i in p})
+        for attempt in (0, 1):
+            try:
+                with self._write_conn() as conn:
+                    live = set(conn.execute(_LIVE_SQL, {"ns": str(ns), "ids": ids}).scalars())
+                    mine = {p: v for p, v in pairs.items() if p[0] in live and p[1] in live}
+                    if mine:
+                        self._write_pairs(conn, ns, sorted(live), mine, reason, half_life_days)
+                return len(mine)
+            except IntegrityError:
+                if attempt:  # PostgreSQL: a concurrent writer inserted one of these pairs first
+                    raise
+        return 0
+
+    @staticmethod
+    def _write_pairs(conn: Connection, ns: Namespace, alive: list[str],
+                     pairs: Mapping[tuple[str, str], tuple[float, datetime]], reason: str,
+                     half_life_days: float) -> None:
+        """On ``conn``: grow each pair (``a < b``, both in ``alive``) by its amount at its time."""
+        have = {(r.a_id, r.b_id): r for r in conn.execute(_PAIRS_SQL, {"ns": str(ns), "ids": alive})}
+        updates, inserts = [], []
+        for (a, b), (amount, at) in pairs.items():
+            row = have.get((a, b))
+            if row is None:
+                inserts.append({"namespace": str(ns), "a_id": a, "b_id": b, "weight": grown(0.0, at, at, amount),
+                                "reasons": reason, "updated_at": at})
+                continue
+            since = _aware(row.updated_at)
+            updates.append({"rid": row.id, "w": grown(row.weight, since, at, amount, half_life_days),
+                            "r": _join_reasons(row.reasons, reason), "t": max(at, since)})
+        if updates:
+            conn.execute(update(_T).where(_T.c.id == bindparam("rid"))
+                         .values(weight=bindparam("w"), reasons=bindparam("r"), updated_at=bindparam("t")),
+                         updates)
+        if inserts:
+            conn.execute(insert(_T), inserts)
+            _count(conn, ns, links=len(inserts))  # recall reads links only where some were made
 
     def links_of(self, ns: Namespace, ids: Sequence[str], *, at: datetime | None = None, min_weight: float = 0.0,
                  half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> dict[str, list[tuple[str, float, str]]]:

@@ -707,20 +707,38 @@ class MemoryRows(StoreBase):
         (keeps the last ACCESS_TIMES_KEPT times for ACT-R activation); a
         consolidated one among them counts a hit and wakes up if it was dormant
         (``memory.store.consolidated``), in the same transaction."""
-        if not ids:
-            return
         at = at or utcnow()
+        self.touch_times(ns, {i: (at,) for i in ids})
+
+    def touch_times(self, ns: Namespace, times: Mapping[str, Sequence[datetime]]) -> int:
+        """``touch`` for several recalls at once: ``times`` maps a memory id of ``ns``
+        to the (aware) times it went into a prompt. In one transaction: each live
+        one gets its times appended (in time order; the last ACCESS_TIMES_KEPT kept),
+        one row update each; a consolidated one counts one hit per time, its
+        ``last_hit_at`` the latest. An id that is not a live memory of ``ns`` —
+        another namespace's, or forgotten meanwhile — is skipped: an update never
+        creates a row, so nothing forgotten comes back. Returns the rows updated."""
+        wanted = {i: sorted(ts) for i, ts in times.items() if i and ts}
+        if not wanted:
+            return 0
         t = _MemoryRow.__table__  # type: ignore[attr-defined]
         with self._write_conn() as conn:
             rows = conn.execute(select(t.c.id, t.c.access_times).where(t.c.namespace == str(ns),
-                                                                       t.c.id.in_(list(ids)))).all()
-            if rows:
-                conn.execute(update(t).where(t.c.namespace == str(ns), t.c.id == bindparam("mid"))
-                             .values(access_times=bindparam("times")),
-                             [{"mid": r.id, "times": json.dumps((json.loads(r.access_times or "[]")
-                                                                 + [at.isoformat()])[-ACCESS_TIMES_KEPT:])}
-                              for r in rows])
-                _count_hits(conn, ns, [r.id for r in rows], at)
+                                                                       t.c.id.in_(list(wanted)))).all()
+            if not rows:
+                return 0
+            updates = []
+            for r in rows:
+                kept = json.loads(r.access_times or "[]") + [x.isoformat() for x in wanted[r.id]]
+                updates.append({"mid": r.id, "times": json.dumps(kept[-ACCESS_TIMES_KEPT:])})
+            conn.execute(update(t).where(t.c.namespace == str(ns), t.c.id == bindparam("mid"))
+                         .values(access_times=bindparam("times")), updates)
+            by_count: dict[tuple[int, datetime], list[str]] = {}
+            for r in rows:
+                by_count.setdefault((len(wanted[r.id]), wanted[r.id][-1]), []).append(r.id)
+            for (n, last), ids in by_count.items():
+                _count_hits(conn, ns, ids, last, n)
+        return len(rows)
 
     def iter_ids(self, ns: Namespace) -> list[str]:
         """Ids of every live memory of ``ns`` (for index repair)."""

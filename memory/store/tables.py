@@ -142,12 +142,16 @@ class _TombstoneRow(SQLModel, table=True):
 
 
 class _DeliveryRow(SQLModel, table=True):
-    """A processed platform delivery, by key (at most 600 characters, longer keys are cut)."""
+    """A processed platform delivery, by key (at most 600 characters, longer keys
+    are cut); ``fingerprint``: the content fingerprint a plain message claimed in
+    the same row (``ChatLog.append_chat``; unique, NULL when none)."""
 
     __tablename__ = "deliveries"
+    __table_args__ = (SAIndex("ix_deliveries_fingerprint", "fingerprint", unique=True),)
 
     key: str = Field(primary_key=True, max_length=600)
     processed_at: datetime
+    fingerprint: str | None = Field(default=None, max_length=600)
 
 
 class _ChatLogRow(SQLModel, table=True):

@@ -87,12 +87,15 @@ def _count(conn, ns: Namespace | str, *, links: int = 0, conflicts: int = 0, dor
     dormant marks in ``ns``: count them up in its ``namespace_state`` row. A row
     whose counters are NULL stays NULL (unknown: recall keeps reading); a
     namespace without a row gets none here (``namespace_stats`` then knows
-    nothing, and recall reads). Counters never go down: an upper bound."""
-    if links <= 0 and conflicts <= 0 and dormant <= 0:
+    nothing, and recall reads). Counters never go down. ``links`` is written only
+    while the counter is 0 (links are made on most turns; recall asks only
+    whether there are any): it holds the first links' number, not a total."""
+    if links > 0:
+        conn.execute(update(_T).where(_T.c.namespace == str(ns), _T.c.links == 0).values(links=int(links)))
+    if conflicts <= 0 and dormant <= 0:
         return
     conn.execute(update(_T).where(_T.c.namespace == str(ns)).values(
-        links=_T.c.links + int(max(links, 0)), conflicts=_T.c.conflicts + int(max(conflicts, 0)),
-        dormant=_T.c.dormant + int(max(dormant, 0))))
+        conflicts=_T.c.conflicts + int(max(conflicts, 0)), dormant=_T.c.dormant + int(max(dormant, 0))))
 
 
 def _recount(conn, ns: Namespace | str) -> None:
@@ -115,8 +118,10 @@ class NamespaceStats:
     """What one read of a namespace's ``namespace_state`` row tells recall:
     ``version`` (its write version, 0 when never written), ``live`` (its live
     memories), and ``links`` / ``conflicts`` / ``dormant``: how many association
-    links, conflict links and dormant marks it was ever given (never counted
-    down), None when unknown (a row written before the counters, or no row)."""
+    links (0 when none was ever made, else at least 1: the first links made set
+    it and later ones leave it), conflict links and dormant marks it was ever
+    given (never counted down), None when unknown (a row written before the
+    counters, or no row)."""
 
     version: int
     live: int

@@ -109,3 +109,16 @@ async def test_the_query_embedding_starts_before_the_chat_log_append(e5_store):
         event.remove(store.engine, "before_cursor_execute", hold)
     assert waited == [True]
     assert await pipe.drain(30)
+
+
+@pytest.mark.parametrize("text", ["我养了一只叫煤球的黑猫", "My sister Lena lives in Berlin and loves jazz 🎷"])
+async def test_a_line_stored_as_it_was_said_is_embedded_once(e5_store, text):
+    """A statement captured word for word: its turn makes one model call (the query); the stored memory
+    takes that vector instead of a document embedding of the same text."""
+    store, index_dir = e5_store
+    pipe, emb = _pipeline(store, index_dir)
+    res = await pipe.handle("default", _msg(text, "1", T0), background_capture=True)
+    assert await pipe.drain(30)
+    stored = [m.text for m in store.list(NS)]
+    assert not res.duplicate and text in stored
+    assert emb.queries == [text] and text not in emb.documents

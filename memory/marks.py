@@ -1,0 +1,133 @@
+"""Recall's marks, held in process and written together: which memories went
+into a prompt, and when.
+
+Every answered turn marks the memories its recollection cited: their ACT-R
+access times (``memory.scoring``'s activation reads them), a hit for a
+consolidated one, and a ``recalled`` association link between each pair
+(``memory.links``). Written at once that is a row update per memory and per
+pair on every turn — most of a turn's SQL rows — while a person's next turns,
+seconds apart, mark mostly the same memories again. ``RecallMarks`` keeps the
+marks of the last ``every_s`` seconds in memory and writes them in one pass
+(``flush``): each memory once with all its new times (``Store.touch_times``),
+each pair once with the weight its co-uses added (``Store.strengthen_pairs``;
+the decay between co-uses seconds apart is left out, so the weights are those
+of marking each turn at once).
+
+What this gives up, and why it is safe:
+
+- A crash (or a kill) loses the marks not yet written: at most ``every_s``
+  seconds of access times and co-recall weight. They were never acknowledged
+  to anyone, nor are they a memory: activation is a ranking term, and a lost
+  mark reads as a recall that was not recorded. A clean shutdown writes them
+  (``MemoryCore.close``, and the gateway's lifespan).
+- Until written, the marks are not in SQL: another replica, ``/memory why``,
+  an export or the API's ``recalled_at`` see them up to ``every_s`` seconds
+  late.
+- A forget always wins: a flush only updates rows that are live in SQL when it
+  runs (an UPDATE of a forgotten memory's row matches nothing, and a pair is
+  linked only when both ids are live memories of the namespace, checked in the
+  same transaction), so a mark never brings back a forgotten memory or its
+  links. Isolation is the store's: every write takes the namespace and keeps
+  only that namespace's ids.
+
+Thread-safe: ``note`` is called from the turns' worker threads; the one that
+finds the window elapsed flushes (others keep buffering meanwhile).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from memory.links import DEFAULT_HALF_LIFE_DAYS, MAX_LINKED_IDS
+from memory.types import Namespace
+
+__all__ = ["FLUSH_EVERY_S", "MAX_PENDING", "RecallMarks"]
+
+log = logging.getLogger(__name__)
+
+FLUSH_EVERY_S = 30.0
+"""Seconds a mark may wait in memory before it is written (the most a crash loses)."""
+MAX_PENDING = 5000
+"""Marked memories held at most before a flush is due anyway (bounds the memory held)."""
+
+
+class RecallMarks:
+    """The buffer (see the module docstring). ``store``: a ``memory.store.Store``;
+    ``recalled``: the weight a pair gains per co-use (``LinkParams.recalled``; 0:
+    no links); ``half_life_days`` (> 0): the links' decay; ``every_s`` (≥ 0, 0:
+    every ``note`` writes at once); ``clock``: seconds, monotonic."""
+
+    def __init__(self, store, *, recalled: float = 1.0, half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+                 every_s: float = FLUSH_EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
+        if every_s < 0 or half_life_days <= 0 or recalled < 0:
+            raise ValueError("every_s and recalled must be ≥ 0, half_life_days > 0")
+        self.store = store
+        self.recalled = recalled
+        self.half_life_days = half_life_days
+        self.every_s = every_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._flushing = threading.Lock()
+        self._times: dict[Namespace, dict[str, list[datetime]]] = {}
+        self._pairs: dict[Namespace, dict[tuple[str, str], tuple[float, datetime]]] = {}
+        self._held = 0
+        self._since = clock()
+
+    @property
+    def pending(self) -> int:
+        """Memories whose marks wait to be written."""
+        return self._held
+
+    def note(self, ns: Namespace, ids: Sequence[str], at: datetime) -> None:
+        """Mark that ``ids`` of ``ns`` went into one prompt at ``at`` (aware): kept
+        until the next flush, which this call runs when ``every_s`` has passed
+        since the last one or ``MAX_PENDING`` memories are held. The pairs are
+        those ``Store.strengthen_links`` would link: among the first
+        ``MAX_LINKED_IDS`` distinct ids. Raises StoreError only from a flush it runs."""
+        wanted = list(dict.fromkeys(i for i in ids if i))
+        if not wanted:
+            return
+        with self._lock:
+            times = self._times.setdefault(ns, {})
+            for i in wanted:
+                if i not in times:
+                    times[i] = []
+                    self._held += 1
+                times[i].append(at)
+            linked = wanted[:MAX_LINKED_IDS]
+            if self.recalled > 0 and len(linked) > 1:
+                pairs = self._pairs.setdefault(ns, {})
+                for k, a in enumerate(linked):
+                    for b in linked[k + 1:]:
+                        p = (a, b) if a < b else (b, a)
+                        amount, last = pairs.get(p, (0.0, at))
+                        pairs[p] = (amount + self.recalled, max(last, at))
+            due = self._held >= MAX_PENDING or self._clock() - self._since >= self.every_s
+        if due:
+            self.flush()
+
+    def flush(self) -> int:
+        """Write every mark held (per namespace: one ``touch_times``, one
+        ``strengthen_pairs``); returns the memories written. A namespace whose
+        write fails keeps nothing (logged; the marks are a ranking aid, never worth
+        a turn) and the others are still written. Flushes one at a time."""
+        with self._flushing:
+            with self._lock:
+                times, pairs = self._times, self._pairs
+                self._times, self._pairs, self._held = {}, {}, 0
+                self._since = self._clock()
+            written = 0
+            for ns in times.keys() | pairs.keys():
+                try:
+                    if ns in times:
+                        written += self.store.touch_times(ns, times[ns])
+                    if ns in pairs:
+                        self.store.strengthen_pairs(ns, pairs[ns], reason="recalled",
+                                                    half_life_days=self.half_life_days)
+                except Exception:
+                    log.exception("recall marks of %s could not be written; dropped", ns)
+            return written
