@@ -346,8 +346,7 @@ def run(min_requests: int = MIN_REQUESTS, deadline_s: float = DEADLINE_S) -> int
                                                webhook={"secret": WH_SECRET})})
         port = _free_port()
         server = uvicorn.Server(server_config(create_app(settings), host="127.0.0.1", port=port,
-                                              limit_concurrency=settings.max_connections, log_level="critical",
-                                              access_log=False))  # as huiyi serve runs it
+                                              log_level="critical", access_log=False))  # serve's loop and keep-alive
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         started = time.time()
