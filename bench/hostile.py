@@ -329,8 +329,9 @@ def run(min_requests: int = MIN_REQUESTS, deadline_s: float = DEADLINE_S) -> int
     the number of 5xx answers (0 is the goal)."""
     import uvicorn
 
-    from gateway.http.app import create_app
     from gateway.config import TenantSettings, load_settings
+    from gateway.http.app import create_app
+    from gateway.http.serving import server_config
 
     workdir = Path(tempfile.mkdtemp(prefix="huiyi-hostile-"))
     quiet = {name: logging.getLogger(name).level for name in ("gateway", "bridges")}
@@ -344,8 +345,8 @@ def run(min_requests: int = MIN_REQUESTS, deadline_s: float = DEADLINE_S) -> int
                                                wechat={"kind": "oa", "token": WX_TOKEN, "reply_within": 30},
                                                webhook={"secret": WH_SECRET})})
         port = _free_port()
-        server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
-                                               log_level="critical", access_log=False))
+        server = uvicorn.Server(server_config(create_app(settings), host="127.0.0.1", port=port,
+                                              log_level="critical", access_log=False))  # serve's loop and keep-alive
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         started = time.time()

@@ -140,8 +140,9 @@ def measure(workdir: Path, *, chats: int = CHATS, messages: int = MESSAGES, warm
     gateway process's CPU time per request over the measured load)."""
     import uvicorn
 
-    from gateway.http.app import create_app
     from gateway.config import TenantSettings, load_settings
+    from gateway.http.app import create_app
+    from gateway.http.serving import server_config
     from gateway.pipeline import Pipeline
     from gateway.service import build_core
 
@@ -165,8 +166,8 @@ def measure(workdir: Path, *, chats: int = CHATS, messages: int = MESSAGES, warm
                              tenants={"bench": TenantSettings(webhook={"secret": SECRET})}, **extra)
     pipeline = TimedPipeline(settings, build_core(settings))
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings, pipeline), host="127.0.0.1", port=port,
-                                           log_level="warning", access_log=False))
+    server = uvicorn.Server(server_config(create_app(settings, pipeline), host="127.0.0.1", port=port,
+                                          log_level="warning", access_log=False))  # as huiyi serve runs it
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.time() + 300

@@ -686,6 +686,11 @@ class Settings(BaseSettings):
     #: 2.3 MiB per 1,000 memories with 512-d vectors); 0 turns it off. Env
     #: ``HUIYI_RECALL_CACHE_MIB``.
     recall_cache_mib: float = Field(default=256.0, ge=0)
+    #: MiB of LanceDB's own caches of the index in this process (its index parts,
+    #: manifests and file metadata; ``memory.index.INDEX_CACHE_MIB``): what is
+    #: evicted is read again from the index when a search needs it. Env
+    #: ``HUIYI_INDEX_CACHE_MIB``.
+    index_cache_mib: float = Field(default=64.0, gt=0)
     # -- start-up warm-up (gateway.warmup; issue 26 items 6-7, issue 29 item 4) --
     #: namespaces per tenant loaded into recall's cache at start-up, the most
     #: recently recalled first, in a background thread and never past the cache's

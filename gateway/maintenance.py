@@ -12,13 +12,39 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline
 
-__all__ = ["maintenance", "MAINTAIN_EVERY_S", "OPTIMIZE_EVERY_S", "OPTIMIZE_AFTER_WRITES"]
+__all__ = ["maintenance", "release_free_heap", "MAINTAIN_EVERY_S", "OPTIMIZE_EVERY_S", "OPTIMIZE_AFTER_WRITES"]
 
 log = logging.getLogger(__name__)
 
 MAINTAIN_EVERY_S = 15.0
 OPTIMIZE_EVERY_S = 600.0
 OPTIMIZE_AFTER_WRITES = 32
+
+
+def release_free_heap() -> bool:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim(0)``, every
+    arena, free pages inside the heap too); True when it did, False where the C
+    library is not glibc. The turns' worker threads each allocate in a glibc arena
+    of their own; what they free stays in it, so without this the gateway's RSS kept
+    the high-water mark of every arena, and rose with fragmentation under load."""
+    global _trim
+    if _trim is None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _trim = libc.malloc_trim
+            _trim.argtypes, _trim.restype = [ctypes.c_size_t], ctypes.c_int
+        except (OSError, AttributeError):
+            _trim = False
+    if _trim is False:
+        return False
+    _trim(0)
+    return True
+
+
+_trim = None  # glibc's malloc_trim once looked up; False: not glibc
 
 
 async def maintenance(pipeline: Pipeline) -> None:
@@ -34,7 +60,8 @@ async def maintenance(pipeline: Pipeline) -> None:
     ``memory.consolidate``); start
     the index's rebuild from SQL again when the one begun at start-up (a missing
     or unreadable index, ``MemoryCore``) failed, and begin one when the index
-    vanished or became unreadable while serving (``MemoryCore.check_index``).
+    vanished or became unreadable while serving (``MemoryCore.check_index``);
+    return the C heap's free pages to the system (``release_free_heap``).
     Cancelling it cancels the
     consolidation pass it started (``ConsolidationScheduler.stop``)."""
     try:
@@ -70,6 +97,10 @@ async def _maintain_forever(pipeline: Pipeline) -> None:
             await asyncio.to_thread(pipeline.nonces.prune)
         except Exception as exc:  # noqa: BLE001 - keep maintaining
             log.warning("pruning callback nonces: %s", exc)
+        try:  # what the turns freed goes back to the system (glibc keeps it in its arenas)
+            await asyncio.to_thread(release_free_heap)
+        except Exception as exc:  # noqa: BLE001 - keep maintaining
+            log.warning("releasing free heap: %s", exc)
         try:
             await asyncio.to_thread(pipeline.core.maintain)
             now = asyncio.get_running_loop().time()

@@ -49,7 +49,7 @@ def build_core(settings: Settings, *, schema: str | None = None,
     # the tenants with a change-event webhook: their memory writes leave events (memory.store.events)
     store.subscribe_events(name for name, t in settings.tenants.items() if t.change_events.url)
     index = SearchIndex(settings.index_path, embedder, ann_min_rows=settings.ann_min_rows,
-                        **index_writers(settings, store))
+                        cache_mib=settings.index_cache_mib, **index_writers(settings, store))
     core = MemoryCore(store, index, rebuild=rebuild, cache_mib=settings.recall_cache_mib,
                       cache_background=rebuild == "background",  # serving: no turn waits on a cold view
                       cache_spill_dir=settings.data_dir / "cache")

@@ -132,6 +132,15 @@ current columns is rebuilt from SQL when it is opened."""
 VECTOR_CACHE = 20_000
 """Embeddings kept in process, keyed by the hash of the text they embed (about
 2 KiB each for the 512-d default): recall of small namespaces reads them here."""
+INDEX_CACHE_MIB = 64.0
+"""Default bound, in MiB, of LanceDB's own caches in this process (``SearchIndex``'s
+``cache_mib``): three quarters for its index cache (the full-text, scalar and
+vector indices' parts), a quarter for its metadata cache (manifests, fragment and
+file metadata). Each write commits a new table version whose manifest and
+fragment metadata a search then reads; LanceDB's defaults (GiBs) keep every
+version read, so a process that stores memories grew by tens of KiB a stored
+memory, without end. Bounded, what is evicted is read again from the index
+directory when a search needs it."""
 ANN_MIN_ROWS = 100_000
 """Rows from which ``optimize`` builds the ANN vector index (``SearchIndex``'s
 ``ann_min_rows``). Below it every vector search stays flat and exact: it reads
@@ -300,15 +309,22 @@ class SearchIndex:
 
     def __init__(self, path: str | Path, embedder: Embedder, *, ann_min_rows: int = ANN_MIN_ROWS,
                  storage_options: dict[str, str] | None = None,
-                 write_lock: Callable[[], contextlib.AbstractContextManager] | None = None) -> None:
+                 write_lock: Callable[[], contextlib.AbstractContextManager] | None = None,
+                 cache_mib: float = INDEX_CACHE_MIB) -> None:
         """``storage_options``: LanceDB's object-store options for an ``s3://`` path
         (``endpoint``, ``region``, ``aws_access_key_id``, ``aws_secret_access_key``,
         ``allow_http``; unset ones come from the ``AWS_*`` environment).
         ``write_lock``: the lock against other processes' index writes, entered
         around each write (``Store.index_write_lock`` on PostgreSQL); None → an
         ``flock`` in the directory for a local path, and for an object store the
-        in-process lock alone (one writing process: module docstring)."""
+        in-process lock alone (one writing process: module docstring).
+        ``cache_mib``: the bound of LanceDB's caches for this index, in MiB
+        (``INDEX_CACHE_MIB``; ``cache_bytes`` says what they hold). Raises
+        ValueError when it is not positive."""
         import lancedb
+
+        if cache_mib <= 0:
+            raise ValueError("cache_mib must be > 0")
 
         self.path = str(path)
         self.embedder = embedder
@@ -327,8 +343,10 @@ class SearchIndex:
         self._vectors_lock = threading.Lock()
         try:
             # 0: every read checks for a version another process committed (module docstring)
+            cap = int(cache_mib * 2**20)
+            self._session = lancedb.Session(index_cache_size_bytes=cap - cap // 4, metadata_cache_size_bytes=cap // 4)
             self._db = lancedb.connect(self.path, read_consistency_interval=timedelta(0),
-                                       storage_options=dict(storage_options or {}) or None)
+                                       storage_options=dict(storage_options or {}) or None, session=self._session)
             self.needs_rebuild = False
             with self.writing():  # two processes opening an empty index create its table once
                 self._table = self._open_or_create()
@@ -649,6 +667,11 @@ class SearchIndex:
                     self._files.release_exclusive()
         except Exception as exc:
             raise SearchIndexError(f"index purge failed: {exc}") from exc
+
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes LanceDB's caches of this index hold now (at most its ``cache_mib``)."""
+        return self._session.size_bytes
 
     def count(self) -> int:
         """Rows in the index (all namespaces; for maintenance and benchmarks)."""

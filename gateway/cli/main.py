@@ -133,14 +133,16 @@ def serve(host: Annotated[str | None, typer.Option(help="listen address")] = Non
     import uvicorn
 
     from gateway.http.app import create_app
+    from gateway.http.serving import server_config
 
     # one JSON object per line; a person's words only when the privacy switch allows (gateway.logs)
     configure_logging(json_logs=True, allow_text=settings.audit_fragments)
-    # slow and hostile clients: a bound on connections at once (503 beyond it), and
-    # idle keep-alive connections closed after 5 s; the body itself must arrive
-    # within settings.body_timeout_s (gateway.http.app._body)
-    uvicorn.run(create_app(settings, telegram_polling=polling, freeze_gc=True), host=host or settings.host, port=port or settings.port,
-                log_config=None, limit_concurrency=settings.max_connections, timeout_keep_alive=5)
+    # slow and hostile clients: a bound on connections at once (503 beyond it); the body itself
+    # must arrive within settings.body_timeout_s (gateway.http.bodies); the event loop and the
+    # keep-alive that never close a connection under a request already sent: gateway.http.serving
+    uvicorn.Server(server_config(create_app(settings, telegram_polling=polling, freeze_gc=True),
+                                 host=host or settings.host, port=port or settings.port,
+                                 limit_concurrency=settings.max_connections)).run()
 
 
 def _is_utf8(text: str) -> bool:

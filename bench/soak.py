@@ -1,0 +1,217 @@
+"""Memory under a long load: the gateway's resident set size (RSS) minute by minute.
+
+A real gateway (the FastAPI app under uvicorn as ``huiyi serve`` runs it,
+``gateway.http.serving``; LanceDB and the shipped e5-small embedder in a
+temporary data root) on 127.0.0.1, over SQLite and over PostgreSQL (a fresh
+schema on ``HUIYI_BENCH_PG_URL``, default the test server). ``chats`` private
+chats at a person's pace (each sends its next line 1–4 s after its previous
+answer, as ``bench.webhook``'s paced run) post signed requests to ``POST
+/webhook/<tenant>`` for ``minutes`` minutes: every request a full turn whose
+capture stores what the person said. The lines are the public chat logs'
+(``bench.chatmix``, ~8k distinct lines): each chat says its own stretch of them,
+so a namespace never hears a line twice, and a line comes back in other
+namespaces only after the logs are used up (its query vector may then come from
+the embedder's text cache, as a common line does in production).
+
+Printed, one line a minute: the gateway process's RSS in MiB (``/proc/self``:
+the bench process holds the gateway; the load runs in a process of its own), the
+requests answered, the memories the index holds, the recall cache's estimate
+(``NamespaceCache.nbytes``), LanceDB's own caches (``SearchIndex.cache_bytes``)
+and the load average. At the end: the growth over the last ``judged`` minutes
+(default all but the first 5, which load models and fill bounded caches) against
+``GOAL_MIB``.
+
+Run ``python -m bench soak --minutes 20`` (``make bench`` runs it after the other benches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import multiprocessing
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+__all__ = ["GOAL_MIB", "rss_mib", "run"]
+
+log = logging.getLogger(__name__)
+
+GOAL_MIB = 50.0
+"""Growth of the RSS allowed over the judged minutes at 50 paced chats."""
+SECRET = "bench-secret"
+THINK_S = (1.0, 4.0)
+PG_URL = os.environ.get("HUIYI_BENCH_PG_URL", "postgresql://root@127.0.0.1:5432/test")
+
+
+def rss_mib() -> float:
+    """This process's resident set size in MiB (``VmRSS`` of ``/proc/self/status``)."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+async def _chats(base: str, chats: int, seconds: float, texts: list[str]) -> dict[str, int]:
+    """The load: ``chats`` paced chats for ``seconds``; counts of answers by kind."""
+    import httpx
+
+    from bridges.webhook.protocol import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+
+    counts = {"ok": 0, "refused": 0, "transport": 0}
+    stretch = max(1, len(texts) // chats)
+    limits = httpx.Limits(max_connections=chats, max_keepalive_connections=chats)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120.0) as client:
+        end = time.monotonic() + seconds
+
+        async def chat(c: int) -> None:
+            rng = random.Random(c)
+            await asyncio.sleep(rng.uniform(0.0, THINK_S[1]))
+            n = 0
+            while time.monotonic() < end:
+                text = texts[(c * stretch + n) % len(texts)]
+                body = json.dumps({"sender_id": f"u{c}", "chat_id": f"u{c}", "message_id": f"m{n}", "text": text},
+                                  ensure_ascii=False).encode()
+                ts = str(int(time.time()))
+                try:
+                    r = await client.post("/webhook/bench", content=body, headers={
+                        TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: sign(SECRET, ts, body),
+                        "Content-Type": "application/json"})
+                    counts["ok" if r.status_code == 200 else "refused"] += 1
+                except httpx.TransportError:
+                    counts["transport"] += 1
+                n += 1
+                await asyncio.sleep(rng.uniform(*THINK_S))
+
+        await asyncio.gather(*(chat(c) for c in range(chats)))
+    return counts
+
+
+def _chats_blocking(base: str, chats: int, seconds: float, texts: list[str]) -> dict[str, int]:
+    return asyncio.run(_chats(base, chats, seconds, texts))
+
+
+def soak(backend: str, minutes: float, chats: int = 50, judged: float | None = None,
+         emit=print) -> dict | None:
+    """One soak over ``backend`` (``"sqlite"`` or ``"postgresql"``); returns
+    ``{"rss": [(minute, MiB)], "growth_mib", "judged_min", "counts"}`` or None when
+    PostgreSQL is unreachable. ``judged``: the last minutes whose growth is judged
+    (default ``minutes - 5``, at least 1)."""
+    import uvicorn
+
+    from bench.chatmix import chat_mix
+    from gateway.config import TenantSettings, load_settings
+    from gateway.http.app import create_app
+    from gateway.http.serving import server_config
+    from gateway.pipeline import Pipeline
+    from gateway.service import build_core
+
+    judged = judged if judged is not None else max(1.0, minutes - 5)
+    root = Path(tempfile.mkdtemp(prefix="huiyi-bench-soak-"))
+    schema = None
+    if backend == "postgresql":
+        import psycopg
+
+        try:
+            psycopg.connect(PG_URL, connect_timeout=5).close()
+        except Exception as e:  # noqa: BLE001
+            emit(f"soak: PostgreSQL unreachable at {PG_URL}: {e}")
+            return None
+        url, schema = PG_URL, f"huiyi_bench_soak_{uuid.uuid4().hex[:8]}"
+    else:
+        url = f"sqlite:///{root / 'huiyi.db'}"
+    try:
+        settings = load_settings(data_dir=root, database_url=url, index_uri=str(root / "index"),
+                                 tenants={"bench": TenantSettings(webhook={"secret": SECRET})})
+        core = build_core(settings, schema=schema)
+        server = uvicorn.Server(server_config(create_app(settings, Pipeline(settings, core)), host="127.0.0.1",
+                                              port=_free_port(), log_level="warning", access_log=False))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.time() + 300
+        while not server.started:
+            if time.time() > deadline or not thread.is_alive():
+                raise RuntimeError("gateway did not start")
+            time.sleep(0.05)
+        texts = chat_mix(7_900)
+        port = server.config.port
+        rss: list[tuple[int, float]] = [(0, rss_mib())]
+        emit(f"soak over {backend}: {chats} paced chats for {minutes:g} min; RSS at the start {rss[0][1]:.0f} MiB, "
+             f"load average {_load()}")
+        try:
+            with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                done = pool.submit(_chats_blocking, f"http://127.0.0.1:{port}", chats, minutes * 60, texts)
+                t0, minute = time.monotonic(), 0
+                while not done.done():
+                    time.sleep(1.0)
+                    if time.monotonic() - t0 >= (minute + 1) * 60:
+                        minute += 1
+                        rss.append((minute, rss_mib()))
+                        emit(f"  minute {minute:3d}: RSS {rss[-1][1]:7.0f} MiB  memories {core.index.count():6d}  "
+                             f"recall cache {core.cache.nbytes / 2**20 if core.cache else 0:5.1f} MiB  "
+                             f"LanceDB caches {core.index.cache_bytes / 2**20:5.1f} MiB  load {_load()}")
+                counts = done.result()
+        finally:
+            server.should_exit = True
+            thread.join(timeout=60)
+            core.close()
+        start = rss[max(0, len(rss) - 1 - int(judged))]
+        growth = rss[-1][1] - start[1]
+        verdict = "pass" if growth <= GOAL_MIB else "MISS"
+        emit(f"  requests {counts}; RSS {rss[0][1]:.0f} -> {rss[-1][1]:.0f} MiB; over the last {rss[-1][0] - start[0]} "
+             f"min (from minute {start[0]}): {growth:+.0f} MiB, goal <= {GOAL_MIB:.0f} MiB: {verdict}; "
+             f"load average {_load()}\n")
+        return {"rss": rss, "growth_mib": growth, "judged_min": rss[-1][0] - start[0], "counts": counts}
+    finally:
+        if schema is not None:
+            _drop_schema(schema)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run(minutes: float = 20.0, chats: int = 50, backends: tuple[str, ...] = ("sqlite", "postgresql")) -> int:
+    """Soak each backend in turn (module docstring); 1 when one missed ``GOAL_MIB``, else 0."""
+    def emit(text: str) -> None:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+    missed = False
+    for backend in backends:
+        f = soak(backend, minutes, chats, emit=emit)
+        missed |= f is not None and f["growth_mib"] > GOAL_MIB
+    return int(missed)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _drop_schema(schema: str) -> None:
+    import psycopg
+
+    try:
+        with psycopg.connect(PG_URL, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    except Exception as e:  # noqa: BLE001 - a schema left behind is only clutter
+        log.warning("soak: schema %s not dropped: %s", schema, e)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    sys.exit(run())
