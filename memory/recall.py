@@ -69,7 +69,8 @@ from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
 __all__ = ["RecallParams", "recall", "keep_channel_tops", "rrf_fuse", "vector_weight", "bm25_scores", "bm25_confidence", "channel_hits", "has_content",
            "word_match", "Scorer", "TurnQuery", "turn_query", "leans_on_context", "is_thin",
-           "EXACT_MAX", "found_via_context", "content_terms", "is_chitchat", "standout"]
+           "EXACT_MAX", "found_via_context", "content_terms", "is_chitchat", "standout", "asks", "remark_terms",
+           "names_it"]
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +283,14 @@ class RecallParams:
     longer word), the lower vector floor needs a shared content word, a line of
     chit-chat (``is_chitchat``) recalls only by its content words, and the
     earlier lines of the tail bring nothing into a turn whose question has no
-    hit of its own unless it leans on them."""
+    hit of its own unless it leans on them. ``chat_turn``: the tail is a
+    conversation's (the pipeline's turn), not a search query — then a latest
+    line that does not ask (``asks``: a statement, a reaction, a mood) recalls
+    only memories whose own text names what it names (``names_it``), its vector
+    hits stand out by ``standout`` whatever BM25 found, and a period it names
+    (「今天」, "today") does not lift the decision as a question's does; a
+    search query ("the pride parade", 「阿里山」) names a topic to look up and
+    keeps the question's rules."""
 
     k: int = 8
     candidates: int = 40
@@ -312,6 +320,7 @@ class RecallParams:
     dormant_factor: float = DORMANT_FACTOR
     standout: float = STANDOUT
     matched_standout: float = MATCHED_STANDOUT
+    chat_turn: bool = False
 
 
 def vector_weight(index: SearchIndex, params: RecallParams) -> float:
@@ -404,9 +413,10 @@ def _content_words(line: str) -> list[str]:
 _CHAT_WORDS = frozenset(
     "就是 确实 其实 真的 还是 可以 已经 一下 一起 一直 一样 这样 那样 这么 那么 打算 觉得 感觉 好像 应该 可能 需要 "
     "希望 还有 没有 不是 不会 不要 不过 而且 今天 明天 昨天 今晚 现在 时候 刚刚 马上 终于 有点 有些 一点 特别 非常 "
-    "比较 好多 很多 太多 东西 事情 我要 你要 我们 大家 别人 怎么办 为啥 干嘛 啥时候 "
+    "比较 好多 很多 太多 东西 事情 我要 你要 我们 大家 别人 怎么办 为啥 干嘛 啥时候 当然 最好 回来 回去 出来 出去 进来 "
+    "过来 起来 下来 "
     "just realli actual basic total liter serious honest definit probabl mayb kind sort pretti quit "
-    "someth anyth everyth noth thing stuff way lot bit today tonight tomorrow yesterday now late earlier soon "
+    "someth anyth everyth noth thing stuff way lot bit day today tonight tomorrow yesterday now late earlier soon "
     "get got make made want need like know think feel look seem come back right".split())
 # Single CJK characters that name no topic when jieba cuts one alone (「我要认真看」's 「看」, 「2张」's 「张」).
 _CHAT_CHARS = frozenset(
@@ -465,6 +475,43 @@ def is_chitchat(line: str) -> bool:
     meaning alone. A tiny query-side test; capture's clause classification is
     ``memory.speech_act``'s."""
     return not (content_terms(line) - _REACTION_WORDS - _reaction_en())
+
+
+def asks(line: str) -> bool:
+    """True when ``line`` asks (``memory.speech_act.is_question``: a question mark,
+    a final 吗, a question word that asks, "where do I …"), False for a remark —
+    a statement, a reaction, a mood (「等我回来多挨打」, "the wind broke my
+    umbrella"). A remark recalls only memories that name what it names
+    (``names_it``)."""
+    from memory.speech_act import is_question
+
+    return is_question(to_simplified(line))
+
+
+def remark_terms(line: str) -> frozenset[str]:
+    """The content terms (``content_terms``) a remark recalls by: neither a
+    reaction, mood or greeting word (「开心」, "good", "interesting") nor a single
+    CJK character (「比」 of 「跟他比」 would match 比较 anywhere)."""
+    return frozenset(t for t in content_terms(line)
+                     if t not in _REACTION_WORDS and t not in _reaction_en() and not (len(t) == 1 and is_cjk(t)))
+
+
+def names_it(line: str, own: str, searched: str, remark: bool) -> bool:
+    """Whether a BM25 hit names what ``line`` names, given the memory's ``own``
+    text and what BM25 searched of it (``searched``: the text and the companion's
+    line it answered, ``memory.types.search_text``). A remark (``asks`` False)
+    needs one of its ``remark_terms`` in the memory's own text: the companion's
+    line is there to find an elliptical answer by the question it answered
+    (「对，超好玩」), and matched by a remark it only echoes the companion's
+    wording (「当然真的了」 → every memory answering 「当然了，…」). A question needs
+    a content word of two or more characters anywhere, or a single content
+    character in the memory's own text (「我的猫呢」 → 「我养了一只橘猫」; not 「色」
+    of 「特色」 in the companion's line)."""
+    if remark:
+        return bool(remark_terms(line) & set(tokens(own)))
+    terms = content_terms(line)
+    single = {t for t in terms if len(t) == 1 and is_cjk(t)}
+    return bool((terms - single) & set(tokens(searched))) or bool(single & set(tokens(own)))
 
 
 _REACTION_STEMS: frozenset[str] | None = None
@@ -650,7 +697,7 @@ def channel_hits(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence
 def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence[str],
               chat: ChatRef | None, params: RecallParams, cache: NamespaceCache | None, words: str | None = None,
               stats: NamespaceStats | None = None, known: Mapping[str, np.ndarray] | None = None,
-              embed_older: bool = True
+              embed_older: bool = True, remark: bool = False
               ) -> tuple[dict[str, list[tuple[str, float]]], Sequence[MemoryText] | None, NamespaceView | None]:
     """``channel_hits`` for ``queries`` (``TurnQuery.lines``: the question, then
     each context line) plus the view searched (``_view``: the cache's, or one
@@ -661,7 +708,10 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
     instead of it (the question without the period it names, which the time
     channel reads). ``stats``: the namespace's state read for this recall (read
     here when None); ``known`` / ``embed_older``: where the context lines'
-    vectors come from (``SearchIndex.embed_tail``)."""
+    vectors come from (``SearchIndex.embed_tail``). ``remark``: the question
+    does not ask (``asks``): its BM25 hits must name what it names in their own
+    text and its vector hits stand out by ``standout`` whatever BM25 found
+    (``names_it``)."""
     if not queries:
         return {}, None, None
     stats = stats if stats is not None else store.namespace_stats(ns)
@@ -698,6 +748,11 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
             held = holding.get(step)
             ranked[name] = [(m, sc) for m, sc in ranked[name]
                             if sc > 0 and sc >= params.bm25_floor and (held is None or m in held)]
+    if decide and ranked.get("bm25"):  # the question's word hits must name what it names (``names_it``)
+        said = words if words is not None else queries[0]
+        texts = _texts_of(store, ns, [m for m, _ in ranked["bm25"]], small, view)
+        ranked["bm25"] = [(m, sc) for m, sc in ranked["bm25"]
+                          if m in texts and names_it(said, texts[m][0], texts[m][1], remark)]
     if decide:  # -- the relevance decision for vector hits (RecallParams.standout) --
         for step, line in enumerate(queries):
             name = _list_name("vector", step)
@@ -710,9 +765,22 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
             else:
                 spread = spreads.get(step)
                 # where the line's own words found the topic, vectors may add its paraphrases more freely
-                bar = params.matched_standout if found else params.standout
+                bar = params.matched_standout if found and not (remark and step == 0) else params.standout
                 ranked[name] = [(m, sc) for m, sc in ranked[name] if m in found or standout(sc, spread) >= bar]
     return {c: v for c, v in ranked.items() if v}, small, view
+
+
+def _texts_of(store: Store, ns: Namespace, ids: Sequence[str], small: Sequence[MemoryText] | None,
+              view: NamespaceView | None) -> dict[str, tuple[str, str]]:
+    """``{id: (own text, searched text)}`` of ``ids`` in ``ns``: from the rows at
+    hand (the exact path's, a view's), else read from SQL (the index path)."""
+    if small is not None:
+        want = set(ids)
+        return {t.id: (t.text, t.searched) for t in small if t.id in want}
+    if view is not None:
+        where = view.where()
+        return {m: (view.texts[where[m]][:view.own[where[m]]], view.texts[where[m]]) for m in ids if m in where}
+    return {m: (c.text, c.searched) for m, c in store.candidates(ns, list(ids)).items()}
 
 
 def _view(store: Store, index: SearchIndex, ns: Namespace, lines: Sequence[str], params: RecallParams,
@@ -869,14 +937,15 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     if only is not None:  # -- metadata filter (issue 26 item 17): deeper channels, then only those ids --
         params = replace(params, candidates=max(params.candidates, MAX_FILTERED_CANDIDATES))
     decision = params
-    if params.standout > 0 and query.question and not is_chitchat(query.question) \
+    remark = params.chat_turn and params.standout > 0 and bool(query.question) and not asks(query.question)
+    if params.standout > 0 and query.question and not remark and not is_chitchat(query.question) \
             and (named is not None or _FIRST_TIME_RE.search(to_simplified(query.question))
                  or (params.time_weight <= 0 and query_period_span(query.question, now) is not None)):
         # a question asked by a period (「5月4日那天我遇到了什么麻烦？」, "the first time") is about what
         # was said then, which the time channel reads: its hits need not stand out from the rest
         decision = replace(params, standout=0.0)
     ranked, small, view = _channels(store, index, ns, queries, chat, decision, cache, words, stats, known_vectors,
-                                    embed_older)
+                                    embed_older, remark)
     if only is not None:
         ranked = {c: [(m, v) for m, v in hits if m in only] for c, hits in ranked.items()}
     lists = {c: [m for m, _ in hits] for c, hits in ranked.items()}

@@ -115,7 +115,7 @@ _TRAILING_SYMBOLS_RE = re.compile(r"[\s\u200d\ufe0f\U0001f3fb-\U0001f3ff\u2600-\
 # a question word asking (not 「什么都吃」「谁都知道」「哪里都想去」「没什么」「不怎么」「多少有点」,
 # nor the complaints 「怎么又…」「为什么这么…」, which tell how the person is)
 _ASKING_ZH = re.compile(
-    r"(?<![不没])(?>谁|哪(?:里|儿|天|个|些|年|家|位|种|次|边)?|什么(?:时候)?|啥(?:时候)?|为什么|为啥|怎么(?:样|办)?|怎样|"
+    r"(?<![不没])(?>谁|哪(?!有)(?:里|儿|天|个|些|年|家|位|种|次|边)?|什么(?:时候)?|啥(?:时候)?|为什么|为啥|怎么(?:样|办)?|怎样|"
     r"几(?:点|岁|号|月)|多大|多久|多远|多少(?!有点|有些|会|也|都))(?![都也又这那])|来着|是否|干(?:嘛|啥|吗)|"
     r"([\u4e00-\u9fff])[不没]\1")  # A-not-A: 是不是, 有没有, 喜不喜欢
 _AUX_EN = r"(?:do|does|did|can|could|will|would|should|is|are|am|was|were|have|has|had)"
@@ -136,7 +136,8 @@ def is_question(plain: str) -> bool:
     Sentence-final 呢 asks only in a short "what about X" (你呢, 那你呢, 然后呢);
     after anything else it is an exclamation (「结尾太好哭了呢」), and 嘛/吧/啊
     never ask by themselves. A question word inside an indirect question
-    (「不知道该怎么跟他沟通」, 不清楚/想不通/不确定…) asks nothing."""
+    (「不知道该怎么跟他沟通」, 不清楚/想不通/不确定…) asks nothing, nor does
+    the rhetorical 哪有 (「哪有，我才没生气」: "no way")."""
     plain = _TRAILING_SYMBOLS_RE.sub("", plain)  # 「我能养猫吗🥺」: the emoji after it hides no question
     if _QUESTION_RE.search(plain) or _ASKING_EN.match(plain) or _asks_what_about(plain):
         return True
