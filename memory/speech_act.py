@@ -20,7 +20,11 @@
 - ``request``: asking the companion to do something (「给我讲个笑话吧」, "Write
   me a haiku"), or a slash command;
 - ``reaction``: greetings, acknowledgements, laughter, chit-chat (「嗯，我知道了。」,
-  「笑死」, "lol", "same", the weather);
+  「笑死」, "lol", "same", the weather) — a sentence that names nothing beyond
+  reactions and moods (``memory.lexicon.names_nothing``); ``is_chitchat`` is
+  the one chit-chat decision over it, which recall reads too; the speaker's own passing mood (「我今天好累」, "I'm so bored") is
+  a reaction with ``why`` "mood" whose ``told`` capture keeps as a passing mood
+  (``Category.MOOD``, lapsing in recall after ``memory.recall.MOOD_TTL_DAYS``);
 - ``correction``: a self-correction (「啊说错了，不是上海，是南京」, "I meant
   Nanjing, not Shanghai"), with what was said wrongly and what is right;
 - ``quote``: a quote or lyric (♪, 歌词：, a line wholly in quotes) and the
@@ -44,11 +48,12 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from memory.lexicon import _NOT_A_NAME_ZH, _SPECIES, _slot_text, guess_category, is_gateway_text, is_instruction_like
+from memory.lexicon import (_NOT_A_NAME_ZH, _SPECIES, _slot_text, guess_category, is_gateway_text,
+                            is_instruction_like, names_nothing)
 from memory.text import to_simplified
 from memory.types import Category
 
-__all__ = ["Act", "Reading", "WRITES", "read", "shape", "is_question", "is_request", "is_speaker_statement",
+__all__ = ["Act", "Reading", "WRITES", "read", "is_chitchat", "shape", "is_question", "is_request", "is_speaker_statement",
            "told_beside_question", "told_text", "clauses", "MIN_CHARS"]
 
 log = logging.getLogger(__name__)
@@ -173,7 +178,8 @@ _WEATHER_ZH = re.compile(r"天气|下.{0,4}[雨雪]|刮.{0,3}风|好热|好冷|�
 _OTHER_SUBJECT_FLAGS = ("r", "nr", "nrfg", "nrt", "ns", "nt", "nz")
 _LEADING_FLAGS = ("t", "tg", "f", "d", "zg", "c", "y", "e", "o", "x", "m", "mq", "uj", "ul", "b")
 _SPEAKER_HEAD_FLAGS = ("v", "vd", "vn", "vg", "a", "ad", "an", "ag", "p", "i", "l")
-_DISCOURSE_ZH = re.compile(r"^(?:对了|话说|其实|说真的|顺便说一下|顺便|另外|还有|然后|所以|不过|哎|唉|诶|嗯)[，,、\s]*")
+_DISCOURSE_ZH = re.compile(r"^(?:对了|话说|其实|我说真的|说真的|我跟你说|跟你说|我告诉你|顺便说一下|顺便|另外|还有|然后|所以|不过|"
+                           r"哎|唉|诶|嗯)[啊呀吧]?[，,、\s]*")
 _LEADING_DATE_ZH = re.compile(r"^(?:这|本|下下?|上上?)个?(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|礼拜[一二三四五六日天]|"
                               r"周|星期|礼拜|月|学期|季度)")
 _PERSONAL_NOUNS_ZH = re.compile(r"生日|考试|面试|婚礼|手术|体检|航班|约会|毕业|入职|离职|出差|搬家|旅行|旅游|加班|上班|下班|"
@@ -220,6 +226,21 @@ def _posseg(sentence: str) -> list[tuple[str, str]]:
     return [(w.word, w.flag) for w in jieba.posseg.cut(sentence)]
 
 
+def _told_deed(tagged: list[tuple[str, str]]) -> bool:
+    """True when a subject-less Chinese statement (jieba's ``(word, flag)``) tells
+    something that happened or is planned: a time word (「昨天跑了十公里」「下周三
+    面试」), or a verb done with 了/过 and something after it (「做成了蛋糕」「部署了个人
+    博客」). A bare verb phrase or judgement of the moment (「低调的」「养鳄鱼」「也许待
+    也许不带」「大概还包邮哦」「没有呢还在纠结」) tells nothing a friend keeps."""
+    if any(f in ("t", "tg") or w in ("最近", "一直", "正在") for w, f in tagged):
+        return True  # a time, or what the speaker is doing these days (「最近在学吉他」)
+    for i, (w, f) in enumerate(tagged[:-1]):
+        if w in ("了", "过") and f in ("ul", "uguo", "ug") and i > 0 and tagged[i - 1][1].startswith("v") \
+                and any(f2[:1] in "nmvr" or f2 == "eng" for _w2, f2 in tagged[i + 1:]):
+            return True
+    return False
+
+
 def _subjectless_about_speaker(plain: str) -> bool:
     """True when ``plain`` (simplified, no first-person word) is a declarative
     statement with no other subject, so that — said to the bot — it is about the
@@ -250,9 +271,7 @@ def _subjectless_about_speaker(plain: str) -> bool:
         if flag in _OTHER_SUBJECT_FLAGS or _NOT_A_NAME_ZH.match(word) or word in _SPECIES:
             return False
         if flag.startswith(_SPEAKER_HEAD_FLAGS) or personal:
-            has_content = any(f.startswith("v") for _w, f in tagged) or personal or cjk >= 4 or \
-                guess_category(text) is not Category.OTHER
-            return has_content
+            return personal or guess_category(text) is not Category.OTHER or _told_deed(tagged)
         return False
     if _SMALL_TALK_EN.match(text):
         return False
@@ -306,6 +325,12 @@ def is_request(plain: str) -> bool:
     return bool(_REQUEST_EN.match(text))
 
 
+# a thing is the subject and the speaker only its object or owner: "the wind broke my umbrella", "that video of the
+# goat is killing me" — what happened to them this minute, not a fact about them ("I", "we" anywhere keeps it theirs)
+_THING_SUBJECT_EN = re.compile(r"^\s*(?:the|that|this|these|those)\b(?!.*\b(?:i|i'm|i've|i'd|i'll|im|we|we're|we've|"
+                               r"we'll|we'd)\b)", re.IGNORECASE)
+
+
 def is_speaker_statement(sentence: str, addressed: bool) -> bool:
     """The filters every extracted fact passes, whichever extractor made it: a
     first-person statement (or, said to the bot, one without another subject),
@@ -324,7 +349,7 @@ def is_speaker_statement(sentence: str, addressed: bool) -> bool:
             return False
     if _SMALL_TALK_ZH.match(_TRAILING_SYMBOLS_RE.sub("", plain.strip())) or is_gateway_text(sentence):
         return False
-    if _FIRST_ZH.search(plain) or _FIRST_EN.search(plain):
+    if _FIRST_ZH.search(_DISCOURSE_ZH.sub("", plain.strip())) or _FIRST_EN.search(plain) and not _THING_SUBJECT_EN.match(plain):
         return True
     return addressed and _subjectless_about_speaker(_slot_text(sentence))
 
@@ -630,6 +655,11 @@ def _read(sentence: str, addressed: bool) -> Reading:
         return Reading(Act.OTHER, why="opinion")
     if _ONLY_WHEN_RE.match(core):
         return Reading(Act.OTHER, why="fragment")  # 「在4月27号这天」: a day, no statement
+    if names_nothing(core) and guess_category(core) in (Category.OTHER, Category.MOOD, Category.EVENT):  # nothing named
+        # beyond reactions and moods ("I hate mornings" names a taste: a preference, the speaker's)
+        if is_speaker_statement(plain, addressed):  # 「我今天好累」"I'm so bored": the speaker's passing mood
+            return Reading(Act.REACTION, told=sentence.strip(), why="mood")
+        return Reading(Act.REACTION, why="chit-chat")
     if is_speaker_statement(plain, addressed):  # the whole sentence: a leading "Yeah," keeps "work can be tough" out
         return Reading(Act.SELF, told=sentence.strip())
     if _WEATHER_ZH.search(core):
@@ -651,6 +681,23 @@ def read(sentence: str, *, addressed: bool = False) -> Reading:
     except Exception:  # noqa: BLE001 - an odd sentence keeps capture's former behaviour
         log.debug("speech act: sentence not classified (%s)", shape(sentence or ""))
         return Reading(Act.UNKNOWN)
+
+
+def is_chitchat(line: str) -> bool:
+    """The one chit-chat decision: True when every sentence of ``line`` reads as
+    a reaction (``read``: greetings, acknowledgements, laughter, the weather, a
+    passing mood — 「哈哈」「笑死」「困死了」「好冷啊」「我今天好累」, "lol", "same",
+    "I'm so bored"). Recall lets such a line recall only memories that hold one
+    of its words (``memory.recall``); capture stores nothing of it but the
+    speaker's passing mood, which recall lets lapse (``memory.recall.MOOD_TTL_DAYS``).
+    Measured on ``tests/data/speech_acts.tsv`` and its held-out part
+    (``python -m bench speechact``)."""
+    from memory.text import split_sentences
+
+    sentences = split_sentences(line or "", semicolons=True)
+    readings = [(s, read(s, addressed=True)) for s in sentences]
+    # a sentence too short to be a statement is a reaction to capture, but 「猫」 names what it asks about
+    return bool(readings) and all(r.act is Act.REACTION and (r.why != "short" or names_nothing(s)) for s, r in readings)
 
 
 def told_text(text: str, *, addressed: bool = False) -> str:

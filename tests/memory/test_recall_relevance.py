@@ -341,3 +341,33 @@ def test_a_cached_view_decides_a_remark_as_the_exact_path_does(answered):
         exact = answered.recall(NS_CTX, [line], params=p)
         assert [h.memory.id for h in hot] == [h.memory.id for h in exact], line
     assert cache.hits > 0
+
+
+# -- a passing mood is short-lived --
+
+NS_MOOD = Namespace("t1", "tg:45")
+
+
+@pytest.mark.parametrize("exact_max", [1024, 0], ids=["exact", "index"])
+def test_a_passing_mood_lapses_and_a_fact_or_an_emotional_event_does_not(everyday, exact_max):
+    """「我今天好累」 and "I'm so bored", captured as passing moods, are recalled the day after and not a week later,
+    unless the question names the day they were said; an emotional event and a fact said then still are."""
+    from datetime import datetime, timedelta, timezone
+
+    from memory.capture import capture
+    from memory.recall import RecallParams
+
+    said = datetime(2026, 11, 2, 20, tzinfo=timezone.utc)
+    for i, text in enumerate(["我今天好累啊😩", "I'm so bored", "我上周出车祸了，吓死我了", "我对花生过敏"]):
+        capture(everyday, NS_MOOD, text, chat=None, said_at=said, message_id=f"mood{exact_max}{i}")
+    moods = [m for m in everyday.store.list(NS_MOOD, limit=100) if m.category.value == "mood"]
+    assert sorted(m.text for m in moods) == ["I'm so bored", "我今天好累啊😩"]
+    p = RecallParams(exact_max=exact_max)
+
+    def texts(q, days):
+        return [h.memory.text for h in everyday.recall(NS_MOOD, [q], params=p, now=said + timedelta(days=days))]
+
+    assert "我今天好累啊😩" in texts("我最近好累", 1) and "I'm so bored" in texts("bored again", 1)
+    assert "我今天好累啊😩" not in texts("我最近好累", 8) and "I'm so bored" not in texts("bored again", 8)
+    assert "我今天好累啊😩" in texts("11月2号那天我心情怎么样？", 8)
+    assert any("车祸" in t for t in texts("我出过车祸吗？", 30)) and "我对花生过敏" in texts("我对什么过敏？", 30)
