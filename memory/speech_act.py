@@ -48,7 +48,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from memory.lexicon import (_NOT_A_NAME_ZH, _SPECIES, _slot_text, guess_category, is_gateway_text,
+from memory.lexicon import (_NOT_A_NAME_ZH, _SPECIES, REACTION_WORDS, _slot_text, guess_category, is_gateway_text,
                             is_instruction_like, names_nothing)
 from memory.text import to_simplified
 from memory.types import Category
@@ -229,16 +229,14 @@ def _posseg(sentence: str) -> list[tuple[str, str]]:
 def _told_deed(tagged: list[tuple[str, str]]) -> bool:
     """True when a subject-less Chinese statement (jieba's ``(word, flag)``) tells
     something that happened or is planned: a time word (「昨天跑了十公里」「下周三
-    面试」), or a verb done with 了/过 and something after it (「做成了蛋糕」「部署了个人
-    博客」). A bare verb phrase or judgement of the moment (「低调的」「养鳄鱼」「也许待
+    面试」), what the speaker is doing these days (「最近在学吉他」), or a verb done
+    with 了/过 (「做成了蛋糕」「部署了个人博客」, 「过了！」 answering how an exam went).
+    A bare verb phrase or judgement of the moment (「低调的」「养鳄鱼」「也许待
     也许不带」「大概还包邮哦」「没有呢还在纠结」) tells nothing a friend keeps."""
     if any(f in ("t", "tg") or w in ("最近", "一直", "正在") for w, f in tagged):
         return True  # a time, or what the speaker is doing these days (「最近在学吉他」)
-    for i, (w, f) in enumerate(tagged[:-1]):
-        if w in ("了", "过") and f in ("ul", "uguo", "ug") and i > 0 and tagged[i - 1][1].startswith("v") \
-                and any(f2[:1] in "nmvr" or f2 == "eng" for _w2, f2 in tagged[i + 1:]):
-            return True
-    return False
+    return any(w in ("了", "过") and f in ("ul", "uguo", "ug") and i > 0 and tagged[i - 1][1].startswith("v")
+               and tagged[i - 1][0] not in REACTION_WORDS for i, (w, f) in enumerate(tagged))  # not 「太好笑了」
 
 
 def _subjectless_about_speaker(plain: str) -> bool:
