@@ -323,12 +323,6 @@ def is_request(plain: str) -> bool:
     return bool(_REQUEST_EN.match(text))
 
 
-# a thing is the subject and the speaker only its object or owner: "the wind broke my umbrella", "that video of the
-# goat is killing me" — what happened to them this minute, not a fact about them ("I", "we" anywhere keeps it theirs)
-_THING_SUBJECT_EN = re.compile(r"^\s*(?:the|that|this|these|those)\b(?!.*\b(?:i|i'm|i've|i'd|i'll|im|we|we're|we've|"
-                               r"we'll|we'd)\b)", re.IGNORECASE)
-
-
 def is_speaker_statement(sentence: str, addressed: bool) -> bool:
     """The filters every extracted fact passes, whichever extractor made it: a
     first-person statement (or, said to the bot, one without another subject),
@@ -347,7 +341,7 @@ def is_speaker_statement(sentence: str, addressed: bool) -> bool:
             return False
     if _SMALL_TALK_ZH.match(_TRAILING_SYMBOLS_RE.sub("", plain.strip())) or is_gateway_text(sentence):
         return False
-    if _FIRST_ZH.search(_DISCOURSE_ZH.sub("", plain.strip())) or _FIRST_EN.search(plain) and not _THING_SUBJECT_EN.match(plain):
+    if _FIRST_ZH.search(_DISCOURSE_ZH.sub("", plain.strip())) or _FIRST_EN.search(plain):
         return True
     return addressed and _subjectless_about_speaker(_slot_text(sentence))
 
