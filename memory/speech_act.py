@@ -260,7 +260,7 @@ def _subjectless_about_speaker(plain: str) -> bool:
             return False
         tagged = [(w, f) for w, f in _posseg(_LEADING_DATE_ZH.sub("", text)) if w.strip()]
         head = next(((w, f) for w, f in tagged if f not in _LEADING_FLAGS), None)
-        personal = bool(_PERSONAL_NOUNS_ZH.search(text))
+        personal = bool(_PERSONAL_NOUNS_ZH.search(text)) or "《" in text  # a work named: 「是一部叫做《摔跤吧！爸爸》的电影」
         if head is None:  # only time words and particles: "周五生日" (生日 is tagged as a time word)
             return personal
         word, flag = head
