@@ -233,8 +233,8 @@ def _told_deed(tagged: list[tuple[str, str]]) -> bool:
     with 了/过 (「做成了蛋糕」「部署了个人博客」, 「过了！」 answering how an exam went).
     A bare verb phrase or judgement of the moment (「低调的」「养鳄鱼」「也许待
     也许不带」「大概还包邮哦」「没有呢还在纠结」) tells nothing a friend keeps."""
-    if any(f in ("t", "tg") or w in ("最近", "一直", "正在") for w, f in tagged):
-        return True  # a time, or what the speaker is doing these days (「最近在学吉他」)
+    if any(f in ("t", "tg", "m") or w in ("最近", "一直", "正在") for w, f in tagged):
+        return True  # a time, a figure (「八十七分」) or what the speaker is doing these days (「最近在学吉他」)
     return any(w in ("了", "过") and f in ("ul", "uguo", "ug") and i > 0 and tagged[i - 1][1].startswith("v")
                and tagged[i - 1][0] not in REACTION_WORDS for i, (w, f) in enumerate(tagged))  # not 「太好笑了」
 
