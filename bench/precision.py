@@ -358,7 +358,8 @@ def _slot(key: str) -> str:
 class CaptureSide:
     """What the real turn wrote. Per group of lines (``"chit-chat zh"``, ``"tag
     questions en"``, ``"probing questions zh"`` …): ``{"n": lines, "stored": lines that
-    stored a new memory, "memories": new memories, "rewritten": lines after which a
+    stored a new lasting memory, "memories": new lasting memories, "passing": new passing moods
+    (``passing``), "rewritten": lines after which a
     memory the person had has another text or is no longer live}``;
     ``conflicts``: per set, (conflicts recorded by the history's capture, spurious
     ones, examples)."""
@@ -368,14 +369,22 @@ class CaptureSide:
     examples: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _snapshot(core, ns) -> dict[str, str]:
-    """Live memory id → text (a version that only joins a context keeps its text)."""
-    return {m.id: m.text for m in core.store.list(ns, limit=1_000_000)}
+def _snapshot(core, ns) -> dict[str, tuple[str, str]]:
+    """Live memory id → (text, category value) (a version that only joins a context keeps its text)."""
+    return {m.id: (m.text, m.category.value) for m in core.store.list(ns, limit=1_000_000)}
+
+
+def passing(text: str, category: str) -> bool:
+    """A passing mood as capture keeps one: category mood, naming nothing beyond moods and reactions
+    (``memory.lexicon.names_nothing``); recall lets it lapse (``memory.recall.MOOD_TTL_DAYS``)."""
+    from memory.lexicon import names_nothing
+
+    return category == "mood" and names_nothing(text)
 
 
 async def _say(pipeline, core, tenant: str, kind: str, world: str, text: str, at: datetime, mid: str):
     """Send ``text`` as ``world``'s private message and let its capture run; returns
-    (new memory texts, rewritten memory ids)."""
+    (new memories as (text, category value), rewritten memory ids)."""
     from bridges.contract import InboundMessage
     from memory.types import ChatKind, Namespace
 
@@ -387,18 +396,20 @@ async def _say(pipeline, core, tenant: str, kind: str, world: str, text: str, at
     await pipeline.drain()
     after = _snapshot(core, ns)
     new = [after[i] for i in after if i not in before]
-    changed = [i for i, t in before.items() if after.get(i) != t]
+    changed = [i for i, t in before.items() if after.get(i, (None,))[0] != t[0]]
     return new, changed
 
 
-def _count(groups: dict, examples: dict, name: str, line: str, new: list[str], changed: list[str]) -> None:
-    g = groups.setdefault(name, {"n": 0, "stored": 0, "memories": 0, "rewritten": 0})
+def _count(groups: dict, examples: dict, name: str, line: str, new: list[tuple[str, str]], changed: list[str]) -> None:
+    g = groups.setdefault(name, {"n": 0, "stored": 0, "memories": 0, "passing": 0, "rewritten": 0})
+    lasting = [t for t, c in new if not passing(t, c)]
     g["n"] += 1
-    g["stored"] += bool(new)
-    g["memories"] += len(new)
+    g["stored"] += bool(lasting)
+    g["memories"] += len(lasting)
+    g["passing"] += len(new) - len(lasting)
     g["rewritten"] += bool(changed)
-    if (new or changed) and len(examples.setdefault(name, [])) < 3:
-        examples[name].append(f"{line!r} -> stored {new[:2]!r}" + (f", rewrote {len(changed)}" if changed else ""))
+    if (lasting or changed) and len(examples.setdefault(name, [])) < 3:
+        examples[name].append(f"{line!r} -> stored {lasting[:2]!r}" + (f", rewrote {len(changed)}" if changed else ""))
 
 
 def capture_side(core, turns, suites: dict, negs: Sequence[Negative], probing: dict[str, Sequence[str]],
@@ -678,10 +689,11 @@ def curve(points: Sequence[Point], knob: str) -> str:
 def capture_table(side: CaptureSide) -> str:
     """The capture side as text: per group of lines, then the conflicts."""
     rows = [[name, g["n"], g["stored"], g["memories"], g["memories"] / g["n"] if g["n"] else float("nan"),
-             g["rewritten"]] for name, g in sorted(side.groups.items())]
-    out = [table("capture side through the real turn (stored = lines that stored a new memory; rewritten = lines "
+             g["passing"], g["rewritten"]] for name, g in sorted(side.groups.items())]
+    out = [table("capture side through the real turn (stored = lines that stored a new lasting memory; passing = "
+                 "passing moods kept, which lapse in recall after memory.recall.MOOD_TTL_DAYS; rewritten = lines "
                  "after which one of the person's memories changed or went)",
-                 ["lines", "n", "stored", "memories", "per line", "rewritten"], rows)]
+                 ["lines", "n", "stored", "memories", "per line", "passing", "rewritten"], rows)]
     for name, ex in sorted(side.examples.items()):
         out += [f"  {name}: {e}" for e in ex]
     crow = [[name, total, bad] for name, (total, bad, _) in sorted(side.conflicts.items())]

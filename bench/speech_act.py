@@ -22,9 +22,11 @@ from pathlib import Path
 
 from memory.speech_act import Act, read
 
-__all__ = ["SET", "ACTS", "Row", "load", "score", "run"]
+__all__ = ["SET", "HELDOUT", "ACTS", "Row", "load", "score", "chitchat", "run"]
 
 SET = Path(__file__).resolve().parents[1] / "tests" / "data" / "speech_acts.tsv"
+HELDOUT = SET.with_name("speech_acts_heldout.tsv")
+"""Sentences written after the stage's rules and never used to tune them."""
 ACTS = tuple(a.value for a in Act if a is not Act.UNKNOWN)
 """The labelled acts, in table order."""
 
@@ -64,11 +66,34 @@ def score(rows: list[Row]) -> dict:
     return {"total": total, "right": right, "confusion": confusion, "misses": misses}
 
 
+def chitchat(rows: list[Row]) -> dict[str, tuple[int, int, int]]:
+    """The chit-chat decision against the labels (chit-chat = labelled ``reaction``): ``{"is_chitchat": (true
+    positives, false positives, false negatives)}`` — ``memory.speech_act.is_chitchat``, the one decision
+    recall and capture read."""
+    from memory.speech_act import is_chitchat
+
+    out = {}
+    for name, said in (("is_chitchat", is_chitchat),):
+        tp = sum(1 for r in rows if r.act == "reaction" and said(r.text))
+        fp = sum(1 for r in rows if r.act != "reaction" and said(r.text))
+        fn = sum(1 for r in rows if r.act == "reaction" and not said(r.text))
+        out[name] = (tp, fp, fn)
+    return out
+
+
 def run(path: Path = SET) -> str:
-    """The tables, as text (also printed)."""
+    """The tables, as text (also printed): the development set's, then the held-out set's (``HELDOUT``) with
+    the chit-chat decision's precision and recall on each."""
+    text = _tables(path, "a development set")
+    if path == SET and HELDOUT.is_file():
+        text += "\n" + _tables(HELDOUT, "held out")
+    return text
+
+
+def _tables(path: Path, what: str) -> str:
     rows = load(path)
     s = score(rows)
-    lines = [f"speech acts: {len(rows)} labelled sentences ({path.name}, a development set), read as said to the bot",
+    lines = [f"speech acts: {len(rows)} labelled sentences ({path.name}, {what}), read as said to the bot",
              "lang  act         items  right  accuracy"]
     for lang in ("zh", "en", "all"):
         for act in (*ACTS, "all"):
@@ -82,6 +107,10 @@ def run(path: Path = SET) -> str:
         lines.append(f"{act:>15}  " + "  ".join(f"{s['confusion'][(act, a)]:>10}" for a in (*ACTS, "unknown")))
     for row, got in s["misses"]:
         lines.append(f"  miss {row.id}: {row.text!r} read as {got.act.value}" + (f" (told {got.told!r})" if got.told else ""))
+    for name, (tp, fp, fn) in chitchat(rows).items():
+        prec = tp / (tp + fp) if tp + fp else float("nan")
+        rec = tp / (tp + fn) if tp + fn else float("nan")
+        lines.append(f"chit-chat ({name}): precision {prec:.3f}, recall {rec:.3f} ({tp} right, {fp} wrongly, {fn} missed)")
     text = "\n".join(lines)
     print(text, flush=True)
     return text

@@ -446,7 +446,7 @@ class Pipeline:
                                            known_vectors=self._tail_vectors(said), embed_older=False,
                                            chat=chat, params=RecallParams(
                                                k=max(t.recall_k, TRACE_DEPTH),
-                                               dormant_factor=t.consolidation.dormant_factor),
+                                               dormant_factor=t.consolidation.dormant_factor, chat_turn=True),
                                            query_valence=analyse(msg.text).valence,
                                            # as of the message, as its tail is: its 「上个月」 is the month
                                            # before it was said, however late it arrives; never ahead of the clock

@@ -453,10 +453,11 @@ class NamespaceView:
     ``Store.search_stamps`` reads them (None: not from the cache), which tells a
     reload what it can keep (``appended``); ``dead``: rows a later write removed
     or replaced (an appended view keeps them, masked out of every search:
-    ``disclosed``).
+    ``disclosed``); ``own``: how many characters of each row's ``texts`` are the
+    memory's own text (the rest is the line it answered: ``search_text``).
     Immutable once built; safe to share between threads."""
 
-    __slots__ = ("ids", "texts", "_origins", "_groups", "docs", "bm25", "matrix", "version", "nbytes", "_masks",
+    __slots__ = ("ids", "texts", "own", "_origins", "_groups", "docs", "bm25", "matrix", "version", "nbytes", "_masks",
                  "_lock", "sig", "_rows", "_alive", "_where", "form")
 
     def __init__(self, rows: Sequence[MemoryText], matrix: np.ndarray | None, version: int = -1,
@@ -466,6 +467,7 @@ class NamespaceView:
         an ``_Int8Rows`` holding them (``INT8``), or None alone (``NONE``)."""
         self.ids = [m.id for m in rows]
         self.texts = [m.searched for m in rows]
+        self.own = [len(m.text) for m in rows]
         self._origins = [(m.visibility, m.origin) for m in rows]
         self._groups: list[str] | None = None
         self.docs = list(docs) if docs is not None else [tuple(tokens(m.searched)) for m in rows]
@@ -517,6 +519,7 @@ class NamespaceView:
         new = self._successor(version)
         new.ids = self.ids + [m.id for m in rows]
         new.texts = self.texts + [m.searched for m in rows]
+        new.own = self.own + [len(m.text) for m in rows]
         new._origins = self._origins + [(m.visibility, m.origin) for m in rows]
         new._groups = None
         new.docs = self.docs + [tuple(d) for d in docs]

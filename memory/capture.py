@@ -506,6 +506,10 @@ class HeuristicExtractor:
             return replace(fact, extra={**fact.extra, "corrects": (reading.wrong, reading.right), "as_said": as_said})
         if not reading.told:
             return None
+        if reading.act is Act.REACTION:  # the speaker's passing mood: a mood, never a slot or a lasting fact
+            fact = cls.sentence_fact(reading.told, said_at, tz, addressed=addressed, continued=True)
+            return None if fact is None else replace(fact, category=Category.MOOD, key="", event_time=None,
+                                                     event_end=None, text=reading.told)
         if reading.act is Act.SELF:
             return cls.sentence_fact(reading.told, said_at, tz, addressed=addressed, continued=True)
         # the statement beside a question is the speaker's when one of its clauses is (「心情不太好，被领导骂了一顿」)

@@ -3,7 +3,9 @@ of them: the category keyword groups (``guess_category``), instruction-like text
 (``is_instruction_like``), the pet species and relation words a name is not,
 the gateway's own words (``is_gateway_text``: a client echoing the
 recollection, or a person pasting it, must not teach the gateway its own
-output) and the text the slot patterns read (``_slot_text``).
+output), the text the slot patterns read (``_slot_text``) and the one
+chit-chat word test (``names_nothing``, over ``content_terms``) under the
+speech-act stage's chit-chat decision.
 
 ``memory.capture`` re-exports every name; ``memory.speech_act`` imports them
 from here, so neither imports the other back.
@@ -12,13 +14,15 @@ from here, so neither imports the other back.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-from memory.text import normalise, split_sentences, to_simplified
+from memory.text import is_cjk, is_filler, normalise, split_sentences, stem, to_simplified, tokens, words
 from memory.types import Category
 
-__all__ = ["guess_category", "is_instruction_like", "is_gateway_text", "MIN_ECHO_CHARS"]
+__all__ = ["guess_category", "is_instruction_like", "is_gateway_text", "MIN_ECHO_CHARS", "REACTION_WORDS", "content_terms",
+           "names_nothing", "reaction_stems"]
 
 _CATEGORY_WORDS: tuple[tuple[Category, re.Pattern[str]], ...] = (
     (Category.PROFILE, re.compile(r"名字|我是|我今年|岁|生日|住在|老家|工作|上班|职业|学生|毕业|"
@@ -199,3 +203,79 @@ def _slot_text(sentence: str) -> str:
     if len(re.findall(rf"[{_CJK}]", text)) > len(re.findall(r"[A-Za-z]+", text)):  # a Chinese sentence
         text = _BEFORE_CJK_SPACE_RE.sub("", text)
     return text
+
+
+# -- chit-chat: the words that name no topic, and the one test of a line that names none --
+
+# Words that say a question is about something, not what about: remembering, telling, a vague time.
+_GENERIC_WORDS = frozenset(
+    "记得 还记得 知道 觉得 怎么样 怎么 后来 然后 接着 最近 那天 那次 那时 那时候 当时 之前 以前 上次 刚才 说过 聊过 提过 "
+    "告诉 以后 现在 真的 一下 那个 这个 那些 这些 那里 这里 那家 那边 是不是 有没有 还是 "
+    "rememb know think tell told say said talk mention happen again realli still recent ago last time thing do did go "
+    "what when where who how whi which".split())
+# Words of everyday chat that name no topic, beyond _GENERIC_WORDS: hedges, modal verbs, vague times.
+_CHAT_WORDS = frozenset(
+    "就是 确实 其实 真的 还是 可以 已经 一下 一起 一直 一样 这样 那样 这么 那么 打算 觉得 感觉 好像 应该 可能 需要 "
+    "希望 还有 没有 不是 不会 不要 不过 而且 今天 明天 昨天 今晚 现在 时候 刚刚 马上 终于 有点 有些 一点 特别 非常 "
+    "比较 好多 很多 太多 东西 事情 我要 你要 我们 大家 别人 怎么办 为啥 干嘛 啥时候 当然 最好 回来 回去 出来 出去 进来 "
+    "过来 起来 下来 "
+    "just realli actual basic total liter serious honest definit probabl mayb kind sort pretti quit "
+    "someth anyth everyth noth thing stuff way lot bit day today tonight tomorrow yesterday now late earlier soon "
+    "get got make made want need like know think feel look seem come back right".split())
+# Single CJK characters that name no topic when jieba cuts one alone (「我要认真看」's 「看」, 「2张」's 「张」).
+_CHAT_CHARS = frozenset(
+    "一二两几个张次些点下上里中前后多少大小好坏真太挺最更很还再又也都就才只已要想会能可得该去来说看听做用让给跟同"
+    "把被向从往是有没无不别啥谁哪怎么嘛呐哎诶唉嘿哼喂耶嗷噗咦哇呜嗨哟喽咯呗今明昨天年月日号时分早晚刚正快慢行对错"
+    "事样种回儿人吃玩问发带成地读走飞起站夸却硬怪俩掉超痛煮拿放买卖送找等叫穿住坐跑打开关写学教懂忘记信算像够差完")
+# Reactions, moods and greetings: a line of nothing else is chit-chat (「笑死」「困死了」「绝了」, "same", "so tired").
+REACTION_WORDS = frozenset(
+    "笑死 笑 死 绝 困死 累死 饿死 热死 冷死 烦死 气死 无语 绝了 牛 牛逼 厉害 卧槽 我去 天哪 天啊 好棒 可爱 好吧 晚安 早安 "
+    "早上好 晚上好 下午好 你好 嗨 在吗 是吗 是啊 对啊 对呀 假的 同意 同感 我也是 加油 辛苦 恭喜 哇塞 好玩 有趣 搞笑 "
+    "好笑 尴尬 郁闷 开心 高兴 难过 伤心 无聊 困 累 饿 烦 冷 热 好冷 好热 好累 好困 好饿 好烦 心情 不错 还行 一般 好听 "
+    "好看 好吃 有意思".split())
+_REACTION_EN = ("same wild crazy random hilarious funny nice cool wow omg true whatever morning night evening good great "
+                "awesome amazing sure guess bored tired sleepy hungry ugh yay cute sad happy excited fun weird "
+                "interesting agree exactly right wrong fine hey hello bye see later soon cold hot weather busy "
+                "glad sorry love hate tell joke gonna wanna gotta").split()
+
+
+@lru_cache(maxsize=1024)  # a turn asks it of the same line up to five times (channels, decision, chit-chat)
+def content_terms(line: str) -> frozenset[str]:
+    """The tokens of ``line`` (``memory.text.tokens``) that name a topic: a jieba
+    word of two or more characters, a Latin word or a number of two or more
+    digits that is not laughter or an acknowledgement (``is_filler``), not a word
+    of remembering, telling, a vague time or a question (``_GENERIC_WORDS``) and
+    not a hedge or modal of everyday chat; a single CJK character only where
+    jieba cut it as a word of its own and it is no function character (「猫」 in
+    「我的猫呢」, 「花」 in 「甭管啥花」 — not 「看」 in 「我要认真看」, nor 「天」 of
+    「今天」). What a BM25 hit must hold (``memory.recall.RecallParams.standout``) and what
+    ``is_chitchat`` reads."""
+    alone = {w for w in words(line) if len(w) == 1 and is_cjk(w)}
+    out: set[str] = set()
+    for t in tokens(line):
+        if is_filler(t) or t in _GENERIC_WORDS or t in _CHAT_WORDS:
+            continue
+        if len(t) == 1 and is_cjk(t):
+            if t in alone and t not in _CHAT_CHARS:
+                out.add(t)
+        elif t.isdigit():
+            if len(t) >= 2:
+                out.add(t)
+        elif any(unicodedata.category(c)[0] in "LN" for c in t):
+            out.add(t)
+    return frozenset(out)
+
+
+def names_nothing(line: str) -> bool:
+    """True when ``line`` has no content term (``content_terms``) beyond
+    reaction, mood and greeting words (``REACTION_WORDS``; 「哈哈」「笑死」「困死了」
+    「好冷啊」「我今天好累」, "lol", "same", "I'm so bored"): the word test of the
+    one chit-chat decision, ``memory.speech_act.is_chitchat``, which recall and
+    capture both read."""
+    return not (content_terms(line) - REACTION_WORDS - reaction_stems())
+
+
+@lru_cache(maxsize=1)
+def reaction_stems() -> frozenset[str]:
+    """``_REACTION_EN`` as ``memory.text.tokens`` stems them."""
+    return frozenset(stem(w) for w in _REACTION_EN)

@@ -64,12 +64,14 @@ from memory.links import DEFAULT_HALF_LIFE_DAYS, spread
 from memory.scoring import DEFAULT_PARAMS, ScoringParams, final, final_of, score_seconds
 from memory.store import Candidate, MemoryText, NamespaceStats, Store, utcnow
 from memory.text import is_cjk, is_filler, stem, to_simplified, tokens
-from memory.text import words as jieba_words
-from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
+from memory.lexicon import _GENERIC_WORDS, REACTION_WORDS, content_terms, names_nothing, reaction_stems
+from memory.speech_act import is_chitchat, is_question
+from memory.types import Category, ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
 __all__ = ["RecallParams", "recall", "keep_channel_tops", "rrf_fuse", "vector_weight", "bm25_scores", "bm25_confidence", "channel_hits", "has_content",
            "word_match", "Scorer", "TurnQuery", "turn_query", "leans_on_context", "is_thin",
-           "EXACT_MAX", "found_via_context", "content_terms", "is_chitchat", "standout"]
+           "EXACT_MAX", "found_via_context", "content_terms", "is_chitchat", "standout", "asks", "remark_terms",
+           "names_it", "MOOD_TTL_DAYS", "words_only"]
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +152,14 @@ BM25 channel found a memory by one of its content words — the topic is the
 person's, and a paraphrase the words miss ("What did Caroline paint?" / "I
 finished a sunset on canvas") may come in with less (as the lower vector
 floor does, ``matched_vector_floor``)."""
+MOOD_TTL_DAYS = 3.0
+"""How long a passing mood is recalled (days): a memory of category mood whose
+text names nothing beyond moods and reactions (``memory.lexicon.names_nothing``:
+「我今天好累」, "I'm so bored", as capture keeps the speaker's passing mood) is
+not recalled once it was said longer ago than this — unless the question names
+a period it was said in (「5月4号我心情怎么样？」). The mood category's half-life
+(``memory.scoring.DEFAULT_HALF_LIVES``) is as long; the retention floor keeps
+half of any score, so forgetting alone would still retell a week-old 「好累」."""
 STANDOUT_MIN_ROWS = 4
 """Below this many disclosed memories there is no distribution to stand out
 from: the floors alone decide (``standout``)."""
@@ -282,7 +292,14 @@ class RecallParams:
     longer word), the lower vector floor needs a shared content word, a line of
     chit-chat (``is_chitchat``) recalls only by its content words, and the
     earlier lines of the tail bring nothing into a turn whose question has no
-    hit of its own unless it leans on them."""
+    hit of its own unless it leans on them. ``chat_turn``: the tail is a
+    conversation's (the pipeline's turn), not a search query — then a latest
+    line that does not ask (``asks``: a statement, a reaction, a mood) recalls
+    only memories whose own text names what it names (``names_it``), its vector
+    hits stand out by ``standout`` whatever BM25 found, and a period it names
+    (「今天」, "today") does not lift the decision as a question's does; a
+    search query ("the pride parade", 「阿里山」) names a topic to look up and
+    keeps the question's rules."""
 
     k: int = 8
     candidates: int = 40
@@ -312,6 +329,7 @@ class RecallParams:
     dormant_factor: float = DORMANT_FACTOR
     standout: float = STANDOUT
     matched_standout: float = MATCHED_STANDOUT
+    chat_turn: bool = False
 
 
 def vector_weight(index: SearchIndex, params: RecallParams) -> float:
@@ -356,12 +374,6 @@ def has_content(line: str) -> bool:
 _ANAPHOR_RE = re.compile(
     r"[它他她]|[那这](?:个|件|次|里|儿|边|家|本|部|只|位|人|事|些|种|天|回)|\b(?:it|its|that|this|those|these|he|she|him|"
     r"her|his|hers|they|them|their|there|one)\b", re.IGNORECASE)
-# Words that say a question is about something, not what about: remembering, telling, a vague time.
-_GENERIC_WORDS = frozenset(
-    "记得 还记得 知道 觉得 怎么样 怎么 后来 然后 接着 最近 那天 那次 那时 那时候 当时 之前 以前 上次 刚才 说过 聊过 提过 "
-    "告诉 以后 现在 真的 一下 那个 这个 那些 这些 那里 这里 那家 那边 是不是 有没有 还是 "
-    "rememb know think tell told say said talk mention happen again realli still recent ago last time thing do did go "
-    "what when where who how whi which".split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,82 +412,52 @@ def _content_words(line: str) -> list[str]:
     return [t for t in tokens(line) if (len(t) >= 2 or not is_cjk(t)) and t not in _GENERIC_WORDS and not is_filler(t)]
 
 
-# Words of everyday chat that name no topic, beyond _GENERIC_WORDS: hedges, modal verbs, vague times.
-_CHAT_WORDS = frozenset(
-    "就是 确实 其实 真的 还是 可以 已经 一下 一起 一直 一样 这样 那样 这么 那么 打算 觉得 感觉 好像 应该 可能 需要 "
-    "希望 还有 没有 不是 不会 不要 不过 而且 今天 明天 昨天 今晚 现在 时候 刚刚 马上 终于 有点 有些 一点 特别 非常 "
-    "比较 好多 很多 太多 东西 事情 我要 你要 我们 大家 别人 怎么办 为啥 干嘛 啥时候 "
-    "just realli actual basic total liter serious honest definit probabl mayb kind sort pretti quit "
-    "someth anyth everyth noth thing stuff way lot bit today tonight tomorrow yesterday now late earlier soon "
-    "get got make made want need like know think feel look seem come back right".split())
-# Single CJK characters that name no topic when jieba cuts one alone (「我要认真看」's 「看」, 「2张」's 「张」).
-_CHAT_CHARS = frozenset(
-    "一二两几个张次些点下上里中前后多少大小好坏真太挺最更很还再又也都就才只已要想会能可得该去来说看听做用让给跟同"
-    "把被向从往是有没无不别啥谁哪怎么嘛呐哎诶唉嘿哼喂耶嗷噗咦哇呜嗨哟喽咯呗今明昨天年月日号时分早晚刚正快慢行对错"
-    "事样种回儿人吃玩问发带成地读走飞起站夸却硬怪俩掉超痛煮拿放买卖送找等叫穿住坐跑打开关写学教懂忘记信算像够差完")
-# Reactions, moods and greetings: a line of nothing else is chit-chat (「笑死」「困死了」「绝了」, "same", "so tired").
-_REACTION_WORDS = frozenset(
-    "笑死 笑 死 绝 困死 累死 饿死 热死 冷死 烦死 气死 无语 绝了 牛 牛逼 厉害 卧槽 我去 天哪 天啊 好棒 可爱 好吧 晚安 早安 "
-    "早上好 晚上好 下午好 你好 嗨 在吗 是吗 是啊 对啊 对呀 假的 同意 同感 我也是 加油 辛苦 恭喜 哇塞 好玩 有趣 搞笑 "
-    "好笑 尴尬 郁闷 开心 高兴 难过 伤心 无聊 困 累 饿 烦 冷 热 好冷 好热 好累 好困 好饿 好烦 心情 不错 还行 一般 好听 "
-    "好看 好吃 有意思".split())
-_REACTION_EN = ("same wild crazy random hilarious funny nice cool wow omg true whatever morning night evening good great "
-                "awesome amazing sure guess bored tired sleepy hungry ugh yay cute sad happy excited fun weird "
-                "interesting agree exactly right wrong fine hey hello bye see later soon cold hot weather busy "
-                "glad sorry love hate tell joke gonna wanna gotta").split()
-
-
-@lru_cache(maxsize=1024)  # a turn asks it of the same line up to five times (channels, decision, chit-chat)
-def content_terms(line: str) -> frozenset[str]:
-    """The tokens of ``line`` (``memory.text.tokens``) that name a topic: a jieba
-    word of two or more characters, a Latin word or a number of two or more
-    digits that is not laughter or an acknowledgement (``is_filler``), not a word
-    of remembering, telling, a vague time or a question (``_GENERIC_WORDS``) and
-    not a hedge or modal of everyday chat; a single CJK character only where
-    jieba cut it as a word of its own and it is no function character (「猫」 in
-    「我的猫呢」, 「花」 in 「甭管啥花」 — not 「看」 in 「我要认真看」, nor 「天」 of
-    「今天」). What a BM25 hit must hold (``RecallParams.standout``)."""
-    alone = {w for w in jieba_words(line) if len(w) == 1 and is_cjk(w)}
-    out: set[str] = set()
-    for t in tokens(line):
-        if is_filler(t) or t in _GENERIC_WORDS or t in _CHAT_WORDS:
-            continue
-        if len(t) == 1 and is_cjk(t):
-            if t in alone and t not in _CHAT_CHARS:
-                out.add(t)
-        elif t.isdigit():
-            if len(t) >= 2:
-                out.add(t)
-        elif any(unicodedata.category(c)[0] in "LN" for c in t):
-            out.add(t)
-    return frozenset(out)
-
-
 def _word_terms(line: str) -> frozenset[str]:
     """The content terms of ``line`` that a BM25 hit may be admitted by
     (``content_terms``)."""
     return content_terms(line)
 
 
-def is_chitchat(line: str) -> bool:
-    """True when ``line`` only reacts, greets or tells a passing mood: no content
-    term (``content_terms``) beyond reaction, mood and greeting words (「哈哈」
-    「笑死」「困死了」「好冷啊」, "lol", "same", "that's so random", "I'm so tired").
-    Such a line recalls only memories that hold one of its words, never by
-    meaning alone. A tiny query-side test; capture's clause classification is
-    ``memory.speech_act``'s."""
-    return not (content_terms(line) - _REACTION_WORDS - _reaction_en())
+def words_only(line: str) -> bool:
+    """True when ``line`` recalls only memories that hold one of its words, never
+    by meaning alone: it is chit-chat (``memory.speech_act.is_chitchat``, the one
+    decision capture reads too: 「哈哈」「困死了」「好冷啊」「我今天好累」, "lol",
+    "same"), or it names nothing beyond reactions and moods
+    (``memory.lexicon.names_nothing``: 「它最近怎么样？」, whose topic is the line
+    before it)."""
+    return names_nothing(line) or is_chitchat(line)
 
 
-_REACTION_STEMS: frozenset[str] | None = None
+def asks(line: str) -> bool:
+    """True when ``line`` asks (``memory.speech_act.is_question``: a question mark,
+    a final 吗, a question word that asks, "where do I …"), False for a remark —
+    a statement, a reaction, a mood (「等我回来多挨打」, "the wind broke my
+    umbrella"). A remark recalls only memories that name what it names
+    (``names_it``)."""
+    return is_question(to_simplified(line))
 
 
-def _reaction_en() -> frozenset[str]:
-    """``_REACTION_EN`` as ``memory.text.tokens`` stems them (built on first use)."""
-    global _REACTION_STEMS
-    if _REACTION_STEMS is None:
-        _REACTION_STEMS = frozenset(stem(w) for w in _REACTION_EN)
-    return _REACTION_STEMS
+def remark_terms(line: str) -> frozenset[str]:
+    """The content terms (``content_terms``) a remark recalls by: neither a
+    reaction, mood or greeting word (「开心」, "good", "interesting") nor a single
+    CJK character (「比」 of 「跟他比」 would match 比较 anywhere)."""
+    return frozenset(t for t in content_terms(line)
+                     if t not in REACTION_WORDS and t not in reaction_stems() and not (len(t) == 1 and is_cjk(t)))
+
+
+def names_it(line: str, own: str, searched: str, remark: bool) -> bool:
+    """Whether a BM25 hit names what ``line`` names, given the memory's ``own``
+    text and what BM25 searched of it (``searched``: the text and the companion's
+    line it answered, ``memory.types.search_text``). A remark (``asks`` False)
+    needs one of its ``remark_terms`` in the memory's own text: the companion's
+    line is there to find an elliptical answer by the question it answered
+    (「对，超好玩」), and matched by a remark it only echoes the companion's
+    wording (「当然真的了」 → every memory answering 「当然了，…」). A question
+    keeps every hit that holds one of its content terms, context included
+    (``searched`` is not read): requiring a single character in the memory's own
+    text cost a held-out MemoryBank-CN question (「我们第一次对话的时候，聊了什么
+    话题」 found its day by 「聊」 in the companion's line)."""
+    return not remark or bool(remark_terms(line) & set(tokens(own)))
 
 
 def standout(score: float, spread: tuple[float, float, int] | None) -> float:
@@ -650,7 +632,7 @@ def channel_hits(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence
 def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence[str],
               chat: ChatRef | None, params: RecallParams, cache: NamespaceCache | None, words: str | None = None,
               stats: NamespaceStats | None = None, known: Mapping[str, np.ndarray] | None = None,
-              embed_older: bool = True
+              embed_older: bool = True, remark: bool = False
               ) -> tuple[dict[str, list[tuple[str, float]]], Sequence[MemoryText] | None, NamespaceView | None]:
     """``channel_hits`` for ``queries`` (``TurnQuery.lines``: the question, then
     each context line) plus the view searched (``_view``: the cache's, or one
@@ -661,7 +643,10 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
     instead of it (the question without the period it names, which the time
     channel reads). ``stats``: the namespace's state read for this recall (read
     here when None); ``known`` / ``embed_older``: where the context lines'
-    vectors come from (``SearchIndex.embed_tail``)."""
+    vectors come from (``SearchIndex.embed_tail``). ``remark``: the question
+    does not ask (``asks``): its BM25 hits must name what it names in their own
+    text and its vector hits stand out by ``standout`` whatever BM25 found
+    (``names_it``)."""
     if not queries:
         return {}, None, None
     stats = stats if stats is not None else store.namespace_stats(ns)
@@ -698,6 +683,11 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
             held = holding.get(step)
             ranked[name] = [(m, sc) for m, sc in ranked[name]
                             if sc > 0 and sc >= params.bm25_floor and (held is None or m in held)]
+    if decide and ranked.get("bm25"):  # the question's word hits must name what it names (``names_it``)
+        said = words if words is not None else queries[0]
+        texts = _texts_of(store, ns, [m for m, _ in ranked["bm25"]], small, view)
+        ranked["bm25"] = [(m, sc) for m, sc in ranked["bm25"]
+                          if m in texts and names_it(said, texts[m][0], texts[m][1], remark)]
     if decide:  # -- the relevance decision for vector hits (RecallParams.standout) --
         for step, line in enumerate(queries):
             name = _list_name("vector", step)
@@ -705,14 +695,27 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
                 continue
             said = words if step == 0 and words is not None else line
             found = {m for m, _ in ranked.get(_list_name("bm25", step), [])}
-            if is_chitchat(said):  # a reaction recalls by its words only
+            if words_only(said):  # a reaction, or a line naming nothing, recalls by its words
                 ranked[name] = [(m, sc) for m, sc in ranked[name] if m in found]
             else:
                 spread = spreads.get(step)
                 # where the line's own words found the topic, vectors may add its paraphrases more freely
-                bar = params.matched_standout if found else params.standout
+                bar = params.matched_standout if found and not (remark and step == 0) else params.standout
                 ranked[name] = [(m, sc) for m, sc in ranked[name] if m in found or standout(sc, spread) >= bar]
     return {c: v for c, v in ranked.items() if v}, small, view
+
+
+def _texts_of(store: Store, ns: Namespace, ids: Sequence[str], small: Sequence[MemoryText] | None,
+              view: NamespaceView | None) -> dict[str, tuple[str, str]]:
+    """``{id: (own text, searched text)}`` of ``ids`` in ``ns``: from the rows at
+    hand (the exact path's, a view's), else read from SQL (the index path)."""
+    if small is not None:
+        want = set(ids)
+        return {t.id: (t.text, t.searched) for t in small if t.id in want}
+    if view is not None:
+        where = view.where()
+        return {m: (view.texts[where[m]][:view.own[where[m]]], view.texts[where[m]]) for m in ids if m in where}
+    return {m: (c.text, c.searched) for m, c in store.candidates(ns, list(ids)).items()}
 
 
 def _view(store: Store, index: SearchIndex, ns: Namespace, lines: Sequence[str], params: RecallParams,
@@ -868,18 +871,19 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     # without memories recalls nothing
     # 「今天好冷」 asks nothing of today: a reaction word and no other (a date-only question holds none at all)
     date_only = words is not None and not _content_words(words) \
-        and not (params.standout > 0 and content_terms(query.question) and is_chitchat(query.question))
+        and not (params.standout > 0 and content_terms(query.question) and words_only(query.question))
     if only is not None:  # -- metadata filter (issue 26 item 17): deeper channels, then only those ids --
         params = replace(params, candidates=max(params.candidates, MAX_FILTERED_CANDIDATES))
     decision = params
-    if params.standout > 0 and query.question and not is_chitchat(query.question) \
+    remark = params.chat_turn and params.standout > 0 and bool(query.question) and not asks(query.question)
+    if params.standout > 0 and query.question and not remark and not words_only(query.question) \
             and (named is not None or _FIRST_TIME_RE.search(to_simplified(query.question))
                  or (params.time_weight <= 0 and query_period_span(query.question, now, tzi) is not None)):
         # a question asked by a period (「5月4日那天我遇到了什么麻烦？」, "the first time") is about what
         # was said then, which the time channel reads: its hits need not stand out from the rest
         decision = replace(params, standout=0.0)
     ranked, small, view = _channels(store, index, ns, queries, chat, decision, cache, words, stats, known_vectors,
-                                    embed_older)
+                                    embed_older, remark)
     if only is not None:
         ranked = {c: [(m, v) for m, v in hits if m in only] for c, hits in ranked.items()}
     lists = {c: [m for m, _ in hits] for c, hits in ranked.items()}
@@ -913,6 +917,13 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         rows = {t.id: t.candidate() for t in small if t.id in want}
     else:
         rows = store.candidates(ns, wanted)
+    lapsed = {m for m, c in rows.items() if _lapsed(c, now, named[0] if named is not None else None, tzi)}
+    if lapsed:  # a passing mood said days ago is no longer news (MOOD_TTL_DAYS)
+        lists = {c: [m for m in v if m not in lapsed] for c, v in lists.items()}
+        period_ids = [m for m in period_ids if m not in lapsed]
+        fused = rrf_fuse(lists, params.rrf_k, weights)
+        if not fused and not period_ids:
+            return []
     if params.bm25_full_coverage > 0:
         # IDF over what BM25 searched: the disclosed rows of the view searched (cached or
         # exact: counted in its postings), the fused candidates on the index path (whose
@@ -960,6 +971,7 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         assoc = _associated(store, ns, fused, rows, small, chat, params, now)
         if only is not None:
             assoc = [m for m in assoc if m in only]
+        assoc = [m for m in assoc if m not in lapsed and not (m in rows and _lapsed(rows[m], now, None, tzi))]
         if assoc:
             lists["assoc"] = assoc
             weights["assoc"] = params.assoc_weight
@@ -1179,6 +1191,19 @@ def _openers_after_content(scored: list[tuple[str, float]], rows: Mapping[str, C
     for i, m in zip(inside, order):
         out[i] = (m, scored[i][1])
     return out
+
+
+def _lapsed(c: Candidate, now: datetime, period: tuple[date, date] | None,
+            tz: tzinfo | None = None) -> bool:
+    """True when ``c`` is a passing mood said more than ``MOOD_TTL_DAYS`` before
+    ``now`` and not within ``period`` (the one the question names, if any, read in
+    ``tz``, the tenant's zone)."""
+    if c.category != Category.MOOD.value or c.created_at is None:
+        return False
+    now = now if now.tzinfo else now.replace(tzinfo=timezone.utc)
+    if (now - c.created_at).total_seconds() <= MOOD_TTL_DAYS * 86400 or not names_nothing(c.text):
+        return False
+    return period is None or not _said_in(c, period, tz=tz)
 
 
 def _said_in(mem: Memory | Candidate, period: tuple[date, date], slack: int = 1,

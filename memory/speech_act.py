@@ -20,7 +20,11 @@
 - ``request``: asking the companion to do something (「给我讲个笑话吧」, "Write
   me a haiku"), or a slash command;
 - ``reaction``: greetings, acknowledgements, laughter, chit-chat (「嗯，我知道了。」,
-  「笑死」, "lol", "same", the weather);
+  「笑死」, "lol", "same", the weather) — a sentence that names nothing beyond
+  reactions and moods (``memory.lexicon.names_nothing``); ``is_chitchat`` is
+  the one chit-chat decision over it, which recall reads too; the speaker's own passing mood (「我今天好累」, "I'm so bored") is
+  a reaction with ``why`` "mood" whose ``told`` capture keeps as a passing mood
+  (``Category.MOOD``, lapsing in recall after ``memory.recall.MOOD_TTL_DAYS``);
 - ``correction``: a self-correction (「啊说错了，不是上海，是南京」, "I meant
   Nanjing, not Shanghai"), with what was said wrongly and what is right;
 - ``quote``: a quote or lyric (♪, 歌词：, a line wholly in quotes) and the
@@ -44,11 +48,12 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from memory.lexicon import _NOT_A_NAME_ZH, _SPECIES, _slot_text, guess_category, is_gateway_text, is_instruction_like
+from memory.lexicon import (_NOT_A_NAME_ZH, _SPECIES, REACTION_WORDS, _slot_text, guess_category, is_gateway_text,
+                            is_instruction_like, names_nothing)
 from memory.text import to_simplified
 from memory.types import Category
 
-__all__ = ["Act", "Reading", "WRITES", "read", "shape", "is_question", "is_request", "is_speaker_statement",
+__all__ = ["Act", "Reading", "WRITES", "read", "is_chitchat", "shape", "is_question", "is_request", "is_speaker_statement",
            "told_beside_question", "told_text", "clauses", "MIN_CHARS"]
 
 log = logging.getLogger(__name__)
@@ -115,7 +120,7 @@ _TRAILING_SYMBOLS_RE = re.compile(r"[\s\u200d\ufe0f\U0001f3fb-\U0001f3ff\u2600-\
 # a question word asking (not 「什么都吃」「谁都知道」「哪里都想去」「没什么」「不怎么」「多少有点」,
 # nor the complaints 「怎么又…」「为什么这么…」, which tell how the person is)
 _ASKING_ZH = re.compile(
-    r"(?<![不没])(?>谁|哪(?:里|儿|天|个|些|年|家|位|种|次|边)?|什么(?:时候)?|啥(?:时候)?|为什么|为啥|怎么(?:样|办)?|怎样|"
+    r"(?<![不没])(?>谁|哪(?!有)(?:里|儿|天|个|些|年|家|位|种|次|边)?|什么(?:时候)?|啥(?:时候)?|为什么|为啥|怎么(?:样|办)?|怎样|"
     r"几(?:点|岁|号|月)|多大|多久|多远|多少(?!有点|有些|会|也|都))(?![都也又这那])|来着|是否|干(?:嘛|啥|吗)|"
     r"([\u4e00-\u9fff])[不没]\1")  # A-not-A: 是不是, 有没有, 喜不喜欢
 _AUX_EN = r"(?:do|does|did|can|could|will|would|should|is|are|am|was|were|have|has|had)"
@@ -136,7 +141,8 @@ def is_question(plain: str) -> bool:
     Sentence-final 呢 asks only in a short "what about X" (你呢, 那你呢, 然后呢);
     after anything else it is an exclamation (「结尾太好哭了呢」), and 嘛/吧/啊
     never ask by themselves. A question word inside an indirect question
-    (「不知道该怎么跟他沟通」, 不清楚/想不通/不确定…) asks nothing."""
+    (「不知道该怎么跟他沟通」, 不清楚/想不通/不确定…) asks nothing, nor does
+    the rhetorical 哪有 (「哪有，我才没生气」: "no way")."""
     plain = _TRAILING_SYMBOLS_RE.sub("", plain)  # 「我能养猫吗🥺」: the emoji after it hides no question
     if _QUESTION_RE.search(plain) or _ASKING_EN.match(plain) or _asks_what_about(plain):
         return True
@@ -172,7 +178,8 @@ _WEATHER_ZH = re.compile(r"天气|下.{0,4}[雨雪]|刮.{0,3}风|好热|好冷|�
 _OTHER_SUBJECT_FLAGS = ("r", "nr", "nrfg", "nrt", "ns", "nt", "nz")
 _LEADING_FLAGS = ("t", "tg", "f", "d", "zg", "c", "y", "e", "o", "x", "m", "mq", "uj", "ul", "b")
 _SPEAKER_HEAD_FLAGS = ("v", "vd", "vn", "vg", "a", "ad", "an", "ag", "p", "i", "l")
-_DISCOURSE_ZH = re.compile(r"^(?:对了|话说|其实|说真的|顺便说一下|顺便|另外|还有|然后|所以|不过|哎|唉|诶|嗯)[，,、\s]*")
+_DISCOURSE_ZH = re.compile(r"^(?:对了|话说|其实|我说真的|说真的|我跟你说|跟你说|我告诉你|顺便说一下|顺便|另外|还有|然后|所以|不过|"
+                           r"哎|唉|诶|嗯)[啊呀吧]?[，,、\s]*")
 _LEADING_DATE_ZH = re.compile(r"^(?:这|本|下下?|上上?)个?(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|礼拜[一二三四五六日天]|"
                               r"周|星期|礼拜|月|学期|季度)")
 _PERSONAL_NOUNS_ZH = re.compile(r"生日|考试|面试|婚礼|手术|体检|航班|约会|毕业|入职|离职|出差|搬家|旅行|旅游|加班|上班|下班|"
@@ -219,6 +226,19 @@ def _posseg(sentence: str) -> list[tuple[str, str]]:
     return [(w.word, w.flag) for w in jieba.posseg.cut(sentence)]
 
 
+def _told_deed(tagged: list[tuple[str, str]]) -> bool:
+    """True when a subject-less Chinese statement (jieba's ``(word, flag)``) tells
+    something that happened or is planned: a time word (「昨天跑了十公里」「下周三
+    面试」), what the speaker is doing these days (「最近在学吉他」), or a verb done
+    with 了/过 (「做成了蛋糕」「部署了个人博客」, 「过了！」 answering how an exam went).
+    A bare verb phrase or judgement of the moment (「低调的」「养鳄鱼」「也许待
+    也许不带」「大概还包邮哦」「没有呢还在纠结」) tells nothing a friend keeps."""
+    if any(f in ("t", "tg", "m") or w in ("最近", "一直", "正在") for w, f in tagged):
+        return True  # a time, a figure (「八十七分」) or what the speaker is doing these days (「最近在学吉他」)
+    return any(w in ("了", "过") and f in ("ul", "uguo", "ug") and i > 0 and tagged[i - 1][1].startswith("v")
+               and tagged[i - 1][0] not in REACTION_WORDS for i, (w, f) in enumerate(tagged))  # not 「太好笑了」
+
+
 def _subjectless_about_speaker(plain: str) -> bool:
     """True when ``plain`` (simplified, no first-person word) is a declarative
     statement with no other subject, so that — said to the bot — it is about the
@@ -240,7 +260,7 @@ def _subjectless_about_speaker(plain: str) -> bool:
             return False
         tagged = [(w, f) for w, f in _posseg(_LEADING_DATE_ZH.sub("", text)) if w.strip()]
         head = next(((w, f) for w, f in tagged if f not in _LEADING_FLAGS), None)
-        personal = bool(_PERSONAL_NOUNS_ZH.search(text))
+        personal = bool(_PERSONAL_NOUNS_ZH.search(text)) or "《" in text  # a work named: 「是一部叫做《摔跤吧！爸爸》的电影」
         if head is None:  # only time words and particles: "周五生日" (生日 is tagged as a time word)
             return personal
         word, flag = head
@@ -249,9 +269,7 @@ def _subjectless_about_speaker(plain: str) -> bool:
         if flag in _OTHER_SUBJECT_FLAGS or _NOT_A_NAME_ZH.match(word) or word in _SPECIES:
             return False
         if flag.startswith(_SPEAKER_HEAD_FLAGS) or personal:
-            has_content = any(f.startswith("v") for _w, f in tagged) or personal or cjk >= 4 or \
-                guess_category(text) is not Category.OTHER
-            return has_content
+            return personal or guess_category(text) is not Category.OTHER or _told_deed(tagged)
         return False
     if _SMALL_TALK_EN.match(text):
         return False
@@ -323,7 +341,7 @@ def is_speaker_statement(sentence: str, addressed: bool) -> bool:
             return False
     if _SMALL_TALK_ZH.match(_TRAILING_SYMBOLS_RE.sub("", plain.strip())) or is_gateway_text(sentence):
         return False
-    if _FIRST_ZH.search(plain) or _FIRST_EN.search(plain):
+    if _FIRST_ZH.search(_DISCOURSE_ZH.sub("", plain.strip())) or _FIRST_EN.search(plain):
         return True
     return addressed and _subjectless_about_speaker(_slot_text(sentence))
 
@@ -629,6 +647,11 @@ def _read(sentence: str, addressed: bool) -> Reading:
         return Reading(Act.OTHER, why="opinion")
     if _ONLY_WHEN_RE.match(core):
         return Reading(Act.OTHER, why="fragment")  # 「在4月27号这天」: a day, no statement
+    if names_nothing(core) and guess_category(core) in (Category.OTHER, Category.MOOD, Category.EVENT):  # nothing named
+        # beyond reactions and moods ("I hate mornings" names a taste: a preference, the speaker's)
+        if is_speaker_statement(plain, addressed):  # 「我今天好累」"I'm so bored": the speaker's passing mood
+            return Reading(Act.REACTION, told=sentence.strip(), why="mood")
+        return Reading(Act.REACTION, why="chit-chat")
     if is_speaker_statement(plain, addressed):  # the whole sentence: a leading "Yeah," keeps "work can be tough" out
         return Reading(Act.SELF, told=sentence.strip())
     if _WEATHER_ZH.search(core):
@@ -650,6 +673,23 @@ def read(sentence: str, *, addressed: bool = False) -> Reading:
     except Exception:  # noqa: BLE001 - an odd sentence keeps capture's former behaviour
         log.debug("speech act: sentence not classified (%s)", shape(sentence or ""))
         return Reading(Act.UNKNOWN)
+
+
+def is_chitchat(line: str) -> bool:
+    """The one chit-chat decision: True when every sentence of ``line`` reads as
+    a reaction (``read``: greetings, acknowledgements, laughter, the weather, a
+    passing mood — 「哈哈」「笑死」「困死了」「好冷啊」「我今天好累」, "lol", "same",
+    "I'm so bored"). Recall lets such a line recall only memories that hold one
+    of its words (``memory.recall``); capture stores nothing of it but the
+    speaker's passing mood, which recall lets lapse (``memory.recall.MOOD_TTL_DAYS``).
+    Measured on ``tests/data/speech_acts.tsv`` and its held-out part
+    (``python -m bench speechact``)."""
+    from memory.text import split_sentences
+
+    sentences = split_sentences(line or "", semicolons=True)
+    readings = [(s, read(s, addressed=True)) for s in sentences]
+    # a sentence too short to be a statement is a reaction to capture, but 「猫」 names what it asks about
+    return bool(readings) and all(r.act is Act.REACTION and (r.why != "short" or names_nothing(s)) for s, r in readings)
 
 
 def told_text(text: str, *, addressed: bool = False) -> str:

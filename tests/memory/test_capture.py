@@ -506,6 +506,28 @@ def test_subjectless_questions_greetings_and_small_talk_stay_out(text):
     assert H.extract(text, AT, "Asia/Shanghai", addressed=True) == [], text
 
 
+@pytest.mark.parametrize("text", ["低调的", "也许待也许不带", "大概还包邮哦", "没有呢还在纠结", "妥妥的在他家买放心", "養鱷魚",
+                                  "我说真的啊，晚睡早起多么伟大的事儿", "太好笑了吧😂", "跟胡宜佳比。。。不科学。"])
+def test_a_subjectless_remark_that_tells_no_time_or_deed_stores_nothing(text):
+    """Said to the bot, a Chinese line without a subject that names nothing personal, no time and no deed done
+    (LCCC chit-chat; traditional, emoji) is no fact about the speaker (before: each was stored as one)."""
+    assert H.extract(text, AT, "Asia/Shanghai", addressed=True) == [], text
+
+
+@pytest.mark.parametrize("text", ["最近在学吉他", "昨天跑了十公里🏃", "第一次自己做成了蛋糕", "上周用docker部署了个人博客",
+                                  "是一部叫做《摔跤吧！爸爸》的电影"])
+def test_a_subjectless_deed_a_time_or_a_named_work_is_still_the_speakers(text):
+    """A deed done (了/过), a time, what the speaker is doing these days and a work they name stay theirs."""
+    assert H.extract(text, AT, "Asia/Shanghai", addressed=True), text
+
+
+@pytest.mark.parametrize("text", ["我今天好累啊😩", "I'm so bored", "我好困", "I'm so sleepy"])
+def test_a_passing_mood_is_kept_as_a_mood_without_a_date(text):
+    """The speaker's passing mood is a mood (which recall lets lapse), never an event dated to the day said."""
+    facts = H.extract(text, AT, "Asia/Shanghai", addressed=True)
+    assert [(f.category, f.event_time) for f in facts] == [(Category.MOOD, None)], text
+
+
 GATEWAY_SHAPES = [
     "（回忆）你之前说过我喜欢爵士乐[src:abcdef123456]",
     "我记得你说过我喜欢爵士乐 [src:abcdef123456, 0123456789ab]。",

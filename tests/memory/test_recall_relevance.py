@@ -268,3 +268,106 @@ def test_the_index_path_fits_the_spread_from_the_returned_tail():
             mean, sd, _ = _tail_spread(top, n)
             assert abs((top[0] - mean) / sd - (top[0] - cos.mean()) / cos.std()) < 0.5
     assert _tail_spread(top[:6], 5000) is None  # too few to fit
+
+
+# -- a chat turn's remark recalls by what it names, in the memory's own words --
+
+ANSWERED = [("我比较喜欢川菜和粤菜。", "小莫：当然了，烹饪很有意思。你喜欢哪种菜系？"),
+            ("我最近在学习英语", "小莫：鼓浪屿是一座很有特色的小岛，你想去吗？"),
+            ("对，超好玩的，排了两个小时队", "小莫：你上周末去迪士尼了吗？"),
+            ("I had a great day out with the gang last weekend.", ""),
+            ("Yes! It was so much fun.", "Mochi: Did the wind ruin the pride parade?")]
+NS_CTX = Namespace("t1", "tg:44")
+
+
+@pytest.fixture(scope="module")
+def answered(everyday):
+    """NS_CTX: EVERYDAY's facts and ANSWERED's answers with the companion's line each answered."""
+    with everyday.batch():
+        for text in EVERYDAY:
+            everyday.add(NS_CTX, everyday.new(NS_CTX, text))
+        for text, line in ANSWERED:
+            everyday.add(NS_CTX, everyday.new(NS_CTX, text, context=line))
+    return everyday
+
+
+@pytest.mark.parametrize("exact_max", [1024, 0], ids=["exact", "index"])
+@pytest.mark.parametrize("line", ["当然真的了", "跟他比。。。不科学。", "这小岛的特色就是色彩！", "the wind broke my umbrella",
+                                  "the sunset is pretty today", "what a day", "等我回来多挨打", "good morning!",
+                                  "今天又是元氣滿滿的一天🌞"])
+def test_a_remark_recalls_nothing_by_the_companions_words_or_a_single_character(answered, line, exact_max):
+    """A chat turn's line that does not ask (zh, traditional, en, emoji) shares words only with the companion's
+    lines the memories answered (当然, 特色, wind), a single character inside a longer word (比 of 比较), a general
+    word (day, 回来) or names a day (today, which lifted the decision as a question's period does): nothing is
+    recalled (before: the answers those lines matched, 6 slots for 「当然真的了」 in the precision bench)."""
+    from memory.recall import RecallParams
+
+    assert answered.recall(NS_CTX, [line], params=RecallParams(exact_max=exact_max, chat_turn=True)) == []
+
+
+@pytest.mark.parametrize("exact_max", [1024, 0], ids=["exact", "index"])
+@pytest.mark.parametrize("line,expected", [
+    ("我又去爬山了，累死", "周末我喜欢去爬山。"), ("迪士尼人多吗", "对，超好玩的，排了两个小时队"),
+    ("我的猫呢", "我养了一只猫，叫煤球。"), ("my sister just called from Berlin", "My sister lives in Berlin."),
+    ("How was the pride parade?", "Yes! It was so much fun."),
+])
+def test_a_remark_naming_a_memory_and_a_question_by_its_context_still_recall(answered, line, expected, exact_max):
+    """A remark that names what a memory's own text names recalls it; a question still finds an elliptical answer
+    by the companion's line it answered (contextual retrieval), and a single character of its own (猫)."""
+    from memory.recall import RecallParams
+
+    hits = answered.recall(NS_CTX, [line], params=RecallParams(exact_max=exact_max, chat_turn=True))
+    assert expected in [h.memory.text for h in hits][:3]
+
+
+def test_a_search_query_keeps_finding_answers_by_their_context(answered):
+    """A search (not a chat turn) that names a topic alone finds the answer through the line it answered."""
+    hits = answered.recall(NS_CTX, ["迪士尼"])
+    assert [h.memory.text for h in hits][:1] == ["对，超好玩的，排了两个小时队"]
+
+
+def test_a_cached_view_decides_a_remark_as_the_exact_path_does(answered):
+    """The cached view knows each row's own text apart from the line it answered: remarks and questions over
+    it recall what the exact path recalls (nothing for 「当然真的了」, the answer for 「迪士尼人多吗」)."""
+    from memory.cache import NamespaceCache
+    from memory.recall import RecallParams, recall
+
+    cache = NamespaceCache(16)
+    version, _ = answered.store.namespace_state(NS_CTX)
+    assert cache.view(answered.store, answered.index, NS_CTX, version) is not None
+    p = RecallParams(chat_turn=True)
+    for line in ["当然真的了", "the wind broke my umbrella", "迪士尼人多吗", "我又去爬山了，累死", "How was the pride parade?"]:
+        hot = recall(answered.store, answered.index, NS_CTX, [line], params=p, cache=cache)
+        exact = answered.recall(NS_CTX, [line], params=p)
+        assert [h.memory.id for h in hot] == [h.memory.id for h in exact], line
+    assert cache.hits > 0
+
+
+# -- a passing mood is short-lived --
+
+NS_MOOD = Namespace("t1", "tg:45")
+
+
+@pytest.mark.parametrize("exact_max", [1024, 0], ids=["exact", "index"])
+def test_a_passing_mood_lapses_and_a_fact_or_an_emotional_event_does_not(everyday, exact_max):
+    """「我今天好累」 and "I'm so bored", captured as passing moods, are recalled the day after and not a week later,
+    unless the question names the day they were said; an emotional event and a fact said then still are."""
+    from datetime import datetime, timedelta, timezone
+
+    from memory.capture import capture
+    from memory.recall import RecallParams
+
+    said = datetime(2026, 11, 2, 20, tzinfo=timezone.utc)
+    for i, text in enumerate(["我今天好累啊😩", "I'm so bored", "我上周出车祸了，吓死我了", "我对花生过敏"]):
+        capture(everyday, NS_MOOD, text, chat=None, said_at=said, message_id=f"mood{exact_max}{i}")
+    moods = [m for m in everyday.store.list(NS_MOOD, limit=100) if m.category.value == "mood"]
+    assert sorted(m.text for m in moods) == ["I'm so bored", "我今天好累啊😩"]
+    p = RecallParams(exact_max=exact_max)
+
+    def texts(q, days):
+        return [h.memory.text for h in everyday.recall(NS_MOOD, [q], params=p, now=said + timedelta(days=days))]
+
+    assert "我今天好累啊😩" in texts("我最近好累", 1) and "I'm so bored" in texts("bored again", 1)
+    assert "我今天好累啊😩" not in texts("我最近好累", 8) and "I'm so bored" not in texts("bored again", 8)
+    assert "我今天好累啊😩" in texts("11月2号那天我心情怎么样？", 8)
+    assert any("车祸" in t for t in texts("我出过车祸吗？", 30)) and "我对花生过敏" in texts("我对什么过敏？", 30)
