@@ -740,7 +740,8 @@ def evaluate(core, suite: Suite, key_of: dict[str, str], *, k: int = 20, as_of: 
 
 class Probe:
     """The core as an evaluated question's turn reaches it: the real one in every
-    verb but ``mark_recalled``, which records nothing, and ``recall``, whose
+    verb but ``mark_recalled`` and ``note_recalled`` (the turn's held marks), which
+    record nothing, and ``recall``, whose
     ``RecallParams`` get ``override`` (field name → value, e.g. ``{"vector_floor":
     0.86}``: how a bench varies a knob of the turn's recall decision; empty: the
     pipeline's own). A turn's bookkeeping gives the memories it recalled an ACT-R
@@ -756,6 +757,9 @@ class Probe:
         return getattr(self._core, name)
 
     def mark_recalled(self, ns, ids, at=None) -> None:
+        return None
+
+    def note_recalled(self, ns, ids, at=None) -> None:
         return None
 
     def recall(self, ns, tail, *args, params=None, **kwargs):

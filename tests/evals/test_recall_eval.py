@@ -430,3 +430,18 @@ def test_a_turn_with_nothing_said_before_recalls_what_capture_mode_does(tmp_path
     finally:
         core.close()
     assert turned.retrieved == direct.retrieved
+
+
+@pytest.mark.parametrize("text", ["我养了一只叫煤球的黑猫 🐈", "My sister Lena lives in Berlin"])
+def test_the_probe_keeps_an_evaluated_question_from_marking_what_it_recalled(sqlite_core, namespace, text):
+    """A question of the eval is a probe: the turn's held recall marks (``note_recalled``) and direct marks
+    both record nothing through ``Probe``, so no later question's scores depend on it; the real core holds them."""
+    from evals.recall import Probe
+
+    mid = sqlite_core.add(namespace, sqlite_core.new(namespace, text)).memory.id
+    probe = Probe(sqlite_core)
+    probe.note_recalled(namespace, [mid])
+    probe.mark_recalled(namespace, [mid])
+    assert sqlite_core.marks.pending == 0 and sqlite_core.flush_marks() == 0
+    sqlite_core.note_recalled(namespace, [mid])
+    assert sqlite_core.marks.pending == 1
