@@ -66,7 +66,6 @@ def parse_duration(text: str) -> timedelta | None:
         return None
     compact = re.sub(r"\s+", "", plain)
     seconds = _parse_zh(compact) if re.search(r"[\u4e00-\u9fff]", compact) else _parse_en(plain)
-    if seconds is None or seconds <= 0:
-        return None
-    span = timedelta(seconds=seconds)
-    return span if span <= MAX_DURATION else None
+    if seconds is None or seconds <= 0 or seconds > MAX_DURATION.total_seconds():
+        return None  # checked before timedelta(): 10**20 hours overflows it
+    return timedelta(seconds=seconds)

@@ -76,7 +76,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from memory.capture import VerbatimExtractor, capture
-from memory.types import SUBJECT_RE, ChatKind, ChatRef, Namespace
+from memory.types import SUBJECT_RE, ChatKind, ChatRef, Namespace, load_json
 
 __all__ = ["SOURCES", "Problem", "Record", "SourceError", "Summary", "import_records", "mapping_of", "read_records",
            "record_key"]
@@ -178,12 +178,25 @@ def _when(value: object, tz: ZoneInfo, *, millis: bool = False) -> datetime | No
     return at if at.tzinfo else at.replace(tzinfo=tz)
 
 
+def _loads(raw: str):
+    """``raw`` decoded as JSON by ``memory.types.load_json`` (arrays and objects
+    nested deeper than 64 levels refused before anything recursive reads them, so
+    a hostile line is a malformed line, never a RecursionError). Raises
+    json.JSONDecodeError for every refusal, as the readers here expect."""
+    try:
+        return load_json(raw)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:
+        raise json.JSONDecodeError(str(exc), raw if isinstance(raw, str) else "", 0) from None
+
+
 def _json_lines(text: str) -> Iterator[tuple[int, object | Problem]]:
     for n, row in enumerate(text.splitlines(), start=1):
         if not row.strip():
             continue
         try:
-            yield n, json.loads(row)
+            yield n, _loads(row)
         except json.JSONDecodeError as exc:
             yield n, Problem(n, "malformed", f"not JSON: {exc.msg} (column {exc.colno})")
 
@@ -219,7 +232,7 @@ def _sillytavern(text: str, tz: ZoneInfo) -> Iterator[Record | Problem]:
 
 def _mem0(text: str, tz: ZoneInfo) -> Iterator[Record | Problem]:
     try:
-        doc = json.loads(text)
+        doc = _loads(text)
     except json.JSONDecodeError as exc:
         if text.lstrip().startswith("{") and "\n{" in text:  # one entry a line
             yield from _mem0_lines(text, tz)
@@ -284,7 +297,7 @@ def _jsonl(text: str, tz: ZoneInfo) -> Iterator[Record | Problem]:
 
 def _livingmemory(text: str, tz: ZoneInfo) -> Iterator[Record | Problem]:
     try:
-        doc = json.loads(text)
+        doc = _loads(text)
     except json.JSONDecodeError as exc:
         raise SourceError(f"not a LivingMemory export: line {exc.lineno}: {exc.msg}") from None
     entries = doc.get("memories") if isinstance(doc, dict) else doc
@@ -299,7 +312,7 @@ def _livingmemory(text: str, tz: ZoneInfo) -> Iterator[Record | Problem]:
         messages = entry.get("source_messages") or []
         if isinstance(messages, str):
             try:
-                messages = json.loads(messages)
+                messages = _loads(messages)
             except json.JSONDecodeError:
                 messages = None
         if not isinstance(meta, dict) or not isinstance(messages, list) or not isinstance(owner, str) \
@@ -349,7 +362,7 @@ def _maibot(path: Path, tz: ZoneInfo) -> Iterator[Record | Problem]:
         if not points:
             continue
         try:
-            items = json.loads(points)
+            items = _loads(points)
         except (json.JSONDecodeError, TypeError):
             yield Problem(rowid, "malformed", "points is not a JSON list")
             continue
@@ -407,7 +420,7 @@ def mapping_of(data: bytes) -> dict[str, str]:
     except UnicodeDecodeError as exc:
         raise SourceError(f"mapping: not UTF-8 (byte {exc.start})") from None
     try:
-        doc = json.loads(text)
+        doc = _loads(text)
     except json.JSONDecodeError:
         doc = None
         out = {}

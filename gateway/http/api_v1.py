@@ -243,7 +243,10 @@ class MemoryOut(BaseModel):
     importance in [0, 1], times ISO 8601 UTC; ``origin`` the chat it was learned
     in; ``version`` from 1, +1 per edit or supersession; ``context`` the
     companion's line the memory's message answered, searched with its text ("" when none);
-    ``metadata`` the caller's tags (``memory.metadata``)."""
+    ``metadata`` the caller's tags (``memory.metadata``); ``event_time`` the day
+    or period start the memory's event names, ``event_end`` the end (exclusive)
+    of a period it names (「下个月搬家」: the first of the month after), null for
+    a single day or no date."""
 
     id: str
     subject: str
@@ -263,6 +266,7 @@ class MemoryOut(BaseModel):
     valid_to: datetime | None
     event_time: datetime | None
     recalled_at: list[datetime]
+    event_end: datetime | None = None
     context: str = ""
     metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
@@ -272,8 +276,8 @@ class MemoryOut(BaseModel):
                    importance=m.importance, valence=m.valence, arousal=m.arousal, emotion=m.emotion,
                    origin=m.origin.key if m.origin else None, visibility=m.visibility, version=m.version,
                    created_at=m.created_at, updated_at=m.updated_at, valid_from=m.valid_from, valid_to=m.valid_to,
-                   event_time=m.event_time, recalled_at=list(m.access_times), context=m.context,
-                   metadata=dict(m.metadata))
+                   event_time=m.event_time, event_end=m.event_end, recalled_at=list(m.access_times),
+                   context=m.context, metadata=dict(m.metadata))
 
 
 class MemoryPage(BaseModel):

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from gateway.importers import (
     EPOCH,
+    Problem,
     SourceError,
     import_records,
     mapping_of,
@@ -220,3 +221,22 @@ def test_long_ids_and_names_fit_the_metadata(sqlite_core, tmp_path):
     assert summary.memories == 1 and not summary.problems
     [m] = _texts(sqlite_core, "tg:5001").values()
     assert m.metadata["speaker"] == "名" * 200 and len(m.metadata["source_id"]) == 200
+
+
+@pytest.mark.parametrize("source, deep", [("jsonl", "[" * 10_000 + "]" * 10_000),
+                                          ("mem0", '{"a": ' * 10_000 + "1" + "}" * 10_000)])
+def test_json_nested_ten_thousand_deep_is_a_malformed_line_not_a_crash(tmp_path, source, deep):
+    """A line (jsonl) or a file (mem0) nesting 10,000 levels is refused as malformed — its line
+    reported, the good lines around it read (猫 and "jazz 🎷") — never a RecursionError."""
+    path = tmp_path / f"deep.{source}"
+    if source == "jsonl":
+        good = ['{"id": "a", "kind": "memory", "text": "我养了一只猫"}',
+                '{"id": "b", "kind": "memory", "text": "I love jazz 🎷"}']
+        path.write_text("\n".join([good[0], deep, good[1]]) + "\n", encoding="utf-8")
+        got = read_records(source, path, "Asia/Shanghai")
+        assert [(p.line, p.reason) for p in got if isinstance(p, Problem)] == [(2, "malformed")]
+        assert [r.text for r in got if not isinstance(r, Problem)] == ["我养了一只猫", "I love jazz 🎷"]
+    else:
+        path.write_text(deep, encoding="utf-8")
+        with pytest.raises(SourceError):
+            read_records(source, path, "Asia/Shanghai")

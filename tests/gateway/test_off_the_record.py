@@ -167,7 +167,9 @@ def test_durations_in_chinese_and_english(text, minutes):
     assert parse_duration(text).total_seconds() == minutes * 60
 
 
-@pytest.mark.parametrize("text", ["", "abc", "10", "-5m", "0m", "31d", "三百天", "分钟", "很久"])
+@pytest.mark.parametrize("text", ["", "abc", "10", "-5m", "0m", "31d", "三百天", "分钟", "很久",
+                                  "99999999999999999999h", "9999999999d", "一万亿天"])
 def test_what_is_no_duration(text):
-    """No number, no unit, zero, negative or past 30 days: no duration."""
+    """No number, no unit, zero, negative or past 30 days — however far past (10**20 hours overflowed
+    timedelta: a 500 on chat, webhook and /v1) —: no duration."""
     assert parse_duration(text) is None

@@ -251,6 +251,7 @@ class Memory:
     valid_from: datetime | None
     valid_to: datetime | None
     event_time: datetime | None
+    event_end: datetime | None = None
     recalled_at: tuple[datetime, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict, hash=False)
 
@@ -261,7 +262,7 @@ class Memory:
                    origin=d.get("origin"), visibility=d["visibility"], version=d["version"],
                    created_at=_dt(d.get("created_at")), updated_at=_dt(d.get("updated_at")),
                    valid_from=_dt(d.get("valid_from")), valid_to=_dt(d.get("valid_to")),
-                   event_time=_dt(d.get("event_time")),
+                   event_time=_dt(d.get("event_time")), event_end=_dt(d.get("event_end")),
                    recalled_at=tuple(t for t in map(_dt, d.get("recalled_at") or ()) if t is not None),
                    metadata=dict(d.get("metadata") or {}))
 

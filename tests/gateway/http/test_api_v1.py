@@ -714,3 +714,17 @@ def test_range_and_or_filters_over_http_narrow_to_one_persons_matching_memories(
     for bad in ({"score": {"$eq": 1}}, {"$or": [{"$or": [{"score": 1}]}]}, {"$or": []}, {"score": {"$gte": True}}):
         assert c.post("/v1/subjects/tg:42/search", json={"query": "x", "filters": bad}).status_code == 400
         assert c.get("/v1/subjects/tg:42/memories", params={"filters": json.dumps(bad)}).status_code == 400
+
+
+@pytest.mark.parametrize("text, end", [("我下个月要搬家到杭州", "2027-01-31T16:00"), ("We move to Lisbon next month", "2027-01-31T16:00"),
+                                       ("我明天去醫院體檢", None)])
+def test_a_memory_shows_the_period_its_event_names(app, text, end):
+    """A month named ("下个月", "next month", said 2026-12-06) is a period: ``event_end`` is the first
+    midnight after it in the tenant's zone (Shanghai: 1 February is 2027-01-31T16:00Z); a single day
+    ("明天", traditional characters) has none. Read back through get."""
+    c = client_for(app, REMOTE, new_key(app))
+    r = c.post("/v1/subjects/tg:42/memories", json={"messages": [
+        {"text": text, "timestamp": "2026-12-06T04:00:00Z"}]}).json()
+    mem = c.get(f"/v1/subjects/tg:42/memories/{r['results'][0]['memory']['id']}").json()
+    assert mem["event_time"] is not None
+    assert (mem["event_end"] or "")[:16] == (end or "")
