@@ -41,7 +41,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict,
-                               TomlConfigSettingsSource)
+                               SettingsError, TomlConfigSettingsSource)
 from pydantic_settings.sources.utils import parse_env_vars
 
 from gateway.errors import UnknownTenant
@@ -877,6 +877,10 @@ def load_settings(*, environ: Mapping[str, str] | None = None, **overrides) -> S
         names = {**_EXTRA_ENV.get(), **os.environ}
         where = overrides.get("config") or next((v for k, v in names.items() if k.upper() == "HUIYI_CONFIG"), None)
         raise ConfigError(f"invalid configuration: {_one_line(exc, where)}") from None
+    except SettingsError as exc:  # an environment value pydantic-settings could not decode (a list not in JSON)
+        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+        raise ConfigError(f"invalid configuration: {exc}{cause} (a list or table in the environment is JSON, "
+                          "e.g. '[\"ids\", \"health\"]')") from None
     finally:
         _EXTRA_ENV.reset(token)
 

@@ -351,3 +351,12 @@ def test_ann_threshold_is_passed_down_from_settings(monkeypatch, value, expected
     monkeypatch.setenv("HUIYI_ANN_MIN_ROWS", "100")
     with pytest.raises(ConfigError):
         load_settings()
+
+
+@pytest.mark.parametrize("value", ["health", "健康", "[ids"])
+def test_a_list_in_the_environment_that_is_not_json_is_a_config_error(monkeypatch, value):
+    """HUIYI_TENANTS__DEFAULT__NEVER_STORE=health (not a JSON list) is one ConfigError line naming the
+    field's source and the JSON form — not pydantic-settings' SettingsError traceback (exit 1, not 2)."""
+    monkeypatch.setenv("HUIYI_TENANTS__DEFAULT__NEVER_STORE", value)
+    with pytest.raises(ConfigError, match=r"invalid configuration: .*tenants.*JSON"):
+        load_settings()
