@@ -50,8 +50,12 @@ ALWAYS = frozenset({"ids"})
 # a card or ID number. 「我的WiFi密码忘了」 names no value and is kept.
 _SECRET_RE = re.compile(
     r"(?:密码|口令|验证码|校验码|安全码|支付码|PIN码?|CVV2?|CVC)\s*(?:是|为|:|：|=)?\s*[A-Za-z0-9!@#$%^&*_.\-]{4,}"
+    r"|(?:密码|口令|PIN码?)\s*(?:就是|也是|都是|是|为|设成了?|设为|改成了?|改为|用的是)\s*[^\s，,。？?]{2,}"
     r"|\b(?:password|passcode|passphrase|pin|cvv|cvc|security code|one-time code|otp)\b"
     r"\s*(?:is|was|:|=)\s*\S{4,}"
+    r"|\b(?:password|passcode|passphrase)\b(?:\s+(?:for|to|of|on)\s+(?:my\s+|the\s+|our\s+)?[\w.@-]+"
+    r"(?:\s+account)?)?\s*(?:is|was|'s|:|=)\s*(?!(?:in|on|at|the|a|an|too|so|very|not|still|what|same|easy|hard"
+    r"|weak|strong|wrong|correct|saved|stored|written|expired|changed|reset|long|short)\b)\S{2,}"
     r"|(?<![\d-])(?:\d[ -]?){15,18}[\dXx](?![\d-])",
     re.IGNORECASE)
 
@@ -109,13 +113,15 @@ _RULES: dict[str, list[str]] = {
     ],
 }
 _COMPILED = {cat: [re.compile(p, re.IGNORECASE) for p in pats] for cat, pats in _RULES.items()}
-_CLAUSE_END = re.compile(r"([。！？!?；;\n，,]+|\.(?=\s|$))")
+# a mark followed at once by a letter or digit ends no clause ("Zebra!9981", 「abc。123」): a value goes on
+_CLAUSE_END = re.compile(r"([。！？!?；;\n，,]+(?![A-Za-z0-9])|\.(?=\s|$))")
 
 
 def holds_secret(text: str) -> bool:
     """True when ``text`` states a credential with its value (a password, PIN,
-    verification or security code followed by a value of 4+ characters, in zh or
-    en) or holds a 16–19 digit card or 18-character ID number: 「我的WiFi密码忘了」
+    verification or security code followed by a value of 4+ characters, or a
+    password told with a copula — 「密码就是我生日0315」, "the password for my
+    email is sunshine" — whatever its length, in zh or en) or holds a 16–19 digit card or 18-character ID number: 「我的WiFi密码忘了」
     is not one, 「我的银行卡密码是123456」 is. Part of the ``ids`` category."""
     return bool(_SECRET_RE.search(to_simplified(text)))
 

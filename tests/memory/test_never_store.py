@@ -96,6 +96,18 @@ def test_the_kept_text_reads_as_written():
     assert without_never_store(text, CATEGORIES) == (text, {})
 
 
+@pytest.mark.parametrize(("text", "kept"), [
+    ("the password for my email is sunshine", ""), ("我的支付宝密码就是我生日0315", ""), ("我的密碼是abc", ""),
+    ("my password is Zebra!9981 and I love jazz 🎷", ""), ("我的密码是abc。123456789，我喜欢猫", "我喜欢猫"),
+    ("我的WiFi密码忘了", "我的WiFi密码忘了"), ("I forgot my password again", "I forgot my password again"),
+])
+def test_a_password_told_is_dropped_whole_however_short(text, kept):
+    """A password told with a copula is a secret whatever its length (letters only, 「我生日0315」, "for my
+    email is …"), and a mark inside the value ("Zebra!9981", 「abc。123…」) does not leave its rest behind as a
+    clause of its own; a password only mentioned (forgotten) is kept."""
+    assert without_never_store(text, ["ids"])[0] == kept
+
+
 @pytest.mark.parametrize(("name", "hint"), [("helth", "did you mean 'health'"), ("relgion", "did you mean 'religion'"),
                                            ("weather", "valid: health, sexuality")])
 def test_an_unknown_category_is_refused_at_start_with_the_nearest_name(name, hint):
