@@ -59,6 +59,7 @@ from memory.emotion import analyse
 from memory.errors import DuplicateDelivery, NonceUsed
 from memory.store import ChatLine, NonceClaim, PendingCapture, utcnow
 from memory.index import text_hash
+from memory.never_store import without_never_store
 from memory.types import ChatRef, Namespace, repair
 
 __all__ = ["Pipeline", "TurnResult"]
@@ -326,6 +327,7 @@ class Pipeline:
         due = (res.addressed or not chat.is_group or t.capture_all_group_messages) and not msg.forwarded \
             and not res.paused
         logged = translate(lang, "[forwarded] {text}", text=msg.text) if msg.forwarded else msg.text
+        logged = _kept_in_log(logged, t.never_store)
         line_id = await asyncio.to_thread(
             self.core.store.append_chat, tenant, chat,
             ChatLine("user", msg.sender_id, logged, msg.timestamp, msg.message_id, msg.sender_name),
@@ -555,7 +557,8 @@ class Pipeline:
         revises what it stored — never the original's capture landing after the
         edit and superseding it with the old words."""
         chat = msg.chat
-        lines = await asyncio.to_thread(self.core.store.edit_chat_line, tenant, chat, msg.message_id, msg.text)
+        lines = await asyncio.to_thread(self.core.store.edit_chat_line, tenant, chat, msg.message_id,
+                                        _kept_in_log(msg.text, t.never_store))
         await self.captures.settle(lines, EDIT_WAITS_S)
         if await asyncio.to_thread(self.core.store.paused, ns, pause_key(chat), msg.timestamp):
             return  # said off the record: its line is gone, and the edit teaches nothing either
@@ -617,3 +620,12 @@ def _spoken(answer: str) -> str | None:
 
 def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000, 2)
+
+
+def _kept_in_log(text: str, never_store: Sequence[str]) -> str:
+    """``text`` as the chat log keeps it: less every clause in one of the tenant's
+    never-store categories (``memory.never_store``; ``ids`` always), so that a
+    password or an ID number told in a line is in no later turn's prompt and no
+    capture of the line reads it; "…" when nothing else was said."""
+    kept, dropped = without_never_store(text, never_store)
+    return (kept or "…") if dropped else text
