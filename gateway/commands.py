@@ -831,6 +831,8 @@ def _forget_last(core, c: _Caller, scope: _Scope, rest: str) -> CommandReply:
     and every memory learned from it retracted — and so is every other memory of
     theirs learned or changed in this chat since then; in a private chat the
     companion's lines of that time go too (they may retell it)."""
+    if not rest.strip():  # no length given: how the command is said, not "can't read '-'"
+        raise _Stop(_usage(c, "forget"), "usage")
     span = _duration(c, rest)
     since = c.now - span
     where = pause_key(c.chat)

@@ -108,7 +108,8 @@ async def test_a_pause_with_a_chinese_duration_ends_by_itself(pipe, clock):
     ("/memory pause forever and ever", "I can't read “forever and ever” as a length of time; nothing changed."),
     ("/memory pause 45d", "I can't read “45d” as a length of time; nothing changed."),
     ("/记忆 暂停 好久好久", "我看不懂「好久好久」是多长时间，什么都没有改变。"),
-    ("/memory forget last", "I can't read “-” as a length of time; nothing changed."),
+    ("/memory forget last", "Usage: /memory forget <id> | forget all | forget last <duration>"),
+    ("/记忆 忘记 最近", "用法：/记忆 forget（忘记）<编号>"),
     ("/记忆 忘记 最近 一会儿", "我看不懂「一会儿」是多长时间，什么都没有改变。"),
 ])
 async def test_an_unknown_duration_is_answered_and_changes_nothing(pipe, clock, text, expected):
