@@ -35,7 +35,6 @@ import random
 import shutil
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from concurrent.futures import ProcessPoolExecutor
@@ -106,12 +105,10 @@ def soak(backend: str, minutes: float, chats: int = 50, judged: float | None = N
     ``{"rss": [(minute, MiB)], "growth_mib", "judged_min", "counts"}`` or None when
     PostgreSQL is unreachable. ``judged``: the last minutes whose growth is judged
     (default ``minutes - 5``, at least 1)."""
-    import uvicorn
-
     from bench.chatmix import chat_mix
+    from bench.webhook import serve_in_thread
     from gateway.config import TenantSettings, load_settings
     from gateway.http.app import create_app
-    from gateway.http.serving import server_config
     from gateway.pipeline import Pipeline
     from gateway.service import build_core
 
@@ -133,15 +130,7 @@ def soak(backend: str, minutes: float, chats: int = 50, judged: float | None = N
         settings = load_settings(data_dir=root, database_url=url, index_uri=str(root / "index"),
                                  tenants={"bench": TenantSettings(webhook={"secret": SECRET})})
         core = build_core(settings, schema=schema)
-        server = uvicorn.Server(server_config(create_app(settings, Pipeline(settings, core)), host="127.0.0.1",
-                                              port=_free_port(), log_level="warning", access_log=False))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.time() + 300
-        while not server.started:
-            if time.time() > deadline or not thread.is_alive():
-                raise RuntimeError("gateway did not start")
-            time.sleep(0.05)
+        server, thread = serve_in_thread(create_app(settings, Pipeline(settings, core)))
         texts = chat_mix(7_900)
         port = server.config.port
         rss: list[tuple[int, float]] = [(0, rss_mib())]
@@ -188,14 +177,6 @@ def run(minutes: float = 20.0, chats: int = 50, backends: tuple[str, ...] = ("sq
         f = soak(backend, minutes, chats, emit=emit)
         missed |= f is not None and f["growth_mib"] > GOAL_MIB
     return int(missed)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _load() -> str:

@@ -59,6 +59,7 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench import COMPARED, percentile
 
@@ -73,6 +74,10 @@ MESSAGES = 4
 PACED_MESSAGES = 6
 THINK_S = (1.0, 4.0)
 WARMUP = 20
+
+if TYPE_CHECKING:
+    import uvicorn
+
 SECRET = "bench-secret"
 
 
@@ -80,6 +85,27 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def serve_in_thread(app, start_s: float = 300.0) -> tuple[uvicorn.Server, threading.Thread]:
+    """``app`` served on a free loopback port by uvicorn with ``huiyi serve``'s
+    config (``server_config``), in a daemon thread, once it has started (at most
+    ``start_s`` seconds). Stop it with ``server.should_exit = True`` and a join.
+    Raises RuntimeError when it does not start."""
+    import uvicorn
+
+    from gateway.http.serving import server_config
+
+    server = uvicorn.Server(server_config(app, host="127.0.0.1", port=_free_port(), log_level="warning",
+                                          access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + start_s
+    while not server.started:
+        if time.time() > deadline or not thread.is_alive():
+            raise RuntimeError("gateway did not start")
+        time.sleep(0.05)
+    return server, thread
 
 
 async def _load(base: str, chats: int, messages: int, warmup: int, texts: list[str],
@@ -138,11 +164,8 @@ def measure(workdir: Path, *, chats: int = CHATS, messages: int = MESSAGES, warm
     "p50_ms", "p95_ms", "p99_ms", "max_ms", "mean_ms", "per_s", "cpu_ms",
     "turn_p50_ms", "recall_p50_ms"}`` (milliseconds, requests/s; ``cpu_ms``: the
     gateway process's CPU time per request over the measured load)."""
-    import uvicorn
-
     from gateway.config import TenantSettings, load_settings
     from gateway.http.app import create_app
-    from gateway.http.serving import server_config
     from gateway.pipeline import Pipeline
     from gateway.service import build_core
 
@@ -165,16 +188,8 @@ def measure(workdir: Path, *, chats: int = CHATS, messages: int = MESSAGES, warm
                              index_uri=str(workdir / "index"),
                              tenants={"bench": TenantSettings(webhook={"secret": SECRET})}, **extra)
     pipeline = TimedPipeline(settings, build_core(settings))
-    port = _free_port()
-    server = uvicorn.Server(server_config(create_app(settings, pipeline), host="127.0.0.1", port=port,
-                                          log_level="warning", access_log=False))  # as huiyi serve runs it
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 300
-    while not server.started:
-        if time.time() > deadline or not thread.is_alive():
-            raise RuntimeError("gateway did not start")
-        time.sleep(0.05)
+    server, thread = serve_in_thread(create_app(settings, pipeline))
+    port = server.config.port
     try:
         # the load runs in its own process: the platform is not inside the gateway's
         # interpreter, and a client sharing the GIL would be measured as gateway time
