@@ -87,6 +87,7 @@ from gateway.withdrawals import retract_from
 from bridges.contract import Attachment, InboundMessage, Outbound
 from locales import translate, translate_plural
 from memory import admin
+from memory.admin import pause_learning, resume_learning
 from memory.capture import edit
 from memory.errors import CoreError, KeyTakenError, NamespaceError, NotFoundError
 from memory.explain import Why, explain, trace_visible_in, visible_in
@@ -886,9 +887,7 @@ def _cmd_pause(core, c: _Caller, rest: str) -> CommandReply:
     if token is not None:  # a pause is the speaker's own: nobody pauses learning for another person
         raise _Stop(_usage(c, "pause"), "usage")
     until = c.now + _duration(c, text) if text else None
-    pause = core.store.pause(c.own, pause_key(c.chat), c.now, until)
-    core.store.audit(c.own, "pause", f"self:{c.subject}", chat=c.chat.key,
-                     until=until.isoformat() if until else None)
+    pause = pause_learning(core, c.own, pause_key(c.chat), c.now, until, f"self:{c.subject}")
     return CommandReply(_paused_line(c, pause) + "\n" + c.say(
         "Nothing you say here is learned, sorted into long-term memories or kept after my reply; other chats "
         "go on as before. I still remember what you told me before and can use it."), "pause")
@@ -897,10 +896,8 @@ def _cmd_pause(core, c: _Caller, rest: str) -> CommandReply:
 def _cmd_resume(core, c: _Caller, rest: str) -> CommandReply:
     if rest.strip():
         raise _Stop(_usage(c, "resume"), "usage")
-    was = core.store.resume(c.own, pause_key(c.chat), c.now)
-    if was is None:
+    if resume_learning(core, c.own, pause_key(c.chat), c.now, f"self:{c.subject}") is None:
         return CommandReply(c.say("Learning was not paused in this chat; nothing changed."), "resume")
-    core.store.audit(c.own, "resume", f"self:{c.subject}", chat=c.chat.key)
     return CommandReply(c.say("Back on the record in this chat: I learn from what you say here again. What you "
                               "said while it was paused was not kept."), "resume")
 

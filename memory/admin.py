@@ -16,7 +16,7 @@ from datetime import datetime
 from memory.errors import NotFoundError
 from memory.types import ForgetReceipt, Namespace
 
-__all__ = ["Authority", "OPERATOR", "reindex", "forget_subject", "forget_scope", "namespaces", "link", "LinkResult",
+__all__ = ["Authority", "OPERATOR", "pause_learning", "resume_learning", "reindex", "forget_subject", "forget_scope", "namespaces", "link", "LinkResult",
            "unlink", "stats", "TenantStats", "people", "Person", "PeoplePage", "PEOPLE_PAGE_MAX"]
 
 log = logging.getLogger(__name__)
@@ -317,3 +317,24 @@ def people(core, authority: Authority, tenant: str, *, query: str = "", limit: i
     items = tuple(Person(r.subject, r.identities, r.memories, r.last_seen, r.name)
                   for r in rows[offset:offset + limit])
     return PeoplePage(tenant, needle, len(rows), limit, offset, items)
+
+
+def pause_learning(core, ns: Namespace, chat: str, now: datetime, until: datetime | None, actor: str):
+    """Off the record: nothing ``ns`` says in chat ``chat`` (a chat key; a
+    group's for all its topics) is learned from ``now`` until ``until`` (aware
+    datetimes; None: until ``resume_learning``), audited as ``actor``. The one path
+    of ``/memory pause``, ``PUT /v1/…/pause`` and the console. Returns the
+    ``memory.store.Pause``; raises StoreError."""
+    pause = core.store.pause(ns, chat, now, until)
+    core.store.audit(ns, "pause", actor, chat=chat, until=until.isoformat() if until else None)
+    return pause
+
+
+def resume_learning(core, ns: Namespace, chat: str, now: datetime, actor: str):
+    """Learning from ``ns`` in chat ``chat`` goes on; audited as ``actor`` when a
+    pause was in force at ``now``. Returns that ``memory.store.Pause``, or None
+    (nothing changed). Raises StoreError."""
+    was = core.store.resume(ns, chat, now)
+    if was is not None:
+        core.store.audit(ns, "resume", actor, chat=chat)
+    return was

@@ -37,6 +37,7 @@ from gateway.http.auth import Caller, is_loopback
 from gateway.http.errors import status_of
 from locales import LANGUAGES, resolve_language, translate, translate_plural
 from memory import admin
+from memory.admin import pause_learning, resume_learning
 from memory.errors import CoreError, NotFoundError
 from memory.explain import explain
 from memory.store import KeyScope, utcnow
@@ -570,9 +571,7 @@ async def pause(request: Request, subject: str) -> Response:
         if not _known(core, s, ns):
             raise NotFoundError(f"no person {subject} in this tenant")
         now = utcnow()
-        until = now + span if span is not None else None
-        core.store.pause(ns, chat, now, until)
-        core.store.audit(ns, "pause", s.actor, chat=chat, until=until.isoformat() if until else None)
+        pause_learning(core, ns, chat, now, now + span if span is not None else None, s.actor)
 
     await asyncio.to_thread(run)
     return _see_other(_person_url(ns.subject, done="paused"))
@@ -587,11 +586,7 @@ async def resume(request: Request, subject: str) -> Response:
     chat = _field(await request.form(), "chat").strip()
     ChatRef.parse(chat)  # a chat key, or 400
 
-    def run() -> None:
-        if core.store.resume(ns, chat, utcnow()) is not None:
-            core.store.audit(ns, "resume", s.actor, chat=chat)
-
-    await asyncio.to_thread(run)
+    await asyncio.to_thread(resume_learning, core, ns, chat, utcnow(), s.actor)
     return _see_other(_person_url(ns.subject, done="resumed"))
 
 

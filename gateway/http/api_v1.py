@@ -71,6 +71,7 @@ from gateway.ledger import capped_recollection
 from gateway.http import patterns
 from gateway.pipeline import Pipeline
 from locales import turn_language
+from memory.admin import pause_learning, resume_learning
 from memory.core import KEY_CHARS
 from memory.errors import NotFoundError
 from memory.explain import TRACE_DEPTH, record_recall, visible_in
@@ -1364,12 +1365,8 @@ async def put_pause(ctx: Ctx, subject: SubjectPath, body: PauseIn) -> PauseOut:
             raise BadPayload("duration names no length of time up to 30 days (e.g. 2h, 30m, 30分钟)")
         until = now + span
 
-    def work():
-        pause = ctx.core.store.pause(ns, key, now, until)
-        ctx.core.store.audit(ns, "pause", ctx.caller.actor, chat=key, until=until.isoformat() if until else None)
-        return pause
-
-    return _pause_out(ns, key, await asyncio.to_thread(work))
+    pause = await asyncio.to_thread(pause_learning, ctx.core, ns, key, now, until, ctx.caller.actor)
+    return _pause_out(ns, key, pause)
 
 
 @router.delete("/subjects/{subject}/pause", response_model=PauseOut, summary="back on the record in a chat")
@@ -1378,11 +1375,7 @@ async def delete_pause(ctx: Ctx, subject: SubjectPath, chat: ChatQuery = None) -
     ns = await _ns(ctx, subject)
     key = _pause_chat(ctx, subject, chat)
 
-    def work() -> None:
-        if ctx.core.store.resume(ns, key, utcnow()) is not None:
-            ctx.core.store.audit(ns, "resume", ctx.caller.actor, chat=key)
-
-    await asyncio.to_thread(work)
+    await asyncio.to_thread(resume_learning, ctx.core, ns, key, utcnow(), ctx.caller.actor)
     return PauseOut(subject=ns.subject, chat=key, paused=False)
 
 
