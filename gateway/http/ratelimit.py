@@ -83,6 +83,9 @@ class ApiLimits:
         self.cfg = settings.rate_limit
         self.storage = _storage(self.cfg)
         self.limiter = _STRATEGIES[self.cfg.strategy](self.storage)
+        # only a networked storage can hang; the in-process one is never "unavailable", and a
+        # timeout around it let calls through whenever a busy event loop was slow to come back
+        self._timeout = None if self.cfg.storage_uri.split("://")[0].endswith("memory") else self.cfg.timeout_s
         self.address = _Rule.of("address", self.cfg.per_address)
         self.tenants = {name: (_Rule.of("key", t.rate_limit.per_admin_key), _Rule.of("key", t.rate_limit.per_member_key),
                                _Rule.of("tenant_address", t.rate_limit.per_address))
@@ -120,7 +123,7 @@ class ApiLimits:
         until the refusing window has room again (at least 1)."""
         for item in rule.items:
             try:
-                async with asyncio.timeout(self.cfg.timeout_s):
+                async with asyncio.timeout(self._timeout):
                     if await self.limiter.hit(item, PREFIX, *ids):
                         continue
                     stats = await self.limiter.get_window_stats(item, PREFIX, *ids)

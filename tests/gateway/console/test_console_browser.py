@@ -318,7 +318,7 @@ def _stats_draw_charts_and_the_console_switches_to_english(server, taught, brows
     """The stats page draws its SVG charts; the language link turns every page English and it stays so."""
     base = server["base"]
     browser.get(base + "/console/stats")
-    assert len(_all(browser, "svg.chart")) == 5 and _all(browser, "svg.chart polyline")
+    assert len(_all(browser, "svg.chart")) == 6 and _all(browser, "svg.chart polyline")
     SHOTS["stats"] = "/console/stats"
     assert _css(browser, "nav a").text == "用户"
     _follow(browser, _css(browser, "#switch-lang"))

@@ -179,3 +179,16 @@ def test_a_failing_storage_lets_calls_through_and_is_counted():
         c = TestClient(app, client=_remote(), headers={"X-API-Key": key})
         assert [_capture(c, "tg:8", text).status_code for text in (ZH, EN)] == [200, 200]
         assert _metric(local, "huiyi_rate_limit_errors_total") >= 2
+
+
+def test_the_in_process_storage_is_never_let_through_on_a_slow_loop():
+    """timeout_s bounds networked storage only: with memory:// and a timeout no call could meet (1 µs),
+    the limit still refuses; CI at load 30 once let a third call through when the loop came back late."""
+    settings = _settings(per_member_key="1/minute")
+    settings.rate_limit.timeout_s = 1e-6
+    app = create_app(settings)
+    with TestClient(app, client=LOOPBACK) as local:
+        key = app.state.pipeline.core.store.create_api_key("default", "member", "tg:42")[1]
+        c = TestClient(app, client=_remote(), headers={"X-API-Key": key})
+        assert [c.get("/v1/subjects/tg:42/memories").status_code for _ in range(3)] == [200, 429, 429]
+        assert _metric(local, "huiyi_rate_limit_errors_total") == 0
