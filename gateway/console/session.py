@@ -33,6 +33,7 @@ import hmac
 import logging
 import os
 import secrets
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,7 +62,11 @@ LOGIN_TOKEN_S = 3600
 def secret_of(configured: str | None, data_dir: Path) -> str:
     """The signing secret: ``configured`` when set, else the one kept in
     ``<data_dir>/console/secret`` (created with 256 random bits, mode 0600, on
-    first use). Raises OSError when the data root is not writable."""
+    first use). Processes starting together on one data root (test workers,
+    replicas on a shared volume) all get the one secret that was linked into
+    place first: it is written whole to a file of its own, then hard-linked to
+    the name, so no reader ever sees it half-written. Raises OSError when the
+    data root is not writable."""
     if configured:
         return configured
     path = Path(data_dir) / "console" / "secret"
@@ -69,9 +74,15 @@ def secret_of(configured: str | None, data_dir: Path) -> str:
         return path.read_text(encoding="utf-8").strip()
     path.parent.mkdir(parents=True, exist_ok=True)
     value = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(value)
+    fd, draft = tempfile.mkstemp(prefix=".secret-", dir=path.parent)  # mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(value)
+        os.link(draft, path)
+    except FileExistsError:  # another process linked its secret first: use that one
+        return path.read_text(encoding="utf-8").strip()
+    finally:
+        os.unlink(draft)
     return value
 
 

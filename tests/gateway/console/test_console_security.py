@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -255,3 +256,26 @@ def test_bad_input_is_a_clear_4xx_and_loses_nothing(app, core):
     assert c.post("/console/keys", data={"scope": "member", "subject": "tg:None", "csrf": csrf}).status_code == 400
     assert core.get(Namespace("default", "tg:42"), mid).text == "I love hiking in the Alps"
     assert re.search(r"huiyi", c.get("/console/people").text)
+
+
+def _secret_in_a_process(data_dir: str, start: float) -> str:
+    from gateway.console.session import secret_of
+
+    while time.time() < start:  # every process reaches the empty data root at once
+        pass
+    return secret_of(None, Path(data_dir))
+
+
+def test_processes_starting_together_on_one_data_root_share_one_whole_secret(tmp_path):
+    """Eight processes create the console secret at the same moment (test workers collecting, replicas on a
+    shared volume): none fails with FileExistsError or reads a half-written file; all get one 0600 secret
+    and no draft is left beside it. A fresh clone's CI once failed collecting on this race."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(8) as pool:
+        start = time.time() + 1.0
+        got = list(pool.map(_secret_in_a_process, [str(tmp_path)] * 8, [start] * 8))
+    kept = tmp_path / "console" / "secret"
+    assert len(set(got)) == 1 and got[0] == kept.read_text() and len(got[0]) >= 43
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in kept.parent.iterdir()] == ["secret"]
