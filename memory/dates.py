@@ -49,7 +49,7 @@ from zoneinfo import ZoneInfo
 
 from memory.text import to_simplified
 
-__all__ = ["When", "resolve_when", "period_label", "days_label", "query_period", "query_period_span", "zone", "DEFAULT_TZ"]
+__all__ = ["When", "habitual", "resolve_when", "period_label", "days_label", "query_period", "query_period_span", "zone", "DEFAULT_TZ"]
 
 DEFAULT_TZ = "Asia/Shanghai"
 
@@ -109,6 +109,13 @@ _EN_ED = re.compile(r"\b(?:(am|'m|are|'re|is|'s|be|being|get|getting|feel|feelin
 _EN_FUTURE = re.compile(r"\b(will|won't|shall|gonna|going to|plan(?:ning)? to|about to|can't wait|"
                         r"next|upcoming|starts?|begins?)\b|'ll\b|(?:'re|'m|\bam|\bare)\s+\w+ing\b", re.IGNORECASE)
 _CLAUSE = re.compile(r"[，,。.！!？?；;\n]")
+# a habit: a weekday or weekend named bare in a clause that says it happens as a rule (「我周末一般都去爬山」,
+# 「周六我都会去游泳」, "on Saturdays I usually sleep in") names no one day
+_ZH_HABIT = re.compile(r"一般|通常|平时|平常|往往|向来|总是|总会|经常|常常|老是|习惯|每(?:个|逢)?(?:周|星期|礼拜)|"
+                       r"(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|礼拜[一二三四五六日天]?)"
+                       r"[我你他她]?(?:一般|通常)?都")
+_EN_HABIT = re.compile(r"\b(?:usually|normally|typically|generally|often|always|tend to|every|most)\b",
+                       re.IGNORECASE)
 _NOT_A_DAY_AFTER = r"(?![线楼房门床球车位机台店馆厅院桌座元码点路栋层班站口岗游常])"
 _MON = (r"(Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
         r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?")
@@ -293,6 +300,22 @@ def _clause_of(text: str, span: tuple[int, int]) -> str:
     return text[starts[-1] if starts else 0:end.start() if end else len(text)]
 
 
+def habitual(text: str) -> bool:
+    """Does ``text`` tell a habit — something done as a rule (「我周末一般都…」, 「每周…」,
+    "I usually …", "every Sunday") rather than once? (``_ZH_HABIT``, ``_EN_HABIT``)"""
+    plain = to_simplified(text)
+    return bool(_ZH_HABIT.search(plain) or _EN_HABIT.search(plain))
+
+
+def _habitual(kind: str, which: str | None, text: str, span: tuple[int, int]) -> bool:
+    """A weekday or weekend named bare (no 这/下/上, no this/next/last) in a clause that tells a
+    habit (``_ZH_HABIT``, ``_EN_HABIT``): a rule of the person's week, not a day."""
+    if kind.startswith("zh_"):
+        return not which and bool(_ZH_HABIT.search(_clause_of(text, span)))
+    return (which or "").lower() not in ("this", "next", "last", "coming") and \
+        bool(_EN_HABIT.search(_clause_of(text, span)))
+
+
 def _tense(clause: str) -> tuple[bool, bool]:
     """(past, future) of a clause: a future sign outweighs a past one (「下个月15号就考了」,
     "I'm going to start on Monday, finally decided")."""
@@ -390,6 +413,8 @@ def _resolve(kind: str, m: re.Match[str], today: date, text: str) -> tuple[date,
     if kind == "zh_day":
         d = today + timedelta(days=_ZH_DAY_WORDS[m.group(0)])
         return d, d, True
+    if kind in ("zh_weekend", "zh_weekday", "en_weekend", "en_weekday") and _habitual(kind, g[0], text, m.span()):
+        return None
     if kind in ("zh_weekend", "en_weekend"):
         which = _which_zh(g[0]) if kind == "zh_weekend" else (g[0] or "").lower()
         which = which if which in ("next", "nextnext", "last") else ""

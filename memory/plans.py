@@ -38,7 +38,7 @@ from enum import Enum
 from functools import lru_cache
 
 from locales import translate, translate_plural
-from memory.dates import DEFAULT_TZ, days_label, resolve_when, zone
+from memory.dates import DEFAULT_TZ, days_label, habitual, resolve_when, zone
 from memory.text import to_simplified
 
 __all__ = ["HORIZON_DAYS", "Plan", "PlanState", "event_when_text", "plan_kind", "plan_of", "plan_state", "read_plan"]
@@ -79,6 +79,19 @@ _ZH_FUTURE = re.compile(r"打算|准备|计划|决定|要去|要开始|要学|�
 _EN_FUTURE = re.compile(r"\b(?:going to|gonna|plan(?:ning)? (?:to|on)|intend(?:ing)? to|about to|"
                         r"thinking (?:of|about)|hoping to|decided to|will|shall)\b|'ll\b|"
                         r"\b(?:am|'m|are|'re)\s+(?:\w+ing)\s+(?:to|a|an|the|my|in|next|soon|this)\b", re.IGNORECASE)
+# a wish to do something that takes arranging (「我想报个瑜伽班」, "I want to sign up for a yoga class"): a plan
+# without a date — not a craving of the moment (「我想睡觉」, "I want to sleep") nor a feeling (「我想你」)
+_ZH_WISH = re.compile(r"(?<![不没别])(?:想要?|希望|梦想)(?:能|可以|早点|尽快)?(?:去|报|学|买|考|换|搬|养|开始|试试?|"
+                      r"参加|申请|办|辞职|跳槽|存|攒|减肥|健身|练|出国|旅|装修|做个|找个|谈个|结婚|生个|领养|创业|开个|"
+                      r"入手|备孕|读研|留学)")
+_EN_WISH = re.compile(r"\b(?:wants? to|wanna|would like to|'d like to|would love to|'d love to|hope to|hoping to|"
+                      r"wish (?:I could|to)|dream(?:ing)? of)\s+(?:\w+\s+)?(?:sign(?:ing)? up|join|enrol|enroll|learn|"
+                      r"visit|travel|go (?:to|on|back)(?! (?:bed|sleep))|take (?:a|an|up)|try|start|buy|get a|adopt|"
+                      r"move|apply|study|quit|switch|save|climb|open|become|build|finish|lose weight|run a)\b",
+                      re.IGNORECASE)
+# death and self-harm are never a plan to ask after (「想去死」, "I want to die")
+_DARK = re.compile(r"死|自杀|轻生|活不下去|\b(?:die|dying|kill (?:myself|me)|suicid\w*|end it all|end my life)\b",
+                   re.IGNORECASE)
 # the future marker negated, or the plan told as done or habitual
 _ZH_NOT = re.compile(r"不打算|没打算|不准备|不计划|不会去|不想去|不要去|取消|算了|已经|过了|完了|去过|买了|搬了|"
                      r"学了|每天|每周|每次|经常|总是|常常")
@@ -135,9 +148,11 @@ def _local(moment: datetime, tz: tzinfo) -> date:
 
 def _undated(plain: str) -> bool:
     cjk = any("\u4e00" <= c <= "\u9fff" for c in plain)
+    if habitual(plain):  # 「周六我都会去游泳」, "I usually …": a rule of the week, no plan
+        return False
     if cjk:
-        return bool(_ZH_FUTURE.search(plain)) and not _ZH_NOT.search(plain)
-    return bool(_EN_FUTURE.search(plain)) and not _EN_NOT.search(plain)
+        return bool(_ZH_FUTURE.search(plain) or _ZH_WISH.search(plain)) and not _ZH_NOT.search(plain)
+    return bool(_EN_FUTURE.search(plain) or _EN_WISH.search(plain)) and not _EN_NOT.search(plain)
 
 
 def _dated_future(plain: str) -> bool:
@@ -148,6 +163,8 @@ def _dated_future(plain: str) -> bool:
 @lru_cache(maxsize=8192)
 def _read(text: str, said_day: date, said_at: datetime, tz: tzinfo) -> Plan | None:
     plain = to_simplified(text.translate(_PARENS))
+    if _DARK.search(plain):
+        return None
     try:
         when = resolve_when(plain, said_at, tz)
     except ValueError:
@@ -196,6 +213,8 @@ def plan_of(text: str, created_at: datetime | None, event_time: datetime | None,
     if last < said_day:
         return None
     plain = to_simplified(_DATE_SUFFIX.sub("", text))
+    if _DARK.search(plain):
+        return None
     if (first > said_day or _dated_future(plain)) and not _CANCELLED.search(plain):
         return Plan(plan_kind(plain), first, last)
     return None

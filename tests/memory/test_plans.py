@@ -140,6 +140,55 @@ def test_what_is_no_plan_is_never_read_as_one(text):
     assert read_plan(text, MONDAY) is None
 
 
+@pytest.mark.parametrize("text, kind", [
+    ("我想报个瑜伽班", "plan"), ("I want to sign up for a yoga class", "plan"),
+    ("我想學吉他", "goal"), ("I'd love to visit Iceland someday 🌌", "trip"),
+])
+def test_a_wish_is_a_plan_without_a_date(core, text, kind):
+    """A wish to do something that takes arranging (「我想报个瑜伽班」, "I want to sign
+    up for a yoga class") is read, and stored through capture, as a plan without a
+    date: no day is made up for it, and it is only mentioned after its kind's horizon."""
+    ns = Namespace("t1", "tg:1001")
+    said = MONDAY.astimezone(timezone.utc)
+    plan = read_plan(text, said)
+    assert plan is not None and not plan.dated and plan.kind == kind
+    stored = [r.memory for r in capture(core, ns, text, chat=CHAT, said_at=said) if r.memory is not None]
+    assert stored and stored[0].event_time is None
+    assert plan_state(stored[0], said + timedelta(days=3)) is PlanState.AHEAD
+    assert plan_state(stored[0], said + timedelta(days=plan.horizon_days + 1)) is PlanState.MENTIONED
+
+
+@pytest.mark.parametrize("text", ["我想睡觉", "我好想吃火锅", "我想你了", "I want to sleep", "I want to go to bed",
+                                  "我真想去死", "I want to die"])
+def test_a_craving_a_feeling_or_a_dark_wish_is_no_plan(text):
+    """A want of the moment, missing someone, and above all death or self-harm are never
+    read as a plan (nothing a companion would later ask "how did it go?" about)."""
+    assert read_plan(text, MONDAY) is None
+
+
+@pytest.mark.parametrize("text", ["我周末一般都去爬山", "我周末一般都在家打游戏", "周六我都会去游泳",
+                                  "周日我通常去看外婆", "I usually go hiking on the weekend",
+                                  "On Saturday I usually sleep in", "I always call my mum on Sunday"])
+def test_a_weekend_habit_is_no_plan_for_this_weekend(core, text):
+    """「我周末一般都…」 / "I usually … on weekends" tells a habit: no plan, and capture
+    stores no day for it (this weekend's date would make it a plan that passes on Monday)."""
+    ns = Namespace("t1", "tg:1001")
+    said = MONDAY.astimezone(timezone.utc)
+    assert read_plan(text, said) is None
+    stored = [r.memory for r in capture(core, ns, text, chat=CHAT, said_at=said) if r.memory is not None]
+    assert stored, text
+    for m in stored:
+        assert m.event_time is None and plan_state(m, said + timedelta(days=1)) is None
+
+
+@pytest.mark.parametrize("text, first", [("这周末我都在家", date(2026, 12, 5)), ("周末我们去爬山吧", date(2026, 12, 5)),
+                                         ("I usually stay in, but this weekend I'm going hiking", date(2026, 12, 5))])
+def test_a_named_weekend_is_still_a_plan(text, first):
+    """The habit rule reads only a bare weekday or weekend: 「这周末」, "this weekend" stay that weekend."""
+    plan = read_plan(text, MONDAY)
+    assert plan is not None and plan.first == first
+
+
 def test_a_plan_is_read_in_the_tenants_zone():
     """「明天」 said at 20:00 in New York (01:00 the next day in UTC and Shanghai) is
     the New York tomorrow, and passes at the New York midnight after it."""
