@@ -74,7 +74,7 @@ import numpy as np
 from memory.core import KEY_CHARS
 from memory.errors import NotFoundError
 from memory.model_prompts import CONSOLIDATION_TYPES, consolidation_messages
-from memory.reconstruct import DEFAULT_MIN_GROUNDING, DEFAULT_TOKEN_THRESHOLD, local_date, validate
+from memory.reconstruct import DEFAULT_MIN_GROUNDING, DEFAULT_TOKEN_THRESHOLD, local_date, plan_mark, validate
 from memory.store import ConsolidationState, utcnow
 from memory.text import normalise
 from memory.types import Category, ChatRef, Memory, Namespace, Visibility
@@ -336,7 +336,7 @@ class Consolidator:
             run = _Run()
             if complete is not None:
                 for members in clusters:
-                    await self._abstract(ns, members, complete, lang, tz, run)
+                    await self._abstract(ns, members, complete, lang, tz, run, now)
             watermark = max(m.created_at for m in fragments if m.created_at is not None)
             if state.watermark is not None:
                 watermark = max(watermark, state.watermark)
@@ -381,10 +381,16 @@ class Consolidator:
                    for members in clusters)
 
     async def _abstract(self, ns: Namespace, members: list[Memory], complete: Complete, lang: str, tz: str,
-                        run: _Run) -> None:
-        """Ask the model about one cluster, validate each line, write the survivors."""
-        rows = [(m.id, m.text, local_date(m.created_at, tz).isoformat() if m.created_at else "?",
-                 m.emotion or "neutral") for m in members]
+                        run: _Run, now: datetime) -> None:
+        """Ask the model about one cluster, validate each line, write the survivors. Each
+        fragment shows the day it was said, and a plan whose day has passed at ``now`` (or
+        an undated one past its horizon) is marked so (``memory.reconstruct.plan_mark``):
+        the abstraction must not make it a standing plan."""
+        rows = []
+        for m in members:
+            day = local_date(m.created_at, tz).isoformat() if m.created_at else "?"
+            mark = plan_mark(m, now, lang, tz)
+            rows.append((m.id, m.text, f"{day}, {mark}" if mark else day, m.emotion or "neutral"))
         messages = consolidation_messages(fragments=rows, lang=lang, max_items=self.params.max_per_cluster)
         run.model_calls += 1
         run.prompt_chars += sum(len(m["content"]) for m in messages)

@@ -296,15 +296,24 @@ def _plan_days(memory: Memory, tz: str | tzinfo | None) -> tuple[date, date]:
     return plan.first, plan.last
 
 
-def _prompt_date(memory: Memory, now: datetime, lang: str, tz: str | tzinfo | None) -> str:
-    """``_date`` of ``memory`` as the reconstruction prompt shows it, with its plan's
-    standing after it when it is a plan whose day has passed or an undated one past
-    its horizon (``memory.model_prompts.plan_note``): 「2026-12-09, 计划，日子已过：上周三」."""
+def plan_mark(memory: Memory, now: datetime, lang: str, tz: str | tzinfo | None) -> str:
+    """How a model prompt marks ``memory``'s plan at ``now`` (zone ``tz``): its
+    standing (``memory.model_prompts.plan_note``: 「计划，日子已过：上周三」, "plan
+    mentioned long ago, no date") when it is a plan whose day has passed or an
+    undated one past its horizon; "" for a plan still ahead or no plan. Read by the
+    reconstruction and the consolidation prompts."""
     state = plan_state(memory, now, tz or DEFAULT_TZ)
     if state is None or state is PlanState.AHEAD:  # a plan still ahead reads as its text and date say
-        return _date(memory, tz)
+        return ""
     when = event_when_text(*_plan_days(memory, tz), now, lang, tz) if state is PlanState.PAST else ""
-    return f"{_date(memory, tz)}, {plan_note(state.value, lang, when)}"
+    return plan_note(state.value, lang, when)
+
+
+def _prompt_date(memory: Memory, now: datetime, lang: str, tz: str | tzinfo | None) -> str:
+    """``_date`` of ``memory`` as the reconstruction prompt shows it, with its plan's
+    standing after it (``plan_mark``): 「2026-12-09, 计划，日子已过：上周三」."""
+    mark = plan_mark(memory, now, lang, tz)
+    return f"{_date(memory, tz)}, {mark}" if mark else _date(memory, tz)
 
 
 def told(hit: Hit) -> tuple[Memory, ...]:

@@ -348,3 +348,41 @@ async def test_a_retracted_source_takes_its_abstraction_without_a_tombstone(core
     llm.enqueue(f"pattern: Works late most days as the boss keeps changing the requirements [src:{b}][src:{c}].")
     (again,) = (await Consolidator(core, PARAMS).run(ns, model.complete, lang="en", force=True)).abstractions
     assert again.sources == (b, c) and core.get(ns, again.memory_id).text == made.text
+
+
+@pytest.mark.parametrize("lang, texts, mark, ahead", [
+    ("zh_CN", ["下周三我要去面试，好紧张", "下周三的面试我要好好准备", "下周三面试前我要去买件衬衫"], "计划，日子已过：上周三",
+     "还没到日子的计划要写明具体日期"),
+    ("en", ["I have a job interview next Wednesday, so nervous", "I need to prepare for the job interview next Wednesday",
+            "Before the job interview next Wednesday I'm going to buy a shirt"], "plan, its day has passed: last Wednesday",
+     "A plan still ahead keeps its date as a date"),
+])
+async def test_consolidation_is_told_a_past_plan_as_past(core, lang, texts, mark, ahead):
+    """Plans told on a Monday for next Wednesday and consolidated a week after that
+    Wednesday reach the model marked as past (「计划，日子已过：上周三」), with the rule
+    that a past plan is never abstracted as still planned; consolidated before the
+    day, they carry no mark."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from memory.capture import capture
+
+    tz = ZoneInfo("Asia/Shanghai")
+    monday = datetime(2026, 11, 30, 10, tzinfo=tz)
+    ns = Namespace("default", "tg:1001")
+    for i, t in enumerate(texts):
+        capture(core, ns, t, chat=DM, said_at=monday + timedelta(minutes=i), tz="Asia/Shanghai")
+    seen: list[list[dict]] = []
+
+    async def complete(messages):
+        seen.append(messages)
+        return "none"
+
+    worker = Consolidator(core, PARAMS, embed=False)
+    before = await worker.run(ns, complete, lang=lang, now=datetime(2026, 12, 2, 20, tzinfo=tz), force=True)
+    assert before.model_calls == 1 and mark.split("：")[0].split(":")[0] not in seen[0][1]["content"]
+    core.store.put_consolidation_state(ns, ConsolidationState(None, None, 0, 0))  # the same fragments once more
+    after = await worker.run(ns, complete, lang=lang, now=datetime(2026, 12, 17, 20, tzinfo=tz), force=True)
+    assert after.model_calls == 1
+    system, user = seen[1][0]["content"], seen[1][1]["content"]
+    assert user.count(mark) == 3 and ahead in system
