@@ -16,6 +16,7 @@ Grammar (the subcommand follows the command; Chinese aliases in ``SUBCOMMANDS``)
     /memory why     [target] <id>
     /memory export  [target]
     /memory consolidate [target]
+    /memory mood    [target] [weeks]                   the last weeks' mood in plain words (default 4, at most 12)
     /memory link    <platform:id> [<platform:id>]      tenant admins only
     /memory stats                                      tenant admins only
 
@@ -97,7 +98,8 @@ from memory.types import ID_RE, SUBJECT_RE, ChatRef, ForgetReceipt, Memory, Name
 
 __all__ = ["COMMAND_NAMES", "CommandReply", "run_command", "execute", "is_memory_command", "SUBCOMMANDS", "export_document",
            "pause_key", "LAST_WORDS",
-           "GROUP_ADMIN_ROLES", "PAGE_SIZE", "MAX_REPLY_UTF16", "CONFIRM_WINDOW"]
+           "GROUP_ADMIN_ROLES", "PAGE_SIZE", "MAX_REPLY_UTF16", "CONFIRM_WINDOW", "anniversary_line",
+           "mood_fragments"]
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +131,7 @@ SUBCOMMANDS: dict[str, str] = {
     "stats": "stats", "统计": "stats",
     "consolidate": "consolidate", "整理": "consolidate", "归纳": "consolidate",
     "pause": "pause", "暂停": "pause", "resume": "resume", "继续": "resume", "恢复": "resume",
+    "mood": "mood", "心情": "mood", "情绪": "mood", "情緒": "mood",
     # traditional Chinese spellings (列表, 列出, 查看, 搜索, 查找, 修改, 整理 are the same in both)
     "幫助": "help", "詳情": "show", "編輯": "edit", "忘記": "forget", "刪除": "forget",
     "歷史": "history", "為什麼": "why", "導出": "export", "關聯": "link", "統計": "stats", "歸納": "consolidate",
@@ -316,7 +319,7 @@ def _usage(c: _Caller, sub: str) -> str:
         "edit": "edit <id> <new text>", "forget": "forget <id> | forget all | forget last <duration>", "history": "history <id>",
         "why": "why <id>", "export": "export", "link": "link <platform:id> [<platform:id>]", "stats": "stats",
         "consolidate": "consolidate [@person|platform:id]", "pause": "pause [duration, e.g. 2h]",
-        "resume": "resume",
+        "resume": "resume", "mood": "mood [@person|platform:id] [weeks, e.g. 8]",
     }
     return c.say("Usage: {usage}", usage=f"{c.cmd} {c.say(forms[sub]) if sub in forms else 'help'}")
 
@@ -341,6 +344,7 @@ def _help(c: _Caller, core=None) -> str:
                          "{cmd} resume — learn from this chat again\n"
                          "{cmd} forget last 10m — take back what I learned from you here in the last 10 minutes",
                          cmd=c.cmd)
+    text += "\n" + c.say("{cmd} mood [weeks] — how the last weeks felt, from what you told me", cmd=c.cmd)
     pause = core.store.paused(c.own, pause_key(c.chat), c.now) if core is not None else None
     if pause is not None:
         text += "\n" + _paused_line(c, pause)
@@ -1232,8 +1236,110 @@ def _consolidation_lines(core, c: _Caller, scope: _Scope, report) -> list[str]:
     return lines
 
 
+#: ``/memory mood``: weeks told by default and at most; moments and anniversaries shown
+MOOD_WEEKS = 4
+MOOD_WEEKS_MAX = 12
+MOMENTS_SHOWN = 3
+ANNIVERSARIES_SHOWN = 3
+
+
+def _mood_args(c: _Caller, rest: str) -> tuple[str | None, int]:
+    """``mood``'s arguments in any order: (target token or None, weeks in 1…MOOD_WEEKS_MAX).
+    A word that is neither is refused, never read as the speaker's."""
+    token, weeks = None, None
+    for word in rest.split():
+        digits = word.rstrip("wW周週")
+        if weeks is None and digits.isascii() and digits.isdigit():
+            weeks = int(digits)
+        elif token is None and _TARGET_RE.fullmatch(word):
+            token = word
+        else:
+            raise _not_a_person(c, word)
+    return token, min(max(weeks or MOOD_WEEKS, 1), MOOD_WEEKS_MAX)
+
+
+def mood_fragments(core, ns: Namespace, group_key: str | None) -> list[Memory]:
+    """The memories a mood is read from: the live fragments of ``ns`` — in a group
+    (``group_key``) only those learned and shown there (DESIGN rule 6) — without the
+    consolidated abstractions (their time is the consolidation's, and they restate
+    their sources)."""
+    memories = _all_memories(core, _Scope(ns, group_key, True, ""))
+    made = core.store.consolidated(ns, [m.id for m in memories]) if memories else {}
+    return [m for m in memories if m.id not in made]
+
+
+def _md(d) -> str:
+    return f"{d.month:02d}-{d.day:02d}"
+
+
+def anniversary_line(lang: str, years: int, text: str, who: str | None = None) -> str:
+    """「一年前的今天你跟我说过：「…」」 / "A year ago today you told me: “…”" (``who``: another
+    person's name or id, for an admin's view), in ``lang``."""
+    if who is None:
+        if years == 1:
+            return translate(lang, "A year ago today you told me: “{text}”", text=text)
+        return translate_plural(lang, "{n} year ago today you told me: “{text}”",
+                                "{n} years ago today you told me: “{text}”", years, text=text)
+    return translate_plural(lang, "{n} year ago today {who} told me: “{text}”",
+                            "{n} years ago today {who} told me: “{text}”", years, text=text, who=who)
+
+
+def _cmd_mood(core, c: _Caller, rest: str) -> CommandReply:
+    from memory.mood import anniversaries, moments, mood_word, trend, weekly
+
+    token, n_weeks = _mood_args(c, rest)
+    scope = _scope(core, c, token, "mood")
+    _audit_view(core, c, scope, "mood")
+    tz = _tz(c) or ZoneInfo("UTC")
+    today = c.now.astimezone(tz).date()
+    memories = mood_fragments(core, scope.ns, scope.group_key)
+    weeks = weekly(memories, today, n_weeks, tz)
+    since = datetime.combine(weeks[0].first, datetime.min.time(), tzinfo=tz)
+    top = moments(memories, since, MOMENTS_SHOWN, tz)
+    who = _who(c, scope)
+    lines = []
+    if not any(w.n for w in weeks):
+        if scope.own:
+            lines.append(c.say_n("You haven't told me anything with feeling in the last {n} week.",
+                                 "You haven't told me anything with feeling in the last {n} weeks.", n_weeks))
+        else:
+            lines.append(c.say_n("{who} hasn't told me anything with feeling in the last {n} week.",
+                                 "{who} hasn't told me anything with feeling in the last {n} weeks.", n_weeks, who=who))
+    else:
+        if scope.own:
+            lines.append(c.say_n("How the last {n} week felt, from what you told me:",
+                                 "How the last {n} weeks felt, from what you told me:", n_weeks))
+        else:
+            lines.append(c.say_n("How the last {n} week felt for {who}, from what they told me:",
+                                 "How the last {n} weeks felt for {who}, from what they told me:", n_weeks, who=who))
+        for w in weeks:
+            span = f"{_md(w.first)}~{_md(w.last)}"
+            if w.valence is None:
+                lines.append(c.say("{span}: nothing told with feeling", span=span))
+            else:
+                lines.append(c.say_n("{span}: {mood} ({n} moment)", "{span}: {mood} ({n} moments)", w.n, span=span,
+                                     mood=c.say(f"mood: {mood_word(w.valence)}")))
+        told = [w for w in weeks if w.valence is not None]
+        overall = sum(w.valence * w.n for w in told) / sum(w.n for w in told)
+        mood, way = c.say(f"mood: {mood_word(overall)}"), trend(weeks)
+        lines.append(c.say("Overall: {mood}.", mood=mood) if way is None else
+                     c.say("Overall: {mood}. {trend}", mood=mood, trend=c.say(f"mood trend: {way}")))
+        if top:
+            lines.append(c.say("What moved you most:") if scope.own else
+                         c.say("What moved {who} most:", who=who))
+            for m in top:
+                lines.append(c.say("· {day} “{text}” ({emotion})", day=_md(m.day), text=_snip(m.memory.text),
+                                   emotion=_emotion(c, m.memory)))
+    for a in anniversaries(memories, today, tz)[:ANNIVERSARIES_SHOWN]:
+        lines.append(anniversary_line(c.lang, a.years, _snip(a.memory.text), None if scope.own else who))
+    if scope.group_key:
+        lines.append(c.say("Only what was said in this group is listed here; ask me in private for the rest."))
+    return CommandReply(_fit("\n".join(lines)), "mood")
+
+
 _HANDLERS = {
     "help": _cmd_help, "list": _cmd_list, "show": _cmd_show, "search": _cmd_search, "edit": _cmd_edit,
     "forget": _cmd_forget, "history": _cmd_history, "why": _cmd_why, "export": _cmd_export, "link": _cmd_link,
     "stats": _cmd_stats, "consolidate": _cmd_consolidate, "pause": _cmd_pause, "resume": _cmd_resume,
+    "mood": _cmd_mood,
 }

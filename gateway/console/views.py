@@ -30,7 +30,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 
 from gateway.commands import MAX_EDIT_CHARS, PAGE_SIZE, export_document, receipt_text
-from gateway.console.charts import bar_chart, line_chart
+from gateway.console.charts import TimelinePoint, bar_chart, line_chart, timeline_chart
 from gateway.console.session import COOKIE, LOGIN_COOKIE, LOGIN_TOKEN_S, Session, same_token, sent_from_here
 from gateway.errors import GatewayError
 from gateway.http.auth import Caller, is_loopback
@@ -39,6 +39,7 @@ from locales import LANGUAGES, resolve_language, translate, translate_plural
 from memory import admin
 from memory.admin import pause_learning, resume_learning
 from memory.errors import CoreError, NotFoundError
+from memory.dates import zone
 from memory.explain import explain
 from memory.store import KeyScope, utcnow
 from memory.types import (FORGET_RECEIPT_FIELDS, Category, ChatRef, ForgetReceipt, Memory, Namespace, Visibility,
@@ -522,6 +523,42 @@ def _name_of(core, s: Session, ns: Namespace) -> str:
     return next((p.name for p in found.items if p.subject == ns.subject), "")
 
 
+#: Days the person page's mood timeline spans; the arousal from which a memory is a point on
+#: it, and how many points at most (the strongest, by |valence| · arousal)
+MOOD_DAYS = 56
+MOOD_POINT_AROUSAL = 0.5
+MOOD_POINTS = 40
+
+
+def _mood(core, ns: Namespace, now: datetime, tz, lang: str) -> dict:
+    """The person page's mood section: valence and arousal per day of the last
+    MOOD_DAYS days in the tenant's zone ``tz`` (``memory.mood.daily`` over the
+    person's fragments, ``gateway.commands.mood_fragments``), the memories told with
+    at least MOOD_POINT_AROUSAL as points, and what was told on this day in earlier
+    years (the words ``/memory mood`` uses)."""
+    from gateway.commands import anniversary_line, mood_fragments
+    from memory.mood import anniversaries, daily
+
+    memories = mood_fragments(core, ns, None)
+    today = now.astimezone(tz).date()
+    days = daily(memories, today - timedelta(days=MOOD_DAYS - 1), today, tz)
+    index = {d.day: i for i, d in enumerate(days)}
+    strong = sorted((m for m in memories if m.created_at is not None and m.arousal >= MOOD_POINT_AROUSAL
+                     and m.created_at.astimezone(tz).date() in index),
+                    key=lambda m: (-abs(m.valence) * m.arousal, m.id))[:MOOD_POINTS]
+    points = []
+    for m in strong:
+        day = m.created_at.astimezone(tz).date()
+        points.append(TimelinePoint(index[day], m.valence, m.arousal, f"{day.isoformat()} · {m.text[:160]}"))
+    chart = timeline_chart([d.day.isoformat()[5:] for d in days], [d.valence for d in days],
+                           [d.arousal for d in days], points,
+                           names=(translate(lang, "valence"), translate(lang, "arousal"),
+                                  translate(lang, "strong moments")))
+    return dict(mood_chart=chart, mood_felt=sum(d.n for d in days), mood_days=MOOD_DAYS,
+                anniversaries=[{"id": a.memory.id, "text": anniversary_line(lang, a.years, a.memory.text)}
+                               for a in anniversaries(memories, today, tz)])
+
+
 @router.get("/people/{subject}")
 async def person(request: Request, subject: str) -> HTMLResponse:
     """A person's live memories, filtered and paged, with the actions on them."""
@@ -530,13 +567,17 @@ async def person(request: Request, subject: str) -> HTMLResponse:
     core = _core(request)
     f = _Filters.of(request)
 
+    tenant = request.app.state.pipeline.settings.tenants[s.tenant]
+    lang = _lang(request, tenant.language)
+
     def load():
         if not _known(core, s, ns):
             raise NotFoundError(f"no person {subject} in this tenant")
         rows, origins = _person_rows(core, s, ns, f)
-        return rows, origins, core.store.identities(ns), _name_of(core, s, ns), core.store.pauses(ns, utcnow())
+        return (rows, origins, core.store.identities(ns), _name_of(core, s, ns), core.store.pauses(ns, utcnow()),
+                _mood(core, ns, utcnow(), zone(tenant.tz), lang))
 
-    rows, origins, identities, name, pauses = await asyncio.to_thread(load)
+    rows, origins, identities, name, pauses, mood = await asyncio.to_thread(load)
     page = _page_no(request)
     pages = max(1, math.ceil(len(rows) / ROWS))
     shown = rows[(page - 1) * ROWS: page * ROWS]
@@ -545,7 +586,7 @@ async def person(request: Request, subject: str) -> HTMLResponse:
                    categories=[c.value for c in Category], visibilities=[v.value for v in Visibility],
                    done=request.query_params.get("done", ""), n=_count_param(request),
                    pauses=[{"chat": p.chat, "until": _fmt_time(p.until) if p.until else None} for p in pauses],
-                   receipt=_receipt_of(request, _lang(request, request.app.state.pipeline.settings.tenants[s.tenant].language)))
+                   receipt=_receipt_of(request, lang), **mood)
 
 
 @router.post("/people/{subject}/pause")
