@@ -111,7 +111,8 @@ def timeline_chart(labels: Sequence[str], valence: Sequence[float | None], arous
                                                                                            "moments")) -> Markup:
     """An SVG timeline (640×240 view box, scales to its container): ``valence``
     (in [-1, 1]) and ``arousal`` (in [0, 1]) per day of ``labels`` as two lines on
-    one axis from -1 to 1 with its zero marked (None: no value that day, a gap),
+    one axis from -1 to 1 with its zero marked (None: no value that day; each line
+    joins the days that have one, each such day a dot),
     and ``points`` as circles at their day and valence, larger with more arousal.
     ``names``: the legend's words for the two lines and the points. Raises
     ValueError when a series is not as long as ``labels`` or a point's index is
@@ -142,18 +143,13 @@ def timeline_chart(labels: Sequence[str], valence: Sequence[float | None], arous
             parts.append(f'<text x="{x(i):.1f}" y="{h - b + 16}" text-anchor="middle">{escape(label)}</text>')
     for k, (name, values) in enumerate(zip(names[:2], (valence, arousal))):
         colour = COLOURS[k]
-        runs: list[list[str]] = [[]]
-        for i, v in enumerate(values):
-            if v is None:
-                runs.append([])
-                continue
-            runs[-1].append(f"{x(i):.1f},{y(v):.1f}")
-        for r in runs:
-            if len(r) == 1:  # a lone day: a dot, not an invisible line
-                cx, cy = r[0].split(",")
-                parts.append(f'<circle cx="{cx}" cy="{cy}" r="2" fill="{colour}"/>')
-            elif r:
-                parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{" ".join(r)}"/>')
+        # a mood is told on some days only: the line joins the days that have one, each day a dot
+        run = [f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values) if v is not None]
+        for xy in run:
+            cx, cy = xy.split(",")
+            parts.append(f'<circle cx="{cx}" cy="{cy}" r="2" fill="{colour}"/>')
+        if len(run) > 1:
+            parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{" ".join(run)}"/>')
     for p in points:
         parts.append(f'<circle class="moment" cx="{x(p.index):.1f}" cy="{y(p.valence):.1f}" '
                      f'r="{3 + 4 * max(0.0, min(1.0, p.arousal)):.1f}" fill="{COLOURS[3]}" fill-opacity="0.7">'
