@@ -11,6 +11,12 @@ line or entry, numbered as in the file:
   words are never facts about a person). ``send_date`` is read in its
   forms ("January 15, 2024 10:31am", "2024-01-15@10h30m25s", ISO, epoch
   milliseconds); a time without a zone is the tenant's.
+  A SillyTavern character card — its JSON (``chara_card_v2`` / ``v3``: ``data.character_book``),
+  the PNG that carries it (a ``tEXt`` chunk ``ccv3`` or ``chara``, base64 JSON), or a world
+  info (lorebook) file (``{"entries": {"0": {...}}}``) — brings its lorebook: each entry's
+  ``content`` is a memory stored verbatim (``{{char}}`` read as the card's name,
+  ``{{user}}`` as "the user" / 「用户」), its source id ``lorebook:<id or uid>``; an entry
+  turned off there (``enabled: false``, ``disable: true``) is skipped (``disabled``).
 - ``mem0``: a mem0 ``get_all`` export: ``{"results": [...]}`` or a list, each entry
   ``{id, memory, user_id, created_at, updated_at, metadata, …}``: memories already
   extracted, stored verbatim (``memory.capture.VerbatimExtractor``).
@@ -48,7 +54,7 @@ the same time, skips it (``already``), whatever became of its memory since
 (forgotten, revised by a later line). A malformed line is reported with its line
 number and skipped before anything of it is written.
 
-Skip reasons (``Summary.skipped``): ``malformed``, ``empty``, ``not_the_person``
+Skip reasons (``Summary.skipped``): ``malformed``, ``empty``, ``disabled``, ``not_the_person``
 (the character's or an assistant's line), ``system``, ``unmapped``,
 ``forgotten`` (a tombstone refused it, or the source deleted it), ``already``
 (imported before, or every fact of it already stored), ``no_fact``
@@ -63,6 +69,7 @@ source, a mapping file that is no mapping).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
@@ -79,7 +86,7 @@ from memory.capture import VerbatimExtractor, capture
 from memory.types import SUBJECT_RE, ChatKind, ChatRef, Namespace, load_json
 
 __all__ = ["SOURCES", "Problem", "Record", "SourceError", "Summary", "import_records", "mapping_of", "read_records",
-           "record_key"]
+           "record_key", "records_of"]
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +208,80 @@ def _json_lines(text: str) -> Iterator[tuple[int, object | Problem]]:
             yield n, Problem(n, "malformed", f"not JSON: {exc.msg} (column {exc.colno})")
 
 
+_PNG = b"\x89PNG\r\n\x1a\n"
+_MACRO_CHAR = re.compile(r"\{\{\s*char\s*\}\}|<BOT>", re.IGNORECASE)
+_MACRO_USER = re.compile(r"\{\{\s*user\s*\}\}|<USER>", re.IGNORECASE)
+
+
+def _png_card(data: bytes) -> str:
+    """The character card JSON a SillyTavern PNG carries: its ``tEXt`` chunk ``ccv3``
+    (V3) or else ``chara`` (V2), base64. Raises SourceError when there is none."""
+    pos, found = len(_PNG), {}
+    while pos + 8 <= len(data):
+        length, kind = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
+        body = data[pos + 8:pos + 8 + length]
+        if len(body) < length or kind == b"IEND":
+            break
+        if kind == b"tEXt":
+            key, _, value = body.partition(b"\0")
+            if key in (b"chara", b"ccv3"):
+                found[key] = value
+        pos += 12 + length
+    raw = found.get(b"ccv3") or found.get(b"chara")
+    if raw is None:
+        raise SourceError("a PNG without a character card (no 'chara' or 'ccv3' text chunk)")
+    try:
+        return base64.b64decode(raw).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        raise SourceError("the PNG's character card is not base64 JSON") from None
+
+
+def _card(text: str) -> dict | None:
+    """The character card or world info document ``text`` is, else None (a chat file)."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        doc = _loads(text)
+    except json.JSONDecodeError:
+        return None  # a chat file: one JSON object a line
+    if not isinstance(doc, dict) or "mes" in doc or "user_name" in doc or "chat_metadata" in doc:
+        return None
+    data = doc.get("data") if isinstance(doc.get("data"), dict) else doc
+    if "character_book" in data or "entries" in doc or str(doc.get("spec", "")).startswith("chara_card"):
+        return doc
+    return None
+
+
+def _lorebook(doc: dict) -> Iterator[Record | Problem]:
+    data = doc.get("data") if isinstance(doc.get("data"), dict) else doc
+    book = data.get("character_book") if "character_book" in data else doc
+    if book is None:
+        return  # a card without a lorebook
+    if not isinstance(book, dict) or not isinstance(book.get("entries"), dict | list):
+        raise SourceError("not a SillyTavern lorebook: no 'entries'")
+    char = str(data.get("name") or book.get("name") or "")[:100]
+    entries = book["entries"]
+    items = list(entries.values()) if isinstance(entries, dict) else entries
+    for n, entry in enumerate(items, start=1):
+        if not isinstance(entry, dict) or not isinstance(entry.get("content"), str):
+            yield Problem(n, "malformed", "an entry needs a text 'content'")
+        elif entry.get("enabled") is False or entry.get("disable") is True:
+            yield Problem(n, "disabled", "turned off in the lorebook")
+        elif not entry["content"].strip():
+            yield Problem(n, "empty")
+        else:
+            content = entry["content"]
+            user = "用户" if any("\u4e00" <= c <= "\u9fff" for c in content) else "the user"
+            content = _MACRO_USER.sub(user, _MACRO_CHAR.sub(char or "the character", content))
+            uid = entry.get("id", entry.get("uid", n))
+            yield Record(n, f"lorebook:{uid}", "", char or "lorebook", content, None, verbatim=True)
+
+
 def _sillytavern(text: str, tz: ZoneInfo) -> Iterator[Record | Problem]:
+    card = _card(text)
+    if card is not None:
+        yield from _lorebook(card)
+        return
     for n, obj in _json_lines(text):
         if isinstance(obj, Problem):
             yield obj
@@ -345,11 +425,28 @@ def _livingmemory(text: str, tz: ZoneInfo) -> Iterator[Record | Problem]:
                              str(m.get("sender_name") or "user"), m["content"], at, verbatim=False)
 
 
-def _maibot(path: Path, tz: ZoneInfo) -> Iterator[Record | Problem]:
+def _maibot_file(path: Path) -> sqlite3.Connection:
+    """MaiBot's database at ``path``, opened read-only."""
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as exc:
         raise SourceError(f"not a MaiBot database: {exc}") from None
+
+
+def _maibot_bytes(data: bytes) -> sqlite3.Connection:
+    """MaiBot's database sent as bytes (``/v1/imports``), read in memory: no file is written."""
+    if not data.startswith(b"SQLite format 3\x00"):
+        raise SourceError("not a MaiBot database (no SQLite header)")
+    db = sqlite3.connect(":memory:")
+    try:
+        db.deserialize(data)
+    except sqlite3.Error as exc:
+        db.close()
+        raise SourceError(f"not a MaiBot database: {exc}") from None
+    return db
+
+
+def _maibot(db: sqlite3.Connection, tz: ZoneInfo) -> Iterator[Record | Problem]:
     try:
         try:
             rows = db.execute("SELECT rowid, platform, user_id, nickname, points FROM person_info ORDER BY rowid")\
@@ -399,16 +496,38 @@ def read_records(source: str, path: Path, tz: str) -> list[Record | Problem]:
     if source == "maibot":
         if not path.is_file():
             raise SourceError(f"no such file: {path}")
-        return list(_maibot(path, ZoneInfo(tz)))
+        return list(_maibot(_maibot_file(path), ZoneInfo(tz)))
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise SourceError(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
+    return records_of(source, data, tz)
+
+
+def records_of(source: str, data: bytes, tz: str) -> list[Record | Problem]:
+    """``read_records`` of a file's bytes (``/v1/imports``): a MaiBot database is read
+    in memory. Raises SourceError as ``read_records`` does."""
+    if source not in SOURCES:
+        raise SourceError(f"unknown source {source!r} (one of {', '.join(SOURCES)})")
+    if source == "maibot":
+        return list(_maibot(_maibot_bytes(data), ZoneInfo(tz)))
+    if source == "sillytavern" and data.startswith(_PNG):
+        return list(_lorebook(_loads_card(_png_card(data))))
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise SourceError(f"not UTF-8 (byte {exc.start})") from None
     return list(_READERS[source](text, ZoneInfo(tz)))
+
+
+def _loads_card(text: str) -> dict:
+    try:
+        doc = _loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceError(f"the PNG's character card is no JSON: {exc.msg}") from None
+    if not isinstance(doc, dict):
+        raise SourceError("the PNG's character card is no JSON object")
+    return doc
 
 
 def mapping_of(data: bytes) -> dict[str, str]:

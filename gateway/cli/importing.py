@@ -24,6 +24,7 @@ __all__ = ["import_memories"]
 _REASONS = {
     "malformed": "malformed (not the source's format)",
     "empty": "empty",
+    "disabled": "turned off in the source",
     "not_the_person": "the character's or assistant's lines",
     "system": "system lines",
     "unmapped": "no person mapped for the source's id",

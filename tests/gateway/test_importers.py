@@ -240,3 +240,63 @@ def test_json_nested_ten_thousand_deep_is_a_malformed_line_not_a_crash(tmp_path,
         path.write_text(deep, encoding="utf-8")
         with pytest.raises(SourceError):
             read_records(source, path, "Asia/Shanghai")
+
+
+def _png_with(chunks: list[tuple[bytes, bytes]]) -> bytes:
+    """A PNG's bytes: the signature, then each (kind, body) chunk with its length and CRC, then IEND."""
+    import struct
+    import zlib
+
+    out = b"\x89PNG\r\n\x1a\n"
+    for kind, body in [(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 6, 0, 0, 0)), *chunks, (b"IEND", b"")]:
+        out += struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    return out
+
+
+@pytest.mark.parametrize("form", ["card", "png", "world_info"])
+def test_a_character_cards_lorebook_comes_over_verbatim(core, tmp_path, form):
+    """A SillyTavern character card's lorebook — as the card's JSON, inside its PNG (``chara``
+    chunk) or as a world info file — is stored verbatim for the person named, {{char}} read as
+    the card's name and {{user}} as the user (zh 「用户」); an entry turned off, a blank one and
+    one without content are skipped with their reasons; a second run adds nothing."""
+    import base64
+
+    card = json.loads((DATA / "sillytavern_card.json").read_text("utf-8"))
+    path = tmp_path / f"card.{'png' if form == 'png' else 'json'}"
+    if form == "png":
+        path.write_bytes(_png_with([(b"tEXt", b"chara\0" + base64.b64encode(json.dumps(card).encode()))]))
+    elif form == "world_info":
+        entries = {str(e["id"]): {"uid": e["id"], "key": e["keys"], "content": e.get("content"),
+                                  "disable": not e["enabled"]} for e in card["data"]["character_book"]["entries"]}
+        for e in entries.values():
+            if e["content"] is None:
+                del e["content"]
+        path.write_text(json.dumps({"entries": entries}, ensure_ascii=False), "utf-8")
+    else:
+        path.write_text(json.dumps(card, ensure_ascii=False), "utf-8")
+    records = read_records("sillytavern", path, TZ)
+    first = import_records(core, "t1", records, source="sillytavern", person="tg:1001", tz=TZ)
+    assert (first.read, first.imported, first.memories) == (6, 3, 3)
+    assert first.skipped == {"disabled": 1, "empty": 1, "malformed": 1}
+    assert [(p.line, p.reason) for p in first.problems] == [(6, "malformed")]
+    stored = _texts(core, "tg:1001")
+    char = "小雨" if form != "world_info" else "the character"
+    assert set(stored) == {"用户养了一只叫煤球的黑猫", "the user always orders an oat latte with no sugar ☕",
+                           f"用户的妹妹在里斯本读书，{char}给她寄过明信片"}
+    cat = stored["用户养了一只叫煤球的黑猫"]
+    assert cat.metadata["source_id"] == "lorebook:0" and cat.metadata["imported_from"] == "sillytavern"
+    again = import_records(core, "t1", read_records("sillytavern", path, TZ), source="sillytavern",
+                           person="tg:1001", tz=TZ)
+    assert (again.memories, again.skipped["already"]) == (0, 3)
+
+
+def test_a_png_without_a_card_is_refused_whole(tmp_path):
+    """A PNG with no ``chara``/``ccv3`` chunk, or one whose chunk is no base64 JSON, is no source: nothing is read."""
+    plain = tmp_path / "plain.png"
+    plain.write_bytes(_png_with([(b"tEXt", b"Comment\0hello")]))
+    with pytest.raises(SourceError, match="no 'chara'"):
+        read_records("sillytavern", plain, TZ)
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(_png_with([(b"tEXt", b"chara\0" + b"%%%not base64")]))
+    with pytest.raises(SourceError):
+        read_records("sillytavern", broken, TZ)
