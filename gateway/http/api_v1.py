@@ -27,6 +27,7 @@ Routes (request and response bodies are the pydantic models below, so
     DELETE /v1/subjects/{subject}                    forget everything of the person
     GET    /v1/subjects/{subject}/export             the huiyi.memories.v1 document
     POST   /v1/subjects/{subject}/import             add the memories of such a document
+    POST   /v1/imports                               another bot's memories (huiyi import --from …), summarised
     POST   /v1/subjects/{subject}/recollection       recall + reconstruction for a conversation tail
     POST   /v1/subjects/{subject}/replies            record the bot's own reply in the chat's tail
     GET    /v1/people                                the tenant's people, paged, searched (admin key)
@@ -75,7 +76,7 @@ from memory.admin import pause_learning, resume_learning
 from memory.core import KEY_CHARS
 from memory.errors import NotFoundError
 from memory.explain import TRACE_DEPTH, record_recall, visible_in
-from memory.identity import is_platform_subject, platform_subject
+from memory.identity import is_platform_subject, platform_subject, resolve_subject
 from memory.recall import RRF_K
 from memory.metadata import check_filters, check_metadata, merged
 from memory.store import ChatLine, utcnow
@@ -1111,6 +1112,104 @@ async def import_memories(ctx: Ctx, subject: SubjectPath, body: ExportDoc) -> Im
     ns = await _ns(ctx, subject)
     results = await asyncio.to_thread(_import, ctx.core, ns, body, ctx.caller.actor)
     return ImportOut(subject=ns.subject, results=results)
+
+
+class SourceImportIn(BaseModel):
+    """Body of ``POST /v1/imports``: one file of another bot (``gateway.importers``:
+    ``source`` as ``huiyi import --from``) as ``content`` (its text) or ``content_base64``
+    (its bytes: a MaiBot database, a character card PNG), and whose it is: ``person``
+    (every record, e.g. ``tg:1001``) or ``mapping`` (the source's person id → subject;
+    an admin key only)."""
+
+    model_config = ConfigDict(json_schema_extra={"allOf": [
+        {"oneOf": [{"required": ["content"]}, {"required": ["content_base64"]}]},
+        {"oneOf": [{"required": ["person"]}, {"required": ["mapping"]}]}]})
+
+    source: Literal["sillytavern", "mem0", "livingmemory", "maibot", "jsonl"]
+    content: str | None = Field(default=None, max_length=1 << 20)
+    content_base64: str | None = Field(default=None, max_length=1 << 20)
+    person: str | None = Field(default=None, pattern=f"^{SUBJECT_RE.pattern}$", max_length=145,
+                               json_schema_extra={"pattern": patterns.SUBJECT})
+    mapping: dict[Annotated[str, Field(max_length=200)],
+                  Annotated[str, Field(pattern=f"^{SUBJECT_RE.pattern}$", max_length=145)]] | None = \
+        Field(default=None, max_length=10_000)
+
+    @model_validator(mode="after")
+    def _one_each(self) -> SourceImportIn:
+        if (self.content is None) == (self.content_base64 is None):
+            raise ValueError("give the file as content or as content_base64, not both")
+        if (self.person is None) == (self.mapping is None):
+            raise ValueError("name the person (person) or map the source's ids (mapping), not both")
+        return self
+
+
+class ImportProblemOut(BaseModel):
+    """A line or entry not imported for a fault of its own: its 1-based ``line``
+    (a MaiBot row's rowid), the ``reason`` (``malformed`` or ``error``) and what was wrong."""
+
+    line: int
+    reason: str
+    detail: str
+
+
+class SourceImportOut(BaseModel):
+    """What ``POST /v1/imports`` did (``gateway.importers.Summary``): records ``read``,
+    records that stored a memory (``imported``), ``memories`` stored, ``skipped`` by
+    reason (``malformed``, ``empty``, ``disabled``, ``not_the_person``, ``system``,
+    ``unmapped``, ``forgotten``, ``already``, ``no_fact``, ``refused``, ``error``) and
+    each malformed or failed line with its number."""
+
+    source: str
+    read: int
+    imported: int
+    memories: int
+    skipped: dict[str, int]
+    problems: list[ImportProblemOut]
+
+
+@router.post("/imports", response_model=SourceImportOut, summary="import another bot's memories")
+async def import_source(ctx: Ctx, body: SourceImportIn) -> SourceImportOut:
+    """The importers of ``huiyi import --from …`` over a file sent in the body (1 MiB at
+    most): each record through the capture path at its own time, in the tenant's zone;
+    tombstones honoured (nothing forgotten comes back); idempotent (a record imported
+    once is skipped as ``already``); a malformed line reported with its number and
+    skipped. A member key imports only into its own person (``person``; a ``mapping``
+    is 403); a file that is not the source at all is 400 with nothing written."""
+    import base64
+    import binascii
+
+    from gateway.importers import SourceError, import_records, records_of
+
+    if body.mapping is not None and not ctx.caller.admin:
+        raise Forbidden("only an admin key maps a file's people (a member key names its own person)")
+    if body.content is not None:
+        data = body.content.encode("utf-8")
+    else:
+        try:
+            data = base64.b64decode(body.content_base64 or "", validate=True)
+        except (binascii.Error, ValueError):
+            raise BadPayload("content_base64 is not base64") from None
+    tz = ctx.t.tz
+
+    def run() -> SourceImportOut:
+        person = ctx.caller.namespace(ctx.core.store, ctx.tenant, body.person).subject if body.person else None
+        mapping = None
+        if body.mapping is not None:  # each subject as the API resolves it (linked identities followed)
+            mapping = {k: resolve_subject(ctx.core.store, ctx.tenant, v).subject for k, v in body.mapping.items()}
+        try:
+            records = records_of(body.source, data, tz)
+        except SourceError as exc:
+            raise BadPayload(f"cannot import this {body.source} file: {exc}") from None
+        summary = import_records(ctx.core, ctx.tenant, records, source=body.source, person=person, mapping=mapping,
+                                 tz=tz)
+        log.info("/v1 import %s into %s by %s: %d read, %d memories", body.source, ctx.tenant, ctx.caller.actor,
+                 summary.read, summary.memories)
+        return SourceImportOut(source=body.source, read=summary.read, imported=summary.imported,
+                               memories=summary.memories, skipped=dict(summary.skipped),
+                               problems=[ImportProblemOut(line=p.line, reason=p.reason, detail=p.detail)
+                                         for p in summary.problems])
+
+    return await asyncio.to_thread(run)
 
 
 def _line(subject: str, m: MessageIn) -> ChatLine:
