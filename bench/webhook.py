@@ -274,8 +274,9 @@ FLOOR_TEXTS = 42
 def floor(core: MemoryCore, tenant: str, ns, chat, sender: str, texts: list[str], warm: int = 2) -> dict[str, float]:
     """Issue 41's floor of a turn, per text of ``texts`` (fresh, not yet embedded; the
     first ``warm`` of them run first, untimed, so that no first-call cost counts):
-    one query embedding (``embed_query``), recall with that vector at hand
-    (``MemoryCore.recall`` with ``known_vectors``, ``embed_older=False``) in ``ns``,
+    one query embedding (``SearchIndex.embed_tail`` of the text alone, as the turn's
+    prefetch does: its cache keeps the vector), recall with that vector at hand
+    (``MemoryCore.recall``, ``embed_older=False``: no model call) in ``ns``,
     and one SQL write (``Store.append_chat`` of the text to ``chat``'s log, as
     ``sender``). Returns the mean CPU milliseconds (``time.process_time``: every
     thread of the process, so a search's native threads count) of each —
@@ -286,17 +287,17 @@ def floor(core: MemoryCore, tenant: str, ns, chat, sender: str, texts: list[str]
 
     if len(texts) <= warm:
         raise ValueError(f"the floor needs more than {warm} texts")
-    emb = core.index.embedder
     sums = {"query embedding": 0.0, "recall": 0.0, "SQL write": 0.0}
     for i, q in enumerate(texts[:warm]):
-        core.recall(ns, [q], known_vectors={q: emb.embed_query(q)}, embed_older=False)
+        core.index.embed_tail([q])
+        core.recall(ns, [q], embed_older=False)
         core.store.append_chat(tenant, chat, ChatLine("user", sender, q, utcnow(), f"floor-warm-{i}"))
     texts = texts[warm:]
     for i, q in enumerate(texts):
         c0 = time.process_time()
-        v = emb.embed_query(q)
+        core.index.embed_tail([q])
         c1 = time.process_time()
-        core.recall(ns, [q], known_vectors={q: v}, embed_older=False)
+        core.recall(ns, [q], embed_older=False)
         c2 = time.process_time()
         core.store.append_chat(tenant, chat, ChatLine("user", sender, q, utcnow(), f"floor-{i}"))
         c3 = time.process_time()

