@@ -278,8 +278,9 @@ def floor(core: MemoryCore, tenant: str, ns, chat, sender: str, texts: list[str]
     prefetch does: its cache keeps the vector), recall with that vector at hand
     (``MemoryCore.recall``, ``embed_older=False``: no model call) in ``ns``,
     and one SQL write (``Store.append_chat`` of the text to ``chat``'s log, as
-    ``sender``). Returns the mean CPU milliseconds (``time.process_time``: every
-    thread of the process, so a search's native threads count) of each —
+    ``sender``). Returns the mean CPU milliseconds of each, by the calling thread's
+    clock (``time.thread_time``, as ``TurnMeter`` times the turn's parts: a process
+    clock would also count LanceDB's background work after a load) —
     ``{"query embedding", "recall", "SQL write", "floor"}``, the last their sum.
     Raises ValueError for no texts."""
     from memory.store.chatlog import ChatLine
@@ -294,13 +295,13 @@ def floor(core: MemoryCore, tenant: str, ns, chat, sender: str, texts: list[str]
         core.store.append_chat(tenant, chat, ChatLine("user", sender, q, utcnow(), f"floor-warm-{i}"))
     texts = texts[warm:]
     for i, q in enumerate(texts):
-        c0 = time.process_time()
+        c0 = time.thread_time()
         core.index.embed_tail([q])
-        c1 = time.process_time()
+        c1 = time.thread_time()
         core.recall(ns, [q], embed_older=False)
-        c2 = time.process_time()
+        c2 = time.thread_time()
         core.store.append_chat(tenant, chat, ChatLine("user", sender, q, utcnow(), f"floor-{i}"))
-        c3 = time.process_time()
+        c3 = time.thread_time()
         sums["query embedding"] += c1 - c0
         sums["recall"] += c2 - c1
         sums["SQL write"] += c3 - c2
