@@ -283,8 +283,8 @@ def floor(core: MemoryCore, tenant: str, ns, chat, sender: str, texts: list[str]
     clock would also count LanceDB's background work after a load) —
     ``{"query embedding", "recall", "SQL write", "floor"}``, the last their sum.
     Raises ValueError for no texts."""
-    from memory.store.chatlog import ChatLine
     from memory.store import utcnow
+    from memory.store.chatlog import ChatLine
 
     if len(texts) <= warm:
         raise ValueError(f"the floor needs more than {warm} texts")
