@@ -18,7 +18,8 @@ offline embedder in a temporary data root). Nothing leaves the process.
   and less a fact the tenant's never-store classifier would cut before capture
   (``memory.never_store``: it is not the group's to lose). A member has a QQ or
   Telegram id, a nickname and a group card (QQ ``sender.card``) or a first name and
-  sometimes a username (Telegram).
+  sometimes a username (Telegram); two members of the published layout's first group share a nickname
+  (小王: a display name is never an id).
 - *Chats.* ``LAYOUT``: two QQ groups and two Telegram groups; the first of each
   platform holds two bots (小忆, the bot asked; 阿花, a second tenant of the same
   gateway that captures every group line), and two of its members are also in the
@@ -34,7 +35,8 @@ offline embedder in a temporary data root). Nothing leaves the process.
   speaking (DuLeMon bot lines grounded in the bot's own persona, KdConv travel
   lines), every second line @-mentioning the other bot — on QQ another bot is an
   account like a member's, on Telegram bots never see each other's messages;
-  members replying to a bot's line (quoting it) and to each other; the bot's own
+  members replying to a bot's line (quoting it) and to each other, and @-ing 阿花
+  (not said to 小忆); the bot's own
   lines echoed back to it (OneBot ``message_sent``); ``/记忆 列表`` (QQ) and
   ``/memory@xiaoyi_bot list`` (Telegram) in every group.
 - *Questions.* DuLeMon's labels: a ``Bot:`` line grounded in a user fact makes the
@@ -96,7 +98,7 @@ BOT_NAMES = {"xiaoyi": "小忆", "ahua": "阿花"}
 QQ_BOTS = {"xiaoyi": 10001, "ahua": 10002}
 TG_BOTS = {"xiaoyi": 7001, "ahua": 7002}
 TG_USERNAMES = {"xiaoyi": "xiaoyi_bot", "ahua": "ahua_bot"}
-NICKNAMES = ("小王", "小李", "阿青", "老张", "小雨", "大刘", "阿杰", "小美", "胖虎", "晓晓", "阿文", "小林", "老周",
+NICKNAMES = ("小王", "小李", "阿青", "老张", "小雨", "小王", "阿杰", "小美", "胖虎", "晓晓", "阿文", "小林", "老周",
              "小七", "木木", "阿东", "小鹿", "豆豆", "老陈", "小宇")
 CARDS = ("篮球-{n}", "{n}@上海", "【管理】{n}", "{n}🏀", "读书-{n}", "{n}（周末有空）")
 
@@ -505,8 +507,9 @@ def build(sources: Sources, seed: int = SEED, layout: tuple[GroupPlan, ...] = LA
                     bot_line = b.say(f"bot:{bot}", g.key, draw(bot_pool, "bot"), "bot",
                                      mention=f"bot:{other}" if bot_turn % 2 else None)
                     bot_turn += 1
-                # a member answers the other bot's line, quoting it, to 小忆
+                # a member answers the other bot's line, quoting it, to 小忆; and talks to 阿花
                 b.say(k, g.key, draw(chit, "chit"), "quote", to_bot=True, quote=bot_line)
+                b.say(k, g.key, draw(chit, "chit"), "chat", mention="bot:ahua")
             if j % 2 == 1 and last_fact is not None and last_fact.sender != k:
                 b.say(k, g.key, draw(chit, "chit"), "quote", quote=last_fact)  # a reply between members
         # each member tells the bot about the next one (one of the other's facts told in this group)
@@ -703,6 +706,8 @@ class Report:
     findings: list[Finding]
     turns: int
     ignored: dict[str, int]
+    stored: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Live memories at the end by (tenant, kind of the line they were captured from)."""
 
     def count(self, kind: str) -> int:
         return sum(1 for f in self.findings if f.kind == kind)
@@ -746,6 +751,7 @@ def score(world: World, obs: Observed) -> Report:
 
     # the stored memories
     stored_from: dict[tuple[str, str], list[str]] = defaultdict(list)  # (tenant, message id) -> memory ids
+    stored_kinds: dict[tuple[str, str], int] = defaultdict(int)
     for tenant, spaces in obs.memories.items():
         platform = tenant.split("_", 1)[0]
         for subject, mems in spaces.items():
@@ -754,6 +760,7 @@ def score(world: World, obs: Observed) -> Report:
             for mem in mems:
                 src = sent.get((platform, mem.source_message_id or ""))
                 stored_from[(tenant, mem.source_message_id or "")].append(mem.id)
+                stored_kinds[(tenant, src.kind if src else "unknown")] += 1
                 if src is None:
                     continue
                 if src.sender.startswith("bot:"):
@@ -819,7 +826,7 @@ def score(world: World, obs: Observed) -> Report:
                 members[q.member][f"hits@{k_}"] += bool(gold & set(ids[:k_]))
         else:
             members[q.member]["probes"] += 1
-    return Report(members, findings, len(obs.turns), dict(obs.ignored))
+    return Report(members, findings, len(obs.turns), dict(obs.ignored), dict(stored_kinds))
 
 
 # -- the bench -------------------------------------------------------------------------
@@ -853,6 +860,10 @@ def tables(world: World, report: Report) -> list[str]:
                     *(sum(f[f"hits@{k_}"] for f in sel) / a if a else float("nan") for k_ in K)])
     out.append(table("recall by platform", ["platform", "members", "questions", "probes",
                                              *(f"recall@{k_}" for k_ in K)], agg))
+    kinds = sorted({k for _, k in report.stored})
+    tenants = sorted({t for t, _ in report.stored})
+    out.append(table("memories at the end, by the line they were captured from (阿花 captures every group line)",
+                     ["tenant", *kinds], [[t, *(report.stored.get((t, k), 0) for k in kinds)] for t in tenants]))
     out.append(table("speaker confusions and disclosure breaches (expected 0 each)", ["kind", "count"],
                      [[k, report.count(k)] for k in (*CONFUSIONS, BREACH)]
                      + [["speaker confusions, all kinds", report.confusions], ["disclosure breaches", report.breaches]]))
@@ -860,6 +871,28 @@ def tables(world: World, report: Report) -> list[str]:
         out.append(table("findings", ["kind", "tenant", "namespace", "memory", "why"],
                          [[f.kind, f.tenant, f.namespace, f.memory_id, f.why] for f in report.findings]))
     return out
+
+
+def check_shapes(world: World) -> tuple[int, int]:
+    """Validate every delivery of ``world`` with the platforms' own client models:
+    each Telegram payload as aiogram's ``Update`` and each OneBot ``message`` event as
+    nonebot-adapter-onebot's ``GroupMessageEvent`` / ``PrivateMessageEvent`` (the
+    bot's own ``message_sent`` echoes have no model there). Returns (Telegram, OneBot)
+    counts; raises pydantic ValidationError for a payload they refuse. Imports both
+    libraries (seconds)."""
+    from aiogram.types import Update
+    from nonebot.adapters.onebot.v11 import GroupMessageEvent, PrivateMessageEvent
+
+    tg = ob = 0
+    for ev in world.events:
+        for _, payload in ev.deliveries:
+            if ev.platform == "tg":
+                Update.model_validate(payload)
+                tg += 1
+            elif payload["post_type"] == "message":
+                (GroupMessageEvent if payload["message_type"] == "group" else PrivateMessageEvent).model_validate(payload)
+                ob += 1
+    return tg, ob
 
 
 def run(data_dir: Path, *, quick: bool = False, emit=print) -> int:
@@ -881,6 +914,9 @@ def run(data_dir: Path, *, quick: bool = False, emit=print) -> int:
     emit(f"group-chat attribution (issue 38): {len(world.members)} people in {len(world.groups)} groups "
          f"({', '.join(f'{g.title} {g.platform} {len(g.members)}+{len(g.bots)} bot(s)' for g in world.groups.values())}),"
          f" {len(world.events)} messages, {n_del} deliveries; seed {SEED}; data {data_dir}; load average {_load()}")
+    tg, ob = check_shapes(world)
+    emit(f"payloads checked by the platforms' client models: {tg} Telegram Updates (aiogram), {ob} OneBot v11 "
+         f"message events (nonebot-adapter-onebot)")
     workdir = Path(tempfile.mkdtemp(prefix="huiyi-bench-groups-"))
     try:
         settings = load_settings(data_dir=workdir, database_url=f"sqlite:///{workdir / 'huiyi.db'}",
