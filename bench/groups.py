@@ -8,7 +8,10 @@ each member's private chat with the bot, and sent through the real bridges'
 parsers (``bridges.qq.parse.parse_event``; ``bridges.telegram.parse.parse_update``
 with the bot identity ``TelegramRuntime.identity`` gives) into the real turn
 (``gateway.pipeline.Pipeline``, no chat model, SQLite + LanceDB + the gateway's
-offline embedder in a temporary data root). Nothing leaves the process.
+offline embedder in a temporary data root). As in ``huiyi eval recall --mode
+turn``, the turns' recall marks are not written (``evals.recall.Probe``): each
+question is a probe, and marks flushed by the wall clock would move the ranks of
+the questions after it differently from run to run. Nothing leaves the process.
 
 **The generator (deterministic, ``SEED``; the rule the labels follow).**
 
@@ -908,6 +911,7 @@ def run(data_dir: Path, *, quick: bool = False, emit=print) -> int:
     from gateway.config import load_settings
     from gateway.pipeline import Pipeline
     from gateway.service import build_core
+    from evals.recall import Probe
 
     world = build(sources, SEED, QUICK_LAYOUT if quick else LAYOUT)
     n_del = sum(len(ev.deliveries) for ev in world.events)
@@ -921,11 +925,14 @@ def run(data_dir: Path, *, quick: bool = False, emit=print) -> int:
     try:
         settings = load_settings(data_dir=workdir, database_url=f"sqlite:///{workdir / 'huiyi.db'}",
                                  index_uri=str(workdir / "index"), tenants=tenants_settings(world))
-        pipeline = Pipeline(settings, build_core(settings))
+        core = build_core(settings)
+        # each question is a probe: the turn's recall marks (ACT-R accesses, co-recall links, flushed
+        # by the wall clock) would move later questions' ranks differently from run to run
+        pipeline = Pipeline(settings, Probe(core))
         try:
             obs = asyncio.run(drive(world, pipeline))
         finally:
-            pipeline.core.close()
+            core.close()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     report = score(world, obs)

@@ -13,6 +13,7 @@ import pytest
 from bench import groups
 from bench.groups import BREACH, CONFUSIONS, GroupPlan, Turn
 from bridges.qq.parse import parse_event
+from evals.recall import Probe
 from bridges.telegram.parse import parse_update
 from gateway.config import load_settings
 from gateway.pipeline import Pipeline
@@ -65,7 +66,7 @@ async def test_counts_on_the_sample_and_each_planted_fault_is_counted(sqlite_cor
     breach; a memory planted in B's namespace from A's line, one from a bot's line, a fact of B
     recalled for A and a private memory recalled in the group are each counted once."""
     world = groups.build(groups.load(DATA), layout=LAYOUT)
-    pipeline = Pipeline(load_settings(tenants=groups.tenants_settings(world)), sqlite_core)
+    pipeline = Pipeline(load_settings(tenants=groups.tenants_settings(world)), Probe(sqlite_core))
     obs = await groups.drive(world, pipeline)
     report = groups.score(world, obs)
     assert report.turns > 50 and report.ignored.get("bot", 0) >= 2
