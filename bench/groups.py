@@ -82,11 +82,12 @@ import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-__all__ = ["DataMissing", "Sources", "load", "World", "build", "Observed", "drive", "Report", "score", "run",
-           "LAYOUT", "QUICK_LAYOUT", "SEED", "FILES"]
+__all__ = ["BREACH", "CONFUSIONS", "FILES", "LAYOUT", "QUICK_LAYOUT", "SEED", "DataMissing", "GroupPlan", "Observed",
+           "Report", "Sources", "Turn", "World", "build", "check_shapes", "drive", "holds", "load", "run", "score",
+           "tables", "tenants_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ FILES = {"dulemon": Path("zh") / "dulemon_samples.jsonl", "memorybank": Path("zh
 """The four sets read, under the data directory (``bench.DATA_DIR``)."""
 
 K = (3, 6)
-T0 = datetime(2026, 11, 2, 2, 0, tzinfo=timezone.utc)  # 10:00 in Shanghai
+T0 = datetime(2026, 11, 2, 2, 0, tzinfo=UTC)  # 10:00 in Shanghai
 BOT_NAMES = {"xiaoyi": "小忆", "ahua": "阿花"}
 QQ_BOTS = {"xiaoyi": 10001, "ahua": 10002}
 TG_BOTS = {"xiaoyi": 7001, "ahua": 7002}
@@ -662,7 +663,7 @@ def _norm(text: str) -> str:
 def _core(fact: str) -> str:
     """A fact's content: normalised, a leading 我 dropped."""
     n = _norm(fact)
-    return n[1:] if n.startswith("我") else n
+    return n.removeprefix("我")
 
 
 def _bigrams(s: str) -> set[str]:
@@ -908,10 +909,10 @@ def run(data_dir: Path, *, quick: bool = False, emit=print) -> int:
         print(f"bench groups needs the Chinese dialogue sets under {data_dir} ({', '.join(map(str, FILES.values()))}):"
               f" {e}. Set HUIYI_EVAL_DATA_DIR or --data-dir.", file=sys.stderr)
         return 2
+    from evals.recall import Probe
     from gateway.config import load_settings
     from gateway.pipeline import Pipeline
     from gateway.service import build_core
-    from evals.recall import Probe
 
     world = build(sources, SEED, QUICK_LAYOUT if quick else LAYOUT)
     n_del = sum(len(ev.deliveries) for ev in world.events)

@@ -13,8 +13,8 @@ import pytest
 from bench import groups
 from bench.groups import BREACH, CONFUSIONS, GroupPlan, Turn
 from bridges.qq.parse import parse_event
-from evals.recall import Probe
 from bridges.telegram.parse import parse_update
+from evals.recall import Probe
 from gateway.config import load_settings
 from gateway.pipeline import Pipeline
 from memory.types import Namespace

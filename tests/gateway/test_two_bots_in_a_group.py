@@ -5,11 +5,12 @@ a person's, while the members around it still are (found by ``bench groups``).""
 from __future__ import annotations
 
 import time
+from datetime import UTC
 
 import pytest
 
-from bridges.qq.parse import parse_event
 from bridges.contract import InboundMessage
+from bridges.qq.parse import parse_event
 from gateway.config import TenantSettings, load_settings
 from gateway.pipeline import Pipeline
 from memory.types import ChatKind, ChatRef, Namespace
@@ -70,10 +71,10 @@ async def test_a_bot_capturing_every_group_line_does_not_learn_the_other_bots_li
 async def test_a_telegram_bot_of_the_gateway_is_no_person_either(pipeline):
     """The Telegram bot id of a tenant (its token's prefix) is a bot account: a message naming it
     as the sender (a client of /v1/turns, a bridge without is_bot) teaches nothing."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     msg = InboundMessage(platform="tg", message_id="9", sender_id="7002", sender_name="bot", chat_kind=ChatKind.GROUP,
-                         chat_id="-1001", text="我住在杭州", timestamp=datetime.now(timezone.utc), mentions_bot=True)
+                         chat_id="-1001", text="我住在杭州", timestamp=datetime.now(UTC), mentions_bot=True)
     res = await pipeline.handle("default", msg)
     assert res.captured == [] and not res.addressed
     assert pipeline.core.list(Namespace("default", "tg:7002")) == []
