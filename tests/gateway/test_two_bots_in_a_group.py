@@ -1,6 +1,6 @@
 """Two bots of one gateway in one group: on QQ the other bot's line arrives as a
 member's (OneBot has no is_bot flag); it is never captured, answered or logged as
-a person's, while the members around it still are (found by ``bench groups``)."""
+a person's, while the members around it still are (found by ``bench groups``); SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -33,12 +33,12 @@ def event(self_id: int, user: int, text: str, mid: int, *, at: int | None = None
 
 
 @pytest.fixture
-def pipeline(sqlite_core):
+def pipeline(core):
     tenants = {"xiaoyi": TenantSettings(persona_name="小忆", qq={"self_ids": [str(XIAOYI)]}),
                "ahua": TenantSettings(persona_name="阿花", qq={"self_ids": [str(AHUA)]},
                                       capture_all_group_messages=True),
                "tgbot": TenantSettings(telegram={"token": "7002:TEST-token"})}
-    return Pipeline(load_settings(tenants=tenants), sqlite_core)
+    return Pipeline(load_settings(tenants=tenants), core)
 
 
 @pytest.mark.parametrize("text", ["我超级爱吃肉，红烧肉最好了", "I keep two cats and I love pizza 🍕"])
