@@ -114,7 +114,7 @@ _CLAUSE = re.compile(r"[，,。.！!？?；;\n]")
 _ZH_HABIT = re.compile(r"一般|通常|平时|平常|往往|向来|总是|总会|经常|常常|老是|习惯|每(?:个|逢)?(?:周|星期|礼拜)|"
                        r"(?:周末|周[一二三四五六日天]|星期[一二三四五六日天]|礼拜[一二三四五六日天]?)"
                        r"[我你他她]?(?:一般|通常)?都")
-_EN_HABIT = re.compile(r"\b(?:usually|normally|typically|generally|often|always|tend to|every|most)\b",
+_EN_HABIT = re.compile(r"\b(?:usually|normally|typically|generally|often|always|tend to|every)\b",
                        re.IGNORECASE)
 _NOT_A_DAY_AFTER = r"(?![线楼房门床球车位机台店馆厅院桌座元码点路栋层班站口岗游常])"
 _MON = (r"(Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
