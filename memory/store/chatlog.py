@@ -30,6 +30,12 @@ from memory.store.versions import _bump
 from memory.types import ChatRef, Namespace
 
 
+TRIM_SLACK = 8
+"""``append_chat`` trims a chat's log back to ``keep`` lines on about one append in
+``keep // TRIM_SLACK`` (every append for ``keep`` under 16): between trims a chat
+holds about ``keep / TRIM_SLACK`` lines more."""
+
+
 @dataclass(frozen=True, slots=True)
 class ChatLine:
     """One line of a chat's recent log. role is ``user`` or ``bot``. Read back by
@@ -147,8 +153,8 @@ class ChatLog(StoreBase):
     def append_chat(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int = 200, *,
                     capture: Namespace | None = None, claim: str | None = None,
                     fingerprint: tuple[str, timedelta] | None = None, nonce: NonceClaim | None = None) -> int | None:
-        """Append a line to the chat's recent log, keeping at most ``keep`` lines;
-        returns the line's id. A person's line that a forget redacted (same chat,
+        """Append a line to the chat's recent log, keeping about ``keep`` lines (trimmed
+        back to ``keep`` on about one append in ``keep // TRIM_SLACK``); returns the line's id. A person's line that a forget redacted (same chat,
         message id and sender) is not appended again — a replay cannot bring it
         back; returns None then.
 
@@ -213,7 +219,9 @@ class ChatLog(StoreBase):
                 tenant=tenant, chat=chat.key, role=line.role, sender_id=line.sender_id, sender_name=line.sender_name,
                 message_id=line.message_id, text=line.text, at=line.at, capture_ns=str(capture) if capture else "",
                 capture_queued=utcnow() if capture else None)]).scalar_one()
-            cutoff = conn.execute(
+            # trimmed on one append in keep // TRIM_SLACK (line ids are the table's): the cutoff's read is
+            # saved on the others, and the lines over ``keep`` are deleted together
+            cutoff = None if int(line_id) % max(1, keep // TRIM_SLACK) else conn.execute(
                 select(table.c.id).where(table.c.tenant == tenant, table.c.chat == chat.key)
                 .order_by(table.c.id.desc()).offset(keep).limit(1)).scalar()
             if cutoff is not None:
