@@ -23,7 +23,14 @@ from sqlalchemy import Connection, bindparam, delete, insert, or_, select, updat
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, func
 
-from memory.links import DEFAULT_HALF_LIFE_DAYS, MAX_LINKED_IDS, REASONS, decayed, grown, meaningful
+from memory.links import (
+    DEFAULT_HALF_LIFE_DAYS,
+    MAX_LINKED_IDS,
+    REASONS,
+    decayed,
+    grown,
+    meaningful,
+)
 from memory.store.base import StoreBase, raw_datetime, utcnow
 from memory.store.tables import _aware, _LinkRow, _MemoryRow
 from memory.store.versions import _count
