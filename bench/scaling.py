@@ -49,6 +49,11 @@ Printed, each with the load average (``os.getloadavg``) beside it:
   SQLite, the database engine itself, which runs in the caller's thread; a
   PostgreSQL server's own CPU is in another process and not counted.
 
+The rows the recall marks' flushes write (``memory.marks``: access times,
+co-recall links) are also counted apart, with the number of flushes: they are
+written every 30 s of wall time, so how many rows a message costs there depends
+on how fast the turns ran (a slower run flushes more often and merges less).
+
 Needs PostgreSQL for ``postgres`` (``HUIYI_BENCH_PG_URL``, default the test server
 ``postgresql://root@127.0.0.1:5432/test``) and the public data under
 ``bench.DATA_DIR``; returns 2 when either is missing.
@@ -134,6 +139,8 @@ class Figures:
     calls: dict[str, int] = field(default_factory=dict)
     sql_rows: dict[str, int] = field(default_factory=dict)
     client_rows: dict[str, int] = field(default_factory=dict)
+    marks_rows: dict[str, int] = field(default_factory=dict)
+    marks_flushes: int = 0
     sql_cpu_ms: float = 0.0
     sql_calls: dict[str, int] = field(default_factory=dict)
     backend: str = "postgres"
@@ -235,6 +242,8 @@ class _RowCounter:
         from sqlalchemy import event
 
         self.rows: dict[str, int] = defaultdict(int)
+        self.marks_rows: dict[str, int] = defaultdict(int)  # of them, written by a recall marks flush
+        self.marks = threading.local()  # .on in the thread running a flush
         self.on = False
         self._lock = threading.Lock()
         self._sqlite = store.is_sqlite
@@ -252,6 +261,8 @@ class _RowCounter:
             conn, table, then = opened
             with self._lock:
                 self.rows[table] += conn.total_changes - then  # type: ignore[attr-defined]
+                if getattr(self.marks, "on", False):
+                    self.marks_rows[table] += conn.total_changes - then  # type: ignore[attr-defined]
 
     def _before(self, conn, _cursor, statement, _params, _context, _many) -> None:
         if self._sqlite:
@@ -268,6 +279,8 @@ class _RowCounter:
         if self.on and cursor.rowcount and cursor.rowcount > 0:
             with self._lock:
                 self.rows[m.group(1)] += cursor.rowcount
+                if getattr(self.marks, "on", False):
+                    self.marks_rows[m.group(1)] += cursor.rowcount
 
     def _end(self, conn) -> None:
         if self._sqlite:
@@ -355,6 +368,19 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
         core = build_core(settings, schema=schema if admin is not None else None)
         pipeline = Pipeline(settings, core)
         counter = _RowCounter(core.store)
+        flushes = [0]
+        real_flush = core.marks.flush
+
+        def flush() -> int:  # the recall marks' rows are counted apart: how many depends on the wall time
+            counter.marks.on = True
+            try:
+                return real_flush()
+            finally:
+                counter.marks.on = False
+                if counter.on:
+                    flushes[0] += 1
+
+        core.marks.flush = flush  # type: ignore[method-assign]
         sql_cpu = _SqlCpu(core.store)
         meter.wrap(core.index.embedder, "embed_query", "embed query")
         meter.wrap(core.index.embedder, "embed_documents", "embed documents")
@@ -411,6 +437,8 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
         memories = core.index.count() - before["memories"]
         fig = Figures(turns=n, captures=captures, memories=memories, wall_s=wall, backend=backend)
         fig.client_rows = dict(counter.rows)
+        fig.marks_rows = dict(counter.marks_rows)
+        fig.marks_flushes = flushes[0]
         fig.sql_cpu_ms = sql_cpu.cpu * 1000 / n
         fig.sql_calls = dict(sql_cpu.calls)
         fig.cpu_ms = {k: v * 1000 / n for k, v in totals.items()}
@@ -466,6 +494,11 @@ def _print(fig: Figures, persons: list[tuple[str, list[str]]], embedder: str, na
                 [(t, v, v / n, v / per_cap, v / per_mem) for t, v in sql]
                 + [("all tables", sum(fig.sql_rows.values()), sum(fig.sql_rows.values()) / n,
                     sum(fig.sql_rows.values()) / per_cap, sum(fig.sql_rows.values()) / per_mem)]))
+    marks = sum(fig.marks_rows.values())
+    print(f"of them written by the recall marks' flushes (every 30 s of wall time: {fig.marks_flushes} in the "
+          f"{fig.wall_s:.0f} s measured; counted in the client): {marks / n:.2f} per turn ("
+          + ", ".join(f"{t} {v / n:.2f}" for t, v in sorted(fig.marks_rows.items(), key=lambda x: -x[1]))
+          + f"); the rest {(sum(fig.client_rows.values()) - marks) / n:.2f} per turn")
     if fig.backend == "postgres":
         print(f"rows counted in the client (rowcount): {sum(fig.client_rows.values())} "
               f"({sum(fig.client_rows.values()) / n:.2f} per turn)")

@@ -43,6 +43,11 @@ AFTER_BATCH = 32
 """Turns whose after-work (bookkeeping, heuristic capture) one worker batch takes."""
 RESUME_AFTER_S = 60.0
 """A capture queued this many seconds ago and still not done is resumed."""
+RENEW_AFTER = timedelta(seconds=RESUME_AFTER_S / 2)
+"""A capture taken sooner than this after its queueing keeps the lease its chat-log
+append gave it (``Store.take_captures``' ``renew_after``: read, not written), with
+at least the other half of the resume age left to finish before another replica
+may resume it; one taken later renews its lease first."""
 
 
 @dataclass
@@ -196,7 +201,7 @@ class CaptureQueue:
         ``batch``: what the worker read at once for its whole batch (whether the
         message was withdrawn, the line before it) instead of a read each."""
         if job.queued is not None and job.line_id and not taken:
-            took = self.core.store.take_captures({job.line_id: job.queued})
+            took = self.core.store.take_captures({job.line_id: job.queued}, renew_after=RENEW_AFTER)
             if job.line_id not in took:
                 log.info("capture of %s message %s left to the replica that claimed it", job.namespace,
                          job.message_id)
@@ -274,7 +279,7 @@ class CaptureQueue:
                 done: list[int] = []
                 mine = {item.job.line_id: item.job.queued for item in batch
                         if item.job is not None and item.job.line_id and item.job.queued is not None}
-                taken = self.core.store.take_captures(mine)  # one statement for the batch
+                taken = self.core.store.take_captures(mine, renew_after=RENEW_AFTER)  # one statement for the batch
                 reads = _BatchReads.of(self.core, [item.job for item in batch if item.job is not None])
                 with self.core.batch():
                     for item in batch:

@@ -710,6 +710,12 @@ class Settings(BaseSettings):
     #: ``HUIYI_EVAL_DATA_DIR``; unset → ``../shared/data`` beside the repository
     eval_data_dir: Path | None = None
     audit_fragments: bool = False
+    #: the memory audit trail in SQL (``audit_log``) records what capture learns —
+    #: each fact stored, deduplicated, superseded, held as a conflict or rejected
+    #: (``memory.audit.CAPTURE_ACTIONS``), one row per stored fact. Off, those are
+    #: not recorded (a SQL row a message saved); edits, forgets and every command,
+    #: export and denial are recorded either way. Env ``HUIYI_AUDIT_CAPTURES``.
+    audit_captures: bool = True
     onebot: OneBotSettings = Field(default_factory=OneBotSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)  # the admin console (gateway.console)
     #: /v1 rate limits, the gateway-wide part (RateLimitSettings; env ``HUIYI_RATE_LIMIT__<FIELD>``)

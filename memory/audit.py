@@ -19,6 +19,13 @@ the health and metrics endpoints). The record of a new memory (``store``) is
 the exception: it goes into the transaction of the insert itself (``entry``,
 ``memory.store.MemoryRows.add``), so the two commit together or not at all
 and a capture pays one commit per fact instead of two.
+
+What capture learns message by message — ``CAPTURE_ACTIONS``: ``store``,
+``dedupe``, ``supersede``, ``conflict``, ``reject`` — is recorded only while
+``captures`` is on (the default; the gateway's ``audit_captures`` setting):
+off, a stored fact costs no audit row (one SQL row of about ten a message).
+Every other action — an edit, a removal (``forget``, ``retract``, …), a
+person's or an admin's command, a denial — is recorded either way.
 """
 
 from __future__ import annotations
@@ -30,12 +37,14 @@ import threading
 from memory.store.audit import AuditEntry
 from memory.types import Namespace
 
-__all__ = ["AuditLog", "ACTIONS"]
+__all__ = ["AuditLog", "ACTIONS", "CAPTURE_ACTIONS"]
 
 log = logging.getLogger(__name__)
 
 ACTIONS = frozenset({"store", "dedupe", "supersede", "conflict", "reject", "edit", "retract", "forget",
                      "forget_subject", "reindex", "metadata", "forget_scope"})
+CAPTURE_ACTIONS = frozenset({"store", "dedupe", "supersede", "conflict", "reject"})
+"""What capture's own writes record: skipped while ``AuditLog.captures`` is off."""
 _TOKEN_RE = re.compile(r"[a-z0-9_.:-]{0,40}")
 
 
@@ -52,12 +61,15 @@ class AuditLog:
     """Writes audit records through a ``Store``; thread-safe.
 
     ``failures``: how many records could not be written since start-up.
+    ``captures``: record ``CAPTURE_ACTIONS`` (default True; off, ``entry``
+    gives None and ``record`` writes nothing for them).
     ``record`` raises ValueError for an unknown action or a free-text detail
     (a programming error, caught by tests); store failures are logged and counted.
     """
 
-    def __init__(self, store) -> None:
+    def __init__(self, store, *, captures: bool = True) -> None:
         self.store = store
+        self.captures = captures
         self._failures = 0
         self._guard = threading.Lock()
 
@@ -66,21 +78,26 @@ class AuditLog:
         """Audit records lost since start-up (each was logged at ERROR)."""
         return self._failures
 
-    @staticmethod
-    def entry(action: str, actor: str, **detail: object) -> AuditEntry:
+    def entry(self, action: str, actor: str, **detail: object) -> AuditEntry | None:
         """A record for the store to write in the transaction of the write it
-        records (``memory.store.MemoryRows.add(audit=…)``). Raises ValueError
+        records (``memory.store.MemoryRows.add(audit=…)``); None for a
+        ``CAPTURE_ACTIONS`` record while ``captures`` is off. Raises ValueError
         as ``record`` does."""
         if action not in ACTIONS:
             raise ValueError(f"unknown audit action {action!r}")
         _check_detail(detail)
+        if not self.captures and action in CAPTURE_ACTIONS:
+            return None
         return AuditEntry(action, actor, detail)
 
     def record(self, ns: Namespace, action: str, actor: str, memory_id: str | None = None, **detail: object) -> bool:
-        """Append one record; True when it was written."""
+        """Append one record; True when it was written (False also for a
+        ``CAPTURE_ACTIONS`` record while ``captures`` is off)."""
         if action not in ACTIONS:
             raise ValueError(f"unknown audit action {action!r}")
         _check_detail(detail)
+        if not self.captures and action in CAPTURE_ACTIONS:
+            return False
         try:
             self.store.audit(ns, action, actor, memory_id, **detail)
             return True

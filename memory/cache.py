@@ -816,15 +816,19 @@ class NamespaceCache:
         cached yet, or changing form), its load is started in the cache's loader
         thread (once per namespace) and None returned — the caller searches
         another way meanwhile (``memory.recall``: the exact or the index path);
-        a held view is returned, brought up to date as ``view`` does (an append
-        of what changed, usually). Without ``background``, ``view``. Raises as
-        ``view``."""
+        a held view is returned, brought up to date when an append of what
+        changed does it (``_refresh``); one so far behind that it needs a whole
+        load (more than a quarter of its rows new or dead) is reloaded in the
+        loader thread too, and None returned meanwhile. Without ``background``,
+        ``view``. Raises as ``view``."""
         if not self.background:
             return self.view(store, index, ns, version, form)
         with self._lock:
             old = self._views.get(str(ns))
         if old is not None and old.form is form:
-            return self.view(store, index, ns, version, form)
+            view = self.view(store, index, ns, version, form, whole=False)
+            if view is not None:
+                return view
         self.load_later(store, index, ns, form)
         return None
 
@@ -919,13 +923,16 @@ class NamespaceCache:
                 self.evictions += 1
 
     def _read(self, store: Store, index: SearchIndex, ns: Namespace, old: NamespaceView | None,
-              form: VectorForm) -> tuple[NamespaceView, bool]:
+              form: VectorForm, whole: bool = True) -> tuple[NamespaceView | None, bool]:
         """A view of ``ns`` in ``form`` (``view``): ``old`` extended when it has
-        that form and little changed, else a whole load; and whether it was extended."""
+        that form and little changed, else a whole load (None instead without
+        ``whole``); and whether it was extended."""
         same = old is not None and old.form is form  # else a whole load in the new form, reusing what it can
         view = _refresh(store, index, ns, old) if same and old.sig is not None else None  # type: ignore[union-attr]
         if view is not None:
             return view, True
+        if not whole:
+            return None, False
         stamp, rows = store.search_rows(ns)
         return _load(index, ns, rows, stamp, old, form, self.spill_dir), False
 
@@ -945,7 +952,7 @@ class NamespaceCache:
         return len(rows), sum(len(set(old.docs[j])) for j in rows)
 
     def view(self, store: Store, index: SearchIndex, ns: Namespace, version: int,
-             form: VectorForm = VectorForm.FLOAT32) -> NamespaceView:
+             form: VectorForm = VectorForm.FLOAT32, *, whole: bool = True) -> NamespaceView | None:
         """The view of ``ns`` at its current write version, its vectors held in
         ``form`` (``form``: the one this cache allows): from
         memory when the stamp is ``version``, else (re)loaded — the version read first, then the
@@ -956,14 +963,17 @@ class NamespaceCache:
         neither cached nor indexed could not be made). An ``INT8`` view whose
         spill file cannot be written (OSError: no space, no directory) is
         loaded ``NONE`` instead, and this cache holds no ``INT8`` view again
-        (``form``), with a warning."""
+        (``form``), with a warning. ``whole`` False: None instead of a whole
+        load (only a held view brought up to date by an append is returned)."""
         hit = self.get(ns, version, form)
         if hit is not None:
             return hit
         with self._lock:
             old = self._views.get(str(ns))
         try:
-            view, appended = self._read(store, index, ns, old, form)
+            view, appended = self._read(store, index, ns, old, form, whole)
+            if view is None:
+                return None
         except OSError as exc:
             if form is not VectorForm.INT8:
                 raise
@@ -971,6 +981,7 @@ class NamespaceCache:
                         "budget are held without vectors from now on", ns, self.spill_dir or "the temp dir", exc)
             self.spill_failed = True
             view, appended = self._read(store, index, ns, old, VectorForm.NONE)
+        assert view is not None  # a whole load was allowed
         with self._lock:
             self.loads += 1
             self.appends += appended

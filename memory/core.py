@@ -183,7 +183,8 @@ class MemoryCore:
     def __init__(self, store: Store, index: SearchIndex, scorer: Scorer | None = None, *,
                  rebuild: Literal["now", "background", "none"] = "now", cache_mib: float = 0.0,
                  links: LinkParams = LinkParams(), cache_background: bool = False,
-                 cache_spill_dir: Path | None = None, marks_every_s: float = FLUSH_EVERY_S) -> None:
+                 cache_spill_dir: Path | None = None, marks_every_s: float = FLUSH_EVERY_S,
+                 audit_captures: bool = True) -> None:
         """``rebuild``: what to do when the index is found missing, unreadable,
         incomplete or made by another embedder (``index_missing``): rebuild it
         from SQL ``now`` (before returning), in a ``background`` thread while
@@ -197,7 +198,9 @@ class MemoryCore:
         it holds as int8 codes (``NamespaceCache``'s ``spill_dir``; the gateway:
         ``<data root>/cache``). ``marks_every_s``: how long the marks of
         ``note_recalled`` are held in memory before they are written
-        (``memory.marks.RecallMarks``; 0: at once)."""
+        (``memory.marks.RecallMarks``; 0: at once). ``audit_captures``: the audit
+        trail records what capture learns (``memory.audit.CAPTURE_ACTIONS``; off:
+        only edits, removals and commands)."""
         self.store = store
         self.links = links
         self.marks = RecallMarks(store, recalled=links.recalled, half_life_days=links.half_life_days,
@@ -206,7 +209,7 @@ class MemoryCore:
         self.scorer = scorer
         self.cache = NamespaceCache(cache_mib, background=cache_background, spill_dir=cache_spill_dir) \
             if cache_mib > 0 else None
-        self.audit = AuditLog(store)
+        self.audit = AuditLog(store, captures=audit_captures)
         self._ns_locks: dict[str, threading.Lock] = {}
         self._deferred = threading.local()
         self._commits = _GroupCommit(self._write_index)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
-__all__ = ["DEFAULT_HALF_LIFE_DAYS", "W_MAX", "REASONS", "decayed", "grown", "spread", "entities",
+__all__ = ["DEFAULT_HALF_LIFE_DAYS", "W_MAX", "MIN_STRENGTH_CHANGE", "REASONS", "meaningful", "decayed", "grown", "spread", "entities",
            "LinkParams", "link_entities", "MAX_LINKED_IDS", "MAX_ENTITIES", "ENTITY_MAX_SHARE",
            "named_things", "stored_entities", "ENTITY_SEP"]
 
@@ -40,6 +40,12 @@ DEFAULT_HALF_LIFE_DAYS = 30.0
 """Days after which an unused link keeps half its weight."""
 W_MAX = 10.0
 """The most a link can weigh (ten fresh co-uses)."""
+MIN_STRENGTH_CHANGE = 0.05
+"""A co-use is written only when it moves the pair's strength ``w / (w + 1)`` (what
+``spread`` reads) by at least this much, or gives it a new reason: from a decayed
+weight of about 3.5 on, one more co-use (+1) changes recall's association channel
+by under 5 % of a link's most and is not written (its row keeps decaying from its
+last write); several co-uses in one write, or a weight decayed lower, still are."""
 REASONS = ("recalled", "cluster", "entity")
 """Why two memories are linked: recalled together, consolidated together, sharing an entity."""
 
@@ -63,6 +69,12 @@ def grown(weight: float, since: datetime, at: datetime, amount: float = 1.0,
     if amount <= 0:
         raise ValueError("amount must be > 0")
     return min(W_MAX, decayed(weight, since, at, half_life_days) + amount)
+
+
+def meaningful(old: float, new: float) -> bool:
+    """Whether a weight going from ``old`` (decayed to now) to ``new`` moves the
+    link's strength ``w / (w + 1)`` by at least ``MIN_STRENGTH_CHANGE``."""
+    return abs(new / (new + 1.0) - max(old, 0.0) / (max(old, 0.0) + 1.0)) >= MIN_STRENGTH_CHANGE
 
 
 def spread(sources: Sequence[tuple[str, float]], links: Mapping[str, Sequence[tuple[str, float, str]]]

@@ -30,6 +30,12 @@ from memory.store.versions import _bump
 from memory.types import ChatRef, Namespace
 
 
+TRIM_SLACK = 8
+"""``append_chat`` trims a chat's log back to ``keep`` lines on about one append in
+``keep // TRIM_SLACK`` (every append for ``keep`` under 16): between trims a chat
+holds about ``keep / TRIM_SLACK`` lines more."""
+
+
 @dataclass(frozen=True, slots=True)
 class ChatLine:
     """One line of a chat's recent log. role is ``user`` or ``bot``. Read back by
@@ -147,8 +153,8 @@ class ChatLog(StoreBase):
     def append_chat(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int = 200, *,
                     capture: Namespace | None = None, claim: str | None = None,
                     fingerprint: tuple[str, timedelta] | None = None, nonce: NonceClaim | None = None) -> int | None:
-        """Append a line to the chat's recent log, keeping at most ``keep`` lines;
-        returns the line's id. A person's line that a forget redacted (same chat,
+        """Append a line to the chat's recent log, keeping about ``keep`` lines (trimmed
+        back to ``keep`` on about one append in ``keep // TRIM_SLACK``); returns the line's id. A person's line that a forget redacted (same chat,
         message id and sender) is not appended again — a replay cannot bring it
         back; returns None then.
 
@@ -213,7 +219,9 @@ class ChatLog(StoreBase):
                 tenant=tenant, chat=chat.key, role=line.role, sender_id=line.sender_id, sender_name=line.sender_name,
                 message_id=line.message_id, text=line.text, at=line.at, capture_ns=str(capture) if capture else "",
                 capture_queued=utcnow() if capture else None)]).scalar_one()
-            cutoff = conn.execute(
+            # trimmed on one append in keep // TRIM_SLACK (line ids are the table's): the cutoff's read is
+            # saved on the others, and the lines over ``keep`` are deleted together
+            cutoff = None if int(line_id) % max(1, keep // TRIM_SLACK) else conn.execute(
                 select(table.c.id).where(table.c.tenant == tenant, table.c.chat == chat.key)
                 .order_by(table.c.id.desc()).offset(keep).limit(1)).scalar()
             if cutoff is not None:
@@ -259,7 +267,8 @@ class ChatLog(StoreBase):
         return [PendingCapture(r.id, r.tenant, Namespace.parse(r.capture_ns), ChatRef.parse(r.chat), r.message_id,
                                r.text, _aware(r.at)) for r in sorted(rows, key=lambda r: r.id)]
 
-    def take_captures(self, lines: Mapping[int, datetime], *, now: datetime | None = None) -> dict[int, str]:
+    def take_captures(self, lines: Mapping[int, datetime], *, now: datetime | None = None,
+                      renew_after: timedelta | None = None) -> dict[int, str]:
         """Take the captures this process queued itself before running them:
         ``lines`` maps a chat-log line id to when its append returned here
         (``PendingCapture.queued``). In one transaction each line whose capture is
@@ -269,15 +278,33 @@ class ChatLog(StoreBase):
         what the person finally said: ``{line id: text}``; a line another replica
         claimed meanwhile (``claim_captures`` sets the claimer's now, at least the
         resume age after the queueing) or that is done or gone is not. So a capture
-        held up longer than the resume age runs in one replica only."""
+        held up longer than the resume age runs in one replica only.
+
+        ``renew_after``: a line queued less than this before ``now`` keeps the lease
+        its append gave it — it is checked and read, not written (no replica can
+        claim it before the resume age, so the capture still has at least the resume
+        age minus ``renew_after`` to finish: a row write saved on nearly every
+        message); None renews every line."""
         if not lines:
             return {}
         now = now or utcnow()
         t = _ChatLogRow.__table__  # type: ignore[attr-defined]
-        mine = or_(*[and_(t.c.id == line_id, t.c.capture_queued <= at) for line_id, at in lines.items()])
-        with self._write_conn() as conn:
-            return {r.id: r.text for r in conn.execute(update(t).where(mine, t.c.capture_ns != "")
-                                                       .values(capture_queued=now).returning(t.c.id, t.c.text))}
+        fresh = {i: at for i, at in lines.items() if renew_after is not None and now - at < renew_after}
+        stale = {i: at for i, at in lines.items() if i not in fresh}
+
+        def mine(which: Mapping[int, datetime]):
+            return or_(*[and_(t.c.id == line_id, t.c.capture_queued <= at) for line_id, at in which.items()])
+
+        out: dict[int, str] = {}
+        if fresh:
+            with self._read() as s:
+                out.update((r.id, r.text) for r in s.connection().execute(select(t.c.id, t.c.text).where(
+                    mine(fresh), t.c.capture_ns != "")))
+        if stale:
+            with self._write_conn() as conn:
+                out.update((r.id, r.text) for r in conn.execute(update(t).where(mine(stale), t.c.capture_ns != "")
+                                                                .values(capture_queued=now).returning(t.c.id, t.c.text)))
+        return out
 
     def captures_due(self) -> int:
         """How many chat-log lines still have their capture due, in every tenant

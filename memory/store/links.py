@@ -23,7 +23,14 @@ from sqlalchemy import Connection, bindparam, delete, insert, or_, select, updat
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, func
 
-from memory.links import DEFAULT_HALF_LIFE_DAYS, MAX_LINKED_IDS, REASONS, decayed, grown
+from memory.links import (
+    DEFAULT_HALF_LIFE_DAYS,
+    MAX_LINKED_IDS,
+    REASONS,
+    decayed,
+    grown,
+    meaningful,
+)
 from memory.store.base import StoreBase, raw_datetime, utcnow
 from memory.store.tables import _aware, _LinkRow, _MemoryRow
 from memory.store.versions import _count
@@ -141,7 +148,9 @@ class Links(StoreBase):
     def _write_pairs(conn: Connection, ns: Namespace, alive: list[str],
                      pairs: Mapping[tuple[str, str], tuple[float, datetime]], reason: str,
                      half_life_days: float) -> None:
-        """On ``conn``: grow each pair (``a < b``, both in ``alive``) by its amount at its time."""
+        """On ``conn``: grow each pair (``a < b``, both in ``alive``) by its amount at its
+        time — a pair already linked only when that changes it meaningfully
+        (``memory.links.meaningful``) or adds a reason."""
         have = {(r.a_id, r.b_id): r for r in conn.execute(_PAIRS_SQL, {"ns": str(ns), "ids": alive})}
         updates, inserts = [], []
         for (a, b), (amount, at) in pairs.items():
@@ -151,8 +160,10 @@ class Links(StoreBase):
                                 "reasons": reason, "updated_at": at})
                 continue
             since = _aware(row.updated_at)
-            updates.append({"rid": row.id, "w": grown(row.weight, since, at, amount, half_life_days),
-                            "r": _join_reasons(row.reasons, reason), "t": max(at, since)})
+            weight, reasons = grown(row.weight, since, at, amount, half_life_days), _join_reasons(row.reasons, reason)
+            if reasons == row.reasons and not meaningful(decayed(row.weight, since, at, half_life_days), weight):
+                continue  # a co-use that barely moves a strong link: no row written (memory.links.MIN_STRENGTH_CHANGE)
+            updates.append({"rid": row.id, "w": weight, "r": reasons, "t": max(at, since)})
         if updates:
             conn.execute(update(_T).where(_T.c.id == bindparam("rid"))
                          .values(weight=bindparam("w"), reasons=bindparam("r"), updated_at=bindparam("t")),

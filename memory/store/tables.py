@@ -7,7 +7,7 @@ One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` �
 ``audit_log``, ``_IdentityRow`` → ``identities``, ``_LastRecallRow`` →
 ``last_recall``, ``_PendingRow`` → ``pending_confirmations``, ``_ConflictRow`` →
 ``memory_conflicts``, ``_ApiKeyRow`` → ``api_keys``, ``_NamespaceStateRow`` →
-``namespace_state``, ``_NamespaceChangeRow`` → ``namespace_changes``, ``_LinkRow`` → ``memory_links``, ``_ConsolidatedRow`` →
+``namespace_state``, ``_LinkRow`` → ``memory_links``, ``_ConsolidatedRow`` →
 ``consolidated``, ``_ConsolidationStateRow`` → ``consolidation_state``, ``_ChangeEventRow`` →
 ``change_events``, ``_ConsoleSessionRow`` → ``console_sessions``, ``_ConsoleSecretRow`` →
 ``console_secrets``, ``_PauseRow`` → ``record_pauses``, ``_TokenLedgerRow`` → ``token_ledger``), registered on
@@ -473,21 +473,12 @@ class _NamespaceStateRow(SQLModel, table=True):
     links: int | None = None
     conflicts: int | None = None
     dormant: int | None = None
-
-
-class _NamespaceChangeRow(SQLModel, table=True):
-    """Which memories each write version of a namespace changed: one row per
-    memory id and version (``memory_id`` ``*``: the write changed rows it did
-    not name — a chat migration, an identity move — so a reader reloads the
-    whole namespace). Written by ``_bump`` in the write's transaction and kept
-    for the last ``memory.store.versions.CHANGES_KEPT`` versions, it lets
-    recall's cache read only what changed since its stamp (``Store.changes_since``)."""
-
-    __tablename__ = "namespace_changes"
-
-    namespace: str = Field(primary_key=True, max_length=260)
-    version: int = Field(primary_key=True)
-    memory_id: str = Field(primary_key=True, max_length=32)
+    #: which memories the last write versions changed, in the write's own row
+    #: update: ``;<version>:<id>,<id>…`` entries, oldest first, cut to the last
+    #: ``memory.store.versions.CHANGES_CHARS`` characters (``*`` for a write that
+    #: changed rows it does not name); NULL: nothing logged yet. Recall's cache reads
+    #: only what changed since its stamp (``Store.changes_since``).
+    changes: str | None = None
 
 
 class _LinkRow(SQLModel, table=True):

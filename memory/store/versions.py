@@ -1,4 +1,4 @@
-"""Per-namespace write versions and live counts (``namespace_state``).
+"""Per-namespace write versions, live counts and change logs (``namespace_state``).
 
 Every write that changes what a search of a namespace reads — a memory added,
 given a new text, origin or visibility, deleted, or moved to another
@@ -9,11 +9,13 @@ the rows, so a cache is never newer than its stamp, and a stamp that differs
 from the stored version means a reload: every replica sees a change at its
 next recall, whatever process made it.
 
-The same transaction logs which memories the new version changed
-(``namespace_changes``; ``*`` when the write does not name them), keeping the
-last ``CHANGES_KEPT`` versions: a cache stamped with a version still in the
-log reloads only those memories' rows (``changes_since``), a cost that grows
-with what changed instead of with the namespace.
+The same row update logs which memories the new version changed (the row's
+``changes``: ``;<version>:<id>,<id>`` appended, ``*`` when the write does not
+name them, the text cut to its last ``CHANGES_CHARS`` characters): a cache
+stamped with a version still in the log reloads only those memories' rows
+(``changes_since``), a cost that grows with what changed instead of with the
+namespace. One row written per write — the log shares the version's row, so
+there is no log row to insert, nor one to prune later.
 """
 
 from __future__ import annotations
@@ -21,43 +23,52 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import String, bindparam, cast, func, literal, select, update
 
 from memory.store.base import StoreBase
-from memory.store.tables import _MemoryRow, _NamespaceChangeRow, _NamespaceStateRow
+from memory.store.tables import _MemoryRow, _NamespaceStateRow
 from memory.types import Namespace
 
 _T = _NamespaceStateRow.__table__  # type: ignore[attr-defined]
-_C = _NamespaceChangeRow.__table__  # type: ignore[attr-defined]
 _STATE_SQL = select(_T.c.version, _T.c.live).where(_T.c.namespace == bindparam("ns"))
-_SINCE_SQL = select(_C.c.version, _C.c.memory_id).where(_C.c.namespace == bindparam("ns"),
-                                                          _C.c.version > bindparam("since"))
+_LOG_SQL = select(_T.c.version, _T.c.changes).where(_T.c.namespace == bindparam("ns"))
 
-CHANGES_KEPT = 256
-"""Write versions per namespace whose changed memories stay in the log: a cache
-more than this many writes behind reads the namespace's stamps instead."""
-PRUNE_EVERY = 16
-"""``_bump`` drops the versions older than ``CHANGES_KEPT`` at every this many
-writes of a namespace (the log holds up to ``CHANGES_KEPT + PRUNE_EVERY``)."""
+CHANGES_CHARS = 1200
+"""Characters of change log a namespace's row keeps (its latest entries): about
+60 single-memory writes with 12-character ids, at least ``CHANGES_KEPT``. A
+cache further behind reads the namespace's stamps instead."""
+CHANGES_KEPT = 32
+"""Write versions of one memory each that the log always still holds (ids of up
+to 32 characters): a cache more writes behind than this may read the stamps."""
 ALL = "*"
-"""The ``memory_id`` of a logged version that changed memories it does not name."""
+"""The id logged for a write version that changed memories it does not name."""
+
+
+def _tail(dialect: str, text):
+    """The last ``CHANGES_CHARS`` characters of ``text``, in SQL."""
+    if dialect == "postgresql":
+        return func.right(text, CHANGES_CHARS)
+    return func.substr(text, -CHANGES_CHARS)
 
 
 def _bump_sql(dialect: str):
     """The bump upsert for ``dialect``, built once (bound parameters ``ns``,
-    ``live0`` and ``delta``; returns the new version): it runs in every memory
-    write's transaction."""
+    ``live0``, ``delta`` and ``ids``, the version's logged ids joined by commas;
+    returns the new version): it runs in every memory write's transaction."""
     stmt = _BUMPS.get(dialect)
     if stmt is None:
         if dialect == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert
+        ids = bindparam("ids", type_=String)
         # a namespace's first write: nothing linked, in conflict or dormant yet (counted from here, ``_count``)
         stmt = insert(_T).values(namespace=bindparam("ns"), version=1, live=bindparam("live0"), links=0, conflicts=0,
-                                 dormant=0)
+                                 dormant=0, changes=literal(";1:") + ids)
+        entry = literal(";") + cast(_T.c.version + 1, String) + literal(":") + ids
         stmt = stmt.on_conflict_do_update(index_elements=[_T.c.namespace],
-                                          set_={"version": _T.c.version + 1, "live": _T.c.live + bindparam("delta")})
+                                          set_={"version": _T.c.version + 1, "live": _T.c.live + bindparam("delta"),
+                                                "changes": _tail(dialect, func.coalesce(_T.c.changes, "") + entry)})
         _BUMPS[dialect] = stmt = stmt.returning(_T.c.version)
     return stmt
 
@@ -68,17 +79,26 @@ _BUMPS: dict = {}
 def _bump(conn, ns: Namespace | str, live_delta: int = 0, changed: Sequence[str] | None = None) -> None:
     """In the caller's transaction (a Connection or an ORM Session): version + 1
     and live + ``live_delta`` for ``ns``, creating its row (version 1) when
-    missing (one upsert, atomic on SQLite and PostgreSQL alike); then the new
-    version's ``changed`` memory ids go into the change log (None: ``ALL``, the
-    write changed rows it does not name) and versions older than
-    ``CHANGES_KEPT`` leave it."""
+    missing, and the new version's ``changed`` memory ids appended to its change
+    log (None: ``ALL``, the write changed rows it does not name) — one upsert,
+    atomic on SQLite and PostgreSQL alike."""
     dialect = conn.get_bind().dialect.name if hasattr(conn, "get_bind") else conn.dialect.name
-    version = int(conn.execute(_bump_sql(dialect), {"ns": str(ns), "live0": max(live_delta, 0),
-                                                    "delta": live_delta}).scalar_one())
     ids = (list(dict.fromkeys(changed)) if changed is not None else None) or [ALL]
-    conn.execute(_C.insert(), [{"namespace": str(ns), "version": version, "memory_id": i} for i in ids])
-    if version % PRUNE_EVERY == 0:  # a range delete on the key, every few writes rather than each
-        conn.execute(_C.delete().where(_C.c.namespace == str(ns), _C.c.version <= version - CHANGES_KEPT))
+    conn.execute(_bump_sql(dialect), {"ns": str(ns), "live0": max(live_delta, 0), "delta": live_delta,
+                                      "ids": ",".join(ids)})
+
+
+def _logged(changes: str | None) -> dict[int, list[str]]:
+    """``{version: ids}`` of a ``changes`` text (an entry that lost its start to the
+    cut is left out: it is before the first ``;``)."""
+    if not changes:
+        return {}
+    out: dict[int, list[str]] = {}
+    for p in changes.split(";")[1:]:  # before the first ";": nothing, or what is left of an entry cut
+        version, sep, ids = p.partition(":")
+        if sep and version.isdigit():
+            out[int(version)] = ids.split(",")
+    return out
 
 
 def _count(conn, ns: Namespace | str, *, links: int = 0, conflicts: int = 0, dormant: int = 0) -> None:
@@ -170,21 +190,23 @@ class NamespaceVersions(StoreBase):
 
     def changes_since(self, ns: Namespace, version: int) -> tuple[int, set[str]] | None:
         """``(current write version, ids of the memories changed after version
-        ``version``)`` of ``ns`` from the change log — the ids of writes made
-        after the version was read included (a reader may see rows newer than
-        its stamp, never older); None when the log cannot tell: a version it no
-        longer holds (more than ``CHANGES_KEPT`` writes ago, or before the log
-        existed) or a write that did not name its memories (``ALL``). Two
-        indexed reads on one connection."""
+        ``version``)`` of ``ns`` from its change log; None when the log cannot
+        tell: a version it no longer holds (about ``CHANGES_CHARS`` characters
+        of writes ago, at least ``CHANGES_KEPT`` writes, or before the log
+        existed) or a write that did not name its memories (``ALL``). One
+        primary-key read."""
         if version < 0:
             return None
         with self.engine.connect() as conn:
-            state = conn.execute(_STATE_SQL, {"ns": str(ns)}).first()
-            stamp = int(state.version) if state is not None else 0
-            if stamp == version:
-                return stamp, set()
-            rows = conn.execute(_SINCE_SQL, {"ns": str(ns), "since": version}).all()
-        if stamp < version or len({r.version for r in rows if r.version <= stamp}) < stamp - version \
-                or any(r.memory_id == ALL for r in rows):
+            row = conn.execute(_LOG_SQL, {"ns": str(ns)}).first()
+        stamp = int(row.version) if row is not None else 0
+        if stamp == version:
+            return stamp, set()
+        if stamp < version:
             return None
-        return stamp, {r.memory_id for r in rows}
+        logged = _logged(row.changes)  # type: ignore[union-attr]
+        wanted = range(version + 1, stamp + 1)
+        if any(v not in logged for v in wanted):
+            return None
+        ids = {i for v in wanted for i in logged[v]}
+        return None if ALL in ids else (stamp, ids)

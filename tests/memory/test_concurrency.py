@@ -207,3 +207,32 @@ def test_two_index_handles_on_one_directory_see_and_keep_each_others_writes(tmp_
     assert race([lambda: writes(a, "x", namespace), lambda: writes(b, "y", other)]) == [True, True]
     kept = {f"{t}{i}" for t in "xy" for i in range(6) if i % 3 != 2}
     assert a.ids(namespace) | a.ids(other) == b.ids(namespace) | b.ids(other) == kept | {"a0"}
+
+
+def test_a_capture_taken_soon_after_its_queueing_keeps_the_append_lease_and_writes_nothing(core):
+    """``take_captures(renew_after=…)``: a line taken within that time of its queueing is read, not
+    leased again — its text as edited meanwhile comes back, no other replica can claim it before the
+    append's lease ages, and then one can (nothing renewed it); a line taken later is leased from now
+    (both backends, zh and en text)."""
+    other = Store(core.store.url, schema=core.store.schema)
+    ns = Namespace("default", "tg:1001")
+    try:
+        said = ChatLine("user", "1001", "我叫小雨 I'm Rain", datetime.now(timezone.utc), message_id="m1")
+        soon = core.store.append_chat("default", DM, said, capture=ns)
+        queued = datetime.now(timezone.utc)
+        core.store.edit_chat_line("default", DM, "m1", "我叫小雨，I'm Rain 🌧️")
+        renew = timedelta(seconds=30)
+        assert core.store.take_captures({soon: queued}, now=queued + timedelta(seconds=5), renew_after=renew) \
+            == {soon: "我叫小雨，I'm Rain 🌧️"}
+        age = timedelta(seconds=60)  # the resume age
+        assert other.claim_captures(queued + timedelta(seconds=59) - age) == []  # the append's lease holds
+        later = queued + age + timedelta(seconds=1)
+        assert [c.line_id for c in other.claim_captures(later - age, now=later)] == [soon]  # not renewed
+        said2 = ChatLine("user", "1001", "I live in 台北", datetime.now(timezone.utc), message_id="m2")
+        late = core.store.append_chat("default", DM, said2, capture=ns)
+        queued2 = datetime.now(timezone.utc)
+        taken_at = queued2 + timedelta(seconds=40)  # past renew_after: leased again from then
+        assert core.store.take_captures({late: queued2}, now=taken_at, renew_after=renew) == {late: "I live in 台北"}
+        assert other.claim_captures(queued2 + timedelta(seconds=1)) == []  # a minute after the queueing: leased
+    finally:
+        other.close()

@@ -79,3 +79,22 @@ def test_capture_done_keeps_the_line_vector_in_the_same_write(store):
     assert bytes(rows[a][0]) == vec and rows[a][1:3] == ("e5/4/h1", "")
     assert rows[b][0] is None and rows[b][2:] == ("", None)
     assert store.captures_due() == 0
+
+
+def test_the_chat_log_is_trimmed_back_to_keep_on_one_append_in_a_few(store):
+    """With ``keep`` 32 the log is trimmed on one append in 32 // TRIM_SLACK (line ids are consecutive here):
+    between trims it holds at most that many lines more, each trim brings it back to the newest 32 (zh, en,
+    emoji), and a line whose capture is still due is never trimmed."""
+    from memory.store.chatlog import TRIM_SLACK
+
+    keep = 32
+    step = keep // TRIM_SLACK
+    due = store.append_chat("default", CHAT, _line("我叫小明，I'm Ming 🐱", "0"), keep=keep, capture=NS)
+    sizes = []
+    for i in range(1, 81):
+        store.append_chat("default", CHAT, _line(f"第{i}句 line {i} ✨", str(i)), keep=keep)
+        sizes.append(len(store.chat_tail("default", CHAT, 500)))
+    assert max(sizes) <= keep + step and min(sizes[40:]) <= keep + 1  # + 1: the line still due
+    tail = store.chat_tail("default", CHAT, 500)
+    assert tail[0].id == due and tail[-1].text == "第80句 line 80 ✨"
+    assert [int(line.message_id) for line in tail[1:]] == list(range(81 - (len(tail) - 1), 81))

@@ -338,7 +338,7 @@ def test_the_change_log_names_what_each_write_changed(core):
     traditional); nothing since the current version is an empty set; a chat migration (rows it does not
     name), a version older than the log keeps, and a negative version give None — the cache then reads
     every stamp."""
-    from memory.store.versions import CHANGES_KEPT, PRUNE_EVERY
+    from memory.store.versions import CHANGES_CHARS
 
     ns = Namespace("default", "tg:8181")
     first = core.add(ns, core.new(ns, "我養了一隻貓🐈")).memory.id
@@ -357,7 +357,7 @@ def test_the_change_log_names_what_each_write_changed(core):
     core.store.migrate_chat("default", GROUP, ChatRef("qq", ChatKind.GROUP, "7003"), "admin")
     assert core.store.changes_since(other, before) is None
     with core.batch():  # one index write for the lot: the log is SQL's
-        for i in range(CHANGES_KEPT + PRUNE_EVERY):
+        for i in range(CHANGES_CHARS // 10):  # each entry is longer than 10 characters
             core.add(ns, core.new(ns, f"第{i}条 note number {i}"))
     assert core.store.changes_since(ns, v1) is None  # the log no longer reaches back that far
     v2, _ = core.store.namespace_state(ns)
