@@ -9,7 +9,7 @@ The column is added nullable (NULL: nothing logged yet) when missing.
 Downgrade recreates ``namespace_changes`` empty and drops the column; the
 release before then reads stamps until its log fills again.
 
-Revision ID: 0018_sql41_changes_in_state
+Revision ID: 0018_changes_in_state
 Revises: 0017_delivery_fingerprint
 Create Date: 2026-12-06
 """
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0018_sql41_changes_in_state"
+revision: str = "0018_changes_in_state"
 down_revision: str | Sequence[str] | None = "0017_delivery_fingerprint"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
