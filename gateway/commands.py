@@ -78,11 +78,11 @@ import logging
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.config import TenantSettings
-from gateway.durations import MAX_DURATION, parse_duration
+from gateway.durations import MAX_DURATION, DurationTooLong, parse_duration
 from gateway.withdrawals import retract_from
 from bridges.contract import Attachment, InboundMessage, Outbound
 from locales import translate, translate_plural
@@ -263,6 +263,9 @@ def execute(core, tenant: str, t: TenantSettings, msg: InboundMessage, own: Name
     word = parts[1] if len(parts) > 1 else "help"
     rest = parts[2] if len(parts) > 2 else ""
     sub = SUBCOMMANDS.get(word.casefold())
+    if sub is None and (joined := _joined_subcommand(word)) is not None:  # 「/记忆 为什么没有咖啡」
+        sub, more = joined
+        rest = f"{more} {rest}".strip()
     if sub is None:
         try:
             helped = _help(c, core)
@@ -281,6 +284,22 @@ def execute(core, tenant: str, t: TenantSettings, msg: InboundMessage, own: Name
 
 
 # -- helpers -------------------------------------------------------------------
+
+
+#: the Chinese names of subcommands, longest first: Chinese is written without spaces, so 「为什么没有咖啡」
+#: is 为什么 + 没有咖啡
+_CJK_NAMES = sorted((w for w in SUBCOMMANDS if re.match(r"[\u4e00-\u9fff]", w)), key=len, reverse=True)
+
+
+def _joined_subcommand(word: str) -> tuple[str, str] | None:
+    """``(subcommand, the rest of word)`` when ``word`` starts with a Chinese
+    subcommand name followed by more Chinese with no space (「为什么没有」,
+    「忘记最近」); None otherwise (an unknown word stays unknown)."""
+    for name in _CJK_NAMES:
+        if word.startswith(name) and len(word) > len(name):
+            return SUBCOMMANDS[name], word[len(name):]
+    return None
+
 
 
 def _utf16(text: str) -> int:
@@ -514,6 +533,17 @@ def _at(c: _Caller, dt: datetime | None) -> str:
         return "-"
     tz = _tz(c)
     return (dt.astimezone(tz) if tz else dt).strftime("%Y-%m-%d %H:%M")
+
+
+def _at_zoned(c: _Caller, dt: datetime) -> str:
+    """``dt`` in the tenant's zone with that zone named: ``2026-12-06 20:30 (Asia/Shanghai, UTC+08:00)``;
+    UTC (``… (UTC)``) when the tenant's zone is none or unknown. For a moment a person acts on (a pause's end)."""
+    tz = _tz(c)
+    if tz is None or str(tz) in ("UTC", "Etc/UTC"):
+        return f"{dt.astimezone(timezone.utc):%Y-%m-%d %H:%M} (UTC)"
+    local = dt.astimezone(tz)
+    offset = local.strftime("%z")
+    return f"{local:%Y-%m-%d %H:%M} ({tz}, UTC{offset[:3]}:{offset[3:]})"
 
 
 def _category(c: _Caller, m: Memory) -> str:
@@ -806,8 +836,13 @@ def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandRepl
 
 def _duration(c: _Caller, text: str):
     """The duration ``text`` names (``gateway.durations``); a ``_Stop`` saying
-    nothing changed when it names none (or more than MAX_DURATION)."""
-    span = parse_duration(text) if text.strip() else None
+    nothing changed when it names none, or one saying it is too long (more than
+    MAX_DURATION) with the longest allowed."""
+    try:
+        span = parse_duration(text) if text.strip() else None
+    except DurationTooLong:
+        raise _Stop(c.say("“{text}” is too long; nothing changed. At most {longest}.", text=_snip(text, 30),
+                          longest=_span_text(c, MAX_DURATION)), "usage") from None
     if span is None:
         raise _Stop(c.say("I can't read “{text}” as a length of time; nothing changed. Try e.g. 10m, 2h, 1d, "
                           "30分钟 (at most {longest}).", text=_snip(text, 30) or "-",
@@ -879,7 +914,7 @@ def pause_key(chat: ChatRef) -> str:
 def _paused_line(c: _Caller, pause) -> str:
     if pause.until is None:
         return c.say("⏸ Off the record in this chat until you send {command}.", command=f"{c.cmd} resume")
-    return c.say("⏸ Off the record in this chat until {when}.", when=_at(c, pause.until))
+    return c.say("⏸ Off the record in this chat until {when}.", when=_at_zoned(c, pause.until))
 
 
 def _cmd_pause(core, c: _Caller, rest: str) -> CommandReply:
@@ -958,6 +993,7 @@ def why_not_text(lang: str, why, memory_id: str, *, admin: bool, when: str = "-"
 
 #: the word after ``why`` that asks why a memory was *not* recalled
 NOT_WORDS = {"not", "没", "没有", "不", "沒", "沒有"}
+_CJK_NOT_WORDS = ("没有", "沒有", "没", "沒")  # longest first; 不 is left out: 「不」 starts many words (不喜欢…)
 
 
 def _why_not(core, c: _Caller, rest: str) -> CommandReply:
@@ -1021,6 +1057,9 @@ def _cmd_why(core, c: _Caller, rest: str) -> CommandReply:
     first = rest.split(maxsplit=1)
     if first and first[0].casefold() in NOT_WORDS:
         return _why_not(core, c, first[1] if len(first) > 1 else "")
+    joined = next((w for w in _CJK_NOT_WORDS if first and first[0].startswith(w)), None)
+    if joined is not None:  # 「没有咖啡」: Chinese puts no space after 没有
+        return _why_not(core, c, rest.strip()[len(joined):])
     scope, m = _viewed(core, c, "why", rest)
     trace = core.store.last_recall(scope.ns)
     if trace is not None and not trace_visible_in(trace, c.chat):

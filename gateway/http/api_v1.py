@@ -53,7 +53,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response, Security
@@ -1334,6 +1334,20 @@ def _pause_chat(ctx: _Ctx, subject: str, chat: str | None) -> str:
     return pause_key(where)
 
 
+def _span(text: str) -> timedelta:
+    """The duration ``text`` names (``gateway.durations``); BadPayload (400) saying
+    which is wrong — no length of time, or longer than the 30 days allowed."""
+    from gateway.durations import DurationTooLong, parse_duration
+
+    try:
+        span = parse_duration(text)
+    except DurationTooLong:
+        raise BadPayload(f"duration {text[:40]!r} is too long: at most 30 days") from None
+    if span is None:
+        raise BadPayload(f"duration {text[:40]!r} names no length of time (e.g. 2h, 30m, 30分钟)")
+    return span
+
+
 def _pause_out(ns: Namespace, chat: str, pause) -> PauseOut:
     if pause is None:
         return PauseOut(subject=ns.subject, chat=chat, paused=False)
@@ -1353,17 +1367,10 @@ async def put_pause(ctx: Ctx, subject: SubjectPath, body: PauseIn) -> PauseOut:
     is captured, consolidated or kept past the reply, on every replica, until
     ``DELETE`` or the duration ends. A duration that is none (or over 30 days):
     400, nothing changed."""
-    from gateway.durations import parse_duration
-
     ns = await _ns(ctx, subject)
     key = _pause_chat(ctx, subject, body.chat)
     now = utcnow()
-    until = None
-    if body.duration is not None:
-        span = parse_duration(body.duration)
-        if span is None:
-            raise BadPayload("duration names no length of time up to 30 days (e.g. 2h, 30m, 30分钟)")
-        until = now + span
+    until = None if body.duration is None else now + _span(body.duration)
 
     pause = await asyncio.to_thread(pause_learning, ctx.core, ns, key, now, until, ctx.caller.actor)
     return _pause_out(ns, key, pause)
