@@ -83,7 +83,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.config import TenantSettings
 from gateway.durations import MAX_DURATION, DurationTooLong, parse_duration
-from gateway.withdrawals import retract_from
+from gateway.withdrawals import withdraw_since
 from bridges.contract import Attachment, InboundMessage, Outbound
 from locales import translate, translate_plural
 from memory import admin
@@ -763,11 +763,14 @@ RECEIPT_WORDS = (("memories", "memories {n}"), ("versions", "older versions {n}"
 
 def receipt_text(lang: str, receipt: ForgetReceipt) -> str:
     """A forget's receipt (``memory.types.ForgetReceipt``) in ``lang``: "Purged: …"
-    with each count that is not 0 (the tombstones always), in ``RECEIPT_WORDS``'
-    order; the change events name how many webhook receivers they go to."""
+    with each count that is not 0, in ``RECEIPT_WORDS``' order ("Purged: nothing."
+    when all are); the change events name how many webhook receivers they go to.
+    A withdrawal (``forget last``) has no tombstones and says none."""
     parts = [translate(lang, msgid, n=getattr(receipt, name), **({"receivers": receipt.receivers}
                                                                   if name == "events" else {}))
-             for name, msgid in RECEIPT_WORDS if getattr(receipt, name) or name == "tombstones"]
+             for name, msgid in RECEIPT_WORDS if getattr(receipt, name)]
+    if not parts:
+        return translate(lang, "Purged: nothing.")
     return translate(lang, "Purged: {items}.", items=translate(lang, ", ").join(parts))
 
 
@@ -863,46 +866,20 @@ def _span_text(c: _Caller, span: timedelta) -> str:
 
 def _forget_last(core, c: _Caller, scope: _Scope, rest: str) -> CommandReply:
     """``forget last <duration>``: what the scope's subject said in this chat since
-    then is withdrawn — each line redacted (a capture still due on it never runs)
-    and every memory learned from it retracted — and so is every other memory of
-    theirs learned or changed in this chat since then; in a private chat the
-    companion's lines of that time go too (they may retell it)."""
+    then is withdrawn, with what it taught (``gateway.withdrawals.withdraw_since``);
+    answered with the count and the receipt."""
     if not rest.strip():  # no length given: how the command is said, not "can't read '-'"
         raise _Stop(_usage(c, "forget"), "usage")
     span = _duration(c, rest)
-    since = c.now - span
-    where = pause_key(c.chat)
     author = Namespace(scope.ns.tenant, c.subject) if scope.own else scope.ns
-    gone: list[str] = []
-    said = core.store.said_since(author, where, since)
-    for chat_key, message_id in said:
-        chat = ChatRef.parse(chat_key)
-        core.store.withdraw_line(author, chat, message_id)
-        gone += retract_from(core, scope.ns, chat, message_id)
-    offset = 0
-    while batch := core.store.list(scope.ns, limit=500, offset=offset):
-        offset += len(batch)
-        for m in batch:
-            key = m.origin.key if m.origin is not None else ""
-            if m.id not in gone and (key == where or key.startswith(f"{where}:")) and \
-                    max(m.created_at or since, m.updated_at or since) >= since:
-                try:
-                    core.retract(scope.ns, m.id, actor=scope.actor)
-                except NotFoundError:
-                    continue
-                gone.append(m.id)
-                offset -= 1
-        if (batch[-1].updated_at or since) < since:
-            break  # newest first: the rest is older than the window
-    bot_lines = 0 if c.chat.is_group else core.store.drop_bot_lines_since(scope.ns.tenant, where, since)
-    core.store.scrub()
-    core.store.audit(scope.ns, "forget_last", scope.actor, count=len(gone), lines=len(said), bot_lines=bot_lines,
-                     seconds=int(span.total_seconds()), chat=c.chat.key)
-    return CommandReply(c.say_n("Taken back what I learned from {who} in this chat in the last {span}: {n} memory, "
-                                "and the messages of that time.",
-                                "Taken back what I learned from {who} in this chat in the last {span}: {n} memories, "
-                                "and the messages of that time.", len(gone), who=_who(c, scope),
-                                span=_span_text(c, span)), "forget_last")
+    done = withdraw_since(core, scope.ns, [author], pause_key(c.chat), c.now - span, actor=scope.actor,
+                          private=not c.chat.is_group, seconds=int(span.total_seconds()))
+    return CommandReply(c.say("{sentence} {then}", sentence=c.say_n(
+        "Taken back what I learned from {who} in this chat in the last {span}: {n} memory, and the messages of "
+        "that time.",
+        "Taken back what I learned from {who} in this chat in the last {span}: {n} memories, and the messages of "
+        "that time.", len(done.ids), who=_who(c, scope), span=_span_text(c, span)),
+        then=receipt_text(c.lang, done.receipt)), "forget_last")
 
 
 def pause_key(chat: ChatRef) -> str:
@@ -976,16 +953,32 @@ WHY_NOT = {
 }
 
 
+#: below the relevance floor, with the floor it missed (``memory.explain.Miss``): per channel, the admin's term
+FLOOR_TERMS = {
+    "vector": "below the relevance floor: meaning similarity {score}, floor {floor}",
+    "bm25": "below the relevance floor: word score {score}, floor {floor}",
+    "standout": "below the relevance floor: its meaning did not stand out from the rest ({score}, bar {floor})",
+    None: "below the relevance floor: no channel ranked it (floors: words {bm25}, meaning {vector})",
+}
+
+
 def why_not_text(lang: str, why, memory_id: str, *, admin: bool, when: str = "-") -> str:
     """The stage that dropped ``memory_id`` (``memory.explain.Why``) in plain words
     in ``lang``; ``admin`` adds the recall's own term and numbers in parentheses
-    (rank, k, score, cut-off, retention). One text for the chat, ``/v1`` and the console."""
-    e, tr, p = why.entry, why.trace, why.parts
+    (rank, k, score, cut-off, retention; below the relevance floor, the score and
+    the floor it missed, ``FLOOR_TERMS``). One text for the chat, ``/v1`` and the console."""
+    e, tr, p, miss = why.entry, why.trace, why.parts, getattr(why, "miss", None)
     values = dict(id=memory_id, when=when, position=e.position if e else "-", k=tr.k if tr else "-",
                   score=f"{e.score:.4f}" if e else "-",
                   cutoff="-" if tr is None or tr.cutoff is None else f"{tr.cutoff:.4f}",
                   retention="-" if p is None else f"{p.retention:.3f}")
     plain, term = WHY_NOT.get(why.verdict, WHY_NOT["not_ranked"])
+    if why.verdict == "not_ranked" and miss is not None:
+        term = FLOOR_TERMS[miss.channel]
+        values.update(score=f"{miss.score:.4f}", floor=f"{miss.floor:.4f}")
+    elif why.verdict == "not_ranked" and tr is not None and tr.floors:
+        term = FLOOR_TERMS[None]
+        values.update(bm25=f"{tr.floors.get('bm25', 0.0):.4f}", vector=f"{tr.floors.get('vector', 0.0):.4f}")
     text = translate(lang, plain, **values)
     return translate(lang, "{sentence} ({term})", sentence=text, term=translate(lang, term, **values)) if admin \
         else text
