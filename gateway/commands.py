@@ -1083,6 +1083,9 @@ def _cmd_why(core, c: _Caller, rest: str) -> CommandReply:
     else:
         head = c.say("Not recalled in the last turn ({when}): neither the word search nor the meaning search "
                      "found it relevant to that message.", when=when)
+        if c.admin and (why.miss is not None or tr.floors):  # the floor it missed, with its score there
+            full = why_not_text(c.lang, why, m.id, admin=True, when=when)
+            head += full[len(why_not_text(c.lang, why, m.id, admin=False, when=when)):]
     return CommandReply(_fit(head + "\n" + _parts_line(c, why.parts, why.entry.ranks if why.entry else None)),
                         "why")
 

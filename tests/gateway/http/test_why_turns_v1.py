@@ -93,7 +93,7 @@ def test_below_the_floor_gives_the_score_and_the_floor_and_any_audited_turn_is_e
 @pytest.mark.parametrize("lang", FACTS)
 async def test_why_not_in_chat_gives_the_floor_to_an_admin(core, lang):
     """Through the pipeline (a Telegram person, private chat): the person hears plain words for a memory below
-    the relevance floor; an admin asking about them also gets the floor in parentheses."""
+    the relevance floor; an admin asking about them also gets the floor in parentheses, from why-not and why."""
     from bridges.contract import InboundMessage
     from memory.types import ChatKind
 
@@ -119,6 +119,8 @@ async def test_why_not_in_chat_gives_the_floor_to_an_admin(core, lang):
     floor = "floor" if lang == "en" else "下限"
     assert kept[1] in plain and floor not in plain, plain
     assert admins.startswith(plain.split("(")[0].split("（")[0].strip()[:8]) and floor in admins, admins
+    detail = (await say(f"{'/memory why' if lang == 'en' else '/记忆 为什么'} tg:111 {kept[1]}", sender="9001")).reply
+    assert floor in detail, detail  # /memory why <id> too tells an admin the floor it missed
 
 
 @pytest.mark.parametrize("lang", FACTS)
