@@ -229,7 +229,9 @@ class TurnResult:
     re-delivered message (nothing else was done); ``capture_pending`` True when
     the capture runs after the turn returned (``captured`` is then empty);
     ``paused`` True when the speaker had this chat off the record
-    (``/memory pause``): nothing was captured and their line was not kept."""
+    (``/memory pause``): nothing was captured and their line was not kept;
+    ``turn`` the turn's id (16 hex characters), as in its log records and its
+    audit record (``?turn=`` of ``GET /v1/…/memories/{id}/why``)."""
 
     tenant: str
     namespace: str
@@ -248,6 +250,7 @@ class TurnResult:
     attachment: dict | None = None
     latency_ms: dict[str, float] = field(default_factory=dict)
     paused: bool = False
+    turn: str = ""
 
     def to_json(self) -> dict:
         """Plain JSON-able dict (the replay line and the HTTP answer)."""

@@ -79,12 +79,12 @@ import logging
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.config import TenantSettings
-from gateway.durations import MAX_DURATION, parse_duration
-from gateway.withdrawals import retract_from
+from gateway.durations import MAX_DURATION, DurationTooLong, parse_duration
+from gateway.withdrawals import withdraw_since
 from bridges.contract import Attachment, InboundMessage, Outbound
 from locales import translate, translate_plural
 from memory import admin
@@ -266,6 +266,9 @@ def execute(core, tenant: str, t: TenantSettings, msg: InboundMessage, own: Name
     word = parts[1] if len(parts) > 1 else "help"
     rest = parts[2] if len(parts) > 2 else ""
     sub = SUBCOMMANDS.get(word.casefold())
+    if sub is None and (joined := _joined_subcommand(word)) is not None:  # 「/记忆 为什么没有咖啡」
+        sub, more = joined
+        rest = f"{more} {rest}".strip()
     if sub is None:
         try:
             helped = _help(c, core)
@@ -284,6 +287,22 @@ def execute(core, tenant: str, t: TenantSettings, msg: InboundMessage, own: Name
 
 
 # -- helpers -------------------------------------------------------------------
+
+
+#: the Chinese names of subcommands, longest first: Chinese is written without spaces, so 「为什么没有咖啡」
+#: is 为什么 + 没有咖啡
+_CJK_NAMES = sorted((w for w in SUBCOMMANDS if re.match(r"[\u4e00-\u9fff]", w)), key=len, reverse=True)
+
+
+def _joined_subcommand(word: str) -> tuple[str, str] | None:
+    """``(subcommand, the rest of word)`` when ``word`` starts with a Chinese
+    subcommand name followed by more Chinese with no space (「为什么没有」,
+    「忘记最近」); None otherwise (an unknown word stays unknown)."""
+    for name in _CJK_NAMES:
+        if word.startswith(name) and len(word) > len(name):
+            return SUBCOMMANDS[name], word[len(name):]
+    return None
+
 
 
 def _utf16(text: str) -> int:
@@ -520,6 +539,17 @@ def _at(c: _Caller, dt: datetime | None) -> str:
     return (dt.astimezone(tz) if tz else dt).strftime("%Y-%m-%d %H:%M")
 
 
+def _at_zoned(c: _Caller, dt: datetime) -> str:
+    """``dt`` in the tenant's zone with that zone named: ``2026-12-06 20:30 (Asia/Shanghai, UTC+08:00)``;
+    UTC (``… (UTC)``) when the tenant's zone is none or unknown. For a moment a person acts on (a pause's end)."""
+    tz = _tz(c)
+    if tz is None or str(tz) in ("UTC", "Etc/UTC"):
+        return f"{dt.astimezone(timezone.utc):%Y-%m-%d %H:%M} (UTC)"
+    local = dt.astimezone(tz)
+    offset = local.strftime("%z")
+    return f"{local:%Y-%m-%d %H:%M} ({tz}, UTC{offset[:3]}:{offset[3:]})"
+
+
 def _category(c: _Caller, m: Memory) -> str:
     return c.say(m.category.value)
 
@@ -737,11 +767,14 @@ RECEIPT_WORDS = (("memories", "memories {n}"), ("versions", "older versions {n}"
 
 def receipt_text(lang: str, receipt: ForgetReceipt) -> str:
     """A forget's receipt (``memory.types.ForgetReceipt``) in ``lang``: "Purged: …"
-    with each count that is not 0 (the tombstones always), in ``RECEIPT_WORDS``'
-    order; the change events name how many webhook receivers they go to."""
+    with each count that is not 0, in ``RECEIPT_WORDS``' order ("Purged: nothing."
+    when all are); the change events name how many webhook receivers they go to.
+    A withdrawal (``forget last``) has no tombstones and says none."""
     parts = [translate(lang, msgid, n=getattr(receipt, name), **({"receivers": receipt.receivers}
                                                                   if name == "events" else {}))
-             for name, msgid in RECEIPT_WORDS if getattr(receipt, name) or name == "tombstones"]
+             for name, msgid in RECEIPT_WORDS if getattr(receipt, name)]
+    if not parts:
+        return translate(lang, "Purged: nothing.")
     return translate(lang, "Purged: {items}.", items=translate(lang, ", ").join(parts))
 
 
@@ -810,8 +843,13 @@ def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandRepl
 
 def _duration(c: _Caller, text: str):
     """The duration ``text`` names (``gateway.durations``); a ``_Stop`` saying
-    nothing changed when it names none (or more than MAX_DURATION)."""
-    span = parse_duration(text) if text.strip() else None
+    nothing changed when it names none, or one saying it is too long (more than
+    MAX_DURATION) with the longest allowed."""
+    try:
+        span = parse_duration(text) if text.strip() else None
+    except DurationTooLong:
+        raise _Stop(c.say("“{text}” is too long; nothing changed. At most {longest}.", text=_snip(text, 30),
+                          longest=_span_text(c, MAX_DURATION)), "usage") from None
     if span is None:
         raise _Stop(c.say("I can't read “{text}” as a length of time; nothing changed. Try e.g. 10m, 2h, 1d, "
                           "30分钟 (at most {longest}).", text=_snip(text, 30) or "-",
@@ -832,46 +870,20 @@ def _span_text(c: _Caller, span: timedelta) -> str:
 
 def _forget_last(core, c: _Caller, scope: _Scope, rest: str) -> CommandReply:
     """``forget last <duration>``: what the scope's subject said in this chat since
-    then is withdrawn — each line redacted (a capture still due on it never runs)
-    and every memory learned from it retracted — and so is every other memory of
-    theirs learned or changed in this chat since then; in a private chat the
-    companion's lines of that time go too (they may retell it)."""
+    then is withdrawn, with what it taught (``gateway.withdrawals.withdraw_since``);
+    answered with the count and the receipt."""
     if not rest.strip():  # no length given: how the command is said, not "can't read '-'"
         raise _Stop(_usage(c, "forget"), "usage")
     span = _duration(c, rest)
-    since = c.now - span
-    where = pause_key(c.chat)
     author = Namespace(scope.ns.tenant, c.subject) if scope.own else scope.ns
-    gone: list[str] = []
-    said = core.store.said_since(author, where, since)
-    for chat_key, message_id in said:
-        chat = ChatRef.parse(chat_key)
-        core.store.withdraw_line(author, chat, message_id)
-        gone += retract_from(core, scope.ns, chat, message_id)
-    offset = 0
-    while batch := core.store.list(scope.ns, limit=500, offset=offset):
-        offset += len(batch)
-        for m in batch:
-            key = m.origin.key if m.origin is not None else ""
-            if m.id not in gone and (key == where or key.startswith(f"{where}:")) and \
-                    max(m.created_at or since, m.updated_at or since) >= since:
-                try:
-                    core.retract(scope.ns, m.id, actor=scope.actor)
-                except NotFoundError:
-                    continue
-                gone.append(m.id)
-                offset -= 1
-        if (batch[-1].updated_at or since) < since:
-            break  # newest first: the rest is older than the window
-    bot_lines = 0 if c.chat.is_group else core.store.drop_bot_lines_since(scope.ns.tenant, where, since)
-    core.store.scrub()
-    core.store.audit(scope.ns, "forget_last", scope.actor, count=len(gone), lines=len(said), bot_lines=bot_lines,
-                     seconds=int(span.total_seconds()), chat=c.chat.key)
-    return CommandReply(c.say_n("Taken back what I learned from {who} in this chat in the last {span}: {n} memory, "
-                                "and the messages of that time.",
-                                "Taken back what I learned from {who} in this chat in the last {span}: {n} memories, "
-                                "and the messages of that time.", len(gone), who=_who(c, scope),
-                                span=_span_text(c, span)), "forget_last")
+    done = withdraw_since(core, scope.ns, [author], pause_key(c.chat), c.now - span, actor=scope.actor,
+                          private=not c.chat.is_group, seconds=int(span.total_seconds()))
+    return CommandReply(c.say("{sentence} {then}", sentence=c.say_n(
+        "Taken back what I learned from {who} in this chat in the last {span}: {n} memory, and the messages of "
+        "that time.",
+        "Taken back what I learned from {who} in this chat in the last {span}: {n} memories, and the messages of "
+        "that time.", len(done.ids), who=_who(c, scope), span=_span_text(c, span)),
+        then=receipt_text(c.lang, done.receipt)), "forget_last")
 
 
 def pause_key(chat: ChatRef) -> str:
@@ -883,7 +895,7 @@ def pause_key(chat: ChatRef) -> str:
 def _paused_line(c: _Caller, pause) -> str:
     if pause.until is None:
         return c.say("⏸ Off the record in this chat until you send {command}.", command=f"{c.cmd} resume")
-    return c.say("⏸ Off the record in this chat until {when}.", when=_at(c, pause.until))
+    return c.say("⏸ Off the record in this chat until {when}.", when=_at_zoned(c, pause.until))
 
 
 def _cmd_pause(core, c: _Caller, rest: str) -> CommandReply:
@@ -945,16 +957,32 @@ WHY_NOT = {
 }
 
 
+#: below the relevance floor, with the floor it missed (``memory.explain.Miss``): per channel, the admin's term
+FLOOR_TERMS = {
+    "vector": "below the relevance floor: meaning similarity {score}, floor {floor}",
+    "bm25": "below the relevance floor: word score {score}, floor {floor}",
+    "standout": "below the relevance floor: its meaning did not stand out from the rest ({score}, bar {floor})",
+    None: "below the relevance floor: no channel ranked it (floors: words {bm25}, meaning {vector})",
+}
+
+
 def why_not_text(lang: str, why, memory_id: str, *, admin: bool, when: str = "-") -> str:
     """The stage that dropped ``memory_id`` (``memory.explain.Why``) in plain words
     in ``lang``; ``admin`` adds the recall's own term and numbers in parentheses
-    (rank, k, score, cut-off, retention). One text for the chat, ``/v1`` and the console."""
-    e, tr, p = why.entry, why.trace, why.parts
+    (rank, k, score, cut-off, retention; below the relevance floor, the score and
+    the floor it missed, ``FLOOR_TERMS``). One text for the chat, ``/v1`` and the console."""
+    e, tr, p, miss = why.entry, why.trace, why.parts, getattr(why, "miss", None)
     values = dict(id=memory_id, when=when, position=e.position if e else "-", k=tr.k if tr else "-",
                   score=f"{e.score:.4f}" if e else "-",
                   cutoff="-" if tr is None or tr.cutoff is None else f"{tr.cutoff:.4f}",
                   retention="-" if p is None else f"{p.retention:.3f}")
     plain, term = WHY_NOT.get(why.verdict, WHY_NOT["not_ranked"])
+    if why.verdict == "not_ranked" and miss is not None:
+        term = FLOOR_TERMS[miss.channel]
+        values.update(score=f"{miss.score:.4f}", floor=f"{miss.floor:.4f}")
+    elif why.verdict == "not_ranked" and tr is not None and tr.floors:
+        term = FLOOR_TERMS[None]
+        values.update(bm25=f"{tr.floors.get('bm25', 0.0):.4f}", vector=f"{tr.floors.get('vector', 0.0):.4f}")
     text = translate(lang, plain, **values)
     return translate(lang, "{sentence} ({term})", sentence=text, term=translate(lang, term, **values)) if admin \
         else text
@@ -962,6 +990,7 @@ def why_not_text(lang: str, why, memory_id: str, *, admin: bool, when: str = "-"
 
 #: the word after ``why`` that asks why a memory was *not* recalled
 NOT_WORDS = {"not", "没", "没有", "不", "沒", "沒有"}
+_CJK_NOT_WORDS = ("没有", "沒有", "没", "沒")  # longest first; 不 is left out: 「不」 starts many words (不喜欢…)
 
 
 def _why_not(core, c: _Caller, rest: str) -> CommandReply:
@@ -1025,6 +1054,9 @@ def _cmd_why(core, c: _Caller, rest: str) -> CommandReply:
     first = rest.split(maxsplit=1)
     if first and first[0].casefold() in NOT_WORDS:
         return _why_not(core, c, first[1] if len(first) > 1 else "")
+    joined = next((w for w in _CJK_NOT_WORDS if first and first[0].startswith(w)), None)
+    if joined is not None:  # 「没有咖啡」: Chinese puts no space after 没有
+        return _why_not(core, c, rest.strip()[len(joined):])
     scope, m = _viewed(core, c, "why", rest)
     trace = core.store.last_recall(scope.ns)
     if trace is not None and not trace_visible_in(trace, c.chat):
@@ -1055,6 +1087,9 @@ def _cmd_why(core, c: _Caller, rest: str) -> CommandReply:
     else:
         head = c.say("Not recalled in the last turn ({when}): neither the word search nor the meaning search "
                      "found it relevant to that message.", when=when)
+        if c.admin and (why.miss is not None or tr.floors):  # the floor it missed, with its score there
+            full = why_not_text(c.lang, why, m.id, admin=True, when=when)
+            head += full[len(why_not_text(c.lang, why, m.id, admin=False, when=when)):]
     return CommandReply(_fit(head + "\n" + _parts_line(c, why.parts, why.entry.ranks if why.entry else None)),
                         "why")
 

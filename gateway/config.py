@@ -45,7 +45,7 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, PydanticBaseSett
 from pydantic_settings.sources.utils import parse_env_vars
 
 from gateway.errors import UnknownTenant
-from memory.never_store import DEFAULT_NEVER_STORE, check_categories
+from memory.never_store import ALWAYS, DEFAULT_NEVER_STORE, check_categories
 from memory.types import SHARED_SENDERS, TENANT_RE, not_a_person, repair  # noqa: F401 (SHARED_SENDERS: re-exported)
 
 __all__ = ["ConfigError", "masked", "SECRET", "Settings", "TenantSettings", "LLMSettings", "ModelPrice", "ReconstructionSettings", "ConsolidationSettings", "load_settings", "TelegramSettings", "QQSettings", "OneBotSettings", "WeChatSettings", "WebhookSettings", "RateLimitSettings", "TenantRateLimits", "ChangeEventSettings",
@@ -596,7 +596,10 @@ class TenantSettings(BaseModel):
     @field_validator("never_store")
     @classmethod
     def _known_categories(cls, v: list[str]) -> list[str]:
-        return check_categories(v)
+        """The categories named, in order, with those always in force (``ALWAYS``: ``ids``) added, so that
+        what ``huiyi config check`` prints is what is dropped (``[]`` is ``["ids"]``)."""
+        named = check_categories(v)
+        return [*dict.fromkeys(named), *sorted(ALWAYS - set(named))]
 
     @field_validator("admins")
     @classmethod

@@ -27,7 +27,7 @@ from typing import IO
 
 import structlog
 
-__all__ = ["configure_logging", "bind_turn", "new_turn_id", "TEXT_FIELDS"]
+__all__ = ["configure_logging", "bind_turn", "new_turn_id", "current_turn_id", "TEXT_FIELDS"]
 
 #: Libraries whose INFO lines drown the gateway's own.
 NOISY = ("jieba", "httpx", "urllib3", "alembic")
@@ -39,6 +39,11 @@ _HANDLER_NAME = "huiyi"
 def new_turn_id() -> str:
     """A fresh turn id: 16 hex characters."""
     return uuid.uuid4().hex[:16]
+
+
+def current_turn_id() -> str:
+    """The turn id bound by ``bind_turn`` in this context, "" outside a turn."""
+    return str(structlog.contextvars.get_contextvars().get("turn_id", ""))
 
 
 @contextlib.contextmanager

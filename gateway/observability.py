@@ -4,6 +4,7 @@ One JSON line per answered turn in ``<data_dir>/audit/turns-YYYY-MM-DD.jsonl``
 (UTC day of the turn, append-only). A record holds::
 
     at, tenant, namespace, chat, message_id
+    turn              the turn's id ("" before turns had one): ``?turn=`` of /v1's why route
     query             [{"message_id", "at"}]  the chat-log lines recall searched with, oldest
                       first, the turn's own message last (their text: ``query_text``, below)
     recalled          [{"id", "score", "ranks", "parts"}]  recall order, best first; ranks: each
@@ -19,6 +20,14 @@ One JSON line per answered turn in ``<data_dir>/audit/turns-YYYY-MM-DD.jsonl``
     recollection_chars, replied
     latency_ms        {"recall", "recollection", "reconstruct_model",
                        "reconstruct_validate", "reply", "capture", "total"} (present stages)
+    k                 how many of recall's ranked candidates were used (the tenant's recall_k)
+    recall_at         the time recall ran as of (the message's; what it captured is dated so)
+    ranked            [[id, score]] every candidate recall ranked, best first (up to
+                      ``memory.explain.TRACE_DEPTH``: the recalled and the runners-up)
+    floors            {"bm25", "vector", "standout"}: the relevance floors of that recall
+    misses            [[id, channel, score, floor]]: the best few each floor dropped
+                      (``memory.explain.Miss``); with ``ranked``, what ``trace_of_record``
+                      rebuilds to say why a memory was not recalled in this turn
 
 With ``Settings.audit_fragments`` on, also ``fragments`` ({id: memory text}),
 ``query_text`` (the text of each ``query`` line),
@@ -36,6 +45,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -46,10 +56,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bridges.contract import TurnResult
+    from memory.explain import RecallTrace
     from memory.reconstruct import Recollection
     from memory.store.chatlog import ChatLine
 
-__all__ = ["audit_file", "turn_record", "write_turn", "read_turns", "summarise", "DaySummary", "percentile", "STAGES"]
+__all__ = ["audit_file", "turn_record", "write_turn", "read_turns", "summarise", "DaySummary", "percentile", "STAGES",
+           "find_turn", "trace_of_record", "TURN_ID_RE"]
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +75,12 @@ def audit_file(data_dir: Path, day: date) -> Path:
 
 
 def turn_record(res: TurnResult, rec: Recollection, *, fragments: bool = False,
-                at: datetime | None = None, query: Sequence[ChatLine] = ()) -> dict:
+                at: datetime | None = None, query: Sequence[ChatLine] = (), trace: RecallTrace | None = None) -> dict:
     """The audit record of one turn (module docstring). ``fragments`` adds the
     memory texts, the model's answer and the injected text; ``at`` defaults to
-    now (UTC); ``query``: the lines recall searched with, oldest first."""
+    now (UTC); ``query``: the lines recall searched with, oldest first;
+    ``trace``: the recall's (``memory.explain.RecallTrace``), for ``k``,
+    ``ranked``, ``floors`` and ``misses``."""
     at = at or datetime.now(timezone.utc)
     attempt = rec.attempt
     v = attempt.validation if attempt is not None else None
@@ -97,7 +111,14 @@ def turn_record(res: TurnResult, rec: Recollection, *, fragments: bool = False,
         "replied": res.reply is not None,
         "latency_ms": latency,
         "paused": res.paused,
+        "turn": res.turn,
     }
+    if trace is not None:
+        out["k"] = trace.k
+        out["recall_at"] = trace.at.isoformat()
+        out["ranked"] = [[e.memory_id, round(e.score, 6)] for e in trace.entries]
+        out["floors"] = dict(trace.floors)
+        out["misses"] = [[m.memory_id, m.channel, round(m.score, 6), round(m.floor, 6)] for m in trace.misses]
     if fragments and not res.paused:  # off the record: no words of the turn are kept, whatever the switch
         out["fragments"] = {h.memory.id: h.memory.text for h in rec.raw_hits}
         out["query_text"] = [line.text for line in query]
@@ -229,3 +250,39 @@ def summarise(records: Iterable[dict], day: date) -> DaySummary:
 
 def _r(v: float | None) -> float | None:
     return None if v is None else round(v, 2)
+
+
+TURN_ID_RE = re.compile(r"^[0-9a-f]{16}$")
+"""A turn id (``gateway.logs.new_turn_id``): 16 lowercase hex characters."""
+
+
+def find_turn(data_dir: Path, tenant: str, turn: str, days: Iterable[date]) -> dict | None:
+    """The audit record of turn ``turn`` of ``tenant`` among the UTC ``days``
+    given (newest first is fastest), or None. Reads one day's file at a time."""
+    for day in days:
+        for record in read_turns(data_dir, day):
+            if record.get("turn") == turn and record.get("tenant") == tenant:
+                return record
+    return None
+
+
+def trace_of_record(record: dict) -> RecallTrace:
+    """The ``memory.explain.RecallTrace`` an audit record keeps: its namespace,
+    chat and time, ``k`` and the ranked candidates (a record without ``ranked``:
+    its recalled ones, ``k`` their count), the floors and what they dropped.
+    Raises ValueError (NamespaceError) for a record whose namespace does not parse."""
+    from memory.explain import Miss, RecallTrace, TraceEntry
+    from memory.types import Namespace
+
+    ns = Namespace.parse(str(record.get("namespace")))
+    ranked = record.get("ranked")
+    if not isinstance(ranked, list):
+        ranked = [[h.get("id"), h.get("score") or 0.0] for h in record.get("recalled") or [] if isinstance(h, dict)]
+    recalled = {h.get("id"): h for h in record.get("recalled") or [] if isinstance(h, dict)}
+    entries = tuple(TraceEntry(str(mid), i, float(score), dict((recalled.get(mid) or {}).get("ranks") or {}))
+                    for i, (mid, score) in enumerate(ranked, start=1))
+    k = int(record.get("k") if isinstance(record.get("k"), int) else len(recalled))
+    misses = tuple(Miss(str(m), str(ch), float(sc), float(fl)) for m, ch, sc, fl in record.get("misses") or ())
+    at = datetime.fromisoformat(str(record.get("recall_at") or record.get("at")))
+    return RecallTrace(ns, str(record.get("chat")), at, k, str(record.get("fallback_reason") or ""), entries,
+                       dict(record.get("floors") or {}), misses)

@@ -42,7 +42,7 @@ from gateway.ledger import TokenMeter, capped_recollection
 from gateway.llm import ChatModels
 from bridges.contract import CallbackNonce, InboundMessage, TurnResult, Withdrawal
 from bridges import replay
-from gateway.logs import bind_turn, new_turn_id
+from gateway.logs import bind_turn, current_turn_id, new_turn_id
 from gateway.metrics import Metrics
 from gateway.nonces import Nonces
 from gateway.observability import turn_record, write_turn
@@ -51,7 +51,7 @@ from gateway.withdrawals import Withdrawals
 from locales import translate, turn_language, written_language
 from memory.capture import capture_edit
 from memory.core import MemoryCore
-from memory.explain import TRACE_DEPTH, record_recall
+from memory.explain import TRACE_DEPTH, RecallTrace, trace_of
 from memory.identity import platform_subject
 from memory.identity import resolve as resolve_identity
 from memory.reconstruct import Recollection, reconstruct, without_markers
@@ -247,7 +247,8 @@ class Pipeline:
             return res
         prefetch = self._prefetch_query(t, msg)
         ns = await asyncio.to_thread(resolve_identity, self.core.store, tenant, msg.platform, msg.sender_id)
-        res = TurnResult(tenant=tenant, namespace=str(ns), chat=chat.key, message_id=msg.message_id)
+        res = TurnResult(tenant=tenant, namespace=str(ns), chat=chat.key, message_id=msg.message_id,
+                         turn=current_turn_id())
         delivery = f"{tenant}|{msg.platform}|{chat.key}|{msg.message_id}"
         if msg.is_edit:  # a stable digest: replays in another process must find the same key
             delivery += f"|edit|{msg.timestamp.isoformat()}|{hashlib.sha256(msg.text.encode()).hexdigest()[:16]}"
@@ -368,10 +369,11 @@ class Pipeline:
             self.captures.hold(line_id)  # before the answer: maintenance must not resume it meanwhile
         rec: Recollection | None = None
         query: list[ChatLine] = []
+        trace: RecallTrace | None = None
         after: list[Callable[[], None]] | None = [] if background_capture else None
         try:
             if res.addressed:
-                rec, query = await self._answer(tenant, t, msg, ns, lang, res, after, prefetch, line_id)
+                rec, query, trace = await self._answer(tenant, t, msg, ns, lang, res, after, prefetch, line_id)
         except BaseException:
             self.captures.release(line_id or 0)  # the line keeps its capture for resume_captures
             if res.paused:
@@ -386,7 +388,8 @@ class Pipeline:
             res.capture_pending = job is not None
             if job is not None or after or rec is not None:
                 self.captures.put(after or [], job, res,
-                                  audit=None if rec is None else functools.partial(self._audit_sync, res, rec, query))
+                                  audit=None if rec is None else functools.partial(self._audit_sync, res, rec, query,
+                                                                                   trace))
             return res
         if job is not None:
             t0 = time.perf_counter()
@@ -394,7 +397,7 @@ class Pipeline:
             res.latency_ms["capture"] = _ms(t0)
         res.latency_ms["total"] = _ms(started)
         if rec is not None:
-            await self._audit(res, rec, query)
+            await self._audit(res, rec, query, trace)
         return res
 
     def _unkeep(self, tenant: str, msg: InboundMessage, chat: ChatRef) -> None:
@@ -429,23 +432,26 @@ class Pipeline:
                     and not line.text.startswith("/")]
         return turn_language(text, previous, msg.language, t.language)
 
-    async def _audit(self, res: TurnResult, rec: Recollection, query: Sequence[ChatLine] = ()) -> None:
+    async def _audit(self, res: TurnResult, rec: Recollection, query: Sequence[ChatLine] = (),
+                     trace: RecallTrace | None = None) -> None:
         """``_audit_sync`` in a thread."""
-        await asyncio.to_thread(self._audit_sync, res, rec, query)
+        await asyncio.to_thread(self._audit_sync, res, rec, query, trace)
 
-    def _audit_sync(self, res: TurnResult, rec: Recollection, query: Sequence[ChatLine] = ()) -> None:
+    def _audit_sync(self, res: TurnResult, rec: Recollection, query: Sequence[ChatLine] = (),
+                    trace: RecallTrace | None = None) -> None:
         """Append the turn's audit record (gateway.observability; ``query``: the
-        lines recall searched with); a failure is logged, never raised."""
+        lines recall searched with; ``trace``: its recall, whose runners-up and
+        floors the record keeps); a failure is logged, never raised."""
         try:
             write_turn(self.settings.data_dir, turn_record(res, rec, fragments=self.settings.audit_fragments,
-                                                           query=query))
+                                                           query=query, trace=trace))
         except Exception:  # noqa: BLE001 - the audit must never break the turn
             log.exception("turn audit failed for %s message %s", res.namespace, res.message_id)
 
     async def _answer(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace, lang: str,
                       res: TurnResult, after: list[Callable[[], None]] | None = None,
                       prefetch: asyncio.Task | None = None,
-                      line_id: int | None = None) -> tuple[Recollection, list[ChatLine]]:
+                      line_id: int | None = None) -> tuple[Recollection, list[ChatLine], RecallTrace]:
         """Recall, recollection, prompt and (with a model) the reply. The turn's
         bookkeeping — the recall trace for ``/memory why``, the recalled
         memories' access times, and the query vector of the person's line kept
@@ -458,7 +464,8 @@ class Pipeline:
         the vectors their own turns kept (``SearchIndex.embed_tail``: never a
         document embedding on the answer path). Returns the recollection and the
         lines recall searched with (the person's lines of the tail, oldest first;
-        the message alone when none), for the turn's audit."""
+        the message alone when none) and the recall's trace (``memory.explain``:
+        the namespace's last recall, and the turn's audit keeps it), for the turn's audit."""
         chat = msg.chat
         tail = await asyncio.to_thread(self.core.store.chat_tail, tenant, chat, t.tail,
                                        max_age=timedelta(seconds=t.tail_max_age) if t.tail_max_age > 0 else None,
@@ -469,9 +476,10 @@ class Pipeline:
         t0 = time.perf_counter()
         hits = []
         reason = ""
-        try:
-            from memory.recall import RecallParams
+        from memory.recall import RecallMisses, RecallParams
 
+        misses = RecallMisses()  # the floors and what they dropped, kept in the trace for /memory why not
+        try:
             hits = await asyncio.to_thread(self.core.recall, ns, [line.text for line in said] or [msg.text],
                                            known_vectors=self._tail_vectors(said), embed_older=False,
                                            chat=chat, params=RecallParams(
@@ -480,7 +488,7 @@ class Pipeline:
                                            query_valence=analyse(msg.text).valence,
                                            # as of the message, as its tail is: its 「上个月」 is the month
                                            # before it was said, however late it arrives; never ahead of the clock
-                                           now=min(msg.timestamp, utcnow()), tz=t.tz)
+                                           now=min(msg.timestamp, utcnow()), tz=t.tz, misses=misses)
         except Exception as exc:  # noqa: BLE001 - the chat never waits on the memory
             reason = f"recall failed: {type(exc).__name__}"
             log.warning("recall failed for %s: %s", ns, exc)
@@ -504,10 +512,12 @@ class Pipeline:
         if rec.attempt is not None and rec.attempt.model_ms is not None:
             self.metrics.stage_seconds.labels("reconstruct_model").observe(rec.attempt.model_ms / 1000)
 
+        trace = trace_of(ns, chat, ranked, t.recall_k, rec.fallback_reason, msg.timestamp, misses)
+
         def book() -> None:
             try:
                 self._keep_vector(line_id, said)
-                record_recall(self.core.store, ns, chat, ranked, t.recall_k, rec.fallback_reason, msg.timestamp)
+                self.core.store.save_last_recall(trace)
                 if rec.sources:  # held in memory, written with the next turns' (memory.marks)
                     self.core.note_recalled(ns, list(rec.sources), now)
             except Exception:  # noqa: BLE001 - bookkeeping never breaks the turn
@@ -524,7 +534,7 @@ class Pipeline:
                                     group=chat.is_group)
         query = said or [ChatLine("user", msg.sender_id, msg.text, msg.timestamp, msg.message_id, msg.sender_name)]
         if model is None:
-            return rec, query
+            return rec, query, trace
         t1 = time.perf_counter()
         # the reply is the bot's own and is never capped; its tokens count towards the tenant's day
         reply = await self.models.metered(tenant, ns.subject, "reply", capped=False, count_errors=False)
@@ -543,7 +553,7 @@ class Pipeline:
         if res.reply is not None and not res.paused:  # off the record: the reply retells the line; not kept
             await asyncio.to_thread(self.core.store.append_chat, tenant, chat,
                                     ChatLine("bot", "bot", res.reply, utcnow(), "", t.persona_name))
-        return rec, query
+        return rec, query, trace
 
     def _tail_vectors(self, said: list[ChatLine]) -> dict[str, np.ndarray]:
         """``{line text: vector}`` of the person's tail lines whose turns kept the

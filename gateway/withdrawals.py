@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
 from bridges.contract import Withdrawal
 from gateway.config import Settings
 from memory.core import MemoryCore
 from memory.identity import platform_subject
 from memory.identity import resolve as resolve_identity
-from memory.types import ChatRef, Namespace
+from memory.errors import NotFoundError
+from memory.types import ChatRef, ForgetReceipt, Namespace
 
-__all__ = ["Withdrawals", "retract_from"]
+__all__ = ["Withdrawals", "retract_from", "Withdrawn", "withdraw_since"]
 
 log = logging.getLogger(__name__)
 
@@ -63,3 +67,63 @@ def retract_from(core: MemoryCore, ns: Namespace, chat: ChatRef, message_id: str
             continue
         gone.append(memory.id)
     return gone
+
+
+@dataclass(frozen=True, slots=True)
+class Withdrawn:
+    """What ``withdraw_since`` took back: the memory ids retracted, how many of the
+    person's lines and of the companion's lines left the chat log, and the
+    receipt of what the retractions purged (``memory.types.ForgetReceipt``;
+    ``chat_lines`` counts the lines withdrawn too; no tombstones: what was
+    withdrawn, said again, is new evidence)."""
+
+    ids: tuple[str, ...]
+    lines: int
+    bot_lines: int
+    receipt: ForgetReceipt
+
+
+def withdraw_since(core: MemoryCore, ns: Namespace, authors: Sequence[Namespace], where: str, since: datetime, *,
+                   actor: str, private: bool, seconds: int | None = None) -> Withdrawn:
+    """``/memory forget last <duration>`` and its ``/v1`` route: what ``authors``
+    (the platform identities of the person of ``ns``) said in chat ``where`` (a
+    ``pause_key``: a group covers its topics) at or after ``since`` is withdrawn —
+    each line redacted (a capture still due on it never runs) and every memory of
+    ``ns`` learned from it retracted — and so is every other memory of ``ns``
+    learned or changed in that chat since then; in a ``private`` chat the
+    companion's lines of that time go too (they may retell it). Audited
+    ``forget_last`` in ``ns`` with counts only (and ``seconds``, the window asked
+    for). Blocking (SQL and index)."""
+    gone: list[str] = []
+    receipt = ForgetReceipt()
+    said = [(author, key, mid) for author in authors for key, mid in core.store.said_since(author, where, since)]
+    for author, chat_key, message_id in said:
+        chat = ChatRef.parse(chat_key)
+        core.store.withdraw_line(author, chat, message_id)
+        for memory in core.store.find_by_source(ns, chat, message_id):
+            try:
+                receipt += core.retract(ns, memory.id, actor="withdraw")
+            except LookupError:  # retracted meanwhile
+                continue
+            gone.append(memory.id)
+    offset = 0
+    while batch := core.store.list(ns, limit=500, offset=offset):
+        offset += len(batch)
+        for m in batch:
+            key = m.origin.key if m.origin is not None else ""
+            if m.id not in gone and (key == where or key.startswith(f"{where}:")) and \
+                    max(m.created_at or since, m.updated_at or since) >= since:
+                try:
+                    receipt += core.retract(ns, m.id, actor=actor)
+                except NotFoundError:
+                    continue
+                gone.append(m.id)
+                offset -= 1
+        if (batch[-1].updated_at or since) < since:
+            break  # newest first: the rest is older than the window
+    bot_lines = core.store.drop_bot_lines_since(ns.tenant, where, since) if private else 0
+    receipt += ForgetReceipt(chat_lines=len(said) + bot_lines)
+    core.store.scrub()
+    core.store.audit(ns, "forget_last", actor, count=len(gone), lines=len(said), bot_lines=bot_lines,
+                     seconds=seconds, chat=where)
+    return Withdrawn(tuple(gone), len(said), bot_lines, receipt)

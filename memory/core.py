@@ -610,18 +610,21 @@ class MemoryCore:
             self._apply_outbox_for(ns, dropped)
         return dropped
 
-    def retract(self, ns: Namespace, memory_id: str, *, actor: str = "edit") -> None:
+    def retract(self, ns: Namespace, memory_id: str, *, actor: str = "edit") -> ForgetReceipt:
         """Remove a memory whose message was edited so that it no longer says it
         (no tombstone: saying it again is new evidence), with the consolidated
         memories that cite it and the contexts that retell it (as ``forget``).
+        Returns the ``ForgetReceipt`` of what went (``tombstones`` 0).
         NotFoundError if it is not in ``ns``."""
         with self._locked(ns):
             versions = self.store.history(ns, memory_id)  # every version goes, as in forget
-            self.store.retract(ns, memory_id)
+            receipt = self.store.retract(ns, memory_id)
             self.audit.record(ns, "retract", actor, memory_id)
-            derived, _ = self._drop_citing_locked(ns, memory_id, actor, tombstone=False)
-            retold, _ = self._scrub_retellings_locked(ns, versions)
+            derived, of_derived = self._drop_citing_locked(ns, memory_id, actor, tombstone=False)
+            retold, lines = self._scrub_retellings_locked(ns, versions)
         self._apply_outbox_for(ns, [memory_id, *derived, *retold])
+        return replace(receipt + of_derived, memories=receipt.memories) + ForgetReceipt(chat_lines=lines,
+                                                                                         contexts=len(retold))
 
     def new(self, ns: Namespace, text: str, **fields) -> Memory:
         """A Memory value for ``ns`` with a fresh id (not stored yet); ``text``

@@ -23,7 +23,10 @@ replica can answer ``/memory why`` about a turn another replica ran.
   below ``DECAYED_BELOW`` (the forgetting curve, ``memory.scoring``);
 - ``not_ranked``: below the relevance floor — no channel ranked it among its
   candidates (no word of the message matched it, and its meaning was below the
-  embedder's minimum cosine);
+  embedder's minimum cosine). The trace keeps the floors of that recall
+  (``RecallTrace.floors``) and, for the best few each floor dropped, the
+  channel, score and floor (``RecallTrace.misses``, ``memory.recall.RecallMisses``):
+  ``Why.miss`` then gives the memory's own score beside the floor it missed;
 - ``newer``: created or edited after the last recall (or from its message);
 - ``no_trace``: nothing was recalled for this namespace yet;
 - ``forgotten``: the memory was forgotten (its tombstone keeps it from coming
@@ -42,8 +45,8 @@ from datetime import datetime, timezone
 from memory.scoring import score as default_score
 from memory.types import ChatRef, Hit, Memory, Namespace, ScoreParts, Visibility
 
-__all__ = ["TRACE_DEPTH", "DECAYED_BELOW", "TraceEntry", "RecallTrace", "Why", "trace_of", "record_recall", "explain", "visible_in",
-           "trace_visible_in"]
+__all__ = ["TRACE_DEPTH", "DECAYED_BELOW", "TraceEntry", "Miss", "RecallTrace", "Why", "trace_of", "record_recall",
+           "explain", "visible_in", "trace_visible_in"]
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +73,26 @@ class TraceEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class Miss:
+    """A memory a relevance floor kept out of a recall: ``channel`` ``bm25``
+    (words: a BM25 score), ``vector`` (meaning: a cosine in [-1, 1]) or
+    ``standout`` (its meaning was near enough but did not stand out from the
+    rest, ``memory.recall.standout``), its ``score`` there and that ``floor``."""
+
+    memory_id: str
+    channel: str
+    score: float
+    floor: float
+
+
+@dataclass(frozen=True, slots=True)
 class RecallTrace:
     """The last recall of ``namespace``: in chat ``chat`` (a ``ChatRef.key``) for
     the message said at ``at`` (UTC; what it captured is written at that time
     too), the first ``k`` of ``entries`` recalled; ``fallback_reason`` ""
-    when the recollection did not fall back."""
+    when the recollection did not fall back; ``floors`` the relevance floors
+    applied (``{"bm25": …, "vector": …, "standout": …}``, empty for a trace kept
+    before they were) and ``misses`` the best few each dropped."""
 
     namespace: Namespace
     chat: str
@@ -82,10 +100,16 @@ class RecallTrace:
     k: int
     fallback_reason: str = ""
     entries: tuple[TraceEntry, ...] = ()
+    floors: dict[str, float] = field(default_factory=dict)
+    misses: tuple[Miss, ...] = ()
 
     def entry(self, memory_id: str) -> TraceEntry | None:
         """The candidate entry of ``memory_id``, or None."""
         return next((e for e in self.entries if e.memory_id == memory_id), None)
+
+    def miss(self, memory_id: str) -> Miss | None:
+        """What floor kept ``memory_id`` out, when it was among the best it dropped; else None."""
+        return next((m for m in self.misses if m.memory_id == memory_id), None)
 
     @property
     def cutoff(self) -> float | None:
@@ -104,6 +128,8 @@ class Why:
     trace: RecallTrace | None = None
     entry: TraceEntry | None = None
     parts: ScoreParts | None = None
+    #: for ``not_ranked``: the floor it missed with its score there (None when it was not among the best dropped)
+    miss: Miss | None = None
 
     @classmethod
     def forgotten(cls, trace: RecallTrace | None = None) -> Why:
@@ -112,19 +138,24 @@ class Why:
 
 
 def trace_of(ns: Namespace, chat: ChatRef, hits: Sequence[Hit], k: int, reason: str | None,
-             at: datetime) -> RecallTrace:
-    """A trace from ranked hits (best first, up to TRACE_DEPTH kept)."""
+             at: datetime, misses=None) -> RecallTrace:
+    """A trace from ranked hits (best first, up to TRACE_DEPTH kept); ``misses``
+    the recall's ``memory.recall.RecallMisses`` (None: no floors kept)."""
     entries = tuple(TraceEntry(h.memory.id, i, h.score, dict(h.ranks), h.parts)
                     for i, h in enumerate(hits[:TRACE_DEPTH], start=1))
-    return RecallTrace(ns, chat.key, at, k, reason or "", entries)
+    if misses is None:
+        return RecallTrace(ns, chat.key, at, k, reason or "", entries)
+    kept = {e.memory_id for e in entries}  # a hit of another list is no miss
+    return RecallTrace(ns, chat.key, at, k, reason or "", entries, dict(misses.floors),
+                       tuple(Miss(m, ch, sc, fl) for m, (ch, sc, fl) in misses.misses.items() if m not in kept))
 
 
 def record_recall(store, ns: Namespace, chat: ChatRef, hits: Sequence[Hit], k: int, reason: str | None,
-                  at: datetime) -> None:
-    """Save the trace of this recall for ``ns``. Never raises: a failure is
-    logged, the turn goes on (the chat never waits on the memory)."""
+                  at: datetime, misses=None) -> None:
+    """Save the trace of this recall for ``ns`` (``trace_of``). Never raises: a
+    failure is logged, the turn goes on (the chat never waits on the memory)."""
     try:
-        store.save_last_recall(trace_of(ns, chat, hits, k, reason, at))
+        store.save_last_recall(trace_of(ns, chat, hits, k, reason, at, misses))
     except Exception:  # noqa: BLE001 - an explanation aid must not break a turn
         log.exception("could not record the last recall of %s", ns)
 
@@ -189,4 +220,4 @@ def explain(trace: RecallTrace | None, memory: Memory, *, scorer=default_score, 
         return Why("dormant", trace, None, parts)
     if parts.retention < DECAYED_BELOW:
         return Why("decayed", trace, None, parts)
-    return Why("not_ranked", trace, None, parts)
+    return Why("not_ranked", trace, None, parts, trace.miss(memory.id))

@@ -51,7 +51,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from functools import lru_cache
 
@@ -71,7 +71,7 @@ from memory.types import Category, ChatRef, Hit, Memory, Namespace, ScoreParts, 
 __all__ = ["RecallParams", "recall", "keep_channel_tops", "rrf_fuse", "vector_weight", "bm25_scores", "bm25_confidence", "channel_hits", "has_content",
            "word_match", "Scorer", "TurnQuery", "turn_query", "leans_on_context", "is_thin",
            "EXACT_MAX", "found_via_context", "content_terms", "is_chitchat", "standout", "asks", "remark_terms",
-           "names_it", "MOOD_TTL_DAYS", "words_only"]
+           "names_it", "MOOD_TTL_DAYS", "words_only", "RecallMisses", "MISS_DEPTH"]
 
 log = logging.getLogger(__name__)
 
@@ -609,6 +609,32 @@ def announces_topic(text: str) -> bool:
     return announced
 
 
+MISS_DEPTH = 12
+"""How many of a channel's candidates that its relevance floor dropped a
+``RecallMisses`` keeps (the best), for the question's own lists."""
+
+
+@dataclass(slots=True)
+class RecallMisses:
+    """What the relevance floors of one recall dropped, for "why not recalled"
+    (``memory.explain``), filled by ``recall`` when passed to it: ``floors`` the
+    floors applied to the question's lists — ``bm25`` (a BM25 score), ``vector``
+    (a cosine in [-1, 1]; the lower ``matched_vector_floor`` when a word of the
+    question matched), ``standout`` (the bar of ``standout``, when the decision
+    was on); ``misses`` ``{memory id: (channel, score, floor)}`` for up to
+    ``MISS_DEPTH`` of each channel's candidates that fell below its floor, the
+    best first (channel ``standout``: the cosine was above the floor but did not
+    stand out from the rest; its score is ``standout``'s). Ids and numbers only."""
+
+    floors: dict[str, float] = field(default_factory=dict)
+    misses: dict[str, tuple[str, float, float]] = field(default_factory=dict)
+
+    def note(self, channel: str, dropped: Sequence[tuple[str, float]], floor: float) -> None:
+        """Keep the first ``MISS_DEPTH`` of ``dropped`` ((id, score), best first) under ``channel``."""
+        for mid, sc in dropped[:MISS_DEPTH]:
+            self.misses.setdefault(mid, (channel, float(sc), float(floor)))
+
+
 def _list_name(channel: str, step: int) -> str:
     """The fused list of ``channel`` for the query ``step`` lines before the question: ``bm25``, ``bm25~1``…"""
     return channel if step == 0 else f"{channel}~{step}"
@@ -632,7 +658,7 @@ def channel_hits(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence
 def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence[str],
               chat: ChatRef | None, params: RecallParams, cache: NamespaceCache | None, words: str | None = None,
               stats: NamespaceStats | None = None, known: Mapping[str, np.ndarray] | None = None,
-              embed_older: bool = True, remark: bool = False
+              embed_older: bool = True, remark: bool = False, misses: RecallMisses | None = None
               ) -> tuple[dict[str, list[tuple[str, float]]], Sequence[MemoryText] | None, NamespaceView | None]:
     """``channel_hits`` for ``queries`` (``TurnQuery.lines``: the question, then
     each context line) plus the view searched (``_view``: the cache's, or one
@@ -646,7 +672,8 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
     vectors come from (``SearchIndex.embed_tail``). ``remark``: the question
     does not ask (``asks``): its BM25 hits must name what it names in their own
     text and its vector hits stand out by ``standout`` whatever BM25 found
-    (``names_it``)."""
+    (``names_it``). ``misses``: filled with the floors and what they dropped of
+    the question's lists (``RecallMisses``)."""
     if not queries:
         return {}, None, None
     stats = stats if stats is not None else store.namespace_stats(ns)
@@ -675,6 +702,13 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
             and any(matched <= sc < floor for name in vector_lists for _, sc in ranked[name]) \
             and word_match(index, ns, small, queries[:1], chat, view, content=decide):
         floor = float(matched)
+    if misses is not None:  # the question's own lists: what each floor drops, for "why not recalled"
+        misses.floors.update(bm25=float(params.bm25_floor), vector=float(floor))
+        if decide:
+            misses.floors["standout"] = float(params.standout)
+        misses.note("vector", [(m, sc) for m, sc in ranked.get("vector", []) if sc < floor], floor)
+        misses.note("bm25", [(m, sc) for m, sc in ranked.get("bm25", []) if 0 < sc < params.bm25_floor],
+                    params.bm25_floor)
     for name in list(ranked):
         step = int(name.split("~")[1]) if "~" in name else 0
         if name.startswith("vector"):
@@ -701,6 +735,10 @@ def _channels(store: Store, index: SearchIndex, ns: Namespace, queries: Sequence
                 spread = spreads.get(step)
                 # where the line's own words found the topic, vectors may add its paraphrases more freely
                 bar = params.matched_standout if found and not (remark and step == 0) else params.standout
+                if misses is not None and step == 0:
+                    misses.floors["standout"] = float(bar)
+                    misses.note("standout", [(m, standout(sc, spread)) for m, sc in ranked[name]
+                                             if m not in found and standout(sc, spread) < bar], bar)
                 ranked[name] = [(m, sc) for m, sc in ranked[name] if m in found or standout(sc, spread) >= bar]
     return {c: v for c, v in ranked.items() if v}, small, view
 
@@ -830,7 +868,8 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
            scorer: Scorer | None = None, query_valence: float = 0.0, now: datetime | None = None,
            cache: NamespaceCache | None = None, only: frozenset[str] | None = None,
            stats: NamespaceStats | None = None, known_vectors: Mapping[str, np.ndarray] | None = None,
-           embed_older: bool = True, tz: str | tzinfo | None = DEFAULT_TZ) -> list[Hit]:
+           embed_older: bool = True, tz: str | tzinfo | None = DEFAULT_TZ,
+           misses: RecallMisses | None = None) -> list[Hit]:
     """Recall memories of ``ns`` for a conversation tail (oldest first, latest last).
 
     Returns at most ``params.k`` Hits, best first, each with its per-channel ranks
@@ -852,6 +891,8 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     ``known_vectors`` / ``embed_older``: the context lines' vectors
     (``SearchIndex.embed_tail``; the turn passes what its chat log kept and
     ``embed_older=False``: one model call at most).
+    ``misses``: a ``RecallMisses`` to fill with the question's relevance floors
+    and the candidates they dropped (the turn keeps them for "why not recalled").
     Raises SearchIndexError when the index fails (the pipeline degrades to no
     recollection).
     """
@@ -883,7 +924,7 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         # was said then, which the time channel reads: its hits need not stand out from the rest
         decision = replace(params, standout=0.0)
     ranked, small, view = _channels(store, index, ns, queries, chat, decision, cache, words, stats, known_vectors,
-                                    embed_older, remark)
+                                    embed_older, remark, misses)
     if only is not None:
         ranked = {c: [(m, v) for m, v in hits if m in only] for c, hits in ranked.items()}
     lists = {c: [m for m, _ in hits] for c, hits in ranked.items()}

@@ -596,7 +596,7 @@ async def pause(request: Request, subject: str) -> Response:
     ``/memory pause`` there; audited with the session's actor. A chat key or a
     duration that is none: 400, nothing changed."""
     from gateway.commands import pause_key
-    from gateway.durations import parse_duration
+    from gateway.durations import DurationTooLong, parse_duration
 
     s = _session(request)
     ns = await _ns(request, subject)
@@ -604,7 +604,10 @@ async def pause(request: Request, subject: str) -> Response:
     form = await request.form()
     chat = pause_key(ChatRef.parse(_field(form, "chat").strip()))
     text = _field(form, "duration").strip()
-    span = parse_duration(text) if text else None
+    try:
+        span = parse_duration(text) if text else None
+    except DurationTooLong:
+        raise ValueError(f"{text[:40]!r} is too long: a pause lasts at most 30 days") from None
     if text and span is None:
         raise ValueError(f"{text[:40]!r} names no length of time up to 30 days (e.g. 2h, 30m, 30分钟)")
 

@@ -19,10 +19,11 @@ Routes (request and response bodies are the pydantic models below, so
     GET    /v1/subjects/{subject}/memories/{id}      one memory
     PATCH  /v1/subjects/{subject}/memories/{id}      edit (new version; the old text stays in history)
     DELETE /v1/subjects/{subject}/memories/{id}      forget (tombstoned, purged), with its receipt
-    GET    /v1/subjects/{subject}/memories/{id}/why  why it was or was not recalled in the last turn
+    GET    /v1/subjects/{subject}/memories/{id}/why  why it was or was not recalled (last turn, or ?turn=<id>)
     GET    /v1/subjects/{subject}/memories/{id}/history   every version
     POST   /v1/subjects/{subject}/memories/batch-update   edit many (per-item results)
     POST   /v1/subjects/{subject}/memories/batch-forget   forget many (per-item results)
+    POST   /v1/subjects/{subject}/memories/forget-last    take back the last N minutes in a chat, with its receipt
     DELETE /v1/subjects/{subject}/memories           admin: forget a person's memories (one group's), confirmed
     DELETE /v1/subjects/{subject}                    forget everything of the person
     GET    /v1/subjects/{subject}/export             the huiyi.memories.v1 document
@@ -54,7 +55,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response, Security
@@ -755,6 +756,8 @@ class TurnOut(BaseModel):
     latency_ms: dict[str, float]
     #: the speaker had this chat off the record (``/memory pause``): nothing captured, the line not kept
     paused: bool = False
+    #: the turn's id, as in its audit record: ``?turn=`` of ``GET …/memories/{id}/why``
+    turn: str = ""
 
 
 # -- routes -----------------------------------------------------------------------
@@ -877,7 +880,12 @@ class WhyOut(BaseModel):
     ``not_ranked`` (below the relevance floor), ``newer``, ``no_trace`` or
     ``forgotten``; ``text`` in plain words in ``lang`` (an admin key also gets
     the stage's own term and numbers in parentheses); ``at`` and ``chat``: the
-    turn (None when there was none, or it is not shown in the chat asked for)."""
+    turn (None when there was none, or it is not shown in the chat asked for),
+    ``turn`` its id when one was asked for. Below the relevance floor,
+    ``channel`` (``vector``: a cosine, ``bm25``: a word score, ``standout``:
+    near enough but not standing out), ``score`` there and the ``floor`` it
+    missed, when it was among the best few that floor dropped (else ``floors``
+    alone: every floor of that recall)."""
 
     id: str
     verdict: str
@@ -885,36 +893,58 @@ class WhyOut(BaseModel):
     lang: str
     at: datetime | None = None
     chat: str | None = None
+    turn: str | None = None
     rank: int | None = None
     k: int | None = None
     score: float | None = None
     cutoff: float | None = None
     retention: float | None = None
+    channel: str | None = None
+    floor: float | None = None
+    floors: dict[str, float] | None = None
 
 
 @router.get("/subjects/{subject}/memories/{memory_id}/why", response_model=WhyOut,
             summary="why a memory was or was not recalled")
 async def why_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, chat: ChatQuery = None,
-                     turn: Annotated[Literal["last"], Query(
-                         description="the turn asked about: only the person's last turn is kept")] = "last",
+                     turn: Annotated[str, Query(pattern=r"^(last|[0-9a-f]{16})$", description=(
+                         "the turn asked about: ``last`` (the person's last turn) or a turn id from the "
+                         "audit (``turn`` of a /v1/turns answer or of an audit record), within the days "
+                         "the console shows"))] = "last",
                      lang: Annotated[Literal["zh_CN", "en"] | None, Query(
                          description="the language of ``text`` (default: the tenant's)")] = None) -> WhyOut:
-    """The stage of the person's last recall that dropped (or kept) the memory. In
-    a group ``chat`` only a memory shown there, and a turn of that group, are
-    told (404 / ``no_trace`` otherwise). A forgotten id answers ``forgotten``; an
-    id never held by this person is 404."""
+    """The stage of the person's last recall (or of the audited turn ``turn``)
+    that dropped (or kept) the memory. In a group ``chat`` only a memory shown
+    there, and a turn of that group, are told (404 / ``no_trace`` otherwise). A
+    forgotten id answers ``forgotten``; an id never held by this person is 404;
+    a turn id that is not one of this person's audited turns (unknown, older than
+    the days kept, another person's) is 404, a malformed one 400."""
     from gateway.commands import why_not_text
+    from gateway.observability import find_turn, trace_of_record
     from memory.explain import Why, explain, trace_visible_in
 
     ns = await _ns(ctx, subject)
     where = _chat(chat)
     language = lang or ctx.t.language
     admin = ctx.caller.admin
+    settings = ctx.pipeline.settings
+
+    def asked():
+        if turn == "last":
+            trace = ctx.core.store.last_recall(ns)
+            return trace if trace is not None and trace_visible_in(trace, where) else None
+        today = utcnow().date()
+        days = [today - timedelta(days=i) for i in range(max(1, settings.console.turn_days))]
+        record = find_turn(settings.data_dir, ctx.tenant, turn, days)
+        if record is None or record.get("namespace") != str(ns):  # another person's turn is no turn of theirs
+            raise NotFoundError(f"no turn {turn} of {ns.subject} in the audit of the last {len(days)} days")
+        trace = trace_of_record(record)
+        if not trace_visible_in(trace, where):
+            raise NotFoundError(f"turn {turn} was not in {where.key}")
+        return trace
 
     def run() -> WhyOut:
-        trace = ctx.core.store.last_recall(ns)
-        if trace is not None and not trace_visible_in(trace, where):
-            trace = None
+        trace = asked()
         try:
             m = ctx.core.get(ns, memory_id)
         except NotFoundError:
@@ -926,13 +956,16 @@ async def why_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, ch
             raise NotFoundError(f"no memory {memory_id} that may be shown in {where.key}")
         row = ctx.core.store.consolidated(ns, [m.id]).get(m.id)
         why = explain(trace, m, dormant=row is not None and row.dormant)
-        e, tr = why.entry, why.trace
+        e, tr, miss = why.entry, why.trace, why.miss
         return WhyOut(id=m.id, verdict=why.verdict, lang=language,
                       text=why_not_text(language, why, m.id, admin=admin,
                                         when=tr.at.isoformat(timespec="minutes") if tr else "-"),
-                      at=tr.at if tr else None, chat=tr.chat if tr else None, rank=e.position if e else None,
-                      k=tr.k if tr else None, score=e.score if e else None, cutoff=tr.cutoff if tr else None,
-                      retention=why.parts.retention if why.parts is not None else None)
+                      at=tr.at if tr else None, chat=tr.chat if tr else None, turn=None if turn == "last" else turn,
+                      rank=e.position if e else None, k=tr.k if tr else None,
+                      score=e.score if e else miss.score if miss else None, cutoff=tr.cutoff if tr else None,
+                      retention=why.parts.retention if why.parts is not None else None,
+                      channel=miss.channel if miss else None, floor=miss.floor if miss else None,
+                      floors=dict(tr.floors) if tr is not None and tr.floors else None)
 
     return await asyncio.to_thread(run)
 
@@ -996,6 +1029,56 @@ async def batch_forget(ctx: Ctx, subject: SubjectPath, body: BatchForgetIn) -> B
     return BatchOut(subject=ns.subject, receipt=ReceiptOut.of(total),
                     results=[BatchItemOut(id=i, status="forgotten" if r is not None else "not_found")
                              for i, r in done.items()])
+
+
+class ForgetLastIn(BaseModel):
+    """Take back what the subject said in ``chat`` (a chat key; a group's covers
+    all its topics) in the last ``duration`` ("10m", "2h", "30分钟"; at most 30
+    days), as ``/memory forget last 10m`` said there."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chat: str = Field(max_length=300, json_schema_extra={"pattern": patterns.CHAT_KEY})
+    duration: str = Field(min_length=1, max_length=40)
+
+
+class ForgetLastOut(BaseModel):
+    """What was taken back: the memories retracted (``ids``) from ``since`` (ISO
+    8601 UTC) in ``chat``, how many of the subject's lines and of the companion's
+    lines (a private chat's) left the chat log, and the receipt of what was purged
+    (no tombstones: said again later, it is learned again)."""
+
+    subject: str
+    chat: str
+    since: datetime
+    ids: list[str]
+    lines: int
+    bot_lines: int
+    receipt: ReceiptOut
+
+
+@router.post("/subjects/{subject}/memories/forget-last", response_model=ForgetLastOut,
+             summary="take back the last minutes said in a chat")
+async def forget_last(ctx: Ctx, subject: SubjectPath, body: ForgetLastIn) -> ForgetLastOut:
+    """As ``/memory forget last <duration>`` in that chat: each line the subject
+    said there since then is withdrawn (a capture still due on it never runs)
+    with every memory it taught, and every other memory of theirs learned or
+    changed in that chat since then; in a private chat the companion's lines of
+    that time go too. The subject must be a platform id (``tg:42``) and the
+    chat one where they speak (their own private chat, or a group): else 409. A
+    duration that names no time, or more than 30 days: 400, nothing changed."""
+    from gateway.commands import pause_key
+    from gateway.withdrawals import withdraw_since
+
+    ns = await _ns(ctx, subject)
+    where = _person_chat(subject, _chat(body.chat), ctx.caller, writing_tail=False)
+    span = _span(body.duration)
+    since = utcnow() - span
+    done = await asyncio.to_thread(withdraw_since, ctx.core, ns, [Namespace(ns.tenant, subject)], pause_key(where),
+                                   since, actor=ctx.caller.actor, private=not where.is_group,
+                                   seconds=int(span.total_seconds()))
+    return ForgetLastOut(subject=ns.subject, chat=pause_key(where), since=since, ids=list(done.ids),
+                         lines=done.lines, bot_lines=done.bot_lines, receipt=ReceiptOut.of(done.receipt))
 
 
 @router.delete("/subjects/{subject}/memories", response_model=ForgetScopeOut,
@@ -1302,7 +1385,7 @@ async def recollection(ctx: Ctx, subject: SubjectPath, body: RecollectIn) -> Rec
 
     from memory.emotion import analyse
     from memory.reconstruct import reconstruct
-    from memory.recall import RecallParams
+    from memory.recall import RecallMisses, RecallParams
 
     ns = await _ns(ctx, subject)
     t = ctx.t
@@ -1333,11 +1416,12 @@ async def recollection(ctx: Ctx, subject: SubjectPath, body: RecollectIn) -> Rec
     lang = turn_language(last, list(reversed(own[:-1])), None, t.language)
     hits: list[Hit] = []
     reason = ""
+    misses = RecallMisses()
     if queries:
         try:
             hits = await asyncio.to_thread(ctx.core.recall, ns, queries, chat=where,
                                            params=RecallParams(k=max(t.recall_k, TRACE_DEPTH)),
-                                           query_valence=analyse(last).valence, tz=t.tz)
+                                           query_valence=analyse(last).valence, tz=t.tz, misses=misses)
         except Exception as exc:  # noqa: BLE001 - a recollection degrades, it never fails the caller's reply
             reason = f"recall failed: {type(exc).__name__}"
             log.warning("recall failed for %s: %s", ns, exc)
@@ -1357,7 +1441,7 @@ async def recollection(ctx: Ctx, subject: SubjectPath, body: RecollectIn) -> Rec
     def book() -> None:
         try:
             if where is not None:
-                record_recall(ctx.core.store, ns, where, ranked, t.recall_k, rec.fallback_reason, now)
+                record_recall(ctx.core.store, ns, where, ranked, t.recall_k, rec.fallback_reason, now, misses)
             if rec.sources:
                 ctx.core.mark_recalled(ns, list(rec.sources), now)
         except Exception:  # noqa: BLE001 - bookkeeping never fails the answer
@@ -1433,6 +1517,20 @@ def _pause_chat(ctx: _Ctx, subject: str, chat: str | None) -> str:
     return pause_key(where)
 
 
+def _span(text: str) -> timedelta:
+    """The duration ``text`` names (``gateway.durations``); BadPayload (400) saying
+    which is wrong — no length of time, or longer than the 30 days allowed."""
+    from gateway.durations import DurationTooLong, parse_duration
+
+    try:
+        span = parse_duration(text)
+    except DurationTooLong:
+        raise BadPayload(f"duration {text[:40]!r} is too long: at most 30 days") from None
+    if span is None:
+        raise BadPayload(f"duration {text[:40]!r} names no length of time (e.g. 2h, 30m, 30分钟)")
+    return span
+
+
 def _pause_out(ns: Namespace, chat: str, pause) -> PauseOut:
     if pause is None:
         return PauseOut(subject=ns.subject, chat=chat, paused=False)
@@ -1452,17 +1550,10 @@ async def put_pause(ctx: Ctx, subject: SubjectPath, body: PauseIn) -> PauseOut:
     is captured, consolidated or kept past the reply, on every replica, until
     ``DELETE`` or the duration ends. A duration that is none (or over 30 days):
     400, nothing changed."""
-    from gateway.durations import parse_duration
-
     ns = await _ns(ctx, subject)
     key = _pause_chat(ctx, subject, body.chat)
     now = utcnow()
-    until = None
-    if body.duration is not None:
-        span = parse_duration(body.duration)
-        if span is None:
-            raise BadPayload("duration names no length of time up to 30 days (e.g. 2h, 30m, 30分钟)")
-        until = now + span
+    until = None if body.duration is None else now + _span(body.duration)
 
     pause = await asyncio.to_thread(pause_learning, ctx.core, ns, key, now, until, ctx.caller.actor)
     return _pause_out(ns, key, pause)

@@ -42,15 +42,20 @@ class CommandState(StoreBase):
     # -- last recall per namespace (memory.explain) ----------------------
 
     def save_last_recall(self, trace) -> None:
-        """Replace the last-recall record of ``trace.namespace`` (a ``memory.explain.RecallTrace``)."""
+        """Replace the last-recall record of ``trace.namespace`` (a ``memory.explain.RecallTrace``):
+        one row per namespace, its floors and misses a column of it (no row per turn)."""
         entries = json.dumps([{"id": e.memory_id, "pos": e.position, "score": e.score, "ranks": e.ranks,
                                "parts": None if e.parts is None else [e.parts.rrf, e.parts.retention,
                                                                       e.parts.activation, e.parts.emotion,
                                                                       e.parts.importance]}
                               for e in trace.entries])
+        floors = json.dumps({"floors": trace.floors, "misses": [[m.memory_id, m.channel, round(m.score, 6),
+                                                                 round(m.floor, 6)] for m in trace.misses]}
+                            if trace.floors else {})
         ns = trace.namespace
         t = _LastRecallRow.__table__  # type: ignore[attr-defined]
-        values = dict(chat=trace.chat, at=trace.at, k=trace.k, fallback_reason=trace.fallback_reason, entries=entries)
+        values = dict(chat=trace.chat, at=trace.at, k=trace.k, fallback_reason=trace.fallback_reason, entries=entries,
+                      floors=floors)
         for attempt in (1, 2):  # two replicas may insert the first record at once
             try:
                 with self._write_conn() as conn:
@@ -62,8 +67,9 @@ class CommandState(StoreBase):
                     raise
 
     def last_recall(self, ns: Namespace):
-        """The last-recall record of ``ns`` (``memory.explain.RecallTrace``), or None."""
-        from memory.explain import RecallTrace, TraceEntry
+        """The last-recall record of ``ns`` (``memory.explain.RecallTrace``, its
+        floors and misses with it), or None."""
+        from memory.explain import Miss, RecallTrace, TraceEntry
         from memory.types import ScoreParts
 
         with self._read() as s:
@@ -73,7 +79,10 @@ class CommandState(StoreBase):
         entries = tuple(TraceEntry(e["id"], e["pos"], e["score"], e["ranks"],
                                    ScoreParts(*e["parts"]) if e.get("parts") else None)
                         for e in json.loads(row.entries))
-        return RecallTrace(ns, row.chat, _aware(row.at), row.k, row.fallback_reason, entries)  # type: ignore[arg-type]
+        kept = json.loads(row.floors or "{}")
+        misses = tuple(Miss(str(m), str(ch), float(sc), float(fl)) for m, ch, sc, fl in kept.get("misses") or ())
+        return RecallTrace(ns, row.chat, _aware(row.at), row.k, row.fallback_reason, entries,  # type: ignore[arg-type]
+                           dict(kept.get("floors") or {}), misses)
 
     def recently_recalled(self, tenant: str, limit: int) -> list[Namespace]:
         """Namespaces of ``tenant`` by the time of their last recall, newest first,

@@ -22,7 +22,7 @@ from memory.store.links import _unlink_links
 from memory.store.versions import _bump, _recount
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _ChatLogRow, _ConflictRow, _ConsolidatedRow,
                                  _ConsolidationStateRow, _HistoryRow, _IdentityRow, _IndexOpRow, _LastRecallRow, _LinkRow,
-                                 _meta, _meta_json, _MemoryRow, _TombstoneRow)
+                                 _meta, _meta_json, _MemoryRow, _PauseRow, _TombstoneRow)
 from memory.types import Namespace
 
 
@@ -147,7 +147,7 @@ class Identities(StoreBase):
         Conflict and association links move with the memories they join; a link
         with a side merged into a ``dst`` row is dropped (that row now says
         something else), and so are the ``dst`` row's own links when its text
-        changed. Consolidated rows
+        changed. Pauses move too (``_move_pauses``). Consolidated rows
         move with their memories, their sources renamed to the rows the fragments
         landed in (``_move_consolidated``); ``src``'s consolidation state is dropped.
         """
@@ -235,8 +235,28 @@ class Identities(StoreBase):
                 if t.fingerprint not in have:
                     s.add(_TombstoneRow(namespace=str(dst), fingerprint=t.fingerprint, forgotten_at=t.forgotten_at))
                 s.delete(t)
+            _move_pauses(s, src, dst)
             s.exec(delete(_LastRecallRow).where(_LastRecallRow.namespace == str(src)))  # type: ignore[call-overload]
         return gone, sorted(set(changed))
+
+
+def _move_pauses(s, src: Namespace, dst: Namespace) -> None:
+    """In session ``s`` (inside ``move_namespace``): each pause of ``src``
+    (``memory.store.pauses``) becomes ``dst``'s in the same chat, so a person
+    who went off the record stays off it once linked. Where ``dst`` has a pause
+    in that chat too, the one that lasts longer is kept (None, until resumed,
+    outlasts any end); it starts at the earlier ``since``."""
+    for row in s.exec(select(_PauseRow).where(_PauseRow.namespace == str(src))).all():
+        key = f"{dst}|{row.chat}"[:600]
+        there = s.get(_PauseRow, key)
+        if there is None:
+            s.add(_PauseRow(key=key, namespace=str(dst), chat=row.chat, since=row.since, until=row.until))
+        else:
+            ends = [_aware(u) for u in (there.until, row.until)]
+            there.until = None if None in ends else max(ends)  # type: ignore[type-var]
+            there.since = min(_aware(there.since), _aware(row.since))
+            s.add(there)
+        s.delete(row)
 
 
 def _carry_pairs(s, table, first: str, second: str, src: Namespace, dst: Namespace, moved: set[str]) -> None:

@@ -690,12 +690,12 @@ class MemoryRows(StoreBase):
             row.forgotten_at = at
             s.add(row)
 
-    def retract(self, ns: Namespace, memory_id: str) -> None:
+    def retract(self, ns: Namespace, memory_id: str) -> ForgetReceipt:
         """Remove a memory whose evidence was withdrawn (its message was edited and no
         longer says it): live row and history go, no tombstone (the person did not
-        ask to forget; saying it again is simply new evidence). NotFoundError if it
-        is not in ``ns``."""
-        self.delete(ns, memory_id)
+        ask to forget; saying it again is simply new evidence). Returns what went
+        (``delete``'s receipt). NotFoundError if it is not in ``ns``."""
+        return self.delete(ns, memory_id)
 
     def add_tombstone(self, ns: Namespace, fingerprint: str) -> None:
         """Record a tombstone fingerprint in ``ns`` (a repeated one moves forward to now)."""

@@ -250,6 +250,9 @@ class _LastRecallRow(SQLModel, table=True):
     k: int
     fallback_reason: str = ""
     entries: str = "[]"
+    #: the relevance floors and what they dropped: ``{"floors": {channel: floor}, "misses": [[id, channel,
+    #: score, floor], …]}`` (``memory.explain.Miss``); "{}" for a trace kept before them
+    floors: str = "{}"
 
 
 class _PendingRow(SQLModel, table=True):

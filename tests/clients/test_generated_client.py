@@ -2,7 +2,7 @@
 imports whole — every model and every operation module, the edit and batch-edit ones included — and
 calls every /v1 operation of a real gateway on a loopback socket, each answered 200 with its declared
 model: capture, list and search with metadata filters (a range, ``$or``) and a threshold, get, edit,
-history, why (not) recalled, batch edit and forget, forget with its receipt, export, import, recollection, reply, pause and resume,
+history, why (not) recalled, batch edit and forget, forget with its receipt, forget the last minutes, export, import, recollection, reply, pause and resume,
 turn, withdrawal, people,
 the scoped forget and forgetting a person; zh and en text."""
 
@@ -128,6 +128,9 @@ def test_a_generated_client_imports_whole_and_calls_every_v1_operation(tmp_path,
         gone = call(op("withdrawals"), "WithdrawalOut", body=models.WithdrawalRequest.from_dict({"withdrawal": message}))
         assert gone.retracted == turn.captured
         assert "tg:42" in {p.subject for p in call(op("list_people"), "PeopleOut").items}
+        taken = call(op("forget_last"), "ForgetLastOut", subject="tg:42",
+                     body=models.ForgetLastIn.from_dict({"chat": "tg:private:42", "duration": "10分钟"}))
+        assert taken.ids == turn.captured or taken.ids == []  # the turn's memory was withdrawn just before
         forgot = call(op("forget_memory"), "ForgetOut", subject="tg:42", memory_id=cat)
         assert forgot.forgotten and forgot.receipt.memories == 1 and forgot.receipt.tombstones >= 1
         batch = call(op("batch_forget"), "BatchOut", subject="tg:42",

@@ -22,7 +22,7 @@ CLIENT_DIR = ROOT / "clients" / "python"
 sys.path.insert(0, str(CLIENT_DIR))
 
 from huiyi_client import (AsyncHuiyi, AuthError, BadRequest, ForbiddenError, Hit, Huiyi, HuiyiError, Memory,  # noqa: E402
-                          Message, NotFound, Unavailable, Unreachable)
+                          Message, NotFound, Receipt, Unavailable, Unreachable, Why, Withdrawn)
 
 from gateway.http.app import create_app  # noqa: E402
 from gateway.config import TenantSettings, load_settings  # noqa: E402
@@ -96,10 +96,26 @@ async def test_async_client_runs_every_verb_with_typed_results(app):
         assert by_source[stored.memory.id].action == "superseded" and by_source[verbatim[0].memory.id].action == "stored"
         moved = by_source[stored.memory.id].memory_id
         assert [v.text for v in await hy.history("qq:10001", moved)] == [ZH, "煤球是一只黑猫，九岁了"]
-        await hy.delete("tg:42", stored.memory.id)
+        why = await hy.why("tg:42", stored.memory.id, chat="tg:private:42", lang="zh_CN")
+        assert isinstance(why, Why) and why.verdict == "recalled" and why.rank == 1 and "想起" in why.text, why
+        with pytest.raises(NotFound):
+            await hy.why("tg:42", stored.memory.id, turn="0123456789abcdef")
+        with pytest.raises(BadRequest):
+            await hy.why("tg:42", stored.memory.id, turn="yesterday")
+        receipt = await hy.delete("tg:42", stored.memory.id)
+        assert isinstance(receipt, Receipt) and receipt.memories == 1 and receipt.tombstones >= 1, receipt
+        assert (await hy.why("tg:42", stored.memory.id, lang="en")).verdict == "forgotten"
         with pytest.raises(NotFound) as err:
             await hy.get("tg:42", stored.memory.id)
         assert err.value.status == 404 and err.value.error == "NotFoundError"
+        said = await hy.capture("tg:42", [Message("I started learning the cello 🎻", message_id="7")],
+                                chat="tg:private:42")
+        taken = await hy.forget_last("tg:42", "tg:private:42", "10分钟")
+        assert isinstance(taken, Withdrawn) and taken.ids == tuple(a.memory.id for a in said if a.memory), taken
+        assert taken.receipt.tombstones == 0 and taken.lines == 1
+        with pytest.raises(BadRequest) as err:
+            await hy.forget_last("tg:42", "tg:private:42", "99999h")
+        assert "too long" in str(err.value.detail)
         assert await hy.forget_subject("qq:10001") == 2
 
 

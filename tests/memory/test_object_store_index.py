@@ -291,3 +291,44 @@ def test_isolation_state_machine_across_two_gateways_on_object_storage(two_gatew
         assert set(made.sources) <= set(said)
         assert a.get(ns, made.memory_id).namespace == ns  # A reads what B wrote
     assert foreign not in {h.memory.id for h in a.recall(ns, ["花生 过敏"], params=INDEX)}
+
+
+@pytest.mark.parametrize("said", ["我对花生过敏，上次吃了一口就进了急诊室😱", "I'm allergic to peanuts, I carry an EpiPen."])
+async def test_a_forget_on_gateway_a_holds_when_the_message_is_sent_again_to_gateway_b(two_gateways, said):
+    """Through the Telegram parser and each gateway's own pipeline: a person's message is learned on A and
+    forgotten there with /memory forget (the receipt counts a tombstone); the same message sent again to B —
+    the platform's retry, and the same words under a new id dated before the forget (a late copy) — is not
+    learned again from that older evidence, and B's recall never serves it; said again after the forget, it is
+    new evidence and B learns it."""
+    from datetime import UTC, datetime, timedelta
+
+    from bridges.telegram.parse import parse_update
+    from gateway.config import load_settings
+    from gateway.pipeline import Pipeline
+
+    a, b = two_gateways
+    settings = load_settings()
+    gate_a, gate_b = Pipeline(settings, a), Pipeline(settings, b)
+    start = int((datetime.now(UTC) - timedelta(minutes=30)).timestamp())
+
+    def update(text: str, mid: int, at: int) -> dict:
+        return {"update_id": 900000 + mid, "message": {
+            "message_id": mid, "date": at, "text": text, "chat": {"id": 3010, "type": "private", "first_name": "阿杰"},
+            "from": {"id": 3010, "is_bot": False, "first_name": "阿杰", "language_code": "zh-hans"},
+            **({"entities": [{"type": "bot_command", "offset": 0, "length": len(text.split()[0])}]}
+               if text.startswith("/") else {})}}
+
+    learned = await gate_a.handle("default", parse_update(update(said, 1, start)))
+    (mid,) = learned.captured
+    ns = Namespace.parse(learned.namespace)
+    forgot = await gate_a.handle("default", parse_update(update(f"/memory forget {mid}", 2, start + 60)))
+    assert mid in forgot.reply and ("tombstones 1" in forgot.reply or "墓碑 1" in forgot.reply), forgot.reply
+
+    retry = await gate_b.handle("default", parse_update(update(said, 1, start)))  # the platform's own retry
+    late = await gate_b.handle("default", parse_update(update(said, 3, start + 30)))  # a copy dated before it
+    assert retry.captured == [] and late.captured == [] and not late.duplicate, (retry, late)
+    assert b.list(ns) == [] and a.list(ns) == []
+    assert mid not in {h.memory.id for h in b.recall(ns, [said], params=INDEX)}
+    again = await gate_b.handle("default", parse_update(update(said, 4, int(datetime.now(UTC).timestamp()) + 1)))
+    assert len(again.captured) == 1 and again.captured != [mid]
+    assert [m.id for m in a.list(ns)] == again.captured  # A sees what B learned: one store

@@ -48,6 +48,7 @@ import httpx
 
 __all__ = ["AsyncHuiyi", "Huiyi", "Memory", "ScoreParts", "Hit", "Page", "AddResult", "ImportResult",
            "Recollection", "Turn", "Message", "BatchResult", "Person", "PeoplePage", "ChangeEvent", "verify_event",
+           "Receipt", "Why", "Withdrawn",
            "HuiyiError", "BadRequest", "RateLimited", "AuthError", "ForbiddenError", "NotFound", "Unavailable",
            "Unreachable", "SignatureError", "DEFAULT_URL"]
 
@@ -417,6 +418,90 @@ def _messages(items: Iterable[Message | str]) -> list[dict[str, Any]]:
     return [(Message(m) if isinstance(m, str) else m).to_json() for m in items]
 
 
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What a forget purged, counted from what each step deleted: the memories and
+    their older ``versions``, ``index_rows``, ``cache_entries`` and their
+    ``bm25_postings``, ``chat_lines`` (the person's lines it was learned from and
+    the companion's retelling it), other memories' ``contexts`` that retold it,
+    consolidated memories ``derived`` from it, association ``links``,
+    ``conflicts``, ``events`` (``memory.forgotten``) queued to ``receivers``
+    webhooks, and the ``tombstones`` that keep it from being learned again from
+    evidence older than the forget (0 for a withdrawal: said again, it is new)."""
+
+    memories: int = 0
+    versions: int = 0
+    index_rows: int = 0
+    cache_entries: int = 0
+    bm25_postings: int = 0
+    chat_lines: int = 0
+    contexts: int = 0
+    derived: int = 0
+    links: int = 0
+    conflicts: int = 0
+    events: int = 0
+    receivers: int = 0
+    tombstones: int = 0
+
+    @classmethod
+    def of(cls, d: Mapping[str, Any] | None) -> Receipt:
+        return cls(**{k: int(v) for k, v in (d or {}).items() if k in cls.__slots__})  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class Why:
+    """Why a memory was or was not recalled in a turn (``GET …/memories/{id}/why``):
+    ``verdict`` ``recalled``, ``below_cutoff`` (cut at rank ``k``: ``rank``,
+    ``score``, ``cutoff``), ``hidden_in_chat``, ``dormant``, ``decayed``
+    (``retention``), ``not_ranked`` (below the relevance floor: the recall's
+    ``floors`` and, when it was among the best a floor dropped, its ``channel``,
+    ``score`` and the ``floor`` it missed), ``newer``, ``no_trace`` or
+    ``forgotten``; ``text`` in plain words; ``turn`` the turn id asked for (None: the last)."""
+
+    id: str
+    verdict: str
+    text: str
+    lang: str
+    at: datetime | None = None
+    chat: str | None = None
+    turn: str | None = None
+    rank: int | None = None
+    k: int | None = None
+    score: float | None = None
+    cutoff: float | None = None
+    retention: float | None = None
+    channel: str | None = None
+    floor: float | None = None
+    floors: Mapping[str, float] | None = field(default=None, hash=False)
+
+    @classmethod
+    def of(cls, d: Mapping[str, Any]) -> Why:
+        return cls(id=d["id"], verdict=d["verdict"], text=d["text"], lang=d["lang"], at=_dt(d.get("at")),
+                   chat=d.get("chat"), turn=d.get("turn"), rank=d.get("rank"), k=d.get("k"), score=d.get("score"),
+                   cutoff=d.get("cutoff"), retention=d.get("retention"), channel=d.get("channel"),
+                   floor=d.get("floor"), floors=d.get("floors"))
+
+
+@dataclass(frozen=True, slots=True)
+class Withdrawn:
+    """What ``forget_last`` took back: the memory ``ids`` retracted, from ``since``
+    (aware) in ``chat``, how many of the person's ``lines`` and of the companion's
+    ``bot_lines`` left the chat log, and the ``receipt``."""
+
+    subject: str
+    chat: str
+    since: datetime | None
+    ids: tuple[str, ...]
+    lines: int
+    bot_lines: int
+    receipt: Receipt
+
+
+def _withdrawn(d: Mapping[str, Any]) -> Withdrawn:
+    return Withdrawn(d["subject"], d["chat"], _dt(d.get("since")), tuple(d["ids"]), d["lines"], d["bot_lines"],
+                     Receipt.of(d.get("receipt")))
+
+
 # -- calls: each request described once ------------------------------------------------
 
 
@@ -523,8 +608,17 @@ class _Calls:
         return _Call("DELETE", _subject(subject) + "/memories", lambda d: d["forgotten"],
                      self._q(confirm=confirm, chat=chat))
 
-    def delete(self, subject: str, memory_id: str) -> _Call[None]:
-        return _Call("DELETE", f"{_subject(subject)}/memories/{_mid(memory_id)}", lambda d: None, self._q())
+    def delete(self, subject: str, memory_id: str) -> _Call[Receipt]:
+        return _Call("DELETE", f"{_subject(subject)}/memories/{_mid(memory_id)}", lambda d: Receipt.of(d["receipt"]),
+                     self._q())
+
+    def why(self, subject: str, memory_id: str, turn: str, chat: str | None, lang: str | None) -> _Call[Why]:
+        return _Call("GET", f"{_subject(subject)}/memories/{_mid(memory_id)}/why", Why.of,
+                     self._q(turn=turn, chat=chat, lang=lang))
+
+    def forget_last(self, subject: str, chat: str, duration: str) -> _Call[Withdrawn]:
+        return _Call("POST", _subject(subject) + "/memories/forget-last", _withdrawn, self._q(),
+                     {"chat": chat, "duration": duration})
 
     def history(self, subject: str, memory_id: str, chat: str | None) -> _Call[list[Memory]]:
         return _Call("GET", f"{_subject(subject)}/memories/{_mid(memory_id)}/history",
@@ -651,9 +745,23 @@ class AsyncHuiyi:
         said there; ``confirm`` must repeat ``subject``. Returns how many were forgotten."""
         return await self._run(self._calls.forget_scope(subject, confirm, chat))
 
-    async def delete(self, subject: str, memory_id: str) -> None:
-        """Forget one memory for good (it is not learned again from older messages)."""
+    async def delete(self, subject: str, memory_id: str) -> Receipt:
+        """Forget one memory for good (it is not learned again from older messages); returns the
+        receipt of what was purged with it."""
         return await self._run(self._calls.delete(subject, memory_id))
+
+    async def why(self, subject: str, memory_id: str, *, turn: str = "last", chat: str | None = None,
+                  lang: str | None = None) -> Why:
+        """Why the memory was or was not recalled in the person's last turn, or in the audited turn
+        ``turn`` (an id: ``Turn.raw["turn"]``); ``lang`` ``zh_CN`` or ``en`` for ``Why.text``. NotFound
+        for a memory or turn that is not this person's; BadRequest for a malformed turn id."""
+        return await self._run(self._calls.why(subject, memory_id, turn, chat, lang))
+
+    async def forget_last(self, subject: str, chat: str, duration: str) -> Withdrawn:
+        """Take back what the person (a platform subject) said in ``chat`` in the last ``duration``
+        (``"10m"``, ``"10分钟"``; at most 30 days) and what it taught, as ``/memory forget last 10m``.
+        BadRequest for a duration that names no time or is too long (nothing changed)."""
+        return await self._run(self._calls.forget_last(subject, chat, duration))
 
     async def history(self, subject: str, memory_id: str, *, chat: str | None = None) -> Sequence[Memory]:
         """Every version, oldest first."""
@@ -767,9 +875,18 @@ class Huiyi:
         """See ``AsyncHuiyi.forget_scope``."""
         return self._run(self._calls.forget_scope(subject, confirm, chat))
 
-    def delete(self, subject: str, memory_id: str) -> None:
+    def delete(self, subject: str, memory_id: str) -> Receipt:
         """See ``AsyncHuiyi.delete``."""
         return self._run(self._calls.delete(subject, memory_id))
+
+    def why(self, subject: str, memory_id: str, *, turn: str = "last", chat: str | None = None,
+            lang: str | None = None) -> Why:
+        """See ``AsyncHuiyi.why``."""
+        return self._run(self._calls.why(subject, memory_id, turn, chat, lang))
+
+    def forget_last(self, subject: str, chat: str, duration: str) -> Withdrawn:
+        """See ``AsyncHuiyi.forget_last``."""
+        return self._run(self._calls.forget_last(subject, chat, duration))
 
     def history(self, subject: str, memory_id: str, *, chat: str | None = None) -> Sequence[Memory]:
         """See ``AsyncHuiyi.history``."""

@@ -83,6 +83,7 @@ BODIES = {
     ("POST", "/v1/withdrawals"): {"withdrawal": {"platform": "tg", "message_id": "m1", "sender_id": "42",
                                                  "chat_kind": "private", "chat_id": "42"}},
     ("PUT", "/v1/subjects/{subject}/pause"): {"chat": "tg:group:777", "duration": "2h"},
+    ("POST", "/v1/subjects/{subject}/memories/forget-last"): {"chat": "tg:group:777", "duration": "10m"},
 }
 
 
