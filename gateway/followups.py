@@ -39,7 +39,8 @@ that tenant) is left due for the ``/v1`` due-list (``due_list``/``ack``: a bot
 that brings its own sending claims it there and acknowledges it).
 
 The question is ``memory.followups.template_text`` in the person's language (the
-one they opted in with); a model-written question is not done yet.
+plan's own, as a turn's language is read; else the one they opted in with); a
+model-written question is not done yet.
 """
 
 from __future__ import annotations
@@ -231,8 +232,7 @@ class FollowupSender:
         window = t.followups.window()
         if not window.contains(now, t.tz):
             return "later", window.next_start(now, t.tz)
-        text = template_text(memory, pref.lang or t.language, now, t.tz)
-        return "ready", Ready(f, memory, chat, pref, text)
+        return "ready", Ready(f, memory, chat, pref, template_text(memory, _lang(memory, pref, t), now, t.tz))
 
     def claim(self, tenant: str, ready: Ready, now: datetime, holder: str | None = None) -> str:
         """Claim ``ready`` for sending: ``"claimed"``; ``"taken"`` (another replica
@@ -353,12 +353,22 @@ class FollowupSender:
         pref = self.store.followup_pref(f.namespace) or FollowupPref(f.namespace, True, "", "", now)
         try:
             memory = self.store.get(f.namespace, f.memory_id)
-            said = text or template_text(memory, pref.lang or self.tenants[tenant].language, now, self.tenants[tenant].tz)
+            t = self.tenants[tenant]
+            said = text or template_text(memory, _lang(memory, pref, t), now, t.tz)
         except NotFoundError:  # forgotten since it was claimed: nothing of it is kept
             self.store.followup_sent(f.id, now)
             return "sent"
         self.record_sent(tenant, Ready(f, memory, chat, pref, said), now)
         return "sent"
+
+
+def _lang(memory: Memory, pref: FollowupPref, t) -> str:
+    """The question's language: what the plan is written in, as a turn's
+    (``locales.turn_language``), else the one the person opted in with, else the
+    tenant's."""
+    from locales import turn_language
+
+    return turn_language(memory.text, hint=pref.lang or None, default=t.language)
 
 
 def window_zone(tz):
