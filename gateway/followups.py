@@ -198,9 +198,8 @@ class FollowupSender:
         window = t.followups.window()
         added = 0
         for pref in self.store.followup_optins(tenant):
-            known = {f.memory_id for f in self.store.followups_of(pref.namespace)}
             for m in self.store.dated_memories(pref.namespace, now - timedelta(days=PLAN_SPAN_DAYS), now):
-                if m.id in known or m.origin is None or plan_state(m, now, t.tz) is not PlanState.PAST:
+                if m.origin is None or plan_state(m, now, t.tz) is not PlanState.PAST:
                     continue
                 if blocked(m, m.origin, now, t.tz, t.never_store) is not None:
                     continue

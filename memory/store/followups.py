@@ -123,11 +123,14 @@ class Followups(StoreBase):
 
     def dated_memories(self, ns: Namespace, since: datetime, until: datetime) -> list[Memory]:
         """Live memories of ``ns`` whose event day or period starts in ``[since, until)``
-        (aware UTC): the plans a follow-up may be about."""
+        (aware UTC) and that have no follow-up row yet (in any state): the plans
+        a follow-up may still be scheduled for. One query."""
         M = _MemoryRow
+        asked = select(_F.c.memory_id).where(_F.c.namespace == str(ns))
         with self._read() as s:
             rows = s.exec(orm_select(M).where(M.namespace == str(ns), M.event_time.is_not(None),  # type: ignore
-                                              M.event_time >= since, M.event_time < until)).all()  # type: ignore
+                                              M.event_time >= since, M.event_time < until,  # type: ignore
+                                              M.id.not_in(asked))).all()  # type: ignore
         return [_to_memory(r) for r in rows]
 
     # -- the schedule ------------------------------------------------------------
