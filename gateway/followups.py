@@ -275,10 +275,10 @@ class FollowupSender:
         return "retry"
 
     async def _send_one(self, tenant: str, t, f: Followup, now: datetime, report: TickReport) -> None:
-        if not self.can_send(tenant, ChatRef.parse(f.chat).platform):
-            report.left_for_api += 1
-            return
         verdict, what = await asyncio.to_thread(self.check, tenant, f, now)
+        if verdict != "skip" and not self.can_send(tenant, ChatRef.parse(f.chat).platform):
+            report.left_for_api += 1  # the /v1 due-list's; one that can never be asked is ended below all the same
+            return
         if verdict == "skip":
             await asyncio.to_thread(self.store.followup_end, f.id, "skipped", str(what))
             report.skipped += 1

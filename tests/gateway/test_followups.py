@@ -246,3 +246,22 @@ async def test_two_replicas_ticking_together_send_each_follow_up_once(pipe, cloc
     finally:
         other.close()
     assert sorted(k for k, _ in rec.sent) == sorted(f"tg:private:{u}" for u in users)
+
+
+async def test_a_due_row_no_sender_or_bot_will_ever_take_is_ended_not_left_to_clog_the_due_list(pipe):
+    """A row for a chat of a platform the gateway does not send on (the /v1 due-list's) whose plan is long past is
+    ended as too old by the sender's tick, so unsent rows cannot pile up in front of the sendable ones."""
+    from memory.types import Memory, Visibility
+
+    ns = Namespace("default", "web:bob")
+    chat = ChatRef("web", ChatKind.PRIVATE, "bob")
+    now = datetime.now(UTC)
+    day = now - timedelta(days=10)
+    pipe.core.store.set_followups(ns, True, lang="en")
+    pipe.core.store.add(ns, Memory(id="w9", namespace=ns, text="I have an exam next Monday", key="event.w9",
+                                   created_at=day - timedelta(days=5), updated_at=day - timedelta(days=5),
+                                   event_time=day, origin=chat, visibility=Visibility.PRIVATE))
+    assert pipe.core.store.schedule_followup(ns, "w9", chat.key, day + timedelta(days=1))
+    report = await _sender(pipe, Recorder()).tick(now)
+    assert report.skipped_why == {"too old": 1} and report.left_for_api == 0
+    assert [f.state for f in pipe.core.store.followups_of(ns)] == ["skipped"]
