@@ -28,6 +28,7 @@ from bridges.contract import TurnResult
 from gateway.config import Settings, TenantSettings
 from gateway.llm import ChatModels
 from gateway.withdrawals import retract_from
+from gateway.followups import ANSWER_WINDOW as FOLLOWUP_ANSWER_WINDOW
 from memory.capture import LLMExtractor, answered_line, capture
 from memory.core import MemoryCore
 from memory.store import ChatLine, PendingCapture, utcnow
@@ -173,7 +174,14 @@ class CaptureQueue:
         if not line_id or chat.is_group:
             return ""
         line = before.get(line_id) if before is not None else self.core.store.line_before(tenant, chat, line_id)
-        return answered_line(line, at, chat, persona=self.settings.tenant(tenant).persona_name)
+        persona = self.settings.tenant(tenant).persona_name
+        said = answered_line(line, at, chat, persona=persona)
+        if said or line is None or line.role != "bot" or at - line.at > FOLLOWUP_ANSWER_WINDOW:
+            return said
+        # a follow-up question (gateway.followups) is answered hours later, not minutes: its line still counts
+        if self.core.store.followup_sent_in(tenant, chat.key, line.at):
+            return answered_line(line, at, chat, persona=persona, window=FOLLOWUP_ANSWER_WINDOW)
+        return said
 
     async def capture(self, job: PendingCapture, *, last_try: bool = False) -> list[str]:
         """Capture ``job`` now, in a thread (the extractor is made here, on the

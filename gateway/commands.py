@@ -12,6 +12,7 @@ Grammar (the subcommand follows the command; Chinese aliases in ``SUBCOMMANDS``)
     /memory forget  [target] last <duration>           e.g. ``last 10m``, ``最近 30分钟``
     /memory pause   [<duration>]                       e.g. ``2h``, ``30分钟``; none: until resumed
     /memory resume
+    /memory followups [on|off]                         (/记忆 回访 开|关) follow-ups about past plans
     /memory history [target] <id>
     /memory why     [target] <id>
     /memory export  [target]
@@ -132,6 +133,7 @@ SUBCOMMANDS: dict[str, str] = {
     "consolidate": "consolidate", "整理": "consolidate", "归纳": "consolidate",
     "pause": "pause", "暂停": "pause", "resume": "resume", "继续": "resume", "恢复": "resume",
     "mood": "mood", "心情": "mood", "情绪": "mood", "情緒": "mood",
+    "followups": "followups", "followup": "followups", "回访": "followups", "回訪": "followups",
     # traditional Chinese spellings (列表, 列出, 查看, 搜索, 查找, 修改, 整理 are the same in both)
     "幫助": "help", "詳情": "show", "編輯": "edit", "忘記": "forget", "刪除": "forget",
     "歷史": "history", "為什麼": "why", "導出": "export", "關聯": "link", "統計": "stats", "歸納": "consolidate",
@@ -142,6 +144,9 @@ ALL_WORDS = frozenset({"all", "全部"})
 CONFIRM_WORDS = frozenset({"confirm", "确认", "確認"})
 #: ``/memory forget last 10m``: the word before a duration
 LAST_WORDS = frozenset({"last", "recent", "最近", "最后", "最後"})
+#: ``/memory followups on|off`` (``/记忆 回访 开|关``)
+ON_WORDS = frozenset({"on", "yes", "开", "開", "打开", "打開", "开启", "開啟"})
+OFF_WORDS = frozenset({"off", "no", "关", "關", "关闭", "關閉"})
 
 
 def is_memory_command(text: str) -> bool:
@@ -339,6 +344,7 @@ def _usage(c: _Caller, sub: str) -> str:
         "why": "why <id>", "export": "export", "link": "link <platform:id> [<platform:id>]", "stats": "stats",
         "consolidate": "consolidate [@person|platform:id]", "pause": "pause [duration, e.g. 2h]",
         "resume": "resume", "mood": "mood [@person|platform:id] [weeks, e.g. 8]",
+        "followups": "followups [on|off]",
     }
     return c.say("Usage: {usage}", usage=f"{c.cmd} {c.say(forms[sub]) if sub in forms else 'help'}")
 
@@ -364,6 +370,9 @@ def _help(c: _Caller, core=None) -> str:
                          "{cmd} forget last 10m — take back what I learned from you here in the last 10 minutes",
                          cmd=c.cmd)
     text += "\n" + c.say("{cmd} mood [weeks] — how the last weeks felt, from what you told me", cmd=c.cmd)
+    if c.t.followups.enabled:
+        text += "\n" + c.say("{cmd} followups on|off — may I ask how your plans went, once they are past "
+                             "(at most once a day; off unless you turn it on)", cmd=c.cmd)
     pause = core.store.paused(c.own, pause_key(c.chat), c.now) if core is not None else None
     if pause is not None:
         text += "\n" + _paused_line(c, pause)
@@ -918,6 +927,33 @@ def _cmd_resume(core, c: _Caller, rest: str) -> CommandReply:
                               "said while it was paused was not kept."), "resume")
 
 
+def _cmd_followups(core, c: _Caller, rest: str) -> CommandReply:
+    """``followups [on|off]``: the speaker's own choice (no target); without a
+    word, says where it stands. The tenant may have follow-ups off for everyone."""
+    word = rest.strip().casefold()
+    if not c.t.followups.enabled:
+        return CommandReply(c.say("Follow-ups are turned off for this bot."), "followups")
+    if word and word not in ON_WORDS | OFF_WORDS:
+        raise _Stop(_usage(c, "followups"), "usage")
+    if not word:
+        pref = core.store.followup_pref(c.own)
+        on = pref is not None and pref.enabled
+        if on:
+            return CommandReply(c.say("Follow-ups are on: once a plan you told me is past, I may ask how it went "
+                                      "(at most once a day, {hours}).", hours=c.t.followups.waking_hours), "followups")
+        return CommandReply(c.say("Follow-ups are off: I never ask about your plans on my own. "
+                                  "Turn them on with {cmd} followups on.", cmd=c.cmd), "followups")
+    on = word in ON_WORDS
+    core.store.set_followups(c.own, on, lang=c.lang, bot_id=c.msg.bot_id or "", now=c.now)
+    core.store.audit(c.own, "followups_on" if on else "followups_off", f"self:{c.subject}")
+    if on:
+        return CommandReply(c.say("Follow-ups on: once a plan you told me is past, I may ask how it went, in the "
+                                  "chat where you told me (at most once a day, {hours}). Turn them off any time "
+                                  "with {cmd} followups off.", hours=c.t.followups.waking_hours, cmd=c.cmd),
+                            "followups")
+    return CommandReply(c.say("Follow-ups off: I will not ask about your plans on my own."), "followups")
+
+
 def _cmd_history(core, c: _Caller, rest: str) -> CommandReply:
     scope, m = _viewed(core, c, "history", rest)
     # each version discloses as the chat its own text was said in (DESIGN rule 6)
@@ -1377,4 +1413,5 @@ _HANDLERS = {
     "forget": _cmd_forget, "history": _cmd_history, "why": _cmd_why, "export": _cmd_export, "link": _cmd_link,
     "stats": _cmd_stats, "consolidate": _cmd_consolidate, "pause": _cmd_pause, "resume": _cmd_resume,
     "mood": _cmd_mood,
+    "followups": _cmd_followups,
 }

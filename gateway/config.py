@@ -182,6 +182,44 @@ class ConsolidationSettings(BaseModel):
             dormant_after_days=self.dormant_after_days, dormant_below=self.dormant_below)
 
 
+class FollowupSettings(BaseModel):
+    """Follow-ups about past plans that people turned on (``/memory followups on``;
+    ``gateway.followups``, ``memory.followups``).
+
+    ``enabled``: the tenant allows them at all (False: the command says so and
+    nothing is ever sent); ``waking_hours``: the local window in the tenant's
+    zone ``tz`` in which one may be sent, ``HH:MM-HH:MM`` (default
+    ``09:00-21:30``); ``attempts``: sends tried before a follow-up is dropped
+    (default 3); ``retry_after_s``: seconds between them (default 600);
+    ``lease_s``: seconds a claimed follow-up may stay unreported (a sender that
+    died, a ``/v1`` due-list caller that never acknowledged) before it is
+    dropped — never sent again (default 900).
+    Env example: ``HUIYI_TENANTS__DEFAULT__FOLLOWUPS__WAKING_HOURS=10:00-21:00``.
+    """
+
+    model_config = _STRICT
+
+    enabled: bool = True
+    waking_hours: str = "09:00-21:30"
+    attempts: int = Field(default=3, ge=1, le=20)
+    retry_after_s: float = Field(default=600.0, ge=0)
+    lease_s: float = Field(default=900.0, gt=0)
+
+    @field_validator("waking_hours")
+    @classmethod
+    def _window(cls, v: str) -> str:
+        from memory.followups import WakingHours
+
+        WakingHours.parse(v)
+        return v.strip()
+
+    def window(self):
+        """``waking_hours`` as ``memory.followups.WakingHours``."""
+        from memory.followups import WakingHours
+
+        return WakingHours.parse(self.waking_hours)
+
+
 class TelegramSettings(BaseModel):
     """One tenant's Telegram bot (issue 5). Env example (tenant ``default``):
     ``HUIYI_TENANTS__DEFAULT__TELEGRAM__TOKEN=123456:ABC…``.
@@ -582,6 +620,8 @@ class TenantSettings(BaseModel):
     #: tokens per UTC day before the memory stops calling the model (docstring above); 0: no cap.
     #: Env ``HUIYI_TENANTS__<NAME>__MODEL_CAP_DAILY``.
     model_cap_daily: int = Field(default=0, ge=0)
+    #: follow-ups about past plans, for the people who turned them on (FollowupSettings)
+    followups: FollowupSettings = Field(default_factory=FollowupSettings)
 
     @field_validator("persona_name", "persona", "apology", mode="before")
     @classmethod

@@ -32,6 +32,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from bridges.ack import AckedTurns
 from bridges.contract import CallbackNonce, InboundMessage, TurnHandler, TurnResult
+from memory.types import ChatRef
 
 __all__ = ["OneBotHTTP", "OneBotAPIError", "quick_operation", "CALL_ATTEMPTS"]
 
@@ -44,11 +45,14 @@ BACKOFF_INITIAL_S = 0.5
 
 
 class OneBotAPIError(Exception):
-    """The OneBot HTTP API refused or failed the call; ``transient`` when a retry may succeed."""
+    """The OneBot HTTP API refused or failed the call; ``transient`` when a retry may succeed,
+    ``maybe_sent`` when the call may have been carried out all the same."""
 
-    def __init__(self, message: str, *, transient: bool = False) -> None:
+    def __init__(self, message: str, *, transient: bool = False, maybe_sent: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
+        #: the request may have reached the implementation (a read timeout): a follow-up is not sent again
+        self.maybe_sent = maybe_sent
 
 
 def _segments(msg: InboundMessage, text: str) -> list[dict]:
@@ -130,12 +134,42 @@ class OneBotHTTP:
                 await self._call(root + "/send_msg", body, headers)
         log.info("onebot: reply to %s sent through the API of bot %s", msg.chat.key, msg.bot_id)
 
+    async def send_followup(self, bot_id: str | None, chat: ChatRef, user_id: str, text: str) -> None:
+        """Send a follow-up question (``gateway.followups``) through ``send_msg`` of
+        bot ``bot_id``'s API root (the only root when ``bot_id`` is None or unknown
+        and one is configured): to ``user_id`` in a private chat, or to the group
+        with an @-mention of ``user_id``. Retried as ``send``; raises
+        OneBotAPIError (``maybe_sent`` when the request may have reached the
+        implementation: a timeout after it was written)."""
+        roots = self.pipeline.settings.onebot.api_roots
+        root = self.api_root(bot_id) or (next(iter(roots.values())).rstrip("/") if len(roots) == 1 else None)
+        if root is None:
+            raise OneBotAPIError(f"bot {bot_id} has no API root")
+        text_seg = {"type": "text", "data": {"text": text}}
+        body: dict[str, Any]
+        if chat.is_group:
+            body = {"message_type": "group", "group_id": _num(chat.chat_id),
+                    "message": [{"type": "at", "data": {"qq": user_id}}, {"type": "text", "data": {"text": " "}},
+                                text_seg]}
+        else:
+            body = {"message_type": "private", "user_id": _num(user_id), "message": [text_seg]}
+        body["auto_escape"] = False
+        token = self.pipeline.settings.onebot.access_token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async for attempt in AsyncRetrying(retry=retry_if_exception(lambda e: getattr(e, "transient", False)),
+                                           wait=wait_exponential_jitter(multiplier=BACKOFF_INITIAL_S, max=5.0, jitter=0.5),
+                                           stop=stop_after_attempt(CALL_ATTEMPTS), reraise=True):
+            with attempt:
+                await self._call(root + "/send_msg", body, headers)
+
     async def _call(self, url: str, body: dict, headers: dict) -> None:
         try:
             resp = await self.client.post(url, json=body, headers=headers)
         except httpx.HTTPError as exc:
+            # a connection never made sent nothing; a read that timed out may follow a send that happened
+            maybe = not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
             raise OneBotAPIError(f"send_msg: {type(exc).__name__}: {exc}",
-                                 transient=isinstance(exc, httpx.TransportError)) from exc
+                                 transient=isinstance(exc, httpx.TransportError), maybe_sent=maybe) from exc
         if resp.status_code != 200:
             raise OneBotAPIError(f"send_msg: HTTP {resp.status_code}",
                                  transient=resp.status_code >= 500 or resp.status_code == 429)

@@ -32,7 +32,7 @@ from bridges.ack import AckedTurns
 from bridges.telegram.parse import PLATFORM, parse_migration, parse_update
 from bridges.telegram.send import outbound_for, send_outbound
 from memory.types import ChatKind, ChatRef
-from bridges.contract import TurnHandler, TurnResult
+from bridges.contract import Outbound, TurnHandler, TurnResult
 
 if TYPE_CHECKING:
     from aiogram import Bot
@@ -195,6 +195,17 @@ class TelegramRuntime:
             log.warning("telegram: reply to chat %s (thread %s) failed: %s", out.chat_id, out.thread_id, exc)
         except Exception as exc:  # noqa: BLE001 - network errors: the turn is done, only the reply is lost
             log.warning("telegram: reply to chat %s failed: %s: %s", out.chat_id, type(exc).__name__, exc)
+
+    async def send_followup(self, tenant: str, chat: ChatRef, text: str) -> None:
+        """Send a follow-up question (``gateway.followups``) to ``chat`` through
+        ``sendMessage`` (``send_outbound``: its own retries of 429, 5xx and network
+        errors). Raises for the caller to judge:
+        BotNotConfigured without a token; aiogram's TelegramAPIError subclasses
+        (TelegramNetworkError: the request may have gone out)."""
+        await self.prepared()
+        out = Outbound(platform=PLATFORM, chat_kind=chat.kind, chat_id=chat.chat_id, thread_id=chat.thread_id,
+                       text=text)
+        await send_outbound(self.bot(tenant), out)
 
     # -- long polling (development) ----------------------------------------
 

@@ -1569,6 +1569,88 @@ async def delete_pause(ctx: Ctx, subject: SubjectPath, chat: ChatQuery = None) -
     return PauseOut(subject=ns.subject, chat=key, paused=False)
 
 
+# -- follow-ups for bots that send their own messages (issue 39 item 2) ------------------
+
+
+class FollowupOut(BaseModel):
+    """A follow-up question claimed for the calling bot to send: ``id`` (to
+    acknowledge), the person (``subject``), the chat to send it in (``chat``, a
+    chat key: the chat where the plan was told), the question (``text``, in the
+    person's language), the memory it asks about (``memory_id``) and when it
+    became due."""
+
+    id: int
+    subject: str
+    chat: str
+    text: str
+    memory_id: str
+    due_at: datetime
+
+
+class FollowupsDueOut(BaseModel):
+    """Follow-ups claimed by this call (each for ``lease_s`` seconds: one not
+    acknowledged by then is dropped, never offered again)."""
+
+    tenant: str
+    lease_s: float
+    items: list[FollowupOut]
+
+
+class FollowupAckIn(BaseModel):
+    """The calling bot's report on a claimed follow-up: ``sent`` true once the
+    platform accepted it (``text``: what was sent, if it was not ours as given);
+    false with ``error`` when it certainly did not go out (retried later, then
+    dropped)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sent: bool
+    error: str = Field(default="", max_length=200)
+    text: str = Field(default="", max_length=2000)
+
+
+class FollowupAckOut(BaseModel):
+    """What the acknowledgement did: ``sent``, ``retry`` or ``dropped``."""
+
+    id: int
+    state: str
+
+
+def _followups(request: Request, ctx: _Ctx):
+    if not ctx.caller.admin:
+        raise Forbidden("only an admin key takes the tenant's follow-ups")
+    return request.app.state.followups
+
+
+@router.get("/followups/due", response_model=FollowupsDueOut, summary="claim follow-ups for this bot to send")
+async def followups_due(request: Request, ctx: Ctx,
+                        limit: Annotated[int, Query(ge=1, le=100)] = 20) -> FollowupsDueOut:
+    """Follow-ups due now that this gateway does not send itself (chats of a
+    platform it has no bot for): the people who turned them on, plans past,
+    inside the tenant's waking hours, at most one a person a day. Each is claimed
+    for this caller: send it, then ``POST /v1/followups/{id}/ack``. Admin key."""
+    sender = _followups(request, ctx)
+    items = await asyncio.to_thread(sender.due_list, ctx.tenant, utcnow(), limit, f"v1:{ctx.caller.actor}")
+    return FollowupsDueOut(tenant=ctx.tenant, lease_s=ctx.t.followups.lease_s, items=[
+        FollowupOut(id=r.followup.id, subject=r.followup.namespace.subject, chat=r.followup.chat, text=r.text,
+                    memory_id=r.followup.memory_id, due_at=r.followup.due_at) for r in items])
+
+
+@router.post("/followups/{followup_id}/ack", response_model=FollowupAckOut, summary="report a follow-up sent or not")
+async def followup_ack(request: Request, ctx: Ctx, body: FollowupAckIn,
+                       followup_id: Annotated[int, Path(ge=1, le=2**62)]) -> FollowupAckOut:
+    """Report a follow-up claimed from ``/v1/followups/due``: sent (kept as the
+    companion's line of its chat, so the answer is captured with it as context)
+    or not (retried later, then dropped). 404 when it is not a follow-up claimed
+    and unreported of this tenant. Admin key."""
+    sender = _followups(request, ctx)
+    state = await asyncio.to_thread(sender.ack, ctx.tenant, followup_id, utcnow(), sent=body.sent,
+                                    error=clean_controls(body.error), text=clean_controls(body.text))
+    if state == "unknown":
+        raise NotFoundError(f"no claimed follow-up {followup_id}")
+    return FollowupAckOut(id=followup_id, state=state)
+
+
 @router.get("/people", response_model=PeopleOut, summary="the tenant's people (admin key)")
 async def list_people(ctx: Ctx, q: Annotated[str | None, Query(max_length=200, description=(
                           "a substring of a subject, a linked identity or a name (case-insensitive)"))] = None,

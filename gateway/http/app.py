@@ -123,6 +123,12 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
             metrics=pipeline.metrics)
         pipeline.metrics.watch_events(pipeline.core.store.event_stats, sorted(app.state.change_events.tenants))
         app.state.change_events.start()
+        from gateway.followups import FollowupSender, platform_senders  # issue 39 item 2
+
+        senders, can_send = platform_senders(pipeline.settings, app.state.telegram, app.state.onebot)
+        app.state.followups = FollowupSender(pipeline.core.store, pipeline.settings.tenants, senders,
+                                             can_send=can_send)
+        app.state.followups.start()
         watch = None
         if cfg.loop_stall_warn_s > 0:  # a stall of the loop is logged with the frames that block it
             from gateway.loopwatch import LoopWatch
@@ -145,6 +151,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
                 yield
         finally:
             await app.state.change_events.stop()
+            await app.state.followups.stop()
             for task in tasks:
                 task.cancel()
             for task in tasks:

@@ -35,6 +35,9 @@ concern, each in a module named after it::
                      fragment X", the dormancy sweep, each namespace's
                      consolidation state (issue 17); Consolidated,
                      ConsolidationState
+      followups.py   Followups: who opted in to follow-ups about their plans,
+                     and the follow-ups owed (claimed once, at most one a
+                     person a day, on every replica); Followup, FollowupPref
       pauses.py      Pauses: a person's "off the record" per chat (/memory
                      pause), in force on every replica; Pause
       apikeys.py     ApiKeys: API keys of the HTTP API (hashed); ApiKey, KeyScope
@@ -93,6 +96,7 @@ from memory.store.console_sessions import ConsoleSessions
 from memory.store.conflicts import Conflict, Conflicts
 from memory.store.consolidated import Consolidated, ConsolidatedRows, ConsolidationState
 from memory.store.events import ChangeEvent, ChangeEvents, EventStats
+from memory.store.followups import Followup, FollowupPref, Followups
 from memory.store.identities import Identities
 from memory.store.ledger import TokenLedger, TokenUsage
 from memory.store.links import MAX_LINKED_IDS, Links
@@ -104,11 +108,13 @@ from memory.store.versions import NamespaceStats, NamespaceVersions
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
            "MemoryText", "Candidate", "Conflict", "ApiKey", "KeyScope", "MAX_LINKED_IDS", "Consolidated",
-           "ConsolidationState", "ChangeEvent", "EventStats", "NamespaceStats", "NonceClaim", "Pause", "TokenUsage"]
+           "ConsolidationState", "ChangeEvent", "EventStats", "NamespaceStats", "NonceClaim", "Pause", "TokenUsage",
+           "Followup", "FollowupPref"]
 
 
 class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, Links,
-            ApiKeys, ConsoleSessions, NamespaceVersions, ConsolidatedRows, ChangeEvents, Pauses, TokenLedger):
+            ApiKeys, ConsoleSessions, NamespaceVersions, ConsolidatedRows, ChangeEvents, Pauses, TokenLedger,
+            Followups):
     """SQL source of truth. Thread-safe; methods are synchronous (call them in a
     thread from async code).
 

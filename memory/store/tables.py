@@ -10,7 +10,8 @@ One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` �
 ``namespace_state``, ``_LinkRow`` → ``memory_links``, ``_ConsolidatedRow`` →
 ``consolidated``, ``_ConsolidationStateRow`` → ``consolidation_state``, ``_ChangeEventRow`` →
 ``change_events``, ``_ConsoleSessionRow`` → ``console_sessions``, ``_ConsoleSecretRow`` →
-``console_secrets``, ``_PauseRow`` → ``record_pauses``, ``_TokenLedgerRow`` → ``token_ledger``), registered on
+``console_secrets``, ``_PauseRow`` → ``record_pauses``, ``_TokenLedgerRow`` → ``token_ledger``,
+``_FollowupPrefRow`` → ``followup_prefs``, ``_FollowupRow`` → ``followups``), registered on
 ``SQLModel.metadata`` when this module is imported; the row → ``Memory``
 conversion; and the engine helpers (URL normalisation, SQLite pragmas and
 ``BEGIN IMMEDIATE``). Nothing here opens a session: transactions belong to
@@ -325,6 +326,51 @@ class _PauseRow(SQLModel, table=True):
     chat: str = Field(max_length=300)
     since: datetime
     until: datetime | None = None
+
+
+class _FollowupPrefRow(SQLModel, table=True):
+    """A person's answer to ``/memory followups on|off`` (``memory.store.followups``):
+    ``enabled``; ``lang`` the locale they asked in (the template's language);
+    ``bot_id`` the platform bot that heard them (which OneBot bot sends); ids and
+    times only."""
+
+    __tablename__ = "followup_prefs"
+
+    namespace: str = Field(primary_key=True, max_length=260)
+    tenant: str = Field(index=True, max_length=64)
+    enabled: bool = False
+    lang: str = Field(default="", max_length=16)
+    bot_id: str = Field(default="", max_length=128)
+    updated_at: datetime
+
+
+class _FollowupRow(SQLModel, table=True):
+    """One follow-up question owed about a plan (``memory.store.followups``): the
+    memory it asks about, the chat it goes to (the plan's origin chat key), when
+    it is due, and where it stands (``state``: due, sending, sent, dropped,
+    skipped). Unique per (namespace, memory): a plan is asked about once.
+    ``day_key`` (``<namespace>|<local day>``, unique, NULL unless claimed or sent)
+    is set by the claim: two follow-ups of one person on one day cannot both be
+    claimed, on any replica. No memory text is kept here."""
+
+    __tablename__ = "followups"
+    __table_args__ = (UniqueConstraint("namespace", "memory_id", name="uq_followups_memory"),
+                      SAIndex("ix_followups_day_key", "day_key", unique=True),
+                      SAIndex("ix_followups_due", "state", "due_at"))
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant: str = Field(max_length=64)
+    namespace: str = Field(max_length=260)
+    memory_id: str = Field(max_length=32)
+    chat: str = Field(max_length=300)
+    state: str = Field(default="due", max_length=16)
+    due_at: datetime
+    attempts: int = 0
+    holder: str | None = Field(default=None, max_length=128)
+    claimed_at: datetime | None = None
+    sent_at: datetime | None = None
+    day_key: str | None = Field(default=None, max_length=300)
+    last_error: str = Field(default="", max_length=200)
 
 
 class _TokenLedgerRow(SQLModel, table=True):

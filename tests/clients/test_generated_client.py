@@ -63,7 +63,8 @@ def generated(tmp_path):
 def test_a_generated_client_imports_whole_and_calls_every_v1_operation(tmp_path, generated):
     """openapi-python-client generates a client of /openapi.json offline; each of its modules imports; each /v1
     operation called through it (bearer key) answers 200 with its response model."""
-    app = create_app(load_settings(tenants={"default": TenantSettings(language="en")}))
+    app = create_app(load_settings(tenants={"default": TenantSettings(language="en", followups={
+        "waking_hours": "00:00-24:00"})}))  # a follow-up may be due whenever the test runs
     doc = app.openapi()
     pkg = _generate(doc, tmp_path)
     ops = {op["operationId"]: path for path, item in doc["paths"].items() if path.startswith("/v1")
@@ -138,5 +139,20 @@ def test_a_generated_client_imports_whole_and_calls_every_v1_operation(tmp_path,
         assert [r.status.value for r in batch.results] == ["forgotten"]
         assert call(op("forget_scope"), "ForgetScopeOut", subject="tg:43", confirm="tg:43").forgotten == 2
         assert call(op("forget_subject"), "ForgetSubjectOut", subject="tg:42").subject == "tg:42"
+        # a follow-up owed in a chat of a platform the gateway has no bot for: the /v1 due-list's
+        from datetime import UTC, datetime, timedelta
+
+        from memory.types import ChatKind, ChatRef, Memory, Namespace
+
+        store, now = app.state.pipeline.core.store, datetime.now(UTC)
+        carol, web = Namespace("default", "web:carol"), ChatRef("web", ChatKind.PRIVATE, "carol")
+        store.set_followups(carol, True, lang="en")
+        store.add(carol, Memory(id="f1", namespace=carol, text="I have an exam on Monday", key="event.f1", origin=web,
+                                created_at=now - timedelta(days=5), updated_at=now - timedelta(days=5),
+                                event_time=now - timedelta(days=2)))
+        (item,) = call(op("followups_due"), "FollowupsDueOut").items
+        assert item.text == "How did the exam go?"
+        assert call(op("followup_ack"), "FollowupAckOut", followup_id=item.id,
+                    body=models.FollowupAckIn.from_dict({"sent": True})).state == "sent"
     assert called == set(ops), set(ops) - called
     assert len(called) >= 13

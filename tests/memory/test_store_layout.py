@@ -53,12 +53,13 @@ def test_store_parts_import_no_cycle_and_not_the_package():
 def test_every_store_method_lives_in_a_part_on_the_one_transaction_boundary():
     """Each public Store method is defined in a concern module, and every part derives from StoreBase."""
     parts = [c for c in memory.store.Store.__mro__[1:] if c not in (StoreBase, object)]
-    assert len(parts) == 16 and all(issubclass(c, StoreBase) for c in parts)
+    assert len(parts) == 17 and all(issubclass(c, StoreBase) for c in parts)
     public = [n for n in dir(memory.store.Store) if not n.startswith("_") and callable(getattr(memory.store.Store, n))]
     homes = {getattr(memory.store.Store, n).__module__ for n in public}
     assert "add" in public and "append_chat" in public and "move_namespace" in public
     assert homes <= {f"memory.store.{m}" for m in ("base", "memories", "chatlog", "outbox", "audit", "identities", "nonces",
                                                    "commands", "conflicts", "links", "apikeys", "versions",
-                                                   "consolidated", "events", "console_sessions", "pauses", "ledger")}
+                                                   "consolidated", "events", "console_sessions", "pauses", "ledger",
+                                                   "followups")}
     assert getattr(memory.store.Store, "add").__module__ == "memory.store.memories"
     assert getattr(memory.store.Store, "append_chat").__module__ == "memory.store.chatlog"

@@ -1,0 +1,175 @@
+"""Follow-ups the person agreed to: when one may be asked, and what it says.
+
+After a plan's time has passed (``memory.plans.plan_state`` is PAST), a person
+who turned follow-ups on (``/memory followups on``) may be asked one short
+question about it — 「面试怎么样啦？」, "How did the interview go?" — in the
+chat where the plan was told. This module is the pure part (no IO):
+
+- ``WakingHours``: the tenant's waking window (``"09:00-21:30"``, local time;
+  a window past midnight such as ``"22:00-02:00"`` is allowed): ``contains``
+  and ``next_start`` in a zone;
+- ``followup_due_at``: when a plan's follow-up becomes due — the first waking
+  moment after its last day has ended (the day after, in the zone);
+- ``day_key``: the per-person, per-local-day claim key (at most one a day);
+- ``blocked``: why a memory may not be followed up in a chat (forgotten ones
+  never get here: the store holds live rows only) — a group chat for a private
+  memory, a never-store clause (``memory.never_store``), not a past dated plan;
+- ``template_text``: the question without a model, in the person's language
+  (``zh_CN`` or ``en``, locales/): the plan's own word when it names one
+  (面试, 考试, 聚会, interview, trip…) — 「面试怎么样啦？」 — else a question
+  that quotes the plan: 「你说过“……”，上周三怎么样啦？」.
+
+The model-written question (the tenant's model, grounded on the memory) is not
+here yet: the template is used on every path.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone, tzinfo
+
+from locales import translate
+from memory.dates import zone
+from memory.never_store import DEFAULT_NEVER_STORE, without_never_store
+from memory.plans import PlanState, event_when_text, plan_of, plan_state
+from memory.text import to_simplified
+from memory.types import ChatRef, Memory, Namespace, Visibility
+
+__all__ = ["WakingHours", "LOOKBACK_DAYS", "followup_due_at", "day_key", "blocked", "template_text", "topic_word",
+           "SNIPPET_CHARS"]
+
+LOOKBACK_DAYS = 3
+"""A plan whose last day ended more than this many days ago is not asked about
+(a gateway that was down for a week does not ask about last week's exam)."""
+SNIPPET_CHARS = 40
+"""The most characters of the plan's text quoted by the fallback question."""
+
+_HHMM = re.compile(r"^\s*([01]?\d|2[0-3]):([0-5]\d)\s*[-–~]\s*([01]?\d|2[0-4]):([0-5]\d)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class WakingHours:
+    """A daily local window ``[start, end)``; ``end`` before ``start`` crosses
+    midnight. Build with ``WakingHours.parse("09:00-21:30")``."""
+
+    start: time
+    end: time
+
+    @classmethod
+    def parse(cls, text: str) -> WakingHours:
+        """``"HH:MM-HH:MM"`` (24 h; ``24:00`` is the end of the day). Raises
+        ValueError for another shape or an empty window."""
+        m = _HHMM.match(text or "")
+        if not m:
+            raise ValueError(f"waking hours must read HH:MM-HH:MM, e.g. 09:00-21:30, not {text!r}")
+        h1, m1, h2, m2 = (int(g) for g in m.groups())
+        if h2 == 24 and m2:
+            raise ValueError(f"waking hours end at 24:00 at the latest, not {text!r}")
+        start = time(h1, m1)
+        end = time(23, 59, 59, 999999) if h2 == 24 else time(h2, m2)
+        if start == end:
+            raise ValueError(f"waking hours {text!r} are empty")
+        return cls(start, end)
+
+    def contains(self, moment: datetime, tz: str | tzinfo | None) -> bool:
+        """True when ``moment`` (aware) falls in the window in zone ``tz``."""
+        local = _local(moment, tz).time()
+        if self.start < self.end:
+            return self.start <= local < self.end
+        return local >= self.start or local < self.end
+
+    def next_start(self, moment: datetime, tz: str | tzinfo | None) -> datetime:
+        """``moment`` itself when it is inside the window, else the window's next
+        start after it, as an aware UTC datetime."""
+        if self.contains(moment, tz):
+            return moment
+        tzi = _zone(tz)
+        local = _local(moment, tzi)
+        start = datetime.combine(local.date(), self.start, tzinfo=tzi)
+        if start <= local:
+            start = datetime.combine(local.date() + timedelta(days=1), self.start, tzinfo=tzi)
+        return start.astimezone(timezone.utc)
+
+
+def _zone(tz: str | tzinfo | None) -> tzinfo:
+    return tz if isinstance(tz, tzinfo) else zone(tz)
+
+
+def _local(moment: datetime, tz: str | tzinfo | None) -> datetime:
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return aware.astimezone(_zone(tz))
+
+
+def followup_due_at(last_day: date, waking: WakingHours, tz: str | tzinfo | None) -> datetime:
+    """When the follow-up of a plan whose last day is ``last_day`` (local, zone
+    ``tz``) becomes due: the first waking moment of the day after (aware UTC)."""
+    tzi = _zone(tz)
+    after = datetime.combine(last_day + timedelta(days=1), time(0, 0), tzinfo=tzi)
+    return waking.next_start(after, tzi)
+
+
+def day_key(ns: Namespace, moment: datetime, tz: str | tzinfo | None) -> str:
+    """``"<namespace>|<local day>"``: what a claim of one follow-up takes for
+    the person's day in zone ``tz`` (unique in SQL: at most one a day)."""
+    return f"{ns}|{_local(moment, tz).date().isoformat()}"
+
+
+def blocked(memory: Memory, chat: ChatRef, now: datetime, tz: str | tzinfo | None,
+            never_store: tuple[str, ...] | list[str] = DEFAULT_NEVER_STORE) -> str | None:
+    """Why ``memory`` may not be followed up in ``chat`` at ``now`` (a short
+    reason for the log), or None when it may: ``private in group`` (a private
+    memory is never asked about in a group), ``never-store`` (its text holds a
+    clause of the tenant's never-store categories), ``not a past plan`` (not a
+    dated plan, or its day not over), ``too old`` (over LOOKBACK_DAYS past)."""
+    if chat.is_group and memory.visibility is Visibility.PRIVATE:
+        return "private in group"
+    if without_never_store(memory.text, never_store)[1]:
+        return "never-store"
+    if plan_state(memory, now, tz) is not PlanState.PAST:
+        return "not a past plan"
+    plan = plan_of(memory.text, memory.created_at, memory.event_time, memory.event_end, tz)
+    if plan is None or plan.last is None:
+        return "not a past plan"
+    if (_local(now, tz).date() - plan.last).days > LOOKBACK_DAYS + 1:
+        return "too old"
+    return None
+
+
+# the plan's own word, asked about by name: zh → itself, en → itself (a noun)
+_ZH_TOPICS = ("面试", "考试", "体检", "复查", "复诊", "约会", "答辩", "面签", "手术", "聚会", "婚礼", "演唱会",
+              "音乐会", "派对", "比赛", "展览", "旅行", "旅游", "出差", "搬家", "会议")
+_EN_TOPICS = re.compile(r"\b(interview|exam|test|appointment|meeting|surgery|check-?up|party|wedding|concert|"
+                        r"birthday party|game|match|show|festival|gig|trip|vacation|holiday|flight|move|date|"
+                        r"presentation|defen[cs]e|audition|race|marathon)s?\b", re.IGNORECASE)
+_SUFFIX = re.compile(r"[（(]\d{4}(?:-\d{2}){0,2}(?:~\d{4}-\d{2}-\d{2})?[)）]\s*$")
+
+
+def topic_word(text: str, lang: str) -> str | None:
+    """The plan's own word in ``lang`` (``zh_CN``: 面试, 旅行…; ``en``: interview,
+    trip…) when ``text`` names one, else None."""
+    if lang.startswith("zh"):
+        plain = to_simplified(text)
+        return next((w for w in _ZH_TOPICS if w in plain), None)
+    m = _EN_TOPICS.search(text)
+    return m.group(1).lower() if m else None
+
+
+def _snippet(text: str) -> str:
+    one = " ".join(_SUFFIX.sub("", text).split())
+    return one if len(one) <= SNIPPET_CHARS else one[: SNIPPET_CHARS - 1] + "…"
+
+
+def template_text(memory: Memory, lang: str, now: datetime, tz: str | tzinfo | None) -> str:
+    """The follow-up question about ``memory`` without a model, in ``lang``
+    (module docstring): 「面试怎么样啦？」 / "How did the interview go?", else
+    「你说过“……”，上周三怎么样啦？」 / "You told me “…” — how did it go last Wednesday?"."""
+    lang = "zh_CN" if lang.startswith("zh") else "en"
+    word = topic_word(memory.text, lang)
+    if word:
+        return translate(lang, "How did the {thing} go?", thing=word)
+    plan = plan_of(memory.text, memory.created_at, memory.event_time, memory.event_end, tz)
+    when = event_when_text(plan.first, plan.last, now, lang, tz) if plan is not None and plan.first else ""
+    if when:
+        return translate(lang, "You told me “{plan}” — how did it go {when}?", when=when, plan=_snippet(memory.text))
+    return translate(lang, "You said “{plan}” — how did it go?", plan=_snippet(memory.text))

@@ -1,0 +1,78 @@
+"""Follow-ups in the running app: sent through the fake Telegram Bot API (``sendMessage``) and the fake OneBot
+API (``send_msg`` to the person), and offered to a ``/v1`` bot through ``GET /v1/followups/due`` + ack."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory.dates import zone
+from memory.types import ChatKind, ChatRef, Memory, Namespace, Visibility
+
+SELF_ID = 3456
+TZ = zone("Asia/Shanghai")
+
+
+def _add_plan(store, ns: Namespace, chat: ChatRef, text: str, said: datetime, day: datetime, mid: str) -> None:
+    store.add(ns, Memory(id=mid, namespace=ns, text=text, key=f"event.{mid}", created_at=said, updated_at=said,
+                         event_time=day, origin=chat, visibility=Visibility.PRIVATE))
+
+
+def _midnight(moment: datetime) -> datetime:
+    d = moment.astimezone(TZ).date()
+    return datetime(d.year, d.month, d.day, tzinfo=TZ).astimezone(UTC)
+
+
+@pytest.fixture
+def client(gateway, fake_telegram, fake_onebot):
+    return gateway(telegram={"token": "123456:FOLLOW-token", "api_base": fake_telegram.base_url},
+                   followups={"waking_hours": "00:00-24:00"},
+                   settings_overrides={"onebot": {"api_roots": {str(SELF_ID): fake_onebot.base_url + "/"}}})
+
+
+def test_the_app_sends_follow_ups_through_telegram_and_onebot(client, fake_telegram, fake_onebot):
+    """A plan ten days ahead, asked about the day after it: 「面试怎么样啦？」 through sendMessage to the private chat,
+    "How did the exam go?" through send_msg to the QQ user (the bot that heard the opt-in)."""
+    store = client.app.state.pipeline.core.store
+    now = datetime.now(UTC)
+    day = _midnight(now + timedelta(days=10))
+    tg = Namespace("default", "tg:4242")
+    qq = Namespace("default", "qq:10001")
+    store.set_followups(tg, True, lang="zh_CN")
+    store.set_followups(qq, True, lang="en", bot_id=str(SELF_ID))
+    _add_plan(store, tg, ChatRef("tg", ChatKind.PRIVATE, "4242"), "下周三我要面试", now - timedelta(days=1), day, "p1")
+    _add_plan(store, qq, ChatRef("qq", ChatKind.PRIVATE, "10001"), "I have an exam next Friday", now - timedelta(days=1),
+              day, "p2")
+    report = client.portal.call(client.app.state.followups.tick, day + timedelta(days=1, hours=3))
+    assert (report.scheduled, report.sent) == (2, 2)
+    (sent,) = fake_telegram.sent()
+    assert (sent["chat_id"], sent["text"]) == (4242, "面试怎么样啦？")
+    (_, body), = fake_onebot.sends
+    assert (body["message_type"], body["user_id"], body["message"][-1]["data"]["text"]) == \
+        ("private", 10001, "How did the exam go?")
+    assert client.portal.call(client.app.state.followups.tick, day + timedelta(days=1, hours=4)).sent == 0
+    assert len(fake_telegram.sent()) == 1 and len(fake_onebot.sends) == 1
+
+
+def test_a_v1_bot_claims_due_follow_ups_and_acknowledges_them(client):
+    """A chat on a platform the gateway has no bot for: GET /v1/followups/due claims it once (a second call gets
+    nothing), the ack keeps it as the companion's line; an unknown or second ack is 404."""
+    store = client.app.state.pipeline.core.store
+    now = datetime.now(UTC)
+    ns = Namespace("default", "web:alice")
+    chat = ChatRef("web", ChatKind.PRIVATE, "alice")
+    store.set_followups(ns, True, lang="en")
+    _add_plan(store, ns, chat, "I have a job interview next Tuesday", now - timedelta(days=6),
+              _midnight(now - timedelta(days=2)), "w1")
+    due = client.get("/v1/followups/due")
+    assert due.status_code == 200, due.text
+    (item,) = due.json()["items"]
+    assert (item["subject"], item["chat"], item["text"], item["memory_id"]) == \
+        ("web:alice", "web:private:alice", "How did the interview go?", "w1")
+    assert client.get("/v1/followups/due").json()["items"] == []
+    ack = client.post(f"/v1/followups/{item['id']}/ack", json={"sent": True})
+    assert ack.status_code == 200 and ack.json() == {"id": item["id"], "state": "sent"}
+    assert store.chat_tail("default", chat, 2)[-1].text == "How did the interview go?"
+    assert client.post(f"/v1/followups/{item['id']}/ack", json={"sent": True}).status_code == 404
+    assert client.post("/v1/followups/999999/ack", json={"sent": False}).status_code == 404
