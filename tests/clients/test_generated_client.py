@@ -112,6 +112,10 @@ def test_a_generated_client_imports_whole_and_calls_every_v1_operation(tmp_path,
         exported = call(op("export"), "ExportDoc", subject="tg:42")
         imported = call(op("import_memories"), "ImportOut", subject="tg:43", body=exported)
         assert len(imported.results) == 2 and all(r.memory_id for r in imported.results)
+        jsonl = '{"text": "I grow tomatoes on my balcony", "time": "2026-03-01T09:00:00Z"}\n{"broken"\n'
+        brought = call(op("import_source"), "SourceImportOut", body=models.SourceImportIn.from_dict(
+            {"source": "jsonl", "content": jsonl, "person": "tg:44"}))
+        assert (brought.read, brought.imported) == (2, 1) and [p.line for p in brought.problems] == [2]
         rec = call(op("recollection"), "RecollectOut", subject="tg:42",
                    body=models.RecollectIn.from_dict({"query": "我的猫叫什么？"}))
         assert cat in [h.memory.id for h in rec.hits]
