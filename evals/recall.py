@@ -87,6 +87,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
@@ -144,6 +145,10 @@ scored: capture keeps the person's words)."""
 MEMORYBANK_DEV = 7
 """MemoryBank-CN people in the dev split (the first 7 of 15; the other 8 are held out)."""
 COMPANION = "AI伴侣"
+MEMORYBANK_TZ = ZoneInfo("Asia/Shanghai")
+"""The zone MemoryBank-CN's days are the people's own in: its chats are dated by the day only,
+said here in the evening, 20:00 of that day where the people live (China; the tenant's default
+zone, ``memory.dates.DEFAULT_TZ``, so that "4月30号" names the day the chat was dated)."""
 """Who the MemoryBank-CN person talks to, as a memory's context names it."""
 LOCOMO_DEV = 4
 """LoCoMo conversations in the development split (the rest are held out)."""
@@ -370,13 +375,13 @@ def load_memorybank(root: Path, labels: Path = MEMORYBANK_LABELS, people: int | 
     for name, person in bank.items():
         docs = []
         for date_s, pairs in sorted(person["history"].items()):
-            day = datetime.fromisoformat(date_s).replace(hour=20, tzinfo=timezone.utc)
+            day = datetime.fromisoformat(date_s).replace(hour=20, tzinfo=MEMORYBANK_TZ).astimezone(timezone.utc)
             for i, pair in enumerate(pairs):
                 context = f"{COMPANION}: {pairs[i - 1]['response']}" if i else ""
                 docs.append(Doc(f"{date_s}:{i}", pair["query"].strip(), "", day + timedelta(minutes=2 * i), context))
         worlds[ids[name]] = tuple(docs)
     names = list(worlds)[:people] if people else list(worlds)
-    asked = datetime(2023, 5, 7, 20, tzinfo=timezone.utc)
+    asked = datetime(2023, 5, 7, 20, tzinfo=MEMORYBANK_TZ).astimezone(timezone.utc)
     try:
         rows = [json.loads(x) for x in _read(labels).splitlines() if x.strip() and not x.lstrip().startswith("#")]
     except ValueError as exc:
