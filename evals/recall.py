@@ -359,10 +359,10 @@ def load_memorybank(root: Path, labels: Path = MEMORYBANK_LABELS, people: int | 
     """MemoryBank-CN (``zh/memorybank_cn_memory_bank.json``) as a Suite (tenant
     ``memorybank``, kind ``mb``): one world per person (``world_of``: ``p00``… in the
     file's order), each of their messages a doc keyed ``<date>:<exchange>``, said
-    that day from 20:00 UTC two minutes apart, answering the companion's reply
+    that day from 20:00 in Asia/Shanghai (``MEMORYBANK_TZ``) two minutes apart, answering the companion's reply
     before it that day (``context``, ``"AI伴侣: …"``); one query per probing question
     whose answer is in the person's own words (``labels``, JSON lines, ``#``
-    comments), asked alone on 2023-05-07 20:00 UTC. Units are the people, the first
+    comments), asked alone on 2023-05-07 20:00 Shanghai. Units are the people, the first
     ``MEMORYBANK_DEV`` dev. ``people``: only the first that many. Raises EvalError
     when a file cannot be read."""
     path = Path(root) / MEMORYBANK_FILE
