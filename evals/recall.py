@@ -145,11 +145,11 @@ scored: capture keeps the person's words)."""
 MEMORYBANK_DEV = 7
 """MemoryBank-CN people in the dev split (the first 7 of 15; the other 8 are held out)."""
 COMPANION = "AI伴侣"
+"""Who the MemoryBank-CN person talks to, as a memory's context names it."""
 MEMORYBANK_TZ = ZoneInfo("Asia/Shanghai")
 """The zone MemoryBank-CN's days are the people's own in: its chats are dated by the day only,
 said here in the evening, 20:00 of that day where the people live (China; the tenant's default
 zone, ``memory.dates.DEFAULT_TZ``, so that "4月30号" names the day the chat was dated)."""
-"""Who the MemoryBank-CN person talks to, as a memory's context names it."""
 LOCOMO_DEV = 4
 """LoCoMo conversations in the development split (the rest are held out)."""
 DULEMON_DAY = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)

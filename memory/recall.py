@@ -865,9 +865,10 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     # the period a question names is the time channel's to read: its digits and month names would make
     # BM25 prefer a memory that only carries the date (「…心情不太好。（2023-04-30）」) over the day's content
     words = None if named is None else query.question[:named[1][0]] + " " + query.question[named[1][1]:]
-    if named is None and params.time_weight > 0 and query.question:
+    if named is None and params.time_weight > 0 and query.question and asks(query.question):
         # 「你还记得我们第一次对话的时候，聊了什么话题吗？」: "the first time" and nothing else is a period named
-        # alone, the day of the person's earliest memory (one read, only for such a question)
+        # alone, the day of the person's earliest memory (one read, only for such a question; a remark,
+        # 「这是我第一次来」, asks for no period)
         simple = to_simplified(query.question)
         first_time = _FIRST_TIME_RE.search(simple)
         rest = None if first_time is None else simple[:first_time.start()] + " " + simple[first_time.end():]
@@ -883,9 +884,11 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     # 「今天好冷」 asks nothing of today: a reaction word and no other (a date-only question holds none at all)
     # With the decision on, a question whose words beyond the period hold no content term (「在5月2号我们聊了很多，
     # 我们聊了哪些话题？」: 很多 is everyday chat) asks by the date alone too: no BM25 hit could be admitted and
-    # no vector hit of a line that names nothing, so the period is all it can be answered by
+    # no vector hit of a line that names nothing, so the period is all it can be answered by; a remark
+    # (「我们今天聊了很多」) asks for nothing
     date_only = words is not None \
-        and (not _content_words(words) or (params.standout > 0 and not content_terms(words))) \
+        and (not _content_words(words)
+             or (params.standout > 0 and not content_terms(words) and asks(query.question))) \
         and not (params.standout > 0 and content_terms(query.question) and words_only(query.question))
     if only is not None:  # -- metadata filter (issue 26 item 17): deeper channels, then only those ids --
         params = replace(params, candidates=max(params.candidates, MAX_FILTERED_CANDIDATES))

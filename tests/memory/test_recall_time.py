@@ -229,3 +229,14 @@ def test_a_date_question_whose_other_words_are_everyday_chat_asks_by_the_date_al
     ranked = [h.memory.id for h in core.recall(ns, [question], now=NOW)]
     assert ranked and ranked[0] in {ids["最近有什么好玩的游戏吗？我想找个新游戏玩"], ids["I'm looking for a new video game to play"]}
     assert ids["我养了一只叫煤球的黑猫"] not in ranked
+
+
+@pytest.mark.parametrize("remark", ["我们今天聊了很多", "这是我第一次来", "We talked a lot today"])
+def test_a_remark_naming_a_day_or_the_first_time_does_not_ask_for_that_period(core, remark):
+    """A remark asks for nothing: 「我们今天聊了很多」 or 「这是我第一次来」 in a chat turn does not become a question
+    asked by its period, so it brings none of that day's memories (zh, en)."""
+    ns = Namespace("default", "tg:4007")
+    day = datetime(2024, 3, 10, 1, 0, tzinfo=timezone.utc)
+    _day(core, ns, [("我养了一只叫煤球的黑猫", day), ("I adopted a puppy named Biscuit", day.replace(minute=2)),
+                    ("我在杭州的一家银行上班", day.replace(minute=4)), ("I work at a bank in Hangzhou", day.replace(minute=6))])
+    assert core.recall(ns, [remark], now=NOW, params=RecallParams(chat_turn=True)) == []
