@@ -57,7 +57,7 @@ from typing import Any
 from bench import table
 from evals.recall import MEMORYBANK_FILE, MEMORYBANK_LABELS, load_memorybank, world_of
 
-__all__ = ["SMALLTALK_EN", "QUESTIONS", "content_words", "related", "negatives", "thin", "Negative", "Point", "score_negatives", "pick", "parse_knob", "capture_side",
+__all__ = ["SMALLTALK_EN", "QUESTIONS", "content_words", "related", "negatives", "thin", "Negative", "Point", "score_negatives", "pick", "parse_knob", "pr_curve", "capture_side",
            "CaptureSide", "spurious", "run"]
 
 log = logging.getLogger("bench.precision")
@@ -636,6 +636,7 @@ def run(data_dir: Path, workdir: Path, *, quick: bool = False, conversations: in
                  f"{time.perf_counter() - t0:.0f} s")
         emit(curve(points, name))
         if name:
+            emit(pr_curve(points, name))
             best = pick(points)
             if best is not None:
                 held = next(p for p in points if p.split == "held-out" and p.value == best.value)
@@ -684,6 +685,30 @@ def curve(points: Sequence[Point], knob: str) -> str:
     return table("finding (questions about what the person said: any@k of the turn's ranking, @inj = the evidence "
                  "among what it put into the prompt, inj = memories a turn) and staying quiet (negatives: unrel = "
                  "share of turns injecting a memory unrelated to the line, any = injecting anything)", headers, rows)
+
+
+def pr_curve(points: Sequence[Point], knob: str) -> str:
+    """The relevance decision's precision/recall curve over ``knob``: per split, one
+    row per value, ordered from the strictest setting (least injected) to the
+    loosest — recall = the finding (``Point.finding``: mean any@injected over the
+    question sets), precision = the share of negative turns that inject no unrelated
+    memory (1 − ``Point.quiet``), and the memories a negative turn injects (mean
+    over languages, weighted by turns). A setting is better than another when it is
+    at least as high on both."""
+    rows = []
+    for split in dict.fromkeys(p.split for p in points):
+        mine = [p for p in points if p.split == split]
+
+        def injected(p: Point) -> float:
+            n = sum(m["n"] for m in p.negatives.values())
+            return sum(m["injected"] * m["n"] for m in p.negatives.values()) / n if n else float("nan")
+
+        for p in sorted(mine, key=lambda p: (injected(p), p.finding())):
+            rows.append([split, "shipped" if p.value is None else str(p.value), p.finding(), 1.0 - p.quiet(),
+                         injected(p)])
+    return table(f"precision/recall of the relevance decision over {knob} (recall = evidence among what the turn "
+                 "injects, mean over the question sets; precision = negative turns injecting no unrelated memory; "
+                 "inj = memories a negative turn injects)", ["split", knob, "recall", "precision", "inj"], rows)
 
 
 def capture_table(side: CaptureSide) -> str:

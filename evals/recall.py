@@ -87,6 +87,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
@@ -145,6 +146,10 @@ MEMORYBANK_DEV = 7
 """MemoryBank-CN people in the dev split (the first 7 of 15; the other 8 are held out)."""
 COMPANION = "AI伴侣"
 """Who the MemoryBank-CN person talks to, as a memory's context names it."""
+MEMORYBANK_TZ = ZoneInfo("Asia/Shanghai")
+"""The zone MemoryBank-CN's days are the people's own in: its chats are dated by the day only,
+said here in the evening, 20:00 of that day where the people live (China; the tenant's default
+zone, ``memory.dates.DEFAULT_TZ``, so that "4月30号" names the day the chat was dated)."""
 LOCOMO_DEV = 4
 """LoCoMo conversations in the development split (the rest are held out)."""
 DULEMON_DAY = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
@@ -354,10 +359,10 @@ def load_memorybank(root: Path, labels: Path = MEMORYBANK_LABELS, people: int | 
     """MemoryBank-CN (``zh/memorybank_cn_memory_bank.json``) as a Suite (tenant
     ``memorybank``, kind ``mb``): one world per person (``world_of``: ``p00``… in the
     file's order), each of their messages a doc keyed ``<date>:<exchange>``, said
-    that day from 20:00 UTC two minutes apart, answering the companion's reply
+    that day from 20:00 in Asia/Shanghai (``MEMORYBANK_TZ``) two minutes apart, answering the companion's reply
     before it that day (``context``, ``"AI伴侣: …"``); one query per probing question
     whose answer is in the person's own words (``labels``, JSON lines, ``#``
-    comments), asked alone on 2023-05-07 20:00 UTC. Units are the people, the first
+    comments), asked alone on 2023-05-07 20:00 Shanghai. Units are the people, the first
     ``MEMORYBANK_DEV`` dev. ``people``: only the first that many. Raises EvalError
     when a file cannot be read."""
     path = Path(root) / MEMORYBANK_FILE
@@ -370,13 +375,13 @@ def load_memorybank(root: Path, labels: Path = MEMORYBANK_LABELS, people: int | 
     for name, person in bank.items():
         docs = []
         for date_s, pairs in sorted(person["history"].items()):
-            day = datetime.fromisoformat(date_s).replace(hour=20, tzinfo=timezone.utc)
+            day = datetime.fromisoformat(date_s).replace(hour=20, tzinfo=MEMORYBANK_TZ).astimezone(timezone.utc)
             for i, pair in enumerate(pairs):
                 context = f"{COMPANION}: {pairs[i - 1]['response']}" if i else ""
                 docs.append(Doc(f"{date_s}:{i}", pair["query"].strip(), "", day + timedelta(minutes=2 * i), context))
         worlds[ids[name]] = tuple(docs)
     names = list(worlds)[:people] if people else list(worlds)
-    asked = datetime(2023, 5, 7, 20, tzinfo=timezone.utc)
+    asked = datetime(2023, 5, 7, 20, tzinfo=MEMORYBANK_TZ).astimezone(timezone.utc)
     try:
         rows = [json.loads(x) for x in _read(labels).splitlines() if x.strip() and not x.lstrip().startswith("#")]
     except ValueError as exc:

@@ -307,6 +307,15 @@ class SearchIndex:
     lock. Raises SearchIndexError on LanceDB failures.
     """
 
+    reuse_query_vectors: bool = False
+    """Whether ``vectors`` gives a memory stored as it was said its turn's cached
+    query vector instead of embedding the text as a document (one model call a
+    captured line, not two). Off: with e5 the query side of a text sits closer
+    to other lines' query vectors than its passage side does, so such a memory
+    stood out for unrelated chit-chat (one more of 40 turns injecting an
+    unrelated memory, zh and en, docs/recall.md "A line stored as it was said");
+    every memory is embedded as a document."""
+
     def __init__(self, path: str | Path, embedder: Embedder, *, ann_min_rows: int = ANN_MIN_ROWS,
                  storage_options: dict[str, str] | None = None,
                  write_lock: Callable[[], contextlib.AbstractContextManager] | None = None,
@@ -709,11 +718,11 @@ class SearchIndex:
         L2-normalised, in order. From the in-process cache (keyed by the text's hash,
         so a vector always belongs to exactly the text it embeds); then, with
         ``fetch``, from the index rows of those ids whose ``text_hash`` still matches
-        (one query per namespace); then, for a text that was recently a query
-        (a person's line stored as it was said), its cached query vector
-        (``embed_tail``'s: no second model call for one line; with an asymmetric
-        embedder such as e5 the query side of the same text, cosine ~0.9 to its
-        passage side); the rest are embedded. Raises EmbedderError."""
+        (one query per namespace); then, only with ``reuse_query_vectors``, for a
+        text that was recently a query (a person's line stored as it was said),
+        its cached query vector (``embed_tail``'s; with an asymmetric embedder
+        such as e5 the query side of the same text, cosine ~0.9 to its passage
+        side); the rest are embedded. Raises EmbedderError."""
         out = np.empty((len(memories), self.embedder.dim), dtype=np.float32)
         hashes = [text_hash(m.text) for m in memories]
         missing: list[int] = []
@@ -734,7 +743,8 @@ class SearchIndex:
                     out[i] = v
                     self._remember(hashes[i], v)
             missing = still
-        if missing and not getattr(self.embedder, "symmetric", False):  # symmetric: the same key already
+        if missing and self.reuse_query_vectors and not getattr(self.embedder, "symmetric", False):
+            # symmetric: the same key already
             still = []
             for i in missing:
                 v = self._cached("q:" + hashes[i])

@@ -536,7 +536,7 @@ def turn_query(tail: Sequence[str], params: RecallParams = RecallParams()) -> Tu
 
 
 # "the first time", 「第一次聊天」: the earliest period of the person's memories
-_FIRST_TIME_RE = re.compile(r"第一次(?:聊|说|见|认识|跟你|和你|找你|来)|刚认识|最开始|一开始(?:聊|说)|最早(?:的|那次)?(?:聊|说)|"
+_FIRST_TIME_RE = re.compile(r"第一次(?:聊|说|见|认识|跟你|和你|找你|来|对话|交流|谈话)|刚认识|最开始|一开始(?:聊|说)|最早(?:的|那次)?(?:聊|说)|"
                             r"\b(?:the|our|my)\s+(?:very\s+)?first\s+(?:time|conversation|chat|talk|day|message)\b|"
                             r"\bwhen\s+(?:we|i)\s+first\b", re.IGNORECASE)
 # the day or period capture writes after a dated memory (「（2023-04-30）」, 「（2027-01）」, "(2026-12-14~2026-12-20)")
@@ -906,12 +906,30 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
     # the period a question names is the time channel's to read: its digits and month names would make
     # BM25 prefer a memory that only carries the date (「…心情不太好。（2023-04-30）」) over the day's content
     words = None if named is None else query.question[:named[1][0]] + " " + query.question[named[1][1]:]
+    if named is None and params.time_weight > 0 and query.question and asks(query.question):
+        # 「你还记得我们第一次对话的时候，聊了什么话题吗？」: "the first time" and nothing else is a period named
+        # alone, the day of the person's earliest memory (one read, only for such a question; a remark,
+        # 「这是我第一次来」, asks for no period)
+        simple = to_simplified(query.question)
+        first_time = _FIRST_TIME_RE.search(simple)
+        rest = None if first_time is None else simple[:first_time.start()] + " " + simple[first_time.end():]
+        if rest is not None and (not _content_words(rest) or (params.standout > 0 and not content_terms(rest))):
+            first = store.first_said(ns, chat.group_key if chat is not None and chat.is_group else None)
+            if first is not None:
+                day = first.astimezone(tzi).date()  # as ``_said_in`` reads it
+                named, words = ((day, day), first_time.span()), rest
     # 「我们4月30号聊了什么？」"What did we talk about on April 30?": the date is all it asks by, so the
     # period's memories are its candidates (the time channel's own), neither BM25 (it would match the date
     # stamp of a greeting) nor the vectors (the meaning of "what did we talk about") rank them, and a day
     # without memories recalls nothing
     # 「今天好冷」 asks nothing of today: a reaction word and no other (a date-only question holds none at all)
-    date_only = words is not None and not _content_words(words) \
+    # With the decision on, a question whose words beyond the period hold no content term (「在5月2号我们聊了很多，
+    # 我们聊了哪些话题？」: 很多 is everyday chat) asks by the date alone too: no BM25 hit could be admitted and
+    # no vector hit of a line that names nothing, so the period is all it can be answered by; a remark
+    # (「我们今天聊了很多」) asks for nothing
+    date_only = words is not None \
+        and (not _content_words(words)
+             or (params.standout > 0 and not content_terms(words) and asks(query.question))) \
         and not (params.standout > 0 and content_terms(query.question) and words_only(query.question))
     if only is not None:  # -- metadata filter (issue 26 item 17): deeper channels, then only those ids --
         params = replace(params, candidates=max(params.candidates, MAX_FILTERED_CANDIDATES))

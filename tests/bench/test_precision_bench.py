@@ -112,3 +112,24 @@ def test_tiny_set_end_to_end_scores_a_known_injection(tmp_path, embedder):
     assert "operating point picked on dev: vector_floor=" in text
     assert "tag questions zh" in text and "tag questions en" in text and "probing questions zh" in text
     assert "chit-chat zh" in text and "chit-chat en" in text
+
+
+def test_pr_curve_orders_each_split_from_strict_to_loose_with_recall_and_precision():
+    """The decision's precision/recall curve: one row per value and split, the stricter setting (fewer memories a
+    negative turn) first; recall is the mean any@injected, precision 1 − the share of negative turns injecting an
+    unrelated memory (zh and en negatives weighted by turns)."""
+    def point(value, split, found, unrelated_zh, unrelated_en, inj):
+        return precision.Point(value, split,
+                               {"locomo-speaker": {"n": 10, "any@injected": found},
+                                "memorybank-cn": {"n": 5, "any@injected": found}},
+                               {"zh": {"n": 30, "unrelated": unrelated_zh, "any": unrelated_zh, "injected": inj},
+                                "en": {"n": 10, "unrelated": unrelated_en, "any": unrelated_en, "injected": inj}})
+
+    points = [point(2.5, "dev", 0.9, 0.2, 0.1, 1.5), point(5.0, "dev", 0.7, 0.0, 0.0, 0.2),
+              point(2.5, "held-out", 0.8, 0.4, 0.0, 1.1)]
+    text = precision.pr_curve(points, "standout")
+    rows = [line.split() for line in text.splitlines()[3:]]
+    assert [(r[0], r[1]) for r in rows] == [("dev", "5.0"), ("dev", "2.5"), ("held-out", "2.5")]
+    assert rows[0][2:4] == ["0.700", "1.000"]
+    assert rows[1][2:4] == ["0.900", "0.825"]  # 1 − (30·0.2 + 10·0.1) / 40
+    assert rows[2][2:4] == ["0.800", "0.700"]

@@ -111,14 +111,18 @@ async def test_the_query_embedding_starts_before_the_chat_log_append(e5_store):
     assert await pipe.drain(30)
 
 
+@pytest.mark.parametrize("reuse", [False, True])
 @pytest.mark.parametrize("text", ["我养了一只叫煤球的黑猫", "My sister Lena lives in Berlin and loves jazz 🎷"])
-async def test_a_line_stored_as_it_was_said_is_embedded_once(e5_store, text):
-    """A statement captured word for word: its turn makes one model call (the query); the stored memory
-    takes that vector instead of a document embedding of the same text."""
+async def test_a_line_stored_as_it_was_said_is_embedded_as_a_document(e5_store, text, reuse):
+    """A statement captured word for word is embedded as a document after its turn's query (a query-side vector
+    stood out for unrelated chit-chat: docs/recall.md); with ``SearchIndex.reuse_query_vectors`` it takes the
+    turn's query vector instead, one model call."""
     store, index_dir = e5_store
     pipe, emb = _pipeline(store, index_dir)
+    pipe.core.index.reuse_query_vectors = reuse
     res = await pipe.handle("default", _msg(text, "1", T0), background_capture=True)
     assert await pipe.drain(30)
     stored = [m.text for m in store.list(NS)]
     assert not res.duplicate and text in stored
-    assert emb.queries == [text] and text not in emb.documents
+    assert emb.queries == [text]
+    assert (text in emb.documents) is (not reuse)

@@ -197,3 +197,46 @@ def test_a_days_topic_opener_ranks_below_what_was_said_that_day(core, question):
     assert ranked and ranked[0] in content
     first_content = min(ranked.index(i) for i in content if i in ranked)
     assert all(ranked.index(o) > first_content for o in openers if o in ranked)
+
+
+@pytest.mark.parametrize("question", ["你还记得我们第一次对话的时候，聊了什么话题吗？", "What did we talk about the first time?"])
+def test_the_first_time_named_alone_recalls_the_earliest_days_memories(core, question):
+    """「第一次对话」 / "the first time" with no topic of its own (「聊」「话题」 are how a question asks, not what about)
+    asks by that period alone: the earliest day's memories are the candidates and no other day's (zh, en; SQLite
+    and PostgreSQL) — before, such a question found nothing, or the companion's line a later memory answered."""
+    ns = Namespace("default", "tg:4005")
+    first = datetime(2023, 1, 5, 12, 0, tzinfo=timezone.utc)
+    ids = _day(core, ns, [("你好，我的名字是王峰，很高兴认识你", first),
+                          ("我最近在学习新的羽毛球技术", first.replace(minute=2)),
+                          ("I just joined a badminton club with my coworkers", first.replace(minute=4)),
+                          ("我养了一只叫煤球的黑猫", datetime(2023, 3, 1, tzinfo=timezone.utc))])
+    ranked = [h.memory.id for h in core.recall(ns, [question], now=NOW)]
+    assert set(ranked) == {ids["你好，我的名字是王峰，很高兴认识你"], ids["我最近在学习新的羽毛球技术"],
+                           ids["I just joined a badminton club with my coworkers"]}
+
+
+@pytest.mark.parametrize("question", ["在2023年4月30号我们聊了很多，我们聊了哪些话题？",
+                                      "We talked a lot on April 30, 2023, what did we talk about?"])
+def test_a_date_question_whose_other_words_are_everyday_chat_asks_by_the_date_alone(core, question):
+    """「我们聊了很多」, "a lot": words that name no topic leave the date as all the question asks by, so that
+    day's memories are recalled (content first) and no other day's — before, such a question found nothing,
+    no BM25 hit holding a content word of it and no vector hit for a line that names nothing."""
+    ns = Namespace("default", "tg:4006")
+    day = datetime(2023, 4, 30, 12, 0, tzinfo=timezone.utc)
+    ids = _day(core, ns, [("你好，我今天心情不太好。", day), ("最近有什么好玩的游戏吗？我想找个新游戏玩", day.replace(minute=2)),
+                          ("I'm looking for a new video game to play", day.replace(minute=4)),
+                          ("我养了一只叫煤球的黑猫", datetime(2023, 3, 1, tzinfo=timezone.utc))])
+    ranked = [h.memory.id for h in core.recall(ns, [question], now=NOW)]
+    assert ranked and ranked[0] in {ids["最近有什么好玩的游戏吗？我想找个新游戏玩"], ids["I'm looking for a new video game to play"]}
+    assert ids["我养了一只叫煤球的黑猫"] not in ranked
+
+
+@pytest.mark.parametrize("remark", ["我们今天聊了很多", "这是我第一次来", "We talked a lot today"])
+def test_a_remark_naming_a_day_or_the_first_time_does_not_ask_for_that_period(core, remark):
+    """A remark asks for nothing: 「我们今天聊了很多」 or 「这是我第一次来」 in a chat turn does not become a question
+    asked by its period, so it brings none of that day's memories (zh, en)."""
+    ns = Namespace("default", "tg:4007")
+    day = datetime(2024, 3, 10, 1, 0, tzinfo=timezone.utc)
+    _day(core, ns, [("我养了一只叫煤球的黑猫", day), ("I adopted a puppy named Biscuit", day.replace(minute=2)),
+                    ("我在杭州的一家银行上班", day.replace(minute=4)), ("I work at a bank in Hangzhou", day.replace(minute=6))])
+    assert core.recall(ns, [remark], now=NOW, params=RecallParams(chat_turn=True)) == []
