@@ -157,8 +157,12 @@ def _topic_terms(text: str) -> frozenset[str]:
     reaction, mood and greeting words (「你好」, "love", "sure") and figures (the date a memory's text carries)."""
     from memory.lexicon import REACTION_WORDS, content_terms, reaction_stems
 
-    return frozenset(t for t in content_terms(text)
-                     if not t.isdigit() and t not in REACTION_WORDS and t not in reaction_stems())
+    return frozenset(t for t in content_terms(text) if not t.isdigit() and t not in REACTION_WORDS
+                     and t not in reaction_stems() and t not in _NO_SLOT_EN)
+
+
+_NO_SLOT_EN = frozenset(("well", "one", "let"))
+"""English words recall keeps as content terms that name no topic slot ("Well, I'm sure…" / "…not going well")."""
 
 
 def _family(text: str) -> tuple[str, str] | None:

@@ -210,7 +210,7 @@ def _slot_text(sentence: str) -> str:
 # Words that say a question is about something, not what about: remembering, telling, a vague time.
 _GENERIC_WORDS = frozenset(
     "记得 还记得 知道 觉得 怎么样 怎么 后来 然后 接着 最近 那天 那次 那时 那时候 当时 之前 以前 上次 刚才 说过 聊过 提过 "
-    "告诉 以后 现在 真的 一下 那个 这个 那些 这些 那里 这里 那家 那边 哪个 哪些 哪里 哪儿 是不是 有没有 还是 "
+    "告诉 以后 现在 真的 一下 那个 这个 那些 这些 那里 这里 那家 那边 哪个 哪些 是不是 有没有 还是 "
     "rememb know think tell told say said talk mention happen again realli still recent ago last time thing do did go "
     "what when where who how whi which".split())
 # Words of everyday chat that name no topic, beyond _GENERIC_WORDS: hedges, modal verbs, vague times.
@@ -219,7 +219,7 @@ _CHAT_WORDS = frozenset(
     "希望 还有 没有 不是 不会 不要 不过 而且 今天 明天 昨天 今晚 现在 时候 刚刚 马上 终于 有点 有些 一点 特别 非常 "
     "比较 好多 很多 太多 东西 事情 我要 你要 我们 大家 别人 怎么办 为啥 干嘛 啥时候 当然 最好 回来 回去 出来 出去 进来 "
     "过来 起来 下来 "
-    "just realli actual basic total liter serious honest definit probabl mayb kind sort pretti quit well "
+    "just realli actual basic total liter serious honest definit probabl mayb kind sort pretti quit "
     "someth anyth everyth noth thing stuff way lot bit day today tonight tomorrow yesterday now late earlier soon "
     "get got make made want need like know think feel look seem come back right".split())
 # Single CJK characters that name no topic when jieba cuts one alone (「我要认真看」's 「看」, 「2张」's 「张」).
@@ -227,8 +227,7 @@ _CHAT_CHARS = frozenset(
     "一二两几个张次些点下上里中前后多少大小好坏真太挺最更很还再又也都就才只已要想会能可得该去来说看听做用让给跟同"
     "把被向从往是有没无不别啥谁哪怎么嘛呐哎诶唉嘿哼喂耶嗷噗咦哇呜嗨哟喽咯呗今明昨天年月日号时分早晚刚正快慢行对错"
     "事样种回儿人吃玩问发带成地读走飞起站夸却硬怪俩掉超痛煮拿放买卖送找等叫穿住坐跑打开关写学教懂忘记信算像够差完")
-# Reactions, moods, greetings and the body's moment: a line of nothing else is chit-chat (「笑死」「困死了」「绝了」,
-# "same", "so tired", "I need a nap").
+# Reactions, moods and greetings: a line of nothing else is chit-chat (「笑死」「困死了」「绝了」, "same", "so tired").
 REACTION_WORDS = frozenset(
     "笑死 笑 死 绝 困死 累死 饿死 热死 冷死 烦死 气死 无语 绝了 牛 牛逼 厉害 卧槽 我去 天哪 天啊 好棒 可爱 好吧 晚安 早安 "
     "早上好 晚上好 下午好 你好 嗨 在吗 是吗 是啊 对啊 对呀 假的 同意 同感 我也是 加油 辛苦 恭喜 哇塞 好玩 有趣 搞笑 "
@@ -237,7 +236,7 @@ REACTION_WORDS = frozenset(
 _REACTION_EN = ("same wild crazy random hilarious funny nice cool wow omg true whatever morning night evening good great "
                 "awesome amazing sure guess bored tired sleepy hungry ugh yay cute sad happy excited fun weird "
                 "interesting agree exactly right wrong fine hey hello bye see later soon cold hot weather busy "
-                "glad sorry love hate tell joke gonna wanna gotta starving famished nap yawning").split()
+                "glad sorry love hate tell joke gonna wanna gotta").split()
 
 
 @lru_cache(maxsize=1024)  # a turn asks it of the same line up to five times (channels, decision, chit-chat)

@@ -50,7 +50,6 @@ from functools import lru_cache
 
 from memory.lexicon import (_NOT_A_NAME_ZH, _SPECIES, REACTION_WORDS, _slot_text, guess_category, is_gateway_text,
                             is_instruction_like, names_nothing)
-from memory.emotion import analyse
 from memory.text import to_simplified
 from memory.types import Category
 
@@ -513,6 +512,7 @@ def _mishap(core: str) -> bool:
     (``memory.emotion.analyse`` valence under ``SOFT_VALENCE``: "my dog died" is
     grief, kept) and its -ing a verb, not a judgement ("… are amazing")."""
     from memory.contradiction import SOFT_VALENCE
+    from memory.emotion import analyse
 
     core = _TRAILING_LAUGH_EN_RE.sub("", _bare(core))  # "my coffee went cold lol"
     words = re.findall(r"[A-Za-z'’]+", core)
@@ -685,10 +685,8 @@ def _read(sentence: str, addressed: bool) -> Reading:
         return Reading(Act.OTHER, why="fragment")  # 「在4月27号这天」: a day, no statement
     if names_nothing(core) and guess_category(core) in (Category.OTHER, Category.MOOD, Category.EVENT):  # nothing named
         # beyond reactions and moods ("I hate mornings" names a taste: a preference, the speaker's)
-        if is_speaker_statement(plain, addressed) and (analyse(core).label != "neutral" or
-                                                       guess_category(core) is Category.EVENT):
-            return Reading(Act.REACTION, told=sentence.strip(), why="mood")  # 「我今天好累」"I'm so bored"
-        # no feeling and no day told: 「我哪个都不知道～」 "I'm here for you" are remarks, not the speaker's mood
+        if is_speaker_statement(plain, addressed):  # 「我今天好累」"I'm so bored": the speaker's passing mood
+            return Reading(Act.REACTION, told=sentence.strip(), why="mood")
         return Reading(Act.REACTION, why="chit-chat")
     if _mishap(core):
         return Reading(Act.REACTION, why="moment")
@@ -736,8 +734,14 @@ def is_claim(text: str) -> bool:
     """True when a stored memory's ``text`` reads as a statement (``read``, said to
     the companion) and may be one side of a change or a conflict; False for a
     question, reaction, request or quote (a remark such as 「嗯，我知道了。」 stored
-    before this stage)."""
+    before this stage), or a line asking the listener to tell ("Let me know how it
+    goes": kept, as LoCoMo's evidence has it, but it claims nothing)."""
+    if _LET_ME_KNOW_RE.match(text):
+        return False
     return read(text, addressed=True).act not in (Act.QUESTION, Act.REACTION, Act.REQUEST, Act.QUOTE)
+
+
+_LET_ME_KNOW_RE = re.compile(r"^\W*(?:\w+[,!.]\s*)?let me know\b", re.I)
 
 
 def told_text(text: str, *, addressed: bool = False) -> str:
