@@ -153,11 +153,13 @@ def may_conflict(old: str, new: str, verdict: Verdict, *, old_key: str = "", new
 
 
 def _topic_terms(text: str) -> frozenset[str]:
-    """The content terms of ``text`` that can name a topic slot: ``memory.lexicon.content_terms`` without
+    """The content terms of ``text`` that can name a topic slot: ``memory.lexicon.content_terms`` of the text
+    less its greetings and whom it addresses (``memory.speech_act.unaddressed``: 「你好，AI伴侣，…」), without
     reaction, mood and greeting words (「你好」, "love", "sure") and figures (the date a memory's text carries)."""
     from memory.lexicon import REACTION_WORDS, content_terms, reaction_stems
+    from memory.speech_act import unaddressed
 
-    return frozenset(t for t in content_terms(text) if not t.isdigit() and t not in REACTION_WORDS
+    return frozenset(t for t in content_terms(unaddressed(text)) if not t.isdigit() and t not in REACTION_WORDS
                      and t not in reaction_stems() and t not in _NO_SLOT_EN)
 
 

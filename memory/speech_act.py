@@ -54,7 +54,8 @@ from memory.text import to_simplified
 from memory.types import Category
 
 __all__ = ["Act", "Reading", "WRITES", "read", "is_chitchat", "shape", "is_question", "is_request", "is_speaker_statement",
-           "told_beside_question", "told_text", "clauses", "is_claim", "asks_the_person", "answers", "MIN_CHARS"]
+           "told_beside_question", "told_text", "clauses", "is_claim", "asks_the_person", "answers", "unaddressed",
+           "MIN_CHARS"]
 
 log = logging.getLogger(__name__)
 
@@ -563,6 +564,18 @@ def _without_reactions(plain: str) -> str:
     if start == 0 and end == len(parts):
         return plain
     kept = parts[start:end]
+    return ("，" if re.search(r"[\u4e00-\u9fff]", plain) else ", ").join(kept)
+
+
+def unaddressed(text: str) -> str:
+    """``text`` (simplified) without its leading and trailing reaction clauses and
+    the clauses that only name whom it is said to (「你好啊，AI伴侣，我今天很兴奋」 →
+    「我今天很兴奋」); ``text`` itself when nothing would be left."""
+    plain = _without_reactions(to_simplified(text))
+    parts = clauses(plain)
+    kept = [p for p in parts if not _VOCATIVE_ZH_RE.fullmatch(_bare(p).strip())]
+    if not kept or len(kept) == len(parts):
+        return plain or text
     return ("，" if re.search(r"[\u4e00-\u9fff]", plain) else ", ").join(kept)
 
 

@@ -229,6 +229,7 @@ def test_what_a_friend_keeps_stays_beside_the_chitchat_rules(core, namespace, te
     ("A lot's been going on in my life!",
      "They're a huge part of my journey, and this one's reminding me to keep going and never give up!"),
     ("你好，今天我又来找你聊天啦。", "你好，我今天感觉心情不太好。"),
+    ("你好啊，AI伴侣，我今天很兴奋，因为我刚刚通过了一次面试！", "你好，AI伴侣，我今天有点烦恼，有些难过。"),
     ("I'm going to try making it tonight!", "I'm going to make it for my family this weekend - can't wait!"),
 ])
 def test_a_conflict_needs_one_topic_slot(core, namespace, old, new):
