@@ -77,8 +77,8 @@ from memory.emotion import LABELS, analyse
 from memory.model_prompts import escape_block, extraction_messages
 from memory.lexicon import (  # noqa: F401 - re-exported: capture's names before the speech-act stage split
     _CATEGORY_WORDS, _INSTRUCTION_RE, _SPECIES, _ZH_RELATIONS, _NOT_A_NAME_ZH, guess_category, is_instruction_like, _SRC_MARKER_RE, _MEMORY_LINE_RE, _BLOCK_TAG_RE, _CHANGE_LINE_RE, _FORMAT_FIELD_RE, MIN_ECHO_CHARS, _template_line_res, _prompt_fragments, _gateway_fragments, _is_echo, _is_gateway_line, is_gateway_text, _own_fragments, _SPACE_RUN_RE, _CJK, _AFTER_CJK_SPACE_RE, _BEFORE_CJK_SPACE_RE, _slot_text)
-from memory.speech_act import (_SMALL_TALK_EN, _SMALL_TALK_ZH, MIN_CHARS, Act, clauses, is_question, is_speaker_statement,
-                               read, shape, told_beside_question, told_text)
+from memory.speech_act import (MIN_CHARS, Act, answers, asks_the_person, clauses, is_claim,
+                               is_speaker_statement, read, shape, told_beside_question, told_text)
 from memory.never_store import DEFAULT_NEVER_STORE, holds_secret, without_never_store
 from memory.text import normalise, split_sentences, to_simplified
 from memory.types import CONTEXT_CHARS, Category, ChatRef, Namespace, Visibility, clip_line, repair_tree
@@ -811,8 +811,6 @@ def answered_line(line, said_at: datetime, chat: ChatRef | None, *, persona: str
 
 
 CONTRADICTION_WINDOW = 100
-_NOT_CLAIMS = (Act.QUESTION, Act.REACTION, Act.REQUEST, Act.QUOTE)
-"""Speech acts of a live memory's text that make it no side of a change or conflict (stored before the stage)."""
 """Newest live memories of the namespace a new fact is checked against (memory.contradiction)."""
 
 
@@ -825,12 +823,12 @@ def _contradicted(core, ns: Namespace, f: Fact, said_at: datetime):
     either when there is none, and both None when a memory already holds ``f``'s
     key (the slot supersedes it by itself) or ``f`` is a quoted statement. Only
     statements take part: a live memory whose text reads as a question, reaction,
-    request or quote (``memory.speech_act``; stored before that stage) is skipped,
-    and a conflict needs one topic slot (the same slot family, or a topic overlap
-    of at least ``TOPIC_OVERLAP``) and no passing mood on either side. The
+    request or quote (``memory.speech_act.is_claim``; stored before that stage) is
+    skipped, and a conflict needs one topic slot and no passing mood on either side
+    (``memory.contradiction.may_conflict``). The
     caller revises the first in place (history keeps the old text), or keeps the
     second live and links the new memory to it as a conflict."""
-    from memory.contradiction import TOPIC_OVERLAP, can_change, judge
+    from memory.contradiction import can_change, judge, may_conflict
 
     if f.quoted or not can_change(f.text):
         return None, None  # no slot family, polarity, negation, feeling or change verb: nothing to judge
@@ -841,14 +839,14 @@ def _contradicted(core, ns: Namespace, f: Fact, said_at: datetime):
             return None, None
         if created_at is not None and created_at > said_at:
             continue  # a newer statement is not replaced by an older one
-        if read(text, addressed=True).act in _NOT_CLAIMS:
+        if not is_claim(text):
             continue  # a remark or a question stored before the speech-act stage: no side of a change
         verdict = judge(text, f.text)
         if verdict.changes and (best is None or verdict.overlap > best[0]):
             best = (verdict.overlap, live_id, verdict)
-        elif verdict.conflicts and (verdict.family or verdict.overlap >= TOPIC_OVERLAP) and not mood \
-                and not (key or "").startswith(f"{Category.MOOD.value}:") \
-                and (unsure is None or verdict.overlap > unsure[0]):  # a passing mood is no side of a conflict
+        elif may_conflict(text, f.text, verdict, old_key=key or "", new_key=f.key,
+                          mood=mood or (key or "").startswith(f"{Category.MOOD.value}:")) \
+                and (unsure is None or verdict.overlap > unsure[0]):
             unsure = (verdict.overlap, live_id, verdict)
     if best is None and unsure is None:
         return None, None
@@ -911,18 +909,6 @@ def _weaker_than_live(core, ns: Namespace, f: Fact):
 # companion 「你们团队有多少人？」 → person 「八个人左右，都挺好相处的。」: no subject, no 我, yet the
 # person's fact, read with the question it answers (kept as the memory's context).
 
-_ACK_LEAD_RE = re.compile(
-    r"^\s*(?:(?:对|对的|对啊|对呀|是|是的|是啊|是呀|嗯+|恩+|没错|当然|有|有的|没有|没|不是|不|还好|还行|"
-    r"yes|yeah|yep|yup|no|nope|nah|sure|of course|definitely|well|hmm+|um+|oh|ah)[啊呀呢嘛哦吧啦~～!！.。,，、\s]*)+",
-    re.I)
-_OFFER_RE = re.compile(r"要不要我|我(?:来|帮你|给你|陪你|替你)|需要我|让我|\b(?:shall|should) i\b|\bwant me to\b|"
-                       r"\blet me\b|\bcan i (?:help|get|tell|show)\b", re.I)
-_TO_PERSON_RE = re.compile(r"你|您|\byou(?:r|rs)?\b", re.I)
-
-
-_WH_RE = re.compile(r"什么|啥|哪|谁|几|多少|多大|多久|\b(?:what|what's|where|where's|who|who's|which|when|how many|"
-                    r"how much|how old|how long)\b", re.I)
-
 
 def answer_facts(text: str, context: str, said_at: datetime, tz: str = DEFAULT_TZ,
                  skip: Sequence[str] = ()) -> list[Fact]:
@@ -937,23 +923,12 @@ def answer_facts(text: str, context: str, said_at: datetime, tz: str = DEFAULT_T
     category, dates and emotion as for any sentence): 「八个人左右，都挺好相处的。」
     after 「你们团队有多少人？」. ``skip``: sentences already read as facts. ``[]``
     otherwise."""
-    line = context.split(": ", 1)[1] if ": " in context else context
-    asked = split_sentences(line)
-    if not asked or not is_question(to_simplified(asked[-1])) or not _TO_PERSON_RE.search(asked[-1]) \
-            or _OFFER_RE.search(asked[-1]):
+    least = asks_the_person(context.split(": ", 1)[1] if ": " in context else context)
+    if least is None:
         return []
-    # "What's your dog's name?" → "Waffles!": a question asking for a thing takes a one-word answer
-    least = 1 if _WH_RE.search(to_simplified(asked[-1])) else 2
     facts = []
     for sent in split_sentences(clean_text(text), semicolons=True):
-        if sent in skip:
-            continue
-        plain = to_simplified(sent)
-        rest = _ACK_LEAD_RE.sub("", plain).strip(" 。.!！~～…")
-        if is_question(plain) or read(sent, addressed=True).act is Act.QUESTION or is_instruction_like(sent) or is_gateway_text(sent) or not rest \
-                or _SMALL_TALK_ZH.match(rest) or _SMALL_TALK_EN.match(rest) or re.search(r"你|您|\byou\b", rest, re.I):
-            continue
-        if len(re.findall(r"[\u4e00-\u9fff]", rest)) < 2 and len(re.findall(r"[A-Za-z0-9]+", rest)) < least:
+        if sent in skip or not answers(sent, least):
             continue
         fact = HeuristicExtractor.sentence_fact(sent[:MAX_FACT_CHARS], said_at, tz, continued=True)
         if fact is not None:

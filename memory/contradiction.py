@@ -39,7 +39,7 @@ from functools import lru_cache
 from memory.emotion import analyse
 from memory.text import to_simplified, tokens
 
-__all__ = ["Verdict", "judge", "can_change", "outcome", "CHANGES", "OUTCOMES", "TOPIC_OVERLAP", "CONFLICT_OVERLAP",
+__all__ = ["Verdict", "judge", "can_change", "may_conflict", "outcome", "CHANGES", "OUTCOMES", "TOPIC_OVERLAP", "CONFLICT_OVERLAP",
            "SOFT_VALENCE"]
 
 TOPIC_OVERLAP = 0.5
@@ -126,6 +126,45 @@ def outcome(verdict: Verdict) -> str:
     if verdict.changes:
         return "supersede"
     return "conflict" if verdict.conflicts else "unrelated"
+
+
+_SLOT_KEY_RE = re.compile(r"[a-z_]+(?:\.[a-z_]+)+")
+
+
+def may_conflict(old: str, new: str, verdict: Verdict, *, old_key: str = "", new_key: str = "",
+                 mood: bool = False) -> bool:
+    """True when ``verdict`` (``judge(old, new)``, in the conflict band) may link the
+    two statements as a conflict: they sit on one topic slot — one slot family
+    (``verdict.family``), one topic slot when both memories hold one (``old_key`` /
+    ``new_key`` such as ``profile.job``; a text's own key ``<category>:<text>`` is
+    none), else a topic overlap of at least ``TOPIC_OVERLAP`` that holds a content
+    term of both (``memory.lexicon.content_terms``: not a general verb, a vague time,
+    a hedge, a reaction or greeting word, a figure — "A lot's been going on in my
+    life!" and "They're a huge part of my journey, … keep going" share only "go";
+    「你好，今天我又来找你聊天啦。」 and 「你好，我今天感觉心情不太好。」 only 「你好」).
+    Never when ``mood``: a passing mood is no side of a conflict."""
+    if mood or not verdict.conflicts:
+        return False
+    if verdict.family:
+        return True
+    if _SLOT_KEY_RE.fullmatch(old_key or "") and _SLOT_KEY_RE.fullmatch(new_key or ""):
+        return old_key == new_key
+    return verdict.overlap >= TOPIC_OVERLAP and bool(_topic_terms(old) & _topic_terms(new))
+
+
+def _topic_terms(text: str) -> frozenset[str]:
+    """The content terms of ``text`` that can name a topic slot: ``memory.lexicon.content_terms`` of the text
+    less its greetings and whom it addresses (``memory.speech_act.unaddressed``: 「你好，AI伴侣，…」), without
+    reaction, mood and greeting words (「你好」, "love", "sure") and figures (the date a memory's text carries)."""
+    from memory.lexicon import REACTION_WORDS, content_terms, reaction_stems
+    from memory.speech_act import unaddressed
+
+    return frozenset(t for t in content_terms(unaddressed(text)) if not t.isdigit() and t not in REACTION_WORDS
+                     and t not in reaction_stems() and t not in _NO_SLOT_EN)
+
+
+_NO_SLOT_EN = frozenset(("well", "one", "let"))
+"""English words recall keeps as content terms that name no topic slot ("Well, I'm sure…" / "…not going well")."""
 
 
 def _family(text: str) -> tuple[str, str] | None:

@@ -211,7 +211,7 @@ def _slot_text(sentence: str) -> str:
 # a vague time.
 _GENERIC_WORDS = frozenset(
     "记得 还记得 知道 觉得 怎么样 怎么 后来 然后 接着 最近 那天 那次 那时 那时候 当时 之前 以前 上次 刚才 说过 聊过 提过 "
-    "告诉 以后 现在 真的 一下 那个 这个 那些 这些 那里 这里 那家 那边 是不是 有没有 还是 "
+    "告诉 以后 现在 真的 一下 那个 这个 那些 这些 那里 这里 那家 那边 哪个 是不是 有没有 还是 "
     "曾经 聊 聊聊 聊过 谈过 话题 具体 哪些 "
     "rememb know think tell told say said talk mention happen again realli still recent ago last time thing do did go "
     "what when where who how whi which".split())

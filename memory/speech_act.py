@@ -54,7 +54,8 @@ from memory.text import to_simplified
 from memory.types import Category
 
 __all__ = ["Act", "Reading", "WRITES", "read", "is_chitchat", "shape", "is_question", "is_request", "is_speaker_statement",
-           "told_beside_question", "told_text", "clauses", "MIN_CHARS"]
+           "told_beside_question", "told_text", "clauses", "is_claim", "asks_the_person", "answers", "unaddressed",
+           "MIN_CHARS"]
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,7 @@ def _asks_what_about(plain: str) -> bool:
 _SMALL_TALK_ZH = re.compile(
     r"^(?:(?:你好|您好|早上好|早安|中午好|午安|下午好|晚上好|晚安|哈喽|嗨|嘿|哈+|嘿+|呵+|嘻+|嗯+|哦+|噢+|喔+|啊+|诶|欸|"
     r"好的?|好吧|好嘞|行吧?|可以|对|对啊|是啊|是的|没错|确实|真的|收到|了解|明白了?|懂了|知道了|谢谢|多谢|感谢|不客气|"
-    r"没事|没关系|拜拜|再见|回头见|晚点聊|加油|辛苦了|厉害|牛|绝了|笑死|晚安啦|早|在吗|在不在|OK|ok|好滴|不错|挺好|还行|还好|太好了|好久不见|久违了|睡啦|睡了|先睡了|去睡了|撤了|先撤了|下线了|溜了|闪了|我先睡了)"
+    r"没事|没关系|没问题|拜拜|再见|回头见|晚点聊|加油|辛苦了|厉害|牛|绝了|笑死|晚安啦|早|在吗|在不在|OK|ok|好滴|不错|挺好|还行|还好|太好了|好久不见|久违了|睡啦|睡了|先睡了|去睡了|撤了|先撤了|下线了|溜了|闪了|我先睡了)"
     r"[啊呀啦哦吧嘛哈呢~～!！。.，,、\s]*)+$")
 _WEATHER_ZH = re.compile(r"天气|下.{0,4}[雨雪]|刮.{0,3}风|好热|好冷|太热|太冷|热死|冷死|晴天|阴天|雾霾|气温|降温|升温")
 # person, pronoun, place or organisation names as the first content word: another subject
@@ -300,7 +301,8 @@ def _subjectless_about_speaker(plain: str) -> bool:
 
 
 # a request to the companion (「给我讲个笑话吧」「推荐几部好看的电影」"Write me a haiku"): what it asks for is no fact
-_REQUEST_ZH = re.compile(r"^(?:请|麻烦|能不能|可不可以|可以)?(?:你)?(?:给我|帮我|替我|陪我|教我|告诉我|提醒我|推荐|讲个|讲一个|说个|"
+_REQUEST_ZH = re.compile(r"^(?:好嘞|好的|好|行|嗯+)?(?:请|麻烦|能不能|可不可以|可以)?(?:你)?(?:给我|帮我|替我|陪我|教我|告诉我|"
+                         r"(?:帮我)?(?:告诉|转告)(?![你您我])|提醒我|推荐|讲个|讲一个|说个|"
                          r"说一个|来个|来一个|来首|来一首|写一|写个|画一|画个|唱一|唱个|唱首|翻译|解释一下)")
 _DONE_ZH = re.compile(r"[了过]")
 _REQUEST_EN = re.compile(r"^\s*(?:please\s+)?(?:write|give|tell|show|send|make|draw|sing|recommend|suggest|explain|"
@@ -451,13 +453,15 @@ _REACTION_ZH_RE = re.compile(
     r"(?:(?:哈+|呵+|嘿+|嘻+|h{3,}|2333+|笑死(?:我了|了)?|笑哭|绝了|离谱|服了|无语|好家伙|我去|卧槽|天哪|天呐|我的天|救命|"
     r"真的假的|嗯+|恩+|哦+|噢+|喔+|啊+|唉+|哎+|诶|欸|好吧|好的|好滴|好嘞|行吧?|ok|知道了|我知道了|我懂了|我明白了|明白了?|"
     r"懂了|了解|收到|原来如此|原来是这样|这样啊|是这样啊|也是|确实|有道理|对对对?|对啊|是啊|可不是嘛|那倒是|我也是|"
-    r"我也觉得|同感|\+1|草|xswl|yyds|awsl|谢谢你?|多谢|好的吧|嗯嗯|没事|没关系|晚安|早安|早上好|你好|哈喽|嗨)"
+    r"我也觉得|同感|\+1|草|xswl|yyds|awsl|谢谢你?|多谢|好的吧|嗯嗯|没事|没关系|没问题|晚安|早安|早上好|你好|哈喽|嗨)"
     r"[啊呀啦哦吧嘛哈呢~～!！。.，,、\s]*)+", re.I)
 _REACTION_EN_RE = re.compile(
     r"(?:(?:lol+|lmao+|lmfao|rofl|ha(?:ha)+h?|he(?:he)+|omg|wow+|nice|cool|same|same here|me too|i see|i know|i know right|"
     r"got it|ok(?:ay)?|k|sure|yep|yup|yeah|true|fair|fair enough|makes sense|good point|totally|exactly|indeed|ikr|"
     r"smh|ugh|oh|ah|oops|damn|dang|whoa|yikes|welp|thanks|thank you|ty|thx|np|no worries|sounds good|"
     r"that's funny|so funny|hilarious|good night|night|gn|hmm+|mhm|hello|hello there|hi|hi there|hey|hey there|good morning|morning)[\s!.~,]*)+", re.I)
+# whom a reaction is said to, left alone once the reaction is dropped: 「没问题，朋友！」「谢谢你，亲爱的」
+_VOCATIVE_ZH_RE = re.compile(r"朋友|我的朋友|亲爱的|亲|宝贝?|兄弟|姐妹|老铁|哥们儿?|伙计|AI伴侣|伴侣|小?助手|大家|各位")
 _LYRIC_RE = re.compile(r"[♪♫♬🎵🎶]|^\s*(?:歌词|lyrics?)\s*[:：]|^\s*(?:「[^」]+」|“[^”]+”|\"[^\"]+\"|『[^』]+』)\s*[。.!！~～]*\s*$",
                        re.I)
 # correction: a marker, and what is right (and what was wrong)
@@ -487,6 +491,39 @@ _ABOUT_SOMEONE_RE = re.compile(r"[他她它我俺咱]|自己|\b(?:he|she|they|hi
 _ONLY_WHEN_RE = re.compile(r"^\s*(?:在|于)?\s*(?:\d{2,4}年)?[\d一二三四五六七八九十]{1,2}月[\d一二三四五六七八九十]{1,3}[日号]?"
                            r"\s*(?:这天|那天|这一天|那一天|的时候|当天)?\s*$"
                            r"|^\s*(?:on|in)\s+[a-z]+\s+\d{1,2}(?:st|nd|rd|th)?\s*$", re.I)
+
+
+# a thing's passing mishap, the speaker only its owner or object: "my phone battery is dying", "the wind broke my
+# umbrella", "that video of the goat screaming is killing me", "there's a fly in my room" — the moment, no fact. A
+# thing judged ("The views were amazing!", "That beach is super special to me") is no mishap: LoCoMo asks about those.
+_MISHAP_EN_RE = re.compile(
+    r"^\s*(?:(?:my|the|that|this)\s+(?!own\b)[a-z'’ ]{2,40}?\s+(?:(?:is|are|'s)\s+(?!going\b|getting\b|coming\b)"
+    r"(?P<ing>[a-z]+ing)\b|keeps\s+[a-z]+ing\b|went\s+(?:cold|bad|off|dead|flat)\b|broke\b|won't\b|ruined\b|"
+    r"stopped\b)|there'?s\s+an?\s+[a-z]+\s+(?:in|on)\s+my\b)", re.I)
+_TRAILING_LAUGH_EN_RE = re.compile(r"(?:\s+(?:lol+|lmao+|ha(?:ha)+|omg|ugh|smh))+[\s!.~]*$", re.I)
+MISHAP_MAX_WORDS = 10
+"""Longest sentence (words) read as a thing's passing mishap (``_mishap``)."""
+
+
+def _mishap(core: str) -> bool:
+    """True when ``core`` (one English sentence, reactions dropped) tells only a
+    thing's passing mishap with the speaker as its owner or object (``_MISHAP_EN_RE``):
+    short (3 to ``MISHAP_MAX_WORDS`` words), no name, figure or CJK, no topic
+    category (``guess_category`` OTHER: not a pet, a job, a person), no feeling
+    (``memory.emotion.analyse`` valence under ``SOFT_VALENCE``: "my dog died" is
+    grief, kept) and its -ing a verb, not a judgement ("… are amazing")."""
+    from memory.contradiction import SOFT_VALENCE
+    from memory.emotion import analyse
+
+    core = _TRAILING_LAUGH_EN_RE.sub("", _bare(core))  # "my coffee went cold lol"
+    words = re.findall(r"[A-Za-z'’]+", core)
+    if not 3 <= len(words) <= MISHAP_MAX_WORDS or re.search(r"[\u4e00-\u9fff\d]", core) or \
+            any(w[0].isupper() for w in words[1:] if w.lower() != "i"):
+        return False
+    m = _MISHAP_EN_RE.match(core)
+    if m is None or (m["ing"] and m["ing"].lower() in _EN_NOT_VERB_ING):
+        return False
+    return guess_category(core) is Category.OTHER and abs(analyse(core).valence) < SOFT_VALENCE
 
 
 def shape(sentence: str) -> str:
@@ -527,6 +564,18 @@ def _without_reactions(plain: str) -> str:
     if start == 0 and end == len(parts):
         return plain
     kept = parts[start:end]
+    return ("，" if re.search(r"[\u4e00-\u9fff]", plain) else ", ").join(kept)
+
+
+def unaddressed(text: str) -> str:
+    """``text`` (simplified) without its leading and trailing reaction clauses and
+    the clauses that only name whom it is said to (「你好啊，AI伴侣，我今天很兴奋」 →
+    「我今天很兴奋」); ``text`` itself when nothing would be left."""
+    plain = _without_reactions(to_simplified(text))
+    parts = clauses(plain)
+    kept = [p for p in parts if not _VOCATIVE_ZH_RE.fullmatch(_bare(p).strip())]
+    if not kept or len(kept) == len(parts):
+        return plain or text
     return ("，" if re.search(r"[\u4e00-\u9fff]", plain) else ", ").join(kept)
 
 
@@ -628,7 +677,7 @@ def _read(sentence: str, addressed: bool) -> Reading:
     if _LYRIC_RE.search(plain):
         return Reading(Act.QUOTE, why="lyric")
     core = _without_reactions(plain)
-    if not core or _SMALL_TALK_ZH.match(_bare(core)) or _SMALL_TALK_EN.match(_bare(core)) and \
+    if not core or _VOCATIVE_ZH_RE.fullmatch(_bare(core)) and core != plain or _SMALL_TALK_ZH.match(_bare(core)) or _SMALL_TALK_EN.match(_bare(core)) and \
             not _FIRST_EN.search(core):
         return Reading(Act.REACTION, why="ack")
     fixed = _correction(core, plain)
@@ -652,6 +701,8 @@ def _read(sentence: str, addressed: bool) -> Reading:
         if is_speaker_statement(plain, addressed):  # 「我今天好累」"I'm so bored": the speaker's passing mood
             return Reading(Act.REACTION, told=sentence.strip(), why="mood")
         return Reading(Act.REACTION, why="chit-chat")
+    if _mishap(core):
+        return Reading(Act.REACTION, why="moment")
     if is_speaker_statement(plain, addressed):  # the whole sentence: a leading "Yeah," keeps "work can be tough" out
         return Reading(Act.SELF, told=sentence.strip())
     if _WEATHER_ZH.search(core):
@@ -692,6 +743,20 @@ def is_chitchat(line: str) -> bool:
     return bool(readings) and all(r.act is Act.REACTION and (r.why != "short" or names_nothing(s)) for s, r in readings)
 
 
+def is_claim(text: str) -> bool:
+    """True when a stored memory's ``text`` reads as a statement (``read``, said to
+    the companion) and may be one side of a change or a conflict; False for a
+    question, reaction, request or quote (a remark such as 「嗯，我知道了。」 stored
+    before this stage), or a line asking the listener to tell ("Let me know how it
+    goes": kept, as LoCoMo's evidence has it, but it claims nothing)."""
+    if _LET_ME_KNOW_RE.match(text):
+        return False
+    return read(text, addressed=True).act not in (Act.QUESTION, Act.REACTION, Act.REQUEST, Act.QUOTE)
+
+
+_LET_ME_KNOW_RE = re.compile(r"^\W*(?:\w+[,!.]\s*)?let me know\b", re.I)
+
+
 def told_text(text: str, *, addressed: bool = False) -> str:
     """The parts of ``text`` (a cleaned message, any number of sentences) that
     capture may write, joined by a space: a statement's sentence, a
@@ -708,3 +773,47 @@ def told_text(text: str, *, addressed: bool = False) -> str:
         elif r.told:
             out.append(r.told)
     return " ".join(out)
+
+
+# -- an elliptical answer to the companion's question -----------------------------
+# companion 「你们团队有多少人？」 → person 「八个人左右，都挺好相处的。」: no subject, no 我, yet a statement of
+# the person's, read with the question it answers.
+
+_ACK_LEAD_RE = re.compile(
+    r"^\s*(?:(?:对|对的|对啊|对呀|是|是的|是啊|是呀|嗯+|恩+|没错|当然|有|有的|没有|没|不是|不|还好|还行|"
+    r"yes|yeah|yep|yup|no|nope|nah|sure|of course|definitely|well|hmm+|um+|oh|ah)[啊呀呢嘛哦吧啦~～!！.。,，、\s]*)+",
+    re.I)
+_OFFER_RE = re.compile(r"要不要我|我(?:来|帮你|给你|陪你|替你)|需要我|让我|\b(?:shall|should) i\b|\bwant me to\b|"
+                       r"\blet me\b|\bcan i (?:help|get|tell|show)\b", re.I)
+_TO_PERSON_RE = re.compile(r"你|您|\byou(?:r|rs)?\b", re.I)
+_WH_RE = re.compile(r"什么|啥|哪|谁|几|多少|多大|多久|\b(?:what|what's|where|where's|who|who's|which|when|how many|"
+                    r"how much|how old|how long)\b", re.I)
+
+
+def asks_the_person(line: str) -> int | None:
+    """How many words an answer to the companion's ``line`` needs, or None when
+    its last sentence does not ask the person about themselves (a question with
+    你/您/you, not an offer such as 「要不要我给你讲个笑话？」): 1 after a question
+    asking for a thing ("What's your dog's name?" → "Waffles!"), else 2."""
+    from memory.text import split_sentences
+
+    asked = split_sentences(line)
+    if not asked or not is_question(to_simplified(asked[-1])) or not _TO_PERSON_RE.search(asked[-1]) \
+            or _OFFER_RE.search(asked[-1]):
+        return None
+    return 1 if _WH_RE.search(to_simplified(asked[-1])) else 2
+
+
+def answers(sentence: str, least: int) -> bool:
+    """True when ``sentence`` answers the companion's question with content of its
+    own: not a question, an instruction, the gateway's words, a greeting,
+    acknowledgement or small talk, nor about the companion, and at least two CJK
+    characters or ``least`` words (``asks_the_person``) once a leading 对/嗯/yes is
+    dropped (「八个人左右，都挺好相处的。」)."""
+    plain = to_simplified(sentence)
+    rest = _ACK_LEAD_RE.sub("", plain).strip(" 。.!！~～…")
+    if not rest or is_question(plain) or read(sentence, addressed=True).act is Act.QUESTION \
+            or is_instruction_like(sentence) or is_gateway_text(sentence) or _SMALL_TALK_ZH.match(rest) \
+            or _SMALL_TALK_EN.match(rest) or re.search(r"你|您|\byou\b", rest, re.I):
+        return False
+    return len(re.findall(r"[\u4e00-\u9fff]", rest)) >= 2 or len(re.findall(r"[A-Za-z0-9]+", rest)) >= least

@@ -10,7 +10,13 @@ from datetime import datetime, timezone
 
 import pytest
 
-from memory.capture import HeuristicExtractor, answer_facts, capture, is_question, told_beside_question
+from memory.capture import (
+    HeuristicExtractor,
+    answer_facts,
+    capture,
+    told_beside_question,
+)
+from memory.speech_act import is_question
 from memory.text import normalise
 from memory.types import ChatKind, ChatRef, Namespace
 

@@ -6,6 +6,7 @@ labelled sets of ``tests/data`` and pinned fault by fault."""
 from __future__ import annotations
 
 from datetime import date, datetime, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -132,6 +133,22 @@ def test_a_month_named_alone_is_stored_as_that_month_not_its_first_day(core, tex
     assert stored.event_end == until
     assert stored.event_time == (datetime(2026, 12, 31, 16, tzinfo=timezone.utc) if until
                                  else datetime(2027, 1, 14, 16, tzinfo=timezone.utc))
+
+
+@pytest.mark.parametrize("text, label", [
+    ("我明年五一结婚", "（2027-05-01）"), ("这周六我们去爬山", "（2026-12-12）"), ("下周三我要面试", "（2026-12-09）"),
+    ("My son starts kindergarten on Monday", " (2026-12-07)"), ("I'm flying to Tokyo next Wednesday", " (2026-12-09)"),
+])
+def test_capture_stores_the_day_a_line_names(core, text, label):
+    """Through capture, said on a Sunday: 「明年五一」 is 1 May next year, 「这周六」 and 「下周三」 the coming days,
+    "on Monday" in a future line the next day — the memory's text carries that day, and its event_time is its
+    local midnight."""
+    ns = Namespace("default", "tg:5102")
+    (result,) = capture(core, ns, text, chat=DM, said_at=SUNDAY, message_id="1")
+    stored = core.get(ns, result.memory.id)
+    assert stored.text.endswith(label)
+    day = date.fromisoformat(label.strip(" （()）"))
+    assert stored.event_time == datetime(day.year, day.month, day.day, tzinfo=ZoneInfo("Asia/Shanghai"))
 
 
 @pytest.mark.parametrize("question", ["我1月15号那天要干嘛？", "What am I doing on January 15?"])

@@ -197,6 +197,67 @@ def test_a_rhetorical_question_keeps_its_statement(core, namespace):
     assert r.memory.text == "我对花生过敏"
 
 
+@pytest.mark.parametrize("text", [
+    "my phone battery is dying", "the wind broke my umbrella", "that video of the goat screaming is killing me",
+    "my coffee went cold lol", "there's a fly in my room and it won't leave",
+    "我哪个都不知道～", "好嘞告诉朵哥我回她短信啦", "I'm here for you.", "没问题，朋友！",
+])
+def test_first_person_chitchat_stores_no_lasting_memory(core, namespace, text):
+    """The fault: chit-chat in the first person ("my phone battery is dying", 「我哪个都不知道～」) became lasting
+    memories. A thing's passing mishap, a message to relay and an acknowledgement said to a friend store nothing;
+    a remark that names nothing is at most a passing mood (category mood, naming nothing:
+    it lapses in recall and is no side of a conflict)."""
+    from memory.lexicon import names_nothing
+
+    results = capture(core, namespace, text, chat=DM, said_at=T0, message_id="1", addressed=True)
+    assert all(r.memory.category is Category.MOOD and names_nothing(r.memory.text) for r in results), results
+
+
+@pytest.mark.parametrize("text", [
+    "My grandma died last week", "my dog died", "That beach is super special to me.", "I broke my leg skiing",
+    "The photo is from a forest near my hometown.", "我告诉妈妈我要结婚了", "告诉你个好消息，我升职了",
+    "Yup, we just did it yesterday!", "My online clothes store is open!",
+])
+def test_what_a_friend_keeps_stays_beside_the_chitchat_rules(core, namespace, text):
+    """The chit-chat rules cost no statement a friend keeps: grief, a thing that matters to the speaker, a
+    deed, news told, a day named (LoCoMo's evidence sentences of this shape stay)."""
+    results = capture(core, namespace, text, chat=DM, said_at=T0, message_id="1", addressed=True)
+    assert [r.action for r in results] == ["stored"]
+
+
+@pytest.mark.parametrize("old, new", [
+    ("A lot's been going on in my life!",
+     "They're a huge part of my journey, and this one's reminding me to keep going and never give up!"),
+    ("你好，今天我又来找你聊天啦。", "你好，我今天感觉心情不太好。"),
+    ("你好啊，AI伴侣，我今天很兴奋，因为我刚刚通过了一次面试！", "你好，AI伴侣，我今天有点烦恼，有些难过。"),
+    ("I'm going to try making it tonight!", "I'm going to make it for my family this weekend - can't wait!"),
+])
+def test_a_conflict_needs_one_topic_slot(core, namespace, old, new):
+    """The fault: conflicts paired statements that share only a general verb ("go"), a greeting (「你好」) or a
+    date; the prompt then told the model the person had changed their mind. Now both stay, unlinked."""
+    capture(core, namespace, old, chat=DM, said_at=T0, message_id="1", addressed=True)
+    capture(core, namespace, new, chat=DM, said_at=T0 + timedelta(days=1), message_id="2", addressed=True)
+    assert core.store.conflicts(namespace) == []
+
+
+def test_may_conflict_reads_one_topic_slot():
+    """A same-topic disagreement still conflicts (zh and en); slots that differ and a mood never do."""
+    from memory.contradiction import judge, may_conflict
+
+    for old, new in (("我会开车。", "我不会开车。"), ("I have a car.", "I don't have a car.")):
+        assert may_conflict(old, new, judge(old, new))
+        assert not may_conflict(old, new, judge(old, new), mood=True)
+    v = judge("我会开车。", "我不会开车。")
+    assert not may_conflict("我会开车。", "我不会开车。", v, old_key="profile.job", new_key="profile.home")
+
+
+def test_a_rhetorical_question_keeps_its_statement_in_english(core, namespace):
+    """The English shape of 「我对花生过敏你知道吗！！」: the statement is kept, the tag not."""
+    (r,) = capture(core, namespace, "I'm allergic to peanuts, you know!", chat=DM, said_at=T0, message_id="1",
+                   addressed=True)
+    assert r.memory.text == "I'm allergic to peanuts"
+
+
 def sync_complete(llm):
     """The real sync openai client against the fake server."""
     from openai import OpenAI
