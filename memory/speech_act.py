@@ -439,6 +439,29 @@ _RECALL_ZH_RE = re.compile(
 # a recall question's premise: what the person once said, then a question about it (「我曾经看过一本小说，它的名字是？」)
 _PREMISE_RE = re.compile(r"曾经?|以前|之前|上次|那次|\d{1,2}月\d{1,2}[日号]")
 _ABOUT_IT_RE = re.compile(r"^(?:那|那么)?(?:它|他|她|那|这|是|叫|其中)")
+# what the companion once did for the speaker, told beside a question (「你给我推荐了一个海滨城市，它是？」,
+# "You recommended me a book once, what was it called?"): a recall of the companion's words, no fact of the speaker's
+_BY_YOU_RE = re.compile(
+    r"^(?:你|您)(?:曾经?|之前|以前|上次|那次|那天|还|也|都)?(?:给|跟|和|对|向|帮|为|告诉|教|推荐给|介绍给|分享给)(?:过|了)?我|"
+    r"^\s*you\s+(?:once\s+|already\s+|just\s+|recently\s+|have\s+|'ve\s+)?(?:told|recommended|suggested|gave|sent|"
+    r"showed|taught|mentioned|shared|introduced)\b", re.I)
+# a clause that only names the topic a question is about (「关于如何放松，你给了我什么建议？」, "About my trip, …")
+_TOPIC_RE = re.compile(r"^\s*(?:关于|至于|说到|说起|谈到|提到|有关)[^，,]*$|^\s*(?:about|regarding|as for|speaking of)\b[^,]*$",
+                       re.I)
+# a quiz about the speaker's own fact: a fill-in (「厦门我最喜欢的景点是？」「它是？」), or what the speaker did, saw or
+# likes asked of the companion, who can only know it from memory (「我当时看了什么展览」, "what was my favourite
+# spot there?"); not advice (「我该买什么」「我去哪里玩好」), nor a tease put to the companion (「你猜我吃了什么」)
+_QUIZ_ZH_RE = re.compile(r"是$|^[^你您该得要能好]*我[^你您该得要能好]*?(?:了|过|当时|那时|那天|最?喜欢的?|最爱的?|最感兴趣的?)"
+                         r"[^你您该得要能好]*?(?:什么|啥|哪|谁|多少|几|多久)[^你您该得要能好]*$")
+# with a premise marker (曾经, a date), the speaker asked about themselves: 「在5月2号我很烦恼，我因为什么事而烦恼？」
+_ABOUT_ME_RE = re.compile(r"^[^你您该得要能好]*我[^你您该得要能好]*?(?:什么|啥|哪|谁|多少|几|多久)[^你您该得要能好]*$")
+# what the speaker owns, then how many or what name it has, asked back (「我有一个羽毛球小组，里面有多少人呢？」):
+# the companion can only know it from memory; not advice (「它叫什么名字好呢」)
+_OWNED_RE = re.compile(r"^我(?:有|养了?|的)")
+_COUNT_OR_NAME_RE = re.compile(r"^(?:那|那么)?(?:它|他|她|它们|他们|她们|里面|其中|这|那)[^你您该得要能好]*?"
+                               r"(?:多少|几[个位只人]|叫什么|名字是|是谁)[^你您该得要能好]*$")
+_QUIZ_EN_RE = re.compile(r"^\s*(?:and\s+)?(?:what|where|who|which|when|how\s+(?:many|much|long|old))\s+"
+                         r"(?:did|was|were|had)\s+(?:i|my)\b", re.I)
 _RECALL_EN_RE = re.compile(
     r"\b(?:did|have|had)\s+i\s+(?:ever\s+|already\s+|just\s+)?(?:tell|told|mention(?:ed)?|say|said|talk(?:ed)?|"
     r"share(?:d)?)\b|\bi\s+(?:already\s+|just\s+|once\s+|have\s+|'ve\s+)?(?:told|mentioned (?:to )?)you\b|"
@@ -628,11 +651,30 @@ def _asks(core: str, addressed: bool) -> Reading | None:
     told = told_beside_question(core)
     if told is not None and _ONLY_WHEN_RE.match(to_simplified(told)):
         told = None  # 「在4月27号这天，我跟你说了什么？」: a day names no statement
-    if told is not None and _PREMISE_RE.search(told):
-        asked = clauses(core)[len(clauses(told)):]
-        if asked and _ABOUT_IT_RE.match(asked[0]):
-            return Reading(Act.QUESTION, why="premise")  # the question asks about what it recalls
+    if told is not None:
+        told_parts = clauses(told)
+        asked = [c for c in clauses(core) if c not in told_parts]
+        if _PREMISE_RE.search(told) and asked and (_ABOUT_IT_RE.match(asked[0]) or _BY_YOU_RE.match(asked[0])
+                                                   or _ABOUT_ME_RE.search(_bare(asked[0]))):
+            return Reading(Act.QUESTION, why="premise")  # the question asks about what it recalls, or what was said
+        if asked and _OWNED_RE.match(to_simplified(told)) and _COUNT_OR_NAME_RE.search(_bare(asked[0])):
+            return Reading(Act.QUESTION, why="premise")  # 「我有一个羽毛球小组，里面有多少人呢？」
+        if any(_is_quiz(c) for c in asked):
+            return Reading(Act.QUESTION, why="premise")  # 「我最近去厦门旅游了，厦门我最喜欢的景点是？」
+        kept = [c for c in told_parts if not _BY_YOU_RE.match(to_simplified(c)) and not _TOPIC_RE.match(to_simplified(c))]
+        if len(kept) < len(told_parts):  # 「你给我推荐了一个海滨城市，它是？」: the companion's deed, recalled; 「关于如何放松」
+            told = ("，" if re.search(r"[\u4e00-\u9fff]", told) else ", ").join(kept) if kept else None
+            if told is None:
+                return Reading(Act.QUESTION, why="recall")
     return Reading(Act.QUESTION, told=told or "", why="beside" if told else "asks")
+
+
+def _is_quiz(clause: str) -> bool:
+    """True when a question's asking ``clause`` quizzes the companion about the
+    speaker's own fact (``_QUIZ_ZH_RE``, ``_QUIZ_EN_RE``): what stands beside it is
+    then the quiz's premise, not news."""
+    bare = _bare(to_simplified(clause))
+    return bool(_QUIZ_ZH_RE.search(bare) or _QUIZ_EN_RE.match(bare))
 
 
 def _before_tag(bare: str) -> str:

@@ -115,6 +115,40 @@ def test_a_recall_question_stores_no_premise(core, namespace, text):
     assert _live(core, namespace) == []
 
 
+@pytest.mark.parametrize("text", [
+    "我最近去厦门旅游了，厦门我最喜欢的景点是？", "你给我推荐了一个适合旅游的海滨城市，它是？",
+    "我最近去廈門旅遊了，廈門我最喜歡的景點是?", "你給我推薦了一個適合旅遊的海濱城市，它是？",
+    "我有一个羽毛球小组，里面有多少人呢？", "在5月2号我很烦恼，我因为什么事而烦恼？", "关于如何放松，你给了我什么建议？",
+    "我曾经向你咨询过绘画的学习方法和技巧，你给了我哪些建议？",
+    "I went to Xiamen last month, what was my favourite spot there?",
+    "You recommended me a sci-fi movie once, what was it called？",
+])
+def test_a_quiz_beside_its_premise_stores_nothing(core, namespace, text):
+    """The fault (2 of 28 MemoryBank-CN probing questions of ``bench precision --quick``): 「我最近去厦门旅游了，
+    厦门我最喜欢的景点是？」 stored 「我最近去厦门旅游了」 and 「你给我推荐了一个适合旅游的海滨城市，它是？」 stored the
+    companion's recommendation as the person's fact. A question quizzing the companion about the speaker's own
+    fact (a fill-in 「…是？」, what the speaker did or owns asked back) or recalling what the companion said keeps
+    nothing of what stands beside it — zh, traditional, full-width and ASCII marks, en."""
+    r = read(text, addressed=True)
+    assert (r.act, r.told, r.writes) == (Act.QUESTION, "", False)
+    assert capture(core, namespace, text, chat=DM, said_at=T0, message_id="1", addressed=True) == []
+    assert _live(core, namespace) == []
+
+
+@pytest.mark.parametrize("text, told", [
+    ("我最近去厦门旅游了，厦门有什么好吃的？", "我最近去厦门旅游了"), ("我最近在学吉他，我该买什么样的吉他？", "我最近在学吉他"),
+    ("我今天去了一家新店，你猜我吃了什么？", "我今天去了一家新店"), ("我养了一只猫，它叫什么名字好呢？", "我养了一只猫"),
+    ("我的貓三歲了，牠幾歲能絕育？", "我的猫三岁了"), ("关于我的工作，我最近升职了，你觉得呢？", "我最近升职了"),
+    ("I just adopted a puppy, what should I name him?", "I just adopted a puppy"),
+    ("About my trip, I booked the flights, what else should I pack?", "I booked the flights"),
+])
+def test_a_statement_beside_a_real_question_is_still_told(text, told):
+    """The premise rule is no licence to drop news: beside a question about the world, advice, a tease put to the
+    companion or a question about the speaker's pet's care, the statement stays (a leading 「关于…」 topic is cut)."""
+    r = read(text, addressed=True)
+    assert (r.act, r.told) == (Act.QUESTION, told)
+
+
 @pytest.mark.parametrize("old, correction, new", [
     ("我在上海读研", "啊说错了，不是上海，是南京", "我在南京读研"),
     ("我在上海讀研", "說錯了，不是上海，是南京", "我在南京读研"),
