@@ -12,7 +12,9 @@
   remote work makes people lazy, lol"), another subject (「电影很好看」);
 - ``question``: wh, yes/no, A-not-A, a tag question that checks a fact
   (对吗 / 对吧 / 是吧 / 没错吧 / 你还记得吗 / right? / do I? / isn't it?), a
-  recall check ("did I tell you…", 「我之前跟你说过…吗」, 「我曾经和你推荐过…」);
+  recall check ("did I tell you…", 「我之前跟你说过…吗」, 「我曾经和你推荐过…」), and a
+  quiz about the speaker's own fact beside its premise (「我最近去厦门旅游了，厦门我
+  最喜欢的景点是？」, 「你给我推荐了一个海滨城市，它是？」: nothing told);
   a rhetorical question that carries a statement (「我对花生过敏你知道吗！！」) is
   read as that statement (``self``, ``told`` the statement), and a statement
   beside a question to the companion (「我在学尤克里里，你会弹什么乐器吗？」) keeps
@@ -631,7 +633,10 @@ def _correction(core: str, plain: str) -> Reading | None:
 def _asks(core: str, addressed: bool) -> Reading | None:
     """The question readings, in order: a tag that checks a fact, a recall check,
     a rhetorical question carrying a statement, any other question (with the
-    statement beside it, if any)."""
+    statement beside it, if any — none when the question quizzes the companion
+    about the speaker's own fact, ``_is_quiz``, or recalls what was said: then
+    what stands beside it is its premise; clauses telling what the companion
+    did for the speaker, or only naming a topic, are dropped from it)."""
     bare = _bare(core)
     marked = bool(re.search(r"[?？]\s*$", _TRAILING_SYMBOLS_RE.sub("", core)))
     if bare != core.strip() or marked or _TAG_ZH_RE.search(bare):
