@@ -112,7 +112,7 @@ class ManyOwners(SourceError):
 
     def __init__(self, owners: list[str]) -> None:
         self.owners = owners
-        shown = ", ".join(owners[:_SHOWN]) + (f" and {len(owners) - _SHOWN} more" if len(owners) > _SHOWN else "")
+        shown = ", ".join(o[:40] for o in owners[:_SHOWN]) + (f" and {len(owners) - _SHOWN} more" if len(owners) > _SHOWN else "")
         super().__init__(f"the file holds the records of {len(owners)} people ({shown}), not one person's: "
                          "map each id to a person (mapping / --map) instead of naming one person")
 

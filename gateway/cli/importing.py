@@ -57,7 +57,13 @@ def import_memories(
     provenance; nothing forgotten comes back; a second run adds nothing."""
     from tqdm import tqdm
 
-    from gateway.importers import ManyOwners, SourceError, import_records, mapping_of, read_records
+    from gateway.importers import (
+        ManyOwners,
+        SourceError,
+        import_records,
+        mapping_of,
+        read_records,
+    )
     from gateway.logs import configure_logging
     from gateway.service import build_core
 
@@ -81,9 +87,9 @@ def import_memories(
             summary = import_records(core, tenant, records, source=source, person=person, mapping=people, tz=tz,
                                      progress=lambda: bar.update(1))
     except ManyOwners as exc:  # refused before anything was written
-        shown_ids = ", ".join(exc.owners[:10]) + (" …" if len(exc.owners) > 10 else "")
-        voice.fail("{file} holds the memories of {n} people ({owners}), not one person's: map each id to a person "
-                   "with --map FILE. Nothing was imported.", code=2, file=file.name, n=len(exc.owners),
+        shown_ids = ", ".join(o[:40] for o in exc.owners[:10]) + (" …" if len(exc.owners) > 10 else "")
+        voice.fail("{file} holds the memories of several people ({owners}), not one person's: "
+                   "map each id to a person with --map FILE. Nothing was imported.", code=2, file=file.name,
                    owners=shown_ids)
     finally:
         core.close()

@@ -115,7 +115,7 @@ def test_a_time_out_of_range_is_a_malformed_line_not_a_500(app, core):
     assert r.json()["skipped"] == {"malformed": 3} and r.json()["memories"] == 2
     assert [(p["line"], p["reason"]) for p in r.json()["problems"]] == [(2, "malformed"), (3, "malformed"),
                                                                          (4, "malformed")]
-    assert set(m.text for m in core.list(Namespace("default", "tg:61"), limit=9)) == {"我养了一只叫煤球的黑猫",
+    assert {m.text for m in core.list(Namespace("default", "tg:61"), limit=9)} == {"我养了一只叫煤球的黑猫",
                                                                                         "I love green tea 🍵"}
     st = '{"mes": "我住在成都", "is_user": true, "name": "阿杰", "send_date": 1e400}'
     mem0 = json.dumps({"results": [{"memory": "Allergic to peanuts", "created_at": 1e30}]})
