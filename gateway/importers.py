@@ -41,7 +41,10 @@ line or entry, numbered as in the file:
 People are never guessed: every record goes to ``person`` (one subject for the
 whole file) or to the subject ``mapping`` gives for the record's owner id
 (``mapping_of``: a JSON object or ``source_id<TAB or => subject`` lines); one whose
-owner has no subject is skipped (``unmapped``).
+owner has no subject is skipped (``unmapped``). ``person`` is for one person's file:
+a file whose records name more than one owner id (a mem0 export of alice and bob,
+a MaiBot database of several people, jsonl lines of several ``subject``s) is
+refused whole for it (``ManyOwners``), nothing written.
 
 Writing (``import_records``): every record through ``memory.capture.capture`` in
 the tenant's zone, as a message said in the private chat
@@ -64,7 +67,9 @@ of the store: a secret, a damaged text, a weaker or stale reading), ``error``
 
 Errors: ``SourceError`` (a ValueError) for a file that cannot be read as its
 source at all (not UTF-8, a mem0 export that is no JSON document, an unknown
-source, a mapping file that is no mapping).
+source, a mapping file that is no mapping, a MaiBot ``person_info`` that is no
+plain table or whose reading outlasts ``MAIBOT_SECONDS``); ``ManyOwners`` (a
+SourceError) for several people's file imported for one ``person``.
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ import json
 import logging
 import re
 import sqlite3
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -85,7 +91,7 @@ from zoneinfo import ZoneInfo
 from memory.capture import VerbatimExtractor, capture
 from memory.types import SUBJECT_RE, ChatKind, ChatRef, Namespace, load_json
 
-__all__ = ["SOURCES", "Problem", "Record", "SourceError", "Summary", "import_records", "mapping_of", "read_records",
+__all__ = ["SOURCES", "ManyOwners", "Problem", "Record", "SourceError", "Summary", "import_records", "mapping_of", "read_records",
            "record_key", "records_of"]
 
 log = logging.getLogger(__name__)
@@ -97,6 +103,21 @@ EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 class SourceError(ValueError):
     """A file that cannot be read as the named source at all (nothing is written)."""
+
+
+class ManyOwners(SourceError):
+    """A file holding the records of several people (``owners``: their ids in the source,
+    in file order) imported for one ``person``: refused whole, nothing written — each
+    owner is mapped to a person of their own (``mapping``) instead."""
+
+    def __init__(self, owners: list[str]) -> None:
+        self.owners = owners
+        shown = ", ".join(o[:40] for o in owners[:_SHOWN]) + (f" and {len(owners) - _SHOWN} more" if len(owners) > _SHOWN else "")
+        super().__init__(f"the file holds the records of {len(owners)} people ({shown}), not one person's: "
+                         "map each id to a person (mapping / --map) instead of naming one person")
+
+
+_SHOWN = 10  # owner ids named in a ManyOwners message
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +177,21 @@ _ST_FORMS = ("%B %d, %Y %I:%M%p", "%B %d, %Y %I:%M %p", "%b %d, %Y %I:%M%p", "%B
 def _when(value: object, tz: ZoneInfo, *, millis: bool = False) -> datetime | None:
     """A source's time as an aware datetime: ISO (a naive one in ``tz``), SillyTavern's
     forms, or a number (epoch seconds; milliseconds when ``millis`` or too large for
-    seconds). None for no value; ValueError for one that is no time."""
+    seconds). None for no value; ValueError for one that is no time, or one that is
+    no UTC time of years 1–9999 (``1e30``, ``Infinity``, ``NaN``,
+    ``0001-01-01T00:00:00+14:00``): every way Python fails a time out of range
+    (OverflowError, ValueError, OSError) is caught here, so a reader skips the line
+    as malformed before anything of it is written."""
+    try:
+        at = _time_of(value, tz, millis=millis)
+        if at is not None:
+            at.astimezone(timezone.utc)  # the store keeps UTC: a time that has none is out of range
+        return at
+    except (OverflowError, ValueError, OSError) as exc:
+        raise ValueError(f"{exc} ({str(value)[:40]!r})" if str(value)[:40] not in str(exc) else str(exc)) from None
+
+
+def _time_of(value: object, tz: ZoneInfo, *, millis: bool) -> datetime | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool):
@@ -425,6 +460,13 @@ def _livingmemory(text: str, tz: ZoneInfo) -> Iterator[Record | Problem]:
                              str(m.get("sender_name") or "user"), m["content"], at, verbatim=False)
 
 
+MAIBOT_SECONDS = {"upload": 5.0, "file": 60.0}
+"""The most wall-clock seconds reading a MaiBot database may take (``_maibot``): one sent
+to ``/v1/imports`` (1 MiB at most, read in milliseconds), one on the operator's disk."""
+_STEPS = 10_000  # SQLite VM instructions between two looks at the clock
+_LONGEST = 16 << 20  # bytes: the longest text or blob a query over an uploaded database may make
+
+
 def _maibot_file(path: Path) -> sqlite3.Connection:
     """MaiBot's database at ``path``, opened read-only."""
     try:
@@ -446,11 +488,43 @@ def _maibot_bytes(data: bytes) -> sqlite3.Connection:
     return db
 
 
-def _maibot(db: sqlite3.Connection, tz: ZoneInfo) -> Iterator[Record | Problem]:
+def _guard(db: sqlite3.Connection, seconds: float) -> None:
+    """Bound every query over ``db``, a file someone else made: aborted (``sqlite3.OperationalError``
+    "interrupted") once ``seconds`` of wall clock have passed, checked every ``_STEPS`` VM
+    instructions (``set_progress_handler``); no text or blob longer than ``_LONGEST`` bytes;
+    no function of the schema that is not innocuous (``trusted_schema``); nothing written."""
+    deadline = time.monotonic() + seconds
+    db.set_progress_handler(lambda: time.monotonic() > deadline, _STEPS)
+    db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _LONGEST)
+    db.execute("PRAGMA trusted_schema = OFF")
+    db.execute("PRAGMA query_only = ON")
+
+
+def _person_info(db: sqlite3.Connection) -> list[tuple]:
+    """The rows of ``person_info``, a plain table (never a view: its query is the file
+    maker's code; never a virtual table or one with generated columns). Raises SourceError."""
+    kind = db.execute("SELECT type, sql FROM sqlite_master WHERE name = 'person_info'").fetchone()
+    if kind is None:
+        raise SourceError("not a MaiBot database (no person_info table)")
+    if kind[0] != "table" or re.match(r"\s*CREATE\s+VIRTUAL\b", kind[1] or "", re.IGNORECASE):
+        raise SourceError("not a MaiBot database: person_info is not a table")
+    if any(col[6] for col in db.execute("PRAGMA table_xinfo(person_info)")):  # hidden: 2, 3 generated
+        raise SourceError("not a MaiBot database: person_info has generated columns")
+    return db.execute("SELECT rowid, platform, user_id, nickname, points FROM person_info ORDER BY rowid").fetchall()
+
+
+def _maibot(db: sqlite3.Connection, tz: ZoneInfo, seconds: float) -> Iterator[Record | Problem]:
+    """The points of MaiBot's ``db`` (module docstring); every query bounded by ``_guard``
+    (``seconds`` in all). Raises SourceError for a database that is not MaiBot's, or
+    whose reading took longer than ``seconds``; ``db`` is closed."""
     try:
         try:
-            rows = db.execute("SELECT rowid, platform, user_id, nickname, points FROM person_info ORDER BY rowid")\
-                .fetchall()
+            _guard(db, seconds)
+            rows = _person_info(db)
+        except sqlite3.OperationalError as exc:
+            if "interrupted" in str(exc):
+                raise SourceError(f"not a MaiBot database: reading it took over {seconds:g} s") from None
+            raise SourceError(f"not a MaiBot database (no person_info table): {exc}") from None
         except sqlite3.DatabaseError as exc:
             raise SourceError(f"not a MaiBot database (no person_info table): {exc}") from None
     finally:
@@ -496,7 +570,7 @@ def read_records(source: str, path: Path, tz: str) -> list[Record | Problem]:
     if source == "maibot":
         if not path.is_file():
             raise SourceError(f"no such file: {path}")
-        return list(_maibot(_maibot_file(path), ZoneInfo(tz)))
+        return list(_maibot(_maibot_file(path), ZoneInfo(tz), MAIBOT_SECONDS["file"]))
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -510,7 +584,7 @@ def records_of(source: str, data: bytes, tz: str) -> list[Record | Problem]:
     if source not in SOURCES:
         raise SourceError(f"unknown source {source!r} (one of {', '.join(SOURCES)})")
     if source == "maibot":
-        return list(_maibot(_maibot_bytes(data), ZoneInfo(tz)))
+        return list(_maibot(_maibot_bytes(data), ZoneInfo(tz), MAIBOT_SECONDS["upload"]))
     if source == "sillytavern" and data.startswith(_PNG):
         return list(_lorebook(_loads_card(_png_card(data))))
     try:
@@ -582,10 +656,16 @@ def import_records(core, tenant: str, records: Iterable[Record | Problem], *, so
     """Write ``records`` (``read_records``) into ``tenant``: each to ``person``, else
     to ``mapping[record.owner]``, through ``memory.capture.capture`` (module
     docstring); ``progress`` is called once per record. Returns the ``Summary``.
-    Raises NamespaceError for a tenant or ``person`` outside its pattern (before
-    anything is written)."""
+    Raises NamespaceError for a tenant or ``person`` outside its pattern, and
+    ManyOwners when ``person`` is named for records of more than one owner id
+    (someone else's facts are never stored as the person's), both before anything
+    is written."""
     if person is not None:
         Namespace(tenant, person)  # NamespaceError before any write
+        records = list(records)
+        owners = list(dict.fromkeys(r.owner for r in records if isinstance(r, Record) and r.owner))
+        if len(owners) > 1:
+            raise ManyOwners(owners)
     chat = ChatRef("import", ChatKind.PRIVATE, source)
     summary = Summary()
     for rec in records:

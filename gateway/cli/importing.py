@@ -5,7 +5,7 @@ progress bar (tqdm, on stderr when it is a terminal; ``--progress`` /
 ``--no-progress`` to choose) and a summary of what was imported, skipped and
 why; each malformed or failed line is listed with its number. Exit 0 when the
 file was read (whatever was skipped), 2 for a file or mapping that cannot be read
-at all (nothing written)."""
+at all, or a file of several people's ids given one ``--person`` (nothing written)."""
 
 from __future__ import annotations
 
@@ -57,13 +57,21 @@ def import_memories(
     provenance; nothing forgotten comes back; a second run adds nothing."""
     from tqdm import tqdm
 
-    from gateway.importers import SourceError, import_records, mapping_of, read_records
+    from gateway.importers import (
+        ManyOwners,
+        SourceError,
+        import_records,
+        mapping_of,
+        read_records,
+    )
     from gateway.logs import configure_logging
     from gateway.service import build_core
 
     voice = Voice.of(tenant)
-    if (person is None) == (mapping is None):
-        voice.fail("name the person: --person SUBJECT, or --map FILE (not both)", code=2)
+    if person is None and mapping is None:
+        voice.fail("name the person: --person SUBJECT, or map the file's ids: --map FILE", code=2)
+    if person is not None and mapping is not None:
+        voice.fail("--person or --map, not both", code=2)
     configure_logging()
     settings = load_settings()
     tz = settings.tenant(tenant).tz if tenant in settings.tenants else "Asia/Shanghai"
@@ -78,6 +86,11 @@ def import_memories(
         with tqdm(total=len(records), unit="line", disable=not shown, file=sys.stderr, leave=False) as bar:
             summary = import_records(core, tenant, records, source=source, person=person, mapping=people, tz=tz,
                                      progress=lambda: bar.update(1))
+    except ManyOwners as exc:  # refused before anything was written
+        shown_ids = ", ".join(o[:40] for o in exc.owners[:10]) + (" …" if len(exc.owners) > 10 else "")
+        voice.fail("{file} holds the memories of several people ({owners}), not one person's: "
+                   "map each id to a person with --map FILE. Nothing was imported.", code=2, file=file.name,
+                   owners=shown_ids)
     finally:
         core.close()
     voice.say_n("Read {n} line of {file}.", "Read {n} lines of {file}.", summary.read, file=file.name)

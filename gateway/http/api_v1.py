@@ -1201,12 +1201,13 @@ class SourceImportIn(BaseModel):
     """Body of ``POST /v1/imports``: one file of another bot (``gateway.importers``:
     ``source`` as ``huiyi import --from``) as ``content`` (its text) or ``content_base64``
     (its bytes: a MaiBot database, a character card PNG), and whose it is: ``person``
-    (every record, e.g. ``tg:1001``) or ``mapping`` (the source's person id → subject;
-    an admin key only)."""
+    (every record, e.g. ``tg:1001``; a file of several people's ids is refused) or
+    ``mapping`` (the source's person id → subject; an admin key only). With a member
+    key, no ``person`` means the key's own person."""
 
     model_config = ConfigDict(json_schema_extra={"allOf": [
         {"oneOf": [{"required": ["content"]}, {"required": ["content_base64"]}]},
-        {"oneOf": [{"required": ["person"]}, {"required": ["mapping"]}]}]})
+        {"not": {"required": ["person", "mapping"]}}]})
 
     source: Literal["sillytavern", "mem0", "livingmemory", "maibot", "jsonl"]
     content: str | None = Field(default=None, max_length=1 << 20)
@@ -1219,9 +1220,11 @@ class SourceImportIn(BaseModel):
 
     @model_validator(mode="after")
     def _one_each(self) -> SourceImportIn:
-        if (self.content is None) == (self.content_base64 is None):
+        if self.content is None and self.content_base64 is None:
+            raise ValueError("give the file as content or content_base64")
+        if self.content is not None and self.content_base64 is not None:
             raise ValueError("give the file as content or as content_base64, not both")
-        if (self.person is None) == (self.mapping is None):
+        if self.person is not None and self.mapping is not None:
             raise ValueError("name the person (person) or map the source's ids (mapping), not both")
         return self
 
@@ -1256,8 +1259,9 @@ async def import_source(ctx: Ctx, body: SourceImportIn) -> SourceImportOut:
     most): each record through the capture path at its own time, in the tenant's zone;
     tombstones honoured (nothing forgotten comes back); idempotent (a record imported
     once is skipped as ``already``); a malformed line reported with its number and
-    skipped. A member key imports only into its own person (``person``; a ``mapping``
-    is 403); a file that is not the source at all is 400 with nothing written."""
+    skipped. A member key imports only into its own person (``person``, which it may
+    leave out; a ``mapping`` is 403); a file that is not the source at all, or one
+    holding several people's ids for one ``person``, is 400 with nothing written."""
     import base64
     import binascii
 
@@ -1265,6 +1269,9 @@ async def import_source(ctx: Ctx, body: SourceImportIn) -> SourceImportOut:
 
     if body.mapping is not None and not ctx.caller.admin:
         raise Forbidden("only an admin key maps a file's people (a member key names its own person)")
+    named = body.person if body.person is not None or body.mapping is not None else ctx.caller.subject
+    if named is None and body.mapping is None:
+        raise BadPayload("name the person (person) or map the source's ids (mapping)")
     if body.content is not None:
         data = body.content.encode("utf-8")
     else:
@@ -1275,16 +1282,16 @@ async def import_source(ctx: Ctx, body: SourceImportIn) -> SourceImportOut:
     tz = ctx.t.tz
 
     def run() -> SourceImportOut:
-        person = ctx.caller.namespace(ctx.core.store, ctx.tenant, body.person).subject if body.person else None
+        person = ctx.caller.namespace(ctx.core.store, ctx.tenant, named).subject if named else None
         mapping = None
         if body.mapping is not None:  # each subject as the API resolves it (linked identities followed)
             mapping = {k: resolve_subject(ctx.core.store, ctx.tenant, v).subject for k, v in body.mapping.items()}
         try:
             records = records_of(body.source, data, tz)
-        except SourceError as exc:
+            summary = import_records(ctx.core, ctx.tenant, records, source=body.source, person=person,
+                                     mapping=mapping, tz=tz)
+        except SourceError as exc:  # ManyOwners too: refused before anything is written
             raise BadPayload(f"cannot import this {body.source} file: {exc}") from None
-        summary = import_records(ctx.core, ctx.tenant, records, source=body.source, person=person, mapping=mapping,
-                                 tz=tz)
         log.info("/v1 import %s into %s by %s: %d read, %d memories", body.source, ctx.tenant, ctx.caller.actor,
                  summary.read, summary.memories)
         return SourceImportOut(source=body.source, read=summary.read, imported=summary.imported,

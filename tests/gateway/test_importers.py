@@ -300,3 +300,153 @@ def test_a_png_without_a_card_is_refused_whole(tmp_path):
     broken.write_bytes(_png_with([(b"tEXt", b"chara\0" + b"%%%not base64")]))
     with pytest.raises(SourceError):
         read_records("sillytavern", broken, TZ)
+
+
+_FAR = ('{"text": "我在上海工作", "kind": "memory", "at": 1e30}', '{"text": "x", "at": 1e308}',
+        '{"text": "x", "at": 1e400}', '{"text": "x", "at": NaN}', '{"text": "x", "at": -1e20}',
+        '{"text": "x", "at": "0001-01-01T00:00:00+14:00"}', '{"text": "x", "at": "9999-12-31T23:59:59-14:00"}')
+
+
+@pytest.mark.parametrize("source", ["jsonl", "sillytavern", "mem0", "livingmemory", "maibot"])
+def test_a_time_out_of_range_is_a_malformed_line_not_a_crash(core, tmp_path, source):
+    """A numeric time too large for a timestamp (1e30, 1e308, 1e400 read as infinity, -1e20, NaN)
+    or a time with no UTC reading (0001-01-01 at +14:00) is a malformed line with its number —
+    never an OverflowError, never a failed write — and the good zh and en lines around it come over."""
+    good = [("我养了一只叫煤球的黑猫", "2026-10-01T10:00:00+08:00"), ("I love green tea 🍵", 1790000000)]
+    bad = [1e30, 1e400, -1e20, "0001-01-01T00:00:00+14:00"]
+    times = [good[0][1], *bad, good[1][1]]
+    texts = [good[0][0], "我在上海工作", "I work in Berlin", "我喜歡喝烏龍茶", "Allergic to peanuts", good[1][0]]
+    path = tmp_path / f"far.{source}"
+    if source == "maibot":
+        import sqlite3
+
+        points = json.dumps([[t, 1.0, w] for t, w in zip(texts, times, strict=True)], ensure_ascii=False)
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE person_info (platform TEXT, user_id TEXT, nickname TEXT, points TEXT)")
+            conn.execute("INSERT INTO person_info VALUES ('qq', '1', '小林', ?)", (points,))
+        conn.close()
+    elif source in ("mem0", "livingmemory"):
+        key = {"mem0": "created_at", "livingmemory": "create_time"}[source]
+        entries = [{"memory": t, key: w} if source == "mem0" else
+                   {"content": t, "metadata": {key: w}} for t, w in zip(texts, times, strict=True)]
+        doc = {"results": entries} if source == "mem0" else {"memories": entries}
+        path.write_text(json.dumps(doc, ensure_ascii=False), "utf-8")  # 1e400: Infinity
+    else:
+        field = "send_date" if source == "sillytavern" else "at"
+        rows = [json.dumps({"mes": t, "is_user": True, "name": "阿杰", field: w} if source == "sillytavern" else
+                           {"text": t, "kind": "memory", field: w}, ensure_ascii=False).replace("Infinity", "1e400")
+                for t, w in zip(texts, times, strict=True)]
+        path.write_text("\n".join(rows) + "\n", "utf-8")
+    records = read_records(source, path, TZ)
+    got = import_records(core, "t1", records, source=source, person="tg:6001", tz=TZ)
+    assert got.skipped == {"malformed": 4} and got.memories == 2, got
+    lines = [1, 1, 1, 1] if source == "maibot" else [2, 3, 4, 5]
+    assert [(p.line, p.reason) for p in got.problems] == [(n, "malformed") for n in lines]
+    assert all("range" in p.detail or "time_t" in p.detail or "infinity" in p.detail for p in got.problems)
+    assert set(_texts(core, "tg:6001")) == {good[0][0], good[1][0]}
+
+
+def test_every_far_time_form_is_refused_by_the_one_reader(tmp_path):
+    """jsonl lines with 1e30, 1e308, 1e400, NaN, -1e20 and the two times that have no UTC reading:
+    each a malformed line (its number), the zh line before them read."""
+    path = tmp_path / "far.jsonl"
+    path.write_text("\n".join(('{"text": "我在成都", "kind": "memory"}', *_FAR)) + "\n", "utf-8")
+    got = read_records("jsonl", path, TZ)
+    assert [(p.line, p.reason) for p in got if isinstance(p, Problem)] == [(n, "malformed") for n in range(2, 9)]
+    assert [r.text for r in got if not isinstance(r, Problem)] == ["我在成都"]
+
+
+def _maibot_db(path: Path, script: str) -> bytes:
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        conn.executescript(script)
+    conn.close()
+    return path.read_bytes()
+
+
+_VIEW = """CREATE TABLE t (x);
+CREATE VIEW person_info AS WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c)
+SELECT n AS rowid, 'qq' AS platform, n AS user_id, 'x' AS nickname, NULL AS points FROM c;"""
+
+
+def test_a_maibot_file_whose_person_info_is_a_view_is_refused_unread(tmp_path):
+    """A 4 KB database whose ``person_info`` is a VIEW over an unbounded recursive CTE (the file
+    maker's code) is refused as no MaiBot database, sent as bytes or read from disk; so is a
+    ``person_info`` with generated columns; a real fixture still reads."""
+    from gateway.importers import records_of
+
+    data = _maibot_db(tmp_path / "view.db", _VIEW)
+    assert len(data) <= 8192
+    with pytest.raises(SourceError, match="person_info is not a table"):
+        records_of("maibot", data, TZ)
+    with pytest.raises(SourceError, match="person_info is not a table"):
+        read_records("maibot", tmp_path / "view.db", TZ)
+    gen = _maibot_db(tmp_path / "gen.db", "CREATE TABLE person_info (platform TEXT, user_id TEXT, nickname TEXT, "
+                                          "p TEXT, points TEXT GENERATED ALWAYS AS (upper(p)));")
+    with pytest.raises(SourceError, match="generated"):
+        records_of("maibot", gen, TZ)
+    real = _maibot_db(tmp_path / "real.db", (DATA / "maibot_person_info.sql").read_text("utf-8"))
+    texts = [r.text for r in records_of("maibot", real, TZ) if not isinstance(r, Problem)]
+    assert "小林喜欢吃辣" in texts and "Sam works night shifts at a bakery" in texts
+
+
+def test_a_maibot_read_past_its_time_budget_is_aborted(tmp_path):
+    """Every query over a MaiBot file is bounded (``set_progress_handler``): with no time left, a
+    person_info of 3,000 rows (over the handler's step interval) is refused, not read."""
+    from zoneinfo import ZoneInfo
+
+    from gateway.importers import _maibot, _maibot_bytes
+
+    rows = ",".join(f"('qq', '{n}', '小{n}', '[[\"喜欢猫 🐱\", 1.0, \"2026-10-01 10:00:00\"]]')" for n in range(3000))
+    data = _maibot_db(tmp_path / "big.db", "CREATE TABLE person_info (platform TEXT, user_id TEXT, nickname TEXT, "
+                                          f"points TEXT); INSERT INTO person_info VALUES {rows};")
+    with pytest.raises(SourceError, match="took over"):
+        list(_maibot(_maibot_bytes(data), ZoneInfo(TZ), 0.0))
+    assert len(list(_maibot(_maibot_bytes(data), ZoneInfo(TZ), 60.0))) == 3000
+
+
+def test_one_person_named_for_a_file_of_several_people_is_refused_whole(core, tmp_path):
+    """``person`` names one person's file: a mem0 export of alex and xiaomei, a MaiBot database of
+    qq:20001 and qq:20002, jsonl lines of two ``subject``s are each refused (ManyOwners, naming the
+    ids), nothing written; a file of one owner id (or none) still goes to the person."""
+    from gateway.importers import ManyOwners
+
+    with pytest.raises(ManyOwners, match="alex") as exc:
+        import_records(core, "t1", _records("mem0", "mem0_get_all.json"), source="mem0", person="tg:45", tz=TZ)
+    assert exc.value.owners[:2] == ["alex", "xiaomei"] or "xiaomei" in exc.value.owners
+    _maibot_db(tmp_path / "MaiBot.db", (DATA / "maibot_person_info.sql").read_text("utf-8"))
+    with pytest.raises(ManyOwners, match="qq:20001"):
+        import_records(core, "t1", read_records("maibot", tmp_path / "MaiBot.db", TZ), source="maibot",
+                       person="tg:43", tz=TZ)
+    two = tmp_path / "two.jsonl"
+    two.write_text('{"subject": "tg:42", "kind": "memory", "text": "我对花生过敏"}\n'
+                   '{"subject": "tg:43", "kind": "memory", "text": "I love the sea 🌊"}\n', "utf-8")
+    with pytest.raises(ManyOwners, match="tg:42"):
+        import_records(core, "t1", read_records("jsonl", two, TZ), source="jsonl", person="tg:44", tz=TZ)
+    assert all(_texts(core, s) == {} for s in ("tg:45", "tg:43", "tg:44"))
+    one = tmp_path / "one.jsonl"
+    one.write_text('{"subject": "tg:42", "kind": "memory", "text": "我对花生过敏"}\n'
+                   '{"kind": "memory", "text": "I love the sea 🌊"}\n', "utf-8")
+    got = import_records(core, "t1", read_records("jsonl", one, TZ), source="jsonl", person="tg:44", tz=TZ)
+    assert got.memories == 2 and set(_texts(core, "tg:44")) == {"我对花生过敏", "I love the sea 🌊"}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_the_command_refuses_several_peoples_file_for_one_person(tmp_path, monkeypatch, lang):
+    """``huiyi import --from mem0 FILE --person tg:45`` of alex's and xiaomei's export exits 2, naming
+    the ids and ``--map``, in the operator's language; no person, or both, says which."""
+    from gateway.cli.main import app
+
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8" if lang == "zh_CN" else "en_US.UTF-8")
+    runner = CliRunner()
+    mem0 = str(DATA / "mem0_get_all.json")
+    many = runner.invoke(app, ["import", "--from", "mem0", mem0, "--person", "tg:45", "--no-progress"])
+    assert many.exit_code == 2 and "alex" in many.output and "--map" in many.output
+    assert ("Nothing was imported" if lang == "en" else "什么都没有导入") in many.output
+    nobody = runner.invoke(app, ["import", "--from", "mem0", mem0])
+    assert nobody.exit_code == 2 and "not both" not in nobody.output and "二选一" not in nobody.output
+    mapping = tmp_path / "m.json"
+    mapping.write_text('{"alex": "tg:1"}', "utf-8")
+    both = runner.invoke(app, ["import", "--from", "mem0", mem0, "--person", "tg:45", "--map", str(mapping)])
+    assert both.exit_code == 2 and ("not both" if lang == "en" else "只能选一个") in both.output
