@@ -918,7 +918,10 @@ async def why_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, ch
     there, and a turn of that group, are told (404 / ``no_trace`` otherwise). A
     forgotten id answers ``forgotten``; an id never held by this person is 404;
     a turn id that is not one of this person's audited turns (unknown, older than
-    the days kept, another person's) is 404, a malformed one 400."""
+    the days kept, another person's) is 404, a malformed one 400; a ``chat`` that
+    is not the subject's (another platform, someone else's private chat) is 409.
+    ``text`` names the turn's time in the tenant's zone, and a turn asked by its id
+    as "that turn" (it need not be the last)."""
     from gateway.commands import why_not_text, zoned_time
     from gateway.observability import find_turn, trace_of_record
     from memory.explain import Why, explain, trace_visible_in
