@@ -17,7 +17,8 @@ Grammar (the subcommand follows the command; Chinese aliases in ``SUBCOMMANDS``)
     /memory why     [target] <id>
     /memory export  [target]
     /memory consolidate [target]
-    /memory mood    [target] [weeks]                   the last weeks' mood in plain words (default 4, at most 12)
+    /memory mood    [target] [weeks]                   the last weeks' mood in plain words (default 4, 1…12;
+                                                       ``8``, ``3 weeks``, ``３``, 「三个星期」; else refused)
     /memory link    <platform:id> [<platform:id>]      tenant admins only
     /memory stats                                      tenant admins only
 
@@ -57,6 +58,8 @@ confidence and hits and leaves dormant ones out unless ``--all`` (or ``all`` /
 everything of the person) through the ``consolidate`` callable the pipeline
 passes (None: answered as unavailable).
 
+A command a reply names is spelled in the words of the command word used
+(``_Caller.spell``: ``/记忆 继续``, ``/记忆 忘记 全部 确认``; ``/memory resume``).
 Every string a person reads comes from ``locales``; replies fit in
 ``MAX_REPLY_UTF16`` UTF-16 code units (Telegram's limit is 4096). The pending
 ``forget all`` confirmation is kept in SQL, so any gateway replica can take
