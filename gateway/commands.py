@@ -17,7 +17,8 @@ Grammar (the subcommand follows the command; Chinese aliases in ``SUBCOMMANDS``)
     /memory why     [target] <id>
     /memory export  [target]
     /memory consolidate [target]
-    /memory mood    [target] [weeks]                   the last weeks' mood in plain words (default 4, at most 12)
+    /memory mood    [target] [weeks]                   the last weeks' mood in plain words (default 4, 1…12;
+                                                       ``8``, ``3 weeks``, ``３``, 「三个星期」; else refused)
     /memory link    <platform:id> [<platform:id>]      tenant admins only
     /memory stats                                      tenant admins only
 
@@ -57,6 +58,8 @@ confidence and hits and leaves dormant ones out unless ``--all`` (or ``all`` /
 everything of the person) through the ``consolidate`` callable the pipeline
 passes (None: answered as unavailable).
 
+A command a reply names is spelled in the words of the command word used
+(``_Caller.spell``: ``/记忆 继续``, ``/记忆 忘记 全部 确认``; ``/memory resume``).
 Every string a person reads comes from ``locales``; replies fit in
 ``MAX_REPLY_UTF16`` UTF-16 code units (Telegram's limit is 4096). The pending
 ``forget all`` confirmation is kept in SQL, so any gateway replica can take
@@ -98,7 +101,7 @@ from memory.reconstruct import when_text
 from memory.types import ID_RE, SUBJECT_RE, ChatRef, ForgetReceipt, Memory, Namespace, ScoreParts, Visibility
 
 __all__ = ["COMMAND_NAMES", "CommandReply", "run_command", "execute", "is_memory_command", "SUBCOMMANDS", "export_document",
-           "pause_key", "LAST_WORDS",
+           "pause_key", "LAST_WORDS", "NOT_WORDS", "SPOKEN_ZH", "why_not_text", "zoned_time",
            "GROUP_ADMIN_ROLES", "PAGE_SIZE", "MAX_REPLY_UTF16", "CONFIRM_WINDOW", "anniversary_line",
            "mood_fragments"]
 
@@ -147,6 +150,18 @@ LAST_WORDS = frozenset({"last", "recent", "最近", "最后", "最後"})
 #: ``/memory followups on|off`` (``/记忆 回访 开|关``)
 ON_WORDS = frozenset({"on", "yes", "开", "開", "打开", "打開", "开启", "開啟"})
 OFF_WORDS = frozenset({"off", "no", "关", "關", "关闭", "關閉"})
+
+
+#: how a reply names a subcommand or keyword after a Chinese command word (``/记忆 继续``, ``/記憶 繼續``):
+#: ``(simplified, traditional)``; every one of them is read back by ``execute`` (a test checks)
+SPOKEN_ZH: dict[str, tuple[str, str]] = {
+    "help": ("帮助", "幫助"), "list": ("列表", "列表"), "show": ("查看", "查看"), "search": ("搜索", "搜索"),
+    "edit": ("修改", "編輯"), "forget": ("忘记", "忘記"), "history": ("历史", "歷史"), "why": ("为什么", "為什麼"),
+    "export": ("导出", "導出"), "link": ("关联", "關聯"), "stats": ("统计", "統計"),
+    "consolidate": ("整理", "整理"), "pause": ("暂停", "暫停"), "resume": ("继续", "繼續"), "mood": ("心情", "情緒"),
+    "followups": ("回访", "回訪"), "all": ("全部", "全部"), "--all": ("全部", "全部"), "confirm": ("确认", "確認"),
+    "last": ("最近", "最近"), "not": ("没有", "沒有"), "on": ("开", "開"), "off": ("关", "關"),
+}
 
 
 def is_memory_command(text: str) -> bool:
@@ -198,6 +213,17 @@ class _Caller:
 
     def say(self, msgid: str, **params: object) -> str:
         return translate(self.lang, msgid, **params)
+
+    def spell(self, *words: str) -> str:
+        """A command for a reply to name, in the words of the command word used:
+        ``spell("forget", "all", "confirm")`` is ``/memory forget all confirm``
+        after ``/memory`` and ``/记忆 忘记 全部 确认`` after ``/记忆`` (``SPOKEN_ZH``;
+        ``/記憶``: traditional). Ids, targets and numbers stay as given."""
+        if self.cmd == "/记忆":
+            words = tuple(SPOKEN_ZH.get(w, (w,))[0] for w in words)
+        elif self.cmd == "/記憶":
+            words = tuple(SPOKEN_ZH[w][1] if w in SPOKEN_ZH else w for w in words)
+        return " ".join((self.cmd, *words))
 
     def say_n(self, singular: str, plural: str, n: int, **params: object) -> str:
         """The plural entry for the count ``n`` (``locales.translate_plural``; ``{n}`` is ``n``)."""
@@ -522,7 +548,7 @@ def _memory(core, c: _Caller, scope: _Scope, memory_id: str, sub: str) -> Memory
         raise _Stop(c.say("No memory {id} found.", id=memory_id), "not_found") from None
     if scope.group_key and not visible_in(m, c.chat):
         raise _Stop(c.say("Memory {id} is not shown in this group. Ask me in a private chat: {command}",
-                          id=memory_id, command=f"{c.cmd} {sub} {memory_id}"), "private")
+                          id=memory_id, command=c.spell(sub, memory_id)), "private")
     return m
 
 
@@ -551,7 +577,16 @@ def _at(c: _Caller, dt: datetime | None) -> str:
 def _at_zoned(c: _Caller, dt: datetime) -> str:
     """``dt`` in the tenant's zone with that zone named: ``2026-12-06 20:30 (Asia/Shanghai, UTC+08:00)``;
     UTC (``… (UTC)``) when the tenant's zone is none or unknown. For a moment a person acts on (a pause's end)."""
-    tz = _tz(c)
+    return zoned_time(c.t.tz, dt)
+
+
+def zoned_time(zone: str | None, dt: datetime) -> str:
+    """``dt`` (aware) in the IANA zone ``zone`` with the zone named: ``2026-12-06 20:30
+    (Asia/Shanghai, UTC+08:00)``; ``2026-12-06 12:30 (UTC)`` when ``zone`` is UTC, None or unknown."""
+    try:
+        tz = ZoneInfo(zone) if zone else None
+    except (ZoneInfoNotFoundError, ValueError):
+        tz = None
     if tz is None or str(tz) in ("UTC", "Etc/UTC"):
         return f"{dt.astimezone(timezone.utc):%Y-%m-%d %H:%M} (UTC)"
     local = dt.astimezone(tz)
@@ -640,9 +675,9 @@ def _cmd_list(core, c: _Caller, rest: str) -> CommandReply:
             line += " · " + c.say("⚡ conflicts with {ids}", ids=", ".join(marks[m.id]))
         lines.append(line)
     if page < pages:
-        target = f"{token} " if token else ""
-        more = " --all" if everything else ""
-        lines.append(c.say("Next page: {command}", command=f"{c.cmd} list {target}{page + 1}{more}"))
+        target = (token,) if token else ()
+        more = ("--all",) if everything else ()
+        lines.append(c.say("Next page: {command}", command=c.spell("list", *target, str(page + 1), *more)))
     if scope.group_key:
         lines.append(c.say("Only what was said in this group is listed here; ask me in private for the rest."))
     return CommandReply(_fit("\n".join(lines)), "list")
@@ -803,8 +838,8 @@ def _cmd_forget(core, c: _Caller, rest: str) -> CommandReply:
 
 def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandReply:
     key = f"forget_all|{scope.actor}|{c.chat.key}|{scope.group_key or '*'}"
-    target = f"{scope.token} " if scope.token else ""
-    again = f"{c.cmd} forget {target}all"
+    target = (scope.token,) if scope.token else ()
+    again = c.spell("forget", *target, "all")
     if args and args[0].casefold() in CONFIRM_WORDS:
         asked = core.store.take_pending(scope.ns, key)
         if asked is None:
@@ -843,7 +878,7 @@ def _forget_all(core, c: _Caller, scope: _Scope, args: list[str]) -> CommandRepl
     text = c.say_n("This forgets {n} memory of {who} for good.", "This forgets {n} memories of {who} for good.", n,
                    who=_who(c, scope))
     then = c.say_n("To go ahead, send within {n} minute: {command}", "To go ahead, send within {n} minutes: {command}",
-                   minutes, command=f"{again} confirm")
+                   minutes, command=c.spell("forget", *target, "all", "confirm"))
     text = c.say("{sentence} {then}", sentence=text, then=then)  # two counts, two plural entries
     if scope.group_key:
         text += "\n" + c.say("Only what was said in this group is affected.")
@@ -903,7 +938,7 @@ def pause_key(chat: ChatRef) -> str:
 
 def _paused_line(c: _Caller, pause) -> str:
     if pause.until is None:
-        return c.say("⏸ Off the record in this chat until you send {command}.", command=f"{c.cmd} resume")
+        return c.say("⏸ Off the record in this chat until you send {command}.", command=c.spell("resume"))
     return c.say("⏸ Off the record in this chat until {when}.", when=_at_zoned(c, pause.until))
 
 
@@ -969,7 +1004,7 @@ def _cmd_history(core, c: _Caller, rest: str) -> CommandReply:
                            end=until, text=_snip(v.text, 160)))
     if hidden:
         lines.append(c.say("Versions said elsewhere are not shown in this group. Ask me in a private chat: {command}",
-                           command=f"{c.cmd} history {m.id}"))
+                           command=c.spell("history", m.id)))
     return CommandReply(_fit("\n".join(lines)), "history")
 
 
@@ -993,6 +1028,16 @@ WHY_NOT = {
 }
 
 
+#: the plain words of ``WHY_NOT`` for a turn named by its id (``GET …/why?turn=``), which need not be the last
+WHY_NOT_THAT_TURN = {
+    "recalled": "{id} was recalled in that turn ({when}).",
+    "below_cutoff": "{id} fit that turn ({when}), but others fit better and only the first {k} are used.",
+    "hidden_in_chat": "{id} is not shown in the chat that turn was in ({when}).",
+    "not_ranked": "{id} had nothing to do with what was said in that turn ({when}).",
+    "newer": "Memory {id} was saved or changed after that turn ({when}).",
+}
+
+
 #: below the relevance floor, with the floor it missed (``memory.explain.Miss``): per channel, the admin's term
 FLOOR_TERMS = {
     "vector": "below the relevance floor: meaning similarity {score}, floor {floor}",
@@ -1002,9 +1047,10 @@ FLOOR_TERMS = {
 }
 
 
-def why_not_text(lang: str, why, memory_id: str, *, admin: bool, when: str = "-") -> str:
+def why_not_text(lang: str, why, memory_id: str, *, admin: bool, when: str = "-", that_turn: bool = False) -> str:
     """The stage that dropped ``memory_id`` (``memory.explain.Why``) in plain words
-    in ``lang``; ``admin`` adds the recall's own term and numbers in parentheses
+    in ``lang`` ("the last turn", or with ``that_turn`` "that turn": a turn named by
+    its id, ``WHY_NOT_THAT_TURN``; ``when`` its local time); ``admin`` adds the recall's own term and numbers in parentheses
     (rank, k, score, cut-off, retention; below the relevance floor, the score and
     the floor it missed, ``FLOOR_TERMS``). One text for the chat, ``/v1`` and the console."""
     e, tr, p, miss = why.entry, why.trace, why.parts, getattr(why, "miss", None)
@@ -1013,6 +1059,8 @@ def why_not_text(lang: str, why, memory_id: str, *, admin: bool, when: str = "-"
                   cutoff="-" if tr is None or tr.cutoff is None else f"{tr.cutoff:.4f}",
                   retention="-" if p is None else f"{p.retention:.3f}")
     plain, term = WHY_NOT.get(why.verdict, WHY_NOT["not_ranked"])
+    if that_turn:
+        plain = WHY_NOT_THAT_TURN.get(why.verdict, plain)
     if why.verdict == "not_ranked" and miss is not None:
         term = FLOOR_TERMS[miss.channel]
         values.update(score=f"{miss.score:.4f}", floor=f"{miss.floor:.4f}")
@@ -1036,7 +1084,7 @@ def _why_not(core, c: _Caller, rest: str) -> CommandReply:
     token, text = _split_target(rest)
     text = " ".join(text.split())
     if not text:
-        raise _Stop(c.say("Usage: {usage}", usage=f"{c.cmd} why not <id | words>"), "usage")
+        raise _Stop(c.say("Usage: {usage}", usage=c.spell("why", "not", "<id | words>")), "usage")
     scope = _scope(core, c, token, "why")
     trace = core.store.last_recall(scope.ns)
     if trace is not None and not trace_visible_in(trace, c.chat):
@@ -1055,7 +1103,7 @@ def _why_not(core, c: _Caller, rest: str) -> CommandReply:
         return CommandReply(c.say("No memory of {who} matches that.", who=_who(c, scope)), "why")
     if scope.group_key and not visible_in(m, c.chat):
         raise _Stop(c.say("Memory {id} is not shown in this group. Ask me in a private chat: {command}",
-                          id=m.id, command=f"{c.cmd} why not {m.id}"), "private")
+                          id=m.id, command=c.spell("why", "not", m.id)), "private")
     _audit_view(core, c, scope, "why", m.id)
     row = core.store.consolidated(scope.ns, [m.id]).get(m.id)
     why = explain(trace, m, dormant=row is not None and row.dormant)
@@ -1134,7 +1182,7 @@ def _cmd_export(core, c: _Caller, rest: str) -> CommandReply:
     token, _ = _split_target(rest)
     if c.chat.is_group:
         raise _Stop(c.say("For privacy I only send exports in a private chat. Send me {command} there.",
-                          command=f"{c.cmd} export"), "private")
+                          command=c.spell("export")), "private")
     scope = _scope(core, c, token, "export")
     doc = export_document(core, scope.ns, c.chat, c.now, ids=_all_ids(core, scope))
     memories = doc["memories"]
@@ -1206,7 +1254,7 @@ def _admin_only(core, c: _Caller, sub: str) -> None:
     if not c.tenant_admin:
         core.store.audit(c.own, "command_denied", f"user:{c.subject}", command=sub, chat=c.chat.key)
         log.info("/memory %s by %s denied (not a tenant admin)", sub, c.subject)
-        raise _Stop(c.say("Only admins of this bot can use {command}.", command=f"{c.cmd} {sub}"), "denied")
+        raise _Stop(c.say("Only admins of this bot can use {command}.", command=c.spell(sub)), "denied")
 
 
 def _cmd_link(core, c: _Caller, rest: str) -> CommandReply:
@@ -1251,7 +1299,7 @@ def _cmd_consolidate(core, c: _Caller, rest: str) -> CommandReply:
     scope = _scope(core, c, token, "consolidate")
     if not scope.own and not c.tenant_admin:  # a run reads everything of the person, not only this group
         core.store.audit(scope.ns, "command_denied", f"user:{c.subject}", command="consolidate", chat=c.chat.key)
-        raise _Stop(c.say("Only admins of this bot can use {command}.", command=f"{c.cmd} consolidate"), "denied")
+        raise _Stop(c.say("Only admins of this bot can use {command}.", command=c.spell("consolidate")), "denied")
     if c.consolidate is None:
         return CommandReply(c.say("Consolidation is not available here."), "consolidate")
     try:
@@ -1314,19 +1362,48 @@ MOMENTS_SHOWN = 3
 ANNIVERSARIES_SHOWN = 3
 
 
+#: ``/memory mood 3 weeks``, 「/记忆 心情 三个星期」: a count (``durations.read_count``), optionally 个, then
+#: optionally a unit of weeks; spaces are dropped first, so "3 weeks" and 「3 周」 read as one
+_WEEKS_RE = re.compile(r"(?:last|past|最近|过去|過去)?(?P<n>.+?)[个個]?(?:w|wks?|weeks?|周|週|星期|礼拜|禮拜)?")
+
+
+def _mood_weeks(c: _Caller, text: str) -> int:
+    """How many weeks ``text`` asks for (``"8"``, ``"3w"``, ``"3 weeks"``, ``"２"``,
+    「三」, 「十二周」, 「三个星期」), in 1…MOOD_WEEKS_MAX. A number outside that
+    (0, -1, 53, 1e9, 2.5) is refused with the range; text that is no number
+    ("last month", "abc") with how the command is said — a ``_Stop`` either way."""
+    import unicodedata
+
+    from gateway.durations import read_count
+
+    plain = re.sub(r"\s+", "", unicodedata.normalize("NFKC", text)).casefold()
+    m = _WEEKS_RE.fullmatch(plain)
+    n = read_count(m.group("n")) if m else None
+    example = c.spell("mood", "8")
+    if n is None:
+        raise _Stop(c.say("I can't read “{text}” as a number of weeks; nothing shown. Try e.g. {command} "
+                          "(1 to {most} weeks).", text=_snip(text, 30), command=example, most=MOOD_WEEKS_MAX),
+                    "usage")
+    if n != int(n) or not 1 <= n <= MOOD_WEEKS_MAX:
+        raise _Stop(c.say("The mood covers 1 to {most} weeks; “{text}” is outside that. Try e.g. {command}.",
+                          text=_snip(text, 30), command=example, most=MOOD_WEEKS_MAX), "usage")
+    return int(n)
+
+
 def _mood_args(c: _Caller, rest: str) -> tuple[str | None, int]:
-    """``mood``'s arguments in any order: (target token or None, weeks in 1…MOOD_WEEKS_MAX).
-    A word that is neither is refused, never read as the speaker's."""
-    token, weeks = None, None
+    """``mood``'s arguments in any order: (target token or None, weeks in
+    1…MOOD_WEEKS_MAX, MOOD_WEEKS when none is given). The words that name no person
+    (``platform:id``, ``@…``) are read together as the weeks (``_mood_weeks``: "3
+    weeks" is two words); a second person is refused, never read as the speaker."""
+    token, other = None, []
     for word in rest.split():
-        digits = word.rstrip("wW周週")
-        if weeks is None and digits.isascii() and digits.isdigit():
-            weeks = int(digits)
-        elif token is None and _TARGET_RE.fullmatch(word):
+        if _TARGET_RE.fullmatch(word):
+            if token is not None:
+                raise _not_a_person(c, word)
             token = word
         else:
-            raise _not_a_person(c, word)
-    return token, min(max(weeks or MOOD_WEEKS, 1), MOOD_WEEKS_MAX)
+            other.append(word)
+    return token, _mood_weeks(c, " ".join(other)) if other else MOOD_WEEKS
 
 
 def mood_fragments(core, ns: Namespace, group_key: str | None) -> list[Memory]:

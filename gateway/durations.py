@@ -19,7 +19,7 @@ from datetime import timedelta
 
 from pytimeparse import parse as _parse_en
 
-__all__ = ["parse_duration", "MAX_DURATION", "DurationTooLong"]
+__all__ = ["parse_duration", "read_count", "MAX_DURATION", "DurationTooLong"]
 
 MAX_DURATION = timedelta(days=30)
 """Longest duration accepted (a pause or a window to forget); longer is refused, not shortened."""
@@ -80,6 +80,23 @@ def _parse_zh(text: str) -> float | None:
         total += (n + half) * _ZH_UNITS[m.group(3)]
         pos = m.end()
     return total if pos == len(text) and pos else None
+
+
+_COUNT = re.compile(r"([+-]?\d+(?:\.\d+)?(?:e[+-]?\d+)?|[零一二两三四五六七八九十百千万]+)")
+
+
+def read_count(text: str) -> float | None:
+    """The number ``text`` is, read as the durations are: ASCII or full-width
+    digits (NFKC), a sign, a decimal or exponent (``"1e9"`` → 1e9, so that a
+    caller can refuse it as out of range rather than unreadable), or Chinese
+    numerals (「三」 → 3, 「十二」 → 12, 「两」 → 2). None when it is no number
+    (「三三」, ``"abc"``, ``""``)."""
+    plain = re.sub(r"\s+", "", unicodedata.normalize("NFKC", text)).casefold()
+    if not _COUNT.fullmatch(plain):
+        return None
+    if plain[0] in "+-" or plain[0].isdigit():
+        return float(plain)
+    return _zh_number(plain)
 
 
 def parse_duration(text: str) -> timedelta | None:

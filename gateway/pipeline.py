@@ -34,7 +34,8 @@ import numpy as np
 
 from gateway.capture_queue import RESUME_AFTER_S, CaptureQueue, without_bot_mention
 from gateway.chat_migration import ChatMigration
-from gateway.commands import ALL_WORDS, COMMAND_NAMES, CONFIRM_WORDS, LAST_WORDS, LIST_ALL_WORDS, pause_key, run_command
+from gateway.commands import ALL_WORDS, COMMAND_NAMES, CONFIRM_WORDS, LAST_WORDS, LIST_ALL_WORDS, NOT_WORDS, pause_key, \
+    run_command
 from gateway.config import Settings, TenantSettings
 from gateway.consolidation import ConsolidationScheduler
 from gateway.errors import EmptyAnswer, LLMError
@@ -74,6 +75,8 @@ REPUSH_WINDOW = timedelta(minutes=10)
 """A delivery with the content fingerprint of one claimed this recently is a re-push (same message, new id)."""
 LANGUAGE_LOOKBACK = 8
 """Earlier lines of the person read for the language when the message itself does not say."""
+#: the words of a command that are keywords, no language: ``/memory forget all``, ``why not <id>``
+KEYWORDS = ALL_WORDS | LIST_ALL_WORDS | CONFIRM_WORDS | LAST_WORDS | NOT_WORDS
 #: Control words a chat model (or an agent framework prompt) uses for "say
 #: nothing": NO_REPLY, NOREPLY, NO REPLY, HEARTBEAT_OK, optionally bracketed.
 _SILENCE_RE = re.compile(r"(?i)(?<![A-Za-z0-9_])[\[<(]?\s*(?:NO[_ ]?REPLY|HEARTBEAT_OK)\s*[\]>)]?(?![A-Za-z0-9_])")
@@ -412,15 +415,19 @@ class Pipeline:
         language: ``/memory forget all`` from a Chinese speaker is answered in
         Chinese), or a Chinese command word — then their earlier
         lines in this chat (read only when the message does not say), then the
-        platform's hint, then the tenant's default. Forwarded text is someone
+        platform's hint, then for a ``/memory`` command its command word
+        (``/memory`` en, ``/记忆`` zh: ``/memory resume`` from an English speaker is
+        answered in English), else the tenant's default. Forwarded text is someone
         else's words: it does not set the language."""
         text = "" if msg.forwarded else msg.text
+        default = t.language
         if msg.is_command:
             words = text.split()
-            text = " ".join(w for w in words[2:]
-                            if w.casefold() not in ALL_WORDS | LIST_ALL_WORDS | CONFIRM_WORDS | LAST_WORDS)
+            text = " ".join(w for w in words[2:] if w.casefold() not in KEYWORDS)
             if written_language(text) is None and written_language(" ".join(words[:2])) == "zh_CN":
                 return "zh_CN"
+            if _is_memory_command(msg):  # nothing else says: the command word does (/memory en, /记忆 zh)
+                default = "en" if words[0].split("@")[0] == COMMAND_NAMES[0] else "zh_CN"
         if written_language(text) is not None:
             return turn_language(text)
         try:
@@ -430,7 +437,7 @@ class Pipeline:
             tail = []
         previous = [line.text for line in reversed(tail) if line.role == "user" and line.sender_id == msg.sender_id
                     and not line.text.startswith("/")]
-        return turn_language(text, previous, msg.language, t.language)
+        return turn_language(text, previous, msg.language, default)
 
     async def _audit(self, res: TurnResult, rec: Recollection, query: Sequence[ChatLine] = (),
                      trace: RecallTrace | None = None) -> None:

@@ -918,13 +918,16 @@ async def why_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, ch
     there, and a turn of that group, are told (404 / ``no_trace`` otherwise). A
     forgotten id answers ``forgotten``; an id never held by this person is 404;
     a turn id that is not one of this person's audited turns (unknown, older than
-    the days kept, another person's) is 404, a malformed one 400."""
-    from gateway.commands import why_not_text
+    the days kept, another person's) is 404, a malformed one 400; a ``chat`` that
+    is not the subject's (another platform, someone else's private chat) is 409.
+    ``text`` names the turn's time in the tenant's zone, and a turn asked by its id
+    as "that turn" (it need not be the last)."""
+    from gateway.commands import why_not_text, zoned_time
     from gateway.observability import find_turn, trace_of_record
     from memory.explain import Why, explain, trace_visible_in
 
     ns = await _ns(ctx, subject)
-    where = _chat(chat)
+    where = _person_chat(subject, _chat(chat), ctx.caller, writing_tail=False)  # not theirs: 409, as pause does
     language = lang or ctx.t.language
     admin = ctx.caller.admin
     settings = ctx.pipeline.settings
@@ -958,8 +961,8 @@ async def why_memory(ctx: Ctx, subject: SubjectPath, memory_id: MemoryIdPath, ch
         why = explain(trace, m, dormant=row is not None and row.dormant)
         e, tr, miss = why.entry, why.trace, why.miss
         return WhyOut(id=m.id, verdict=why.verdict, lang=language,
-                      text=why_not_text(language, why, m.id, admin=admin,
-                                        when=tr.at.isoformat(timespec="minutes") if tr else "-"),
+                      text=why_not_text(language, why, m.id, admin=admin, that_turn=turn != "last",
+                                        when=zoned_time(ctx.t.tz, tr.at) if tr else "-"),
                       at=tr.at if tr else None, chat=tr.chat if tr else None, turn=None if turn == "last" else turn,
                       rank=e.position if e else None, k=tr.k if tr else None,
                       score=e.score if e else miss.score if miss else None, cutoff=tr.cutoff if tr else None,

@@ -70,7 +70,7 @@ async def test_stats_of_one_person_says_1_person_not_1_people(chat, lang, fact, 
     ("en", "I like hiking.", "/memory forget all", "This forgets 1 memory of you for good. "
      "To go ahead, send within 2 minutes: /memory forget all confirm", "/memory forget all confirm",
      "Forgotten 1 memory of you.", "Here is the 1 memory I keep about you"),
-    ("zh", "我喜欢爬山", "/记忆 忘记 all", "这将永久忘记关于你的 1 条记忆。如果确定，请在 2 分钟内发送：/记忆 forget all confirm",
+    ("zh", "我喜欢爬山", "/记忆 忘记 all", "这将永久忘记关于你的 1 条记忆。如果确定，请在 2 分钟内发送：/记忆 忘记 全部 确认",
      "/记忆 忘记 all 确认", "已忘记关于你的 1 条记忆。", "这是我记得的关于你的 1 条记忆"),
 ])
 async def test_one_memory_is_told_in_the_singular(chat, lang, fact, forget, ask, sure, gone, export):

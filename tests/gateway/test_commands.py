@@ -208,21 +208,21 @@ async def test_group_admin_manages_only_what_was_learned_in_their_group(pipe, cl
     pv = await turn(pipe, ob(clock, "我的秘密是我怕黑", user=member))
     (badminton,), (cat,), (secret,) = g1.captured, g2.captured, pv.captured
 
-    listing = await turn(pipe, ob(clock, f"/memory list [CQ:at,qq={member}]", user=40001, group=5551, role="admin"))
+    listing = await turn(pipe, ob(clock, f"/记忆 list [CQ:at,qq={member}]", user=40001, group=5551, role="admin"))
     assert badminton in listing.reply and cat not in listing.reply and secret not in listing.reply
     assert "羽毛球" in listing.reply and "怕黑" not in listing.reply
-    hidden = await turn(pipe, ob(clock, f"/memory forget qq:{member} {secret}", user=40001, group=5551, role="admin"))
+    hidden = await turn(pipe, ob(clock, f"/记忆 forget qq:{member} {secret}", user=40001, group=5551, role="admin"))
     assert hidden.reply.startswith(f"记忆 {secret} 不在本群显示")
-    elsewhere = await turn(pipe, ob(clock, f"/memory forget qq:{member} {cat}", user=40001, group=5551, role="owner"))
+    elsewhere = await turn(pipe, ob(clock, f"/记忆 forget qq:{member} {cat}", user=40001, group=5551, role="owner"))
     assert "不在本群显示" in elsewhere.reply
-    done = await turn(pipe, ob(clock, f"/memory forget qq:{member} {badminton}", user=40001, group=5551, role="admin"))
+    done = await turn(pipe, ob(clock, f"/记忆 forget qq:{member} {badminton}", user=40001, group=5551, role="admin"))
     assert done.reply.startswith(f"已忘记：{badminton}")
 
     ns = Namespace("default", f"qq:{member}")
     assert {m.id for m in pipe.core.list(ns)} == {cat, secret}
-    not_admin_there = await turn(pipe, ob(clock, f"/memory list qq:{member}", user=40001, group=5552, role="member"))
+    not_admin_there = await turn(pipe, ob(clock, f"/记忆 list qq:{member}", user=40001, group=5552, role="member"))
     assert not_admin_there.reply == "你只能管理自己的记忆哦。"
-    plain = await turn(pipe, ob(clock, f"/memory forget qq:{member} {cat}", user=40002, group=5552))
+    plain = await turn(pipe, ob(clock, f"/记忆 forget qq:{member} {cat}", user=40002, group=5552))
     assert plain.reply == "你只能管理自己的记忆哦。"
     assert sum(a["action"] == "command_denied" for a in pipe.core.store.audit_records(ns)) == 2
     assert ("forget", "group_admin:qq:40001") in [(a["action"], a["actor"]) for a in pipe.core.store.audit_records(ns)]
@@ -417,14 +417,14 @@ async def test_history_in_a_group_shows_only_versions_said_in_that_group(pipe, c
     ns = Namespace("default", f"qq:{member}")
     assert [v.text for v in pipe.core.history(ns, dog)] == ["我的狗叫旺财", "我的狗叫豆豆"]
 
-    seen = await turn(pipe, ob(clock, f"/memory history qq:{member} {dog}", user=40001, group=5552, role="admin"))
+    seen = await turn(pipe, ob(clock, f"/记忆 history qq:{member} {dog}", user=40001, group=5552, role="admin"))
     assert "豆豆" in seen.reply and "旺财" not in seen.reply
     assert seen.reply.startswith(f"{dog} 的各个版本（共 1 个）：")
-    assert "在别处说的版本不在本群显示。请私聊我：/memory history " + dog in seen.reply
+    assert "在别处说的版本不在本群显示。请私聊我：/记忆 历史 " + dog in seen.reply
     # the g1 admin sees neither: the live version was said in g2
-    g1 = await turn(pipe, ob(clock, f"/memory history qq:{member} {dog}", user=40001, group=5551, role="admin"))
+    g1 = await turn(pipe, ob(clock, f"/记忆 history qq:{member} {dog}", user=40001, group=5551, role="admin"))
     assert "旺财" not in g1.reply and "豆豆" not in g1.reply and "不在本群显示" in g1.reply
-    own_private = await turn(pipe, ob(clock, f"/memory history {dog}", user=member))
+    own_private = await turn(pipe, ob(clock, f"/记忆 history {dog}", user=member))
     assert "旺财" in own_private.reply and "豆豆" in own_private.reply and "不在本群显示" not in own_private.reply
 
 
@@ -577,3 +577,70 @@ async def test_search_lists_what_matches_not_everything_a_small_person_said(pipe
     listed = sister.reply.splitlines()[1:]
     assert "Toronto" in listed[0] and len(listed) < len(facts) // 2, sister.reply  # e5 puts "nurse" near "sister"
     assert all("association" not in line for line in listed)
+
+
+async def test_a_command_with_no_words_to_judge_by_answers_in_the_language_of_its_command_word(pipe, clock):
+    """No Telegram language hint, a Chinese tenant default: ``/memory resume`` after ``/memory pause 2h`` and
+    ``/memory forget last 0`` answer in English (the command word), ``/记忆 resume`` in Chinese."""
+    paused = await turn(pipe, tg(clock, "/memory pause 2h", lang=None, user=7101))
+    assert paused.reply.startswith("⏸ Off the record in this chat until")
+    resumed = await turn(pipe, tg(clock, "/memory resume", lang=None, user=7101))
+    assert resumed.reply.startswith("Back on the record in this chat")
+    zero = await turn(pipe, tg(clock, "/memory forget last 0", lang=None, user=7101))
+    assert zero.reply.startswith("I can't read “0” as a length of time; nothing changed.")
+    zh = await turn(pipe, tg(clock, "/记忆 resume", lang=None, user=7102))
+    assert zh.reply == "这个聊天本来就没有暂停学习，什么都没有改变。"
+
+
+async def test_why_and_why_not_answer_in_the_same_language(pipe, clock):
+    """``/memory why <id>`` and ``/memory why not <id>`` judge the language alike ("not" is a keyword, no
+    language): an English speaker hears both in English, a Chinese speaker on QQ both in Chinese."""
+    fact = await turn(pipe, tg(clock, "My cat is called Mochi.", lang=None, user=7201))
+    (cat,) = fact.captured
+    await turn(pipe, tg(clock, "What is my cat called?", lang=None, user=7201))
+    why = await turn(pipe, tg(clock, f"/memory why {cat}", lang=None, user=7201))
+    why_not = await turn(pipe, tg(clock, f"/memory why not {cat}", lang=None, user=7201))
+    assert "in the last turn" in why.reply and "in the last turn" in why_not.reply
+    assert not re.search(r"[\u4e00-\u9fff]", why.reply + why_not.reply)
+    zh_fact = await turn(pipe, ob(clock, "我养了一只叫煤球的黑猫", user=7202))
+    (mei,) = zh_fact.captured
+    await turn(pipe, ob(clock, "你还记得煤球吗？", user=7202))
+    zh_why = await turn(pipe, ob(clock, f"/memory why {mei}", user=7202))
+    zh_not = await turn(pipe, ob(clock, f"/memory why not {mei}", user=7202))
+    assert "上一轮" in zh_why.reply and "上一轮" in zh_not.reply
+
+
+@pytest.mark.parametrize("cmd,words", [("/记忆", ("暂停", "继续", "忘记", "全部", "确认")),
+                                       ("/記憶", ("暫停", "繼續", "忘記", "全部", "確認"))])
+async def test_chinese_replies_name_subcommands_in_the_words_of_the_command_used(pipe, clock, cmd, words):
+    """After ``/记忆`` a reply names ``/记忆 继续``, ``/记忆 忘记 全部 确认`` (traditional after ``/記憶``), and the
+    command it names works when sent back as it is; ``/memory`` replies keep the English words."""
+    pause, resume, forget, everything, confirm = words
+    paused = await turn(pipe, ob(clock, f"{cmd} {pause}", user=7301))
+    assert f"直到你发送 {cmd} {resume}。" in paused.reply and "resume" not in paused.reply
+    back = await turn(pipe, ob(clock, f"{cmd} {resume}", user=7301))
+    assert back.reply.startswith("这个聊天恢复记录了")
+    fact = await turn(pipe, ob(clock, "我的秘密是我怕黑", user=7301))
+    (secret,) = fact.captured
+    await turn(pipe, ob(clock, "我喜欢打羽毛球", user=7301, group=5551, at_bot=True))
+    hidden = await turn(pipe, ob(clock, f"{cmd} {forget} {secret}", user=7301, group=5551, at_bot=True))
+    assert hidden.reply.endswith(f"请私聊我：{cmd} {forget} {secret}")
+    ask = await turn(pipe, ob(clock, f"{cmd} {forget} {everything}", user=7301))
+    named = f"{cmd} {forget} {everything} {confirm}"
+    assert named in ask.reply and "confirm" not in ask.reply
+    done = await turn(pipe, ob(clock, named, user=7301))
+    assert done.reply.startswith("已忘记关于你的 2 条记忆。")
+    en = await turn(pipe, tg(clock, "/memory pause"))
+    assert "until you send /memory resume." in en.reply
+
+
+def test_every_chinese_word_a_reply_names_is_read_back():
+    """Each word of ``SPOKEN_ZH`` (simplified and traditional) is a subcommand or keyword ``execute`` reads."""
+    from gateway.commands import (ALL_WORDS, CONFIRM_WORDS, LAST_WORDS, LIST_ALL_WORDS, NOT_WORDS, OFF_WORDS,
+                                  ON_WORDS, SPOKEN_ZH, SUBCOMMANDS)
+
+    keywords = {"all": ALL_WORDS, "--all": LIST_ALL_WORDS, "confirm": CONFIRM_WORDS, "last": LAST_WORDS,
+                "not": NOT_WORDS, "on": ON_WORDS, "off": OFF_WORDS}
+    for word, spellings in SPOKEN_ZH.items():
+        for spelled in spellings:
+            assert SUBCOMMANDS.get(spelled) == word if word not in keywords else spelled in keywords[word], spelled

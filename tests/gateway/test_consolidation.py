@@ -232,7 +232,7 @@ async def test_list_pages_each_awake_memory_once_when_one_is_dormant(core, monke
     p = Pipeline(load_settings(), core)
     awake = _add(core, NS, PETS)
     rest = _dormant(core, NS, "长期来看，你很爱你的猫煤球", awake[0].id)  # the newest
-    pages = [(await p.handle("default", msg(f"/memory list {n}", mid=f"p{n}"))).reply for n in (1, 2)]
+    pages = [(await p.handle("default", msg(f"/记忆 列表 {n}", mid=f"p{n}"))).reply for n in (1, 2)]
     seen = [mid for page in pages for mid in re.findall(r"\b[0-9a-f]{12}\b", page)]
     assert sorted(seen) == sorted(m.id for m in awake) and "共 11 条" in pages[0]
     every = [(await p.handle("default", msg(f"/记忆 列表 {n} --all", mid=f"a{n}"))).reply for n in (1, 2)]
@@ -250,15 +250,16 @@ async def test_group_list_counts_only_what_the_group_may_see(sqlite_core, monkey
     origin = ChatRef("tg", ChatKind.GROUP, GROUP)
     said = sqlite_core.add(NS, sqlite_core.new(NS, "I play badminton on Fridays 🏸", origin=origin,
                                                visibility=Visibility.GROUP)).memory
-    listing = (await p.handle("default", group_msg("/memory list", mid="g2"))).reply
+    listing = (await p.handle("default", group_msg("/记忆 列表", mid="g2"))).reply
     assert "共 1 条" in listing and said.id in listing and private.id not in listing
 
 
 @pytest.mark.parametrize("tenant_lang,text,expected", [
-    ("zh_CN", "/记忆 列表 --all", "zh_CN"), ("zh_CN", "/memory list -a", "zh_CN"),
+    ("zh_CN", "/记忆 列表 --all", "zh_CN"), ("zh_CN", "/memory list -a", "en"),
     ("en", "/memory list --all", "en"), ("en", "/记忆 列表 -A", "zh_CN")])
 async def test_list_all_flag_is_no_language(sqlite_core, monkeypatch, tenant_lang, text, expected):
-    """Fault: --all / -a were read as English words, so a Chinese speaker got an English list."""
+    """Fault: --all / -a were read as English words, so a Chinese speaker got an English list. With no other
+    words the command word decides (/memory en, /记忆 zh), before the tenant default."""
     from locales import written_language
 
     monkeypatch.setenv("HUIYI_TENANTS__DEFAULT__LANGUAGE", tenant_lang)

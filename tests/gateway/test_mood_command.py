@@ -97,4 +97,45 @@ async def test_mood_of_another_person_needs_an_admin_and_help_lists_it(pipe):
     assert "/memory mood [weeks] — how the last weeks felt" in (await turn(pipe, tg(clock, "/memory help"))).reply
     assert "/记忆 心情 [周数]" in (await turn(pipe, tg(clock, "/记忆 帮助", lang="zh-hans"))).reply
     bad = (await turn(pipe, tg(clock, "/memory mood lately"))).reply
-    assert "I can't tell who lately is" in bad
+    assert bad.startswith("I can't read “lately” as a number of weeks") and "can't tell who" not in bad
+
+
+@pytest.mark.parametrize("weeks,n", [("3 weeks", 3), ("3w", 3), ("２", 2), ("12", 12), ("3 WEEKS", 3)])
+async def test_mood_reads_the_weeks_as_the_durations_are_en(pipe, weeks, n):
+    """English and full-width forms: "3 weeks" (two words), "3w", "２"."""
+    clock = _clock(1)
+    reply = (await turn(pipe, tg(clock, f"/memory mood {weeks}", user=6101))).reply
+    assert reply == f"You haven't told me anything with feeling in the last {n} weeks."
+
+
+@pytest.mark.parametrize("weeks,n", [("三", 3), ("十二", 12), ("3周", 3), ("三个星期", 3), ("３ 周", 3), ("两週", 2)])
+async def test_mood_reads_the_weeks_as_the_durations_are_zh(pipe, weeks, n):
+    """Chinese numerals and units: 「三」「十二」「3周」「三个星期」「３ 周」「两週」."""
+    clock = _clock(1)
+    reply = (await turn(pipe, ob(clock, f"/记忆 心情 {weeks}", user=6102))).reply
+    assert reply == f"最近 {n} 周你还没跟我说过带着心情的事。"
+
+
+@pytest.mark.parametrize("weeks", ["0", "-1", "53", "99999", "1e9", "2.5"])
+async def test_mood_out_of_range_is_told_the_range(pipe, weeks):
+    """A number outside 1…12 is refused with the range (never silently 4 or 12), zh and en alike."""
+    clock = _clock(1)
+    en = await turn(pipe, tg(clock, f"/memory mood {weeks}", user=6103))
+    assert en.command and en.reply == (f"The mood covers 1 to 12 weeks; “{weeks}” is outside that. "
+                                       "Try e.g. /memory mood 8.")
+    zh = (await turn(pipe, ob(clock, f"/记忆 心情 {weeks}", user=6104))).reply
+    assert zh == f"心情能看 1 到 12 周，「{weeks}」不在这个范围里。可以这样发：/记忆 心情 8。"
+
+
+async def test_mood_unreadable_weeks_get_a_usage_line_not_who(pipe):
+    """"abc", "last month", 「上个月」 are no number of weeks: a usage line, never "can't tell who"; an
+    @-mention nobody resolves is still a person refused as such."""
+    clock = _clock(1)
+    for words in ("abc", "last month"):
+        reply = (await turn(pipe, tg(clock, f"/memory mood {words}", user=6105))).reply
+        assert reply == (f"I can't read “{words}” as a number of weeks; nothing shown. Try e.g. /memory mood 8 "
+                         "(1 to 12 weeks).")
+    zh = (await turn(pipe, ob(clock, "/记忆 心情 上个月", user=6106))).reply
+    assert zh == "我看不懂「上个月」是几周，什么也没显示。可以这样发：/记忆 心情 8（1 到 12 周）。"
+    who = (await turn(pipe, tg(clock, "/memory mood @nobody_here", user=6105))).reply
+    assert who.startswith("I can't tell who @nobody_here is.")

@@ -155,3 +155,34 @@ def test_forget_last_on_v1_takes_back_the_last_minutes_with_a_receipt(app, core,
         assert out["receipt"]["chat_lines"] >= 1 and out["receipt"]["index_rows"] >= 1, out
         assert [m.id for m in core.list(ns)] == old["captured"]
         assert [a["action"] for a in core.store.audit_records(ns)][0] == "forget_last"
+
+
+@pytest.mark.parametrize("lang", FACTS)
+def test_why_of_an_older_turn_says_that_turn_at_its_local_time_and_a_foreign_chat_is_409(core, lang):
+    """?turn=<an older turn> says "that turn"/「那一轮」 (not "the last turn"/「上一轮」) with the turn's time in the
+    tenant's zone (Asia/Shanghai, not ISO UTC); ?turn=last says "the last turn" the same way. ?chat= naming a chat
+    that is not the subject's (another person's private chat, another platform) is 409, as forget-last and pause."""
+    s = load_settings()
+    s.tenants["default"] = s.tenants["default"].model_copy(update={"tz": "Asia/Shanghai"})
+    app = create_app(s, pipeline=Pipeline(s, core))
+    fact, other, question, about_other = FACTS[lang]
+    admin, _ = _keys(core)
+    that, last = ("that turn", "the last turn") if lang == "en" else ("那一轮", "上一轮")
+    with TestClient(app, headers={"X-API-Key": admin}) as c:
+        ids = [c.post("/v1/subjects/tg:42/memories", json={"messages": [{"text": t}], "infer": False}
+                      ).json()["results"][0]["memory"]["id"] for t in (fact, other)]
+        first = c.post("/v1/turns", json={"message": _message(question)}).json()
+        c.post("/v1/turns", json={"message": _message(about_other, at=datetime.now(timezone.utc)
+                                                       + timedelta(seconds=2))})
+        then = c.get(f"/v1/subjects/tg:42/memories/{ids[0]}/why",
+                     params={"turn": first["turn"], "lang": lang}).json()
+        local = datetime.fromisoformat(then["at"]).astimezone(timezone(timedelta(hours=8)))
+        assert then["verdict"] == "recalled", then
+        assert that in then["text"] and last not in then["text"], then
+        assert f"{local:%Y-%m-%d %H:%M} (Asia/Shanghai, UTC+08:00)" in then["text"], then
+        now = c.get(f"/v1/subjects/tg:42/memories/{ids[1]}/why", params={"lang": lang}).json()
+        assert now["verdict"] == "recalled" and last in now["text"] and "(Asia/Shanghai, UTC+08:00)" in now["text"]
+        for chat in ("tg:private:43", "qq:private:42"):
+            r = c.get(f"/v1/subjects/tg:42/memories/{ids[0]}/why", params={"chat": chat})
+            assert r.status_code == 409, (chat, r.status_code, r.text)
+        assert c.get(f"/v1/subjects/tg:42/memories/{ids[0]}/why", params={"chat": "tg:private:42"}).status_code == 200
