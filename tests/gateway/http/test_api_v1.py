@@ -84,6 +84,8 @@ BODIES = {
                                                  "chat_kind": "private", "chat_id": "42"}},
     ("PUT", "/v1/subjects/{subject}/pause"): {"chat": "tg:group:777", "duration": "2h"},
     ("POST", "/v1/subjects/{subject}/memories/forget-last"): {"chat": "tg:group:777", "duration": "10m"},
+    ("POST", "/v1/imports"): {"source": "jsonl", "content": '{"text": "I love green tea"}\n', "person": "tg:42"},
+    ("POST", "/v1/followups/{followup_id}/ack"): {"sent": True},
 }
 
 
