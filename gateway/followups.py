@@ -38,9 +38,13 @@ A follow-up whose platform the gateway cannot send on (no sender, or no bot of
 that tenant) is left due for the ``/v1`` due-list (``due_list``/``ack``: a bot
 that brings its own sending claims it there and acknowledges it).
 
-The question is ``memory.followups.template_text`` in the person's language (the
-plan's own, as a turn's language is read; else the one they opted in with); a
-model-written question is not done yet.
+The question is in the person's language (the plan's own, as a turn's language
+is read; else the one they opted in with): written by the tenant's chat model
+from the memory once the follow-up is claimed (``models``; purpose
+``followup`` in the token ledger; ``memory.followups.written_question``: kept
+only when grounded in that one memory), else — no model, the tenant's
+``followups.model`` off, its token cap reached, a model failure, a timeout or a
+question that does not stay grounded — ``memory.followups.template_text``.
 """
 
 from __future__ import annotations
@@ -52,11 +56,11 @@ import os
 import secrets
 import socket
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from memory.errors import NotFoundError
-from memory.followups import blocked, day_key, followup_due_at, template_text
+from memory.followups import Question, blocked, day_key, followup_due_at, template_text, written_question
 from memory.plans import PlanState, plan_of, plan_state
 from memory.store import ChatLine, Followup, FollowupPref, utcnow
 from memory.types import ChatRef, Memory, Namespace
@@ -123,12 +127,15 @@ class FollowupSender:
     maps a platform (``tg``, ``qq``) to its sender, and ``can_send(tenant,
     platform)`` says whether the gateway sends on that platform for that tenant
     (default: a sender exists). ``clock`` gives "now" (aware UTC; a fake clock in
-    the bench). Use ``tick`` directly, or ``start``/``stop`` in an event loop."""
+    the bench). ``models``: the tenants' chat models (``gateway.llm.ChatModels``,
+    or anything with its async ``metered``); None: every question is the
+    template. Use ``tick`` directly, or ``start``/``stop`` in an event loop."""
 
     def __init__(self, store, tenants: Mapping, senders: Mapping[str, Sender] | None = None, *,
                  can_send: Callable[[str, str], bool] | None = None, clock: Callable[[], datetime] = utcnow,
-                 every_s: float = TICK_EVERY_S, holder: str | None = None) -> None:
+                 every_s: float = TICK_EVERY_S, holder: str | None = None, models=None) -> None:
         self.store = store
+        self.models = models
         self.tenants = dict(tenants)
         self.senders = dict(senders or {})
         self._can_send = can_send
@@ -293,6 +300,7 @@ class FollowupSender:
         if got != "claimed":
             report.postponed += got == "day"
             return
+        ready = await self.write(tenant, ready, now)
         try:
             await self.senders[ready.chat.platform](tenant, ready.chat, f.namespace, ready.pref, ready.text)
         except SendFailed as exc:
@@ -308,6 +316,32 @@ class FollowupSender:
         await asyncio.to_thread(self.record_sent, tenant, ready, now)
         report.sent += 1
         log.info("followups: follow-up %s of %s sent in %s", f.id, f.namespace, f.chat)
+
+    async def question(self, tenant: str, ready: Ready, now: datetime) -> Question:
+        """The question of ``ready``: the tenant's model's when it has one, the
+        tenant's ``followups.model`` is on and its daily token cap is not reached,
+        and the question stays grounded in the memory; else the template
+        (``memory.followups.written_question``). Never raises."""
+        t = self.tenants[tenant]
+        lang = _lang(ready.memory, ready.pref, t)
+        complete = None
+        if self.models is not None and t.followups.model:
+            try:
+                complete = await self.models.metered(tenant, ready.followup.namespace.subject, "followup",
+                                                     temperature=0.3, max_tokens=120)
+            except Exception:  # noqa: BLE001 - the ledger's outage costs the written question only
+                log.exception("followups: the model of %s could not be had; template used", tenant)
+        return await written_question(ready.memory, lang, now, t.tz, complete=complete, persona_name=t.persona_name,
+                                      persona_voice=t.persona, timeout_s=t.followups.model_timeout_s)
+
+    async def write(self, tenant: str, ready: Ready, now: datetime) -> Ready:
+        """``ready`` with its question written (``question``); the same object
+        when the template it holds already is the question."""
+        q = await self.question(tenant, ready, now)
+        if q.mode == "written":
+            log.info("followups: question for follow-up %s written by the model (coverage %.2f)",
+                     ready.followup.id, q.coverage)
+        return ready if q.text == ready.text else replace(ready, text=q.text)
 
     # -- the /v1 due-list ---------------------------------------------------------
 
