@@ -24,7 +24,13 @@ that allows follow-ups (``TenantSettings.followups.enabled``):
    sending, with the person's ``day_key`` for the local day: unique, so two
    replicas never both send it and a person gets at most one a day — a row whose
    day is taken waits for the next day) and sent through the platform's own
-   sender (``senders``: Telegram ``sendMessage``, OneBot ``send_msg``).
+   sender (``senders``: Telegram ``sendMessage``, OneBot ``send_msg``, WeChat's
+   customer-service message API / WeCom's app message API). On WeChat (an
+   Official Account) it is sent only within 48 hours of the person's last
+   message in that chat (``memory.followups.SEND_WINDOWS``; the chat log's
+   ``Store.last_heard``): outside it, it is checked again every
+   ``memory.followups.RECHECK_AFTER`` — sent once the person writes, or ended as
+   too old once the plan is over ``LOOKBACK_DAYS`` past.
 
    Sent: marked ``sent`` and written to the chat log as the companion's line, so
    the person's answer is captured with the follow-up as its context
@@ -60,7 +66,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from memory.errors import NotFoundError
-from memory.followups import Question, blocked, day_key, followup_due_at, template_text, written_question
+from memory.followups import (RECHECK_AFTER, SEND_WINDOWS, Question, blocked, day_key, followup_due_at,
+                              in_send_window, template_text, written_question)
 from memory.plans import PlanState, plan_of, plan_state
 from memory.store import ChatLine, Followup, FollowupPref, utcnow
 from memory.types import ChatRef, Memory, Namespace
@@ -238,6 +245,11 @@ class FollowupSender:
         window = t.followups.window()
         if not window.contains(now, t.tz):
             return "later", window.next_start(now, t.tz)
+        if chat.platform in SEND_WINDOWS and not in_send_window(chat.platform, self.store.last_heard(tenant, chat),
+                                                                 now):
+            # WeChat: only within 48 h of the person's last message; left for the next time they write (a
+            # plan past LOOKBACK_DAYS is then ended as too old by ``blocked``)
+            return "later", now + RECHECK_AFTER
         return "ready", Ready(f, memory, chat, pref, template_text(memory, _lang(memory, pref, t), now, t.tz))
 
     def claim(self, tenant: str, ready: Ready, now: datetime, holder: str | None = None) -> str:
@@ -411,12 +423,15 @@ def window_zone(tz):
     return zone(tz) if isinstance(tz, str) or tz is None else tz
 
 
-def platform_senders(settings, telegram=None, onebot=None) -> tuple[dict[str, Sender], Callable[[str, str], bool]]:
+def platform_senders(settings, telegram=None, onebot=None,
+                     wechat=None) -> tuple[dict[str, Sender], Callable[[str, str], bool]]:
     """The senders of a serving gateway and its ``can_send``: Telegram
-    (``TelegramRuntime.send_followup``, for a tenant with a bot token) and OneBot
-    (``OneBotHTTP.send_followup``, when an API root is configured), each mapping
-    its platform's errors to SendFailed (``maybe_sent`` where the request may
-    have gone out)."""
+    (``TelegramRuntime.send_followup``, for a tenant with a bot token), OneBot
+    (``OneBotHTTP.send_followup``, when an API root is configured) and WeChat
+    (``WeChatRuntime.send_followup``: platform ``wx`` for a tenant whose
+    Official Account has an AppID and AppSecret, ``wecom`` for a WeCom app),
+    each mapping its platform's errors to SendFailed (``maybe_sent`` where the
+    request may have gone out)."""
     senders: dict[str, Sender] = {}
 
     if telegram is not None:
@@ -444,6 +459,17 @@ def platform_senders(settings, telegram=None, onebot=None) -> tuple[dict[str, Se
 
         senders["qq"] = qq
 
+    if wechat is not None:
+        from bridges.wechat.api import WeChatAPIError
+
+        async def wx(tenant: str, chat: ChatRef, ns: Namespace, pref: FollowupPref, text: str) -> None:
+            try:
+                await wechat.send_followup(tenant, chat.chat_id, text)
+            except WeChatAPIError as exc:
+                raise SendFailed(f"wechat: {exc}", maybe_sent=exc.maybe_sent) from exc
+
+        senders["wx"] = senders["wecom"] = wx
+
     def can_send(tenant: str, platform: str) -> bool:
         t = settings.tenants.get(tenant)
         if t is None:
@@ -452,6 +478,9 @@ def platform_senders(settings, telegram=None, onebot=None) -> tuple[dict[str, Se
             return bool(t.telegram.token)
         if platform == "qq":
             return bool(settings.onebot.api_roots)
+        if platform in ("wx", "wecom"):
+            w = t.wechat
+            return bool(w.app_id and w.app_secret) and (w.kind == "wecom") == (platform == "wecom")
         return False
 
     return senders, can_send

@@ -11,6 +11,9 @@ chat where the plan was told. This module is the pure part (no IO):
 - ``followup_due_at``: when a plan's follow-up becomes due — the first waking
   moment after its last day has ended (the day after, in the zone);
 - ``day_key``: the per-person, per-local-day claim key (at most one a day);
+- ``in_send_window``: whether a platform that lets the bot write only for a
+  while after the person's last message (WeChat's customer-service API: 48
+  hours, ``SEND_WINDOWS``) lets it write now;
 - ``blocked``: why a memory may not be followed up in a chat (forgotten ones
   never get here: the store holds live rows only) — a group chat for a private
   memory, a never-store clause (``memory.never_store``), not a past dated plan;
@@ -47,7 +50,8 @@ from memory.text import to_simplified
 from memory.types import ChatRef, Memory, Namespace, Visibility
 
 __all__ = ["WakingHours", "LOOKBACK_DAYS", "followup_due_at", "day_key", "blocked", "template_text", "topic_word",
-           "SNIPPET_CHARS", "QUESTION_CHARS", "Question", "check_question", "written_question", "QUESTION_REASONS"]
+           "SNIPPET_CHARS", "SEND_WINDOWS", "SEND_WINDOW_MARGIN",
+           "RECHECK_AFTER", "in_send_window", "QUESTION_CHARS", "Question", "check_question", "written_question", "QUESTION_REASONS"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,16 @@ LOOKBACK_DAYS = 3
 (a gateway that was down for a week does not ask about last week's exam)."""
 SNIPPET_CHARS = 40
 """The most characters of the plan's text quoted by the fallback question."""
+SEND_WINDOWS = {"wx": timedelta(hours=48)}
+"""Platforms on which the bot may write to a person only for a while after the
+person's last message in that chat: a WeChat Official Account's
+customer-service message API answers 45015 ("response out of time limit")
+beyond 48 hours. WeCom app messages have no such window."""
+SEND_WINDOW_MARGIN = timedelta(minutes=10)
+"""Kept short of a send window's end, so that a send in flight does not cross it."""
+RECHECK_AFTER = timedelta(minutes=30)
+"""How long a follow-up left for a send window waits before it is checked again
+(the person may have written meanwhile)."""
 
 _HHMM = re.compile(r"^\s*([01]?\d|2[0-3]):([0-5]\d)\s*[-–~]\s*([01]?\d|2[0-4]):([0-5]\d)\s*$")
 
@@ -125,6 +139,17 @@ def day_key(ns: Namespace, moment: datetime, tz: str | tzinfo | None) -> str:
     """``"<namespace>|<local day>"``: what a claim of one follow-up takes for
     the person's day in zone ``tz`` (unique in SQL: at most one a day)."""
     return f"{ns}|{_local(moment, tz).date().isoformat()}"
+
+
+def in_send_window(platform: str, last_heard: datetime | None, now: datetime) -> bool:
+    """True when a follow-up may be sent on ``platform`` at ``now`` given when the
+    person last wrote in that chat (``last_heard``, aware; None: unknown): always
+    on a platform without a window (SEND_WINDOWS), else only while ``now`` lies
+    within its window less SEND_WINDOW_MARGIN of ``last_heard``."""
+    window = SEND_WINDOWS.get(platform)
+    if window is None:
+        return True
+    return last_heard is not None and now - last_heard < window - SEND_WINDOW_MARGIN
 
 
 def blocked(memory: Memory, chat: ChatRef, now: datetime, tz: str | tzinfo | None,

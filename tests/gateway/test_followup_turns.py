@@ -354,3 +354,43 @@ async def test_an_english_question_naming_what_the_plan_does_not_falls_back_and_
     asked = len(llm.requests)
     assert (await _modelled(pipe, rec, llm, model=False).tick(_local(_said_at(clock), 4, 10))).sent == 1
     assert rec.sent[-1][1] == "How did the exam go?" and len(llm.requests) == asked
+
+
+# -- WeChat: only within 48 hours of the person's last message in that chat -----------------------------------------
+
+async def test_wechat_follow_ups_wait_for_the_persons_message_within_48_hours_or_end_as_too_old(pipe):
+    """zh: the person last wrote four days before the morning after the interview: nothing is sent (outside the
+    customer-service window), it is checked again; they write 「在吗」 and the next check sends 「面试怎么样啦？」 once.
+    en: a person who never writes again is not asked, and the row ends as too old."""
+    from memory.store import ChatLine
+    from memory.types import Memory, Visibility
+
+    store = pipe.core.store
+    rec = Recorder()
+    sender = FollowupSender(store, pipe.settings.tenants, {"wx": rec})
+    now = datetime.now(UTC)
+    day = _local(now, -2, 0)                                 # the plan's day: two local days ago
+    morning = _local(now, -1, 10)                            # the morning after it, 10:00 local
+    people = {}
+    for user, text, lang in (("oZh1", "下周三我要去面试😅", "zh_CN"), ("oEn1", "I have an exam next Wednesday", "en")):
+        ns = Namespace("default", f"wx:{user}")
+        chat = ChatRef("wx", ChatKind.PRIVATE, user)
+        store.set_followups(ns, True, lang=lang)
+        store.add(ns, Memory(id=f"m{user}", namespace=ns, text=text, key=f"event.{user}", created_at=day - timedelta(days=5),
+                             updated_at=day - timedelta(days=5), event_time=day, origin=chat, visibility=Visibility.PRIVATE))
+        store.append_chat("default", chat, ChatLine("user", user, text, day - timedelta(days=3)))
+        people[user] = (ns, chat)
+    assert store.last_heard("default", people["oZh1"][1]) == day - timedelta(days=3)
+    assert store.last_heard("default", ChatRef("wx", ChatKind.PRIVATE, "nobody")) is None
+    report = await sender.tick(morning)
+    assert (report.scheduled, report.sent, report.postponed) == (2, 0, 2) and rec.calls == 0
+    ns, chat = people["oZh1"]
+    store.append_chat("default", chat, ChatLine("user", "oZh1", "在吗", morning + timedelta(minutes=5)))
+    assert (await sender.tick(morning + timedelta(minutes=10))).sent == 0     # not yet checked again
+    assert (await sender.tick(morning + timedelta(minutes=40))).sent == 1
+    assert rec.sent == [(chat.key, "面试怎么样啦？")]
+    assert [f.state for f in store.followups_of(ns)] == ["sent"]
+    later = _local(now, 5, 10)                               # the English speaker never wrote: too old
+    report = await sender.tick(later)
+    assert report.skipped_why == {"too old": 1} and len(rec.sent) == 1
+    assert [f.state for f in store.followups_of(people["oEn1"][0])] == ["skipped"]
