@@ -94,8 +94,8 @@ class SendFailed(Exception):
         self.maybe_sent = maybe_sent
 
 
-#: ``(tenant, chat, namespace, pref, text) -> None``; raises SendFailed
-Sender = Callable[[str, ChatRef, Namespace, FollowupPref, str], Awaitable[None]]
+#: ``(tenant, chat, namespace, pref, text, followup_id) -> None``; raises SendFailed
+Sender = Callable[[str, ChatRef, Namespace, FollowupPref, str, int], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,7 +314,7 @@ class FollowupSender:
             return
         ready = await self.write(tenant, ready, now)
         try:
-            await self.senders[ready.chat.platform](tenant, ready.chat, f.namespace, ready.pref, ready.text)
+            await self.senders[ready.chat.platform](tenant, ready.chat, f.namespace, ready.pref, ready.text, f.id)
         except SendFailed as exc:
             done = await asyncio.to_thread(self.record_failed, tenant, f, now, str(exc), maybe_sent=exc.maybe_sent)
             report.retried += done == "retry"
@@ -423,19 +423,22 @@ def window_zone(tz):
     return zone(tz) if isinstance(tz, str) or tz is None else tz
 
 
-def platform_senders(settings, telegram=None, onebot=None,
-                     wechat=None) -> tuple[dict[str, Sender], Callable[[str, str], bool]]:
+def platform_senders(settings, telegram=None, onebot=None, wechat=None,
+                     webhook=None) -> tuple[dict[str, Sender], Callable[[str, str], bool]]:
     """The senders of a serving gateway and its ``can_send``: Telegram
     (``TelegramRuntime.send_followup``, for a tenant with a bot token), OneBot
     (``OneBotHTTP.send_followup``, when an API root is configured) and WeChat
     (``WeChatRuntime.send_followup``: platform ``wx`` for a tenant whose
-    Official Account has an AppID and AppSecret, ``wecom`` for a WeCom app),
-    each mapping its platform's errors to SendFailed (``maybe_sent`` where the
+    Official Account has an AppID and AppSecret, ``wecom`` for a WeCom app) and
+    the generic webhook (``WebhookRuntime.send_followup``: its platform, ``web``
+    unless set, for a tenant with a ``webhook.callback_url``; other tenants'
+    chats of that platform stay on the ``/v1`` due-list), each mapping its platform's errors to SendFailed (``maybe_sent`` where the
     request may have gone out)."""
     senders: dict[str, Sender] = {}
 
     if telegram is not None:
-        async def tg(tenant: str, chat: ChatRef, ns: Namespace, pref: FollowupPref, text: str) -> None:
+        async def tg(tenant: str, chat: ChatRef, ns: Namespace, pref: FollowupPref, text: str,
+                     followup_id: int = 0) -> None:
             from aiogram.exceptions import TelegramAPIError, TelegramNetworkError
 
             try:
@@ -450,7 +453,8 @@ def platform_senders(settings, telegram=None, onebot=None,
     if onebot is not None:
         from bridges.qq.http import OneBotAPIError
 
-        async def qq(tenant: str, chat: ChatRef, ns: Namespace, pref: FollowupPref, text: str) -> None:
+        async def qq(tenant: str, chat: ChatRef, ns: Namespace, pref: FollowupPref, text: str,
+                     followup_id: int = 0) -> None:
             user = chat.chat_id if not chat.is_group else ns.subject.partition(":")[2]
             try:
                 await onebot.send_followup(pref.bot_id or None, chat, user, text)
@@ -462,13 +466,30 @@ def platform_senders(settings, telegram=None, onebot=None,
     if wechat is not None:
         from bridges.wechat.api import WeChatAPIError
 
-        async def wx(tenant: str, chat: ChatRef, ns: Namespace, pref: FollowupPref, text: str) -> None:
+        async def wx(tenant: str, chat: ChatRef, ns: Namespace, pref: FollowupPref, text: str,
+                     followup_id: int = 0) -> None:
             try:
                 await wechat.send_followup(tenant, chat.chat_id, text)
             except WeChatAPIError as exc:
                 raise SendFailed(f"wechat: {exc}", maybe_sent=exc.maybe_sent) from exc
 
         senders["wx"] = senders["wecom"] = wx
+
+    if webhook is not None:
+        from bridges.webhook.runtime import FollowupCallbackError
+
+        async def hook(tenant: str, chat: ChatRef, ns: Namespace, pref: FollowupPref, text: str,
+                       followup_id: int) -> None:
+            try:
+                await webhook.send_followup(tenant, chat, ns.subject.partition(":")[2], followup_id, text)
+            except FollowupCallbackError as exc:
+                raise SendFailed(f"webhook: {exc}", maybe_sent=exc.maybe_sent) from exc
+            except LookupError as exc:
+                raise SendFailed(f"webhook: {exc}") from exc
+
+        for t in settings.tenants.values():  # each tenant's webhook platform (``web`` unless set)
+            if t.webhook.callback_url:
+                senders.setdefault(t.webhook.platform, hook)
 
     def can_send(tenant: str, platform: str) -> bool:
         t = settings.tenants.get(tenant)
@@ -478,6 +499,8 @@ def platform_senders(settings, telegram=None, onebot=None,
             return bool(t.telegram.token)
         if platform == "qq":
             return bool(settings.onebot.api_roots)
+        if t.webhook.callback_url and platform == t.webhook.platform:
+            return True
         if platform in ("wx", "wecom"):
             w = t.wechat
             return bool(w.app_id and w.app_secret) and (w.kind == "wecom") == (platform == "wecom")

@@ -126,7 +126,7 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         from gateway.followups import FollowupSender, platform_senders  # issue 39 item 2
 
         senders, can_send = platform_senders(pipeline.settings, app.state.telegram, app.state.onebot,
-                                             app.state.wechat)
+                                             app.state.wechat, app.state.webhook)
         app.state.followups = FollowupSender(pipeline.core.store, pipeline.settings.tenants, senders,
                                              can_send=can_send, models=pipeline.models)
         app.state.followups.start()

@@ -48,7 +48,7 @@ class Recorder:
         self.fail: list[SendFailed] = []
         self.calls = 0
 
-    async def __call__(self, tenant, chat, ns, pref, text) -> None:
+    async def __call__(self, tenant, chat, ns, pref, text, followup_id) -> None:
         self.calls += 1
         if self.fail:
             raise self.fail.pop(0)
