@@ -432,8 +432,9 @@ def platform_senders(settings, telegram=None, onebot=None, wechat=None,
     Official Account has an AppID and AppSecret, ``wecom`` for a WeCom app) and
     the generic webhook (``WebhookRuntime.send_followup``: its platform, ``web``
     unless set, for a tenant with a ``webhook.callback_url``; other tenants'
-    chats of that platform stay on the ``/v1`` due-list), each mapping its platform's errors to SendFailed (``maybe_sent`` where the
-    request may have gone out)."""
+    chats of that platform stay on the ``/v1`` due-list), each mapping its
+    platform's errors to SendFailed (``maybe_sent`` where the request may have
+    gone out)."""
     senders: dict[str, Sender] = {}
 
     if telegram is not None:

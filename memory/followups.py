@@ -51,7 +51,8 @@ from memory.types import ChatRef, Memory, Namespace, Visibility
 
 __all__ = ["WakingHours", "LOOKBACK_DAYS", "followup_due_at", "day_key", "blocked", "template_text", "topic_word",
            "SNIPPET_CHARS", "SEND_WINDOWS", "SEND_WINDOW_MARGIN",
-           "RECHECK_AFTER", "in_send_window", "QUESTION_CHARS", "Question", "check_question", "written_question", "QUESTION_REASONS"]
+           "RECHECK_AFTER", "in_send_window", "QUESTION_CHARS", "Question", "check_question", "written_question",
+           "QUESTION_REASONS"]
 
 log = logging.getLogger(__name__)
 
@@ -228,8 +229,8 @@ _QUESTION_EN = ("how did it go went was were is are the your you yours did does 
                 "good great all right alright hope hoped wonder wondering tell me about any so how's it's that this "
                 "there a an to of in on for at with remember mentioned said told last").split()
 _QUESTION_NEUTRAL = re.compile("|".join([*map(re.escape, _QUESTION_ZH),
-                                         *(rf"\b{re.escape(w)}\b" for w in sorted(_QUESTION_EN, key=len, reverse=True))]),
-                               re.IGNORECASE)
+                                         *(rf"\b{re.escape(w)}\b" for w in sorted(_QUESTION_EN, key=len,
+                                                                                  reverse=True))]), re.IGNORECASE)
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _LATIN = re.compile(r"[A-Za-z]")
 _QUOTES = "\"'“”‘’「」『』《》 \n\t"
@@ -274,7 +275,8 @@ def check_question(output: str, memory: Memory, lang: str, tz: str | tzinfo | No
         return "", "wrong_language", 0.0
     plan = plan_of(memory.text, memory.created_at, memory.event_time, memory.event_end, tz)
     when = plan.first if plan is not None and plan.first else None
-    coverage, missing, counted = support(to_simplified(text), memory.text, when=when, names=names, neutral=_QUESTION_NEUTRAL)
+    coverage, missing, counted = support(to_simplified(text), memory.text, when=when, names=names,
+                                         neutral=_QUESTION_NEUTRAL)
     if not counted or coverage < DEFAULT_TOKEN_THRESHOLD or missing:
         return "", "ungrounded", round(coverage, 4)
     return text, None, round(coverage, 4)
@@ -305,7 +307,8 @@ async def written_question(memory: Memory, lang: str, now: datetime, tz: str | t
     try:
         output = await asyncio.wait_for(complete(messages), timeout_s)
     except TimeoutError:
-        log.warning("followups: question for %s fell back: timeout (%.1f s); template used", memory.namespace, timeout_s)
+        log.warning("followups: question for %s fell back: timeout (%.1f s); template used", memory.namespace,
+                    timeout_s)
         return fallback("timeout")
     except Exception as exc:  # noqa: BLE001 - any model failure costs the written question only
         log.warning("followups: question for %s fell back: model_error (%s: %s); template used", memory.namespace,

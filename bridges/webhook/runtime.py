@@ -123,9 +123,10 @@ class WebhookRuntime:
         body = WebhookFollowup(tenant=tenant, chat_id=chat.chat_id, chat_kind=chat.kind.value, thread_id=chat.thread_id,
                                person_id=person_id, followup_id=followup_id, reply=text).model_dump_json().encode()
         ts = str(int(time.time()))
+        headers = {"Content-Type": "application/json", TIMESTAMP_HEADER: ts,
+                   SIGNATURE_HEADER: sign(cfg.secret or "", ts, body)}
         try:
-            resp = await self.client.post(cfg.callback_url, content=body, headers={
-                "Content-Type": "application/json", TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: sign(cfg.secret or "", ts, body)})
+            resp = await self.client.post(cfg.callback_url, content=body, headers=headers)
         except httpx.HTTPError as exc:
             raise FollowupCallbackError(f"{type(exc).__name__}: {exc}", maybe_sent=not isinstance(
                 exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol))) from exc

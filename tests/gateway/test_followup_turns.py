@@ -376,8 +376,9 @@ async def test_wechat_follow_ups_wait_for_the_persons_message_within_48_hours_or
         ns = Namespace("default", f"wx:{user}")
         chat = ChatRef("wx", ChatKind.PRIVATE, user)
         store.set_followups(ns, True, lang=lang)
-        store.add(ns, Memory(id=f"m{user}", namespace=ns, text=text, key=f"event.{user}", created_at=day - timedelta(days=5),
-                             updated_at=day - timedelta(days=5), event_time=day, origin=chat, visibility=Visibility.PRIVATE))
+        said = day - timedelta(days=5)
+        store.add(ns, Memory(id=f"m{user}", namespace=ns, text=text, key=f"event.{user}", created_at=said,
+                             updated_at=said, event_time=day, origin=chat, visibility=Visibility.PRIVATE))
         store.append_chat("default", chat, ChatLine("user", user, text, day - timedelta(days=3)))
         people[user] = (ns, chat)
     assert store.last_heard("default", people["oZh1"][1]) == day - timedelta(days=3)

@@ -122,7 +122,8 @@ def test_the_app_posts_webhook_follow_ups_to_the_callback_url_signed_and_once(ga
     for user, text, lang in (("alice", "I have a job interview next Tuesday", "en"), ("xiaoming", "下周二我要考试📚", "zh_CN")):
         ns = Namespace("default", f"web:{user}")
         store.set_followups(ns, True, lang=lang)
-        _add_plan(store, ns, ChatRef("web", ChatKind.PRIVATE, user), text, now - timedelta(days=1), day, f"h{len(lang)}")
+        _add_plan(store, ns, ChatRef("web", ChatKind.PRIVATE, user), text, now - timedelta(days=1), day,
+                  f"h{len(lang)}")
     fake_callback.fail_next.append(503)
     at = day + timedelta(days=1, hours=3)
     report = client.portal.call(client.app.state.followups.tick, at)
