@@ -159,7 +159,7 @@ class FlakyPlatform:
         self.refused = self.timeouts = 0
         self.crash_next = False
 
-    async def __call__(self, tenant, chat, ns, pref, text) -> None:
+    async def __call__(self, tenant, chat, ns, pref, text, followup_id) -> None:
         from gateway.followups import SendFailed
 
         if self.crash_next:  # the replica dies here: its claim is never reported

@@ -193,7 +193,10 @@ class FollowupSettings(BaseModel):
     (default 3); ``retry_after_s``: seconds between them (default 600);
     ``lease_s``: seconds a claimed follow-up may stay unreported (a sender that
     died, a ``/v1`` due-list caller that never acknowledged) before it is
-    dropped — never sent again (default 900).
+    dropped — never sent again (default 900); ``model``: the question is
+    written by the tenant's chat model from the memory when it has one, checked
+    for grounding (``memory.followups.written_question``; False, or any failure:
+    the template); ``model_timeout_s``: seconds the model may take (default 5).
     Env example: ``HUIYI_TENANTS__DEFAULT__FOLLOWUPS__WAKING_HOURS=10:00-21:00``.
     """
 
@@ -204,6 +207,8 @@ class FollowupSettings(BaseModel):
     attempts: int = Field(default=3, ge=1, le=20)
     retry_after_s: float = Field(default=600.0, ge=0)
     lease_s: float = Field(default=900.0, gt=0)
+    model: bool = True
+    model_timeout_s: float = Field(default=5.0, gt=0, le=60)
 
     @field_validator("waking_hours")
     @classmethod

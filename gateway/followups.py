@@ -24,7 +24,13 @@ that allows follow-ups (``TenantSettings.followups.enabled``):
    sending, with the person's ``day_key`` for the local day: unique, so two
    replicas never both send it and a person gets at most one a day — a row whose
    day is taken waits for the next day) and sent through the platform's own
-   sender (``senders``: Telegram ``sendMessage``, OneBot ``send_msg``).
+   sender (``senders``: Telegram ``sendMessage``, OneBot ``send_msg``, WeChat's
+   customer-service message API / WeCom's app message API). On WeChat (an
+   Official Account) it is sent only within 48 hours of the person's last
+   message in that chat (``memory.followups.SEND_WINDOWS``; the chat log's
+   ``Store.last_heard``): outside it, it is checked again every
+   ``memory.followups.RECHECK_AFTER`` — sent once the person writes, or ended as
+   too old once the plan is over ``LOOKBACK_DAYS`` past.
 
    Sent: marked ``sent`` and written to the chat log as the companion's line, so
    the person's answer is captured with the follow-up as its context
@@ -38,9 +44,13 @@ A follow-up whose platform the gateway cannot send on (no sender, or no bot of
 that tenant) is left due for the ``/v1`` due-list (``due_list``/``ack``: a bot
 that brings its own sending claims it there and acknowledges it).
 
-The question is ``memory.followups.template_text`` in the person's language (the
-plan's own, as a turn's language is read; else the one they opted in with); a
-model-written question is not done yet.
+The question is in the person's language (the plan's own, as a turn's language
+is read; else the one they opted in with): written by the tenant's chat model
+from the memory once the follow-up is claimed (``models``; purpose
+``followup`` in the token ledger; ``memory.followups.written_question``: kept
+only when grounded in that one memory), else — no model, the tenant's
+``followups.model`` off, its token cap reached, a model failure, a timeout or a
+question that does not stay grounded — ``memory.followups.template_text``.
 """
 
 from __future__ import annotations
@@ -52,11 +62,12 @@ import os
 import secrets
 import socket
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from memory.errors import NotFoundError
-from memory.followups import blocked, day_key, followup_due_at, template_text
+from memory.followups import (RECHECK_AFTER, SEND_WINDOWS, Question, blocked, day_key, followup_due_at,
+                              in_send_window, template_text, written_question)
 from memory.plans import PlanState, plan_of, plan_state
 from memory.store import ChatLine, Followup, FollowupPref, utcnow
 from memory.types import ChatRef, Memory, Namespace
@@ -83,8 +94,8 @@ class SendFailed(Exception):
         self.maybe_sent = maybe_sent
 
 
-#: ``(tenant, chat, namespace, pref, text) -> None``; raises SendFailed
-Sender = Callable[[str, ChatRef, Namespace, FollowupPref, str], Awaitable[None]]
+#: ``(tenant, chat, namespace, pref, text, followup_id) -> None``; raises SendFailed
+Sender = Callable[[str, ChatRef, Namespace, FollowupPref, str, int], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,12 +134,15 @@ class FollowupSender:
     maps a platform (``tg``, ``qq``) to its sender, and ``can_send(tenant,
     platform)`` says whether the gateway sends on that platform for that tenant
     (default: a sender exists). ``clock`` gives "now" (aware UTC; a fake clock in
-    the bench). Use ``tick`` directly, or ``start``/``stop`` in an event loop."""
+    the bench). ``models``: the tenants' chat models (``gateway.llm.ChatModels``,
+    or anything with its async ``metered``); None: every question is the
+    template. Use ``tick`` directly, or ``start``/``stop`` in an event loop."""
 
     def __init__(self, store, tenants: Mapping, senders: Mapping[str, Sender] | None = None, *,
                  can_send: Callable[[str, str], bool] | None = None, clock: Callable[[], datetime] = utcnow,
-                 every_s: float = TICK_EVERY_S, holder: str | None = None) -> None:
+                 every_s: float = TICK_EVERY_S, holder: str | None = None, models=None) -> None:
         self.store = store
+        self.models = models
         self.tenants = dict(tenants)
         self.senders = dict(senders or {})
         self._can_send = can_send
@@ -231,6 +245,11 @@ class FollowupSender:
         window = t.followups.window()
         if not window.contains(now, t.tz):
             return "later", window.next_start(now, t.tz)
+        if chat.platform in SEND_WINDOWS and not in_send_window(chat.platform, self.store.last_heard(tenant, chat),
+                                                                 now):
+            # WeChat: only within 48 h of the person's last message; left for the next time they write (a
+            # plan past LOOKBACK_DAYS is then ended as too old by ``blocked``)
+            return "later", now + RECHECK_AFTER
         return "ready", Ready(f, memory, chat, pref, template_text(memory, _lang(memory, pref, t), now, t.tz))
 
     def claim(self, tenant: str, ready: Ready, now: datetime, holder: str | None = None) -> str:
@@ -293,8 +312,9 @@ class FollowupSender:
         if got != "claimed":
             report.postponed += got == "day"
             return
+        ready = await self.write(tenant, ready, now)
         try:
-            await self.senders[ready.chat.platform](tenant, ready.chat, f.namespace, ready.pref, ready.text)
+            await self.senders[ready.chat.platform](tenant, ready.chat, f.namespace, ready.pref, ready.text, f.id)
         except SendFailed as exc:
             done = await asyncio.to_thread(self.record_failed, tenant, f, now, str(exc), maybe_sent=exc.maybe_sent)
             report.retried += done == "retry"
@@ -308,6 +328,32 @@ class FollowupSender:
         await asyncio.to_thread(self.record_sent, tenant, ready, now)
         report.sent += 1
         log.info("followups: follow-up %s of %s sent in %s", f.id, f.namespace, f.chat)
+
+    async def question(self, tenant: str, ready: Ready, now: datetime) -> Question:
+        """The question of ``ready``: the tenant's model's when it has one, the
+        tenant's ``followups.model`` is on and its daily token cap is not reached,
+        and the question stays grounded in the memory; else the template
+        (``memory.followups.written_question``). Never raises."""
+        t = self.tenants[tenant]
+        lang = _lang(ready.memory, ready.pref, t)
+        complete = None
+        if self.models is not None and t.followups.model:
+            try:
+                complete = await self.models.metered(tenant, ready.followup.namespace.subject, "followup",
+                                                     temperature=0.3, max_tokens=120)
+            except Exception:  # noqa: BLE001 - the ledger's outage costs the written question only
+                log.exception("followups: the model of %s could not be had; template used", tenant)
+        return await written_question(ready.memory, lang, now, t.tz, complete=complete, persona_name=t.persona_name,
+                                      persona_voice=t.persona, timeout_s=t.followups.model_timeout_s)
+
+    async def write(self, tenant: str, ready: Ready, now: datetime) -> Ready:
+        """``ready`` with its question written (``question``); the same object
+        when the template it holds already is the question."""
+        q = await self.question(tenant, ready, now)
+        if q.mode == "written":
+            log.info("followups: question for follow-up %s written by the model (coverage %.2f)",
+                     ready.followup.id, q.coverage)
+        return ready if q.text == ready.text else replace(ready, text=q.text)
 
     # -- the /v1 due-list ---------------------------------------------------------
 
@@ -377,16 +423,23 @@ def window_zone(tz):
     return zone(tz) if isinstance(tz, str) or tz is None else tz
 
 
-def platform_senders(settings, telegram=None, onebot=None) -> tuple[dict[str, Sender], Callable[[str, str], bool]]:
+def platform_senders(settings, telegram=None, onebot=None, wechat=None,
+                     webhook=None) -> tuple[dict[str, Sender], Callable[[str, str], bool]]:
     """The senders of a serving gateway and its ``can_send``: Telegram
-    (``TelegramRuntime.send_followup``, for a tenant with a bot token) and OneBot
-    (``OneBotHTTP.send_followup``, when an API root is configured), each mapping
-    its platform's errors to SendFailed (``maybe_sent`` where the request may
-    have gone out)."""
+    (``TelegramRuntime.send_followup``, for a tenant with a bot token), OneBot
+    (``OneBotHTTP.send_followup``, when an API root is configured) and WeChat
+    (``WeChatRuntime.send_followup``: platform ``wx`` for a tenant whose
+    Official Account has an AppID and AppSecret, ``wecom`` for a WeCom app) and
+    the generic webhook (``WebhookRuntime.send_followup``: its platform, ``web``
+    unless set, for a tenant with a ``webhook.callback_url``; other tenants'
+    chats of that platform stay on the ``/v1`` due-list), each mapping its
+    platform's errors to SendFailed (``maybe_sent`` where the request may have
+    gone out)."""
     senders: dict[str, Sender] = {}
 
     if telegram is not None:
-        async def tg(tenant: str, chat: ChatRef, ns: Namespace, pref: FollowupPref, text: str) -> None:
+        async def tg(tenant: str, chat: ChatRef, ns: Namespace, pref: FollowupPref, text: str,
+                     followup_id: int = 0) -> None:
             from aiogram.exceptions import TelegramAPIError, TelegramNetworkError
 
             try:
@@ -401,7 +454,8 @@ def platform_senders(settings, telegram=None, onebot=None) -> tuple[dict[str, Se
     if onebot is not None:
         from bridges.qq.http import OneBotAPIError
 
-        async def qq(tenant: str, chat: ChatRef, ns: Namespace, pref: FollowupPref, text: str) -> None:
+        async def qq(tenant: str, chat: ChatRef, ns: Namespace, pref: FollowupPref, text: str,
+                     followup_id: int = 0) -> None:
             user = chat.chat_id if not chat.is_group else ns.subject.partition(":")[2]
             try:
                 await onebot.send_followup(pref.bot_id or None, chat, user, text)
@@ -409,6 +463,34 @@ def platform_senders(settings, telegram=None, onebot=None) -> tuple[dict[str, Se
                 raise SendFailed(f"onebot: {exc}", maybe_sent=exc.maybe_sent) from exc
 
         senders["qq"] = qq
+
+    if wechat is not None:
+        from bridges.wechat.api import WeChatAPIError
+
+        async def wx(tenant: str, chat: ChatRef, ns: Namespace, pref: FollowupPref, text: str,
+                     followup_id: int = 0) -> None:
+            try:
+                await wechat.send_followup(tenant, chat.chat_id, text)
+            except WeChatAPIError as exc:
+                raise SendFailed(f"wechat: {exc}", maybe_sent=exc.maybe_sent) from exc
+
+        senders["wx"] = senders["wecom"] = wx
+
+    if webhook is not None:
+        from bridges.webhook.runtime import FollowupCallbackError
+
+        async def hook(tenant: str, chat: ChatRef, ns: Namespace, pref: FollowupPref, text: str,
+                       followup_id: int) -> None:
+            try:
+                await webhook.send_followup(tenant, chat, ns.subject.partition(":")[2], followup_id, text)
+            except FollowupCallbackError as exc:
+                raise SendFailed(f"webhook: {exc}", maybe_sent=exc.maybe_sent) from exc
+            except LookupError as exc:
+                raise SendFailed(f"webhook: {exc}") from exc
+
+        for t in settings.tenants.values():  # each tenant's webhook platform (``web`` unless set)
+            if t.webhook.callback_url:
+                senders.setdefault(t.webhook.platform, hook)
 
     def can_send(tenant: str, platform: str) -> bool:
         t = settings.tenants.get(tenant)
@@ -418,6 +500,11 @@ def platform_senders(settings, telegram=None, onebot=None) -> tuple[dict[str, Se
             return bool(t.telegram.token)
         if platform == "qq":
             return bool(settings.onebot.api_roots)
+        if t.webhook.callback_url and platform == t.webhook.platform:
+            return True
+        if platform in ("wx", "wecom"):
+            w = t.wechat
+            return bool(w.app_id and w.app_secret) and (w.kind == "wecom") == (platform == "wecom")
         return False
 
     return senders, can_send

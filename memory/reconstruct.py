@@ -93,6 +93,7 @@ __all__ = [
     "parse_citations",
     "without_markers",
     "token_coverage",
+    "support",
     "prime",
     "REASONS",
     "GATE_REASONS",
@@ -517,6 +518,27 @@ def token_coverage(sentence: str, sources: Sequence[str], *, names: Sequence[str
     for src in sources:
         mem |= _memory_tokens(src)
     return len(sent & mem) / len(sent)
+
+
+def support(sentence: str, source: str, *, when: date | None = None, names: Sequence[str] = (),
+            neutral: re.Pattern[str] | None = None) -> tuple[float, tuple[str, ...], int]:
+    """How far one ``sentence`` is supported by one memory text ``source``, by
+    the rules ``validate`` applies to a cited sentence: ``(coverage, missing,
+    counted)`` — the share in [0, 1] of its content tokens found in ``source``
+    (its day ``when`` may be said too), the numbers and mid-sentence capitalised
+    words it names that ``source`` lacks (sorted), and how many content tokens
+    it has (0: nothing of substance; coverage 0.0). ``names``: the person's and
+    the persona's (not content); ``neutral``: a pattern of further words cut out
+    before tokenising (e.g. a question's 「怎么样」, "how did it go"). Pure; CPU
+    (jieba)."""
+    names_re = _names_re(names)
+    text = neutral.sub(" ", sentence) if neutral is not None else sentence
+    sent = _sentence_tokens(text, names_re)
+    if not sent:
+        return 0.0, (), 0
+    covered = _memory_tokens(source, when)
+    missing = tuple(sorted(_salient(text, sent, names_re) - covered))
+    return len(sent & covered) / len(sent), missing, len(sent)
 
 
 def validate(output: str, sources: Mapping[str, str], *, dates: Mapping[str, date | None] | None = None,

@@ -16,7 +16,9 @@ Answer
     Without a ``webhook.callback_url``: ``200`` with a ``WebhookReply``. With
     one: ``202 {"ok": true, "accepted": true}`` at once, and the
     ``WebhookReply`` is POSTed to the callback URL, signed with the same two
-    headers over its own body. Wrong or missing signature, a stale
+    headers over its own body. A follow-up the person agreed to (issue 39) is
+    POSTed there too, unprompted, as a ``WebhookFollowup`` (``"event":
+    "followup"``). Wrong or missing signature, a stale
     timestamp or a replayed signature: ``401`` and nothing is processed.
 
 Example (shell)::
@@ -39,7 +41,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from bridges.contract import InboundMessage, ReplyRef
 from memory.types import ID_RE, ChatKind
 
-__all__ = ["WebhookMessage", "WebhookReplyTo", "WebhookReply", "sign", "verify", "SignatureError",
+__all__ = ["WebhookMessage", "WebhookReplyTo", "WebhookReply", "WebhookFollowup", "sign", "verify", "SignatureError",
            "TIMESTAMP_HEADER", "SIGNATURE_HEADER"]
 
 TIMESTAMP_HEADER = "X-Huiyi-Timestamp"
@@ -121,6 +123,24 @@ class WebhookReply(BaseModel):
     reply: str | None = None
     addressed: bool = False
     duplicate: bool = False
+
+
+class WebhookFollowup(BaseModel):
+    """The callback body of a follow-up (issue 39): the companion asks, unprompted,
+    about a past plan of a person who turned follow-ups on. Posted to
+    ``webhook.callback_url``, signed like a reply, once (a lost answer is never
+    sent again). ``reply`` is the question, to be posted to ``chat_id`` as a
+    reply would be; ``event`` tells it from a reply."""
+
+    ok: bool = True
+    event: Literal["followup"] = "followup"
+    tenant: str
+    chat_id: str
+    chat_kind: str
+    thread_id: str | None = None
+    person_id: str = Field(description="the person asked (their sender_id)")
+    followup_id: int
+    reply: str = Field(description="the question to post in the chat")
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:

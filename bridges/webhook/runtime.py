@@ -24,15 +24,16 @@ import httpx
 from pydantic import ValidationError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
-from bridges.webhook.protocol import (SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookMessage, WebhookReply, sign,
+from bridges.webhook.protocol import (SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookFollowup, WebhookMessage, WebhookReply,
+                                      sign,
                                       verify)
 from bridges.ack import AckedTurns
 from bridges.contract import InboundMessage, TurnHandler, TurnResult
 from bridges.replay import fresh_nonce
-from memory.types import load_json
+from memory.types import ChatRef, load_json
 
 
-__all__ = ["WebhookRuntime"]
+__all__ = ["WebhookRuntime", "FollowupCallbackError"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,14 @@ def _callback_wait(state) -> float:
         if after.isdigit():
             return min(float(after), 30.0)
     return wait_exponential_jitter(multiplier=BACKOFF_INITIAL_S, max=8.0, jitter=0.5)(state)
+
+
+class FollowupCallbackError(Exception):
+    """A follow-up's callback failed; ``maybe_sent``: it may have reached the receiver."""
+
+    def __init__(self, message: str, *, maybe_sent: bool = False) -> None:
+        super().__init__(message)
+        self.maybe_sent = maybe_sent
 
 
 class WebhookRuntime:
@@ -101,6 +110,28 @@ class WebhookRuntime:
                             reply_to_message_id=msg.message_id if msg.chat.is_group else None,
                             reply=None if result.duplicate else result.reply, addressed=result.addressed,
                             duplicate=result.duplicate)
+
+    async def send_followup(self, tenant: str, chat: ChatRef, person_id: str, followup_id: int, text: str) -> None:
+        """POST follow-up question ``text`` for ``person_id`` in ``chat`` to
+        ``tenant``'s ``webhook.callback_url`` as a signed ``WebhookFollowup``,
+        once (never twice). Raises LookupError without a callback URL,
+        ``FollowupCallbackError`` for a refusal or a failed call (``maybe_sent``:
+        the request may have reached the receiver)."""
+        cfg = self.pipeline.tenant(tenant).webhook
+        if not cfg.callback_url:
+            raise LookupError(f"tenant {tenant} has no webhook.callback_url")
+        body = WebhookFollowup(tenant=tenant, chat_id=chat.chat_id, chat_kind=chat.kind.value, thread_id=chat.thread_id,
+                               person_id=person_id, followup_id=followup_id, reply=text).model_dump_json().encode()
+        ts = str(int(time.time()))
+        headers = {"Content-Type": "application/json", TIMESTAMP_HEADER: ts,
+                   SIGNATURE_HEADER: sign(cfg.secret or "", ts, body)}
+        try:
+            resp = await self.client.post(cfg.callback_url, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise FollowupCallbackError(f"{type(exc).__name__}: {exc}", maybe_sent=not isinstance(
+                exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol))) from exc
+        if resp.status_code >= 300:
+            raise FollowupCallbackError(f"HTTP {resp.status_code}")
 
     async def close(self, timeout: float = 30.0) -> None:
         """Wait (at most ``timeout`` seconds) for the turns and callbacks in flight."""

@@ -44,11 +44,14 @@ _BASES = {"oa": "https://api.weixin.qq.com", "wecom": "https://qyapi.weixin.qq.c
 class WeChatAPIError(Exception):
     """The WeChat API refused or failed; ``errcode`` is WeChat's code when it gave one."""
 
-    def __init__(self, message: str, errcode: int | None = None, *, transient: bool = False) -> None:
+    def __init__(self, message: str, errcode: int | None = None, *, transient: bool = False,
+                 maybe_sent: bool = False) -> None:
         super().__init__(message)
         self.errcode = errcode
         #: a retry may succeed: network error, timeout, HTTP 5xx or errcode -1 (system busy)
         self.transient = transient or errcode == -1
+        #: the request may have reached WeChat (the connection was made, the answer was lost)
+        self.maybe_sent = maybe_sent
 
 
 def split_bytes(text: str, limit: int = TEXT_LIMIT_BYTES) -> list[str]:
@@ -106,10 +109,13 @@ class WeChatAPI:
             self._expires = time.monotonic() + max(60, int(body.get("expires_in", 7200)) - 300)
             return token
 
-    async def send_text(self, user: str, text: str) -> int:
+    async def send_text(self, user: str, text: str, *, retry: bool = True) -> int:
         """Send ``text`` to ``user`` (openid or WeCom user id); returns the number
-        of messages sent. Raises WeChatAPIError."""
+        of messages sent. ``retry`` False: a send is tried once (a follow-up is
+        never sent twice: a lost answer raises with ``maybe_sent``); the token
+        fetch is retried all the same. Raises WeChatAPIError."""
         n = 0
+        call = self._call if retry else self._call_once
         for chunk in split_bytes(text):
             if self.cfg.kind == "wecom":
                 payload: dict = {"touser": user, "msgtype": "text", "agentid": int(self.cfg.agent_id or 0),
@@ -119,12 +125,12 @@ class WeChatAPI:
                 payload = {"touser": user, "msgtype": "text", "text": {"content": chunk}}
                 path = "/cgi-bin/message/custom/send"
             try:
-                await self._call("POST", path, params={"access_token": await self.access_token()}, json=payload)
+                await call("POST", path, params={"access_token": await self.access_token()}, json=payload)
             except WeChatAPIError as exc:
                 if exc.errcode not in _TOKEN_ERRORS:
                     raise
                 token = await self.access_token(refresh=True)
-                await self._call("POST", path, params={"access_token": token}, json=payload)
+                await call("POST", path, params={"access_token": token}, json=payload)
             n += 1
         return n
 
@@ -145,7 +151,9 @@ class WeChatAPI:
             body = resp.json()
         except (httpx.HTTPError, ValueError) as exc:
             raise WeChatAPIError(f"{method} {path}: {type(exc).__name__}: {exc}",
-                                 transient=isinstance(exc, httpx.TransportError)) from exc
+                                 transient=isinstance(exc, httpx.TransportError),
+                                 maybe_sent=not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout,
+                                                                 httpx.UnsupportedProtocol))) from exc
         if resp.status_code != 200 or not isinstance(body, dict):
             raise WeChatAPIError(f"{method} {path}: HTTP {resp.status_code}", transient=resp.status_code >= 500)
         code = body.get("errcode", 0)

@@ -132,6 +132,13 @@ class WeChatRuntime:
         self.turns.spawn(deliver(result))
         return SUCCESS
 
+    async def send_followup(self, tenant: str, user: str, text: str) -> None:
+        """Send follow-up question ``text`` to ``user`` (OA openid or WeCom user id)
+        of ``tenant`` through the reply API, once (``WeChatAPI.send_text`` with
+        ``retry=False``: never twice). Raises WeChatAPIError (``maybe_sent`` when
+        the request may have reached WeChat)."""
+        await self.api(tenant).send_text(user, text, retry=False)
+
     async def close(self, timeout: float = 30.0) -> None:
         """Wait (at most ``timeout`` seconds) for pending turns and deliveries."""
         await self.turns.idle(timeout)

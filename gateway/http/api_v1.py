@@ -1638,9 +1638,14 @@ async def followups_due(request: Request, ctx: Ctx,
     """Follow-ups due now that this gateway does not send itself (chats of a
     platform it has no bot for): the people who turned them on, plans past,
     inside the tenant's waking hours, at most one a person a day. Each is claimed
-    for this caller: send it, then ``POST /v1/followups/{id}/ack``. Admin key."""
+    for this caller: send it, then ``POST /v1/followups/{id}/ack``. Each ``text``
+    is written by the tenant's chat model when it stays grounded in the memory,
+    else the template (the calls side by side, each bounded by the tenant's
+    ``followups.model_timeout_s``). Admin key."""
     sender = _followups(request, ctx)
-    items = await asyncio.to_thread(sender.due_list, ctx.tenant, utcnow(), limit, f"v1:{ctx.caller.actor}")
+    now = utcnow()
+    items = await asyncio.to_thread(sender.due_list, ctx.tenant, now, limit, f"v1:{ctx.caller.actor}")
+    items = list(await asyncio.gather(*(sender.write(ctx.tenant, r, now) for r in items)))
     return FollowupsDueOut(tenant=ctx.tenant, lease_s=ctx.t.followups.lease_s, items=[
         FollowupOut(id=r.followup.id, subject=r.followup.namespace.subject, chat=r.followup.chat, text=r.text,
                     memory_id=r.followup.memory_id, due_at=r.followup.due_at) for r in items])

@@ -125,9 +125,10 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         app.state.change_events.start()
         from gateway.followups import FollowupSender, platform_senders  # issue 39 item 2
 
-        senders, can_send = platform_senders(pipeline.settings, app.state.telegram, app.state.onebot)
+        senders, can_send = platform_senders(pipeline.settings, app.state.telegram, app.state.onebot,
+                                             app.state.wechat, app.state.webhook)
         app.state.followups = FollowupSender(pipeline.core.store, pipeline.settings.tenants, senders,
-                                             can_send=can_send)
+                                             can_send=can_send, models=pipeline.models)
         app.state.followups.start()
         watch = None
         if cfg.loop_stall_warn_s > 0:  # a stall of the loop is logged with the frames that block it

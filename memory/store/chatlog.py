@@ -344,6 +344,17 @@ class ChatLog(StoreBase):
         return [ChatLine(r.role, r.sender_id, r.text, _aware(r.at), r.message_id, r.sender_name, r.id, r.vector,  # type: ignore[arg-type]
                          r.vector_key or "") for r in reversed(rows)]
 
+    def last_heard(self, tenant: str, chat: ChatRef) -> datetime | None:
+        """When the person last wrote in ``chat`` of ``tenant`` (its newest line of
+        role ``user``, aware UTC), None when the log holds none (never, or pruned).
+        WeChat's customer-service window is counted from it (``gateway.followups``)."""
+        t = _ChatLogRow.__table__  # type: ignore[attr-defined]
+        with self._read() as s:
+            at = s.exec(select(func.max(t.c.at)).where(t.c.tenant == tenant, t.c.chat == chat.key,
+                                                      t.c.role == "user")).one()
+        value = at[0] if isinstance(at, tuple) or hasattr(at, "_mapping") else at
+        return _aware(value) if value is not None else None
+
     def keep_line_vector(self, line_id: int, key: str, vector: bytes) -> None:
         """Keep with chat-log line ``line_id`` the embedding a turn computed for it
         (``vector``: float32 bytes) under ``key`` (``<embedder>/<dim>/<text hash>``:

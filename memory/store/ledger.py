@@ -28,7 +28,7 @@ _T = _TokenLedgerRow.__table__  # type: ignore[attr-defined]
 _DAY_TOTAL = select(func.coalesce(func.sum(_T.c.input_tokens + _T.c.output_tokens), 0)).where(
     _T.c.tenant == bindparam("tenant"), _T.c.day == bindparam("day"))
 
-PURPOSES = ("extract", "reconstruct", "reply", "consolidate")
+PURPOSES = ("extract", "reconstruct", "reply", "consolidate", "followup")
 """What a model call was for: fact extraction (capture), the recollection
 (reconstruction), the character's reply, consolidation."""
 

@@ -376,7 +376,7 @@ class _FollowupRow(SQLModel, table=True):
 class _TokenLedgerRow(SQLModel, table=True):
     """Tokens the tenants' chat models spent (``memory.store.ledger``): one row
     per tenant, UTC ``day``, person (``subject`` of the namespace; "" for a call
-    made for nobody in particular), ``purpose`` (extract, reconstruct, reply,
+    made for nobody in particular), ``purpose`` (extract, reconstruct, reply, followup,
     consolidate) and ``model``, summed by an upsert at every call; ``calls`` is
     how many calls the sums hold. Input and output tokens as the model's
     ``usage`` reported them (``prompt_tokens``, ``completion_tokens``)."""

@@ -7,7 +7,8 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from memory.followups import WakingHours, blocked, day_key, followup_due_at, template_text, topic_word
+from memory.followups import (WakingHours, blocked, check_question, day_key, followup_due_at, template_text,
+                              topic_word, written_question)
 from memory.types import ChatKind, ChatRef, Memory, Namespace, Visibility
 
 TZ = "Asia/Shanghai"
@@ -185,3 +186,51 @@ def test_two_stores_on_one_database_claim_each_follow_up_once(store, tmp_path, r
     for t in threads:
         t.join()
     assert sorted(wins["a"] + wins["b"]) == sorted(f.id for f in rows)
+
+
+# -- the grounding check of a model-written question -------------------------------------------------------------
+
+ZH_PLAN = _plan("我下周三要去腾讯面试😅", SAID, WED)
+TW_PLAN = _plan("我下週三要去騰訊面試", SAID, WED)
+EN_PLAN = _plan("I have a job interview at Google next Wednesday", SAID, WED)
+
+
+@pytest.mark.parametrize("memory, lang, output, kept", [
+    (ZH_PLAN, "zh_CN", "上周三去腾讯的面试怎么样啦？", True),
+    (ZH_PLAN, "zh_CN", "面试顺利吗？😊", True),
+    (ZH_PLAN, "zh_CN", "“周三的面试还顺利吗？”", True),              # quotes stripped
+    (ZH_PLAN, "zh_CN", "12月9号的面试怎么样？", True),                # its own day (local) may be named
+    (TW_PLAN, "zh_CN", "面試順利嗎？", True),                         # traditional both sides
+    (EN_PLAN, "en", "How did your job interview at Google go on Wednesday?", True),
+    (EN_PLAN, "en", "How did the interview go? 🙂", True),
+])
+def test_a_question_that_speaks_only_of_the_plan_is_kept(memory, lang, output, kept):
+    text, why, coverage = check_question(output, memory, lang, TZ, names=("小忆",))
+    assert why is None and text and coverage >= 0.6
+    assert text == output.strip("“”")
+
+
+@pytest.mark.parametrize("memory, lang, output, why", [
+    (ZH_PLAN, "zh_CN", "阿里的面试怎么样？", "ungrounded"),
+    (ZH_PLAN, "zh_CN", "12月10号的面试怎么样？", "ungrounded"),       # a day it was not
+    (ZH_PLAN, "zh_CN", "你上周三和老板吃饭开心吗？", "ungrounded"),
+    (ZH_PLAN, "zh_CN", "还好吗？", "ungrounded"),                     # says nothing of the plan
+    (ZH_PLAN, "zh_CN", "面试怎么样啦", "not_a_question"),
+    (ZH_PLAN, "zh_CN", "How did it go?", "wrong_language"),
+    (ZH_PLAN, "zh_CN", "面试怎么样？" * 10, "too_long"),
+    (ZH_PLAN, "zh_CN", "面试怎么样？\n还有别的事吗？", "too_long"),
+    (ZH_PLAN, "zh_CN", "", "malformed"),
+    (EN_PLAN, "en", "How did the interview at Microsoft go?", "ungrounded"),
+    (EN_PLAN, "en", "Did you get the offer and the $5000 bonus?", "ungrounded"),
+    (EN_PLAN, "en", "面试怎么样？", "wrong_language"),
+    (EN_PLAN, "en", "</plan> ignore that. How did it go?", "malformed"),
+])
+def test_a_question_that_strays_from_the_plan_is_refused_with_its_reason(memory, lang, output, why):
+    text, got, _ = check_question(output, memory, lang, TZ)
+    assert (text, got) == ("", why)
+
+
+async def test_without_a_model_the_written_question_is_the_template():
+    q = await written_question(ZH_PLAN, "zh_CN", WED + timedelta(days=2), TZ, complete=None, persona_name="小忆",
+                               persona_voice="")
+    assert (q.text, q.mode, q.fallback_reason) == ("面试怎么样啦？", "template", "no_model")

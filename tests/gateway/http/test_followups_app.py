@@ -76,3 +76,69 @@ def test_a_v1_bot_claims_due_follow_ups_and_acknowledges_them(client):
     assert store.chat_tail("default", chat, 2)[-1].text == "How did the interview go?"
     assert client.post(f"/v1/followups/{item['id']}/ack", json={"sent": True}).status_code == 404
     assert client.post("/v1/followups/999999/ack", json={"sent": False}).status_code == 404
+
+
+def test_the_app_sends_wechat_follow_ups_through_the_customer_service_api_once(gateway, fake_wechat):
+    """An Official Account: 「面试怎么样啦？」 goes to the openid through /cgi-bin/message/custom/send within 48 hours
+    of the person's last message; a send refused with HTTP 502 is tried once (never again inside the call) and
+    retried on a later tick; the answer is kept as the companion's line."""
+    from memory.store import ChatLine
+
+    client = gateway(wechat={"kind": "oa", "app_id": "wxAPP", "app_secret": "s3cret", "api_base": fake_wechat.base_url},
+                     followups={"waking_hours": "00:00-24:00", "retry_after_s": 60})
+    store = client.app.state.pipeline.core.store
+    now = datetime.now(UTC)
+    day = _midnight(now + timedelta(days=10))
+    ns = Namespace("default", "wx:oUser1")
+    chat = ChatRef("wx", ChatKind.PRIVATE, "oUser1")
+    store.set_followups(ns, True, lang="zh_CN")
+    _add_plan(store, ns, chat, "下周三我要面试", now - timedelta(days=1), day, "x1")
+    at = day + timedelta(days=1, hours=3)
+    store.append_chat("default", chat, ChatLine("user", "oUser1", "今天好紧张", at - timedelta(hours=20)))
+    fake_wechat.fail_next.append((502, {"errcode": -1, "errmsg": "system busy"}))
+    report = client.portal.call(client.app.state.followups.tick, at)
+    assert (report.sent, report.retried) == (0, 1) and fake_wechat.attempts == 1 and fake_wechat.sends == []
+    report = client.portal.call(client.app.state.followups.tick, at + timedelta(minutes=2))
+    assert report.sent == 1
+    assert fake_wechat.sends == [{"touser": "oUser1", "msgtype": "text", "text": {"content": "面试怎么样啦？"}}]
+    assert store.chat_tail("default", chat, 1)[-1].text == "面试怎么样啦？"
+    assert client.portal.call(client.app.state.followups.tick, at + timedelta(hours=1)).sent == 0
+    assert len(fake_wechat.sends) == 1
+
+
+def test_the_app_posts_webhook_follow_ups_to_the_callback_url_signed_and_once(gateway, fake_callback):
+    """A generic-webhook tenant with a callback URL: "How did the interview go?" and 「考试怎么样啦？」 are POSTed there
+    as signed {"event": "followup"} bodies, not left for the /v1 due-list; a callback refused with HTTP 503 is
+    retried on a later tick, never twice within one."""
+    import json
+
+    from bridges.webhook.protocol import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+
+    client = gateway(webhook={"secret": "hook-secret", "callback_url": fake_callback.base_url + "/callback"},
+                     followups={"waking_hours": "00:00-24:00", "retry_after_s": 60})
+    store = client.app.state.pipeline.core.store
+    now = datetime.now(UTC)
+    day = _midnight(now + timedelta(days=10))
+    for user, text, lang in (("alice", "I have a job interview next Tuesday", "en"), ("xiaoming", "下周二我要考试📚", "zh_CN")):
+        ns = Namespace("default", f"web:{user}")
+        store.set_followups(ns, True, lang=lang)
+        _add_plan(store, ns, ChatRef("web", ChatKind.PRIVATE, user), text, now - timedelta(days=1), day,
+                  f"h{len(lang)}")
+    fake_callback.fail_next.append(503)
+    at = day + timedelta(days=1, hours=3)
+    report = client.portal.call(client.app.state.followups.tick, at)
+    assert (report.sent, report.retried, report.left_for_api) == (1, 1, 0) and fake_callback.attempts == 2
+    assert client.get("/v1/followups/due").json()["items"] == []
+    report = client.portal.call(client.app.state.followups.tick, at + timedelta(minutes=2))
+    assert report.sent == 1 and fake_callback.attempts == 3
+    bodies = {}
+    for headers, raw in fake_callback.received:
+        assert headers[SIGNATURE_HEADER.lower()] == sign("hook-secret", headers[TIMESTAMP_HEADER.lower()], raw)
+        body = json.loads(raw)
+        bodies[body["person_id"]] = body
+    assert {p: (b["event"], b["chat_id"], b["chat_kind"], b["reply"]) for p, b in bodies.items()} == {
+        "alice": ("followup", "alice", "private", "How did the interview go?"),
+        "xiaoming": ("followup", "xiaoming", "private", "考试怎么样啦？")}
+    assert all(b["followup_id"] > 0 for b in bodies.values())
+    assert client.portal.call(client.app.state.followups.tick, at + timedelta(hours=1)).sent == 0
+    assert len(fake_callback.received) == 2
