@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from memory.emotion import analyse
+from memory.emotion import SOFT_VALENCE, analyse
 from memory.text import to_simplified, tokens
 
 __all__ = ["Verdict", "judge", "can_change", "may_conflict", "outcome", "CHANGES", "OUTCOMES", "TOPIC_OVERLAP", "CONFLICT_OVERLAP",
@@ -49,9 +49,6 @@ CHANGE_OVERLAP = 0.3
 
 CONFLICT_OVERLAP = 0.2
 """Least overlap for a change verb on a weak topic match to count as a conflict (below CHANGE_OVERLAP)."""
-SOFT_VALENCE = 0.25
-"""Least |valence| (``memory.emotion.analyse``, in [-1, 1]) that reads as a feeling
-for or against the topic when no polarity word says so."""
 
 CHANGES = ("update", "contradiction")
 """Verdicts under which the new statement supersedes the old one."""

@@ -103,6 +103,10 @@ class Emotion:
 
 NEUTRAL = Emotion(0.0, 0.0, "neutral")
 
+SOFT_VALENCE = 0.25
+"""Least |valence| (``memory.emotion.analyse``, in [-1, 1]) that reads as a feeling
+for or against the topic when no polarity word says so."""
+
 # --------------------------------------------------------------------------
 # Lexicon. Sentiment entries: word -> (valence, arousal), grouped by label.
 # Values are hand-set on the circumplex: the valence of the plain word, the

@@ -537,8 +537,7 @@ def _mishap(core: str) -> bool:
     category (``guess_category`` OTHER: not a pet, a job, a person), no feeling
     (``memory.emotion.analyse`` valence under ``SOFT_VALENCE``: "my dog died" is
     grief, kept) and its -ing a verb, not a judgement ("… are amazing")."""
-    from memory.contradiction import SOFT_VALENCE
-    from memory.emotion import analyse
+    from memory.emotion import SOFT_VALENCE, analyse
 
     core = _TRAILING_LAUGH_EN_RE.sub("", _bare(core))  # "my coffee went cold lol"
     words = re.findall(r"[A-Za-z'’]+", core)

@@ -125,13 +125,7 @@ class OneBotHTTP:
             body.update(message_type="group", group_id=_num(msg.chat_id))
         else:
             body.update(message_type="private", user_id=_num(msg.sender_id))
-        token = self.pipeline.settings.onebot.access_token
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        async for attempt in AsyncRetrying(retry=retry_if_exception(lambda e: getattr(e, "transient", False)),
-                                           wait=wait_exponential_jitter(multiplier=BACKOFF_INITIAL_S, max=5.0, jitter=0.5),
-                                           stop=stop_after_attempt(CALL_ATTEMPTS), reraise=True):
-            with attempt:
-                await self._call(root + "/send_msg", body, headers)
+        await self._send_msg(root, body)
         log.info("onebot: reply to %s sent through the API of bot %s", msg.chat.key, msg.bot_id)
 
     async def send_followup(self, bot_id: str | None, chat: ChatRef, user_id: str, text: str) -> None:
@@ -154,6 +148,12 @@ class OneBotHTTP:
         else:
             body = {"message_type": "private", "user_id": _num(user_id), "message": [text_seg]}
         body["auto_escape"] = False
+        await self._send_msg(root, body)
+
+    async def _send_msg(self, root: str, body: dict[str, Any]) -> None:
+        """POST ``body`` to ``root``/send_msg with the access token, retried on a
+        transient failure (``CALL_ATTEMPTS``, jittered backoff from
+        ``BACKOFF_INITIAL_S``, at most 5 s apart); raises OneBotAPIError."""
         token = self.pipeline.settings.onebot.access_token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         async for attempt in AsyncRetrying(retry=retry_if_exception(lambda e: getattr(e, "transient", False)),
