@@ -153,13 +153,27 @@ def _all(driver, selector: str):
 
 def _follow(driver, element) -> None:
     """Click ``element`` and wait until the page it leads to has replaced this one."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     old = driver.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))
+
+    def replaced(_driver) -> bool:
+        # expected_conditions.staleness_of, plus Chromium's other answer for a node of the page just
+        # left ("Node with given id does not belong to the document", an inspector error), seen once in CI
+        try:
+            old.is_enabled()
+            return False
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as exc:
+            if "does not belong to the document" in str(exc):
+                return True
+            raise
+
+    WebDriverWait(driver, 30).until(replaced)
 
 
 def _login(driver, base: str, key: str) -> None:
