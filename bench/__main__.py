@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="speed: where built stores are kept between runs ('none': build in the temp dir)")
     parser.add_argument("--cache", default="/tmp/huiyi-eval-cache/embeddings.sqlite",
                         help="on-disk cache of dataset embeddings ('none' to disable)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="capture: list the misses (item, text, what was stored)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="capture: list the misses (item, text, what was stored); turn: each Store "
+                        "method, embedding, worker-thread call and thread by phase")
     parser.add_argument("--min-precision", type=float, default=None,
                         help="capture: exit 1 when a language's precision (all items) is below this, in [0, 1]")
     parser.add_argument("--min-recall", type=float, default=None,
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="precision: skip the capture side (what the turns write)")
     parser.add_argument("--against", default=None, metavar="REV",
                         help="dates / daylevel: also measure memory/dates.py / memory/recall.py as it was at git "
-                             "revision REV, in the same run")
+                             "revision REV, in the same run; turn: the gateway at REV first, back to back")
     parser.add_argument("--minutes", type=float, default=20.0,
                         help="soak: minutes of 50 paced chats per backend (default 20; RSS printed every minute)")
     parser.add_argument("--backend", action="append", choices=("sqlite", "postgresql"), default=None,
@@ -175,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             from bench import webhook
 
             webhook.run_turn(chats=(3,) if args.quick else webhook.TURN_CHATS, messages=2 if args.quick
-                             else webhook.PACED_MESSAGES)
+                             else webhook.TURN_MESSAGES, verbose=args.verbose,
+                             against=args.against if args.what == "turn" else None)
             print(flush=True)
         if args.what in ("consolidation", "all"):
             from bench import consolidation

@@ -52,6 +52,9 @@ floor — one query embedding, recall with that vector at hand, one SQL write
 from __future__ import annotations
 
 import asyncio
+import collections.abc
+import contextlib
+import contextvars
 import json
 import logging
 import multiprocessing
@@ -64,14 +67,15 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench import COMPARED, percentile
 
-__all__ = ["run", "run_turn", "measure", "floor", "TurnMeter", "PARTS", "TARGET_P95_MS", "CHATS", "MESSAGES",
-           "TURN_CHATS"]
+__all__ = ["run", "run_turn", "measure", "floor", "TurnMeter", "MeterSnapshot", "ROWS", "ANSWER", "AFTER",
+           "answer_phase", "turn_table", "TARGET_P95_MS", "CHATS", "MESSAGES", "TURN_CHATS", "TURN_MESSAGES"]
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +89,11 @@ WARMUP = 20
 
 TURN_CHATS = (10, 50)
 """Paced chats of ``run_turn``'s runs (issue 41: the turn ÷ its floor, unsaturated and at 50)."""
-PARTS = ("query embedding", "SQL", "document embedding", "HTTP, framework, event loop", "LanceDB's own threads",
-         "recall + capture Python")
-"""``TurnMeter``'s parts, in the order issue 41's table gives them."""
+TURN_MESSAGES = 10
+"""Messages of each chat in ``run_turn``: the first (a new person) and 9 steady turns."""
+ANSWER_GOAL = 1.2
+TURN_GOAL = 1.5
+"""Issue 41's goals: the answer path ≤ 1.2× the floor, the whole turn ≤ 1.5× (unsaturated)."""
 
 if TYPE_CHECKING:
     import uvicorn
@@ -125,7 +131,7 @@ def serve_in_thread(app, start_s: float = 300.0) -> tuple[uvicorn.Server, thread
 
 
 async def _load(base: str, chats: int, messages: int, warmup: int, texts: list[str],
-                think: tuple[float, float] | None = None) -> tuple[list[float], float]:
+                think: tuple[float, float] | None = None, first: int = 0) -> tuple[list[float], float]:
     import httpx
 
     from bridges.webhook.protocol import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
@@ -153,7 +159,7 @@ async def _load(base: str, chats: int, messages: int, warmup: int, texts: list[s
             if think:  # the chats start spread over one pause, as people do
                 await asyncio.sleep(rng.uniform(0.0, think[1]))
             for n in range(messages):
-                out.append(await one(chat, n, texts[warmup + chat * messages + n]))
+                out.append(await one(chat, first + n, texts[warmup + chat * messages + n]))
                 if think:
                     await asyncio.sleep(rng.uniform(*think))
             return out
@@ -165,8 +171,8 @@ async def _load(base: str, chats: int, messages: int, warmup: int, texts: list[s
 
 
 def _load_blocking(base: str, chats: int, messages: int, warmup: int, texts: list[str],
-                   think: tuple[float, float] | None) -> tuple[list[float], float]:
-    return asyncio.run(_load(base, chats, messages, warmup, texts, think))
+                   think: tuple[float, float] | None, first: int = 0) -> tuple[list[float], float]:
+    return asyncio.run(_load(base, chats, messages, warmup, texts, think, first))
 
 
 def measure(workdir: Path, *, chats: int = CHATS, messages: int = MESSAGES, warmup: int = WARMUP,
@@ -181,11 +187,13 @@ def measure(workdir: Path, *, chats: int = CHATS, messages: int = MESSAGES, warm
     "turn_p50_ms", "recall_p50_ms"}`` (milliseconds, requests/s; ``cpu_ms``: the
     gateway process's CPU time per request over the measured load).
 
-    ``parts``: the warm-up runs first and its captures are drained; then the load,
-    whose captures are drained too, with a ``TurnMeter`` on: ``cpu_ms`` is then the
-    measured load's own CPU, and the result adds ``"parts"`` (``TurnMeter.parts``:
-    CPU ms per turn by ``PARTS``) and ``"floor"`` (``floor`` over ``FLOOR_TEXTS``
-    texts after the load, in one of the chats' namespaces)."""
+    ``parts``: the warm-up runs first and its captures are drained; then, with a
+    ``TurnMeter`` on, each chat's first message (a new person: namespace and identity
+    rows made), drained, then its ``messages - 1`` others, drained: ``cpu_ms`` is then
+    the measured load's own CPU, and the result adds ``"parts"`` (``TurnMeter.parts``
+    of all turns), ``"first"`` and ``"later"`` (of the first turns, of the others)
+    and ``"floor"`` (``floor`` over ``FLOOR_TEXTS`` texts after the load, in one of
+    the chats' namespaces)."""
     from gateway.config import TenantSettings, load_settings
     from gateway.http.app import create_app
     from gateway.pipeline import Pipeline
@@ -217,7 +225,8 @@ def measure(workdir: Path, *, chats: int = CHATS, messages: int = MESSAGES, warm
                              index_uri=str(workdir / "index"),
                              tenants={"bench": TenantSettings(webhook={"secret": SECRET})}, **extra)
     pipeline = TimedPipeline(settings, build_core(settings))
-    server, thread = serve_in_thread(create_app(settings, pipeline))
+    app = create_app(settings, pipeline)
+    server, thread = serve_in_thread(answer_phase(app) if parts else app)
     port = server.config.port
     split = None
     base = f"http://127.0.0.1:{port}"
@@ -228,13 +237,23 @@ def measure(workdir: Path, *, chats: int = CHATS, messages: int = MESSAGES, warm
             if parts:
                 pool.submit(_load_blocking, base, 0, 0, warmup, texts[:warmup], None).result()
                 _drain(pipeline)
-                meter = TurnMeter(pipeline.core, thread)
-                cpu0 = time.process_time()
-                lat, wall = pool.submit(_load_blocking, base, chats, messages, 0, texts[warmup:], think).result()
+                meter = TurnMeter(pipeline.core, thread, pipeline.loop)
+                s0 = meter.snapshot()
+                lat, wall = pool.submit(_load_blocking, base, chats, 1, 0, texts[warmup:], think).result()
                 _drain(pipeline)
-                cpu = time.process_time() - cpu0
-                split = meter.parts(len(lat))
+                s1 = meter.snapshot()
+                later = []
+                if messages > 1:
+                    later, wall2 = pool.submit(_load_blocking, base, chats, messages - 1, 0,
+                                               texts[warmup + chats:], think, 1).result()
+                    wall += wall2
+                    _drain(pipeline)
+                s2 = meter.snapshot()
                 meter.close()
+                cpu = s2.process - s0.process
+                split = {"parts": meter.parts(len(lat) + len(later), s0, s2), "first": meter.parts(len(lat), s0, s1),
+                         "later": meter.parts(len(later), s1, s2) if later else None}
+                lat = lat + later
                 tenant, ns, chat, sender = pipeline.seen
                 fl = floor(pipeline.core, tenant, ns, chat, sender, texts[warmup + chats * messages:][:FLOOR_TEXTS])
             else:
@@ -256,7 +275,7 @@ def measure(workdir: Path, *, chats: int = CHATS, messages: int = MESSAGES, warm
            "per_s": len(lat) / wall, "cpu_ms": cpu * 1000 / (len(lat) + (0 if parts else warmup)),
            "turn_p50_ms": stage("total"), "recall_p50_ms": stage("recall")}
     if split is not None:
-        out["parts"] = split
+        out.update(split)
         out["floor"] = fl
     return out
 
@@ -310,35 +329,154 @@ def floor(core: MemoryCore, tenant: str, ns, chat, sender: str, texts: list[str]
     return out
 
 
+ANSWER, AFTER = "answer", "after"
+"""``TurnMeter``'s two phases: from a request's arrival to its reply being sent (what the
+person waits on), and what runs after it (capture, index write, marks, audit, maintenance)."""
+
+_PHASE: contextvars.ContextVar[str] = contextvars.ContextVar("bench_turn_phase", default=AFTER)
+"""The phase of the work running in this context: ``answer_phase`` sets it for each HTTP
+request; anything else (the capture worker's own context, maintenance, start-up) is after."""
+
+
+def answer_phase(app):
+    """ASGI ``app`` whose HTTP requests run in ``TurnMeter``'s answer phase (a context
+    variable, inherited by the tasks and ``asyncio.to_thread`` calls a request starts;
+    the capture queue's worker runs in a context of its own, hence after)."""
+
+    async def phased(scope, receive, send):
+        if scope["type"] == "http":
+            _PHASE.set(ANSWER)
+        await app(scope, receive, send)
+
+    return phased
+
+
+class _Steps(collections.abc.Coroutine):
+    """A task's coroutine whose every step on the loop is timed (thread CPU) into its phase."""
+
+    __slots__ = ("_coro", "_meter")
+
+    def __init__(self, coro, meter: TurnMeter) -> None:
+        self._coro = coro
+        self._meter = meter
+
+    def send(self, value):
+        t = time.thread_time()
+        try:
+            return self._coro.send(value)
+        finally:
+            self._meter._add(_PHASE.get(), "loop", "step", "", time.thread_time() - t)
+
+    def throw(self, *exc):
+        t = time.thread_time()
+        try:
+            return self._coro.throw(*exc)
+        finally:
+            self._meter._add(_PHASE.get(), "loop", "step", "", time.thread_time() - t)
+
+    def close(self):
+        return self._coro.close()
+
+    def __await__(self):
+        return self
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self.send(None)
+
+    def __getattr__(self, name):  # cr_frame, cr_code, __qualname__…: the task's repr and stack
+        return getattr(self._coro, name)
+
+
+class _MeteredExecutor(ThreadPoolExecutor):
+    """The loop's default executor (``asyncio.to_thread``), timing each call's thread CPU
+    into the phase of the context that submitted it, by the called function's name."""
+
+    def __init__(self, meter: TurnMeter) -> None:
+        super().__init__(thread_name_prefix="metered")
+        self._meter = meter
+
+    def submit(self, fn, /, *args, **kwargs):
+        meter, phase, name = self._meter, _PHASE.get(), _target_name(fn)
+
+        def run():
+            meter._local.phase = phase
+            meter._workers.add(threading.get_native_id())
+            t = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                meter._add(phase, "worker", "call", name, time.thread_time() - t)
+                meter._local.phase = None
+
+        return super().submit(run)
+
+
+def _target_name(fn) -> str:
+    """The function an executor runs: ``asyncio.to_thread`` submits ``partial(context.run, f, …)``."""
+    import functools
+
+    if isinstance(fn, functools.partial):
+        inner = fn.args[0] if fn.args and getattr(fn.func, "__name__", "") == "run" else fn.func
+        return _target_name(inner)
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+@dataclass(frozen=True)
+class MeterSnapshot:
+    """``TurnMeter``'s counters at one moment (``TurnMeter.snapshot``)."""
+
+    process: float
+    threads: dict[int, float]
+    names: dict[int, str]
+    cpu: dict[tuple[str, str, str, str], tuple[float, int]]
+
+
 class TurnMeter:
-    """Where a gateway's CPU goes, by ``PARTS``, between its construction and
-    ``parts`` (issue 41's table), measured inside the gateway's process.
+    """Where a gateway's CPU goes, by phase — the answer path (a request's arrival to
+    its reply being sent) and after it — and by part (``ROWS``), between two
+    ``snapshot``s, measured inside the gateway's process.
 
     Wraps, on the instances (``close`` undoes it), ``core.index.embedder``'s
     ``embed_query`` and ``embed_documents`` and every public method of
-    ``core.store``, adding each call's thread CPU (``time.thread_time``) to its part
-    and to whether it ran on the event loop's thread (``loop_thread``, the uvicorn
-    server's) — a thread's outermost metered call only, so a store call inside an
-    embedding, or the reverse, counts once. Each thread's CPU comes from
-    ``/proc/self/task/<tid>/stat`` (clock ticks) at both ends. Then:
+    ``core.store``, adding each call's thread CPU (``time.thread_time``) to its part,
+    its phase and its thread kind — a thread's outermost metered call only, so a store
+    call inside an embedding, or the reverse, counts once. With ``loop`` (the
+    gateway's event loop, on ``loop_thread``) it also times each task step on the
+    loop (a task factory) and each ``asyncio.to_thread`` call (the loop's default
+    executor, replaced by a metered one) into the phase of the context that runs or
+    submits it (``answer_phase`` marks the requests). Each thread's CPU comes from
+    ``/proc/self/task/<tid>/schedstat`` (``_thread_cpu``). Then, per phase:
 
     - query / document embedding, SQL: the wrapped calls;
-    - HTTP, framework, event loop: the loop thread's CPU less the wrapped calls on it;
-    - LanceDB's own threads: threads that are not Python's (``threading.enumerate``):
-      LanceDB's Rust runtime (ONNX Runtime and BLAS run one thread, the caller's);
-    - recall + capture Python: the other Python threads' CPU less the wrapped calls
-      on them, plus what threads that ended before ``parts`` spent (the process's
-      CPU no live thread accounts for).
+    - Python in worker threads: the executor's calls less the wrapped calls in them;
+    - event loop: the task steps less the wrapped calls in them; the loop thread's CPU
+      outside any task step (HTTP parsing and sending, the selector, callbacks)
+      counts to the answer path;
+    - worker threads' wake-ups: the executor threads' CPU outside their calls, shared
+      by the phases' counts of calls;
+    - LanceDB's own threads (threads that are not Python's: LanceDB's Rust runtime;
+      ONNX Runtime and BLAS run on the caller's thread), the other Python threads
+      (the cache loader, LanceDB's Python event loop, the loop watch) less the
+      wrapped calls in them, and what threads that ended spent: after the answer.
 
-    Linux only (``/proc``); OSError elsewhere."""
+    Without ``loop`` every thread but ``loop_thread`` is a worker of the after phase
+    and the loop thread's CPU is the answer path's event loop. Linux only
+    (``/proc``); OSError elsewhere."""
 
-    def __init__(self, core: MemoryCore, loop_thread: threading.Thread) -> None:
+    def __init__(self, core: MemoryCore, loop_thread: threading.Thread,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop_tid = loop_thread.native_id
         self._loop_ident = loop_thread.ident
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._cpu: dict[tuple[str, bool], float] = {}
+        self._cpu: dict[tuple[str, str, str, str], list] = {}
+        self._workers: set[int] = set()
         self._undo: list[tuple[object, str]] = []
+        self._loop = loop
+        self._executor: _MeteredExecutor | None = None
         emb = core.index.embedder
         for name, part in (("embed_query", "query embedding"), ("embed_documents", "document embedding")):
             self._wrap(emb, name, part)
@@ -348,14 +486,55 @@ class TurnMeter:
             attr = getattr(type(core.store), name, None)
             if callable(attr) and not isinstance(attr, type):
                 self._wrap(core.store, name, "SQL")
-        self._t0 = _thread_cpu()
-        self._p0 = time.process_time()
+        for name in ("search_vector", "search_bm25"):  # counted, not timed: the index's searches
+            self._count(core.index, name)
+        if loop is not None:
+            self._install(loop)
+        self._start = self.snapshot()
+
+    def _install(self, loop: asyncio.AbstractEventLoop) -> None:
+        done = threading.Event()
+        self._executor = _MeteredExecutor(self)
+
+        def factory(lp, coro, **kw):
+            return asyncio.Task(_Steps(coro, self), loop=lp, **kw)
+
+        def swap() -> None:
+            self._old = (loop.get_task_factory(), getattr(loop, "_default_executor", None))
+            loop.set_task_factory(factory)
+            loop.set_default_executor(self._executor)
+            done.set()
+
+        loop.call_soon_threadsafe(swap)
+        if not done.wait(30):
+            raise RuntimeError("the event loop did not take the meter")
+
+    def _add(self, phase: str, where: str, part: str, name: str, dt: float) -> None:
+        key = (phase, where, part, name)
+        with self._lock:
+            c = self._cpu.get(key)
+            if c is None:
+                self._cpu[key] = [dt, 1]
+            else:
+                c[0] += dt
+                c[1] += 1
+
+    def _where(self) -> tuple[str, str]:
+        """(phase, thread kind) of the calling thread's current work."""
+        phase = getattr(self._local, "phase", None)
+        if threading.get_ident() == self._loop_ident:
+            return _PHASE.get(), "loop"
+        if phase is not None:
+            return phase, "worker"
+        if self._loop is None:
+            return AFTER, "worker"
+        return _PHASE.get(), "other"
 
     def _wrap(self, obj: object, name: str, part: str) -> None:
         import functools
 
         inner = getattr(obj, name)
-        local, cpu, lock = self._local, self._cpu, self._lock
+        local = self._local
 
         @functools.wraps(inner)
         def timed(*a, **kw):
@@ -367,64 +546,162 @@ class TurnMeter:
                 return inner(*a, **kw)
             finally:
                 local.depth = 0
-                key = (part, threading.get_ident() == self._loop_ident)
-                with lock:
-                    cpu[key] = cpu.get(key, 0.0) + time.thread_time() - t
+                self._add(*self._where(), part, name, time.thread_time() - t)
 
         setattr(obj, name, timed)
         self._undo.append((obj, name))
 
+    def _count(self, obj: object, name: str) -> None:
+        import functools
+
+        inner = getattr(obj, name, None)
+        if inner is None:
+            return
+
+        @functools.wraps(inner)
+        def counted(*a, **kw):
+            self._add(self._where()[0], "-", "index search", name, 0.0)
+            return inner(*a, **kw)
+
+        setattr(obj, name, counted)
+        self._undo.append((obj, name))
+
     def close(self) -> None:
-        """Remove the wrappers (the instances' own methods again)."""
+        """Remove the wrappers (the instances' own methods again), the task factory and
+        the metered executor (the loop's earlier one back)."""
         for obj, name in self._undo:
             try:
                 delattr(obj, name)
             except AttributeError:
                 pass
         self._undo.clear()
+        if self._loop is not None and self._executor is not None:
+            loop, (factory, executor), done = self._loop, self._old, threading.Event()
 
-    def parts(self, turns: int) -> dict[str, float]:
-        """CPU milliseconds per turn of each of ``PARTS`` since construction, over
-        ``turns`` turns, and ``"total"`` (the process's CPU). ValueError for turns < 1."""
+            def back() -> None:
+                loop.set_task_factory(factory)
+                loop._default_executor = executor  # None: made afresh by the next to_thread
+                done.set()
+
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(back)
+                done.wait(30)
+            self._executor.shutdown(wait=False)
+            self._executor = None
+
+    def snapshot(self) -> MeterSnapshot:
+        """The counters now (the process's and each thread's CPU, the timed calls)."""
+        threads = _thread_cpu()
+        with self._lock:
+            cpu = {k: (v[0], v[1]) for k, v in self._cpu.items()}
+        return MeterSnapshot(time.process_time(), threads, _thread_names(threads), cpu)
+
+    def parts(self, turns: int, since: MeterSnapshot | None = None, until: MeterSnapshot | None = None) -> dict:
+        """CPU milliseconds per turn between ``since`` (default: the construction) and
+        ``until`` (default: now), over ``turns`` turns: ``{"answer": {row: ms},
+        "after": {row: ms}, "answer total", "after total", "total"`` (the process's
+        CPU; the two phases add up to it), ``"detail"``: ``{(phase, kind, name):
+        (ms, calls)}`` per turn for each Store method (kind "SQL"), embedding, executor
+        call (kind "call": the function ``asyncio.to_thread`` ran), index search and
+        thread (kind "thread": ``comm`` of the threads outside the loop and the
+        executor)}. Rows not measured in a phase are None. ValueError for turns < 1."""
         if turns < 1:
             raise ValueError("turns must be at least 1")
-        total = time.process_time() - self._p0
-        t1 = _thread_cpu()
-        delta = {tid: c - self._t0.get(tid, 0.0) for tid, c in t1.items()}
+        a, b = since or self._start, until or self.snapshot()
+        total = b.process - a.process
+        delta = {tid: c - a.threads.get(tid, 0.0) for tid, c in b.threads.items()}
         python = {t.native_id for t in threading.enumerate()}
+        cpu = {k: (v[0] - a.cpu.get(k, (0.0, 0))[0], v[1] - a.cpu.get(k, (0.0, 0))[1]) for k, v in b.cpu.items()}
+
+        def s(phase=None, where=None, parts=None, calls=False) -> float:
+            return sum(v[1 if calls else 0] for (p, w, part, _), v in cpu.items()
+                       if (phase is None or p == phase) and (where is None or w == where)
+                       and (parts is None or part in parts))
+
+        timed = ("query embedding", "document embedding", "SQL")
         loop = delta.get(self._loop_tid, 0.0)
-        native = sum(c for tid, c in delta.items() if tid not in python)
-        others = sum(c for tid, c in delta.items() if tid in python and tid != self._loop_tid)
+        workers = sum(c for tid, c in delta.items() if tid in self._workers)
+        if self._loop is None:  # no executor of ours: every other Python thread works for the after phase
+            workers = sum(c for tid, c in delta.items() if tid in python and tid != self._loop_tid)
+        native = sum(c for tid, c in delta.items() if tid not in python and tid not in self._workers)
+        other = sum(c for tid, c in delta.items()
+                    if tid in python and tid != self._loop_tid and tid not in self._workers) if self._loop else 0.0
         ended = max(0.0, total - sum(delta.values()))
-        with self._lock:
-            cpu = dict(self._cpu)
-
-        def part(name: str, on_loop: bool | None = None) -> float:
-            return sum(v for (p, lp), v in cpu.items() if p == name and (on_loop is None or lp == on_loop))
-
-        metered_loop = sum(v for (_, lp), v in cpu.items() if lp)
-        metered_other = sum(v for (_, lp), v in cpu.items() if not lp)
-        sec = {"query embedding": part("query embedding"), "SQL": part("SQL"),
-               "document embedding": part("document embedding"),
-               "HTTP, framework, event loop": max(0.0, loop - metered_loop),
-               "LanceDB's own threads": native,
-               "recall + capture Python": max(0.0, others - metered_other) + ended}
-        out = {k: sec[k] * 1000 / turns for k in PARTS}
+        wake = max(0.0, workers - s(where="worker", parts=("call",))) if self._loop else 0.0
+        calls = s(where="worker", parts=("call",), calls=True)
+        share = s(ANSWER, "worker", ("call",), calls=True) / calls if calls else 0.0
+        steps = s(where="loop", parts=("step",))
+        rest = max(0.0, loop - steps) if self._loop else loop - s(where="loop", parts=timed)
+        out: dict = {}
+        for phase in (ANSWER, AFTER):
+            mine = phase == ANSWER
+            rows = {"query embedding": s(phase, parts=("query embedding",)), "SQL": s(phase, parts=("SQL",)),
+                    "document embedding": s(phase, parts=("document embedding",))}
+            if self._loop is None:
+                rows[ROWS[3]] = 0.0 if mine else max(0.0, workers - s(where="worker", parts=timed))
+                rows[ROWS[4]] = rest if mine else 0.0
+                rows[ROWS[5]] = None
+            else:
+                rows[ROWS[3]] = max(0.0, s(phase, "worker", ("call",)) - s(phase, "worker", timed))
+                rows[ROWS[4]] = max(0.0, s(phase, "loop", ("step",)) - s(phase, "loop", timed)) + (rest if mine else 0)
+                rows[ROWS[5]] = wake * (share if mine else 1 - share)
+            rows[ROWS[6]] = None if mine else native
+            rows[ROWS[7]] = None if mine else max(0.0, other - s(where="other", parts=timed)) + ended
+            out[phase] = {k: None if v is None else v * 1000 / turns for k, v in rows.items()}
+            out[f"{phase} total"] = sum(v for v in out[phase].values() if v is not None)
         out["total"] = total * 1000 / turns
+        detail: dict[tuple[str, str, str], tuple[float, float]] = {}
+        for (p, w, part, name), (c, n) in cpu.items():
+            kind = "call" if part == "call" else "step" if part == "step" else part
+            key = (p, kind, name)
+            old = detail.get(key, (0.0, 0.0))
+            detail[key] = (old[0] + c * 1000 / turns, old[1] + n / turns)
+        for tid, c in delta.items():
+            if tid != self._loop_tid and tid not in self._workers and c > 0:
+                key = (AFTER, "thread", b.names.get(tid, "?") + ("" if tid in python else " (native)"))
+                old = detail.get(key, (0.0, 0.0))
+                detail[key] = (old[0] + c * 1000 / turns, 0.0)
+        out["detail"] = detail
         return out
 
 
+ROWS = ("query embedding", "SQL", "document embedding", "Python in worker threads (recall, capture, hops)",
+        "event loop: HTTP, framework, pipeline", "worker threads' wake-ups", "LanceDB's own threads",
+        "other threads (cache loader, LanceDB's loop, ended)")
+"""``TurnMeter``'s parts of each phase, in the order the turn table prints them."""
+
+
 def _thread_cpu() -> dict[int, float]:
-    """CPU seconds (user + system) of each live thread of this process, by native id."""
+    """CPU seconds of each live thread of this process, by native id: the scheduler's
+    run time (``/proc/self/task/<tid>/schedstat``, nanoseconds), else user + system
+    time in clock ticks (``stat``)."""
     tick = os.sysconf("SC_CLK_TCK")
     out: dict[int, float] = {}
     for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
+                out[int(tid)] = int(f.read().split()[0]) / 1e9
+            continue
+        except (OSError, ValueError, IndexError):
+            pass
         try:
             with open(f"/proc/self/task/{tid}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
         except OSError:  # the thread ended between the listing and the read
             continue
         out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime: fields 14 and 15
+    return out
+
+
+def _thread_names(tids) -> dict[int, str]:
+    """Each thread's name as the kernel keeps it (``comm``), by native id."""
+    out = {}
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                out[tid] = f.read().strip()
+        except OSError:
+            continue
     return out
 
 
@@ -480,51 +757,184 @@ def run() -> None:
          "(round trip minus turn = bridge + queueing for a worker thread)\n")
 
 
-def turn_table(title: str, f: dict) -> str:
-    """``measure(..., parts=True)``'s figures as issue 41's table: each part's CPU ms
-    per turn, its share of the turn, the floor's own part where it has one, and the
-    part ÷ the floor (the rows add up to the turn ÷ its floor)."""
+def turn_table(title: str, f: dict, verbose: bool = False) -> str:
+    """``measure(..., parts=True)``'s figures as issue 41's table, for the steady turns
+    (each chat's later turns; all turns when there were none): each part's CPU ms per
+    turn on the answer path (a request's arrival to its reply being sent), after it
+    (capture, index write, marks, audit) and in the whole turn, each ÷ the floor; then
+    the answer path and the turn ÷ the floor for the first turns (a new person), the
+    later turns and all turns (issue 41's figure: the whole turn over all turns).
+    ``verbose``: each Store method, embedding, executor call and thread of the steady
+    turns by phase, ms and calls per turn."""
     from bench import table
 
-    fl, parts = f["floor"], f["parts"]
-    twin = {"query embedding": "query embedding", "SQL": "SQL write", "recall + capture Python": "recall"}
+    fl = f["floor"]
+    floor_ms = fl["floor"]
+    steady = f.get("later") or f["parts"]
     rows = []
-    for name in PARTS:
-        ms = parts[name]
-        rows.append([name, ms, ms / parts["total"] if parts["total"] else float("nan"),
-                     fl[twin[name]] if name in twin else "-", ms / fl["floor"]])
-    rows.append(["the turn (process CPU)", parts["total"], 1.0, fl["floor"], parts["total"] / fl["floor"]])
-    return table(f"{title}; floor (one query embedding + recall with the vector at hand + one SQL write) "
-                 f"{fl['floor']:.1f} ms CPU: embedding {fl['query embedding']:.1f}, recall {fl['recall']:.1f}, "
-                 f"SQL write {fl['SQL write']:.1f}; {f['requests']} turns, round trip p50 {f['p50_ms']:.0f} ms, "
-                 f"p95 {f['p95_ms']:.0f} ms",
-                 ["part", "CPU ms / turn", "share of the turn", "the floor's part, ms", "÷ the floor"], rows)
+    for name in ROWS:
+        a, b = steady[ANSWER][name], steady[AFTER][name]
+        whole = (a or 0.0) + (b or 0.0)
+        rows.append([name, "-" if a is None else a, "-" if a is None else a / floor_ms,
+                     "-" if b is None else b, "-" if b is None else b / floor_ms, whole, whole / floor_ms])
+    a, b = steady[f"{ANSWER} total"], steady[f"{AFTER} total"]
+    rows.append(["total", a, a / floor_ms, b, b / floor_ms, steady["total"], steady["total"] / floor_ms])
+    which = "later turns (each chat's 2nd on: the steady turn)" if f.get("later") else "all turns"
+    out = [table(f"{title}; {which}, CPU ms per turn; floor (one query embedding + recall with the vector at hand "
+                 f"+ one SQL write) {floor_ms:.1f} ms: embedding {fl['query embedding']:.1f}, recall "
+                 f"{fl['recall']:.1f}, SQL write {fl['SQL write']:.1f}; {f['requests']} turns, round trip p50 "
+                 f"{f['p50_ms']:.0f} ms, p95 {f['p95_ms']:.0f} ms",
+                 ["part", "answer path", "÷ floor", "after the answer", "÷ floor", "the turn", "÷ floor"], rows)]
+    figures = [("first turns", f.get("first")), ("later turns", f.get("later")), ("all turns", f["parts"])]
+    figures = [(label, p) for label, p in figures if p is not None]
+    out.append("answer path ÷ floor: " + " · ".join(
+        f"{label} {p[f'{ANSWER} total'] / floor_ms:.2f}× ({p[f'{ANSWER} total']:.1f} ms)" for label, p in figures)
+        + f"  (goal ≤ {ANSWER_GOAL:g})")
+    out.append("turn ÷ floor: " + " · ".join(
+        f"{label} {p['total'] / floor_ms:.2f}× ({p['total']:.1f} ms)" for label, p in figures)
+        + f"  (goal ≤ {TURN_GOAL:g}; issue 41's figure: all turns)")
+    searches = sum(n for (p, kind, _), (_, n) in steady["detail"].items() if p == ANSWER and kind == "index search")
+    hops = sum(n for (p, kind, _), (_, n) in steady["detail"].items() if p == ANSWER and kind == "call")
+    out.append(f"on the answer path per steady turn: {hops:.1f} calls in worker threads (asyncio.to_thread), "
+               f"{searches:.2f} LanceDB searches")
+    if verbose:
+        detail = sorted(steady["detail"].items(), key=lambda kv: (kv[0][0] != ANSWER, kv[0][1], -kv[1][0]))
+        out.append(table(f"{which}, by phase: each Store method (SQL), embedding, call in a worker thread (call: "
+                         f"its whole CPU, the parts inside included), index search and other thread",
+                         ["phase", "kind", "name", "CPU ms / turn", "calls / turn"],
+                         [[p, kind, name, ms, n] for (p, kind, name), (ms, n) in detail if ms >= 0.005 or n >= 0.005]))
+    return "\n".join(out)
 
 
-def run_turn(chats: tuple[int, ...] = TURN_CHATS, messages: int = PACED_MESSAGES, precision: str | None = None,
-             emit=None) -> list[dict]:
+def run_turn(chats: tuple[int, ...] = TURN_CHATS, messages: int = TURN_MESSAGES, precision: str | None = None,
+             emit=None, verbose: bool = False, against: str | None = None) -> list[dict]:
     """Issue 41's turn at its floor: for each count in ``chats``, that many chats at a
     person's pace (``THINK_S``) send ``messages`` fresh chat-mix lines each to a
     fresh gateway (SQLite + LanceDB + e5-small at ``precision``, None: shipped);
     prints ``turn_table`` with the load average as each run ends and returns the
-    figures (``measure(..., parts=True)``)."""
+    figures (``measure(..., parts=True)``). ``against``: a git revision whose gateway
+    runs the same load first, each count back to back with this tree's (both in a
+    child process each, the revision's code from a temporary worktree, this bench's
+    code), then the ratios this ÷ that. Raises RuntimeError when a child fails or the
+    revision cannot be checked out."""
     from bench.chatmix import chat_mix
 
     emit = emit or (lambda text: print(text, end="\n\n", flush=True))
-    emit(f"the turn and its floor (issue 41): gateway CPU per turn by part, no model, fresh chat-mix texts, "
-         f"{os.cpu_count()} cores; load average {_loadavg()} at the start")
+    emit(f"the turn and its floor (issue 41): gateway CPU per turn by phase and part, no model, fresh chat-mix "
+         f"texts, {messages} per chat, {os.cpu_count()} cores; load average {_loadavg()} at the start")
     out = []
-    for n in chats:
-        workdir = Path(tempfile.mkdtemp(prefix="huiyi-bench-turn-"))
-        try:
-            f = measure(workdir, chats=n, messages=messages, think=THINK_S, precision=precision, parts=True,
-                        texts=chat_mix(WARMUP + n * messages + FLOOR_TEXTS))
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-        out.append(f)
-        emit(turn_table(f"{n} chats, each pausing {THINK_S[0]:g}-{THINK_S[1]:g} s after an answer, load average "
-                        f"{_loadavg()}", f))
+    here = Path(__file__).resolve().parents[1]
+    with contextlib.ExitStack() as stack:
+        there = stack.enter_context(_worktree(against)) if against else None
+        for n in chats:
+            title = f"{n} chats, each pausing {THINK_S[0]:g}-{THINK_S[1]:g} s after an answer"
+            if there is None:
+                workdir = Path(tempfile.mkdtemp(prefix="huiyi-bench-turn-"))
+                try:
+                    f = measure(workdir, chats=n, messages=messages, think=THINK_S, precision=precision, parts=True,
+                                texts=chat_mix(WARMUP + n * messages + FLOOR_TEXTS))
+                finally:
+                    shutil.rmtree(workdir, ignore_errors=True)
+                emit(turn_table(f"{title}, load average {_loadavg()}", f, verbose))
+                out.append(f)
+                continue
+            before = _measure_in_child(there, n, messages, precision)
+            emit(turn_table(f"BEFORE ({against}): {title}, load average {_loadavg()}", before, verbose))
+            f = _measure_in_child(here, n, messages, precision)
+            emit(turn_table(f"AFTER (this tree): {title}, load average {_loadavg()}", f, verbose))
+            emit(_compare(n, before, f))
+            out.append(f)
     return out
+
+
+def _compare(chats: int, before: dict, after: dict) -> str:
+    """After ÷ before of the answer path and the turn (each ÷ its own run's floor, and in ms)."""
+    lines = [f"{chats} chats, this tree ÷ before in the same run (load average {_loadavg()}):"]
+    for label in ("first", "later", "parts"):
+        a, b = before.get(label), after.get(label)
+        if a is None or b is None:
+            continue
+        fa, fb = before["floor"]["floor"], after["floor"]["floor"]
+        name = {"parts": "all turns"}.get(label, f"{label} turns")
+        lines.append(f"  {name}: answer path {a[f'{ANSWER} total']:.1f} → {b[f'{ANSWER} total']:.1f} ms "
+                     f"({a[f'{ANSWER} total'] / fa:.2f}× → {b[f'{ANSWER} total'] / fb:.2f}× the floor), the turn "
+                     f"{a['total']:.1f} → {b['total']:.1f} ms ({a['total'] / fa:.2f}× → {b['total'] / fb:.2f}×)")
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _worktree(rev: str):
+    """A temporary detached git worktree of this repository at ``rev`` (removed after)."""
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    path = Path(tempfile.mkdtemp(prefix="huiyi-bench-against-")) / "tree"
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(path), rev], check=True,
+                   capture_output=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(path)], capture_output=True)
+        shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def _measure_in_child(root: Path, chats: int, messages: int, precision: str | None) -> dict:
+    """``measure(..., parts=True)`` in a child process over the gateway code of the tree
+    at ``root`` and this tree's ``bench`` (a link to it first on the child's path)."""
+    import subprocess
+
+    tmp = Path(tempfile.mkdtemp(prefix="huiyi-bench-child-"))
+    try:
+        (tmp / "bench").symlink_to(Path(__file__).resolve().parent)
+        result = tmp / "result.json"
+        code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; "
+                "from bench.webhook import _child; _child(*sys.argv[3:])")
+        env = dict(os.environ, HUIYI_EVAL_DATA_DIR=str(_data_dir()))
+        done = subprocess.run([sys.executable, "-c", code, str(tmp), str(root), str(chats), str(messages),
+                               precision or "", str(result)], cwd=root, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"the turn bench failed in {root}: {done.stderr[-2000:]}")
+        return _from_json(json.loads(result.read_text()))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _data_dir() -> Path:
+    import bench
+
+    return bench.DATA_DIR
+
+
+def _child(chats: str, messages: str, precision: str, result: str) -> None:
+    """The child of ``_measure_in_child``: one measured run, its figures as JSON in ``result``."""
+    from bench.chatmix import chat_mix
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    n, m = int(chats), int(messages)
+    workdir = Path(tempfile.mkdtemp(prefix="huiyi-bench-turn-"))
+    try:
+        f = measure(workdir, chats=n, messages=m, think=THINK_S, precision=precision or None, parts=True,
+                    texts=chat_mix(WARMUP + n * m + FLOOR_TEXTS))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    Path(result).write_text(json.dumps(_to_json(f)))
+
+
+def _to_json(f: dict) -> dict:
+    out = dict(f)
+    for label in ("parts", "first", "later"):
+        if out.get(label) is not None:
+            p = dict(out[label])
+            p["detail"] = [[*k, *v] for k, v in p["detail"].items()]
+            out[label] = p
+    return out
+
+
+def _from_json(f: dict) -> dict:
+    for label in ("parts", "first", "later"):
+        if f.get(label) is not None:
+            f[label]["detail"] = {(p, kind, name): (ms, n) for p, kind, name, ms, n in f[label]["detail"]}
+    return f
 
 
 def _loadavg() -> str:

@@ -32,9 +32,11 @@ def filled(sqlite_core):
 
 
 def test_meter_splits_the_turn_by_part_and_unwraps(filled):
-    """Calls on the 'loop' thread and on a worker land in their parts; every part and the
-    total are CPU ms per turn, none negative; close gives the instances their own methods."""
-    from bench.webhook import PARTS, TurnMeter
+    """Without a loop: calls on the 'loop' thread and on a worker land in their parts (the
+    worker's in the after phase); every part and the total are CPU ms per turn, none
+    negative, the phases adding up to the process's CPU; close gives the instances their
+    own methods."""
+    from bench.webhook import AFTER, ANSWER, ROWS, TurnMeter
     from memory.types import Namespace
 
     core, ns = filled
@@ -58,12 +60,54 @@ def test_meter_splits_the_turn_by_part_and_unwraps(filled):
     finally:
         done.set()
         loop.join()
-    assert list(parts) == [*PARTS, "total"]
-    assert all(v >= 0 for v in parts.values())
-    assert parts["query embedding"] > 0 and parts["document embedding"] > 0 and parts["SQL"] > 0
+    assert list(parts[ANSWER]) == list(ROWS) and list(parts[AFTER]) == list(ROWS)
+    assert all(v >= 0 for phase in (ANSWER, AFTER) for v in parts[phase].values() if v is not None)
+    after = parts[AFTER]
+    assert after["query embedding"] > 0 and after["document embedding"] > 0 and after["SQL"] > 0
+    assert parts[ANSWER]["query embedding"] == 0 and parts[ANSWER]["SQL"] == 0
+    # per-thread clocks (/proc) against the process's: equal but for when each is read
+    assert parts[f"{ANSWER} total"] + parts[f"{AFTER} total"] == pytest.approx(parts["total"], rel=0.2, abs=1.0)
+    assert parts["detail"][(AFTER, "SQL", "count")][1] == pytest.approx(6 / len(TEXTS))
     assert "embed_query" not in vars(emb) and "count" not in vars(core.store)
     with pytest.raises(ValueError, match="at least 1"):
         meter.parts(0)
+
+
+async def test_meter_on_a_loop_splits_the_answer_from_what_follows(filled):
+    """On a running loop: work started in the answer phase (a task, its to_thread calls and
+    the parts inside them) counts to the answer path; a task in a context of its own (as
+    the capture queue's worker is) counts after it; the task factory and the executor
+    are the loop's own again after close."""
+    import asyncio
+    import contextvars
+
+    from bench.webhook import _PHASE, AFTER, ANSWER, ROWS, TurnMeter
+
+    core, ns = filled
+    loop = asyncio.get_running_loop()
+    before = loop.get_task_factory()
+    meter = await asyncio.to_thread(TurnMeter, core, threading.current_thread(), loop)
+    since = meter.snapshot()
+
+    async def answer() -> None:
+        _PHASE.set(ANSWER)
+        await asyncio.to_thread(core.index.embedder.embed_query, TEXTS[3])
+        await asyncio.to_thread(core.store.count, ns)
+
+    async def later() -> None:
+        await asyncio.to_thread(core.index.embedder.embed_documents, TEXTS)
+
+    await asyncio.create_task(answer())
+    await asyncio.create_task(later(), context=contextvars.Context())
+    parts = meter.parts(1, since)
+    await asyncio.to_thread(meter.close)
+    assert parts[ANSWER]["query embedding"] > 0 and parts[ANSWER]["SQL"] > 0
+    assert parts[ANSWER]["document embedding"] == 0 and parts[AFTER]["document embedding"] > 0
+    assert parts[ANSWER][ROWS[6]] is None and parts[AFTER][ROWS[6]] is not None
+    calls = {phase: sum(n for (p, kind, _), (_, n) in parts["detail"].items() if p == phase and kind == "call")
+             for phase in (ANSWER, AFTER)}
+    assert calls == {ANSWER: 2, AFTER: 1}
+    assert loop.get_task_factory() is before
 
 
 def test_floor_runs_embedding_recall_and_one_write(filled):
