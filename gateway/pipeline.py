@@ -249,7 +249,8 @@ class Pipeline:
                 res.duplicate = await asyncio.to_thread(replay.claim, self, tenant, nonce) == replay.RETRY
             return res
         prefetch = self._prefetch_query(t, msg)
-        ns = await asyncio.to_thread(resolve_identity, self.core.store, tenant, msg.platform, msg.sender_id)
+        # one thread hop for the two reads every message makes first: whose it is and whether it is off the record
+        ns, paused = await asyncio.to_thread(self._whose, tenant, msg, chat)
         res = TurnResult(tenant=tenant, namespace=str(ns), chat=chat.key, message_id=msg.message_id,
                          turn=current_turn_id())
         delivery = f"{tenant}|{msg.platform}|{chat.key}|{msg.message_id}"
@@ -282,7 +283,7 @@ class Pipeline:
         try:
             return await self._turn(tenant, t, msg, ns, res, background_capture, delivery if plain else None,
                                     fingerprint if plain else None, claimed, privileged, prefetch,
-                                    _stored(tenant, nonce) if plain and nonce is not None else None)
+                                    _stored(tenant, nonce) if plain and nonce is not None else None, paused=paused)
         except DuplicateDelivery:
             # nothing of the line's transaction was written, its nonce neither: a
             # platform's retry signed anew still uses its nonce up (a replay of it is refused)
@@ -304,6 +305,16 @@ class Pipeline:
             if fingerprint is not None:
                 await asyncio.to_thread(self.core.store.release_delivery, fingerprint)
             raise
+
+    def _whose(self, tenant: str, msg: InboundMessage, chat: ChatRef) -> tuple[Namespace, bool | None]:
+        """Blocking (SQL): the sender's namespace (``memory.identity.resolve``) and,
+        unless ``msg`` is a ``/memory`` command (never off the record), whether the
+        person has ``chat`` off the record at the message's time (``Store.paused``;
+        None for a command). Raises NamespaceError for ids outside their patterns."""
+        ns = resolve_identity(self.core.store, tenant, msg.platform, msg.sender_id)
+        if _is_memory_command(msg):
+            return ns, None
+        return ns, self.core.store.paused(ns, pause_key(chat), msg.timestamp) is not None
 
     def _prefetch_query(self, t: TenantSettings, msg: InboundMessage) -> asyncio.Task | None:
         """For a plain message the bot will answer (not an edit, a command or a
@@ -329,12 +340,16 @@ class Pipeline:
                     res: TurnResult, background_capture: bool = False, claim: str | None = None,
                     fingerprint: str | None = None, claimed: asyncio.Event | None = None,
                     privileged: bool = True, prefetch: asyncio.Task | None = None,
-                    nonce: NonceClaim | None = None) -> TurnResult:
+                    nonce: NonceClaim | None = None, *, paused: bool | None = None) -> TurnResult:
+        """The turn after identity and the claims (``handle``). ``paused``: whether the
+        chat is off the record for the sender, read with the identity (``_whose``);
+        None: read here."""
         chat = msg.chat
         started = time.perf_counter()
         # off the record (/memory pause, in SQL for every replica): the line is used for the reply alone
-        if not _is_memory_command(msg) and await asyncio.to_thread(self.core.store.paused, ns, pause_key(chat),
-                                                                    msg.timestamp):
+        if paused is None and not _is_memory_command(msg):
+            paused = await asyncio.to_thread(self.core.store.paused, ns, pause_key(chat), msg.timestamp) is not None
+        if paused and not _is_memory_command(msg):
             res.paused = True
         else:
             self.consolidation.turned(ns)  # consolidation waits until the person is idle
@@ -360,13 +375,12 @@ class Pipeline:
             and not res.paused
         logged = translate(lang, "[forwarded] {text}", text=msg.text) if msg.forwarded else msg.text
         logged = _kept_in_log(logged, t.never_store)
-        line_id = await asyncio.to_thread(
-            self.core.store.append_chat, tenant, chat,
-            ChatLine("user", msg.sender_id, logged, msg.timestamp, msg.message_id, msg.sender_name),
-            capture=ns if due else None, claim=claim,
-            fingerprint=(fingerprint, REPUSH_WINDOW) if fingerprint else None, nonce=nonce)
-        if claimed is not None:  # the line, its claims and its capture are committed
-            claimed.set()
+        line = ChatLine("user", msg.sender_id, logged, msg.timestamp, msg.message_id, msg.sender_name)
+        line_id, tail = await asyncio.to_thread(
+            self._log_line, tenant, t, msg, line, capture=ns if due else None, claim=claim,
+            fingerprint=(fingerprint, REPUSH_WINDOW) if fingerprint else None, nonce=nonce,
+            claimed=claimed, loop=asyncio.get_running_loop() if claimed is not None else None,
+            tail=res.addressed)
         queued = utcnow()  # no later than any other replica's claim of this line (Store.take_captures)
         if due and line_id is not None:
             self.captures.hold(line_id)  # before the answer: maintenance must not resume it meanwhile
@@ -376,7 +390,7 @@ class Pipeline:
         after: list[Callable[[], None]] | None = [] if background_capture else None
         try:
             if res.addressed:
-                rec, query, trace = await self._answer(tenant, t, msg, ns, lang, res, after, prefetch, line_id)
+                rec, query, trace = await self._answer(tenant, t, msg, ns, lang, res, after, prefetch, line_id, tail)
         except BaseException:
             self.captures.release(line_id or 0)  # the line keeps its capture for resume_captures
             if res.paused:
@@ -402,6 +416,35 @@ class Pipeline:
         if rec is not None:
             await self._audit(res, rec, query, trace)
         return res
+
+    def _log_line(self, tenant: str, t: TenantSettings, msg: InboundMessage, line: ChatLine, *,
+                  claimed: asyncio.Event | None, loop: asyncio.AbstractEventLoop | None, tail: bool,
+                  **append) -> tuple[int | None, list[ChatLine] | None]:
+        """Blocking (SQL): append the person's ``line`` to ``msg``'s chat
+        (``Store.append_chat`` with ``append``'s claims and capture: the turn's one
+        write before its answer), set ``claimed`` on ``loop`` once that has
+        committed, then — with ``tail`` — read the chat's tail the answer needs
+        (``_chat_tail``), in the same thread hop. Returns the line's id and the tail
+        (None without ``tail``, or when its read failed: ``_answer`` reads it again
+        and reports the error). Raises what ``append_chat`` raises
+        (DuplicateDelivery, NonceUsed, StoreError)."""
+        line_id = self.core.store.append_chat(tenant, msg.chat, line, **append)
+        if claimed is not None and loop is not None:  # the line, its claims and its capture are committed
+            loop.call_soon_threadsafe(claimed.set)
+        if not tail:
+            return line_id, None
+        try:
+            return line_id, self._chat_tail(tenant, t, msg)
+        except Exception as exc:  # noqa: BLE001 - read again on the answer's own path, which reports it
+            log.debug("chat tail after the append failed: %s", exc)
+            return line_id, None
+
+    def _chat_tail(self, tenant: str, t: TenantSettings, msg: InboundMessage) -> list[ChatLine]:
+        """Blocking (SQL): the last ``t.tail`` lines of ``msg``'s chat as of the message
+        (``t.tail_max_age`` seconds at most, when set), oldest first."""
+        return self.core.store.chat_tail(tenant, msg.chat, t.tail,
+                                         max_age=timedelta(seconds=t.tail_max_age) if t.tail_max_age > 0 else None,
+                                         now=msg.timestamp)
 
     def _unkeep(self, tenant: str, msg: InboundMessage, chat: ChatRef) -> None:
         """Off the record: delete the person's line ``msg`` of ``chat`` from the chat
@@ -457,14 +500,15 @@ class Pipeline:
 
     async def _answer(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace, lang: str,
                       res: TurnResult, after: list[Callable[[], None]] | None = None,
-                      prefetch: asyncio.Task | None = None,
-                      line_id: int | None = None) -> tuple[Recollection, list[ChatLine], RecallTrace]:
+                      prefetch: asyncio.Task | None = None, line_id: int | None = None,
+                      tail: list[ChatLine] | None = None) -> tuple[Recollection, list[ChatLine], RecallTrace]:
         """Recall, recollection, prompt and (with a model) the reply. The turn's
         bookkeeping — the recall trace for ``/memory why``, the recalled
         memories' access times, and the query vector of the person's line kept
         with it in the chat log (``line_id``; ``_tail_vectors``) — is appended to
         ``after`` when given (run after the answer), else done here; a failure
-        there is logged, never raised.
+        there is logged, never raised. ``tail``: the chat's tail, read with the
+        person's line in one thread hop (``_log_line``); None: read here.
 
         One embedding model call at most: the query's, started by ``prefetch``
         (awaited here, so recall finds it cached); the older lines of the tail take
@@ -474,9 +518,8 @@ class Pipeline:
         the message alone when none) and the recall's trace (``memory.explain``:
         the namespace's last recall, and the turn's audit keeps it), for the turn's audit."""
         chat = msg.chat
-        tail = await asyncio.to_thread(self.core.store.chat_tail, tenant, chat, t.tail,
-                                       max_age=timedelta(seconds=t.tail_max_age) if t.tail_max_age > 0 else None,
-                                       now=msg.timestamp)
+        if tail is None:
+            tail = await asyncio.to_thread(self._chat_tail, tenant, t, msg)
         said = [line for line in tail if line.role == "user" and line.sender_id == msg.sender_id]
         if prefetch is not None:
             await prefetch
