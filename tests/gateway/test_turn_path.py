@@ -126,3 +126,31 @@ async def test_a_line_stored_as_it_was_said_is_embedded_as_a_document(e5_store, 
     assert not res.duplicate and text in stored
     assert emb.queries == [text]
     assert (text in emb.documents) is (not reuse)
+
+
+async def test_the_answer_path_takes_four_thread_hops_and_signals_its_claim_at_the_append(sqlite_core, monkeypatch):
+    """A plain message's answer path hops into worker threads four times — the query embedding, identity
+    with the pause, the line's append with the chat tail, recall — and ``claimed`` is set once the append
+    has committed, before the answer; the tail the answer used holds the line just logged."""
+    import asyncio
+
+    pipe = Pipeline(load_settings(), sqlite_core)
+    sqlite_core.add(NS, sqlite_core.new(NS, "I love science fiction films"))
+    await pipe.handle("default", _msg("Hello there, how are you today?", "0", T0), background_capture=True)
+    assert await pipe.drain(30)
+    hops: list[str] = []
+    inner = asyncio.to_thread
+
+    async def counted(fn, /, *a, **kw):
+        hops.append(getattr(fn, "__name__", repr(fn)))
+        return await inner(fn, *a, **kw)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    claimed = asyncio.Event()
+    res = await pipe.handle("default", _msg("Do you remember what films I love?", "1", T0 + timedelta(seconds=30)),
+                            background_capture=True, claimed=claimed)
+    monkeypatch.setattr(asyncio, "to_thread", inner)
+    assert claimed.is_set()
+    assert sorted(hops) == sorted(["embed", "_whose", "_log_line", "recall"])
+    assert res.prompt and any("what films I love" in m["content"] for m in res.prompt)
+    assert await pipe.drain(30)
