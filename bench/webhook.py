@@ -74,8 +74,24 @@ from typing import TYPE_CHECKING
 
 from bench import COMPARED, percentile
 
-__all__ = ["run", "run_turn", "measure", "floor", "TurnMeter", "MeterSnapshot", "ROWS", "ANSWER", "AFTER",
-           "answer_phase", "turn_table", "TARGET_P95_MS", "CHATS", "MESSAGES", "TURN_CHATS", "TURN_MESSAGES"]
+__all__ = [
+    "AFTER",
+    "ANSWER",
+    "CHATS",
+    "MESSAGES",
+    "ROWS",
+    "TARGET_P95_MS",
+    "TURN_CHATS",
+    "TURN_MESSAGES",
+    "MeterSnapshot",
+    "TurnMeter",
+    "answer_phase",
+    "floor",
+    "measure",
+    "run",
+    "run_turn",
+    "turn_table",
+]
 
 log = logging.getLogger(__name__)
 
@@ -882,7 +898,8 @@ def _worktree(rev: str):
     try:
         yield path
     finally:
-        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(path)], capture_output=True)
+        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(path)], capture_output=True,
+                       check=False)
         shutil.rmtree(path.parent, ignore_errors=True)
 
 
@@ -899,7 +916,8 @@ def _measure_in_child(root: Path, chats: int, messages: int, precision: str | No
                 "from bench.webhook import _child; _child(*sys.argv[3:])")
         env = dict(os.environ, HUIYI_EVAL_DATA_DIR=str(_data_dir()))
         done = subprocess.run([sys.executable, "-c", code, str(tmp), str(root), str(chats), str(messages),
-                               precision or "", str(result)], cwd=root, env=env, capture_output=True, text=True)
+                               precision or "", str(result)], cwd=root, env=env, capture_output=True, text=True,
+                              check=False)
         if done.returncode != 0:
             raise RuntimeError(f"the turn bench failed in {root}: {done.stderr[-2000:]}")
         return _from_json(json.loads(result.read_text()))
