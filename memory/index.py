@@ -311,7 +311,7 @@ class SearchIndex:
     """Whether ``vectors`` gives a memory stored as it was said a vector made from
     its turn's cached query vector instead of embedding the text as a document (one
     model call a captured line, not two): the embedder's ``document_from_query``
-    (e5-small: a linear map fitted on dev chat lines, cosine 0.99 to the document
+    (e5-small: a linear map fitted on dev chat lines, cosine 0.984 to the document
     vector on held-out ones, ``memory.embed.E5_QUERY_MAP``); an asymmetric embedder
     without one embeds the document. The query vector itself is never stored: with
     e5 the query side of a text sits closer to every other line's query than its
@@ -725,8 +725,8 @@ class SearchIndex:
         (one query per namespace); then, with ``reuse_query_vectors``, for a text
         that was recently a query (a person's line stored as it was said), the
         embedder's ``document_from_query`` of its cached query vector
-        (``embed_tail``'s; e5's query side of a text lies at cosine ~0.92 to its
-        passage side, the mapped vector at ~0.99); the rest are embedded. Raises
+        (``embed_tail``'s; e5's query side of a text lies at cosine ~0.95 to its
+        passage side, the mapped vector at ~0.98); the rest are embedded. Raises
         EmbedderError."""
         out = np.empty((len(memories), self.embedder.dim), dtype=np.float32)
         hashes = [text_hash(m.text) for m in memories]
