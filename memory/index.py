@@ -307,16 +307,19 @@ class SearchIndex:
     lock. Raises SearchIndexError on LanceDB failures.
     """
 
-    reuse_query_vectors: bool = True
+    reuse_query_vectors: bool = False
     """Whether ``vectors`` gives a memory stored as it was said a vector made from
     its turn's cached query vector instead of embedding the text as a document (one
-    model call a captured line, not two): the embedder's ``document_from_query``
-    (e5-small: a linear map fitted on dev chat lines, cosine 0.984 to the document
-    vector on held-out ones, ``memory.embed.E5_QUERY_MAP``); an asymmetric embedder
-    without one embeds the document. The query vector itself is never stored: with
-    e5 the query side of a text sits closer to every other line's query than its
-    passage side does, and such a memory stood out for unrelated chit-chat
-    (docs/recall.md, "A line stored as it was said")."""
+    model call a captured line, not two: ~11 ms of CPU saved a line stored as said):
+    the embedder's ``document_from_query`` (e5-small: a linear map fitted on dev chat
+    lines, cosine 0.984 to the document vector on held-out ones,
+    ``memory.embed.E5_QUERY_MAP``); an asymmetric embedder without one embeds the
+    document. The query vector itself is never stored: with e5 a text's query side
+    made its memory stand out for unrelated lines. Off: through the map, unrelated
+    chit-chat injected as often as without it (29 against 30 of 436 negative turns)
+    and DuLeMon found more (held out 0.440 against 0.360), but LoCoMo's held-out
+    any@10 fell by 0.006 (0.801 / 0.800 → 0.794 / 0.795 in two runs), over the
+    0.005 a change may cost (docs/recall.md, "A line stored as it was said")."""
 
     def __init__(self, path: str | Path, embedder: Embedder, *, ann_min_rows: int = ANN_MIN_ROWS,
                  storage_options: dict[str, str] | None = None,

@@ -1,4 +1,5 @@
-"""A line stored as it was said takes its turn's query vector through e5-small's
+"""With ``SearchIndex.reuse_query_vectors`` (off by default: docs/recall.md) a line
+stored as it was said takes its turn's query vector through e5-small's
 query-to-passage map, never the query vector itself; the rebuild from SQL keeps
 such memories where they were. Real SQLite + LanceDB in tmp_path, the real e5-small."""
 
@@ -58,7 +59,7 @@ def test_a_line_stored_as_said_is_stored_as_its_mapped_query_vector(e5_core):
     from memory.index import text_hash
 
     core, emb = e5_core
-    assert core.index.reuse_query_vectors  # on by default
+    core.index.reuse_query_vectors = True
     queries = {line: core.index.embed_tail([line])[0].copy() for line in LINES}
     for line in LINES:
         core.add(NS, core.new(NS, line))
@@ -80,6 +81,7 @@ def test_without_a_map_the_line_is_embedded_as_a_document(tmp_path):
     assert E5SmallEmbedder(query_precision="int8").document_from_query(np.ones(384, dtype=np.float32)) is None
     emb = Unmapped()
     core = MemoryCore(Store(f"sqlite:///{tmp_path / 'h.db'}"), SearchIndex(tmp_path / "index", emb))
+    core.index.reuse_query_vectors = True
     try:
         for line in LINES[:2]:
             core.index.embed_tail([line])
@@ -97,6 +99,7 @@ def test_the_rebuild_from_sql_keeps_a_mapped_memory_where_it_was(tmp_path):
 
     emb = CountingE5()
     core = MemoryCore(Store(f"sqlite:///{tmp_path / 'h.db'}"), SearchIndex(tmp_path / "index", emb))
+    core.index.reuse_query_vectors = True
     try:
         for line in LINES:
             core.index.embed_tail([line])
@@ -150,6 +153,7 @@ def test_memories_stored_as_said_do_not_stand_out_for_an_unrelated_line(tmp_path
     recalled = {}
     for name, emb in (("raw", RawQuery()), ("shipped", CountingE5())):
         core = MemoryCore(Store(f"sqlite:///{tmp_path / f'{name}.db'}"), SearchIndex(tmp_path / f"{name}-index", emb))
+        core.index.reuse_query_vectors = True
         try:
             for text in said:
                 core.index.embed_tail([text])
