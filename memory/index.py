@@ -308,13 +308,18 @@ class SearchIndex:
     """
 
     reuse_query_vectors: bool = False
-    """Whether ``vectors`` gives a memory stored as it was said its turn's cached
-    query vector instead of embedding the text as a document (one model call a
-    captured line, not two). Off: with e5 the query side of a text sits closer
-    to other lines' query vectors than its passage side does, so such a memory
-    stood out for unrelated chit-chat (one more of 40 turns injecting an
-    unrelated memory, zh and en, docs/recall.md "A line stored as it was said");
-    every memory is embedded as a document."""
+    """Whether ``vectors`` gives a memory stored as it was said a vector made from
+    its turn's cached query vector instead of embedding the text as a document (one
+    model call a captured line, not two: ~11 ms of CPU saved a line stored as said):
+    the embedder's ``document_from_query`` (e5-small: a linear map fitted on dev chat
+    lines, cosine 0.984 to the document vector on held-out ones,
+    ``memory.embed.E5_QUERY_MAP``); an asymmetric embedder without one embeds the
+    document. The query vector itself is never stored: with e5 a text's query side
+    made its memory stand out for unrelated lines. Off: through the map, unrelated
+    chit-chat injected as often as without it (29 against 30 of 436 negative turns)
+    and DuLeMon found more (held out 0.440 against 0.360), but LoCoMo's held-out
+    any@10 fell by 0.006 (0.801 / 0.800 → 0.794 / 0.795 in two runs), over the
+    0.005 a change may cost (docs/recall.md, "A line stored as it was said")."""
 
     def __init__(self, path: str | Path, embedder: Embedder, *, ann_min_rows: int = ANN_MIN_ROWS,
                  storage_options: dict[str, str] | None = None,
@@ -350,6 +355,8 @@ class SearchIndex:
         self._files = _SharedExclusive()
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._vectors_lock = threading.Lock()
+        #: document vectors made from a cached query vector (``reuse_query_vectors``) since opening
+        self.reused_query_vectors = 0
         try:
             # 0: every read checks for a version another process committed (module docstring)
             cap = int(cache_mib * 2**20)
@@ -718,11 +725,12 @@ class SearchIndex:
         L2-normalised, in order. From the in-process cache (keyed by the text's hash,
         so a vector always belongs to exactly the text it embeds); then, with
         ``fetch``, from the index rows of those ids whose ``text_hash`` still matches
-        (one query per namespace); then, only with ``reuse_query_vectors``, for a
-        text that was recently a query (a person's line stored as it was said),
-        its cached query vector (``embed_tail``'s; with an asymmetric embedder
-        such as e5 the query side of the same text, cosine ~0.9 to its passage
-        side); the rest are embedded. Raises EmbedderError."""
+        (one query per namespace); then, with ``reuse_query_vectors``, for a text
+        that was recently a query (a person's line stored as it was said), the
+        embedder's ``document_from_query`` of its cached query vector
+        (``embed_tail``'s; e5's query side of a text lies at cosine ~0.95 to its
+        passage side, the mapped vector at ~0.98); the rest are embedded. Raises
+        EmbedderError."""
         out = np.empty((len(memories), self.embedder.dim), dtype=np.float32)
         hashes = [text_hash(m.text) for m in memories]
         missing: list[int] = []
@@ -743,16 +751,19 @@ class SearchIndex:
                     out[i] = v
                     self._remember(hashes[i], v)
             missing = still
-        if missing and self.reuse_query_vectors and not getattr(self.embedder, "symmetric", False):
-            # symmetric: the same key already
+        to_document = getattr(self.embedder, "document_from_query", None)
+        if missing and self.reuse_query_vectors and to_document is not None \
+                and not getattr(self.embedder, "symmetric", False):  # symmetric: the same key already
             still = []
             for i in missing:
-                v = self._cached("q:" + hashes[i])
+                q = self._cached("q:" + hashes[i])
+                v = to_document(q) if q is not None else None
                 if v is None:
                     still.append(i)
                 else:
-                    out[i] = v
+                    out[i] = v = np.asarray(v, dtype=np.float32)
                     self._remember(hashes[i], v)
+                    self.reused_query_vectors += 1
             missing = still
         if missing:
             fresh = self.embedder.embed_documents([memories[i].text for i in missing]).astype(np.float32)

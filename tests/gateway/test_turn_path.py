@@ -113,10 +113,10 @@ async def test_the_query_embedding_starts_before_the_chat_log_append(e5_store):
 
 @pytest.mark.parametrize("reuse", [False, True])
 @pytest.mark.parametrize("text", ["我养了一只叫煤球的黑猫", "My sister Lena lives in Berlin and loves jazz 🎷"])
-async def test_a_line_stored_as_it_was_said_is_embedded_as_a_document(e5_store, text, reuse):
-    """A statement captured word for word is embedded as a document after its turn's query (a query-side vector
-    stood out for unrelated chit-chat: docs/recall.md); with ``SearchIndex.reuse_query_vectors`` it takes the
-    turn's query vector instead, one model call."""
+async def test_a_line_stored_as_it_was_said_takes_its_turns_query_vector(e5_store, text, reuse):
+    """A statement captured word for word takes its turn's query vector through e5-small's query-to-passage map
+    with ``SearchIndex.reuse_query_vectors``: one model call a turn; with the reuse off (the default: LoCoMo's
+    held-out recall, docs/recall.md) it is embedded as a document after its turn's query."""
     store, index_dir = e5_store
     pipe, emb = _pipeline(store, index_dir)
     pipe.core.index.reuse_query_vectors = reuse
