@@ -143,6 +143,7 @@ class Figures:
     marks_flushes: int = 0
     sql_cpu_ms: float = 0.0
     sql_calls: dict[str, int] = field(default_factory=dict)
+    sql_cpu_by_method: dict[str, float] = field(default_factory=dict)
     backend: str = "postgres"
     sql_bytes: int = 0
     index_bytes: int = 0
@@ -297,6 +298,7 @@ class _SqlCpu:
 
         self.cpu = 0.0
         self.calls: dict[str, int] = defaultdict(int)
+        self.by_method: dict[str, float] = defaultdict(float)  # seconds of thread CPU, by outermost method
         self.on = False
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -321,9 +323,11 @@ class _SqlCpu:
             finally:
                 local.depth = 0
                 if self.on:
+                    spent = time.thread_time() - t
                     with self._lock:
-                        self.cpu += time.thread_time() - t
+                        self.cpu += spent
                         self.calls[name] += 1
+                        self.by_method[name] += spent
 
         return timed
 
@@ -441,6 +445,7 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
         fig.marks_flushes = flushes[0]
         fig.sql_cpu_ms = sql_cpu.cpu * 1000 / n
         fig.sql_calls = dict(sql_cpu.calls)
+        fig.sql_cpu_by_method = {k: v * 1000 / n for k, v in sql_cpu.by_method.items()}
         fig.cpu_ms = {k: v * 1000 / n for k, v in totals.items()}
         fig.cpu_ms.update({k: v * 1000 / n for k, v in meter.cpu.items()})
         fig.calls = dict(meter.calls)
@@ -505,6 +510,10 @@ def _print(fig: Figures, persons: list[tuple[str, list[str]]], embedder: str, na
     calls = sorted(fig.sql_calls.items(), key=lambda x: -x[1])
     print(f"SQL CPU (thread CPU inside Store methods): {fig.sql_cpu_ms:.2f} ms per turn; load average "
           f"{fig.load['end']}; store calls per turn: " + ", ".join(f"{k} {v / n:.2f}" for k, v in calls))
+    by_cpu = sorted(fig.sql_cpu_by_method.items(), key=lambda x: -x[1])
+    print(table(f"\nSQL CPU by Store method (thread CPU, outermost call; ms per turn); load average {fig.load['end']}",
+                ["method", "calls/turn", "CPU ms/turn", "CPU ms/call"],
+                [(k, fig.sql_calls.get(k, 0) / n, v, v * n / max(fig.sql_calls.get(k, 1), 1)) for k, v in by_cpu]))
     what = ("pg_total_relation_size delta, heap + indexes + TOAST" if fig.backend == "postgres"
             else "database, WAL and shared-memory files' size delta")
     print(f"SQL bytes ({what}): {fig.sql_bytes} B in all, "

@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import select
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 
 from alembic.util import CommandError
 from sqlalchemy import Connection, event, text
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlmodel import Session, create_engine
 
@@ -93,6 +94,37 @@ def raw_rows(conn, sql: str, params: tuple) -> list[tuple]:
         cur.close()
 
 
+def _dropped(dbapi_conn, _record, _proxy) -> None:
+    """Pool checkout of a PostgreSQL connection: a connection the server closed
+    (a restart, an administrator's terminate, an idle timeout) is told apart
+    without a round trip. The server sends its closing notice and the socket's
+    end, so an idle connection whose socket is readable — or one the driver
+    knows is closed — is dropped; SQLAlchemy's pool then takes a fresh one
+    (``DisconnectionError``; in place of ``pool_pre_ping``, which cost a round
+    trip on every checkout). What this cannot see (a connection that dies
+    silently, with no packet from the server) fails its statement: a read
+    (``StoreBase._read_many``) is retried once on a new connection, a write
+    becomes StoreError as any failed write does."""
+    if dbapi_conn.closed:
+        raise DisconnectionError("connection closed")
+    try:
+        readable = select.select([dbapi_conn.fileno()], [], [], 0)[0]
+    except (OSError, ValueError) as exc:
+        raise DisconnectionError(str(exc)) from exc
+    if readable:  # an idle connection owes nothing to read: the server spoke first, to close it
+        raise DisconnectionError("the server closed the connection")
+
+
+def sqlite_time(value: datetime | None) -> str | None:
+    """``value`` as SQLAlchemy writes a ``DateTime`` into SQLite (its fields as
+    they are, ``YYYY-MM-DD HH:MM:SS.ffffff``, the zone left out): the parameter
+    of a driver-level statement that compares with or writes such a column."""
+    if value is None:
+        return None
+    return (f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
+            f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}")
+
+
 def raw_datetime(value):
     """A timestamp column as ``raw_rows`` hands it back, as a datetime: SQLite
     gives the stored text, PostgreSQL a datetime already; None stays None."""
@@ -127,11 +159,15 @@ class StoreBase:
             if schema:
                 options = f"-csearch_path={schema} {options}"
             kwargs["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_S, "options": options}
-        kwargs["pool_pre_ping"] = not self.is_sqlite
+        # no ping round trip at each checkout: ``_dropped`` looks at the socket
+        # instead, and a read that still meets a dropped connection is retried
+        kwargs["pool_pre_ping"] = False
         # a database error's text and traceback carry the statement, never its
         # parameters: those are what people said, and they reach logs
         kwargs["hide_parameters"] = True
         self.engine = create_engine(self.url, **kwargs)
+        #: the driver's own error base (what the DBAPI cursor reads raise, unwrapped)
+        self._driver_error: type[Exception] = self.engine.dialect.loaded_dbapi.Error
         self._write_lock = threading.RLock() if self.is_sqlite else _NullLock()
         # namespace locks wait on their own pool: a holder never competes with the
         # writes it is about to make for a connection
@@ -140,6 +176,9 @@ class StoreBase:
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
             event.listen(self.engine, "begin", _sqlite_begin)
+        else:
+            for engine in (self.engine, self._lock_engine):
+                event.listen(engine, "checkout", _dropped)
         # write sessions carry this option: on SQLite it makes them BEGIN IMMEDIATE
         self._write_engine = self.engine.execution_options(huiyi_write=True)
         try:
@@ -151,6 +190,11 @@ class StoreBase:
                     _migrate.prepare(conn, self.schema)
         except (DBAPIError, PoolTimeout, CommandError) as exc:
             raise StoreError(f"cannot open database {self.engine.url.render_as_string(hide_password=True)}: {exc}") from exc
+
+    def db_time(self, value: datetime | None):
+        """``value`` as a parameter of a driver-level statement (``_read_rows``,
+        ``exec_driver_sql``): as it is on PostgreSQL, ``sqlite_time`` on SQLite."""
+        return sqlite_time(value) if self.is_sqlite else value
 
     # -- schema (Alembic) ---------------------------------------------------
 
@@ -285,19 +329,58 @@ class StoreBase:
                 raise StoreError(str(exc)) from exc
 
     def _read_rows(self, sql: str, params: tuple) -> list[tuple]:
-        """``raw_rows`` of ``sql`` on a pooled connection (placeholders: ``mark``;
-        table names unqualified, as the schema's search path resolves them): the
-        hot reads of recall, without SQLAlchemy's statement and result machinery
-        (each cost more than its query). A lost connection, a timeout or a driver
-        error becomes StoreError, as in ``_read``."""
-        try:
-            with self.engine.connect() as conn:
+        """The rows of ``sql`` (placeholders: ``mark``; table names unqualified, as
+        the schema's search path resolves them) as plain tuples, through the DBAPI
+        cursor of a pooled connection: the hot reads, without SQLAlchemy's
+        statement and result machinery (each cost more than its query).
+        ``_read_many`` with one statement; raises StoreError."""
+        return self._read_many(((sql, params),))[0]
+
+    def _read_many(self, statements: Sequence[tuple[str, tuple]]) -> list[list[tuple]]:
+        """The rows of each ``(sql, params)`` of ``statements``, in order, on one
+        pooled connection (one checkout for several reads of a turn).
+
+        PostgreSQL: the statements run in autocommit — one round trip each, no
+        BEGIN or ROLLBACK around them. Each still reads its own snapshot, as every
+        statement of a READ COMMITTED transaction does, so a later statement never
+        sees older data than an earlier one. A connection found dropped (a server
+        restart, a terminated backend: the driver's OperationalError) is thrown
+        away and the reads run once more on a fresh one — a read changes nothing,
+        so the retry is safe. SQLite: the driver's autocommit reads, which WAL
+        never blocks. A lost connection, a timeout or a driver error becomes
+        StoreError."""
+        for attempt in (0, 1):
+            try:
+                fairy = self.engine.raw_connection()
+            except (DBAPIError, PoolTimeout) as exc:
+                raise StoreError(str(exc)) from exc
+            dbapi = fairy.dbapi_connection
+            try:
+                if not self.is_sqlite:
+                    dbapi.autocommit = True  # type: ignore[union-attr]
+                cur = dbapi.cursor()  # type: ignore[union-attr]
                 try:
-                    return raw_rows(conn, sql, params)
-                except conn.dialect.dbapi.Error as exc:  # the driver's own, not wrapped by SQLAlchemy
-                    raise StoreError(str(exc)) from exc
-        except (DBAPIError, PoolTimeout) as exc:
-            raise StoreError(str(exc)) from exc
+                    out = []
+                    for sql, params in statements:
+                        cur.execute(sql, params)
+                        out.append(cur.fetchall())
+                    return out
+                finally:
+                    cur.close()
+                    if not self.is_sqlite and not dbapi.closed:  # type: ignore[union-attr]
+                        dbapi.autocommit = False  # type: ignore[union-attr]
+            except self._driver_error as exc:
+                lost = not self.is_sqlite and getattr(dbapi, "closed", False)
+                if lost:
+                    fairy.invalidate(exc)
+                if lost and attempt == 0:
+                    log.warning("store: a pooled connection was dropped (%s); read again on a new one",
+                                type(exc).__name__)
+                    continue
+                raise StoreError(str(exc)) from exc
+            finally:
+                fairy.close()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @contextmanager
     def _read(self) -> Iterator[Session]:

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import delete, select
 
@@ -53,14 +52,17 @@ class CommandState(StoreBase):
                                                                  round(m.floor, 6)] for m in trace.misses]}
                             if trace.floors else {})
         ns = trace.namespace
-        t = _LastRecallRow.__table__  # type: ignore[attr-defined]
-        values = dict(chat=trace.chat, at=trace.at, k=trace.k, fallback_reason=trace.fallback_reason, entries=entries,
-                      floors=floors)
+        m = self.mark
+        values = (trace.chat, self.db_time(trace.at), int(trace.k), trace.fallback_reason, entries, floors)
         for attempt in (1, 2):  # two replicas may insert the first record at once
-            try:
+            try:  # every turn writes it: statements as the driver takes them
                 with self._write_conn() as conn:
-                    if conn.execute(update(t).where(t.c.namespace == str(ns)).values(**values)).rowcount == 0:
-                        conn.execute(insert(t), [dict(namespace=str(ns), tenant=ns.tenant, **values)])
+                    if conn.exec_driver_sql(f"UPDATE last_recall SET chat = {m}, at = {m}, k = {m}, "
+                                            f"fallback_reason = {m}, entries = {m}, floors = {m} "
+                                            f"WHERE namespace = {m}", (*values, str(ns))).rowcount == 0:
+                        conn.exec_driver_sql(f"INSERT INTO last_recall (namespace, tenant, chat, at, k, "
+                                             f"fallback_reason, entries, floors) VALUES ({', '.join([m] * 8)})",
+                                             (str(ns), ns.tenant, *values))
                 return
             except IntegrityError:
                 if attempt == 2:
