@@ -45,9 +45,11 @@ Printed, each with the load average (``os.getloadavg``) beside it:
   rows it inserted or updated), and the SQL CPU per message: thread CPU time
   (``time.thread_time``) spent inside the ``Store``'s methods, in whichever
   thread called them (the outermost call only, so a method calling another
-  counts once): the driver, SQLAlchemy and the store's own Python — and, on
-  SQLite, the database engine itself, which runs in the caller's thread; a
-  PostgreSQL server's own CPU is in another process and not counted.
+  counts once; a context manager such as ``namespace_lock`` counts its entering
+  and leaving, where its SQL runs): the driver, SQLAlchemy and the store's own
+  Python — and, on SQLite, the database engine itself, which runs in the
+  caller's thread; a PostgreSQL server's own CPU is in another process and not
+  counted. Printed in all and by method (calls and CPU per turn, CPU per call).
 
 The rows the recall marks' flushes write (``memory.marks``: access times,
 co-recall links) are also counted apart, with the number of flushes: they are
@@ -74,6 +76,7 @@ import time
 import uuid
 import warnings
 from collections import defaultdict
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -319,17 +322,47 @@ class _SqlCpu:
             local.depth = 1
             t = time.thread_time()
             try:
-                return inner(*a, **kw)
+                out = inner(*a, **kw)
             finally:
                 local.depth = 0
-                if self.on:
-                    spent = time.thread_time() - t
-                    with self._lock:
-                        self.cpu += spent
-                        self.calls[name] += 1
-                        self.by_method[name] += spent
+                self._add(name, time.thread_time() - t, 1)
+            # a lock held for a block (``namespace_lock``): its SQL runs on entering and leaving
+            return _TimedBlock(out, self, name) if isinstance(out, AbstractContextManager) else out
 
         return timed
+
+    def _add(self, name: str, spent: float, calls: int) -> None:
+        if self.on:
+            with self._lock:
+                self.cpu += spent
+                self.calls[name] += calls
+                self.by_method[name] += spent
+
+
+class _TimedBlock:
+    """A ``Store`` context manager whose ``__enter__`` and ``__exit__`` count as its method's CPU
+    (outermost only, as ``_SqlCpu``)."""
+
+    def __init__(self, inner: AbstractContextManager, meter: _SqlCpu, name: str) -> None:
+        self._inner, self._meter, self._name = inner, meter, name
+
+    def _timed(self, step, *args):
+        local = self._meter._local
+        if getattr(local, "depth", 0):
+            return step(*args)
+        local.depth = 1
+        t = time.thread_time()
+        try:
+            return step(*args)
+        finally:
+            local.depth = 0
+            self._meter._add(self._name, time.thread_time() - t, 0)
+
+    def __enter__(self):
+        return self._timed(self._inner.__enter__)
+
+    def __exit__(self, *exc):
+        return self._timed(self._inner.__exit__, *exc)
 
 
 def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str = "e5-small",

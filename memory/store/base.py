@@ -181,6 +181,8 @@ class StoreBase:
                 event.listen(engine, "checkout", _dropped)
         # write sessions carry this option: on SQLite it makes them BEGIN IMMEDIATE
         self._write_engine = self.engine.execution_options(huiyi_write=True)
+        # single-statement writes on PostgreSQL (``_write_one``): the same pool, the connection in autocommit
+        self._autocommit_engine = self._write_engine.execution_options(isolation_level="AUTOCOMMIT")
         try:
             if schema and not self.is_sqlite:
                 with self.engine.begin() as conn:
@@ -264,8 +266,8 @@ class StoreBase:
         try:
             try:
                 tx = conn.begin()
-                for key in keys:
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+                for key in keys:  # as the driver takes it: every capture's write takes one
+                    conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (key,))
             except (DBAPIError, PoolTimeout) as exc:
                 raise StoreError(f"namespace lock unavailable: {exc}") from exc
             try:
@@ -327,6 +329,25 @@ class StoreBase:
                 raise
             except (DBAPIError, PoolTimeout) as exc:
                 raise StoreError(str(exc)) from exc
+
+    def _write_one(self, sql: str, params: tuple) -> int:
+        """One write statement (placeholders: ``mark``) in a transaction of its own;
+        returns its rowcount. PostgreSQL: in autocommit — the statement is its own
+        transaction, without the BEGIN and COMMIT round trips; SQLite: a
+        ``_write_conn`` transaction (BEGIN IMMEDIATE under the write lock, all in
+        process). As the driver takes it (``exec_driver_sql``: nothing to build or
+        compile), and through SQLAlchemy's execution, so its events see it.
+        IntegrityError as ``_write_conn``; other database errors become StoreError."""
+        if self.is_sqlite:
+            with self._write_conn() as conn:
+                return int(conn.exec_driver_sql(sql, params).rowcount or 0)
+        try:
+            with self._autocommit_engine.connect() as conn:
+                return int(conn.exec_driver_sql(sql, params).rowcount or 0)
+        except IntegrityError:
+            raise
+        except (DBAPIError, PoolTimeout) as exc:
+            raise StoreError(str(exc)) from exc
 
     def _read_rows(self, sql: str, params: tuple) -> list[tuple]:
         """The rows of ``sql`` (placeholders: ``mark``; table names unqualified, as

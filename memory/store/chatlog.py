@@ -187,8 +187,10 @@ class ChatLog(StoreBase):
                      nonce: NonceClaim | None = None) -> int | None:
         """``append_chat``'s transaction; IntegrityError when ``claim`` or ``fingerprint`` was claimed before,
         NonceUsed when ``nonce`` was (raised inside the transaction: it rolls back).
-        Core statements on a bare connection: it runs in every turn, and the ORM
-        session's flushes cost more than the SQL (a third of a turn's SQL time)."""
+        Statements as the driver takes them (``exec_driver_sql``), three in the
+        common case (the fingerprint's claims read, the delivery, the line with its
+        redaction check): it runs in every turn, and building SQLAlchemy statements
+        cost more than the SQL."""
         m, at = self.mark, self.db_time
         with self._write_conn() as conn:
             run = conn.exec_driver_sql  # statements as the driver takes them: nothing to build or compile per turn
@@ -200,27 +202,40 @@ class ChatLog(StoreBase):
             if fingerprint is not None:
                 fp, window = fingerprint[0][:600], fingerprint[1]
                 stale = at(utcnow() - window)
-                # a claim older than the window no longer counts: its own row (a command's, or
-                # written before fingerprints shared the delivery's row) goes, a shared one lets go
-                run(f"DELETE FROM deliveries WHERE key = {m} AND processed_at <= {m}", (fp, stale))
-                run(f"UPDATE deliveries SET fingerprint = NULL WHERE fingerprint = {m} AND processed_at <= {m}",
-                    (fp, stale))
+                # the claims of this content — its own row (a command's, or written before fingerprints
+                # shared the delivery's row) or a shared one — as (own row?, older than the window?),
+                # decided in SQL as the writes below decide: one read, nearly always of nothing
+                held = [(bool(own), bool(old)) for own, old in run(
+                    f"SELECT key = {m}, processed_at <= {m} FROM deliveries WHERE key = {m} OR fingerprint = {m}",
+                    (fp, stale, fp, fp)).all()]
+                # a claim older than the window no longer counts: its own row goes, a shared one lets go
+                if (True, True) in held:
+                    run(f"DELETE FROM deliveries WHERE key = {m} AND processed_at <= {m}", (fp, stale))
+                if (False, True) in held:
+                    run(f"UPDATE deliveries SET fingerprint = NULL WHERE fingerprint = {m} AND processed_at <= {m}",
+                        (fp, stale))
                 if claim is None:
                     run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})", (fp, at(utcnow())))
-                elif run(f"SELECT 1 FROM deliveries WHERE key = {m} LIMIT 1", (fp,)).first():
+                elif (True, False) in held:
                     raise DuplicateDelivery(fp)  # claimed on its own row within the window
+                # a shared claim within the window: the insert below meets the unique fingerprint
             if claim is not None:  # with the fingerprint in the same row: one row per message
                 run(f"INSERT INTO deliveries (key, processed_at, fingerprint) VALUES ({m}, {m}, {m})",
                     (claim[:600], at(utcnow()), fp))
-            if line.role == "user" and line.message_id and run(
-                    f"SELECT 1 FROM chat_redactions WHERE tenant = {m} AND chat = {m} AND message_id = {m} "
-                    f"AND sender_id = {m} LIMIT 1", (tenant, chat.key, line.message_id, line.sender_id)).first():
-                return None
-            line_id = run(f"INSERT INTO chat_log (tenant, chat, role, sender_id, sender_name, message_id, text, at, "
-                          f"capture_ns, capture_queued, vector_key) VALUES ({', '.join([m] * 11)}) RETURNING id",
-                          (tenant, chat.key, line.role, line.sender_id, line.sender_name, line.message_id, line.text,
-                           at(line.at), str(capture) if capture else "", at(utcnow()) if capture else None,
-                           "")).scalar_one()
+            values = (tenant, chat.key, line.role, line.sender_id, line.sender_name, line.message_id, line.text,
+                      at(line.at), str(capture) if capture else "", at(utcnow()) if capture else None, "")
+            columns = ("INSERT INTO chat_log (tenant, chat, role, sender_id, sender_name, message_id, text, at, "
+                       "capture_ns, capture_queued, vector_key)")
+            if line.role == "user" and line.message_id:
+                # not a line a forget redacted (same chat, message id and sender): checked by the insert itself
+                row = run(f"{columns} SELECT {', '.join([m] * 11)} WHERE NOT EXISTS (SELECT 1 FROM chat_redactions "
+                          f"WHERE tenant = {m} AND chat = {m} AND message_id = {m} AND sender_id = {m}) RETURNING id",
+                          (*values, tenant, chat.key, line.message_id, line.sender_id)).first()
+                if row is None:
+                    return None
+                line_id = row[0]
+            else:
+                line_id = run(f"{columns} VALUES ({', '.join([m] * 11)}) RETURNING id", values).scalar_one()
             # trimmed on one append in keep // TRIM_SLACK (line ids are the table's): the cutoff's read is
             # saved on the others, and the lines over ``keep`` are deleted together
             cutoff = None if int(line_id) % max(1, keep // TRIM_SLACK) else run(
@@ -326,10 +341,13 @@ class ChatLog(StoreBase):
         vectors = {i: v for i, v in (vectors or {}).items() if i in set(line_ids)}
         plain = [int(i) for i in line_ids if i not in vectors]
         m = self.mark
+        done = f"UPDATE chat_log SET capture_ns = '', capture_queued = NULL WHERE id IN ({', '.join([m] * len(plain))})"
+        if not vectors:  # one statement: a transaction of its own (``_write_one``)
+            self._write_one(done, tuple(plain))
+            return
         with self._write_conn() as conn:  # once per capture: statements as the driver takes them
             if plain:
-                conn.exec_driver_sql(f"UPDATE chat_log SET capture_ns = '', capture_queued = NULL "
-                                     f"WHERE id IN ({', '.join([m] * len(plain))})", tuple(plain))
+                conn.exec_driver_sql(done, tuple(plain))
             for i, (k, v) in vectors.items():
                 conn.exec_driver_sql(f"UPDATE chat_log SET capture_ns = '', capture_queued = NULL, vector = {m}, "
                                      f"vector_key = {m} WHERE id = {m}", (v, k, int(i)))

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import delete, select
 
 from memory.store.base import StoreBase
@@ -53,20 +52,14 @@ class CommandState(StoreBase):
                             if trace.floors else {})
         ns = trace.namespace
         m = self.mark
-        values = (trace.chat, self.db_time(trace.at), int(trace.k), trace.fallback_reason, entries, floors)
-        for attempt in (1, 2):  # two replicas may insert the first record at once
-            try:  # every turn writes it: statements as the driver takes them
-                with self._write_conn() as conn:
-                    if conn.exec_driver_sql(f"UPDATE last_recall SET chat = {m}, at = {m}, k = {m}, "
-                                            f"fallback_reason = {m}, entries = {m}, floors = {m} "
-                                            f"WHERE namespace = {m}", (*values, str(ns))).rowcount == 0:
-                        conn.exec_driver_sql(f"INSERT INTO last_recall (namespace, tenant, chat, at, k, "
-                                             f"fallback_reason, entries, floors) VALUES ({', '.join([m] * 8)})",
-                                             (str(ns), ns.tenant, *values))
-                return
-            except IntegrityError:
-                if attempt == 2:
-                    raise
+        # every turn writes it: one upsert (of two replicas inserting the first record, the second
+        # updates it), a statement as the driver takes it, in a transaction of its own (``_write_one``)
+        self._write_one(f"INSERT INTO last_recall (namespace, tenant, chat, at, k, fallback_reason, entries, floors) "
+                        f"VALUES ({', '.join([m] * 8)}) ON CONFLICT (namespace) DO UPDATE SET chat = excluded.chat, "
+                        "at = excluded.at, k = excluded.k, fallback_reason = excluded.fallback_reason, "
+                        "entries = excluded.entries, floors = excluded.floors",
+                        (str(ns), ns.tenant, trace.chat, self.db_time(trace.at), int(trace.k), trace.fallback_reason,
+                         entries, floors))
 
     def last_recall(self, ns: Namespace):
         """The last-recall record of ``ns`` (``memory.explain.RecallTrace``, its

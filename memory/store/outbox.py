@@ -65,9 +65,8 @@ class IndexOutbox(StoreBase):
         if not op_ids:
             return
         ids = [int(i) for i in op_ids]
-        with self._write_conn() as conn:  # after every index write pass: a statement as the driver takes it
-            conn.exec_driver_sql(f"DELETE FROM index_outbox WHERE id IN ({', '.join([self.mark] * len(ids))})",
-                                 tuple(ids))
+        # after every index write pass: one statement as the driver takes it (``_write_one``)
+        self._write_one(f"DELETE FROM index_outbox WHERE id IN ({', '.join([self.mark] * len(ids))})", tuple(ids))
 
     def fail_ops(self, op_ids: Sequence[int]) -> None:
         """Count a failed attempt on outbox rows (they stay queued)."""

@@ -179,11 +179,12 @@ class NamespaceVersions(StoreBase):
         ``memories`` (counters unknown), as ``namespace_state`` does. Raises
         StoreError."""
         # once per recall: through the DBAPI cursor (``_read_rows``)
-        rows = self._read_rows("SELECT version, live, links, conflicts, dormant FROM namespace_state "
-                               f"WHERE namespace = {self.mark}", (str(ns),))
-        if not rows:
-            version, live = self.namespace_state(ns)
-            return NamespaceStats(version, live)
+        m = self.mark
+        rows = self._read_rows(f"SELECT version, live, links, conflicts, dormant FROM namespace_state "
+                               f"WHERE namespace = {m}", (str(ns),))
+        if not rows:  # a person who never had a memory written: nothing to count, nearly always
+            live = self._read_rows(f"SELECT count(*) FROM memories WHERE namespace = {m}", (str(ns),))
+            return NamespaceStats(0, int(live[0][0]))
         version, live, links, conflicts, dormant = rows[0]
         return NamespaceStats(int(version), int(live), links, conflicts, dormant)
 
