@@ -3,7 +3,11 @@
 ``StoreBase`` opens the database (creating or upgrading its schema through
 Alembic, ``memory.store.migrate``) and owns the only ways to talk to it:
 ``_write`` (an ORM session in a write transaction), ``_write_conn`` (the same
-on a bare connection, for Core statements on hot paths) and ``_read``. On SQLite every
+on a bare connection, for Core or driver-level statements on hot paths),
+``_write_one`` (one statement in a transaction of its own: autocommit on
+PostgreSQL), ``_read`` (an ORM session) and ``_read_rows`` / ``_read_many``
+(the hot reads: the DBAPI cursor, autocommit on PostgreSQL — one round trip a
+statement — retried once on a dropped connection). On SQLite every
 write holds a process-wide lock and starts with ``BEGIN IMMEDIATE``; on
 PostgreSQL the lock is a no-op and the database orders writers. The parts of
 ``memory.store.Store`` (memories, chat log, outbox, audit, identities, command
@@ -15,6 +19,12 @@ namespace, held on a connection of its own pool for as long as the caller's
 block runs (a read, its checks and the writes they decide, in several
 transactions). On SQLite it is a no-op: the core's in-process lock orders the
 writers of one gateway, and replicas need PostgreSQL.
+
+PostgreSQL connections are not pinged at checkout (a round trip each): a
+connection the server closed — a restart, a terminated backend — leaves its
+socket readable, which the checkout sees without a round trip and replaces
+(``_dropped``); one that died silently fails its statement, and a read is
+then repeated once on a fresh connection.
 """
 
 from __future__ import annotations
@@ -81,19 +91,6 @@ class _NullLock:
         return None
 
 
-def raw_rows(conn, sql: str, params: tuple) -> list[tuple]:
-    """``sql`` run through the DBAPI cursor of SQLAlchemy connection ``conn``
-    (placeholders: ``StoreBase.mark``), its rows as plain tuples: for the hot
-    reads whose rows SQLAlchemy's per-value result processing would cost more
-    than the query (recall's candidates, a namespace's stamps)."""
-    cur = conn.connection.cursor()
-    try:
-        cur.execute(sql, params)
-        return cur.fetchall()
-    finally:
-        cur.close()
-
-
 def _dropped(dbapi_conn, _record, _proxy) -> None:
     """Pool checkout of a PostgreSQL connection: a connection the server closed
     (a restart, an administrator's terminate, an idle timeout) is told apart
@@ -126,7 +123,7 @@ def sqlite_time(value: datetime | None) -> str | None:
 
 
 def raw_datetime(value):
-    """A timestamp column as ``raw_rows`` hands it back, as a datetime: SQLite
+    """A timestamp column as ``StoreBase._read_rows`` hands it back, as a datetime: SQLite
     gives the stored text, PostgreSQL a datetime already; None stays None."""
     return datetime.fromisoformat(value) if isinstance(value, str) else value
 
@@ -148,7 +145,8 @@ class StoreBase:
         self.url = _normalise_url(url)
         self.schema = schema
         self.is_sqlite = self.url.startswith("sqlite")
-        #: the DBAPI placeholder of ``raw_rows`` statements (sqlite3 ``?``, psycopg ``%s``)
+        #: the DBAPI placeholder of driver-level statements (``_read_rows``, ``_write_one``,
+        #: ``exec_driver_sql``: sqlite3 ``?``, psycopg ``%s``)
         self.mark = "?" if self.is_sqlite else "%s"
         kwargs: dict = {"pool_timeout": POOL_TIMEOUT_S}
         if self.is_sqlite:
