@@ -104,11 +104,13 @@ def _dropped(dbapi_conn, _record, _proxy) -> None:
     becomes StoreError as any failed write does."""
     if dbapi_conn.closed:
         raise DisconnectionError("connection closed")
+    poll = select.poll()  # not select(): a busy process's descriptors pass FD_SETSIZE (1024)
     try:
-        readable = select.select([dbapi_conn.fileno()], [], [], 0)[0]
+        poll.register(dbapi_conn.fileno(), select.POLLIN)
+        ready = poll.poll(0)
     except (OSError, ValueError) as exc:
         raise DisconnectionError(str(exc)) from exc
-    if readable:  # an idle connection owes nothing to read: the server spoke first, to close it
+    if ready:  # an idle connection owes nothing to read: the server spoke first (to close it), or hung up
         raise DisconnectionError("the server closed the connection")
 
 

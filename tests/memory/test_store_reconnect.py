@@ -91,3 +91,28 @@ def test_hot_reads_leave_no_transaction_open(store):
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     finally:
         fairy.close()
+
+
+def test_the_checkout_check_works_past_1024_descriptors(tmp_path, request):
+    """A busy gateway holds more than FD_SETSIZE descriptors (index files, sockets): a connection whose socket
+    is numbered above 1024 is still checked out, read from and replaced when the server closes it."""
+    import os
+    import resource
+
+    from tests.conftest import PG_URL, _make_store
+
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 1200:
+        pytest.skip("the descriptor limit is below 1200")
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        store = _make_store("postgres", tmp_path, request)
+        pids = _pooled_pids(store, 1)
+        fairy = store.engine.raw_connection()
+        assert fairy.dbapi_connection.fileno() > 1024
+        fairy.close()
+        assert store._read_rows("SELECT 1", ()) == [(1,)]
+        _terminate(PG_URL, pids)
+        assert store._read_rows("SELECT 2", ()) == [(2,)]
+    finally:
+        for fd in held:
+            os.close(fd)
