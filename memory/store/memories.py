@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from operator import itemgetter
 from types import SimpleNamespace
 
-from sqlalchemy import and_, bindparam, func, insert, update
+from sqlalchemy import and_, func, insert
 from sqlmodel import Session, delete, select
 
 from memory.errors import NamespaceError, NotFoundError
@@ -705,23 +705,27 @@ class MemoryRows(StoreBase):
         wanted = {i: sorted(ts) for i, ts in times.items() if i and ts}
         if not wanted:
             return 0
-        t = _MemoryRow.__table__  # type: ignore[attr-defined]
+        m, ids = self.mark, list(wanted)
+        # every flush of recall's marks: statements as the driver takes them, and a consolidated memory
+        # (the only kind that counts hits) told apart in the same read, so most flushes make no hit update
         with self._write_conn() as conn:
-            rows = conn.execute(select(t.c.id, t.c.access_times).where(t.c.namespace == str(ns),
-                                                                       t.c.id.in_(list(wanted)))).all()
+            rows = conn.exec_driver_sql(
+                f"SELECT id, access_times, EXISTS (SELECT 1 FROM consolidated c WHERE c.namespace = memories.namespace "
+                f"AND c.memory_id = memories.id) FROM memories WHERE namespace = {m} "
+                f"AND id IN ({', '.join([m] * len(ids))})", (str(ns), *ids)).all()
             if not rows:
                 return 0
             updates = []
-            for r in rows:
-                kept = json.loads(r.access_times or "[]") + [x.isoformat() for x in wanted[r.id]]
-                updates.append({"mid": r.id, "times": json.dumps(kept[-ACCESS_TIMES_KEPT:])})
-            conn.execute(update(t).where(t.c.namespace == str(ns), t.c.id == bindparam("mid"))
-                         .values(access_times=bindparam("times")), updates)
+            for i, had, _ in rows:
+                kept = json.loads(had or "[]") + [x.isoformat() for x in wanted[i]]
+                updates.append((json.dumps(kept[-ACCESS_TIMES_KEPT:]), str(ns), i))
+            conn.exec_driver_sql(f"UPDATE memories SET access_times = {m} WHERE namespace = {m} AND id = {m}", updates)
             by_count: dict[tuple[int, datetime], list[str]] = {}
-            for r in rows:
-                by_count.setdefault((len(wanted[r.id]), wanted[r.id][-1]), []).append(r.id)
-            for (n, last), ids in by_count.items():
-                _count_hits(conn, ns, ids, last, n)
+            for i, _, consolidated in rows:
+                if consolidated:
+                    by_count.setdefault((len(wanted[i]), wanted[i][-1]), []).append(i)
+            for (n, last), hit in by_count.items():
+                _count_hits(conn, ns, hit, last, n)
         return len(rows)
 
     def iter_ids(self, ns: Namespace) -> list[str]:
