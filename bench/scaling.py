@@ -45,9 +45,11 @@ Printed, each with the load average (``os.getloadavg``) beside it:
   rows it inserted or updated), and the SQL CPU per message: thread CPU time
   (``time.thread_time``) spent inside the ``Store``'s methods, in whichever
   thread called them (the outermost call only, so a method calling another
-  counts once): the driver, SQLAlchemy and the store's own Python — and, on
-  SQLite, the database engine itself, which runs in the caller's thread; a
-  PostgreSQL server's own CPU is in another process and not counted.
+  counts once; a context manager such as ``namespace_lock`` counts its entering
+  and leaving, where its SQL runs): the driver, SQLAlchemy and the store's own
+  Python — and, on SQLite, the database engine itself, which runs in the
+  caller's thread; a PostgreSQL server's own CPU is in another process and not
+  counted. Printed in all and by method (calls and CPU per turn, CPU per call).
 
 The rows the recall marks' flushes write (``memory.marks``: access times,
 co-recall links) are also counted apart, with the number of flushes: they are
@@ -74,6 +76,7 @@ import time
 import uuid
 import warnings
 from collections import defaultdict
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -143,6 +146,7 @@ class Figures:
     marks_flushes: int = 0
     sql_cpu_ms: float = 0.0
     sql_calls: dict[str, int] = field(default_factory=dict)
+    sql_cpu_by_method: dict[str, float] = field(default_factory=dict)
     backend: str = "postgres"
     sql_bytes: int = 0
     index_bytes: int = 0
@@ -297,6 +301,7 @@ class _SqlCpu:
 
         self.cpu = 0.0
         self.calls: dict[str, int] = defaultdict(int)
+        self.by_method: dict[str, float] = defaultdict(float)  # seconds of thread CPU, by outermost method
         self.on = False
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -317,15 +322,47 @@ class _SqlCpu:
             local.depth = 1
             t = time.thread_time()
             try:
-                return inner(*a, **kw)
+                out = inner(*a, **kw)
             finally:
                 local.depth = 0
-                if self.on:
-                    with self._lock:
-                        self.cpu += time.thread_time() - t
-                        self.calls[name] += 1
+                self._add(name, time.thread_time() - t, 1)
+            # a lock held for a block (``namespace_lock``): its SQL runs on entering and leaving
+            return _TimedBlock(out, self, name) if isinstance(out, AbstractContextManager) else out
 
         return timed
+
+    def _add(self, name: str, spent: float, calls: int) -> None:
+        if self.on:
+            with self._lock:
+                self.cpu += spent
+                self.calls[name] += calls
+                self.by_method[name] += spent
+
+
+class _TimedBlock:
+    """A ``Store`` context manager whose ``__enter__`` and ``__exit__`` count as its method's CPU
+    (outermost only, as ``_SqlCpu``)."""
+
+    def __init__(self, inner: AbstractContextManager, meter: _SqlCpu, name: str) -> None:
+        self._inner, self._meter, self._name = inner, meter, name
+
+    def _timed(self, step, *args):
+        local = self._meter._local
+        if getattr(local, "depth", 0):
+            return step(*args)
+        local.depth = 1
+        t = time.thread_time()
+        try:
+            return step(*args)
+        finally:
+            local.depth = 0
+            self._meter._add(self._name, time.thread_time() - t, 0)
+
+    def __enter__(self):
+        return self._timed(self._inner.__enter__)
+
+    def __exit__(self, *exc):
+        return self._timed(self._inner.__exit__, *exc)
 
 
 def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str = "e5-small",
@@ -441,6 +478,7 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
         fig.marks_flushes = flushes[0]
         fig.sql_cpu_ms = sql_cpu.cpu * 1000 / n
         fig.sql_calls = dict(sql_cpu.calls)
+        fig.sql_cpu_by_method = {k: v * 1000 / n for k, v in sql_cpu.by_method.items()}
         fig.cpu_ms = {k: v * 1000 / n for k, v in totals.items()}
         fig.cpu_ms.update({k: v * 1000 / n for k, v in meter.cpu.items()})
         fig.calls = dict(meter.calls)
@@ -505,6 +543,10 @@ def _print(fig: Figures, persons: list[tuple[str, list[str]]], embedder: str, na
     calls = sorted(fig.sql_calls.items(), key=lambda x: -x[1])
     print(f"SQL CPU (thread CPU inside Store methods): {fig.sql_cpu_ms:.2f} ms per turn; load average "
           f"{fig.load['end']}; store calls per turn: " + ", ".join(f"{k} {v / n:.2f}" for k, v in calls))
+    by_cpu = sorted(fig.sql_cpu_by_method.items(), key=lambda x: -x[1])
+    print(table(f"\nSQL CPU by Store method (thread CPU, outermost call; ms per turn); load average {fig.load['end']}",
+                ["method", "calls/turn", "CPU ms/turn", "CPU ms/call"],
+                [(k, fig.sql_calls.get(k, 0) / n, v, v * n / max(fig.sql_calls.get(k, 1), 1)) for k, v in by_cpu]))
     what = ("pg_total_relation_size delta, heap + indexes + TOAST" if fig.backend == "postgres"
             else "database, WAL and shared-memory files' size delta")
     print(f"SQL bytes ({what}): {fig.sql_bytes} B in all, "

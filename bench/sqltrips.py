@@ -10,11 +10,12 @@ patched) and counts, between ``start()`` and ``stop()`` (or inside ``with``):
   one; a read is a use that began no write: ``reads``);
 - ``statements``: SQL statements the database ran, the transaction control
   (BEGIN, COMMIT, ROLLBACK) and PostgreSQL's pool ping left out, the DBAPI
-  cursor reads of the hot paths (``memory.store.base.raw_rows``) counted in;
+  cursor reads of the hot paths (``StoreBase._read_many``) counted in;
 - ``round_trips``: PostgreSQL: requests the client sent and waited for (a
   simple ``Query`` or an extended-protocol ``Sync``: BEGIN, each statement,
   COMMIT or ROLLBACK), read from libpq's own protocol trace, plus the pool's
-  ping at each checkout (``pool_pre_ping``: one ``;`` each); SQLite: the
+  ping at each checkout where the pool pings (``pool_pre_ping``: one ``;``
+  each; the store's pool does not); SQLite: the
   statements the library ran, transaction control included (in process, no
   network: each is a call into the database, not a round trip).
 

@@ -10,7 +10,8 @@ concern, each in a module named after it::
       __init__.py    Store and the public names (this docstring)
       tables.py      the SQLModel tables (private), row → Memory, engine set-up
       base.py        StoreBase: engine, schema, the one transaction boundary
-                     (_write, _write_conn, _read), close, scrub, ping, schema
+                     (_write, _write_conn, _write_one, _read, _read_rows,
+                     _read_many), close, scrub, ping, schema
                      revision and upgrade; utcnow, new_memory_id
       migrate.py     the schema by Alembic: create-and-stamp an empty database,
                      upgrade any other (revisions in migrations/versions/)

@@ -3,7 +3,11 @@
 ``StoreBase`` opens the database (creating or upgrading its schema through
 Alembic, ``memory.store.migrate``) and owns the only ways to talk to it:
 ``_write`` (an ORM session in a write transaction), ``_write_conn`` (the same
-on a bare connection, for Core statements on hot paths) and ``_read``. On SQLite every
+on a bare connection, for Core or driver-level statements on hot paths),
+``_write_one`` (one statement in a transaction of its own: autocommit on
+PostgreSQL), ``_read`` (an ORM session) and ``_read_rows`` / ``_read_many``
+(the hot reads: the DBAPI cursor, autocommit on PostgreSQL — one round trip a
+statement — retried once on a dropped connection). On SQLite every
 write holds a process-wide lock and starts with ``BEGIN IMMEDIATE``; on
 PostgreSQL the lock is a no-op and the database orders writers. The parts of
 ``memory.store.Store`` (memories, chat log, outbox, audit, identities, command
@@ -15,21 +19,28 @@ namespace, held on a connection of its own pool for as long as the caller's
 block runs (a read, its checks and the writes they decide, in several
 transactions). On SQLite it is a no-op: the core's in-process lock orders the
 writers of one gateway, and replicas need PostgreSQL.
+
+PostgreSQL connections are not pinged at checkout (a round trip each): a
+connection the server closed — a restart, a terminated backend — leaves its
+socket readable, which the checkout sees without a round trip and replaces
+(``_dropped``); one that died silently fails its statement, and a read is
+then repeated once on a fresh connection.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import select
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 
 from alembic.util import CommandError
 from sqlalchemy import Connection, event, text
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlmodel import Session, create_engine
 
@@ -80,21 +91,41 @@ class _NullLock:
         return None
 
 
-def raw_rows(conn, sql: str, params: tuple) -> list[tuple]:
-    """``sql`` run through the DBAPI cursor of SQLAlchemy connection ``conn``
-    (placeholders: ``StoreBase.mark``), its rows as plain tuples: for the hot
-    reads whose rows SQLAlchemy's per-value result processing would cost more
-    than the query (recall's candidates, a namespace's stamps)."""
-    cur = conn.connection.cursor()
+def _dropped(dbapi_conn, _record, _proxy) -> None:
+    """Pool checkout of a PostgreSQL connection: a connection the server closed
+    (a restart, an administrator's terminate, an idle timeout) is told apart
+    without a round trip. The server sends its closing notice and the socket's
+    end, so an idle connection whose socket is readable — or one the driver
+    knows is closed — is dropped; SQLAlchemy's pool then takes a fresh one
+    (``DisconnectionError``; in place of ``pool_pre_ping``, which cost a round
+    trip on every checkout). What this cannot see (a connection that dies
+    silently, with no packet from the server) fails its statement: a read
+    (``StoreBase._read_many``) is retried once on a new connection, a write
+    becomes StoreError as any failed write does."""
+    if dbapi_conn.closed:
+        raise DisconnectionError("connection closed")
+    poll = select.poll()  # not select(): a busy process's descriptors pass FD_SETSIZE (1024)
     try:
-        cur.execute(sql, params)
-        return cur.fetchall()
-    finally:
-        cur.close()
+        poll.register(dbapi_conn.fileno(), select.POLLIN)
+        ready = poll.poll(0)
+    except (OSError, ValueError) as exc:
+        raise DisconnectionError(str(exc)) from exc
+    if ready:  # an idle connection owes nothing to read: the server spoke first (to close it), or hung up
+        raise DisconnectionError("the server closed the connection")
+
+
+def sqlite_time(value: datetime | None) -> str | None:
+    """``value`` as SQLAlchemy writes a ``DateTime`` into SQLite (its fields as
+    they are, ``YYYY-MM-DD HH:MM:SS.ffffff``, the zone left out): the parameter
+    of a driver-level statement that compares with or writes such a column."""
+    if value is None:
+        return None
+    return (f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
+            f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}")
 
 
 def raw_datetime(value):
-    """A timestamp column as ``raw_rows`` hands it back, as a datetime: SQLite
+    """A timestamp column as ``StoreBase._read_rows`` hands it back, as a datetime: SQLite
     gives the stored text, PostgreSQL a datetime already; None stays None."""
     return datetime.fromisoformat(value) if isinstance(value, str) else value
 
@@ -116,7 +147,8 @@ class StoreBase:
         self.url = _normalise_url(url)
         self.schema = schema
         self.is_sqlite = self.url.startswith("sqlite")
-        #: the DBAPI placeholder of ``raw_rows`` statements (sqlite3 ``?``, psycopg ``%s``)
+        #: the DBAPI placeholder of driver-level statements (``_read_rows``, ``_write_one``,
+        #: ``exec_driver_sql``: sqlite3 ``?``, psycopg ``%s``)
         self.mark = "?" if self.is_sqlite else "%s"
         kwargs: dict = {"pool_timeout": POOL_TIMEOUT_S}
         if self.is_sqlite:
@@ -127,11 +159,15 @@ class StoreBase:
             if schema:
                 options = f"-csearch_path={schema} {options}"
             kwargs["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_S, "options": options}
-        kwargs["pool_pre_ping"] = not self.is_sqlite
+        # no ping round trip at each checkout: ``_dropped`` looks at the socket
+        # instead, and a read that still meets a dropped connection is retried
+        kwargs["pool_pre_ping"] = False
         # a database error's text and traceback carry the statement, never its
         # parameters: those are what people said, and they reach logs
         kwargs["hide_parameters"] = True
         self.engine = create_engine(self.url, **kwargs)
+        #: the driver's own error base (what the DBAPI cursor reads raise, unwrapped)
+        self._driver_error: type[Exception] = self.engine.dialect.loaded_dbapi.Error
         self._write_lock = threading.RLock() if self.is_sqlite else _NullLock()
         # namespace locks wait on their own pool: a holder never competes with the
         # writes it is about to make for a connection
@@ -140,8 +176,13 @@ class StoreBase:
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
             event.listen(self.engine, "begin", _sqlite_begin)
+        else:
+            for engine in (self.engine, self._lock_engine):
+                event.listen(engine, "checkout", _dropped)
         # write sessions carry this option: on SQLite it makes them BEGIN IMMEDIATE
         self._write_engine = self.engine.execution_options(huiyi_write=True)
+        # single-statement writes on PostgreSQL (``_write_one``): the same pool, the connection in autocommit
+        self._autocommit_engine = self._write_engine.execution_options(isolation_level="AUTOCOMMIT")
         try:
             if schema and not self.is_sqlite:
                 with self.engine.begin() as conn:
@@ -151,6 +192,11 @@ class StoreBase:
                     _migrate.prepare(conn, self.schema)
         except (DBAPIError, PoolTimeout, CommandError) as exc:
             raise StoreError(f"cannot open database {self.engine.url.render_as_string(hide_password=True)}: {exc}") from exc
+
+    def db_time(self, value: datetime | None):
+        """``value`` as a parameter of a driver-level statement (``_read_rows``,
+        ``exec_driver_sql``): as it is on PostgreSQL, ``sqlite_time`` on SQLite."""
+        return sqlite_time(value) if self.is_sqlite else value
 
     # -- schema (Alembic) ---------------------------------------------------
 
@@ -220,8 +266,8 @@ class StoreBase:
         try:
             try:
                 tx = conn.begin()
-                for key in keys:
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+                for key in keys:  # as the driver takes it: every capture's write takes one
+                    conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (key,))
             except (DBAPIError, PoolTimeout) as exc:
                 raise StoreError(f"namespace lock unavailable: {exc}") from exc
             try:
@@ -284,20 +330,78 @@ class StoreBase:
             except (DBAPIError, PoolTimeout) as exc:
                 raise StoreError(str(exc)) from exc
 
-    def _read_rows(self, sql: str, params: tuple) -> list[tuple]:
-        """``raw_rows`` of ``sql`` on a pooled connection (placeholders: ``mark``;
-        table names unqualified, as the schema's search path resolves them): the
-        hot reads of recall, without SQLAlchemy's statement and result machinery
-        (each cost more than its query). A lost connection, a timeout or a driver
-        error becomes StoreError, as in ``_read``."""
+    def _write_one(self, sql: str, params: tuple) -> int:
+        """One write statement (placeholders: ``mark``) in a transaction of its own;
+        returns its rowcount. PostgreSQL: in autocommit — the statement is its own
+        transaction, without the BEGIN and COMMIT round trips; SQLite: a
+        ``_write_conn`` transaction (BEGIN IMMEDIATE under the write lock, all in
+        process). As the driver takes it (``exec_driver_sql``: nothing to build or
+        compile), and through SQLAlchemy's execution, so its events see it.
+        IntegrityError as ``_write_conn``; other database errors become StoreError."""
+        if self.is_sqlite:
+            with self._write_conn() as conn:
+                return int(conn.exec_driver_sql(sql, params).rowcount or 0)
         try:
-            with self.engine.connect() as conn:
-                try:
-                    return raw_rows(conn, sql, params)
-                except conn.dialect.dbapi.Error as exc:  # the driver's own, not wrapped by SQLAlchemy
-                    raise StoreError(str(exc)) from exc
+            with self._autocommit_engine.connect() as conn:
+                return int(conn.exec_driver_sql(sql, params).rowcount or 0)
+        except IntegrityError:
+            raise
         except (DBAPIError, PoolTimeout) as exc:
             raise StoreError(str(exc)) from exc
+
+    def _read_rows(self, sql: str, params: tuple) -> list[tuple]:
+        """The rows of ``sql`` (placeholders: ``mark``; table names unqualified, as
+        the schema's search path resolves them) as plain tuples, through the DBAPI
+        cursor of a pooled connection: the hot reads, without SQLAlchemy's
+        statement and result machinery (each cost more than its query).
+        ``_read_many`` with one statement; raises StoreError."""
+        return self._read_many(((sql, params),))[0]
+
+    def _read_many(self, statements: Sequence[tuple[str, tuple]]) -> list[list[tuple]]:
+        """The rows of each ``(sql, params)`` of ``statements``, in order, on one
+        pooled connection (one checkout for several reads of a turn).
+
+        PostgreSQL: the statements run in autocommit — one round trip each, no
+        BEGIN or ROLLBACK around them. Each still reads its own snapshot, as every
+        statement of a READ COMMITTED transaction does, so a later statement never
+        sees older data than an earlier one. A connection found dropped (a server
+        restart, a terminated backend: the driver's OperationalError) is thrown
+        away and the reads run once more on a fresh one — a read changes nothing,
+        so the retry is safe. SQLite: the driver's autocommit reads, which WAL
+        never blocks. A lost connection, a timeout or a driver error becomes
+        StoreError."""
+        for attempt in (0, 1):
+            try:
+                fairy = self.engine.raw_connection()
+            except (DBAPIError, PoolTimeout) as exc:
+                raise StoreError(str(exc)) from exc
+            dbapi = fairy.dbapi_connection
+            try:
+                if not self.is_sqlite:
+                    dbapi.autocommit = True  # type: ignore[union-attr]
+                cur = dbapi.cursor()  # type: ignore[union-attr]
+                try:
+                    out = []
+                    for sql, params in statements:
+                        cur.execute(sql, params)
+                        out.append(cur.fetchall())
+                    return out
+                finally:
+                    cur.close()
+                    if not self.is_sqlite and not dbapi.closed:  # type: ignore[union-attr]
+                        dbapi.autocommit = False  # type: ignore[union-attr]
+            except self._driver_error as exc:
+                lost = not self.is_sqlite and getattr(dbapi, "closed", False)
+                if lost:
+                    fairy.invalidate(exc)
+                if lost and attempt == 0:
+                    log.warning("store: a pooled connection was dropped (%s); read again on a new one",
+                                type(exc).__name__)
+                    continue
+                raise StoreError(str(exc)) from exc
+            finally:
+                fairy.close()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @contextmanager
     def _read(self) -> Iterator[Session]:

@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, bindparam, func, insert, or_, update
+from sqlalchemy import and_, func, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, delete, select
 
 from memory.errors import DuplicateDelivery, NonceUsed
-from memory.store.base import StoreBase, utcnow
+from memory.store.base import StoreBase, raw_datetime, utcnow
 from memory.store.nonces import NonceClaim, claim_in
 from memory.store.tables import _aware, _AuditRow, _ChatLogRow, _DeliveryRow, _IndexOpRow, _MemoryRow, _RedactionRow
 from memory.store.versions import _bump
@@ -187,10 +187,13 @@ class ChatLog(StoreBase):
                      nonce: NonceClaim | None = None) -> int | None:
         """``append_chat``'s transaction; IntegrityError when ``claim`` or ``fingerprint`` was claimed before,
         NonceUsed when ``nonce`` was (raised inside the transaction: it rolls back).
-        Core statements on a bare connection: it runs in every turn, and the ORM
-        session's flushes cost more than the SQL (a third of a turn's SQL time)."""
-        deliveries, redactions = _DeliveryRow.__table__, _RedactionRow.__table__  # type: ignore[attr-defined]
+        Statements as the driver takes them (``exec_driver_sql``), three in the
+        common case (the fingerprint's claims read, the delivery, the line with its
+        redaction check): it runs in every turn, and building SQLAlchemy statements
+        cost more than the SQL."""
+        m, at = self.mark, self.db_time
         with self._write_conn() as conn:
+            run = conn.exec_driver_sql  # statements as the driver takes them: nothing to build or compile per turn
             # the nonce first: a replay is told apart from a duplicate delivery (its
             # delivery key was claimed by the request it replays) before either is tried
             if nonce is not None and (first := claim_in(conn, nonce)) is not None:
@@ -198,35 +201,49 @@ class ChatLog(StoreBase):
             fp = None
             if fingerprint is not None:
                 fp, window = fingerprint[0][:600], fingerprint[1]
-                stale = deliveries.c.processed_at <= utcnow() - window
-                # a claim older than the window no longer counts: its own row (a command's, or
-                # written before fingerprints shared the delivery's row) goes, a shared one lets go
-                conn.execute(delete(deliveries).where(deliveries.c.key == fp, stale))
-                conn.execute(update(deliveries).where(deliveries.c.fingerprint == fp, stale).values(fingerprint=None))
+                stale = at(utcnow() - window)
+                # the claims of this content — its own row (a command's, or written before fingerprints
+                # shared the delivery's row) or a shared one — as (own row?, older than the window?),
+                # decided in SQL as the writes below decide: one read, nearly always of nothing
+                held = [(bool(own), bool(old)) for own, old in run(
+                    f"SELECT key = {m}, processed_at <= {m} FROM deliveries WHERE key = {m} OR fingerprint = {m}",
+                    (fp, stale, fp, fp)).all()]
+                # a claim older than the window no longer counts: its own row goes, a shared one lets go
+                if (True, True) in held:
+                    run(f"DELETE FROM deliveries WHERE key = {m} AND processed_at <= {m}", (fp, stale))
+                if (False, True) in held:
+                    run(f"UPDATE deliveries SET fingerprint = NULL WHERE fingerprint = {m} AND processed_at <= {m}",
+                        (fp, stale))
                 if claim is None:
-                    conn.execute(insert(deliveries), [{"key": fp, "processed_at": utcnow()}])
-                elif conn.execute(select(deliveries.c.key).where(deliveries.c.key == fp).limit(1)).first():
+                    run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})", (fp, at(utcnow())))
+                elif (True, False) in held:
                     raise DuplicateDelivery(fp)  # claimed on its own row within the window
+                # a shared claim within the window: the insert below meets the unique fingerprint
             if claim is not None:  # with the fingerprint in the same row: one row per message
-                conn.execute(insert(deliveries), [{"key": claim[:600], "processed_at": utcnow(),
-                                                   "fingerprint": fp if claim is not None else None}])
-            if line.role == "user" and line.message_id and conn.execute(select(redactions.c.id).where(
-                    redactions.c.tenant == tenant, redactions.c.chat == chat.key,
-                    redactions.c.message_id == line.message_id, redactions.c.sender_id == line.sender_id)
-                    .limit(1)).first():
-                return None
-            line_id = conn.execute(insert(table).returning(table.c.id), [dict(
-                tenant=tenant, chat=chat.key, role=line.role, sender_id=line.sender_id, sender_name=line.sender_name,
-                message_id=line.message_id, text=line.text, at=line.at, capture_ns=str(capture) if capture else "",
-                capture_queued=utcnow() if capture else None)]).scalar_one()
+                run(f"INSERT INTO deliveries (key, processed_at, fingerprint) VALUES ({m}, {m}, {m})",
+                    (claim[:600], at(utcnow()), fp))
+            values = (tenant, chat.key, line.role, line.sender_id, line.sender_name, line.message_id, line.text,
+                      at(line.at), str(capture) if capture else "", at(utcnow()) if capture else None, "")
+            columns = ("INSERT INTO chat_log (tenant, chat, role, sender_id, sender_name, message_id, text, at, "
+                       "capture_ns, capture_queued, vector_key)")
+            if line.role == "user" and line.message_id:
+                # not a line a forget redacted (same chat, message id and sender): checked by the insert itself
+                row = run(f"{columns} SELECT {', '.join([m] * 11)} WHERE NOT EXISTS (SELECT 1 FROM chat_redactions "
+                          f"WHERE tenant = {m} AND chat = {m} AND message_id = {m} AND sender_id = {m}) RETURNING id",
+                          (*values, tenant, chat.key, line.message_id, line.sender_id)).first()
+                if row is None:
+                    return None
+                line_id = row[0]
+            else:
+                line_id = run(f"{columns} VALUES ({', '.join([m] * 11)}) RETURNING id", values).scalar_one()
             # trimmed on one append in keep // TRIM_SLACK (line ids are the table's): the cutoff's read is
             # saved on the others, and the lines over ``keep`` are deleted together
-            cutoff = None if int(line_id) % max(1, keep // TRIM_SLACK) else conn.execute(
-                select(table.c.id).where(table.c.tenant == tenant, table.c.chat == chat.key)
-                .order_by(table.c.id.desc()).offset(keep).limit(1)).scalar()
+            cutoff = None if int(line_id) % max(1, keep // TRIM_SLACK) else run(
+                f"SELECT id FROM chat_log WHERE tenant = {m} AND chat = {m} ORDER BY id DESC LIMIT 1 OFFSET {m}",
+                (tenant, chat.key, int(keep))).scalar()
             if cutoff is not None:
-                conn.execute(delete(table).where(table.c.tenant == tenant, table.c.chat == chat.key,
-                                                 table.c.id <= cutoff, table.c.capture_ns == ""))
+                run(f"DELETE FROM chat_log WHERE tenant = {m} AND chat = {m} AND id <= {m} AND capture_ns = ''",
+                    (tenant, chat.key, int(cutoff)))
         return int(line_id)
 
     def pending_captures(self, older_than: datetime, limit: int = 100) -> list[PendingCapture]:
@@ -296,10 +313,11 @@ class ChatLog(StoreBase):
             return or_(*[and_(t.c.id == line_id, t.c.capture_queued <= at) for line_id, at in which.items()])
 
         out: dict[int, str] = {}
-        if fresh:
-            with self._read() as s:
-                out.update((r.id, r.text) for r in s.connection().execute(select(t.c.id, t.c.text).where(
-                    mine(fresh), t.c.capture_ns != "")))
+        if fresh:  # one read per capture: through the DBAPI cursor
+            m = self.mark
+            which = " OR ".join([f"(id = {m} AND capture_queued <= {m})"] * len(fresh))
+            out.update(self._read_rows(f"SELECT id, text FROM chat_log WHERE ({which}) AND capture_ns != ''",
+                                       tuple(x for i, q in fresh.items() for x in (int(i), self.db_time(q)))))
         if stale:
             with self._write_conn() as conn:
                 out.update((r.id, r.text) for r in conn.execute(update(t).where(mine(stale), t.c.capture_ns != "")
@@ -321,28 +339,36 @@ class ChatLog(StoreBase):
         if not line_ids:
             return
         vectors = {i: v for i, v in (vectors or {}).items() if i in set(line_ids)}
-        plain = [i for i in line_ids if i not in vectors]
-        t = _ChatLogRow.__table__  # type: ignore[attr-defined]
-        with self._write_conn() as conn:
+        plain = [int(i) for i in line_ids if i not in vectors]
+        m = self.mark
+        done = f"UPDATE chat_log SET capture_ns = '', capture_queued = NULL WHERE id IN ({', '.join([m] * len(plain))})"
+        if not vectors:  # one statement: a transaction of its own (``_write_one``)
+            self._write_one(done, tuple(plain))
+            return
+        with self._write_conn() as conn:  # once per capture: statements as the driver takes them
             if plain:
-                conn.execute(update(t).where(t.c.id.in_(plain)).values(capture_ns="", capture_queued=None))
-            if vectors:
-                conn.execute(update(t).where(t.c.id == bindparam("lid")).values(
-                    capture_ns="", capture_queued=None, vector=bindparam("v"), vector_key=bindparam("k")),
-                    [{"lid": i, "v": v, "k": k} for i, (k, v) in vectors.items()])
+                conn.exec_driver_sql(done, tuple(plain))
+            for i, (k, v) in vectors.items():
+                conn.exec_driver_sql(f"UPDATE chat_log SET capture_ns = '', capture_queued = NULL, vector = {m}, "
+                                     f"vector_key = {m} WHERE id = {m}", (v, k, int(i)))
 
     def chat_tail(self, tenant: str, chat: ChatRef, n: int = 8, *, max_age: timedelta | None = None,
                   now: datetime | None = None) -> list[ChatLine]:
         """The last ``n`` lines of the chat (of its topic when ``chat`` has a
         thread), oldest first; with ``max_age`` only lines said after
         ``now - max_age`` (``now`` defaults to the current UTC time)."""
-        with self._read() as s:
-            q = select(_ChatLogRow).where(_ChatLogRow.tenant == tenant, _ChatLogRow.chat == chat.key)
-            if max_age is not None:
-                q = q.where(_ChatLogRow.at >= (now or utcnow()) - max_age)
-            rows = s.exec(q.order_by(_ChatLogRow.id.desc()).limit(n)).all()  # type: ignore[union-attr]
-        return [ChatLine(r.role, r.sender_id, r.text, _aware(r.at), r.message_id, r.sender_name, r.id, r.vector,  # type: ignore[arg-type]
-                         r.vector_key or "") for r in reversed(rows)]
+        m = self.mark
+        sql = ("SELECT id, role, sender_id, text, at, message_id, sender_name, vector, vector_key FROM chat_log "
+               f"WHERE tenant = {m} AND chat = {m}")
+        params: list = [tenant, chat.key]
+        if max_age is not None:
+            sql += f" AND at >= {m}"
+            params.append(self.db_time((now or utcnow()) - max_age))
+        # every turn reads it: through the DBAPI cursor (``_read_rows``)
+        rows = self._read_rows(f"{sql} ORDER BY id DESC LIMIT {m}", (*params, int(n)))
+        return [ChatLine(role, sender, text, _aware(raw_datetime(at)), mid, name, i,  # type: ignore[arg-type]
+                         bytes(vector) if vector is not None else None, key or "")
+                for i, role, sender, text, at, mid, name, vector, key in reversed(rows)]
 
     def last_heard(self, tenant: str, chat: ChatRef) -> datetime | None:
         """When the person last wrote in ``chat`` of ``tenant`` (its newest line of
@@ -472,11 +498,10 @@ class ChatLog(StoreBase):
         wanted = {(tenant, chat.key, mid) for tenant, chat, mid in lines if mid}
         if not wanted:
             return set()
-        t = _RedactionRow.__table__  # type: ignore[attr-defined]
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(t.c.tenant, t.c.chat, t.c.message_id).where(
-                t.c.message_id.in_(sorted({m for _, _, m in wanted})))).all()
-        return {(r.tenant, r.chat, r.message_id) for r in rows} & wanted
+        mids = sorted({m for _, _, m in wanted})
+        rows = self._read_rows(f"SELECT tenant, chat, message_id FROM chat_redactions "
+                               f"WHERE message_id IN ({', '.join([self.mark] * len(mids))})", tuple(mids))
+        return {tuple(r) for r in rows} & wanted  # type: ignore[misc]
 
     def lines_before(self, line_ids: Sequence[int]) -> dict[int, ChatLine]:
         """``line_before`` for many lines in one query: ``{line id: the line of its
@@ -485,16 +510,13 @@ class ChatLog(StoreBase):
         ids = sorted({int(i) for i in line_ids if i})
         if not ids:
             return {}
-        t = _ChatLogRow.__table__  # type: ignore[attr-defined]
-        c, b, p = t.alias("c"), t.alias("b"), t.alias("p")
-        before = select(func.max(p.c.id)).where(p.c.tenant == c.c.tenant, p.c.chat == c.c.chat,
-                                                p.c.id < c.c.id).scalar_subquery()
-        q = select(c.c.id.label("line_id"), b.c.role, b.c.sender_id, b.c.text, b.c.at, b.c.message_id,
-                   b.c.sender_name).select_from(c.join(b, b.c.id == before)).where(c.c.id.in_(ids))
-        with self.engine.connect() as conn:
-            rows = conn.execute(q).all()
-        return {r.line_id: ChatLine(r.role, r.sender_id, r.text, _aware(r.at), r.message_id, r.sender_name)
-                for r in rows}
+        # each capture batch asks: through the DBAPI cursor (``_read_rows``)
+        rows = self._read_rows(
+            "SELECT c.id, b.role, b.sender_id, b.text, b.at, b.message_id, b.sender_name FROM chat_log c "
+            "JOIN chat_log b ON b.id = (SELECT max(p.id) FROM chat_log p WHERE p.tenant = c.tenant "
+            f"AND p.chat = c.chat AND p.id < c.id) WHERE c.id IN ({', '.join([self.mark] * len(ids))})", tuple(ids))
+        return {i: ChatLine(role, sender, text, _aware(raw_datetime(at)), mid, name)  # type: ignore[arg-type]
+                for i, role, sender, text, at, mid, name in rows}
 
     # -- edits and chat migration (Telegram) ------------------------------
 

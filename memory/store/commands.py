@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import insert, update
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import delete, select
 
 from memory.store.base import StoreBase
@@ -53,18 +51,15 @@ class CommandState(StoreBase):
                                                                  round(m.floor, 6)] for m in trace.misses]}
                             if trace.floors else {})
         ns = trace.namespace
-        t = _LastRecallRow.__table__  # type: ignore[attr-defined]
-        values = dict(chat=trace.chat, at=trace.at, k=trace.k, fallback_reason=trace.fallback_reason, entries=entries,
-                      floors=floors)
-        for attempt in (1, 2):  # two replicas may insert the first record at once
-            try:
-                with self._write_conn() as conn:
-                    if conn.execute(update(t).where(t.c.namespace == str(ns)).values(**values)).rowcount == 0:
-                        conn.execute(insert(t), [dict(namespace=str(ns), tenant=ns.tenant, **values)])
-                return
-            except IntegrityError:
-                if attempt == 2:
-                    raise
+        m = self.mark
+        # every turn writes it: one upsert (of two replicas inserting the first record, the second
+        # updates it), a statement as the driver takes it, in a transaction of its own (``_write_one``)
+        self._write_one(f"INSERT INTO last_recall (namespace, tenant, chat, at, k, fallback_reason, entries, floors) "
+                        f"VALUES ({', '.join([m] * 8)}) ON CONFLICT (namespace) DO UPDATE SET chat = excluded.chat, "
+                        "at = excluded.at, k = excluded.k, fallback_reason = excluded.fallback_reason, "
+                        "entries = excluded.entries, floors = excluded.floors",
+                        (str(ns), ns.tenant, trace.chat, self.db_time(trace.at), int(trace.k), trace.fallback_reason,
+                         entries, floors))
 
     def last_recall(self, ns: Namespace):
         """The last-recall record of ``ns`` (``memory.explain.RecallTrace``, its

@@ -111,10 +111,10 @@ class Identities(StoreBase):
 
     def resolve_identity(self, tenant: str, platform_subject: str) -> str | None:
         """The subject a platform identity (``tg:123``) is linked to in ``tenant``, or None."""
-        with self._read() as s:
-            row = s.exec(select(_IdentityRow).where(_IdentityRow.tenant == tenant,
-                                                    _IdentityRow.platform_subject == platform_subject)).first()
-        return row.subject if row else None
+        # every turn asks (``memory.identity.resolve_identity``): through the DBAPI cursor
+        rows = self._read_rows(f"SELECT subject FROM identities WHERE tenant = {self.mark} "
+                               f"AND platform_subject = {self.mark}", (tenant, platform_subject))
+        return rows[0][0] if rows else None
 
     def identities(self, ns: Namespace) -> list[str]:
         """Platform identities linked to ``ns``'s subject, sorted (empty when none)."""

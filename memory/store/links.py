@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from itertools import combinations
 
-from sqlalchemy import Connection, bindparam, delete, insert, or_, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, func
 
@@ -216,19 +216,20 @@ class Links(StoreBase):
         out: dict[str, list[tuple[str, str, str | None]]] = {n: [] for n in wanted}
         if not wanted or limit <= 0:
             return out
-        like = [_M.c.norm.like("%" + n.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",
-                               escape="\\") for n in wanted]
-        q = select(_M.c.id, _M.c.text, _M.c.norm, _M.c.entities).where(_M.c.namespace == str(ns), or_(*like)) \
-            .order_by(_M.c.created_at, _M.c.id)
+        m = self.mark
+        like = " OR ".join([f"norm LIKE {m} ESCAPE '\\'"] * len(wanted))
+        patterns = ["%" + n.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" for n in wanted]
         open_ = set(wanted)
-        with self._read() as s:
-            for r in s.connection().execute(q, {}):
-                for n in [n for n in open_ if n in (r.norm or "")]:
-                    out[n].append((r.id, r.text, r.entities))
-                    if len(out[n]) >= limit:
-                        open_.discard(n)
-                if not open_:
-                    break
+        # each capture asks: through the DBAPI cursor (``_read_rows``)
+        for i, text, norm, entities in self._read_rows(
+                f"SELECT id, text, norm, entities FROM memories WHERE namespace = {m} AND ({like}) "
+                f"ORDER BY created_at, id", (str(ns), *patterns)):
+            for n in [n for n in open_ if n in (norm or "")]:
+                out[n].append((i, text, entities))
+                if len(out[n]) >= limit:
+                    open_.discard(n)
+            if not open_:
+                break
         return out
 
     def count_links(self, ns: Namespace) -> int:

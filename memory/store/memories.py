@@ -20,18 +20,18 @@ from datetime import datetime, timezone
 from operator import itemgetter
 from types import SimpleNamespace
 
-from sqlalchemy import and_, bindparam, func, insert, literal, update
+from sqlalchemy import and_, func, insert
 from sqlmodel import Session, delete, select
 
 from memory.errors import NamespaceError, NotFoundError
 from memory.store.audit import AuditEntry, AuditLog
-from memory.store.base import StoreBase, raw_datetime, raw_rows, utcnow
+from memory.store.base import StoreBase, raw_datetime, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
 from memory.store.consolidated import _awake, _count_hits, _drop_consolidated
 from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit
 from memory.store.links import _unlink_links
-from memory.store.versions import _STATE_SQL, _bump
+from memory.store.versions import _bump
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _AuditRow, _HistoryRow, _IndexOpRow, _meta, _meta_json,
                                  _MemoryRow, _TombstoneRow, _to_memory)
 from memory.types import Category, ChatRef, ForgetReceipt, Memory, Namespace, Visibility, search_text
@@ -203,20 +203,6 @@ def _tuple_memory(r: tuple, ns: Namespace) -> Memory:
     return _to_memory(row, ns)  # type: ignore[arg-type]
 
 
-_KEY_SQL = select(_MemoryRow.__table__).where(  # type: ignore[attr-defined]
-    _MemoryRow.__table__.c.namespace == bindparam("ns"), _MemoryRow.__table__.c.key == bindparam("key"))  # type: ignore[attr-defined]
-_TOMBSTONE_SQL = select(func.max(_TombstoneRow.__table__.c.forgotten_at)).where(  # type: ignore[attr-defined]
-    _TombstoneRow.__table__.c.namespace == bindparam("ns"),  # type: ignore[attr-defined]
-    _TombstoneRow.__table__.c.fingerprint.in_(bindparam("fps", expanding=True)))  # type: ignore[attr-defined]
-# both in one statement: the latest forget of the fingerprints beside the row with the key, or beside a row of
-# NULLs (an outer join from one constant row) when no memory holds it
-_ONE = select(literal(1).label("one")).subquery("one")
-_KEY_AND_TOMBSTONE_SQL = select(_TOMBSTONE_SQL.scalar_subquery().label("forgotten_at_max"),
-                                *_MemoryRow.__table__.c).select_from(  # type: ignore[attr-defined]
-    _ONE.outerjoin(_MemoryRow.__table__, and_(  # type: ignore[attr-defined]
-        _MemoryRow.__table__.c.namespace == bindparam("ns"), _MemoryRow.__table__.c.key == bindparam("key"))))  # type: ignore[attr-defined]
-
-
 class MemoryRows(StoreBase):
     """Memories, history and tombstones, one namespace per call (``admin_namespaces``
     aside, which lists the namespaces of a tenant)."""
@@ -335,9 +321,7 @@ class MemoryRows(StoreBase):
         by_name = {str(ns): ns for ns in wanted}
         ids, names = sorted({i for i, _ in asked}), list(by_name)
         sql = self._by_ids_sql(len(ids), len(names))
-        with self.engine.connect() as conn:
-            rows = raw_rows(conn, sql, (*ids, *names))
-        for r in rows:
+        for r in self._read_rows(sql, (*ids, *names)):
             row = SimpleNamespace(**dict(zip(_GET_COLUMNS, r)))
             if (row.id, row.namespace) not in asked:
                 continue
@@ -373,18 +357,20 @@ class MemoryRows(StoreBase):
         they are stamped with. Only the columns a search reads (id, text,
         visibility, origin, context) and the row's version; ``MemoryText.memory()`` is not
         available on them."""
-        t = _MemoryRow.__table__  # type: ignore[attr-defined]
-        q = select(t.c.id, t.c.text, t.c.visibility, t.c.origin, t.c.version, t.c.context)
+        m = self.mark
+        reads = [(f"SELECT version FROM namespace_state WHERE namespace = {m}", (str(ns),))]
+        columns = "SELECT id, text, visibility, origin, version, context FROM memories"
         if ids is None:
-            q = q.where(t.c.namespace == str(ns))
-        else:  # by primary key, still filtered on the namespace (`|| ''`: see get_many)
-            q = q.where(t.c.id.in_(list(ids)), t.c.namespace.concat("") == str(ns))
-        with self.engine.connect() as conn:
-            state = conn.execute(_STATE_SQL, {"ns": str(ns)}).first()
-            rows = conn.execute(q).all() if ids is None or ids else []
-        return (int(state.version) if state is not None else 0,
-                [MemoryText(r.id, ns, r.text, Visibility(r.visibility), r.origin, None, r.version, r.context or "")
-                 for r in rows])
+            reads.append((f"{columns} WHERE namespace = {m}", (str(ns),)))
+        elif ids:  # by primary key, still filtered on the namespace (`|| ''`: see get_many)
+            ids = list(ids)
+            reads.append((f"{columns} WHERE id IN ({', '.join([m] * len(ids))}) AND namespace || '' = {m}",
+                          (*ids, str(ns))))
+        # the version first, the rows after, on one connection (``_read_many``; the cursor's plain tuples)
+        state, *rows = self._read_many(reads)
+        return (int(state[0][0]) if state else 0,
+                [MemoryText(i, ns, text, Visibility(vis), origin, None, version, context or "")
+                 for i, text, vis, origin, version, context in (rows[0] if rows else [])])
 
     def search_stamps(self, ns: Namespace) -> tuple[int, list[tuple[str, int, str, str]]]:
         """``(write version, [(id, row version, visibility, origin)] of every live
@@ -395,11 +381,11 @@ class MemoryRows(StoreBase):
         about a tenth of ``search_rows``' cost at 10k memories."""
         # the DBAPI cursor itself: its rows are plain tuples already, and wrapping
         # 10k of them in SQLAlchemy rows cost more than the query
-        with self.engine.connect() as conn:
-            state = conn.execute(_STATE_SQL, {"ns": str(ns)}).first()
-            rows = raw_rows(conn, f"SELECT id, version, visibility, origin FROM memories WHERE namespace = {self.mark}",
-                            (str(ns),))
-        return (int(state.version) if state is not None else 0, [tuple(r) for r in rows])
+        m = self.mark
+        state, rows = self._read_many([(f"SELECT version FROM namespace_state WHERE namespace = {m}", (str(ns),)),
+                                       (f"SELECT id, version, visibility, origin FROM memories WHERE namespace = {m}",
+                                        (str(ns),))])
+        return (int(state[0][0]) if state else 0, [tuple(r) for r in rows])
 
     def find_by_key(self, ns: Namespace, key: str) -> Memory | None:
         """The live memory of ``ns`` with canonical ``key``, or None."""
@@ -412,15 +398,17 @@ class MemoryRows(StoreBase):
         with canonical ``key`` (or None) and the latest forget of any of
         ``fingerprints`` (None when none was forgotten)."""
         prints = sorted(set(fingerprints))
-        # statements built once (module level) and run on a bare connection: on the
-        # capture hot path, building and hashing ORM statements cost more than SQLite
-        with self.engine.connect() as conn:
-            if not prints:
-                row = conn.execute(_KEY_SQL, {"ns": str(ns), "key": key}).first()
-                return (_to_memory(row, ns) if row else None), None  # type: ignore[arg-type]
-            row = conn.execute(_KEY_AND_TOMBSTONE_SQL, {"ns": str(ns), "key": key, "fps": prints}).first()
-        when = _aware(row.forgotten_at_max)
-        return (_to_memory(row, ns) if row.id is not None else None), when  # type: ignore[arg-type]
+        # the DBAPI cursor on one connection (``_read_many``): on the capture hot path,
+        # SQLAlchemy's statement and result handling cost more than the queries
+        m = self.mark
+        reads = [(f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE namespace = {m} AND key = {m} LIMIT 1",
+                  (str(ns), key))]
+        if prints:
+            reads.append((f"SELECT max(forgotten_at) FROM tombstones WHERE namespace = {m} "
+                          f"AND fingerprint IN ({', '.join([m] * len(prints))})", (str(ns), *prints)))
+        rows, *tomb = self._read_many(reads)
+        when = _aware(raw_datetime(tomb[0][0][0])) if tomb and tomb[0] else None
+        return (_tuple_memory(rows[0], ns) if rows else None), when
 
     def recent_claims(self, ns: Namespace, limit: int) -> list[tuple[str, str | None, datetime | None, str]]:
         """The ``limit`` newest live memories of ``ns`` (``list``'s order) as
@@ -430,9 +418,8 @@ class MemoryRows(StoreBase):
         ``list`` of 100 cost ~8 ms, a SQLAlchemy Core read of the four columns
         ~3 ms). Raises StoreError."""
         mark = self.mark
-        with self.engine.connect() as conn:
-            rows = raw_rows(conn, f"SELECT id, key, created_at, text FROM memories WHERE namespace = {mark} "
-                                  f"ORDER BY updated_at DESC, id LIMIT {mark}", (str(ns), int(limit)))
+        rows = self._read_rows(f"SELECT id, key, created_at, text FROM memories WHERE namespace = {mark} "
+                               f"ORDER BY updated_at DESC, id LIMIT {mark}", (str(ns), int(limit)))
         return [(i, key, _aware(raw_datetime(at)), text) for i, key, at, text in rows]
 
     def list(self, ns: Namespace, limit: int = 50, offset: int = 0, *, include_dormant: bool = True) -> list[Memory]:
@@ -450,7 +437,6 @@ class MemoryRows(StoreBase):
 
     def count(self, ns: Namespace, *, include_dormant: bool = True) -> int:
         """Number of live memories in ``ns`` (what ``list`` with the same ``include_dormant`` can return)."""
-        from sqlalchemy import func
 
         with self._read() as s:
             return int(s.exec(select(func.count()).select_from(_MemoryRow)
@@ -466,7 +452,6 @@ class MemoryRows(StoreBase):
         """When the earliest live memory of ``ns`` was said (``created_at``, UTC);
         with ``group_key`` only of those learned in that group and visible there.
         None for an empty namespace."""
-        from sqlalchemy import func
 
         where = self._in_group(ns, group_key) if group_key is not None else self._wanted(ns, True)
         with self._read() as s:
@@ -481,7 +466,7 @@ class MemoryRows(StoreBase):
         falls (``event_time``; a period's, ``[event_time, event_end)``, overlaps) in
         ``[start, end)`` (UTC), earliest first, at most ``limit``; with
         ``group_key`` only those learned in that group and visible there."""
-        from sqlalchemy import and_, or_
+        from sqlalchemy import or_
 
         where = self._in_group(ns, group_key) if group_key is not None else self._wanted(ns, True)
         row = _MemoryRow
@@ -496,7 +481,6 @@ class MemoryRows(StoreBase):
     def live_total(self) -> int:
         """Live memories over all namespaces: a number only, for the index's health
         check at start-up (``MemoryCore``: an index with fewer rows is rebuilt)."""
-        from sqlalchemy import func
 
         with self._read() as s:
             return int(s.exec(select(func.count()).select_from(_MemoryRow)).one())
@@ -721,23 +705,27 @@ class MemoryRows(StoreBase):
         wanted = {i: sorted(ts) for i, ts in times.items() if i and ts}
         if not wanted:
             return 0
-        t = _MemoryRow.__table__  # type: ignore[attr-defined]
+        m, ids = self.mark, list(wanted)
+        # every flush of recall's marks: statements as the driver takes them, and a consolidated memory
+        # (the only kind that counts hits) told apart in the same read, so most flushes make no hit update
         with self._write_conn() as conn:
-            rows = conn.execute(select(t.c.id, t.c.access_times).where(t.c.namespace == str(ns),
-                                                                       t.c.id.in_(list(wanted)))).all()
+            rows = conn.exec_driver_sql(
+                f"SELECT id, access_times, EXISTS (SELECT 1 FROM consolidated c WHERE c.namespace = memories.namespace "
+                f"AND c.memory_id = memories.id) FROM memories WHERE namespace = {m} "
+                f"AND id IN ({', '.join([m] * len(ids))})", (str(ns), *ids)).all()
             if not rows:
                 return 0
             updates = []
-            for r in rows:
-                kept = json.loads(r.access_times or "[]") + [x.isoformat() for x in wanted[r.id]]
-                updates.append({"mid": r.id, "times": json.dumps(kept[-ACCESS_TIMES_KEPT:])})
-            conn.execute(update(t).where(t.c.namespace == str(ns), t.c.id == bindparam("mid"))
-                         .values(access_times=bindparam("times")), updates)
+            for i, had, _ in rows:
+                kept = json.loads(had or "[]") + [x.isoformat() for x in wanted[i]]
+                updates.append((json.dumps(kept[-ACCESS_TIMES_KEPT:]), str(ns), i))
+            conn.exec_driver_sql(f"UPDATE memories SET access_times = {m} WHERE namespace = {m} AND id = {m}", updates)
             by_count: dict[tuple[int, datetime], list[str]] = {}
-            for r in rows:
-                by_count.setdefault((len(wanted[r.id]), wanted[r.id][-1]), []).append(r.id)
-            for (n, last), ids in by_count.items():
-                _count_hits(conn, ns, ids, last, n)
+            for i, _, consolidated in rows:
+                if consolidated:
+                    by_count.setdefault((len(wanted[i]), wanted[i][-1]), []).append(i)
+            for (n, last), hit in by_count.items():
+                _count_hits(conn, ns, hit, last, n)
         return len(rows)
 
     def iter_ids(self, ns: Namespace) -> list[str]:
@@ -777,7 +765,6 @@ class MemoryRows(StoreBase):
 
     def count_in_group(self, ns: Namespace, group_key: str, *, include_dormant: bool = True) -> int:
         """How many memories ``list_in_group`` (same ``include_dormant``) can return."""
-        from sqlalchemy import func
 
         with self._read() as s:
             return int(s.exec(select(func.count()).select_from(_MemoryRow)

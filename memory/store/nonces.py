@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 from sqlmodel import delete
 
-from memory.store.base import StoreBase, utcnow
+from memory.store.base import StoreBase, sqlite_time, utcnow
 from memory.store.tables import _SeenNonceRow
 
 __all__ = ["SeenNonces", "NonceClaim"]
@@ -48,19 +48,19 @@ def claim_in(conn: Connection, claim: NonceClaim) -> str | None:
     (tenant, platform, nonce): the transaction goes on either way (PostgreSQL
     would abort it on an integrity error), and of two racing claims one wins —
     the other waits for its commit and then reads its digest."""
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
+    sqlite = conn.dialect.name == "sqlite"
+    m = "?" if sqlite else "%s"
     tenant, platform, nonce = claim.tenant[:64], claim.platform[:32], claim.nonce[:128]
-    # RETURNING says whether the row went in (the rowcount of an INSERT that returns rows is not reliable)
-    row = conn.execute(insert(_T).values(tenant=tenant, platform=platform, nonce=nonce, digest=claim.digest[:128],
-                                         seen_at=claim.at or utcnow()).on_conflict_do_nothing()
-                       .returning(_T.c.id)).first()
+    at = claim.at or utcnow()
+    # as the driver takes it (every signed callback claims one); RETURNING says whether the row went in
+    # (the rowcount of an INSERT that returns rows is not reliable)
+    row = conn.exec_driver_sql(f"INSERT INTO seen_nonces (tenant, platform, nonce, digest, seen_at) "
+                               f"VALUES ({m}, {m}, {m}, {m}, {m}) ON CONFLICT DO NOTHING RETURNING id",
+                               (tenant, platform, nonce, claim.digest[:128], sqlite_time(at) if sqlite else at)).first()
     if row is not None:
         return None
-    first = conn.execute(select(_T.c.digest).where(_T.c.tenant == tenant, _T.c.platform == platform,
-                                                   _T.c.nonce == nonce)).scalar()
+    first = conn.exec_driver_sql(f"SELECT digest FROM seen_nonces WHERE tenant = {m} AND platform = {m} "
+                                 f"AND nonce = {m}", (tenant, platform, nonce)).scalar()
     return first or ""
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlmodel import delete, func, select
+from sqlmodel import func, select
 
 from memory.store.base import StoreBase
 from memory.store.tables import _IndexOpRow
@@ -38,16 +38,22 @@ class IndexOutbox(StoreBase):
         """Oldest pending index operations (each carries its own namespace), all of
         them or only those of ``ns`` / ``memory_ids`` / op ``kinds`` (``upsert``,
         ``delete``, ``purge``) — so that a backlog never hides a fresh write's op."""
-        q = select(_IndexOpRow)
+        m = self.mark
+        where, params = ["1 = 1"], []
         if ns is not None:
-            q = q.where(_IndexOpRow.namespace == str(ns))
-        if memory_ids is not None:
-            q = q.where(_IndexOpRow.memory_id.in_(list(memory_ids)))  # type: ignore[attr-defined]
-        if kinds is not None:
-            q = q.where(_IndexOpRow.op.in_(list(kinds)))  # type: ignore[attr-defined]
-        with self._read() as s:
-            rows = s.exec(q.order_by(_IndexOpRow.id).limit(limit)).all()  # type: ignore[arg-type]
-        return [IndexOp(r.id, Namespace.parse(r.namespace), r.memory_id, r.op, r.attempts) for r in rows]  # type: ignore[arg-type]
+            where.append(f"namespace = {m}")
+            params.append(str(ns))
+        for column, values in (("memory_id", memory_ids), ("op", kinds)):
+            if values is not None:
+                values = list(values)
+                if not values:
+                    return []
+                where.append(f"{column} IN ({', '.join([m] * len(values))})")
+                params += values
+        # every index write pass reads it: through the DBAPI cursor (``_read_rows``)
+        rows = self._read_rows(f"SELECT id, namespace, memory_id, op, attempts FROM index_outbox "
+                               f"WHERE {' AND '.join(where)} ORDER BY id LIMIT {m}", (*params, int(limit)))
+        return [IndexOp(i, Namespace.parse(n), mid, op, attempts) for i, n, mid, op, attempts in rows]
 
     def outbox_depth(self) -> int:
         """How many index operations are owed (all namespaces; the metrics gauge)."""
@@ -58,8 +64,9 @@ class IndexOutbox(StoreBase):
         """Remove applied outbox rows."""
         if not op_ids:
             return
-        with self._write() as s:
-            s.exec(delete(_IndexOpRow).where(_IndexOpRow.id.in_(list(op_ids))))  # type: ignore[attr-defined,call-overload]
+        ids = [int(i) for i in op_ids]
+        # after every index write pass: one statement as the driver takes it (``_write_one``)
+        self._write_one(f"DELETE FROM index_outbox WHERE id IN ({', '.join([self.mark] * len(ids))})", tuple(ids))
 
     def fail_ops(self, op_ids: Sequence[int]) -> None:
         """Count a failed attempt on outbox rows (they stay queued)."""

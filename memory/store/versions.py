@@ -31,7 +31,6 @@ from memory.types import Namespace
 
 _T = _NamespaceStateRow.__table__  # type: ignore[attr-defined]
 _STATE_SQL = select(_T.c.version, _T.c.live).where(_T.c.namespace == bindparam("ns"))
-_LOG_SQL = select(_T.c.version, _T.c.changes).where(_T.c.namespace == bindparam("ns"))
 
 CHANGES_CHARS = 1200
 """Characters of change log a namespace's row keeps (its latest entries): about
@@ -180,11 +179,12 @@ class NamespaceVersions(StoreBase):
         ``memories`` (counters unknown), as ``namespace_state`` does. Raises
         StoreError."""
         # once per recall: through the DBAPI cursor (``_read_rows``)
-        rows = self._read_rows("SELECT version, live, links, conflicts, dormant FROM namespace_state "
-                               f"WHERE namespace = {self.mark}", (str(ns),))
-        if not rows:
-            version, live = self.namespace_state(ns)
-            return NamespaceStats(version, live)
+        m = self.mark
+        rows = self._read_rows(f"SELECT version, live, links, conflicts, dormant FROM namespace_state "
+                               f"WHERE namespace = {m}", (str(ns),))
+        if not rows:  # a person who never had a memory written: nothing to count, nearly always
+            live = self._read_rows(f"SELECT count(*) FROM memories WHERE namespace = {m}", (str(ns),))
+            return NamespaceStats(0, int(live[0][0]))
         version, live, links, conflicts, dormant = rows[0]
         return NamespaceStats(int(version), int(live), links, conflicts, dormant)
 
@@ -197,14 +197,15 @@ class NamespaceVersions(StoreBase):
         primary-key read."""
         if version < 0:
             return None
-        with self.engine.connect() as conn:
-            row = conn.execute(_LOG_SQL, {"ns": str(ns)}).first()
-        stamp = int(row.version) if row is not None else 0
+        # each cache refresh: through the DBAPI cursor (``_read_rows``)
+        rows = self._read_rows(f"SELECT version, changes FROM namespace_state WHERE namespace = {self.mark}",
+                               (str(ns),))
+        stamp = int(rows[0][0]) if rows else 0
         if stamp == version:
             return stamp, set()
         if stamp < version:
             return None
-        logged = _logged(row.changes)  # type: ignore[union-attr]
+        logged = _logged(rows[0][1])
         wanted = range(version + 1, stamp + 1)
         if any(v not in logged for v in wanted):
             return None

@@ -98,3 +98,18 @@ def test_the_chat_log_is_trimmed_back_to_keep_on_one_append_in_a_few(store):
     tail = store.chat_tail("default", CHAT, 500)
     assert tail[0].id == due and tail[-1].text == "第80句 line 80 ✨"
     assert [int(line.message_id) for line in tail[1:]] == list(range(81 - (len(tail) - 1), 81))
+
+
+def test_a_redacted_line_is_not_logged_again_but_its_claims_hold(store):
+    """A line withdrawn (or forgotten) is not appended again by a redelivery — the insert checks the redaction
+    itself — while the delivery is still claimed; another sender's line of the same message id is logged."""
+    store.withdraw_line(NS, CHAT, "7")
+    assert store.append_chat("default", CHAT, _line("别记这个 🙈", "7"), claim="default|tg|1001|7",
+                             fingerprint=("fp|default|1001|x", WINDOW), capture=NS) is None
+    assert store.chat_tail("default", CHAT) == [] and _deliveries(store) == 1
+    with pytest.raises(DuplicateDelivery):
+        store.append_chat("default", CHAT, _line("别记这个 🙈", "7"), claim="default|tg|1001|7")
+    other = ChatLine("user", "2002", "I'm someone else", utcnow(), "7", "Ann")
+    assert store.append_chat("default", CHAT, other) is not None
+    assert [line.text for line in store.chat_tail("default", CHAT)] == ["I'm someone else"]
+    assert store.captures_due() == 0
