@@ -20,18 +20,19 @@ from datetime import datetime, timezone
 from operator import itemgetter
 from types import SimpleNamespace
 
-from sqlalchemy import and_, bindparam, func, insert, literal, update
+from sqlalchemy import bindparam, insert, update
 from sqlmodel import Session, delete, select
 
 from memory.errors import NamespaceError, NotFoundError
 from memory.store.audit import AuditEntry, AuditLog
-from memory.store.base import StoreBase, raw_datetime, raw_rows, utcnow
+from memory.store.base import DbapiStatement, DbapiWriter, StoreBase, raw_datetime, raw_rows, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
 from memory.store.consolidated import _awake, _count_hits, _drop_consolidated
-from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit
+from memory.store.events import _E as _EVENTS
+from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit, new_event_uid
 from memory.store.links import _unlink_links
-from memory.store.versions import _STATE_SQL, _bump
+from memory.store.versions import _STATE_SQL, _bump, _bump_sql
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _AuditRow, _HistoryRow, _IndexOpRow, _meta, _meta_json,
                                  _MemoryRow, _TombstoneRow, _to_memory)
 from memory.types import Category, ChatRef, ForgetReceipt, Memory, Namespace, Visibility, search_text
@@ -203,18 +204,38 @@ def _tuple_memory(r: tuple, ns: Namespace) -> Memory:
     return _to_memory(row, ns)  # type: ignore[arg-type]
 
 
-_KEY_SQL = select(_MemoryRow.__table__).where(  # type: ignore[attr-defined]
-    _MemoryRow.__table__.c.namespace == bindparam("ns"), _MemoryRow.__table__.c.key == bindparam("key"))  # type: ignore[attr-defined]
-_TOMBSTONE_SQL = select(func.max(_TombstoneRow.__table__.c.forgotten_at)).where(  # type: ignore[attr-defined]
-    _TombstoneRow.__table__.c.namespace == bindparam("ns"),  # type: ignore[attr-defined]
-    _TombstoneRow.__table__.c.fingerprint.in_(bindparam("fps", expanding=True)))  # type: ignore[attr-defined]
-# both in one statement: the latest forget of the fingerprints beside the row with the key, or beside a row of
-# NULLs (an outer join from one constant row) when no memory holds it
-_ONE = select(literal(1).label("one")).subquery("one")
-_KEY_AND_TOMBSTONE_SQL = select(_TOMBSTONE_SQL.scalar_subquery().label("forgotten_at_max"),
-                                *_MemoryRow.__table__.c).select_from(  # type: ignore[attr-defined]
-    _ONE.outerjoin(_MemoryRow.__table__, and_(  # type: ignore[attr-defined]
-        _MemoryRow.__table__.c.namespace == bindparam("ns"), _MemoryRow.__table__.c.key == bindparam("key"))))  # type: ignore[attr-defined]
+@dataclass(frozen=True)
+class _AddStatements:
+    """``MemoryRows.add``'s writes for one dialect, compiled once (``DbapiStatement``):
+    the memory, its outbox row, the namespace's version bump (``_bump``'s upsert),
+    its change event (``_emit``'s row) and its audit record."""
+
+    memory: DbapiStatement
+    outbox: DbapiStatement
+    bump: DbapiStatement
+    event: DbapiStatement
+    audit: DbapiStatement
+
+
+_ADD_STATEMENTS: dict[str, _AddStatements] = {}
+
+
+def _add_statements(dialect) -> _AddStatements:
+    """The ``_AddStatements`` of ``dialect`` (built on first use)."""
+    got = _ADD_STATEMENTS.get(dialect.name)
+    if got is None:
+        memories = _MemoryRow.__table__  # type: ignore[attr-defined]
+        got = _ADD_STATEMENTS[dialect.name] = _AddStatements(
+            DbapiStatement(insert(memories), dialect, [c.name for c in memories.c]),
+            DbapiStatement(insert(_IndexOpRow.__table__), dialect,  # type: ignore[attr-defined]
+                           ["namespace", "memory_id", "op", "created_at", "attempts"]),
+            DbapiStatement(_bump_sql(dialect.name), dialect),
+            # an event not yet held by a sender (holder) nor given up (dead_at): both NULL
+            DbapiStatement(insert(_EVENTS), dialect, ["uid", "tenant", "namespace", "memory_id", "event", "version",
+                                                      "created_at", "due_at", "attempts", "last_error"]),
+            DbapiStatement(insert(_AuditRow.__table__), dialect,  # type: ignore[attr-defined]
+                           ["at", "actor", "action", "namespace", "memory_id", "detail"]))
+    return got
 
 
 class MemoryRows(StoreBase):
@@ -266,17 +287,21 @@ class MemoryRows(StoreBase):
             context=memory.context,
             meta=_meta_json(memory.metadata),
         )
-        # Core inserts, not ORM objects: this is the capture hot path, and building
-        # SQLModel rows (validation, attribute instrumentation) cost more than the SQL
-        with self._write_conn() as conn:
-            conn.execute(insert(_MemoryRow.__table__), [values])  # type: ignore[attr-defined]
-            conn.execute(insert(_IndexOpRow.__table__),  # type: ignore[attr-defined]
-                         [dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0)])
-            _bump(conn, ns, 1, [memory.id])
-            _emit(conn, self.event_tenants, ns, ADDED, [(memory.id, memory.version)], now)
+        # the add's statements compiled once and run on the transaction's DBAPI cursor
+        # (``DbapiWriter``): this is the capture hot path, and SQLAlchemy's own work per
+        # statement cost more than SQLite's (ORM rows cost more still)
+        sql = _add_statements(self.engine.dialect)
+        tenants = self.event_tenants
+        with self._write_conn() as conn, DbapiWriter(conn) as cur:
+            cur.run(sql.memory, values)
+            cur.run(sql.outbox, dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0))
+            cur.run(sql.bump, {"ns": str(ns), "live0": 1, "delta": 1, "ids": memory.id})
+            if ns.tenant in tenants:  # _emit's rows: the tenant subscribes to change events
+                cur.run(sql.event, dict(uid=new_event_uid(), tenant=ns.tenant, namespace=str(ns), memory_id=memory.id,
+                                        event=ADDED, version=int(memory.version), created_at=now, due_at=now,
+                                        attempts=0, last_error=""))
             if audit is not None:
-                conn.execute(insert(_AuditRow.__table__),  # type: ignore[attr-defined]
-                             [AuditLog._audit_values(ns, audit.action, audit.actor, memory.id, audit.detail)])
+                cur.run(sql.audit, AuditLog._audit_values(ns, audit.action, audit.actor, memory.id, audit.detail))
         return _to_memory(SimpleNamespace(**values))  # type: ignore[arg-type]
 
     def get(self, ns: Namespace, memory_id: str) -> Memory:
@@ -412,15 +437,21 @@ class MemoryRows(StoreBase):
         with canonical ``key`` (or None) and the latest forget of any of
         ``fingerprints`` (None when none was forgotten)."""
         prints = sorted(set(fingerprints))
-        # statements built once (module level) and run on a bare connection: on the
-        # capture hot path, building and hashing ORM statements cost more than SQLite
-        with self.engine.connect() as conn:
-            if not prints:
-                row = conn.execute(_KEY_SQL, {"ns": str(ns), "key": key}).first()
-                return (_to_memory(row, ns) if row else None), None  # type: ignore[arg-type]
-            row = conn.execute(_KEY_AND_TOMBSTONE_SQL, {"ns": str(ns), "key": key, "fps": prints}).first()
-        when = _aware(row.forgotten_at_max)
-        return (_to_memory(row, ns) if row.id is not None else None), when  # type: ignore[arg-type]
+        # the DBAPI cursor (``_read_rows``), as recall's reads: once per stored fact on the
+        # capture hot path, where SQLAlchemy's statement and row work cost more than SQLite
+        mark, cols = self.mark, ", ".join(f"m.{c}" for c in _GET_COLUMNS)
+        if not prints:
+            rows = self._read_rows(f"SELECT {cols} FROM memories m WHERE m.namespace = {mark} AND m.key = {mark}",
+                                   (str(ns), key))
+            return (_tuple_memory(rows[0], ns) if rows else None), None
+        # both in one statement: the latest forget of the fingerprints beside the row with the key, or beside a
+        # row of NULLs (an outer join from one constant row) when no memory holds it
+        rows = self._read_rows(
+            f"SELECT (SELECT max(forgotten_at) FROM tombstones WHERE namespace = {mark} AND fingerprint IN "
+            f"({', '.join([mark] * len(prints))})), {cols} FROM (SELECT 1 AS one) one "
+            f"LEFT OUTER JOIN memories m ON m.namespace = {mark} AND m.key = {mark}", (str(ns), *prints, str(ns), key))
+        forgotten, *row = rows[0]
+        return (_tuple_memory(tuple(row), ns) if row[0] is not None else None), _aware(raw_datetime(forgotten))
 
     def recent_claims(self, ns: Namespace, limit: int) -> list[tuple[str, str | None, datetime | None, str]]:
         """The ``limit`` newest live memories of ``ns`` (``list``'s order) as
