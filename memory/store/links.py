@@ -19,8 +19,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from itertools import combinations
 
-from sqlalchemy import Connection, bindparam, delete, insert, or_, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlmodel import Session, func
 
 from memory.links import (
@@ -31,6 +32,7 @@ from memory.links import (
     grown,
     meaningful,
 )
+from memory.errors import StoreError
 from memory.store.base import StoreBase, raw_datetime, utcnow
 from memory.store.tables import _aware, _LinkRow, _MemoryRow
 from memory.store.versions import _count
@@ -216,19 +218,33 @@ class Links(StoreBase):
         out: dict[str, list[tuple[str, str, str | None]]] = {n: [] for n in wanted}
         if not wanted or limit <= 0:
             return out
-        like = [_M.c.norm.like("%" + n.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",
-                               escape="\\") for n in wanted]
-        q = select(_M.c.id, _M.c.text, _M.c.norm, _M.c.entities).where(_M.c.namespace == str(ns), or_(*like)) \
-            .order_by(_M.c.created_at, _M.c.id)
+        # the DBAPI cursor, as recall's reads: once per capture batch and namespace, and its
+        # statement (one LIKE per needle) was built, compiled and its rows processed by SQLAlchemy
+        mark = self.mark
+        likes = " OR ".join([f"norm LIKE {mark} ESCAPE '\\'"] * len(wanted))
+        sql = (f"SELECT id, text, norm, entities FROM memories WHERE namespace = {mark} AND ({likes}) "
+               f"ORDER BY created_at, id")
+        params = (str(ns), *("%" + n.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+                             for n in wanted))
         open_ = set(wanted)
-        with self._read() as s:
-            for r in s.connection().execute(q, {}):
-                for n in [n for n in open_ if n in (r.norm or "")]:
-                    out[n].append((r.id, r.text, r.entities))
-                    if len(out[n]) >= limit:
-                        open_.discard(n)
-                if not open_:
-                    break
+        try:
+            with self.engine.connect() as conn:
+                cur = conn.connection.cursor()
+                try:
+                    cur.execute(sql, params)
+                    for mid, text, norm, entities in cur:
+                        for n in [n for n in open_ if n in (norm or "")]:
+                            out[n].append((mid, text, entities))
+                            if len(out[n]) >= limit:
+                                open_.discard(n)
+                        if not open_:
+                            break
+                except conn.dialect.dbapi.Error as exc:
+                    raise StoreError(str(exc)) from exc
+                finally:
+                    cur.close()
+        except (DBAPIError, PoolTimeout) as exc:
+            raise StoreError(str(exc)) from exc
         return out
 
     def count_links(self, ns: Namespace) -> int:
