@@ -234,11 +234,15 @@ _WRITE = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(?:\"?\w+\"?\
 
 class _RowCounter:
     """Rows each table was written, counted in the client on any backend, by the
-    table each INSERT, UPDATE or DELETE of the store's engines names: PostgreSQL,
-    the statement's ``rowcount`` (an ``executemany`` reports the sum of its rows);
-    SQLite, the growth of the connection's ``total_changes`` from the statement to
-    the next statement or the end of its transaction (sqlite3 counts the rows of a
-    statement with RETURNING only as they are fetched). Thread-safe; counts while ``on``."""
+    table each INSERT, UPDATE or DELETE names, at the driver (so the statements
+    the store runs on a DBAPI cursor of its own, ``memory.store.base.DbapiWriter``,
+    count as the ones SQLAlchemy runs): PostgreSQL, the statement's ``rowcount``
+    (an ``executemany`` reports the sum of its rows), read by a cursor class every
+    pooled connection is given at its checkout; SQLite, the growth of the
+    connection's ``total_changes`` from the statement to the next statement
+    (sqlite3's trace callback, set at checkout: transaction control included), as
+    sqlite3 counts the rows of a statement with RETURNING only as they are fetched.
+    Thread-safe; counts while ``on``."""
 
     def __init__(self, store) -> None:
         import threading
@@ -251,44 +255,58 @@ class _RowCounter:
         self.on = False
         self._lock = threading.Lock()
         self._sqlite = store.is_sqlite
-        self._open: dict[int, tuple[object, str, int]] = {}  # id(sqlite3 connection) -> (it, table, changes then)
+        self._open: dict[int, tuple[object, str, int, bool]] = {}  # id(sqlite3 conn) -> (it, table, changes, marks)
+        self._cursor = None if store.is_sqlite else self._counting_cursor()
         for engine in (store.engine, getattr(store, "_lock_engine", None)):
             if engine is not None:
-                event.listen(engine, "before_cursor_execute", self._before)
-                event.listen(engine, "after_cursor_execute", self._after)
-                for end in ("commit", "rollback"):
-                    event.listen(engine, end, self._end)
+                event.listen(engine, "checkout", self._checkout)
 
-    def _settle(self, dbapi) -> None:
-        opened = self._open.pop(id(dbapi), None)
-        if opened is not None and self.on:
-            conn, table, then = opened
+    def _add(self, table: str, n: int, marks: bool) -> None:
+        if self.on and n > 0:
             with self._lock:
-                self.rows[table] += conn.total_changes - then  # type: ignore[attr-defined]
-                if getattr(self.marks, "on", False):
-                    self.marks_rows[table] += conn.total_changes - then  # type: ignore[attr-defined]
+                self.rows[table] += n
+                if marks:
+                    self.marks_rows[table] += n
 
-    def _before(self, conn, _cursor, statement, _params, _context, _many) -> None:
+    def _checkout(self, dbapi_conn, _record, _proxy) -> None:
         if self._sqlite:
-            dbapi = conn.connection.dbapi_connection
-            self._settle(dbapi)
-            m = _WRITE.match(statement)
-            if m:
-                self._open[id(dbapi)] = (dbapi, m.group(1), dbapi.total_changes)
+            dbapi_conn.set_trace_callback(lambda sql, conn=dbapi_conn: self._statement(conn, sql))
+        else:
+            dbapi_conn.cursor_factory = self._cursor
 
-    def _after(self, conn, cursor, statement, _params, _context, _many) -> None:
-        m = _WRITE.match(statement)
-        if not m or self._sqlite:
-            return
-        if self.on and cursor.rowcount and cursor.rowcount > 0:
-            with self._lock:
-                self.rows[m.group(1)] += cursor.rowcount
-                if getattr(self.marks, "on", False):
-                    self.marks_rows[m.group(1)] += cursor.rowcount
+    def _statement(self, conn, sql: str) -> None:
+        """SQLite: ``sql`` begins on ``conn``; the statement before it there has ended."""
+        opened = self._open.pop(id(conn), None)
+        if opened is not None:
+            _, table, then, marks = opened
+            self._add(table, conn.total_changes - then, marks)
+        m = _WRITE.match(sql)
+        if m:
+            self._open[id(conn)] = (conn, m.group(1), conn.total_changes, getattr(self.marks, "on", False))
 
-    def _end(self, conn) -> None:
-        if self._sqlite:
-            self._settle(conn.connection.dbapi_connection)
+    def _counting_cursor(self):
+        """PostgreSQL: a psycopg cursor class that counts the rows of each write it runs."""
+        import psycopg
+
+        counter = self
+
+        def count(query, rowcount: int) -> None:
+            m = _WRITE.match(query if isinstance(query, str) else str(query))
+            if m and rowcount and rowcount > 0:
+                counter._add(m.group(1), rowcount, getattr(counter.marks, "on", False))
+
+        class Counted(psycopg.Cursor):
+            def execute(self, query, *args, **kwargs):
+                out = super().execute(query, *args, **kwargs)
+                count(query, self.rowcount)
+                return out
+
+            def executemany(self, query, *args, **kwargs):
+                out = super().executemany(query, *args, **kwargs)
+                count(query, self.rowcount)
+                return out
+
+        return Counted
 
 
 class _SqlCpu:

@@ -57,7 +57,7 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 from memory.text import stem, to_simplified
 
@@ -659,10 +659,25 @@ def analyse(text: str) -> Emotion:
     kaomoji included). Empty or emotion-free text gives ``NEUTRAL`` (arousal
     may be up to 0.3 from exclamation marks alone).
 
-    Deterministic and pure; about 50 µs for a chat-length sentence.
+    Deterministic and pure; about 50 µs for a chat-length sentence, kept for
+    sentences of up to ``CACHED_CHARS`` (capture reads one sentence's emotion
+    for its fact, its speech act and its contradiction check).
     """
     if not text:
         return NEUTRAL
+    return _analysed(text) if len(text) <= CACHED_CHARS else _analyse(text)
+
+
+CACHED_CHARS = 300
+"""Longest text whose ``analyse`` is kept (a fact's longest sentence, ``memory.capture.MAX_FACT_CHARS``)."""
+
+
+@lru_cache(maxsize=8192)
+def _analysed(text: str) -> Emotion:
+    return _analyse(text)
+
+
+def _analyse(text: str) -> Emotion:
     tokens, bangs = _tokenise(_normalise(text))
     _resolve_ambivalent(tokens)
 

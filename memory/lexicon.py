@@ -173,10 +173,20 @@ def is_gateway_text(sentence: str, own_texts: Sequence[str] = ()) -> bool:
     prompts or of ``own_texts`` (at least MIN_ECHO_CHARS normalised characters)."""
     if not sentence or not sentence.strip():
         return False
+    gateway, norm = _gateway_reading(sentence)
+    return gateway or (bool(own_texts) and _is_echo(norm, _own_fragments(tuple(own_texts))))
+
+
+@lru_cache(maxsize=8192)
+def _gateway_reading(sentence: str) -> tuple[bool, str]:
+    """``(is sentence a shape of huiyi's own, its normalised form for the echo
+    test of own texts)``, kept: capture asks it of each sentence up to three times
+    (the persona's echo, ``clean_text``, the speech act), and its patterns and
+    normalisation were a twentieth of a capture's CPU beside the embedding."""
     if _SRC_MARKER_RE.search(sentence) or _is_gateway_line(sentence):
-        return True
+        return True, ""
     norm = normalise(sentence).strip(" -:：,，。.")
-    return _is_echo(norm, _gateway_fragments()) or (bool(own_texts) and _is_echo(norm, _own_fragments(tuple(own_texts))))
+    return _is_echo(norm, _gateway_fragments()), norm
 
 
 @lru_cache(maxsize=64)

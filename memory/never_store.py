@@ -128,9 +128,16 @@ def holds_secret(text: str) -> bool:
 
 def categories_of(clause: str) -> frozenset[str]:
     """The never-store categories one clause falls in (empty: none)."""
+    return _categories_in(clause, CATEGORIES)
+
+
+def _categories_in(clause: str, wanted: Iterable[str]) -> frozenset[str]:
+    """The categories among ``wanted`` that one clause falls in: ``categories_of``
+    less what is not asked (capture asks each clause of each message only of the
+    tenant's categories, often ``ids`` alone)."""
     plain = to_simplified(clause).casefold()
-    found = {cat for cat, pats in _COMPILED.items() if any(p.search(plain) for p in pats)}
-    if holds_secret(clause):
+    found = {cat for cat in wanted if cat in _COMPILED and any(p.search(plain) for p in _COMPILED[cat])}
+    if "ids" in wanted and holds_secret(clause):
         found.add("ids")
     return frozenset(found)
 
@@ -149,7 +156,7 @@ def without_never_store(text: str, categories: Iterable[str]) -> tuple[str, Coun
     dropped: Counter = Counter()
     kept: list[str] = []
     for clause, sep in _clauses(text):
-        hit = categories_of(clause) & wanted if clause.strip() else frozenset()
+        hit = _categories_in(clause, wanted) if clause.strip() else frozenset()
         if hit:
             dropped.update(sorted(hit))
             continue

@@ -124,6 +124,71 @@ def sqlite_time(value: datetime | None) -> str | None:
             f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}")
 
 
+class DbapiStatement:
+    """A Core statement compiled once for one dialect, to run through the DBAPI
+    cursor of a write transaction (``DbapiWriter``): for the capture path's
+    writes, where SQLAlchemy's per-statement work (cache key, execution context,
+    result) cost more than SQLite's. ``params(values)`` gives the driver what
+    SQLAlchemy would have sent: each bound value converted by its type's own
+    bind processor (SQLite's datetime text, for one), the statement's literals
+    filled in; ``values`` by bind name (an insert's: its column names, those of
+    ``column_keys``). Raises KeyError for a required value missing."""
+
+    def __init__(self, stmt, dialect, column_keys: list[str] | None = None) -> None:
+        compiled = stmt.compile(dialect=dialect, column_keys=column_keys)
+        self.sql = str(compiled)
+        self._positional = bool(dialect.positional)
+        binds = compiled.binds
+        self._names = list(compiled.positiontup or ()) if self._positional else list(binds)
+        self._fixed = {name: b.effective_value for name, b in binds.items() if not b.required}
+        self._convert = {name: b.type.dialect_impl(dialect).bind_processor(dialect) for name, b in binds.items()}
+
+    def params(self, values: dict) -> tuple | dict:
+        """The driver's parameters of one execution (a tuple for a positional
+        driver, sqlite3's; a dict for psycopg's named style)."""
+        out = []
+        for name in self._names:
+            v = values[name] if name in values else self._fixed[name]
+            convert = self._convert[name]
+            out.append(convert(v) if convert is not None and v is not None else v)
+        return tuple(out) if self._positional else dict(zip(self._names, out))
+
+
+class DbapiWriter:
+    """The DBAPI cursor of the SQLAlchemy connection ``conn`` inside its write
+    transaction (``StoreBase._write_conn``: SQLAlchemy still begins, commits or
+    rolls back, and sees the transaction), for ``DbapiStatement``s. The
+    driver's integrity error becomes SQLAlchemy's ``IntegrityError`` (what the
+    callers of a Core write catch), any other driver error ``StoreError`` —
+    the statement in the message, never its parameters. Use as a context
+    manager: the cursor is closed at its end."""
+
+    def __init__(self, conn) -> None:
+        self._dbapi = conn.dialect.dbapi
+        self._cur = conn.connection.cursor()
+
+    def run(self, stmt: DbapiStatement, values: dict | list[dict]) -> None:
+        """Execute ``stmt`` with ``values`` (a list: one execution per row, one
+        ``executemany``); a statement with RETURNING has its rows read and dropped."""
+        try:
+            if isinstance(values, list):
+                self._cur.executemany(stmt.sql, [stmt.params(v) for v in values])
+            else:
+                self._cur.execute(stmt.sql, stmt.params(values))
+                if self._cur.description is not None:
+                    self._cur.fetchall()
+        except self._dbapi.IntegrityError as exc:
+            raise IntegrityError(stmt.sql, None, exc) from exc
+        except self._dbapi.Error as exc:
+            raise StoreError(f"{type(exc).__name__}: {exc} [{stmt.sql.split('(', 1)[0].strip()}]") from exc
+
+    def __enter__(self) -> DbapiWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cur.close()
+
+
 def raw_datetime(value):
     """A timestamp column as ``StoreBase._read_rows`` hands it back, as a datetime: SQLite
     gives the stored text, PostgreSQL a datetime already; None stays None."""

@@ -25,13 +25,14 @@ from sqlmodel import Session, delete, select
 
 from memory.errors import NamespaceError, NotFoundError
 from memory.store.audit import AuditEntry, AuditLog
-from memory.store.base import StoreBase, raw_datetime, utcnow
+from memory.store.base import DbapiStatement, DbapiWriter, StoreBase, raw_datetime, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
 from memory.store.consolidated import _awake, _count_hits, _drop_consolidated
-from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit
+from memory.store.events import _E as _EVENTS
+from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit, new_event_uid
 from memory.store.links import _unlink_links
-from memory.store.versions import _bump
+from memory.store.versions import _bump, _bump_sql
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _AuditRow, _HistoryRow, _IndexOpRow, _meta, _meta_json,
                                  _MemoryRow, _TombstoneRow, _to_memory)
 from memory.types import Category, ChatRef, ForgetReceipt, Memory, Namespace, Visibility, search_text
@@ -203,6 +204,40 @@ def _tuple_memory(r: tuple, ns: Namespace) -> Memory:
     return _to_memory(row, ns)  # type: ignore[arg-type]
 
 
+@dataclass(frozen=True)
+class _AddStatements:
+    """``MemoryRows.add``'s writes for one dialect, compiled once (``DbapiStatement``):
+    the memory, its outbox row, the namespace's version bump (``_bump``'s upsert),
+    its change event (``_emit``'s row) and its audit record."""
+
+    memory: DbapiStatement
+    outbox: DbapiStatement
+    bump: DbapiStatement
+    event: DbapiStatement
+    audit: DbapiStatement
+
+
+_ADD_STATEMENTS: dict[str, _AddStatements] = {}
+
+
+def _add_statements(dialect) -> _AddStatements:
+    """The ``_AddStatements`` of ``dialect`` (built on first use)."""
+    got = _ADD_STATEMENTS.get(dialect.name)
+    if got is None:
+        memories = _MemoryRow.__table__  # type: ignore[attr-defined]
+        got = _ADD_STATEMENTS[dialect.name] = _AddStatements(
+            DbapiStatement(insert(memories), dialect, [c.name for c in memories.c]),
+            DbapiStatement(insert(_IndexOpRow.__table__), dialect,  # type: ignore[attr-defined]
+                           ["namespace", "memory_id", "op", "created_at", "attempts"]),
+            DbapiStatement(_bump_sql(dialect.name), dialect),
+            # an event not yet held by a sender (holder) nor given up (dead_at): both NULL
+            DbapiStatement(insert(_EVENTS), dialect, ["uid", "tenant", "namespace", "memory_id", "event", "version",
+                                                      "created_at", "due_at", "attempts", "last_error"]),
+            DbapiStatement(insert(_AuditRow.__table__), dialect,  # type: ignore[attr-defined]
+                           ["at", "actor", "action", "namespace", "memory_id", "detail"]))
+    return got
+
+
 class MemoryRows(StoreBase):
     """Memories, history and tombstones, one namespace per call (``admin_namespaces``
     aside, which lists the namespaces of a tenant)."""
@@ -252,17 +287,21 @@ class MemoryRows(StoreBase):
             context=memory.context,
             meta=_meta_json(memory.metadata),
         )
-        # Core inserts, not ORM objects: this is the capture hot path, and building
-        # SQLModel rows (validation, attribute instrumentation) cost more than the SQL
-        with self._write_conn() as conn:
-            conn.execute(insert(_MemoryRow.__table__), [values])  # type: ignore[attr-defined]
-            conn.execute(insert(_IndexOpRow.__table__),  # type: ignore[attr-defined]
-                         [dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0)])
-            _bump(conn, ns, 1, [memory.id])
-            _emit(conn, self.event_tenants, ns, ADDED, [(memory.id, memory.version)], now)
+        # the add's statements compiled once and run on the transaction's DBAPI cursor
+        # (``DbapiWriter``): this is the capture hot path, and SQLAlchemy's own work per
+        # statement cost more than SQLite's (ORM rows cost more still)
+        sql = _add_statements(self.engine.dialect)
+        tenants = self.event_tenants
+        with self._write_conn() as conn, DbapiWriter(conn) as cur:
+            cur.run(sql.memory, values)
+            cur.run(sql.outbox, dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0))
+            cur.run(sql.bump, {"ns": str(ns), "live0": 1, "delta": 1, "ids": memory.id})
+            if ns.tenant in tenants:  # _emit's rows: the tenant subscribes to change events
+                cur.run(sql.event, dict(uid=new_event_uid(), tenant=ns.tenant, namespace=str(ns), memory_id=memory.id,
+                                        event=ADDED, version=int(memory.version), created_at=now, due_at=now,
+                                        attempts=0, last_error=""))
             if audit is not None:
-                conn.execute(insert(_AuditRow.__table__),  # type: ignore[attr-defined]
-                             [AuditLog._audit_values(ns, audit.action, audit.actor, memory.id, audit.detail)])
+                cur.run(sql.audit, AuditLog._audit_values(ns, audit.action, audit.actor, memory.id, audit.detail))
         return _to_memory(SimpleNamespace(**values))  # type: ignore[arg-type]
 
     def get(self, ns: Namespace, memory_id: str) -> Memory:

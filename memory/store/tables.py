@@ -498,7 +498,15 @@ def _sqlite_begin(conn) -> None:  # pragma: no cover - trivial
     lock waits, and no deferred read can fail to upgrade); reads autocommit
     statement by statement, which WAL never blocks."""
     if conn.get_execution_options().get("huiyi_write"):
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # the driver's own execute: every write pays this BEGIN, and SQLAlchemy's
+        # statement machinery around it cost more than SQLite's work; its error
+        # becomes SQLAlchemy's, as the writers' handlers expect (a DBAPIError)
+        try:
+            conn.connection.driver_connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            from sqlalchemy.exc import OperationalError
+
+            raise OperationalError("BEGIN IMMEDIATE", None, exc) from exc
 
 
 class _NamespaceStateRow(SQLModel, table=True):

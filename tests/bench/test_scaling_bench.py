@@ -44,3 +44,18 @@ def test_small_run_counts_rows_bytes_index_and_cache(pg_schema, capsys):
     assert fig.cache_namespaces == 2 and fig.cache_bytes > 0
     out = capsys.readouterr().out
     assert out.count("load average") >= 4 and "per memory" in out
+
+
+def test_the_row_counter_sees_the_writes_run_on_a_dbapi_cursor(core, namespace):
+    """A captured fact's add runs its statements on the transaction's DBAPI cursor, not through SQLAlchemy's
+    execute: the counter, hooked at the driver, still counts its memory, outbox, version and audit rows (both
+    backends)."""
+    counter = scaling._RowCounter(core.store)
+    counter.on = True
+    result = core.add(namespace, core.new(namespace, "我养了一只猫叫煤球"))
+    core.store.add(namespace, core.new(namespace, "I have a dog called Rex", key="pet.dog.name"))
+    counter.on = False
+    assert result.action == "stored"
+    rows = dict(counter.rows)
+    assert rows["memories"] == 2 and rows["audit_log"] >= 1, rows
+    assert rows["index_outbox"] >= 2 and rows["namespace_state"] >= 2, rows
