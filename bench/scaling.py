@@ -53,7 +53,7 @@ Printed, each with the load average (``os.getloadavg``) beside it:
 
 The rows the recall marks' flushes write (``memory.marks``: access times,
 co-recall links) are also counted apart, with the number of flushes: they are
-written every 30 s of wall time, so how many rows a message costs there depends
+written every ``memory.marks.FLUSH_EVERY_S`` of wall time, so how many rows a message costs there depends
 on how fast the turns ran (a slower run flushes more often and merges less).
 
 Needs PostgreSQL for ``postgres`` (``HUIYI_BENCH_PG_URL``, default the test server
@@ -83,6 +83,7 @@ from pathlib import Path
 
 import bench
 from bench import peak_rss_mib, table
+from memory.marks import FLUSH_EVERY_S
 
 __all__ = ["PG_URL", "Figures", "run", "chat_lines"]
 
@@ -551,7 +552,7 @@ def _print(fig: Figures, persons: list[tuple[str, list[str]]], embedder: str, na
                 + [("all tables", sum(fig.sql_rows.values()), sum(fig.sql_rows.values()) / n,
                     sum(fig.sql_rows.values()) / per_cap, sum(fig.sql_rows.values()) / per_mem)]))
     marks = sum(fig.marks_rows.values())
-    print(f"of them written by the recall marks' flushes (every 30 s of wall time: {fig.marks_flushes} in the "
+    print(f"of them written by the recall marks' flushes (every {FLUSH_EVERY_S:.0f} s of wall time: {fig.marks_flushes} in the "
           f"{fig.wall_s:.0f} s measured; counted in the client): {marks / n:.2f} per turn ("
           + ", ".join(f"{t} {v / n:.2f}" for t, v in sorted(fig.marks_rows.items(), key=lambda x: -x[1]))
           + f"); the rest {(sum(fig.client_rows.values()) - marks) / n:.2f} per turn")

@@ -89,8 +89,8 @@ async def _maintain_forever(pipeline: Pipeline) -> None:
             pipeline.consolidation.start()
         except Exception as exc:  # noqa: BLE001 - keep maintaining
             log.warning("starting consolidation: %s", exc)
-        try:  # recall's access times and co-recall links held in memory (memory.marks)
-            await asyncio.to_thread(pipeline.core.flush_marks)
+        try:  # recall's access times and co-recall links held in memory (memory.marks), once their window passed
+            await asyncio.to_thread(pipeline.core.flush_marks, due_only=True)
         except Exception as exc:  # noqa: BLE001 - keep maintaining
             log.warning("writing recall marks: %s", exc)
         try:

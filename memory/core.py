@@ -886,9 +886,12 @@ class MemoryCore:
         self.marks.recalled, self.marks.half_life_days = self.links.recalled, self.links.half_life_days
         self.marks.note(ns, ids, at or utcnow())
 
-    def flush_marks(self) -> int:
-        """Write the marks ``note_recalled`` holds (``RecallMarks.flush``); the memories written."""
-        return self.marks.flush()
+    def flush_marks(self, *, due_only: bool = False) -> int:
+        """Write the marks ``note_recalled`` holds (``RecallMarks.flush``); the memories
+        written. ``due_only``: only when ``marks_every_s`` has passed since the last
+        write (``RecallMarks.flush_due``: what a periodic pass calls, so its own
+        cadence does not shorten the window)."""
+        return self.marks.flush_due() if due_only else self.marks.flush()
 
     def _link_entities(self, ns: Namespace, memory: Memory, said: datetime) -> None:
         """Entity links of a memory just stored or superseded (``memory.links.link_entities``);

@@ -49,8 +49,10 @@ __all__ = ["FLUSH_EVERY_S", "MAX_PENDING", "RecallMarks"]
 
 log = logging.getLogger(__name__)
 
-FLUSH_EVERY_S = 30.0
-"""Seconds a mark may wait in memory before it is written (the most a crash loses)."""
+FLUSH_EVERY_S = 60.0
+"""Seconds a mark may wait in memory before it is written (the most a crash loses). A
+person's turns seconds apart mark mostly the same memories, so the longer window writes
+each of them (and each pair) once for more turns: issue 41's rows per message."""
 MAX_PENDING = 5000
 """Marked memories held at most before a flush is due anyway (bounds the memory held)."""
 
@@ -109,6 +111,17 @@ class RecallMarks:
             due = self._held >= MAX_PENDING or self._clock() - self._since >= self.every_s
         if due:
             self.flush()
+
+    def due(self) -> bool:
+        """Whether ``every_s`` seconds have passed since the last flush (or
+        ``MAX_PENDING`` memories are held) with marks waiting."""
+        with self._lock:
+            return self._held > 0 and (self._held >= MAX_PENDING or self._clock() - self._since >= self.every_s)
+
+    def flush_due(self) -> int:
+        """``flush`` when ``due`` (the periodic caller's: the gateway's maintenance
+        pass runs more often than the window); else 0 and nothing written."""
+        return self.flush() if self.due() else 0
 
     def flush(self) -> int:
         """Write every mark held (per namespace: one ``touch_times``, one

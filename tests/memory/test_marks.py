@@ -101,3 +101,22 @@ def test_a_turn_holds_its_marks_and_close_writes_them(core, namespace):
     core.close()
     assert core.store.count_links(namespace) == 1
     assert len(core.store.get(namespace, a).access_times) == 2
+
+
+def test_a_periodic_pass_writes_marks_only_once_their_window_passed(core, namespace):
+    """``flush_due`` (the gateway's 15 s maintenance pass) leaves marks younger than the
+    window in memory, so a pass more frequent than the window does not shorten it; once
+    the window passed it writes them all, and ``flush_marks`` (shutdown) always writes."""
+    a, b, _, _ = _stored(core, namespace)
+    clock = _Clock()
+    marks = RecallMarks(core.store, every_s=60.0, clock=clock)
+    marks.note(namespace, [a, b], utcnow())
+    clock.now = 15.0
+    assert not marks.due() and marks.flush_due() == 0 and marks.pending == 2
+    assert len(core.store.get(namespace, a).access_times) == 1 and core.store.count_links(namespace) == 0
+    clock.now = 61.0
+    assert marks.due() and marks.flush_due() == 2 and marks.pending == 0
+    assert len(core.store.get(namespace, a).access_times) == 2 and core.store.count_links(namespace) == 1
+    assert not marks.due() and marks.flush_due() == 0  # nothing held: nothing due
+    core.note_recalled(namespace, [b])
+    assert core.flush_marks(due_only=True) == 0 and core.flush_marks() == 1
