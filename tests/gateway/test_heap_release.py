@@ -19,3 +19,45 @@ def test_free_heap_is_released_on_glibc():
     del blocks
     assert release_free_heap() is True
     assert release_free_heap() is True
+
+
+def _glibc():
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                    "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.argtypes, libc.malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
+    libc.free.argtypes, libc.free.restype = [ctypes.c_void_p], None
+    libc.mallinfo2.restype = MallInfo2
+    return libc
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt's thresholds are glibc's")
+def test_a_freed_big_buffer_does_not_move_the_mmap_threshold():
+    """M1 of the soak (issue 41): after a freed 8 MiB mapped buffer glibc served the next 1 MiB buffers from
+    its arenas (its moving mmap threshold), whose free tops stay resident; with the thresholds held each
+    is a mapping of its own, given back whole when freed."""
+    from gateway.maintenance import fix_heap_thresholds
+
+    libc = _glibc()
+    assert fix_heap_thresholds() is True
+    big = libc.malloc(8 * 2**20)  # above any threshold: a mapping; freeing it raised glibc's threshold
+    libc.free(big)
+    before = libc.mallinfo2().hblkhd
+    blocks = [libc.malloc(2**20) for _ in range(4)]
+    try:
+        assert libc.mallinfo2().hblkhd - before >= 4 * 2**20  # each 1 MiB block mapped on its own
+    finally:
+        for b in blocks:
+            libc.free(b)
+    assert libc.mallinfo2().hblkhd == before  # and given back whole
+
+
+def test_heap_thresholds_must_be_positive():
+    from gateway.maintenance import fix_heap_thresholds
+
+    with pytest.raises(ValueError):
+        fix_heap_thresholds(0, 1)
