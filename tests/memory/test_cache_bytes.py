@@ -58,7 +58,7 @@ def test_view_nbytes_bounds_what_a_cold_load_holds():
 
     def build() -> NamespaceView:
         v = NamespaceView(rows, matrix.copy(), 1, sig=[(m.id, 1, "private", "") for m in rows])
-        v.disclosed(None), v.where  # noqa: B018 - the lookups a search fills in
+        v.disclosed(None), v.where  # the lookups a search fills in
         return v
 
     view, real = _traced(build)
@@ -79,7 +79,7 @@ def test_view_nbytes_bounds_what_appends_hold():
         for m in rows[1:]:
             v = v.appended([m], rng.standard_normal((1, 384)).astype(np.float32), [tuple(tokens(m.searched))],
                            v.version + 1)
-            v.disclosed(None), v.where  # noqa: B018
+            v.disclosed(None), v.where
         return v
 
     view, real = _traced(build)
