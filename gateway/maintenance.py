@@ -12,13 +12,19 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline
 
-__all__ = ["maintenance", "release_free_heap", "MAINTAIN_EVERY_S", "OPTIMIZE_EVERY_S", "OPTIMIZE_AFTER_WRITES"]
+__all__ = ["maintenance", "release_free_heap", "fix_heap_thresholds", "MAINTAIN_EVERY_S", "OPTIMIZE_EVERY_S",
+           "OPTIMIZE_AFTER_WRITES", "MMAP_THRESHOLD", "TRIM_THRESHOLD"]
 
 log = logging.getLogger(__name__)
 
 MAINTAIN_EVERY_S = 15.0
 OPTIMIZE_EVERY_S = 600.0
 OPTIMIZE_AFTER_WRITES = 32
+MMAP_THRESHOLD = 128 * 1024
+"""Bytes from which glibc serves an allocation with a mapping of its own, returned
+whole when it is freed (``fix_heap_thresholds``): glibc's initial value, held."""
+TRIM_THRESHOLD = 128 * 1024
+"""Free bytes at the top of a glibc heap from which ``free`` gives them back: glibc's initial value, held."""
 
 
 def release_free_heap() -> bool:
@@ -46,6 +52,37 @@ def release_free_heap() -> bool:
 
 _trim = None  # glibc's malloc_trim once looked up; False: not glibc
 
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+
+
+def fix_heap_thresholds(mmap_threshold: int = MMAP_THRESHOLD, trim_threshold: int = TRIM_THRESHOLD) -> bool:
+    """Hold glibc's mmap and trim thresholds (bytes) where they are set, instead of
+    letting glibc raise them; True when it did, False where the C library is not
+    glibc or refused a value. Once a mapped block is freed, glibc raises its mmap
+    threshold to that block's size (up to 32 MiB) and its trim threshold to twice
+    that, for good: LanceDB and Arrow free a buffer of a few MiB at every index
+    write or search, so from then on such buffers were carved from the worker
+    threads' arenas, whose free tops ``malloc_trim`` does not return (it trims
+    only the main arena's). The gateway's RSS then grew with every stored memory
+    (a loop of single-row index writes: +33 MiB per 1,000 writes with glibc's
+    moving thresholds, +7.5 MiB held at 128 KiB). Setting either value turns the
+    moving thresholds off (``mallopt``). Call it once, before the load: the app
+    does when its maintenance task starts. Raises ValueError for a threshold that
+    is not positive."""
+    if mmap_threshold <= 0 or trim_threshold <= 0:
+        raise ValueError("heap thresholds must be > 0 bytes")
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    # mallopt answers 1 on success, 0 on a refused value
+    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) & bool(mallopt(_M_TRIM_THRESHOLD, trim_threshold))
+
 
 async def maintenance(pipeline: Pipeline) -> None:
     """The maintenance task of a serving pipeline, every MAINTAIN_EVERY_S seconds
@@ -62,8 +99,14 @@ async def maintenance(pipeline: Pipeline) -> None:
     or unreadable index, ``MemoryCore``) failed, and begin one when the index
     vanished or became unreadable while serving (``MemoryCore.check_index``);
     return the C heap's free pages to the system (``release_free_heap``).
+    Before the first pass it holds glibc's heap thresholds (``fix_heap_thresholds``).
     Cancelling it cancels the
     consolidation pass it started (``ConsolidationScheduler.stop``)."""
+    try:
+        if not fix_heap_thresholds():
+            log.info("heap thresholds left to the C library (not glibc)")
+    except Exception as exc:  # noqa: BLE001 - memory use only: serve all the same
+        log.warning("fixing the heap thresholds: %s", exc)
     try:
         await _maintain_forever(pipeline)
     finally:  # cancelled with the app: a consolidation pass it started goes too

@@ -73,19 +73,25 @@ __all__ = ["NamespaceView", "NamespaceCache", "Bm25Postings", "VectorForm"]
 
 log = logging.getLogger(__name__)
 
-_DOC_OVERHEAD = 160
-"""Bytes counted per cached memory beyond its vector and postings (id string,
-token tuple reference, disclosure key, list slots): an estimate, not a measure."""
-_TERM_OVERHEAD = 240
-"""Bytes counted per distinct term of a view (dict slot, key string, two small arrays' headers)."""
+_DOC_OVERHEAD = 360
+"""Bytes counted per cached memory beyond its vector, postings, text and tokens:
+its id string (61), its slots in the row lists (8 each), its origin pair (64),
+its stamp (80) and its entry in the id lookup (~100), as ``sys.getsizeof`` measures them."""
+_TERM_OVERHEAD = 352
+"""Bytes counted per distinct term of a view: its dict slot, the pair (56) and the
+two arrays' headers (112 each); the key string is counted with the tokens (``_doc_bytes``)."""
+_TOKEN_BYTES = 72
+"""Bytes counted per token a view keeps (``NamespaceView.docs``): each is a string
+of its own (jieba and the tokenizer make new ones), 67 B on average over 3,000
+chat-mix lines (``sys.getsizeof``)."""
 
 
-_FIT_BYTES_PER_MEMORY = 2400
+_FIT_BYTES_PER_MEMORY = 4000
 """What ``fits`` and ``fits_postings`` count per memory beyond its vector: the
-postings, texts and overhead of a view as ``NamespaceView.nbytes`` counts them,
+postings, texts, tokens and overhead of a view as ``NamespaceView.nbytes`` counts them,
 taken high on purpose — short chat memories with their own vocabulary came to
-~2.2 KB each (19 zh/en/emoji memories), synthetic template text to 0.44–0.57
-KB (``bench.synthetic``). An estimate below a view's real size made a view
+~3.7 KB each (17 zh/en/emoji memories, tokens counted; 2.2 KB before they were),
+synthetic template text to 0.44–0.57 KB before the tokens were counted (``bench.synthetic``). An estimate below a view's real size made a view
 that can never be kept, reloaded at every recall."""
 
 _MIN_BYTES_PER_MEMORY = 256
@@ -100,6 +106,11 @@ _SIZES_KEPT = 4096
 _VIEW_OVERHEAD = 2048
 """Bytes counted per view whatever its size, so that views of empty namespaces
 (a recall of someone who has no memories yet) still count against the bound."""
+
+
+def _doc_bytes(doc: Sequence[str]) -> int:
+    """Bytes one row's tokens hold: the tuple and ``_TOKEN_BYTES`` a token."""
+    return sys.getsizeof(doc) + len(doc) * _TOKEN_BYTES
 
 
 def _group_key(visibility: Visibility, origin: str) -> str:
@@ -484,7 +495,8 @@ class NamespaceView:
         self._where: dict[str, int] | None = None
         held = _held(room, matrix)
         self.nbytes = (self.bm25.nbytes + held + len(rows) * _DOC_OVERHEAD
-                       + sum(sys.getsizeof(t) for t in self.texts) + _VIEW_OVERHEAD)
+                       + sum(sys.getsizeof(t) for t in self.texts) + sum(_doc_bytes(d) for d in self.docs)
+                       + _VIEW_OVERHEAD)
 
     def _successor(self, version: int) -> NamespaceView:
         """A shallow copy stamped ``version`` (own lock and mask memo)."""
@@ -554,7 +566,8 @@ class NamespaceView:
             new._where = where
         held = _held(self._rows, self.matrix)
         new.nbytes = (self.nbytes - self.bm25.nbytes - held + new.bm25.nbytes + _held(new._rows, new.matrix)
-                      + k * _DOC_OVERHEAD + sum(sys.getsizeof(t) for t in new.texts[n:]))
+                      + k * _DOC_OVERHEAD + sum(sys.getsizeof(t) for t in new.texts[n:])
+                      + sum(_doc_bytes(d) for d in new.docs[n:]))
         return new
 
     def __len__(self) -> int:

@@ -121,7 +121,7 @@ from memory.types import ChatRef, Memory, Namespace, Visibility
 if TYPE_CHECKING:
     from memory.store import MemoryText
 
-__all__ = ["text_hash", "SearchIndex", "IndexHit", "ANN_MIN_ROWS"]
+__all__ = ["text_hash", "SearchIndex", "IndexHit", "ANN_MIN_ROWS", "use_system_allocator"]
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +293,23 @@ def file_lock(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def use_system_allocator() -> str:
+    """Make pyarrow allocate its buffers with the C library's ``malloc`` (its
+    "system" pool) instead of its bundled mimalloc, for this whole process; returns
+    the pool's backend name. pyarrow's buffers here (the rows of every index
+    write, the columns a search converts) are freed from other threads than the
+    one that made them (LanceDB's), and mimalloc kept what was freed so inside
+    its 1 GiB arena: the gateway's RSS grew with every stored memory (a capture-heavy
+    in-process run: 68 KiB a memory with mimalloc, 21 KiB with the system pool;
+    the soak's M1, issue 41), where ``malloc``'s free pages go back to the system
+    (``gateway.maintenance``). Idempotent; buffers made before keep their pool."""
+    import pyarrow as pa
+
+    if pa.default_memory_pool().backend_name != "system":
+        pa.set_memory_pool(pa.system_memory_pool())
+    return pa.default_memory_pool().backend_name
+
+
 def is_object_store(uri: str) -> bool:
     """Whether an index location is an object-store URI (``s3://bucket/prefix``)
     rather than a directory."""
@@ -334,11 +351,13 @@ class SearchIndex:
         in-process lock alone (one writing process: module docstring).
         ``cache_mib``: the bound of LanceDB's caches for this index, in MiB
         (``INDEX_CACHE_MIB``; ``cache_bytes`` says what they hold). Raises
-        ValueError when it is not positive."""
+        ValueError when it is not positive. Opening one makes pyarrow allocate
+        with ``malloc`` process-wide (``use_system_allocator``)."""
         import lancedb
 
         if cache_mib <= 0:
             raise ValueError("cache_mib must be > 0")
+        use_system_allocator()  # before the first table is read or written
 
         self.path = str(path)
         self.embedder = embedder

@@ -252,7 +252,8 @@ def test_a_measured_namespace_moves_up_from_postings_to_vectors(sqlite_core):
     live, per = _measured(sqlite_core, ns)
     dim = sqlite_core.index.embedder.dim
     assert per + dim + 8 < _FIT_BYTES_PER_MEMORY  # shared words: their codes and postings measure under the estimate
-    half = live * _FIT_BYTES_PER_MEMORY  # the estimate holds its postings alone
+    half = live * per + _room(live) * (dim + 8) + live * dim // 2  # its codes fit, its float32 rows do not
+    assert not live * (4 * dim + _FIT_BYTES_PER_MEMORY) <= half  # nor does the estimate's float32 view
     cached = MemoryCore(sqlite_core.store, sqlite_core.index, cache_mib=half * 2 / 2**20)
     assert cached.cache is not None
     assert cached.cache.form(ns, live, dim) is VectorForm.NONE

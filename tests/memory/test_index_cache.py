@@ -40,3 +40,23 @@ def test_a_bound_that_is_not_positive_is_refused(tmp_path, embedder):
     with pytest.raises(ValueError, match="cache_mib"):
         SearchIndex(tmp_path / "index", embedder, cache_mib=0)
     assert not (tmp_path / "index").exists()
+
+
+def test_opening_the_index_moves_pyarrow_to_malloc(tmp_path, embedder):
+    """M1 of issue 41's soak: pyarrow's bundled mimalloc kept the index writes' buffers (freed on LanceDB's
+    threads) inside its arena, ~47 KiB a stored memory without end; with the index open pyarrow allocates
+    with malloc, whose free pages go back to the system, and a write and a search still work."""
+    pa = pytest.importorskip("pyarrow")
+    try:
+        pa.set_memory_pool(pa.mimalloc_memory_pool())
+    except NotImplementedError:
+        pytest.skip("this pyarrow has no mimalloc")
+    index = SearchIndex(tmp_path / "index", embedder, cache_mib=CAP_MIB)
+    assert pa.default_memory_pool().backend_name == "system"
+    core = MemoryCore(Store(f"sqlite:///{tmp_path / 'h.db'}"), index)
+    try:
+        ns = Namespace("default", "tg:7")
+        core.add(ns, core.new(ns, LINES[1]))
+        assert core.recall(ns, [LINES[1]], params=RecallParams(k=3, exact_max=0))
+    finally:
+        core.close()
