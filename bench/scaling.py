@@ -52,9 +52,13 @@ Printed, each with the load average (``os.getloadavg``) beside it:
   counted. Printed in all and by method (calls and CPU per turn, CPU per call).
 
 The rows the recall marks' flushes write (``memory.marks``: access times,
-co-recall links) are also counted apart, with the number of flushes: they are
-written every ``memory.marks.FLUSH_EVERY_S`` of wall time, so how many rows a message costs there depends
-on how fast the turns ran (a slower run flushes more often and merges less).
+co-recall links) are also counted apart, with the number of flushes. The gateway
+writes them every ``memory.marks.FLUSH_EVERY_S`` of wall time, so how many rows a
+message costs depends on how many of a person's turns fall in one window; the
+bench runs its turns faster than people talk, so it flushes per person-paced
+window instead of by its own clock: one flush every ``FLUSH_EVERY_S /
+PERSON_PACE_S`` rounds (a round: each person's next line), and one after the
+measured turns, counted with them.
 
 Needs PostgreSQL for ``postgres`` (``HUIYI_BENCH_PG_URL``, default the test server
 ``postgresql://root@127.0.0.1:5432/test``) and the public data under
@@ -87,6 +91,8 @@ from memory.marks import FLUSH_EVERY_S
 
 __all__ = ["PG_URL", "Figures", "run", "chat_lines"]
 
+PERSON_PACE_S = 10.0
+"""Seconds between a person's lines the marks' windows are laid out by (a quick chat)."""
 PG_URL = os.environ.get("HUIYI_BENCH_PG_URL", "postgresql://root@127.0.0.1:5432/test")
 """The PostgreSQL server the bench makes its fresh schema on (dropped at the end)."""
 
@@ -437,6 +443,10 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
                     flushes[0] += 1
 
         core.marks.flush = flush  # type: ignore[method-assign]
+        # the marks are written per person-paced window, not by this run's wall time: a person says a line
+        # every PERSON_PACE_S, so one window holds every_s / PERSON_PACE_S of each person's turns (rounds)
+        rounds_per_flush = max(1, round(core.marks.every_s / PERSON_PACE_S))
+        core.marks.every_s = float("inf")  # no flush by the clock inside the run
         sql_cpu = _SqlCpu(core.store)
         meter.wrap(core.index.embedder, "embed_query", "embed query")
         meter.wrap(core.index.embedder, "embed_documents", "embed documents")
@@ -473,6 +483,8 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
                     meter.on = counter.on = sql_cpu.on = True
                     created.clear()
                 a, b = await say(k, p, text)
+                if (k + 1) % (rounds_per_flush * len(persons)) == 0:
+                    core.marks.flush()
                 if meter.on:
                     cpu["turn to reply"] += a
                     cpu["capture after it"] += b
@@ -481,6 +493,7 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
         before: dict = {}
         load_start = _load()
         totals = asyncio.run(turns())
+        core.marks.flush()  # what the measured turns marked since the last window, counted with them
         wall = time.perf_counter() - before["wall"]
         meter.on = counter.on = sql_cpu.on = False
         load_end = _load()
@@ -552,7 +565,8 @@ def _print(fig: Figures, persons: list[tuple[str, list[str]]], embedder: str, na
                 + [("all tables", sum(fig.sql_rows.values()), sum(fig.sql_rows.values()) / n,
                     sum(fig.sql_rows.values()) / per_cap, sum(fig.sql_rows.values()) / per_mem)]))
     marks = sum(fig.marks_rows.values())
-    print(f"of them written by the recall marks' flushes (every {FLUSH_EVERY_S:.0f} s of wall time: {fig.marks_flushes} in the "
+    print(f"of them written by the recall marks' flushes (a window of {FLUSH_EVERY_S:.0f} s, a person's line every "
+          f"{PERSON_PACE_S:.0f} s: {fig.marks_flushes} flushes in the "
           f"{fig.wall_s:.0f} s measured; counted in the client): {marks / n:.2f} per turn ("
           + ", ".join(f"{t} {v / n:.2f}" for t, v in sorted(fig.marks_rows.items(), key=lambda x: -x[1]))
           + f"); the rest {(sum(fig.client_rows.values()) - marks) / n:.2f} per turn")
