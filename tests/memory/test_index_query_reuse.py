@@ -44,6 +44,16 @@ def _stored(index: SearchIndex) -> dict[str, np.ndarray]:
     return {h: v for (_, h), v in index.namespace_vectors(NS).items()}
 
 
+def _said(core: MemoryCore, lines) -> None:
+    """Each of ``lines`` as a turn says it (its query vector embedded) and then stored as it was said, with the
+    reuse on; the index written."""
+    core.index.reuse_query_vectors = True
+    for line in lines:
+        core.index.embed_tail([line])
+        core.add(NS, core.new(NS, line))
+    core.maintain()
+
+
 @pytest.fixture
 def e5_core(tmp_path):
     emb = CountingE5()
@@ -81,12 +91,8 @@ def test_without_a_map_the_line_is_embedded_as_a_document(tmp_path):
     assert E5SmallEmbedder(query_precision="int8").document_from_query(np.ones(384, dtype=np.float32)) is None
     emb = Unmapped()
     core = MemoryCore(Store(f"sqlite:///{tmp_path / 'h.db'}"), SearchIndex(tmp_path / "index", emb))
-    core.index.reuse_query_vectors = True
     try:
-        for line in LINES[:2]:
-            core.index.embed_tail([line])
-            core.add(NS, core.new(NS, line))
-        core.maintain()
+        _said(core, LINES[:2])
         assert emb.documents == LINES[:2] and core.index.reused_query_vectors == 0
     finally:
         core.close()
@@ -99,12 +105,8 @@ def test_the_rebuild_from_sql_keeps_a_mapped_memory_where_it_was(tmp_path):
 
     emb = CountingE5()
     core = MemoryCore(Store(f"sqlite:///{tmp_path / 'h.db'}"), SearchIndex(tmp_path / "index", emb))
-    core.index.reuse_query_vectors = True
     try:
-        for line in LINES:
-            core.index.embed_tail([line])
-            core.add(NS, core.new(NS, line))
-        core.maintain()
+        _said(core, LINES)
         before = _stored(core.index)
     finally:
         core.close()
@@ -153,12 +155,8 @@ def test_memories_stored_as_said_do_not_stand_out_for_an_unrelated_line(tmp_path
     recalled = {}
     for name, emb in (("raw", RawQuery()), ("shipped", CountingE5())):
         core = MemoryCore(Store(f"sqlite:///{tmp_path / f'{name}.db'}"), SearchIndex(tmp_path / f"{name}-index", emb))
-        core.index.reuse_query_vectors = True
         try:
-            for text in said:
-                core.index.embed_tail([text])
-                core.add(NS, core.new(NS, text))
-            core.maintain()
+            _said(core, said)
             assert emb.documents == [] and core.index.reused_query_vectors == len(said)
             recalled[name] = [h.memory.text for h in core.recall(NS, [line])]
         finally:
