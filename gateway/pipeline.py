@@ -349,7 +349,7 @@ class Pipeline:
         # off the record (/memory pause, in SQL for every replica): the line is used for the reply alone
         if paused is None and not _is_memory_command(msg):
             paused = await asyncio.to_thread(self.core.store.paused, ns, pause_key(chat), msg.timestamp) is not None
-        if paused and not _is_memory_command(msg):
+        if paused:  # never for a command: ``_whose`` and the read above leave it None
             res.paused = True
         else:
             self.consolidation.turned(ns)  # consolidation waits until the person is idle
