@@ -58,7 +58,11 @@ message costs depends on how many of a person's turns fall in one window; the
 bench runs its turns faster than people talk, so it flushes per person-paced
 window instead of by its own clock: one flush every ``FLUSH_EVERY_S /
 PERSON_PACE_S`` rounds (a round: each person's next line), and one after the
-measured turns, counted with them.
+measured turns, counted with them. A flush writes one row per namespace (its
+``namespace_state`` row, ``memory.store.pending``); after the last one every
+namespace's pending marks are folded into the memories and links rows, counted
+with the turns too (and printed apart): the marks' whole cost, however long the
+run.
 
 Needs PostgreSQL for ``postgres`` (``HUIYI_BENCH_PG_URL``, default the test server
 ``postgresql://root@127.0.0.1:5432/test``) and the public data under
@@ -151,6 +155,7 @@ class Figures:
     client_rows: dict[str, int] = field(default_factory=dict)
     marks_rows: dict[str, int] = field(default_factory=dict)
     marks_flushes: int = 0
+    fold_rows: dict[str, int] = field(default_factory=dict)
     sql_cpu_ms: float = 0.0
     sql_calls: dict[str, int] = field(default_factory=dict)
     sql_cpu_by_method: dict[str, float] = field(default_factory=dict)
@@ -494,6 +499,14 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
         load_start = _load()
         totals = asyncio.run(turns())
         core.marks.flush()  # what the measured turns marked since the last window, counted with them
+        # and every mark still waiting in its namespace's row folded into the memories and links rows
+        # (memory.store.pending): a fold's rows counted with the turns whose marks it writes
+        folding = dict(counter.marks_rows)
+        counter.marks.on = True
+        try:
+            core.marks.fold()
+        finally:
+            counter.marks.on = False
         wall = time.perf_counter() - before["wall"]
         meter.on = counter.on = sql_cpu.on = False
         load_end = _load()
@@ -508,6 +521,7 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
         fig.client_rows = dict(counter.rows)
         fig.marks_rows = dict(counter.marks_rows)
         fig.marks_flushes = flushes[0]
+        fig.fold_rows = {t: v - folding.get(t, 0) for t, v in counter.marks_rows.items() if v - folding.get(t, 0)}
         fig.sql_cpu_ms = sql_cpu.cpu * 1000 / n
         fig.sql_calls = dict(sql_cpu.calls)
         fig.sql_cpu_by_method = {k: v * 1000 / n for k, v in sql_cpu.by_method.items()}
@@ -569,6 +583,8 @@ def _print(fig: Figures, persons: list[tuple[str, list[str]]], embedder: str, na
           f"{PERSON_PACE_S:.0f} s: {fig.marks_flushes} flushes in the "
           f"{fig.wall_s:.0f} s measured; counted in the client): {marks / n:.2f} per turn ("
           + ", ".join(f"{t} {v / n:.2f}" for t, v in sorted(fig.marks_rows.items(), key=lambda x: -x[1]))
+          + f"); of them the final fold of every namespace's pending marks {sum(fig.fold_rows.values()) / n:.2f} ("
+          + ", ".join(f"{t} {v / n:.2f}" for t, v in sorted(fig.fold_rows.items(), key=lambda x: -x[1]))
           + f"); the rest {(sum(fig.client_rows.values()) - marks) / n:.2f} per turn")
     if fig.backend == "postgres":
         print(f"rows counted in the client (rowcount): {sum(fig.client_rows.values())} "

@@ -879,9 +879,9 @@ class MemoryCore:
     def note_recalled(self, ns: Namespace, ids: Sequence[str], at: datetime | None = None) -> None:
         """``mark_recalled``, held in memory and written with the other turns' marks
         at most ``marks_every_s`` seconds later (``memory.marks.RecallMarks``: one
-        row per memory and per pair however many turns marked it meanwhile; a
-        crash loses at most that window's marks; a forget always wins). What a
-        turn's bookkeeping calls; ``flush_marks`` writes them now."""
+        row per namespace, its state row, folded into the memories and links rows
+        once it grows; a crash loses at most that window's marks; a forget always
+        wins). What a turn's bookkeeping calls; ``flush_marks`` writes them now."""
         # the links made as ``self.links`` says now (a caller may swap it, as for mark_recalled)
         self.marks.recalled, self.marks.half_life_days = self.links.recalled, self.links.half_life_days
         self.marks.note(ns, ids, at or utcnow())
@@ -892,6 +892,12 @@ class MemoryCore:
         write (``RecallMarks.flush_due``: what a periodic pass calls, so its own
         cadence does not shorten the window)."""
         return self.marks.flush_due() if due_only else self.marks.flush()
+
+    def fold_marks(self) -> int:
+        """``flush_marks``, then fold every namespace's pending marks into its
+        memories and links rows (``RecallMarks.fold``); the memories and pairs
+        folded. Readers see the same times and weights before and after."""
+        return self.marks.fold()
 
     def _link_entities(self, ns: Namespace, memory: Memory, said: datetime) -> None:
         """Entity links of a memory just stored or superseded (``memory.links.link_entities``);

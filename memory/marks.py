@@ -8,10 +8,14 @@ consolidated one, and a ``recalled`` association link between each pair
 pair on every turn — most of a turn's SQL rows — while a person's next turns,
 seconds apart, mark mostly the same memories again. ``RecallMarks`` keeps the
 marks of the last ``every_s`` seconds in memory and writes them in one pass
-(``flush``): each memory once with all its new times (``Store.touch_times``),
-each pair once with the weight its co-uses added (``Store.strengthen_pairs``;
-the decay between co-uses seconds apart is left out, so the weights are those
-of marking each turn at once).
+(``flush``): per namespace one row, its ``namespace_state`` row
+(``Store.pend_marks``), which holds each memory's new times and each pair's
+added weight until it grows past ``memory.store.pending.FOLD_AT`` and is
+folded into the memories and links rows (each memory and pair written once
+per fold, however many windows marked it; the decay between co-uses is left
+out, so the weights are those of marking each turn at once). Every reader of
+access times and links merges what waits in the row (``memory.store.pending``),
+so recall scores the same before and after a fold.
 
 What this gives up, and why it is safe:
 
@@ -20,15 +24,15 @@ What this gives up, and why it is safe:
   to anyone, nor are they a memory: activation is a ranking term, and a lost
   mark reads as a recall that was not recorded. A clean shutdown writes them
   (``MemoryCore.close``, and the gateway's lifespan).
-- Until written, the marks are not in SQL: another replica, ``/memory why``,
+- Until flushed, the marks are not in SQL: another replica, ``/memory why``,
   an export or the API's ``recalled_at`` see them up to ``every_s`` seconds
-  late.
-- A forget always wins: a flush only updates rows that are live in SQL when it
-  runs (an UPDATE of a forgotten memory's row matches nothing, and a pair is
-  linked only when both ids are live memories of the namespace, checked in the
-  same transaction), so a mark never brings back a forgotten memory or its
-  links. Isolation is the store's: every write takes the namespace and keeps
-  only that namespace's ids.
+  late (once flushed, every reader merges them, folded or not).
+- A forget always wins: a flush keeps only ids that are live memories of the
+  namespace in SQL when it runs (checked in its transaction), a forget drops
+  the forgotten memory's pending pairs, and a fold updates only live rows and
+  links only two live memories, so a mark never brings back a forgotten memory
+  or its links. Isolation is the store's: every write takes the namespace and
+  keeps only that namespace's ids, in that namespace's row.
 
 Thread-safe: ``note`` is called from the turns' worker threads; the one that
 finds the window elapsed flushes (others keep buffering meanwhile).
@@ -124,8 +128,8 @@ class RecallMarks:
         return self.flush() if self.due() else 0
 
     def flush(self) -> int:
-        """Write every mark held (per namespace: one ``touch_times``, one
-        ``strengthen_pairs``); returns the memories written. A namespace whose
+        """Write every mark held (per namespace: one ``Store.pend_marks``, one row
+        unless it folds); returns the live memories marked. A namespace whose
         write fails keeps nothing (logged; the marks are a ranking aid, never worth
         a turn) and the others are still written. Flushes one at a time."""
         with self._flushing:
@@ -136,11 +140,24 @@ class RecallMarks:
             written = 0
             for ns in times.keys() | pairs.keys():
                 try:
-                    if ns in times:
-                        written += self.store.touch_times(ns, times[ns])
-                    if ns in pairs:
-                        self.store.strengthen_pairs(ns, pairs[ns], reason="recalled",
-                                                    half_life_days=self.half_life_days)
+                    written += self.store.pend_marks(ns, times.get(ns, {}), pairs.get(ns, {}),
+                                                     half_life_days=self.half_life_days)
                 except Exception:
                     log.exception("recall marks of %s could not be written; dropped", ns)
             return written
+
+    def fold(self) -> int:
+        """``flush``, then fold every namespace's pending row into its memories and
+        links rows now (``Store.fold_marks``; what a flush does by itself once a
+        row grows past ``memory.store.pending.FOLD_AT``): for an operator or a
+        benchmark that wants every mark in the rows. Returns the memories and
+        pairs folded. A namespace whose fold fails keeps its row (logged)."""
+        self.flush()
+        folded = 0
+        with self._flushing:
+            for ns in self.store.pending_namespaces():
+                try:
+                    folded += self.store.fold_marks(ns, half_life_days=self.half_life_days)
+                except Exception:
+                    log.exception("recall marks of %s could not be folded; kept in its row", ns)
+        return folded

@@ -62,7 +62,7 @@ from memory.cache import Bm25Postings, NamespaceCache, NamespaceView, VectorForm
 from memory.index import SearchIndex
 from memory.links import DEFAULT_HALF_LIFE_DAYS, spread
 from memory.scoring import DEFAULT_PARAMS, ScoringParams, final, final_of, score_seconds
-from memory.store import Candidate, MemoryText, NamespaceStats, Store, utcnow
+from memory.store import NO_MARKS, Candidate, MemoryText, NamespaceStats, PendingMarks, Store, utcnow
 from memory.text import is_cjk, is_filler, stem, to_simplified, tokens
 from memory.lexicon import _GENERIC_WORDS, REACTION_WORDS, content_terms, names_nothing, reaction_stems
 from memory.speech_act import is_chitchat, is_question
@@ -753,7 +753,7 @@ def _texts_of(store: Store, ns: Namespace, ids: Sequence[str], small: Sequence[M
     if view is not None:
         where = view.where()
         return {m: (view.texts[where[m]][:view.own[where[m]]], view.texts[where[m]]) for m in ids if m in where}
-    return {m: (c.text, c.searched) for m, c in store.candidates(ns, list(ids)).items()}
+    return {m: (c.text, c.searched) for m, c in store.candidates(ns, list(ids), NO_MARKS).items()}
 
 
 def _view(store: Store, index: SearchIndex, ns: Namespace, lines: Sequence[str], params: RecallParams,
@@ -783,7 +783,7 @@ def _view(store: Store, index: SearchIndex, ns: Namespace, lines: Sequence[str],
         if view is not None:
             return view, None
     if 0 < params.exact_max and live <= params.exact_max:
-        small = store.live_if_at_most(ns, params.exact_max)
+        small = store.live_if_at_most(ns, params.exact_max, stats.marks)
         return (_exact_view(index, small, lines, params) if small else None), small
     if form is VectorForm.NONE:  # too big for its vectors: BM25 in process
         view = cache.ready_view(store, index, ns, version, VectorForm.NONE)  # type: ignore[union-attr]
@@ -975,7 +975,7 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
         want = set(wanted)
         rows = {t.id: t.candidate() for t in small if t.id in want}
     else:
-        rows = store.candidates(ns, wanted)
+        rows = store.candidates(ns, wanted, stats.marks)
     lapsed = {m for m, c in rows.items() if _lapsed(c, now, named[0] if named is not None else None, tzi)}
     if lapsed:  # a passing mood said days ago is no longer news (MOOD_TTL_DAYS)
         lists = {c: [m for m in v if m not in lapsed] for c, v in lists.items()}
@@ -1017,7 +1017,7 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
             # an opener that only announced its topic matched the question; what was said right after it
             # tells that topic (「今天我想和你聊聊我的旅行计划」 → 「我下个月想去西班牙…」): it joins the period's
             # candidates, and is always scored
-            followed = _told_after_openers(store, ns, inside, rows, small, chat, only)
+            followed = _told_after_openers(store, ns, inside, rows, small, chat, only, stats.marks)
             inside += [m for m in followed if m not in inside]
             # of that period's memories, those that say something come before an opener (a bare greeting or
             # mood, a topic only announced), and those of the period itself before the day of slack around it
@@ -1027,7 +1027,7 @@ def recall(store: Store, index: SearchIndex, ns: Namespace, tail: Sequence[str],
                 lists["time"] = inside
                 fused = rrf_fuse(lists, params.rrf_k, weights)
     if params.assoc_weight > 0 and params.assoc_seeds > 0 and stats.may_have("links"):
-        assoc = _associated(store, ns, fused, rows, small, chat, params, now)
+        assoc = _associated(store, ns, fused, rows, small, chat, params, now, stats.marks)
         if only is not None:
             assoc = [m for m in assoc if m in only]
         assoc = [m for m in assoc if m not in lapsed and not (m in rows and _lapsed(rows[m], now, None, tzi))]
@@ -1163,20 +1163,21 @@ def _keep_tops(ranked: list[tuple[str, float]], keep: Sequence[str], within: int
 
 def _associated(store: Store, ns: Namespace, fused: Sequence[tuple[str, float, dict[str, int]]],
                 rows: dict[str, Candidate], small: Sequence[MemoryText] | None, chat: ChatRef | None,
-                params: RecallParams, now: datetime) -> list[str]:
+                params: RecallParams, now: datetime, pending: PendingMarks | None = None) -> list[str]:
     """The association channel's ranked ids: activation spread from the first
     ``params.assoc_seeds`` of ``fused`` (source weight: fused score over the best)
     along ``ns``'s links (one ``Store.links_of`` read), cut at
     ``params.candidates``. A neighbour not yet among ``rows`` is read in ``ns``
     (from ``small`` on the exact path, else one ``Store.candidates``), added to
     ``rows`` and kept only when disclosed in ``chat``; its absence (forgotten
-    meanwhile) drops it."""
+    meanwhile) drops it. ``pending``: the namespace's recall marks not folded yet,
+    as read with its state (``NamespaceStats.marks``; None: read with the links)."""
     seeds = [(m, sc) for m, sc, _ in fused[:params.assoc_seeds] if m in rows]
     if not seeds:
         return []
     top = seeds[0][1]  # > 0: rrf_fuse leaves zero-weight channels out
     links = store.links_of(ns, [m for m, _ in seeds], at=now, min_weight=params.assoc_min_weight,
-                           half_life_days=params.link_half_life_days)
+                           half_life_days=params.link_half_life_days, pending=pending)
     ranked = spread([(m, sc / top) for m, sc in seeds], links)[:params.candidates]
     new = [m for m, _ in ranked if m not in rows]
     if new:
@@ -1184,7 +1185,7 @@ def _associated(store: Store, ns: Namespace, fused: Sequence[tuple[str, float, d
             wanted = set(new)
             found = {t.id: t.candidate() for t in small if t.id in wanted and _disclosed(t, chat)}
         else:
-            found = {i: c for i, c in store.candidates(ns, new).items() if _disclosed(c, chat)}
+            found = {i: c for i, c in store.candidates(ns, new, pending).items() if _disclosed(c, chat)}
         rows.update(found)
     return [m for m, _ in ranked if m in rows]
 
@@ -1197,13 +1198,13 @@ FOLLOW_MAX = 3
 
 def _told_after_openers(store: Store, ns: Namespace, inside: Sequence[str], rows: dict[str, Candidate],
                         small: Sequence[MemoryText] | None, chat: ChatRef | None,
-                        only: frozenset[str] | None) -> list[str]:
+                        only: frozenset[str] | None, pending: PendingMarks | None = None) -> list[str]:
     """Ids of the memories said within ``FOLLOW_WINDOW`` after each opener among
     ``inside`` that only announced its topic (``announces_topic``), at most
     ``FOLLOW_MAX`` per opener, earliest first, disclosed in ``chat`` (and among
     ``only``); their rows are added to ``rows``. A question naming a day whose
     opener matched it finds what that day said about the topic, which the
-    opener's words alone may not match."""
+    opener's words alone may not match. ``pending``: as ``_associated`` takes it."""
     out: list[str] = []
     group = chat.group_key if chat is not None and chat.is_group else None
     for m in inside:
@@ -1219,7 +1220,7 @@ def _told_after_openers(store: Store, ns: Namespace, inside: Sequence[str], rows
             wanted = set(new)
             rows.update({t.id: t.candidate() for t in small if t.id in wanted and _disclosed(t, chat)})
         else:
-            rows.update({i: c for i, c in store.candidates(ns, new).items() if _disclosed(c, chat)})
+            rows.update({i: c for i, c in store.candidates(ns, new, pending).items() if _disclosed(c, chat)})
     return [i for i in out if i in rows]
 
 

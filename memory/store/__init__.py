@@ -105,17 +105,18 @@ from memory.store.memories import Candidate, MemoryRows, MemoryText
 from memory.store.nonces import NonceClaim, SeenNonces
 from memory.store.outbox import IndexOp, IndexOutbox
 from memory.store.pauses import Pause, Pauses
+from memory.store.pending import NO_MARKS, PendingMarks, PendingMarksRows
 from memory.store.versions import NamespaceStats, NamespaceVersions
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
            "MemoryText", "Candidate", "Conflict", "ApiKey", "KeyScope", "MAX_LINKED_IDS", "Consolidated",
            "ConsolidationState", "ChangeEvent", "EventStats", "NamespaceStats", "NonceClaim", "Pause", "TokenUsage",
-           "Followup", "FollowupPref"]
+           "Followup", "FollowupPref", "PendingMarks", "NO_MARKS"]
 
 
 class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, Links,
             ApiKeys, ConsoleSessions, NamespaceVersions, ConsolidatedRows, ChangeEvents, Pauses, TokenLedger,
-            Followups):
+            Followups, PendingMarksRows):
     """SQL source of truth. Thread-safe; methods are synchronous (call them in a
     thread from async code).
 
@@ -130,7 +131,8 @@ class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState
     last-recall traces, confirmations and tenant counts in ``CommandState``;
     conflict links in ``Conflicts``; association links in ``Links``; write
     versions and live counts in ``NamespaceVersions``; consolidated memories and
-    consolidation state in ``ConsolidatedRows``; the console's sessions in
+    consolidation state in ``ConsolidatedRows``; recall marks waiting in
+    their namespace's row in ``PendingMarksRows``; the console's sessions in
     ``ConsoleSessions``. All share ``StoreBase``'s engine
     and transactions.
     """

@@ -28,10 +28,9 @@ from memory.links import (
     MAX_LINKED_IDS,
     REASONS,
     decayed,
-    grown,
-    meaningful,
 )
 from memory.store.base import StoreBase, raw_datetime, utcnow
+from memory.store.pending import NO_MARKS, PendingMarks, _drop_pending_pairs, fold_pair
 from memory.store.tables import _aware, _LinkRow, _MemoryRow
 from memory.store.versions import _count
 from memory.types import Namespace
@@ -57,12 +56,8 @@ def _unlink_links(s: Session | Connection, ns: Namespace, memory_ids: Sequence[s
     if not memory_ids:
         return 0
     conn = s.connection() if isinstance(s, Session) else s
+    _drop_pending_pairs(conn, ns, list(memory_ids))  # and those waiting in its state row (memory.store.pending)
     return int(conn.execute(_UNLINK_SQL, {"ns": str(ns), "ids": list(memory_ids)}).rowcount or 0)
-
-
-def _join_reasons(old: str, reason: str) -> str:
-    have = set(filter(None, old.split(","))) | {reason}
-    return ",".join(r for r in REASONS if r in have)
 
 
 class Links(StoreBase):
@@ -155,15 +150,16 @@ class Links(StoreBase):
         updates, inserts = [], []
         for (a, b), (amount, at) in pairs.items():
             row = have.get((a, b))
-            if row is None:
-                inserts.append({"namespace": str(ns), "a_id": a, "b_id": b, "weight": grown(0.0, at, at, amount),
-                                "reasons": reason, "updated_at": at})
-                continue
-            since = _aware(row.updated_at)
-            weight, reasons = grown(row.weight, since, at, amount, half_life_days), _join_reasons(row.reasons, reason)
-            if reasons == row.reasons and not meaningful(decayed(row.weight, since, at, half_life_days), weight):
+            was = None if row is None else (row.weight, row.reasons, _aware(row.updated_at))
+            folded = fold_pair(was, amount, at, reason, half_life_days)
+            if folded is None:
                 continue  # a co-use that barely moves a strong link: no row written (memory.links.MIN_STRENGTH_CHANGE)
-            updates.append({"rid": row.id, "w": weight, "r": reasons, "t": max(at, since)})
+            weight, reasons, t = folded
+            if row is None:
+                inserts.append({"namespace": str(ns), "a_id": a, "b_id": b, "weight": weight, "reasons": reasons,
+                                "updated_at": t})
+            else:
+                updates.append({"rid": row.id, "w": weight, "r": reasons, "t": t})
         if updates:
             conn.execute(update(_T).where(_T.c.id == bindparam("rid"))
                          .values(weight=bindparam("w"), reasons=bindparam("r"), updated_at=bindparam("t")),
@@ -173,11 +169,15 @@ class Links(StoreBase):
             _count(conn, ns, links=len(inserts))  # recall reads links only where some were made
 
     def links_of(self, ns: Namespace, ids: Sequence[str], *, at: datetime | None = None, min_weight: float = 0.0,
-                 half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> dict[str, list[tuple[str, float, str]]]:
+                 half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+                 pending: PendingMarks | None = None) -> dict[str, list[tuple[str, float, str]]]:
         """The neighbours of each of ``ids`` in ``ns``, in one query: ``{id:
         [(other id, weight decayed to at, reasons), …]}``, strongest first (ties by
         id), leaving out weights below ``min_weight``. Every id asked for has an
-        entry (an empty list when unlinked). ``at``: aware time (default now);
+        entry (an empty list when unlinked). The co-recall weight still waiting in
+        the namespace's row (``memory.store.pending``) counts as folded:
+        ``pending`` when the caller read it (``NamespaceStats.marks``, read before
+        this), else it is read here first. ``at``: aware time (default now);
         ``half_life_days`` > 0. Raises StoreError."""
         wanted = list(dict.fromkeys(ids))
         out: dict[str, list[tuple[str, float, str]]] = {i: [] for i in wanted}
@@ -185,12 +185,22 @@ class Links(StoreBase):
             return out
         at = at or utcnow()
         marks = ", ".join([self.mark] * len(wanted))
-        # recall's association channel, once per recall: through the DBAPI cursor (``_read_rows``)
-        rows = self._read_rows(f"SELECT a_id, b_id, weight, reasons, updated_at FROM memory_links "
-                               f"WHERE namespace = {self.mark} AND (a_id IN ({marks}) OR b_id IN ({marks}))",
-                               (str(ns), *wanted, *wanted))
-        for a_id, b_id, weight, reasons, updated_at in rows:
-            w = decayed(weight, _aware(raw_datetime(updated_at)), at, half_life_days)
+        # recall's association channel, once per recall: through the DBAPI cursor (``_read_many``),
+        # the pending row first (a fold between the two reads is then seen twice, never missed)
+        reads = [(f"SELECT a_id, b_id, weight, reasons, updated_at FROM memory_links "
+                  f"WHERE namespace = {self.mark} AND (a_id IN ({marks}) OR b_id IN ({marks}))",
+                  (str(ns), *wanted, *wanted))]
+        if pending is None:
+            reads.insert(0, (f"SELECT marks FROM namespace_state WHERE namespace = {self.mark}", (str(ns),)))
+        *state, rows = self._read_many(reads)
+        if pending is None:
+            pending = PendingMarks.parse(state[0][0][0]) if state[0] else NO_MARKS
+        have = {(a_id, b_id): (weight, reasons, _aware(raw_datetime(updated_at)))
+                for a_id, b_id, weight, reasons, updated_at in rows}
+        if pending.pairs:
+            pending.links(wanted, have, half_life_days)
+        for (a_id, b_id), (weight, reasons, since) in have.items():
+            w = decayed(weight, since, at, half_life_days)
             if w < min_weight:
                 continue
             if a_id in out:
@@ -233,7 +243,13 @@ class Links(StoreBase):
         return out
 
     def count_links(self, ns: Namespace) -> int:
-        """How many association links ``ns`` holds (stats, tests, benchmarks)."""
+        """How many association links ``ns`` holds (stats, tests, benchmarks): its
+        rows and the pairs still waiting in its state row that a fold would link."""
+        pending = self.pending_marks(ns)  # type: ignore[attr-defined]
         with self._read() as s:
-            return int(s.connection().execute(select(func.count()).select_from(_T)
-                                              .where(_T.c.namespace == str(ns))).scalar_one())
+            conn = s.connection()
+            n = int(conn.execute(select(func.count()).select_from(_T).where(_T.c.namespace == str(ns))).scalar_one())
+            if pending.pairs:
+                have = {(a, b) for a, b in conn.execute(select(_T.c.a_id, _T.c.b_id).where(_T.c.namespace == str(ns)))}
+                n += sum(1 for p in pending.pairs if p not in have)
+        return n

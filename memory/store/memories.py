@@ -32,6 +32,7 @@ from memory.store.consolidated import _awake, _count_hits, _drop_consolidated
 from memory.store.events import _E as _EVENTS
 from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit, new_event_uid
 from memory.store.links import _unlink_links
+from memory.store.pending import NO_MARKS, PendingMarks
 from memory.store.versions import _bump, _bump_sql
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _AuditRow, _HistoryRow, _IndexOpRow, _meta, _meta_json,
                                  _MemoryRow, _TombstoneRow, _to_memory)
@@ -305,19 +306,41 @@ class MemoryRows(StoreBase):
         return _to_memory(SimpleNamespace(**values))  # type: ignore[arg-type]
 
     def get(self, ns: Namespace, memory_id: str) -> Memory:
-        """The live memory ``memory_id`` of ``ns``; NotFoundError if it is not in ``ns``."""
+        """The live memory ``memory_id`` of ``ns`` (its access times with those still
+        waiting in its namespace's row: ``memory.store.pending``); NotFoundError if
+        it is not in ``ns``."""
+        pending = self.pending_marks(ns)  # type: ignore[attr-defined]
         with self._read() as s:
             row = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id == memory_id)).first()
         if row is None:
             raise NotFoundError(f"no memory {memory_id!r} in {ns}")
-        return _to_memory(row)
+        return pending.memory(_to_memory(row))
 
     def get_many(self, ns: Namespace, ids: Sequence[str]) -> dict[str, Memory]:
-        """Live memories of ``ns`` among ``ids`` (ids of other namespaces are simply absent)."""
+        """Live memories of ``ns`` among ``ids`` (ids of other namespaces are simply
+        absent), their pending access times merged (``_marked_rows``)."""
         if not ids:
             return {}
         ids = list(dict.fromkeys(ids))
-        return {r[0]: _tuple_memory(r, ns) for r in self._read_rows(self._by_ids_sql(len(ids)), (*ids, str(ns)))}
+        return {r[0]: _tuple_memory(r, ns) for r in self._marked_rows(ns, self._by_ids_sql(len(ids)), (*ids, str(ns)))}
+
+    def _marked_rows(self, ns: Namespace, sql: str, params: tuple, pending: PendingMarks | None = None) -> list[tuple]:
+        """The ``_GET_COLUMNS`` rows of ``sql`` (``_read_rows``), of ``ns`` only, with
+        the access times still waiting in ``ns``'s state row merged into them
+        (``memory.store.pending``): ``pending`` when the caller read them (recall:
+        ``NamespaceStats.marks``, read before the rows), else read here first, on
+        the same connection (a fold between the two reads is merged twice,
+        which changes nothing; never missed)."""
+        if pending is None:
+            state, rows = self._read_many([(f"SELECT marks FROM namespace_state WHERE namespace = {self.mark}",
+                                            (str(ns),)), (sql, params)])
+            pending = PendingMarks.parse(state[0][0]) if state else NO_MARKS
+        else:
+            rows = self._read_rows(sql, params)
+        if not pending.times:
+            return rows
+        at = _AT["access_times"]
+        return [pending.row(r, 0, at) for r in rows]
 
     def _by_ids_sql(self, n: int, namespaces: int | None = None) -> str:
         """The ``_GET_COLUMNS`` of ``n`` ids in one namespace (``namespaces=None``;
@@ -334,16 +357,18 @@ class MemoryRows(StoreBase):
         return (f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE id IN ({', '.join([mark] * n)}) "
                 f"AND namespace || '' {where}")
 
-    def candidates(self, ns: Namespace, ids: Sequence[str]) -> dict[str, Candidate]:
+    def candidates(self, ns: Namespace, ids: Sequence[str], pending: PendingMarks | None = None) -> dict[str, Candidate]:
         """Recall's read of its candidates: ``{id: Candidate}`` of the live memories
         of ``ns`` among ``ids`` (ids of other namespaces, or forgotten meanwhile,
         are simply absent), in one query through the DBAPI cursor — ``get_many``'s
         rows, without building a Memory of each (``Candidate.memory()`` does, for
-        the hits). Raises StoreError."""
+        the hits). Their access times include those still waiting in ``ns``'s
+        state row (``_marked_rows``; ``pending``: recall's ``NamespaceStats.marks``,
+        ``NO_MARKS`` where only texts are wanted). Raises StoreError."""
         if not ids:
             return {}
         ids = list(dict.fromkeys(ids))
-        return {r[0]: Candidate(r) for r in self._read_rows(self._by_ids_sql(len(ids)), (*ids, str(ns)))}
+        return {r[0]: Candidate(r) for r in self._marked_rows(ns, self._by_ids_sql(len(ids)), (*ids, str(ns)), pending)}
 
     def get_many_of(self, wanted: Mapping[Namespace, Sequence[str]]) -> dict[Namespace, dict[str, Memory]]:
         """``get_many`` of several namespaces in one query: ``{ns: {id: Memory}}``
@@ -360,7 +385,15 @@ class MemoryRows(StoreBase):
         by_name = {str(ns): ns for ns in wanted}
         ids, names = sorted({i for i, _ in asked}), list(by_name)
         sql = self._by_ids_sql(len(ids), len(names))
-        for r in self._read_rows(sql, (*ids, *names)):
+        # each namespace's pending access times first (``memory.store.pending``), merged into its own rows only
+        state, rows = self._read_many([(f"SELECT namespace, marks FROM namespace_state WHERE marks IS NOT NULL "
+                                        f"AND namespace IN ({', '.join([self.mark] * len(names))})", tuple(names)),
+                                       (sql, (*ids, *names))])
+        pending = {n: PendingMarks.parse(marks) for n, marks in state}
+        at = _AT["access_times"]
+        for r in rows:
+            if r[_AT["namespace"]] in pending:
+                r = pending[r[_AT["namespace"]]].row(r, 0, at)
             row = SimpleNamespace(**dict(zip(_GET_COLUMNS, r)))
             if (row.id, row.namespace) not in asked:
                 continue
@@ -370,18 +403,19 @@ class MemoryRows(StoreBase):
             out[ns][row.id] = _to_memory(row, ns)  # type: ignore[arg-type]
         return out
 
-    def live_if_at_most(self, ns: Namespace, n: int) -> list[MemoryText] | None:
+    def live_if_at_most(self, ns: Namespace, n: int, pending: PendingMarks | None = None) -> list[MemoryText] | None:
         """Every live memory of ``ns`` when it holds at most ``n``, else None (one
         query of at most ``n + 1`` rows), as ``MemoryText``: what a search reads,
         its candidate values and whole memory built on demand from the row kept
         (``MemoryText.candidate()``, ``MemoryText.memory()``): the exact recall of
-        small namespaces scores its candidates and builds only its hits. Raises
-        StoreError."""
+        small namespaces scores its candidates and builds only its hits. Access
+        times include those waiting in ``ns``'s state row (``_marked_rows``;
+        ``pending`` as ``candidates`` takes it). Raises StoreError."""
         # the DBAPI cursor: up to EXACT_MAX rows, whose per-value processing by
         # SQLAlchemy cost more than the query; the row is kept as read
         mark = self.mark
-        rows = self._read_rows(f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE namespace = {mark} LIMIT {mark}",
-                               (str(ns), int(n) + 1))
+        rows = self._marked_rows(ns, f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE namespace = {mark} "
+                                     f"LIMIT {mark}", (str(ns), int(n) + 1), pending)
         if len(rows) > n:
             return None
         i, text, vis, origin, context = (_AT[c] for c in ("id", "text", "visibility", "origin", "context"))
@@ -428,9 +462,10 @@ class MemoryRows(StoreBase):
 
     def find_by_key(self, ns: Namespace, key: str) -> Memory | None:
         """The live memory of ``ns`` with canonical ``key``, or None."""
+        pending = self.pending_marks(ns)  # type: ignore[attr-defined]
         with self._read() as s:
             row = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.key == key)).first()
-        return _to_memory(row) if row else None
+        return pending.memory(_to_memory(row)) if row else None
 
     def key_and_tombstone(self, ns: Namespace, key: str, fingerprints: Sequence[str]) -> tuple[Memory | None, datetime | None]:
         """What an add in ``ns`` checks first, read in one session: the live memory
@@ -463,7 +498,9 @@ class MemoryRows(StoreBase):
 
     def list(self, ns: Namespace, limit: int = 50, offset: int = 0, *, include_dormant: bool = True) -> list[Memory]:
         """Live memories of ``ns``, newest first; without dormant consolidated ones
-        when ``include_dormant`` is False (left out in SQL, so pages stay exact)."""
+        when ``include_dormant`` is False (left out in SQL, so pages stay exact).
+        Access times include those waiting in ``ns``'s state row."""
+        pending = self.pending_marks(ns)  # type: ignore[attr-defined]
         with self._read() as s:
             rows = s.exec(
                 select(_MemoryRow)
@@ -472,7 +509,7 @@ class MemoryRows(StoreBase):
                 .offset(offset)
                 .limit(limit)
             ).all()
-        return [_to_memory(r) for r in rows]
+        return pending.memories(_to_memory(r) for r in rows)
 
     def count(self, ns: Namespace, *, include_dormant: bool = True) -> int:
         """Number of live memories in ``ns`` (what ``list`` with the same ``include_dormant`` can return)."""
@@ -613,12 +650,14 @@ class MemoryRows(StoreBase):
 
     def find_by_source(self, ns: Namespace, chat: ChatRef | None, message_id: str) -> list[Memory]:
         """Live memories of ``ns`` learned from message ``message_id`` of ``chat``
-        (the edit path), oldest first."""
+        (the edit path), oldest first; access times include those waiting in
+        ``ns``'s state row."""
+        pending = self.pending_marks(ns)  # type: ignore[attr-defined]
         with self._read() as s:
             rows = s.exec(select(_MemoryRow).where(
                 _MemoryRow.namespace == str(ns), _MemoryRow.source_message_id == message_id,
                 _MemoryRow.origin == (chat.key if chat else "")).order_by(_MemoryRow.created_at, _MemoryRow.id)).all()  # type: ignore[arg-type]
-        return [_to_memory(r) for r in rows]
+        return pending.memories(_to_memory(r) for r in rows)
 
     def fingerprints(self, ns: Namespace, memory_id: str) -> set[str]:
         """Evidence fingerprints (``source_fp``) of every version of ``memory_id`` in
@@ -795,12 +834,14 @@ class MemoryRows(StoreBase):
                       include_dormant: bool = True) -> list[Memory]:
         """Live memories of ``ns`` learned in the group ``group_key`` (a
         ``ChatRef.group_key``, any topic) and visible there, newest first;
-        without dormant consolidated ones when ``include_dormant`` is False."""
+        without dormant consolidated ones when ``include_dormant`` is False.
+        Access times include those waiting in ``ns``'s state row."""
+        pending = self.pending_marks(ns)  # type: ignore[attr-defined]
         with self._read() as s:
             rows = s.exec(select(_MemoryRow).where(*self._in_group(ns, group_key, include_dormant))
                           .order_by(_MemoryRow.updated_at.desc(), _MemoryRow.id)  # type: ignore[attr-defined]
                           .offset(offset).limit(limit)).all()
-        return [_to_memory(r) for r in rows]
+        return pending.memories(_to_memory(r) for r in rows)
 
     def count_in_group(self, ns: Namespace, group_key: str, *, include_dormant: bool = True) -> int:
         """How many memories ``list_in_group`` (same ``include_dormant``) can return."""
@@ -828,7 +869,8 @@ class MemoryRows(StoreBase):
                 s.add(row)
                 _emit(s, self.event_tenants, ns, CHANGED, [(row.id, row.version)])
             s.flush()
-            return _to_memory(row)
+            done = _to_memory(row)
+        return self.pending_marks(ns).memory(done)  # type: ignore[attr-defined]
 
     def ids_with_metadata(self, ns: Namespace, group_key: str | None = None) -> list[tuple[str, str]]:
         """``(id, meta JSON)`` of the live memories of ``ns`` that have metadata

@@ -536,6 +536,9 @@ class _NamespaceStateRow(SQLModel, table=True):
     #: changed rows it does not name); NULL: nothing logged yet. Recall's cache reads
     #: only what changed since its stamp (``Store.changes_since``).
     changes: str | None = None
+    #: recall marks not folded yet into the memories and links rows: access times and
+    #: co-recall weight per flush, one row written (``memory.store.pending``); NULL: none
+    marks: str | None = None
 
 
 class _LinkRow(SQLModel, table=True):

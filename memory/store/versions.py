@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from sqlalchemy import String, bindparam, cast, func, literal, select, update
 
 from memory.store.base import StoreBase
+from memory.store.pending import NO_MARKS, PendingMarks
 from memory.store.tables import _MemoryRow, _NamespaceStateRow
 from memory.types import Namespace
 
@@ -140,13 +141,15 @@ class NamespaceStats:
     links (0 when none was ever made, else at least 1: the first links made set
     it and later ones leave it), conflict links and dormant marks it was ever
     given (never counted down), None when unknown (a row written before the
-    counters, or no row)."""
+    counters, or no row); ``marks``: the recall marks waiting in the row
+    (``memory.store.pending``), which recall merges into what it reads after."""
 
     version: int
     live: int
     links: int | None = None
     conflicts: int | None = None
     dormant: int | None = None
+    marks: PendingMarks = NO_MARKS
 
     def may_have(self, what: str) -> bool:
         """False only when ``what`` (``links``, ``conflicts`` or ``dormant``) is
@@ -174,19 +177,19 @@ class NamespaceVersions(StoreBase):
         return 0, int(n or 0)
 
     def namespace_stats(self, ns: Namespace) -> NamespaceStats:
-        """``namespace_state`` of ``ns`` with its counters (``NamespaceStats``), in
+        """``namespace_state`` of ``ns`` with its counters and pending marks (``NamespaceStats``), in
         one primary-key read; a namespace without a row is counted in
         ``memories`` (counters unknown), as ``namespace_state`` does. Raises
         StoreError."""
         # once per recall: through the DBAPI cursor (``_read_rows``)
         m = self.mark
-        rows = self._read_rows(f"SELECT version, live, links, conflicts, dormant FROM namespace_state "
+        rows = self._read_rows(f"SELECT version, live, links, conflicts, dormant, marks FROM namespace_state "
                                f"WHERE namespace = {m}", (str(ns),))
         if not rows:  # a person who never had a memory written: nothing to count, nearly always
             live = self._read_rows(f"SELECT count(*) FROM memories WHERE namespace = {m}", (str(ns),))
             return NamespaceStats(0, int(live[0][0]))
-        version, live, links, conflicts, dormant = rows[0]
-        return NamespaceStats(int(version), int(live), links, conflicts, dormant)
+        version, live, links, conflicts, dormant, marks = rows[0]
+        return NamespaceStats(int(version), int(live), links, conflicts, dormant, PendingMarks.parse(marks))
 
     def changes_since(self, ns: Namespace, version: int) -> tuple[int, set[str]] | None:
         """``(current write version, ids of the memories changed after version

@@ -1,0 +1,323 @@
+"""Recall marks waiting in their namespace's state row (``namespace_state.marks``).
+
+A flush of recall's marks (``memory.marks.RecallMarks``) writes one row per
+namespace: the access times and co-recall weight its window added, merged into
+what its ``namespace_state`` row already holds (``Store.pend_marks``). Once the
+row holds more than ``FOLD_AT`` memories and pairs, the same transaction folds
+them into the ``memories`` rows (``access_times``) and the ``memory_links``
+rows, as writing each window at once did, and clears the row: a memory or pair
+marked in many windows is written once per fold instead of once per window.
+
+Every reader of a memory's access times or of a namespace's links merges the
+pending marks of that namespace (the same rule the fold applies:
+``merge_times``, ``fold_pair``), so what recall scores, what ``get``/``list``,
+the export, the API's ``recalled_at`` and ``/memory why`` show, and what the
+association channel spreads along are the same before and after a fold.
+Readers read the pending row *before* the rows (one connection): a fold that
+lands between the two reads is seen twice, and merging is idempotent — a time
+already stored is not added again, a pending pair whose link row was written
+at or after its last co-use is already in it.
+
+Guarantees:
+
+- Isolation: a namespace's row holds only ids that were live memories of that
+  namespace when flushed (read in the flush's transaction), and a reader merges
+  only its own namespace's row into rows of that namespace.
+- A forget wins: a forgotten memory's row is gone, so its pending times merge
+  into nothing and a fold's UPDATE matches nothing; the transaction that
+  deletes its links (forget, retract, new version: ``_unlink_links``) drops its
+  pending pairs too, and a fold links only pairs of two live memories.
+- A crash loses only the marks still in memory (``RecallMarks``' window), as
+  before: what a flush wrote is in SQL.
+
+The row's ``marks`` text is JSON: ``{"t": {id: [ISO time, …]}, "p": [[a, b,
+amount, ISO last co-use], …]}`` (``a < b``); NULL when nothing waits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+from memory.links import DEFAULT_HALF_LIFE_DAYS, W_MAX, decayed, grown, meaningful
+from memory.store.base import StoreBase
+from memory.store.tables import ACCESS_TIMES_KEPT
+from memory.types import Memory, Namespace
+
+__all__ = ["FOLD_AT", "NO_MARKS", "PendingMarks", "PendingMarksRows", "fold_pair", "merge_times"]
+
+FOLD_AT = 128
+"""Memories plus pairs a namespace's pending row may hold before a flush folds
+it into the ``memories`` and ``memory_links`` rows. A person's 60 s window
+marks about 6 memories and 12 pairs, so a fold comes every few windows; the
+row stays a few KB (every recall reads it with the namespace's state)."""
+
+
+def _moment(iso: str) -> datetime:
+    moment = datetime.fromisoformat(iso)
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def merge_times(stored: Sequence[str], pending: Iterable[str]) -> list[str]:
+    """A memory's access times (ISO 8601 strings, oldest first) with ``pending``
+    ones added: the union (a time already stored is not added twice), in time
+    order, the last ``ACCESS_TIMES_KEPT`` kept. What a fold writes and what a
+    reader shows before it."""
+    add = [t for t in pending if t not in stored]
+    if not add:
+        return list(stored)[-ACCESS_TIMES_KEPT:]
+    return sorted({*stored, *add}, key=_moment)[-ACCESS_TIMES_KEPT:]
+
+
+def fold_pair(row: tuple[float, str, datetime] | None, amount: float, at: datetime, reason: str,
+              half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> tuple[float, str, datetime] | None:
+    """What ``amount`` (> 0) of co-use at ``at`` (aware) leaves on a link whose row
+    is ``row`` — ``(weight, reasons, updated_at)``, None when not linked —:
+    the new ``(weight, reasons, updated_at)``, or None when nothing is written (a
+    co-use that barely moves a strong link and adds no reason:
+    ``memory.links.MIN_STRENGTH_CHANGE``). The rule ``Store.strengthen_pairs``
+    writes by and every reader of pending pairs applies."""
+    if row is None:
+        return grown(0.0, at, at, amount), reason, at
+    weight, reasons, since = row
+    new = grown(weight, since, at, amount, half_life_days)
+    have = set(filter(None, reasons.split(",")))
+    from memory.links import REASONS
+
+    joined = ",".join(r for r in REASONS if r in have | {reason})
+    if joined == reasons and not meaningful(decayed(weight, since, at, half_life_days), new):
+        return None
+    return new, joined, max(at, since)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingMarks:
+    """The marks waiting in one namespace's row: ``times`` maps a memory id to its
+    pending access times (ISO 8601, oldest first, at most ``ACCESS_TIMES_KEPT``);
+    ``pairs`` maps a pair ``(a, b)``, ``a < b``, to ``(amount, last)``: the
+    co-recall weight its co-uses added (≤ ``W_MAX``) and the last of them (ISO)."""
+
+    times: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    pairs: Mapping[tuple[str, str], tuple[float, str]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.times) + len(self.pairs)
+
+    @classmethod
+    def parse(cls, text: str | None) -> PendingMarks:
+        """The marks of a row's ``marks`` text (NULL or unreadable: none)."""
+        if not text:
+            return NO_MARKS
+        try:
+            raw = json.loads(text)
+            return cls({i: tuple(ts) for i, ts in raw.get("t", {}).items()},
+                       {(a, b): (float(w), last) for a, b, w, last in raw.get("p", [])})
+        except (ValueError, TypeError, AttributeError):
+            return NO_MARKS
+
+    def dump(self) -> str | None:
+        """The row's ``marks`` text (None when nothing waits)."""
+        if not len(self):
+            return None
+        return json.dumps({"t": {i: list(ts) for i, ts in self.times.items()},
+                           "p": [[a, b, w, last] for (a, b), (w, last) in self.pairs.items()]},
+                          separators=(",", ":"), ensure_ascii=False)
+
+    def added(self, times: Mapping[str, Sequence[datetime]],
+              pairs: Mapping[tuple[str, str], tuple[float, datetime]]) -> PendingMarks:
+        """These marks with a window's added: ``times`` (id → aware times) and
+        ``pairs`` (``(a, b)`` → (amount, last co-use)), amounts summed (capped
+        at ``W_MAX``: a link never weighs more), the later last co-use kept."""
+        t = dict(self.times)
+        for i, ts in times.items():
+            t[i] = tuple(merge_times(t.get(i, ()), (x.isoformat() for x in ts)))
+        p = dict(self.pairs)
+        for pair, (amount, at) in pairs.items():
+            key = pair if pair[0] < pair[1] else (pair[1], pair[0])
+            had, last = p.get(key, (0.0, at.isoformat()))
+            p[key] = (min(W_MAX, had + amount), max(last, at.isoformat(), key=_moment))
+        return PendingMarks(t, p)
+
+    def without(self, ids: Iterable[str], *, times: bool = True) -> PendingMarks:
+        """These marks less those of ``ids`` (their pairs; their times too when ``times``)."""
+        gone = set(ids)
+        return PendingMarks({i: ts for i, ts in self.times.items() if not (times and i in gone)},
+                            {p: v for p, v in self.pairs.items() if p[0] not in gone and p[1] not in gone})
+
+    def access_times(self, memory_id: str, stored: str | None) -> str | None:
+        """A row's ``access_times`` JSON with this memory's pending times merged
+        (``merge_times``); ``stored`` unchanged when none wait."""
+        pending = self.times.get(memory_id)
+        if not pending:
+            return stored
+        return json.dumps(merge_times(json.loads(stored or "[]"), pending))
+
+    def row(self, r: tuple, id_at: int = 0, times_at: int = 10) -> tuple:
+        """A row read by position (``memory.store.memories``' ``_GET_COLUMNS``) with
+        its pending access times merged."""
+        if r[id_at] not in self.times:
+            return r
+        return (*r[:times_at], self.access_times(r[id_at], r[times_at]), *r[times_at + 1:])
+
+    def memory(self, m: Memory) -> Memory:
+        """``m`` with its pending access times merged (``m`` itself when none wait)."""
+        pending = self.times.get(m.id)
+        if not pending:
+            return m
+        merged = merge_times([t.isoformat() for t in m.access_times], pending)
+        return replace(m, access_times=tuple(_moment(t) for t in merged))
+
+    def memories(self, ms: Iterable[Memory]) -> list[Memory]:
+        return [self.memory(m) for m in ms]
+
+    def links(self, ids: Sequence[str], have: dict[tuple[str, str], tuple[float, str, datetime]],
+              half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> None:
+        """Merge into ``have`` (``(a, b)`` → ``(weight, reasons, updated_at)``, the
+        link rows read) the pending pairs with one side among ``ids``, as a fold
+        would write them (``fold_pair``); a row written at or after a pair's last
+        co-use already holds it."""
+        wanted = set(ids)
+        for pair, (amount, last) in self.pairs.items():
+            if pair[0] not in wanted and pair[1] not in wanted:
+                continue
+            at = _moment(last)
+            row = have.get(pair)
+            if row is not None and row[2] >= at:
+                continue
+            folded = fold_pair(row, amount, at, "recalled", half_life_days)
+            if folded is not None:
+                have[pair] = folded
+
+
+NO_MARKS = PendingMarks()
+"""No marks waiting (a ``namespace_state`` row whose ``marks`` is NULL)."""
+
+
+def _drop_pending_pairs(conn, ns: Namespace | str, ids: Sequence[str]) -> None:
+    """In the caller's write transaction (a Connection): drop the pending pairs of
+    ``ids`` from ``ns``'s row (their links were just deleted: a forget, retract or
+    new version), writing the row only when it held some."""
+    if not ids:
+        return
+    dialect = conn.dialect.name
+    mark = "?" if dialect == "sqlite" else "%s"
+    lock = " FOR UPDATE" if dialect == "postgresql" else ""
+    row = conn.exec_driver_sql(f"SELECT marks FROM namespace_state WHERE namespace = {mark}{lock}",
+                               (str(ns),)).first()
+    if row is None or not row[0]:
+        return
+    pending = PendingMarks.parse(row[0])
+    kept = pending.without(ids, times=False)
+    if len(kept.pairs) != len(pending.pairs):
+        conn.exec_driver_sql(f"UPDATE namespace_state SET marks = {mark} WHERE namespace = {mark}",
+                             (kept.dump(), str(ns)))
+
+
+class PendingMarksRows(StoreBase):
+    """Recall marks written per namespace and flush, folded later (module docstring)."""
+
+    def pending_marks(self, ns: Namespace) -> PendingMarks:
+        """The marks waiting in ``ns``'s row (``NO_MARKS`` when none). One
+        primary-key read; raises StoreError."""
+        rows = self._read_rows(f"SELECT marks FROM namespace_state WHERE namespace = {self.mark}", (str(ns),))
+        return PendingMarks.parse(rows[0][0]) if rows else NO_MARKS
+
+    def pending_namespaces(self) -> list[Namespace]:
+        """Every namespace whose row holds marks not folded yet."""
+        rows = self._read_rows("SELECT namespace FROM namespace_state WHERE marks IS NOT NULL", ())
+        return [Namespace.parse(r[0]) for r in rows]
+
+    def pend_marks(self, ns: Namespace, times: Mapping[str, Sequence[datetime]],
+                   pairs: Mapping[tuple[str, str], tuple[float, datetime]], *,
+                   half_life_days: float = DEFAULT_HALF_LIFE_DAYS, fold_at: int = FOLD_AT) -> int:
+        """One flush's marks of ``ns``, in one transaction: ``times`` (memory id →
+        the aware times it went into a prompt) and ``pairs`` (``(a, b)`` → (weight
+        its co-uses added, > 0; the last, aware)). Only ids that are live memories
+        of ``ns`` are kept (another namespace's, or forgotten meanwhile, are
+        dropped); a consolidated one counts its hits now (it may wake up), as
+        ``touch_times`` does. The rest is merged into ``ns``'s row — one row
+        written — and folded into the memories and links rows when the row then
+        holds more than ``fold_at`` memories and pairs (``fold_marks``). A
+        namespace without a state row is written at once (``touch_times``,
+        ``strengthen_pairs``). Returns the live memories marked. Raises
+        StoreError (ValueError for a non-positive amount or half-life)."""
+        if half_life_days <= 0 or any(a <= 0 for a, _ in pairs.values()):
+            raise ValueError("amount and half_life_days must be > 0")
+        wanted = {i: sorted(ts) for i, ts in times.items() if i and ts}
+        ids = sorted(set(wanted) | {i for p in pairs for i in p if i})
+        if not ids:
+            return 0
+        from memory.store.consolidated import _count_hits
+
+        m = self.mark
+        lock = " FOR UPDATE" if not self.is_sqlite else ""
+        with self._write_conn() as conn:
+            state = conn.exec_driver_sql(f"SELECT marks FROM namespace_state WHERE namespace = {m}{lock}",
+                                         (str(ns),)).first()
+            if state is None:
+                written = None
+            else:
+                live = {i: bool(c) for i, c in conn.exec_driver_sql(
+                    f"SELECT id, EXISTS (SELECT 1 FROM consolidated c WHERE c.namespace = memories.namespace "
+                    f"AND c.memory_id = memories.id) FROM memories WHERE namespace = {m} "
+                    f"AND id IN ({', '.join([m] * len(ids))})", (str(ns), *ids)).all()}
+                mine_times = {i: ts for i, ts in wanted.items() if i in live}
+                mine_pairs = {(a, b) if a < b else (b, a): v for (a, b), v in pairs.items()
+                              if a in live and b in live and a != b}
+                by_count: dict[tuple[int, datetime], list[str]] = {}
+                for i, ts in mine_times.items():
+                    if live[i]:
+                        by_count.setdefault((len(ts), ts[-1]), []).append(i)
+                for (n, last), hit in by_count.items():
+                    _count_hits(conn, ns, hit, last, n)
+                pending = PendingMarks.parse(state[0]).added(mine_times, mine_pairs)
+                if len(pending) > fold_at:
+                    self._fold(conn, ns, pending, half_life_days)
+                elif mine_times or mine_pairs:
+                    # recall reads links only where the counter says some were made: pending pairs count
+                    conn.exec_driver_sql(
+                        f"UPDATE namespace_state SET marks = {m}, links = CASE WHEN links = 0 THEN {m} ELSE links END "
+                        f"WHERE namespace = {m}", (pending.dump(), len(pending.pairs), str(ns)))
+                written = len(mine_times)
+        if written is None:  # no state row (a namespace written before the table): at once, as before
+            written = self.touch_times(ns, wanted)  # type: ignore[attr-defined]
+            if pairs:
+                self.strengthen_pairs(ns, pairs, reason="recalled", half_life_days=half_life_days)  # type: ignore[attr-defined]
+        return written
+
+    def fold_marks(self, ns: Namespace, *, half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> int:
+        """Write the marks waiting in ``ns``'s row into its memories and links rows
+        now and clear the row, in one transaction; returns the memories and
+        pairs folded (0 when none waited). Raises StoreError."""
+        m = self.mark
+        lock = " FOR UPDATE" if not self.is_sqlite else ""
+        with self._write_conn() as conn:
+            state = conn.exec_driver_sql(f"SELECT marks FROM namespace_state WHERE namespace = {m}{lock}",
+                                         (str(ns),)).first()
+            pending = PendingMarks.parse(state[0] if state else None)
+            if not len(pending):
+                return 0
+            self._fold(conn, ns, pending, half_life_days)
+        return len(pending)
+
+    def _fold(self, conn, ns: Namespace, pending: PendingMarks, half_life_days: float) -> None:
+        """On ``conn`` (a write transaction): ``pending`` into the rows of the live
+        memories of ``ns`` and their links (``merge_times``, ``fold_pair``), the
+        row's marks cleared."""
+        from memory.store.links import Links
+
+        m = self.mark
+        ids = sorted(set(pending.times) | {i for p in pending.pairs for i in p})
+        rows = conn.exec_driver_sql(f"SELECT id, access_times FROM memories WHERE namespace = {m} "
+                                    f"AND id IN ({', '.join([m] * len(ids))})", (str(ns), *ids)).all()
+        live = {i for i, _ in rows}
+        updates = [(pending.access_times(i, had), str(ns), i) for i, had in rows if i in pending.times]
+        if updates:
+            conn.exec_driver_sql(f"UPDATE memories SET access_times = {m} WHERE namespace = {m} AND id = {m}", updates)
+        pairs = {p: (w, _moment(last)) for p, (w, last) in pending.pairs.items() if p[0] in live and p[1] in live}
+        if pairs:
+            Links._write_pairs(conn, ns, sorted(live), pairs, "recalled", half_life_days)
+        conn.exec_driver_sql(f"UPDATE namespace_state SET marks = NULL WHERE namespace = {m}", (str(ns),))
+

@@ -1,0 +1,173 @@
+"""Recall's marks waiting in their namespace's state row (memory.store.pending): a flush writes
+that one row, every reader of access times and links merges it, a fold writes the memories and
+links rows without changing what any reader sees, and isolation and forgets hold — on SQLite and
+PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from memory.links import LinkParams
+from memory.marks import RecallMarks
+from memory.recall import RecallParams
+from memory.store import utcnow
+from memory.types import Namespace
+
+TEXTS = ["我养了一只叫煤球的黑猫🐈", "煤球上周去看了兽医！", "I walk Mochi in 中山公園 every Sunday",
+         "My sister Lena lives in Berlin", "我妹妹在柏林读书"]
+
+
+def _stored(core, ns, texts=TEXTS) -> list[str]:
+    """Store ``texts`` in ``ns`` without entity links (the tests count the co-recall ones alone)."""
+    core.links = LinkParams(entity=0.0)
+    try:
+        return [core.add(ns, core.new(ns, t)).memory.id for t in texts]
+    finally:
+        core.links = LinkParams()
+
+
+def _raw(core, ns, mid) -> list[str]:
+    """The access times the memories row itself holds (no pending merged)."""
+    m = core.store.mark
+    return json.loads(core.store._read_rows(f"SELECT access_times FROM memories WHERE namespace = {m} AND id = {m}",
+                                            (str(ns), mid))[0][0])
+
+
+def _link_rows(core, ns) -> int:
+    return int(core.store._read_rows(f"SELECT count(*) FROM memory_links WHERE namespace = {core.store.mark}",
+                                     (str(ns),))[0][0])
+
+
+def _pending_text(core, ns) -> str:
+    rows = core.store._read_rows(f"SELECT marks FROM namespace_state WHERE namespace = {core.store.mark}",
+                                 (str(ns),))
+    return rows[0][0] or ""
+
+
+def _links(core, ns, mid, at):
+    return {o: w for o, w, _ in core.store.links_of(ns, [mid], at=at)[mid]}
+
+
+def _windows(core, ns, ids, t0):
+    """Three flushed windows of marks: (a, b), (a, b, c), (b, a, d)."""
+    a, b, c, d, _ = ids
+    marks = RecallMarks(core.store, every_s=3600.0)
+    for k, turn in enumerate(([a, b], [a, b, c], [b, a, d])):
+        marks.note(ns, turn, t0 + timedelta(minutes=k))
+        marks.flush()
+    return marks
+
+
+def test_a_flush_writes_the_namespace_row_and_every_reader_sees_the_times(core, namespace):
+    """After the flushes the memories and links rows are as stored; get, get_many, list, find_by_key,
+    candidates, live_if_at_most, get_many_of and links_of all show the pending times and weight,
+    and after the fold the rows hold exactly what those readers showed."""
+    ids = _stored(core, namespace)
+    a, b, c, d, e = ids
+    t0 = utcnow() - timedelta(hours=1)
+    _windows(core, namespace, ids, t0)
+    assert len(_raw(core, namespace, a)) == 1 and _link_rows(core, namespace) == 0  # only the state row written
+    at = utcnow()
+    seen = {
+        "get": core.store.get(namespace, a).access_times,
+        "get_many": core.store.get_many(namespace, [a])[a].access_times,
+        "list": {m.id: m for m in core.store.list(namespace)}[a].access_times,
+        "find_by_key": core.store.find_by_key(namespace, core.store.get(namespace, a).key).access_times,
+        "candidates": core.store.candidates(namespace, [a])[a].times(),
+        "live_if_at_most": {t.id: t for t in core.store.live_if_at_most(namespace, 50)}[a].candidate().times(),
+        "get_many_of": core.store.get_many_of({namespace: [a]})[namespace][a].access_times,
+        "links_of": _links(core, namespace, a, at),
+        "count_links": core.store.count_links(namespace),
+    }
+    assert len(seen["get"]) == 4 and {t0 + timedelta(minutes=k) for k in range(3)} < set(seen["get"])
+    assert seen["links_of"] == {b: pytest.approx(3.0, rel=1e-3), c: pytest.approx(1.0, rel=1e-3),
+                                d: pytest.approx(1.0, rel=1e-3)}
+    assert seen["count_links"] == 5  # a-b, a-c, b-c, a-d, b-d
+    assert core.fold_marks() == 4 + 5  # four memories, five pairs
+    assert _pending_text(core, namespace) == "" and len(_raw(core, namespace, a)) == 4
+    assert _link_rows(core, namespace) == 5
+    assert {
+        "get": core.store.get(namespace, a).access_times,
+        "get_many": core.store.get_many(namespace, [a])[a].access_times,
+        "list": {m.id: m for m in core.store.list(namespace)}[a].access_times,
+        "find_by_key": core.store.find_by_key(namespace, core.store.get(namespace, a).key).access_times,
+        "candidates": core.store.candidates(namespace, [a])[a].times(),
+        "live_if_at_most": {t.id: t for t in core.store.live_if_at_most(namespace, 50)}[a].candidate().times(),
+        "get_many_of": core.store.get_many_of({namespace: [a]})[namespace][a].access_times,
+        "links_of": _links(core, namespace, a, at),
+        "count_links": core.store.count_links(namespace),
+    } == seen
+    assert len(core.store.get(namespace, e).access_times) == 1  # never marked
+
+
+@pytest.mark.parametrize("exact_max", [0, 200])  # the index path (Store.candidates), the exact one (live_if_at_most)
+def test_recall_scores_the_same_with_pending_marks_and_after_the_fold(core, namespace, exact_max):
+    """What recall ranks and scores (activation reads the access times, the association channel
+    the links) is the same while the marks wait in the state row and once they are folded."""
+    ids = _stored(core, namespace)
+    t0 = utcnow() - timedelta(hours=2)
+    _windows(core, namespace, ids, t0)
+    params = RecallParams(exact_max=exact_max)
+    now = utcnow()
+    queries = [["煤球怎么样了？"], ["Where does Lena live?"], ["周末做什么"]]
+
+    def ranked():
+        return [[(h.memory.id, round(h.score, 12), h.memory.access_times) for h in
+                 core.recall(namespace, q, params=params, now=now)] for q in queries]
+
+    before = ranked()
+    assert any(hits for hits in before) and _pending_text(core, namespace)
+    core.fold_marks()
+    assert not _pending_text(core, namespace)
+    assert ranked() == before
+
+
+def test_a_flush_past_the_fold_size_folds_in_its_own_transaction(core, namespace):
+    """Once the namespace's row would hold more than fold_at memories and pairs, the flush writes
+    the memories and links rows and clears it; readers see the same before and after."""
+    a, b, c, *_ = _stored(core, namespace)
+    t0 = utcnow() - timedelta(minutes=5)
+    assert core.store.pend_marks(namespace, {a: [t0], b: [t0]}, {(a, b): (1.0, t0)}, fold_at=4) == 2
+    assert _pending_text(core, namespace) and _link_rows(core, namespace) == 0
+    shown = core.store.get(namespace, a).access_times
+    t1 = t0 + timedelta(minutes=1)
+    core.store.pend_marks(namespace, {c: [t1]}, {(a, c): (1.0, t1)}, fold_at=4)  # 5 > 4: folds
+    assert not _pending_text(core, namespace) and _link_rows(core, namespace) == 2
+    assert core.store.get(namespace, a).access_times == shown and len(_raw(core, namespace, c)) == 2
+
+
+def test_a_namespace_row_holds_only_its_own_ids(core, namespace):
+    """An id of another namespace marked in this one is not kept in this one's row, and the other
+    namespace's readers never see it."""
+    other = Namespace(namespace.tenant, "tg:2002")
+    mine = _stored(core, namespace, TEXTS[:2])
+    theirs = _stored(core, other, TEXTS[2:4])
+    marks = RecallMarks(core.store, every_s=3600.0)
+    marks.note(namespace, [mine[0], theirs[0], mine[1]], utcnow())
+    assert marks.flush() == 2
+    text = _pending_text(core, namespace)
+    assert mine[0] in text and theirs[0] not in text and not _pending_text(core, other)
+    assert len(core.store.get(other, theirs[0]).access_times) == 1
+    assert _links(core, other, theirs[0], utcnow()) == {}
+    core.fold_marks()
+    assert len(_raw(core, other, theirs[0])) == 1 and _link_rows(core, other) == 0
+
+
+def test_a_memory_forgotten_while_its_marks_wait_stays_forgotten(core, namespace):
+    """Marked, flushed into the state row, then forgotten: its pairs leave the row in the forget's
+    transaction, no reader shows it as a neighbour, and the fold writes no row or link for it."""
+    cat, vet, mochi, *_ = _stored(core, namespace)
+    marks = RecallMarks(core.store, every_s=3600.0)
+    marks.note(namespace, [cat, vet, mochi], utcnow() - timedelta(minutes=1))
+    marks.flush()
+    assert cat in _links(core, namespace, vet, utcnow())
+    core.forget(namespace, cat)
+    assert cat not in _links(core, namespace, vet, utcnow()) and core.store.count_links(namespace) == 1
+    assert f'"{cat}","' not in _pending_text(core, namespace) and f',"{cat}",' not in _pending_text(core, namespace)
+    core.fold_marks()
+    assert core.store.get_many(namespace, [cat]) == {}
+    assert _links(core, namespace, vet, utcnow()) == {mochi: pytest.approx(1.0, rel=1e-3)}
+    assert _link_rows(core, namespace) == 1 and len(_raw(core, namespace, vet)) == 2
