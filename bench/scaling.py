@@ -504,7 +504,8 @@ def run(people: int = 40, per_person: int = 12, warmup: int = 20, embedder: str 
         folding = dict(counter.marks_rows)
         counter.marks.on = True
         try:
-            core.marks.fold()
+            for ns in core.store.pending_namespaces():
+                core.store.fold_marks(ns, half_life_days=core.marks.half_life_days)
         finally:
             counter.marks.on = False
         wall = time.perf_counter() - before["wall"]

@@ -185,16 +185,13 @@ class Links(StoreBase):
             return out
         at = at or utcnow()
         marks = ", ".join([self.mark] * len(wanted))
-        # recall's association channel, once per recall: through the DBAPI cursor (``_read_many``),
-        # the pending row first (a fold between the two reads is then seen twice, never missed)
-        reads = [(f"SELECT a_id, b_id, weight, reasons, updated_at FROM memory_links "
-                  f"WHERE namespace = {self.mark} AND (a_id IN ({marks}) OR b_id IN ({marks}))",
-                  (str(ns), *wanted, *wanted))]
+        # recall's association channel, once per recall: through the DBAPI cursor (``_read_rows``),
+        # the pending row first when not given (a fold between the two reads is then seen twice, never missed)
         if pending is None:
-            reads.insert(0, (f"SELECT marks FROM namespace_state WHERE namespace = {self.mark}", (str(ns),)))
-        *state, rows = self._read_many(reads)
-        if pending is None:
-            pending = PendingMarks.parse(state[0][0][0]) if state[0] else NO_MARKS
+            pending = self.pending_marks(ns)  # type: ignore[attr-defined]
+        rows = self._read_rows(f"SELECT a_id, b_id, weight, reasons, updated_at FROM memory_links "
+                               f"WHERE namespace = {self.mark} AND (a_id IN ({marks}) OR b_id IN ({marks}))",
+                               (str(ns), *wanted, *wanted))
         have = {(a_id, b_id): (weight, reasons, _aware(raw_datetime(updated_at)))
                 for a_id, b_id, weight, reasons, updated_at in rows}
         if pending.pairs:
