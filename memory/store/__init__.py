@@ -105,7 +105,7 @@ from memory.store.memories import Candidate, MemoryRows, MemoryText
 from memory.store.nonces import NonceClaim, SeenNonces
 from memory.store.outbox import IndexOp, IndexOutbox
 from memory.store.pauses import Pause, Pauses
-from memory.store.pending import NO_MARKS, PendingMarks, PendingMarksRows
+from memory.store.pending import NO_MARKS, PendingMarks
 from memory.store.versions import NamespaceStats, NamespaceVersions
 
 __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utcnow", "ChatMigration", "PendingCapture",
@@ -116,7 +116,7 @@ __all__ = ["Store", "ChatLine", "IndexOp", "TenantCounts", "new_memory_id", "utc
 
 class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState, SeenNonces, Conflicts, Links,
             ApiKeys, ConsoleSessions, NamespaceVersions, ConsolidatedRows, ChangeEvents, Pauses, TokenLedger,
-            Followups, PendingMarksRows):
+            Followups):
     """SQL source of truth. Thread-safe; methods are synchronous (call them in a
     thread from async code).
 
@@ -125,14 +125,14 @@ class Store(MemoryRows, ChatLog, IndexOutbox, AuditLog, Identities, CommandState
     Raises StoreError when the database cannot be reached.
 
     The methods live with their concern (see the package docstring): memories,
-    history and tombstones in ``MemoryRows``; chat log, deliveries and
+    history and tombstones in ``MemoryRows`` (with recall's marks waiting in
+    their namespace's row: ``memory.store.pending``); chat log, deliveries and
     redactions in ``ChatLog``; the index outbox in ``IndexOutbox``; audit in
     ``AuditLog``; identity links and ``move_namespace`` in ``Identities``;
     last-recall traces, confirmations and tenant counts in ``CommandState``;
     conflict links in ``Conflicts``; association links in ``Links``; write
     versions and live counts in ``NamespaceVersions``; consolidated memories and
-    consolidation state in ``ConsolidatedRows``; recall marks waiting in
-    their namespace's row in ``PendingMarksRows``; the console's sessions in
+    consolidation state in ``ConsolidatedRows``; the console's sessions in
     ``ConsoleSessions``. All share ``StoreBase``'s engine
     and transactions.
     """

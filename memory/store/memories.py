@@ -31,8 +31,9 @@ from memory.store.conflicts import _unlink
 from memory.store.consolidated import _awake, _count_hits, _drop_consolidated
 from memory.store.events import _E as _EVENTS
 from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit, new_event_uid
-from memory.store.links import _unlink_links
-from memory.store.pending import NO_MARKS, PendingMarks
+from memory.store.links import Links, _unlink_links
+from memory.links import DEFAULT_HALF_LIFE_DAYS
+from memory.store.pending import FOLD_AT, NO_MARKS, PendingMarks, _moment
 from memory.store.versions import _bump, _bump_sql
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _AuditRow, _HistoryRow, _IndexOpRow, _meta, _meta_json,
                                  _MemoryRow, _TombstoneRow, _to_memory)
@@ -309,7 +310,7 @@ class MemoryRows(StoreBase):
         """The live memory ``memory_id`` of ``ns`` (its access times with those still
         waiting in its namespace's row: ``memory.store.pending``); NotFoundError if
         it is not in ``ns``."""
-        pending = self.pending_marks(ns)  # type: ignore[attr-defined]
+        pending = self.pending_marks(ns)
         with self._read() as s:
             row = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.id == memory_id)).first()
         if row is None:
@@ -462,7 +463,7 @@ class MemoryRows(StoreBase):
 
     def find_by_key(self, ns: Namespace, key: str) -> Memory | None:
         """The live memory of ``ns`` with canonical ``key``, or None."""
-        pending = self.pending_marks(ns)  # type: ignore[attr-defined]
+        pending = self.pending_marks(ns)
         with self._read() as s:
             row = s.exec(select(_MemoryRow).where(_MemoryRow.namespace == str(ns), _MemoryRow.key == key)).first()
         return pending.memory(_to_memory(row)) if row else None
@@ -500,7 +501,7 @@ class MemoryRows(StoreBase):
         """Live memories of ``ns``, newest first; without dormant consolidated ones
         when ``include_dormant`` is False (left out in SQL, so pages stay exact).
         Access times include those waiting in ``ns``'s state row."""
-        pending = self.pending_marks(ns)  # type: ignore[attr-defined]
+        pending = self.pending_marks(ns)
         with self._read() as s:
             rows = s.exec(
                 select(_MemoryRow)
@@ -652,7 +653,7 @@ class MemoryRows(StoreBase):
         """Live memories of ``ns`` learned from message ``message_id`` of ``chat``
         (the edit path), oldest first; access times include those waiting in
         ``ns``'s state row."""
-        pending = self.pending_marks(ns)  # type: ignore[attr-defined]
+        pending = self.pending_marks(ns)
         with self._read() as s:
             rows = s.exec(select(_MemoryRow).where(
                 _MemoryRow.namespace == str(ns), _MemoryRow.source_message_id == message_id,
@@ -806,6 +807,107 @@ class MemoryRows(StoreBase):
                 _count_hits(conn, ns, hit, last, n)
         return len(rows)
 
+    # -- recall marks waiting in the namespace's state row (memory.store.pending) ---------------
+
+    def pending_marks(self, ns: Namespace) -> PendingMarks:
+        """The marks waiting in ``ns``'s row (``NO_MARKS`` when none). One
+        primary-key read; raises StoreError."""
+        rows = self._read_rows(f"SELECT marks FROM namespace_state WHERE namespace = {self.mark}", (str(ns),))
+        return PendingMarks.parse(rows[0][0]) if rows else NO_MARKS
+
+    def pending_namespaces(self) -> list[Namespace]:
+        """Every namespace whose row holds marks not folded yet."""
+        rows = self._read_rows("SELECT namespace FROM namespace_state WHERE marks IS NOT NULL", ())
+        return [Namespace.parse(r[0]) for r in rows]
+
+    def pend_marks(self, ns: Namespace, times: Mapping[str, Sequence[datetime]],
+                   pairs: Mapping[tuple[str, str], tuple[float, datetime]], *,
+                   half_life_days: float = DEFAULT_HALF_LIFE_DAYS, fold_at: int = FOLD_AT) -> int:
+        """One flush's marks of ``ns``, in one transaction: ``times`` (memory id →
+        the aware times it went into a prompt) and ``pairs`` (``(a, b)`` → (weight
+        its co-uses added, > 0; the last, aware)). Only ids that are live memories
+        of ``ns`` are kept (another namespace's, or forgotten meanwhile, are
+        dropped); a consolidated one counts its hits now (it may wake up), as
+        ``touch_times`` does. The rest is merged into ``ns``'s row — one row
+        written — and folded into the memories and links rows when the row then
+        holds more than ``fold_at`` memories and pairs (``fold_marks``). A
+        namespace without a state row is written at once (``touch_times``,
+        ``strengthen_pairs``). Returns the live memories marked. Raises
+        StoreError (ValueError for a non-positive amount or half-life)."""
+        if half_life_days <= 0 or any(a <= 0 for a, _ in pairs.values()):
+            raise ValueError("amount and half_life_days must be > 0")
+        wanted = {i: sorted(ts) for i, ts in times.items() if i and ts}
+        ids = sorted(set(wanted) | {i for p in pairs for i in p if i})
+        if not ids:
+            return 0
+        m = self.mark
+        lock = " FOR UPDATE" if not self.is_sqlite else ""
+        with self._write_conn() as conn:
+            state = conn.exec_driver_sql(f"SELECT marks FROM namespace_state WHERE namespace = {m}{lock}",
+                                         (str(ns),)).first()
+            if state is None:
+                written = None
+            else:
+                live = {i: bool(c) for i, c in conn.exec_driver_sql(
+                    f"SELECT id, EXISTS (SELECT 1 FROM consolidated c WHERE c.namespace = memories.namespace "
+                    f"AND c.memory_id = memories.id) FROM memories WHERE namespace = {m} "
+                    f"AND id IN ({', '.join([m] * len(ids))})", (str(ns), *ids)).all()}
+                mine_times = {i: ts for i, ts in wanted.items() if i in live}
+                mine_pairs = {(a, b) if a < b else (b, a): v for (a, b), v in pairs.items()
+                              if a in live and b in live and a != b}
+                by_count: dict[tuple[int, datetime], list[str]] = {}
+                for i, ts in mine_times.items():
+                    if live[i]:
+                        by_count.setdefault((len(ts), ts[-1]), []).append(i)
+                for (n, last), hit in by_count.items():
+                    _count_hits(conn, ns, hit, last, n)
+                pending = PendingMarks.parse(state[0]).added(mine_times, mine_pairs)
+                if len(pending) > fold_at:
+                    self._fold(conn, ns, pending, half_life_days)
+                elif mine_times or mine_pairs:
+                    # recall reads links only where the counter says some were made: pending pairs count
+                    conn.exec_driver_sql(
+                        f"UPDATE namespace_state SET marks = {m}, links = CASE WHEN links = 0 THEN {m} ELSE links END "
+                        f"WHERE namespace = {m}", (pending.dump(), len(pending.pairs), str(ns)))
+                written = len(mine_times)
+        if written is None:  # no state row (a namespace written before the table): at once, as before
+            written = self.touch_times(ns, wanted)
+            if pairs:
+                self.strengthen_pairs(ns, pairs, reason="recalled", half_life_days=half_life_days)  # type: ignore[attr-defined]
+        return written
+
+    def fold_marks(self, ns: Namespace, *, half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> int:
+        """Write the marks waiting in ``ns``'s row into its memories and links rows
+        now and clear the row, in one transaction; returns the memories and
+        pairs folded (0 when none waited). Raises StoreError."""
+        m = self.mark
+        lock = " FOR UPDATE" if not self.is_sqlite else ""
+        with self._write_conn() as conn:
+            state = conn.exec_driver_sql(f"SELECT marks FROM namespace_state WHERE namespace = {m}{lock}",
+                                         (str(ns),)).first()
+            pending = PendingMarks.parse(state[0] if state else None)
+            if not len(pending):
+                return 0
+            self._fold(conn, ns, pending, half_life_days)
+        return len(pending)
+
+    def _fold(self, conn, ns: Namespace, pending: PendingMarks, half_life_days: float) -> None:
+        """On ``conn`` (a write transaction): ``pending`` into the rows of the live
+        memories of ``ns`` and their links (``merge_times``, ``fold_pair``), the
+        row's marks cleared."""
+        m = self.mark
+        ids = sorted(set(pending.times) | {i for p in pending.pairs for i in p})
+        rows = conn.exec_driver_sql(f"SELECT id, access_times FROM memories WHERE namespace = {m} "
+                                    f"AND id IN ({', '.join([m] * len(ids))})", (str(ns), *ids)).all()
+        live = {i for i, _ in rows}
+        updates = [(pending.access_times(i, had), str(ns), i) for i, had in rows if i in pending.times]
+        if updates:
+            conn.exec_driver_sql(f"UPDATE memories SET access_times = {m} WHERE namespace = {m} AND id = {m}", updates)
+        pairs = {p: (w, _moment(last)) for p, (w, last) in pending.pairs.items() if p[0] in live and p[1] in live}
+        if pairs:
+            Links._write_pairs(conn, ns, sorted(live), pairs, "recalled", half_life_days)
+        conn.exec_driver_sql(f"UPDATE namespace_state SET marks = NULL WHERE namespace = {m}", (str(ns),))
+
     def iter_ids(self, ns: Namespace) -> list[str]:
         """Ids of every live memory of ``ns`` (for index repair)."""
         with self._read() as s:
@@ -836,7 +938,7 @@ class MemoryRows(StoreBase):
         ``ChatRef.group_key``, any topic) and visible there, newest first;
         without dormant consolidated ones when ``include_dormant`` is False.
         Access times include those waiting in ``ns``'s state row."""
-        pending = self.pending_marks(ns)  # type: ignore[attr-defined]
+        pending = self.pending_marks(ns)
         with self._read() as s:
             rows = s.exec(select(_MemoryRow).where(*self._in_group(ns, group_key, include_dormant))
                           .order_by(_MemoryRow.updated_at.desc(), _MemoryRow.id)  # type: ignore[attr-defined]
@@ -870,7 +972,7 @@ class MemoryRows(StoreBase):
                 _emit(s, self.event_tenants, ns, CHANGED, [(row.id, row.version)])
             s.flush()
             done = _to_memory(row)
-        return self.pending_marks(ns).memory(done)  # type: ignore[attr-defined]
+        return self.pending_marks(ns).memory(done)
 
     def ids_with_metadata(self, ns: Namespace, group_key: str | None = None) -> list[tuple[str, str]]:
         """``(id, meta JSON)`` of the live memories of ``ns`` that have metadata

@@ -1,4 +1,6 @@
-"""Recall marks waiting in their namespace's state row (``namespace_state.marks``).
+"""Recall marks waiting in their namespace's state row (``namespace_state.marks``):
+what they hold and the rules that merge them (the writes are ``MemoryRows``':
+``pend_marks``, ``fold_marks``).
 
 A flush of recall's marks (``memory.marks.RecallMarks``) writes one row per
 namespace: the access times and co-recall weight its window added, merged into
@@ -42,11 +44,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from memory.links import DEFAULT_HALF_LIFE_DAYS, W_MAX, decayed, grown, meaningful
-from memory.store.base import StoreBase
 from memory.store.tables import ACCESS_TIMES_KEPT
 from memory.types import Memory, Namespace
 
-__all__ = ["FOLD_AT", "NO_MARKS", "PendingMarks", "PendingMarksRows", "fold_pair", "merge_times"]
+__all__ = ["FOLD_AT", "NO_MARKS", "PendingMarks", "fold_pair", "merge_times"]
 
 FOLD_AT = 128
 """Memories plus pairs a namespace's pending row may hold before a flush folds
@@ -213,111 +214,3 @@ def _drop_pending_pairs(conn, ns: Namespace | str, ids: Sequence[str]) -> None:
     if len(kept.pairs) != len(pending.pairs):
         conn.exec_driver_sql(f"UPDATE namespace_state SET marks = {mark} WHERE namespace = {mark}",
                              (kept.dump(), str(ns)))
-
-
-class PendingMarksRows(StoreBase):
-    """Recall marks written per namespace and flush, folded later (module docstring)."""
-
-    def pending_marks(self, ns: Namespace) -> PendingMarks:
-        """The marks waiting in ``ns``'s row (``NO_MARKS`` when none). One
-        primary-key read; raises StoreError."""
-        rows = self._read_rows(f"SELECT marks FROM namespace_state WHERE namespace = {self.mark}", (str(ns),))
-        return PendingMarks.parse(rows[0][0]) if rows else NO_MARKS
-
-    def pending_namespaces(self) -> list[Namespace]:
-        """Every namespace whose row holds marks not folded yet."""
-        rows = self._read_rows("SELECT namespace FROM namespace_state WHERE marks IS NOT NULL", ())
-        return [Namespace.parse(r[0]) for r in rows]
-
-    def pend_marks(self, ns: Namespace, times: Mapping[str, Sequence[datetime]],
-                   pairs: Mapping[tuple[str, str], tuple[float, datetime]], *,
-                   half_life_days: float = DEFAULT_HALF_LIFE_DAYS, fold_at: int = FOLD_AT) -> int:
-        """One flush's marks of ``ns``, in one transaction: ``times`` (memory id →
-        the aware times it went into a prompt) and ``pairs`` (``(a, b)`` → (weight
-        its co-uses added, > 0; the last, aware)). Only ids that are live memories
-        of ``ns`` are kept (another namespace's, or forgotten meanwhile, are
-        dropped); a consolidated one counts its hits now (it may wake up), as
-        ``touch_times`` does. The rest is merged into ``ns``'s row — one row
-        written — and folded into the memories and links rows when the row then
-        holds more than ``fold_at`` memories and pairs (``fold_marks``). A
-        namespace without a state row is written at once (``touch_times``,
-        ``strengthen_pairs``). Returns the live memories marked. Raises
-        StoreError (ValueError for a non-positive amount or half-life)."""
-        if half_life_days <= 0 or any(a <= 0 for a, _ in pairs.values()):
-            raise ValueError("amount and half_life_days must be > 0")
-        wanted = {i: sorted(ts) for i, ts in times.items() if i and ts}
-        ids = sorted(set(wanted) | {i for p in pairs for i in p if i})
-        if not ids:
-            return 0
-        from memory.store.consolidated import _count_hits
-
-        m = self.mark
-        lock = " FOR UPDATE" if not self.is_sqlite else ""
-        with self._write_conn() as conn:
-            state = conn.exec_driver_sql(f"SELECT marks FROM namespace_state WHERE namespace = {m}{lock}",
-                                         (str(ns),)).first()
-            if state is None:
-                written = None
-            else:
-                live = {i: bool(c) for i, c in conn.exec_driver_sql(
-                    f"SELECT id, EXISTS (SELECT 1 FROM consolidated c WHERE c.namespace = memories.namespace "
-                    f"AND c.memory_id = memories.id) FROM memories WHERE namespace = {m} "
-                    f"AND id IN ({', '.join([m] * len(ids))})", (str(ns), *ids)).all()}
-                mine_times = {i: ts for i, ts in wanted.items() if i in live}
-                mine_pairs = {(a, b) if a < b else (b, a): v for (a, b), v in pairs.items()
-                              if a in live and b in live and a != b}
-                by_count: dict[tuple[int, datetime], list[str]] = {}
-                for i, ts in mine_times.items():
-                    if live[i]:
-                        by_count.setdefault((len(ts), ts[-1]), []).append(i)
-                for (n, last), hit in by_count.items():
-                    _count_hits(conn, ns, hit, last, n)
-                pending = PendingMarks.parse(state[0]).added(mine_times, mine_pairs)
-                if len(pending) > fold_at:
-                    self._fold(conn, ns, pending, half_life_days)
-                elif mine_times or mine_pairs:
-                    # recall reads links only where the counter says some were made: pending pairs count
-                    conn.exec_driver_sql(
-                        f"UPDATE namespace_state SET marks = {m}, links = CASE WHEN links = 0 THEN {m} ELSE links END "
-                        f"WHERE namespace = {m}", (pending.dump(), len(pending.pairs), str(ns)))
-                written = len(mine_times)
-        if written is None:  # no state row (a namespace written before the table): at once, as before
-            written = self.touch_times(ns, wanted)  # type: ignore[attr-defined]
-            if pairs:
-                self.strengthen_pairs(ns, pairs, reason="recalled", half_life_days=half_life_days)  # type: ignore[attr-defined]
-        return written
-
-    def fold_marks(self, ns: Namespace, *, half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> int:
-        """Write the marks waiting in ``ns``'s row into its memories and links rows
-        now and clear the row, in one transaction; returns the memories and
-        pairs folded (0 when none waited). Raises StoreError."""
-        m = self.mark
-        lock = " FOR UPDATE" if not self.is_sqlite else ""
-        with self._write_conn() as conn:
-            state = conn.exec_driver_sql(f"SELECT marks FROM namespace_state WHERE namespace = {m}{lock}",
-                                         (str(ns),)).first()
-            pending = PendingMarks.parse(state[0] if state else None)
-            if not len(pending):
-                return 0
-            self._fold(conn, ns, pending, half_life_days)
-        return len(pending)
-
-    def _fold(self, conn, ns: Namespace, pending: PendingMarks, half_life_days: float) -> None:
-        """On ``conn`` (a write transaction): ``pending`` into the rows of the live
-        memories of ``ns`` and their links (``merge_times``, ``fold_pair``), the
-        row's marks cleared."""
-        from memory.store.links import Links
-
-        m = self.mark
-        ids = sorted(set(pending.times) | {i for p in pending.pairs for i in p})
-        rows = conn.exec_driver_sql(f"SELECT id, access_times FROM memories WHERE namespace = {m} "
-                                    f"AND id IN ({', '.join([m] * len(ids))})", (str(ns), *ids)).all()
-        live = {i for i, _ in rows}
-        updates = [(pending.access_times(i, had), str(ns), i) for i, had in rows if i in pending.times]
-        if updates:
-            conn.exec_driver_sql(f"UPDATE memories SET access_times = {m} WHERE namespace = {m} AND id = {m}", updates)
-        pairs = {p: (w, _moment(last)) for p, (w, last) in pending.pairs.items() if p[0] in live and p[1] in live}
-        if pairs:
-            Links._write_pairs(conn, ns, sorted(live), pairs, "recalled", half_life_days)
-        conn.exec_driver_sql(f"UPDATE namespace_state SET marks = NULL WHERE namespace = {m}", (str(ns),))
-
