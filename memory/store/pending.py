@@ -42,6 +42,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from functools import lru_cache
 
 from memory.links import DEFAULT_HALF_LIFE_DAYS, W_MAX, decayed, grown, meaningful
 from memory.store.tables import ACCESS_TIMES_KEPT
@@ -108,15 +109,10 @@ class PendingMarks:
 
     @classmethod
     def parse(cls, text: str | None) -> PendingMarks:
-        """The marks of a row's ``marks`` text (NULL or unreadable: none)."""
-        if not text:
-            return NO_MARKS
-        try:
-            raw = json.loads(text)
-            return cls({i: tuple(ts) for i, ts in raw.get("t", {}).items()},
-                       {(a, b): (float(w), last) for a, b, w, last in raw.get("p", [])})
-        except (ValueError, TypeError, AttributeError):
-            return NO_MARKS
+        """The marks of a row's ``marks`` text (NULL or unreadable: none). Every
+        recall reads its namespace's row; an unchanged text is parsed once
+        (``_parsed``: the last ``PARSED_KEPT`` texts; nothing mutates the result)."""
+        return _parsed(text) if text else NO_MARKS
 
     def dump(self) -> str | None:
         """The row's ``marks`` text (None when nothing waits)."""
@@ -194,6 +190,19 @@ class PendingMarks:
 
 NO_MARKS = PendingMarks()
 """No marks waiting (a ``namespace_state`` row whose ``marks`` is NULL)."""
+
+PARSED_KEPT = 256
+"""Pending rows' texts whose parse is kept (a few KB each, ``FOLD_AT`` entries at most)."""
+
+
+@lru_cache(maxsize=PARSED_KEPT)
+def _parsed(text: str) -> PendingMarks:
+    try:
+        raw = json.loads(text)
+        return PendingMarks({i: tuple(ts) for i, ts in raw.get("t", {}).items()},
+                            {(a, b): (float(w), last) for a, b, w, last in raw.get("p", [])})
+    except (ValueError, TypeError, AttributeError):
+        return NO_MARKS
 
 
 def _drop_pending_pairs(conn, ns: Namespace | str, ids: Sequence[str]) -> None:
