@@ -23,7 +23,7 @@ from types import SimpleNamespace
 from sqlalchemy import and_, func, insert
 from sqlmodel import Session, delete, select
 
-from memory.errors import NamespaceError, NotFoundError
+from memory.errors import NamespaceError, NotFoundError, StoreError
 from memory.store.audit import AuditEntry, AuditLog
 from memory.store.base import DbapiStatement, DbapiWriter, StoreBase, raw_datetime, utcnow
 from memory.store.chatlog import _redact_line
@@ -195,6 +195,15 @@ first: a whole row is also a ``Candidate``."""
 _DATE_COLUMNS = tuple(c for c in ("created_at", "updated_at", "valid_from", "valid_to", "event_time", "event_end")
                       if c in _GET_COLUMNS)
 _AT = {c: i for i, c in enumerate(_GET_COLUMNS)}
+
+
+class _Raced(Exception):
+    """A namespace's state row changed between a marks write's read and its write
+    (another process flushed or folded): the transaction is rolled back and retried."""
+
+
+_RACES = 3
+"""Tries of a marks write whose state row another process keeps changing."""
 
 
 def _tuple_memory(r: tuple, ns: Namespace) -> Memory:
@@ -808,6 +817,7 @@ class MemoryRows(StoreBase):
         return len(rows)
 
     # -- recall marks waiting in the namespace's state row (memory.store.pending) ---------------
+    # (tried up to ``_RACES`` times when another process wrote the row meanwhile: ``_Raced``)
 
     def pending_marks(self, ns: Namespace) -> PendingMarks:
         """The marks waiting in ``ns``'s row (``NO_MARKS`` when none). One
@@ -840,10 +850,22 @@ class MemoryRows(StoreBase):
         ids = sorted(set(wanted) | {i for p in pairs for i in p if i})
         if not ids:
             return 0
+        for _ in range(_RACES):
+            try:
+                return self._pend(ns, wanted, ids, pairs, half_life_days, fold_at)
+            except _Raced:
+                continue
+        raise StoreError(f"recall marks of {ns}: its state row changed under {_RACES} flushes")
+
+    def _pend(self, ns: Namespace, wanted: dict[str, list[datetime]], ids: list[str],
+              pairs: Mapping[tuple[str, str], tuple[float, datetime]], half_life_days: float, fold_at: int) -> int:
+        """``pend_marks``' transaction; raises ``_Raced`` (rolled back) when another
+        process wrote the row between its read and its write."""
         m = self.mark
-        lock = " FOR UPDATE" if not self.is_sqlite else ""
+        # no row lock taken first: the row is written last (after any memories and links rows), in the
+        # order a forget writes them, and only if it still holds what was read (else retried)
         with self._write_conn() as conn:
-            state = conn.exec_driver_sql(f"SELECT marks FROM namespace_state WHERE namespace = {m}{lock}",
+            state = conn.exec_driver_sql(f"SELECT marks FROM namespace_state WHERE namespace = {m}",
                                          (str(ns),)).first()
             if state is None:
                 written = None
@@ -863,12 +885,14 @@ class MemoryRows(StoreBase):
                     _count_hits(conn, ns, hit, last, n)
                 pending = PendingMarks.parse(state[0]).added(mine_times, mine_pairs)
                 if len(pending) > fold_at:
-                    self._fold(conn, ns, pending, half_life_days)
+                    self._fold(conn, ns, pending, half_life_days, state[0])
                 elif mine_times or mine_pairs:
                     # recall reads links only where the counter says some were made: pending pairs count
-                    conn.exec_driver_sql(
-                        f"UPDATE namespace_state SET marks = {m}, links = CASE WHEN links = 0 THEN {m} ELSE links END "
-                        f"WHERE namespace = {m}", (pending.dump(), len(pending.pairs), str(ns)))
+                    if not conn.exec_driver_sql(
+                            f"UPDATE namespace_state SET marks = {m}, links = CASE WHEN links = 0 THEN {m} ELSE links "
+                            f"END WHERE namespace = {m} AND COALESCE(marks, '') = {m}",
+                            (pending.dump(), len(pending.pairs), str(ns), state[0] or "")).rowcount:
+                        raise _Raced
                 written = len(mine_times)
         if written is None:  # no state row (a namespace written before the table): at once, as before
             written = self.touch_times(ns, wanted)
@@ -880,21 +904,25 @@ class MemoryRows(StoreBase):
         """Write the marks waiting in ``ns``'s row into its memories and links rows
         now and clear the row, in one transaction; returns the memories and
         pairs folded (0 when none waited). Raises StoreError."""
-        m = self.mark
-        lock = " FOR UPDATE" if not self.is_sqlite else ""
-        with self._write_conn() as conn:
-            state = conn.exec_driver_sql(f"SELECT marks FROM namespace_state WHERE namespace = {m}{lock}",
-                                         (str(ns),)).first()
-            pending = PendingMarks.parse(state[0] if state else None)
-            if not len(pending):
-                return 0
-            self._fold(conn, ns, pending, half_life_days)
-        return len(pending)
+        for _ in range(_RACES):
+            try:
+                with self._write_conn() as conn:
+                    state = conn.exec_driver_sql(f"SELECT marks FROM namespace_state WHERE namespace = {self.mark}",
+                                                 (str(ns),)).first()
+                    pending = PendingMarks.parse(state[0] if state else None)
+                    if not len(pending):
+                        return 0
+                    self._fold(conn, ns, pending, half_life_days, state[0])  # type: ignore[index]
+                return len(pending)
+            except _Raced:
+                continue
+        raise StoreError(f"recall marks of {ns}: its state row changed under {_RACES} folds")
 
-    def _fold(self, conn, ns: Namespace, pending: PendingMarks, half_life_days: float) -> None:
+    def _fold(self, conn, ns: Namespace, pending: PendingMarks, half_life_days: float, was: str | None) -> None:
         """On ``conn`` (a write transaction): ``pending`` into the rows of the live
-        memories of ``ns`` and their links (``merge_times``, ``fold_pair``), the
-        row's marks cleared."""
+        memories of ``ns`` and their links (``merge_times``, ``fold_pair``), then the
+        row's marks cleared if it still holds ``was`` (its text as read; else
+        ``_Raced``, and the caller's transaction rolls back)."""
         m = self.mark
         ids = sorted(set(pending.times) | {i for p in pending.pairs for i in p})
         rows = conn.exec_driver_sql(f"SELECT id, access_times FROM memories WHERE namespace = {m} "
@@ -906,7 +934,9 @@ class MemoryRows(StoreBase):
         pairs = {p: (w, _moment(last)) for p, (w, last) in pending.pairs.items() if p[0] in live and p[1] in live}
         if pairs:
             Links._write_pairs(conn, ns, sorted(live), pairs, "recalled", half_life_days)
-        conn.exec_driver_sql(f"UPDATE namespace_state SET marks = NULL WHERE namespace = {m}", (str(ns),))
+        if not conn.exec_driver_sql(f"UPDATE namespace_state SET marks = NULL WHERE namespace = {m} "
+                                    f"AND COALESCE(marks, '') = {m}", (str(ns), was or "")).rowcount:
+            raise _Raced
 
     def iter_ids(self, ns: Namespace) -> list[str]:
         """Ids of every live memory of ``ns`` (for index repair)."""

@@ -171,3 +171,33 @@ def test_a_memory_forgotten_while_its_marks_wait_stays_forgotten(core, namespace
     assert core.store.get_many(namespace, [cat]) == {}
     assert _links(core, namespace, vet, utcnow()) == {mochi: pytest.approx(1.0, rel=1e-3)}
     assert _link_rows(core, namespace) == 1 and len(_raw(core, namespace, vet)) == 2
+
+
+def test_a_flush_racing_another_process_on_the_row_keeps_both_marks(core, namespace, monkeypatch):
+    """PostgreSQL: another process writes the namespace's row between this flush's read and its
+    write; the flush sees its row changed, rolls back and merges again, so neither window's times
+    are lost (and no row lock is held across the memories rows a forget writes first)."""
+    if core.store.is_sqlite:
+        pytest.skip("SQLite: BEGIN IMMEDIATE serializes the writers of one file")
+    from memory.store import PendingMarks, Store
+
+    a, b, *_ = _stored(core, namespace)
+    other = Store(core.store.url, schema=core.store.schema)
+    t0 = utcnow() - timedelta(minutes=3)
+    added = PendingMarks.added
+    raced = []
+
+    def racing(self, times, pairs):
+        if not raced:
+            raced.append(0)  # the other process's own flush runs this too: once
+            raced[0] = other.pend_marks(namespace, {b: [t0 + timedelta(minutes=1)]}, {})
+        return added(self, times, pairs)
+
+    monkeypatch.setattr(PendingMarks, "added", racing)
+    try:
+        assert core.store.pend_marks(namespace, {a: [t0]}, {}) == 1
+    finally:
+        other.close()
+    assert raced == [1]
+    assert t0 in core.store.get(namespace, a).access_times
+    assert t0 + timedelta(minutes=1) in core.store.get(namespace, b).access_times
