@@ -687,7 +687,9 @@ class MemoryRows(StoreBase):
         ``visibility`` (the chat that text was said in), so a chat can apply the
         disclosure rule per version (``memory.explain.visible_in``); a version
         stored without them reads as origin None / PRIVATE (fails closed in
-        groups). NotFoundError when neither live nor historic rows exist."""
+        groups). The live version's access times include those waiting in
+        ``ns``'s state row. NotFoundError when neither live nor historic rows exist."""
+        pending = self.pending_marks(ns)
         with self._read() as s:
             hist = s.exec(
                 select(_HistoryRow)
@@ -704,7 +706,7 @@ class MemoryRows(StoreBase):
             for h in hist
         ]
         if live is not None:
-            out.append(_to_memory(live))
+            out.append(pending.memory(_to_memory(live)))
         if not out:
             raise NotFoundError(f"no memory {memory_id!r} in {ns}")
         return out
