@@ -394,16 +394,14 @@ class MemoryRows(StoreBase):
             return out
         by_name = {str(ns): ns for ns in wanted}
         ids, names = sorted({i for i, _ in asked}), list(by_name)
-        sql = self._by_ids_sql(len(ids), len(names))
-        # each namespace's pending access times first (``memory.store.pending``), merged into its own rows only
-        state, rows = self._read_many([(f"SELECT namespace, marks FROM namespace_state WHERE marks IS NOT NULL "
-                                        f"AND namespace IN ({', '.join([self.mark] * len(names))})", tuple(names)),
-                                       (sql, (*ids, *names))])
-        pending = {n: PendingMarks.parse(marks) for n, marks in state}
+        # each row with its own namespace's pending marks (``memory.store.pending``) in the same statement:
+        # a capture batch's few rows, one round trip
+        sql = self._by_ids_sql(len(ids), len(names)).replace(
+            " FROM memories ", ", (SELECT s.marks FROM namespace_state s WHERE s.namespace = memories.namespace) "
+                               "FROM memories ", 1)
         at = _AT["access_times"]
-        for r in rows:
-            if r[_AT["namespace"]] in pending:
-                r = pending[r[_AT["namespace"]]].row(r, 0, at)
+        for *r, marks in self._read_rows(sql, (*ids, *names)):
+            r = PendingMarks.parse(marks).row(tuple(r), 0, at)
             row = SimpleNamespace(**dict(zip(_GET_COLUMNS, r)))
             if (row.id, row.namespace) not in asked:
                 continue

@@ -103,10 +103,17 @@ def test_a_flush_writes_the_namespace_row_and_every_reader_sees_the_times(core, 
     assert len(core.store.get(namespace, e).access_times) == 1  # never marked
 
 
-@pytest.mark.parametrize("exact_max", [0, 200])  # the index path (Store.candidates), the exact one (live_if_at_most)
-def test_recall_scores_the_same_with_pending_marks_and_after_the_fold(core, namespace, exact_max):
+@pytest.mark.parametrize("path", ["index", "exact", "cached"])
+def test_recall_scores_the_same_with_pending_marks_and_after_the_fold(core, namespace, path):
     """What recall ranks and scores (activation reads the access times, the association channel
-    the links) is the same while the marks wait in the state row and once they are folded."""
+    the links) is the same while the marks wait in the state row and once they are folded: through
+    the index (Store.candidates), the exact path (live_if_at_most) and recall's cache (its view
+    holds texts and vectors; the candidates' times are read with Store.candidates)."""
+    exact_max = 200 if path == "exact" else 0
+    if path == "cached":
+        from memory.cache import NamespaceCache
+
+        core.cache = NamespaceCache(16)
     ids = _stored(core, namespace)
     t0 = utcnow() - timedelta(hours=2)
     _windows(core, namespace, ids, t0)
