@@ -150,11 +150,15 @@ class Identities(StoreBase):
         changed. Pauses move too (``_move_pauses``). Consolidated rows
         move with their memories, their sources renamed to the rows the fragments
         landed in (``_move_consolidated``); ``src``'s consolidation state is dropped.
+        Recall's marks waiting in either namespace's state row are folded into
+        the rows first (``fold_marks``, the default half-life), so they move with them.
         """
         if src.tenant != dst.tenant:
             raise ValueError("identities can only be merged within one tenant")
         if src == dst:
             return [], []
+        for ns in (src, dst):
+            self.fold_marks(ns)  # type: ignore[attr-defined]
         now = utcnow()
         gone: list[str] = []
         changed: list[str] = []

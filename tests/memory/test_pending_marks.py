@@ -208,3 +208,17 @@ def test_a_flush_racing_another_process_on_the_row_keeps_both_marks(core, namesp
     assert raced == [1]
     assert t0 in core.store.get(namespace, a).access_times
     assert t0 + timedelta(minutes=1) in core.store.get(namespace, b).access_times
+
+
+def test_linking_identities_carries_the_marks_waiting_in_the_row(core, namespace):
+    """Marks flushed into tg:1001's row, then tg:1001 merged into tg:2002: the moved memory keeps
+    its pending time in its new namespace (folded into its row before the move)."""
+    other = Namespace(namespace.tenant, "tg:2002")
+    a, *_ = _stored(core, namespace, TEXTS[:1])
+    at = utcnow()
+    marks = RecallMarks(core.store, every_s=3600.0)
+    marks.note(namespace, [a], at)
+    marks.flush()
+    core.store.move_namespace(namespace, other)
+    assert at in core.store.get(other, a).access_times
+    assert not _pending_text(core, namespace)
