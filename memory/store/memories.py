@@ -477,20 +477,26 @@ class MemoryRows(StoreBase):
 
     def key_and_tombstone(self, ns: Namespace, key: str, fingerprints: Sequence[str]) -> tuple[Memory | None, datetime | None]:
         """What an add in ``ns`` checks first, read in one session: the live memory
-        with canonical ``key`` (or None) and the latest forget of any of
-        ``fingerprints`` (None when none was forgotten)."""
+        with canonical ``key`` (or None; its access times with those waiting in
+        ``ns``'s state row) and the latest forget of any of ``fingerprints`` (None
+        when none was forgotten)."""
         prints = sorted(set(fingerprints))
         # the DBAPI cursor on one connection (``_read_many``): on the capture hot path,
         # SQLAlchemy's statement and result handling cost more than the queries
         m = self.mark
-        reads = [(f"SELECT {', '.join(_GET_COLUMNS)} FROM memories WHERE namespace = {m} AND key = {m} LIMIT 1",
+        # the live row with its namespace's pending marks (``memory.store.pending``) in the same statement
+        reads = [(f"SELECT {', '.join(_GET_COLUMNS)}, (SELECT s.marks FROM namespace_state s "
+                  f"WHERE s.namespace = memories.namespace) FROM memories WHERE namespace = {m} AND key = {m} LIMIT 1",
                   (str(ns), key))]
         if prints:
             reads.append((f"SELECT max(forgotten_at) FROM tombstones WHERE namespace = {m} "
                           f"AND fingerprint IN ({', '.join([m] * len(prints))})", (str(ns), *prints)))
         rows, *tomb = self._read_many(reads)
         when = _aware(raw_datetime(tomb[0][0][0])) if tomb and tomb[0] else None
-        return (_tuple_memory(rows[0], ns) if rows else None), when
+        if not rows:
+            return None, when
+        *row, marks = rows[0]
+        return _tuple_memory(PendingMarks.parse(marks).row(tuple(row), 0, _AT["access_times"]), ns), when
 
     def recent_claims(self, ns: Namespace, limit: int) -> list[tuple[str, str | None, datetime | None, str]]:
         """The ``limit`` newest live memories of ``ns`` (``list``'s order) as
