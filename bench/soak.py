@@ -16,8 +16,9 @@ the embedder's text cache, as a common line does in production).
 Printed, one line a minute: the gateway process's RSS in MiB (``/proc/self``:
 the bench process holds the gateway; the load runs in a process of its own), the
 requests answered, the memories the index holds, the recall cache's estimate
-(``NamespaceCache.nbytes``), LanceDB's own caches (``SearchIndex.cache_bytes``)
-and the load average. At the end: the growth over the last ``judged`` minutes
+(``NamespaceCache.nbytes``), LanceDB's own caches (``SearchIndex.cache_bytes``),
+the turns whose captures wait in the queue (``CaptureQueue.queued``, bounded by
+``MAX_QUEUED``) and the load average. At the end: the growth over the last ``judged`` minutes
 (default all but the first 5, which load models and fill bounded caches) against
 ``GOAL_MIB``.
 
@@ -130,7 +131,8 @@ def soak(backend: str, minutes: float, chats: int = 50, judged: float | None = N
         settings = load_settings(data_dir=root, database_url=url, index_uri=str(root / "index"),
                                  tenants={"bench": TenantSettings(webhook={"secret": SECRET})})
         core = build_core(settings, schema=schema)
-        server, thread = serve_in_thread(create_app(settings, Pipeline(settings, core)))
+        pipeline = Pipeline(settings, core)
+        server, thread = serve_in_thread(create_app(settings, pipeline))
         texts = chat_mix(7_900)
         port = server.config.port
         rss: list[tuple[int, float]] = [(0, rss_mib())]
@@ -147,7 +149,8 @@ def soak(backend: str, minutes: float, chats: int = 50, judged: float | None = N
                         rss.append((minute, rss_mib()))
                         emit(f"  minute {minute:3d}: RSS {rss[-1][1]:7.0f} MiB  memories {core.index.count():6d}  "
                              f"recall cache {core.cache.nbytes / 2**20 if core.cache else 0:5.1f} MiB  "
-                             f"LanceDB caches {core.index.cache_bytes / 2**20:5.1f} MiB  load {_load()}")
+                             f"LanceDB caches {core.index.cache_bytes / 2**20:5.1f} MiB  "
+                             f"captures queued {pipeline.captures.queued():4d}  load {_load()}")
                 counts = done.result()
         finally:
             server.should_exit = True
