@@ -16,7 +16,8 @@ The queue in memory is bounded (``MAX_QUEUED``): each waiting turn holds its
 result, recall trace and recollection until its batch runs, so when turns
 arrive faster than captures finish (a saturated CPU), a turn finding the queue
 full waits for room (``room``) before it answers, and the chats slow down to
-the rate the captures keep, instead of the backlog growing without end.
+the rate the captures keep, instead of the backlog (and the captures' lag
+behind the chat) growing without end.
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ MAX_QUEUED = 256
 """Turns answered first whose after-work may wait in this process's queue (``put``;
 eight worker batches, ~10–20 s of captures at the 2-core soak's rate): a turn
 finding this many waits for room before it answers (``room``). One queued turn
-holds ~20–60 KiB (its result, recall trace, recollection and tail), so the
-queue holds at most ~15 MiB, plus the batch that runs."""
+holds ~3–4 KiB of Python objects without a chat model (its result, recall trace,
+recollection and tail; ``tracemalloc`` over 300 chat-mix turns queued behind a
+held worker), more with a model's prompt and reply: ~1 MiB at the bound, where
+the queue had grown by ~350 turns a minute at load 14–17 before."""
 RESUME_AFTER_S = 60.0
 """A capture queued this many seconds ago and still not done is resumed."""
 RENEW_AFTER = timedelta(seconds=RESUME_AFTER_S / 2)
