@@ -53,10 +53,12 @@ MAX_QUEUED = 256
 """Turns answered first whose after-work may wait in this process's queue (``put``;
 eight worker batches, ~10–20 s of captures at the 2-core soak's rate): a turn
 finding this many waits for room before it answers (``room``). One queued turn
-holds ~3–4 KiB of Python objects without a chat model (its result, recall trace,
-recollection and tail; ``tracemalloc`` over 300 chat-mix turns queued behind a
-held worker), more with a model's prompt and reply: ~1 MiB at the bound, where
-the queue had grown by ~350 turns a minute at load 14–17 before."""
+holds a few KiB of Python objects without a chat model (its result, recall
+trace, recollection and tail: 3.2 KiB by ``tracemalloc`` over 300 chat-mix turns
+queued behind a held worker, net of what their captures then stored, so a lower
+bound), more with a model's prompt and reply; the bound matters most for the
+captures' lag behind the chat, which grew by ~350 turns a minute at load 15–18
+without it."""
 RESUME_AFTER_S = 60.0
 """A capture queued this many seconds ago and still not done is resumed."""
 RENEW_AFTER = timedelta(seconds=RESUME_AFTER_S / 2)
