@@ -51,7 +51,8 @@ AFTER_BATCH = 32
 """Turns whose after-work (bookkeeping, heuristic capture) one worker batch takes."""
 MAX_QUEUED = 256
 """Turns answered first whose after-work may wait in this process's queue (``put``;
-eight worker batches, ~10–20 s of captures at the 2-core soak's rate): a turn
+eight worker batches, ~15–50 s of captures at the 2-core soaks' 300–1,000 a
+minute, under ``RESUME_AFTER_S``): a turn
 finding this many waits for room before it answers (``room``). One queued turn
 holds a few KiB of Python objects without a chat model (its result, recall
 trace, recollection and tail: 3.2 KiB by ``tracemalloc`` over 300 chat-mix turns
@@ -127,7 +128,7 @@ class CaptureQueue:
         self._slots: asyncio.Semaphore | None = None
         self._after: list[_After] = []  # queued for the worker (put)
         self._worker: asyncio.Task | None = None
-        self.max_queued = MAX_QUEUED
+        self.max_queued = MAX_QUEUED  # the bound ``room`` keeps (MAX_QUEUED; a test lowers it)
         self._room: asyncio.Event | None = None  # set whenever the queue shrinks (made on the loop)
 
     def queued(self) -> int:
@@ -150,6 +151,7 @@ class CaptureQueue:
                 pass
 
     def _shrunk(self, *_: object) -> None:
+        """Wake the turns waiting in ``room``: the queue just shrank (also a task's done callback)."""
         if self._room is not None:
             self._room.set()
 
