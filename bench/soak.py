@@ -16,8 +16,12 @@ the embedder's text cache, as a common line does in production).
 Printed, one line a minute: the gateway process's RSS in MiB (``/proc/self``:
 the bench process holds the gateway; the load runs in a process of its own), the
 requests answered, the memories the index holds, the recall cache's estimate
-(``NamespaceCache.nbytes``), LanceDB's own caches (``SearchIndex.cache_bytes``)
-and the load average. At the end: the growth over the last ``judged`` minutes
+(``NamespaceCache.nbytes``), LanceDB's own caches (``SearchIndex.cache_bytes``),
+the turns whose captures wait in the queue (``CaptureQueue.queued``, bounded by
+``MAX_QUEUED``), the lines whose readings the text caches hold (the speech-act
+cache's entries, ``memory.speech_act.read``, ~4 KiB a line over all the
+line-keyed caches, 8,192 at most) and the embeddings held by text hash
+(``SearchIndex.vectors_held``, ~1.8 KiB each, 20,000 at most) and the load average. At the end: the growth over the last ``judged`` minutes
 (default all but the first 5, which load models and fill bounded caches) against
 ``GOAL_MIB``.
 
@@ -111,6 +115,7 @@ def soak(backend: str, minutes: float, chats: int = 50, judged: float | None = N
     from gateway.http.app import create_app
     from gateway.pipeline import Pipeline
     from gateway.service import build_core
+    from memory.speech_act import read
 
     judged = judged if judged is not None else max(1.0, minutes - 5)
     root = Path(tempfile.mkdtemp(prefix="huiyi-bench-soak-"))
@@ -130,7 +135,8 @@ def soak(backend: str, minutes: float, chats: int = 50, judged: float | None = N
         settings = load_settings(data_dir=root, database_url=url, index_uri=str(root / "index"),
                                  tenants={"bench": TenantSettings(webhook={"secret": SECRET})})
         core = build_core(settings, schema=schema)
-        server, thread = serve_in_thread(create_app(settings, Pipeline(settings, core)))
+        pipeline = Pipeline(settings, core)
+        server, thread = serve_in_thread(create_app(settings, pipeline))
         texts = chat_mix(7_900)
         port = server.config.port
         rss: list[tuple[int, float]] = [(0, rss_mib())]
@@ -147,7 +153,10 @@ def soak(backend: str, minutes: float, chats: int = 50, judged: float | None = N
                         rss.append((minute, rss_mib()))
                         emit(f"  minute {minute:3d}: RSS {rss[-1][1]:7.0f} MiB  memories {core.index.count():6d}  "
                              f"recall cache {core.cache.nbytes / 2**20 if core.cache else 0:5.1f} MiB  "
-                             f"LanceDB caches {core.index.cache_bytes / 2**20:5.1f} MiB  load {_load()}")
+                             f"LanceDB caches {core.index.cache_bytes / 2**20:5.1f} MiB  "
+                             f"captures queued {pipeline.captures.queued():4d}  "
+                             f"lines read {read.cache_info().currsize:5d}  vectors {core.index.vectors_held:5d}  "
+                             f"load {_load()}")
                 counts = done.result()
         finally:
             server.should_exit = True

@@ -11,6 +11,13 @@ need the tenant's model (LLM extraction: a network call each) run as tasks of
 their own, ``CAPTURE_CONCURRENCY`` at a time. ``drain`` waits for what runs;
 ``resume`` (the maintenance task, ``gateway.maintenance``) runs what a crash
 or a failure left in the chat log.
+
+The queue in memory is bounded (``MAX_QUEUED``): each waiting turn holds its
+result, recall trace and recollection until its batch runs, so when turns
+arrive faster than captures finish (a saturated CPU), a turn finding the queue
+full waits for room (``room``) before it answers, and the chats slow down to
+the rate the captures keep, instead of the backlog (and the captures' lag
+behind the chat) growing without end.
 """
 
 from __future__ import annotations
@@ -42,6 +49,17 @@ CAPTURE_CONCURRENCY = 4
 """Background captures with LLM extraction running at once per queue."""
 AFTER_BATCH = 32
 """Turns whose after-work (bookkeeping, heuristic capture) one worker batch takes."""
+MAX_QUEUED = 256
+"""Turns answered first whose after-work may wait in this process's queue (``put``;
+eight worker batches, ~15–50 s of captures at the 2-core soaks' 300–1,000 a
+minute, under ``RESUME_AFTER_S``): a turn
+finding this many waits for room before it answers (``room``). One queued turn
+holds a few KiB of Python objects without a chat model (its result, recall
+trace, recollection and tail: 3.2 KiB by ``tracemalloc`` over 300 chat-mix turns
+queued behind a held worker, net of what their captures then stored, so a lower
+bound), more with a model's prompt and reply; the bound matters most for the
+captures' lag behind the chat, which grew by ~350 turns a minute at load 15–18
+without it."""
 RESUME_AFTER_S = 60.0
 """A capture queued this many seconds ago and still not done is resumed."""
 RENEW_AFTER = timedelta(seconds=RESUME_AFTER_S / 2)
@@ -110,10 +128,32 @@ class CaptureQueue:
         self._slots: asyncio.Semaphore | None = None
         self._after: list[_After] = []  # queued for the worker (put)
         self._worker: asyncio.Task | None = None
+        self.max_queued = MAX_QUEUED  # the bound ``room`` keeps (MAX_QUEUED; a test lowers it)
+        self._room: asyncio.Event | None = None  # set whenever the queue shrinks (made on the loop)
 
     def queued(self) -> int:
         """Captures queued or running in this process (the after-work queue and model captures)."""
         return len(self._after) + sum(1 for t in self._tasks if t is not self._worker)
+
+    async def room(self) -> None:
+        """Wait until fewer than ``max_queued`` turns wait in this queue (module
+        docstring): the backpressure of a turn answered first, awaited before
+        ``put``. Returns at once while the queue has room."""
+        while self.queued() >= self.max_queued:
+            if self._room is None:
+                self._room = asyncio.Event()
+            self._room.clear()
+            if self._after and (self._worker is None or self._worker.done()):
+                self._start_worker()
+            try:  # re-checked each second: a wake-up missed costs a second, never a hang
+                await asyncio.wait_for(self._room.wait(), 1.0)
+            except TimeoutError:
+                pass
+
+    def _shrunk(self, *_: object) -> None:
+        """Wake the turns waiting in ``room``: the queue just shrank (also a task's done callback)."""
+        if self._room is not None:
+            self._room.set()
 
     def hold(self, line_id: int) -> None:
         """Line ``line_id``'s capture runs in this process from now on (its turn has
@@ -254,7 +294,8 @@ class CaptureQueue:
         trace, ACT-R access times), the capture ``job`` (its ids land in
         ``res.captured``), then ``audit`` (the turn's audit line), each run in a
         thread. One worker runs the queue in batches (module docstring); a
-        capture that needs the tenant's model runs as its own task instead."""
+        capture that needs the tenant's model runs as its own task instead. It
+        does not wait: a caller keeps the bound by awaiting ``room`` first."""
         item = _After(after, job, res, audit)
         if job is not None and self.models.of(job.tenant) is not None:
             if self._slots is None:
@@ -262,13 +303,17 @@ class CaptureQueue:
             task = asyncio.create_task(self._run_model_capture(item, self._slots))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(self._shrunk)
             return
         self._after.append(item)
         if self._worker is None or self._worker.done():
-            # a context of its own: the worker outlives the turn that started it (no stale turn_id)
-            self._worker = asyncio.create_task(self._after_worker(), context=contextvars.Context())
-            self._tasks.add(self._worker)
-            self._worker.add_done_callback(self._tasks.discard)
+            self._start_worker()
+
+    def _start_worker(self) -> None:
+        # a context of its own: the worker outlives the turn that started it (no stale turn_id)
+        self._worker = asyncio.create_task(self._after_worker(), context=contextvars.Context())
+        self._tasks.add(self._worker)
+        self._worker.add_done_callback(self._tasks.discard)
 
     async def _run_model_capture(self, item: _After, slots: asyncio.Semaphore) -> None:
         async with slots:
@@ -282,6 +327,7 @@ class CaptureQueue:
         while self._after:
             batch = self._after[:AFTER_BATCH]
             del self._after[:AFTER_BATCH]
+            self._shrunk()
 
             def work() -> None:
                 done: list[int] = []

@@ -401,9 +401,16 @@ class Pipeline:
         job = PendingCapture(line_id or 0, tenant, ns, chat, msg.message_id, msg.text, msg.timestamp,
                              addressed=res.addressed, queued=queued) if due else None
         if background_capture:
-            res.latency_ms["total"] = _ms(started)
             res.capture_pending = job is not None
-            if job is not None or after or rec is not None:
+            queue = job is not None or bool(after) or rec is not None
+            if queue:
+                try:  # backpressure: the queue in memory is bounded (gateway.capture_queue.MAX_QUEUED)
+                    await self.captures.room()
+                except BaseException:
+                    self.captures.release(line_id or 0)  # cancelled: the line keeps its capture for resume
+                    raise
+            res.latency_ms["total"] = _ms(started)
+            if queue:
                 self.captures.put(after or [], job, res,
                                   audit=None if rec is None else functools.partial(self._audit_sync, res, rec, query,
                                                                                    trace))

@@ -708,6 +708,11 @@ class SearchIndex:
         """Bytes LanceDB's caches of this index hold now (at most its ``cache_mib``)."""
         return self._session.size_bytes
 
+    @property
+    def vectors_held(self) -> int:
+        """Embeddings held in process by text hash now (at most ``VECTOR_CACHE``)."""
+        return len(self._vectors)
+
     def count(self) -> int:
         """Rows in the index (all namespaces; for maintenance and benchmarks)."""
         return int(self._table.count_rows())

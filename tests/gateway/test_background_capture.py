@@ -349,3 +349,42 @@ async def test_a_worker_batch_embeds_its_documents_in_one_call_and_chit_chat_not
     assert len(stored) == 4 and len(rec.calls) == 1
     texts = sorted(pipeline.core.get(Namespace.parse(r.namespace), i).text for r in stored for i in r.captured)
     assert sorted(rec.calls[0]) == texts
+
+
+async def test_the_capture_queue_stays_bounded_when_captures_fall_behind(pipeline, monkeypatch):
+    """Turns answered first arriving faster than their captures finish (the worker
+    is held): the queue in memory never holds more than ``max_queued`` turns, the
+    turns past it wait for room instead of answering, and once the captures move
+    every turn answers and every line's capture is done."""
+    import threading
+
+    import gateway.capture_queue as gp
+
+    gate = threading.Event()
+    real = gp.capture
+
+    def held(*args, **kwargs):
+        gate.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gp, "capture", held)
+    queue = pipeline.captures
+    queue.max_queued = 4
+    turns = [asyncio.create_task(pipeline.handle("default", msg(f"我的第{i}个爱好是集邮和养花", str(100 + i)),
+                                                 background_capture=True)) for i in range(3 * queue.max_queued)]
+    peak, full_since = 0, None
+    deadline = time.monotonic() + 120.0
+    while time.monotonic() < deadline and not all(t.done() for t in turns):
+        await asyncio.sleep(0.01)
+        peak = max(peak, queue.queued())
+        if full_since is None and peak >= queue.max_queued:
+            full_since = time.monotonic()
+        if full_since is not None and time.monotonic() - full_since > 2.0:
+            break
+    assert peak == queue.max_queued
+    assert sum(not t.done() for t in turns) > 0  # waiting for room, not answered
+    gate.set()
+    results = await asyncio.wait_for(asyncio.gather(*turns), 60)
+    assert all(r.capture_pending for r in results)
+    assert await pipeline.drain(60)
+    assert pipeline.core.store.pending_captures(datetime.now(timezone.utc) + timedelta(seconds=1)) == []
