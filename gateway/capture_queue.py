@@ -305,7 +305,7 @@ class CaptureQueue:
                 for item in batch:
                     if item.job is not None and item.job.line_id in withdrawn:
                         item.res.captured = []
-                self._done(*done)  # after the batch's index write
+                self._done(*done)  # after the batch's index write (or its queueing: MemoryCore's index_linger_s)
                 for item in batch:
                     if item.job is not None:
                         self.release(item.job.line_id)

@@ -977,6 +977,8 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
     facts = extractor.extract(text, said_at, tz, addressed=_addressed(chat, addressed))
     if context:  # "八个人左右" after "你们团队有多少人？": an answer, read with its question
         facts = cap_facts(facts + answer_facts(text, context, said_at, tz, skip=[f.source for f in facts]))
+    # the facts' vectors in one model call before their SQL writes (MemoryCore.embed_first; a credential never)
+    core.embed_first([f.text for f in facts if not holds_secret(f.text)])
     results = []
     for f in facts:
         if holds_secret(f.text):
