@@ -49,14 +49,14 @@ def test_paced_adds_share_one_index_write(core, namespace):
     write, not six, each row in its own namespace; without lingering each add
     writes alone."""
     other = Namespace("default", "tg:2002")
-    slow = lingering(core, 0.4)
+    slow = lingering(core, 3)  # longer than six adds take on a loaded machine
     before = core.index.writes_since_optimize
     ids = {namespace: set(), other: set()}
     for n in range(6):
         ns = namespace if n % 2 else other
         ids[ns].add(slow.add(ns, slow.new(ns, f"我第{n}次去杭州看西湖", key=f"trip.{n}")).memory.id)
         time.sleep(0.02)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 20
     while (slow.index_lingering(namespace) or slow.index_lingering(other)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert slow.index_writes == 1
