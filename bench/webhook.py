@@ -504,6 +504,8 @@ class TurnMeter:
                 self._wrap(core.store, name, "SQL")
         for name in ("search_vector", "search_bm25"):  # counted, not timed: the index's searches
             self._count(core.index, name)
+        for name in ("upsert", "delete", "optimize"):  # and its writes (each a LanceDB fragment) and compactions
+            self._count(core.index, name, "index write")
         if loop is not None:
             self._install(loop)
         self._start = self.snapshot()
@@ -567,7 +569,7 @@ class TurnMeter:
         setattr(obj, name, timed)
         self._undo.append((obj, name))
 
-    def _count(self, obj: object, name: str) -> None:
+    def _count(self, obj: object, name: str, kind: str = "index search") -> None:
         import functools
 
         inner = getattr(obj, name, None)
@@ -576,7 +578,7 @@ class TurnMeter:
 
         @functools.wraps(inner)
         def counted(*a, **kw):
-            self._add(self._where()[0], "-", "index search", name, 0.0)
+            self._add(self._where()[0], "-", kind, name, 0.0)
             return inner(*a, **kw)
 
         setattr(obj, name, counted)
@@ -811,8 +813,14 @@ def turn_table(title: str, f: dict, verbose: bool = False) -> str:
         + f"  (goal ≤ {TURN_GOAL:g}; issue 41's figure: all turns)")
     searches = sum(n for (p, kind, _), (_, n) in steady["detail"].items() if p == ANSWER and kind == "index search")
     hops = sum(n for (p, kind, _), (_, n) in steady["detail"].items() if p == ANSWER and kind == "call")
+    docs = sum(n for (p, kind, name), (_, n) in steady["detail"].items()
+               if p == ANSWER and kind != "call" and name == "embed_documents")
+    writes = {name: sum(n for (_, kind, nm), (_, n) in steady["detail"].items() if kind == "index write" and nm == name)
+              for name in ("upsert", "delete", "optimize")}
     out.append(f"on the answer path per steady turn: {hops:.1f} calls in worker threads (asyncio.to_thread), "
-               f"{searches:.2f} LanceDB searches")
+               f"{searches:.2f} LanceDB searches, {docs:.2f} document embedding calls; per steady turn, either "
+               f"phase: {writes['upsert']:.2f} index upserts, {writes['delete']:.2f} deletes (each a LanceDB "
+               f"fragment), {writes['optimize']:.3f} optimizes")
     if verbose:
         detail = sorted(steady["detail"].items(), key=lambda kv: (kv[0][0] != ANSWER, kv[0][1], -kv[1][0]))
         out.append(table(f"{which}, by phase: each Store method (SQL), embedding, call in a worker thread (call: "
