@@ -504,8 +504,10 @@ class TurnMeter:
                 self._wrap(core.store, name, "SQL")
         for name in ("search_vector", "search_bm25"):  # counted, not timed: the index's searches
             self._count(core.index, name)
-        for name in ("upsert", "delete", "optimize"):  # and its writes (each a LanceDB fragment) and compactions
-            self._count(core.index, name, "index write")
+        # and its writes that write something (each a LanceDB fragment or deletion file) and its compactions
+        self._count(core.index, "upsert", "index write", lambda a: bool(a[0]))
+        self._count(core.index, "delete", "index write", lambda a: bool(a[1]))
+        self._count(core.index, "optimize", "index write")
         if loop is not None:
             self._install(loop)
         self._start = self.snapshot()
@@ -569,7 +571,8 @@ class TurnMeter:
         setattr(obj, name, timed)
         self._undo.append((obj, name))
 
-    def _count(self, obj: object, name: str, kind: str = "index search") -> None:
+    def _count(self, obj: object, name: str, kind: str = "index search", when=None) -> None:
+        """Count the calls of ``obj.name`` (those whose positional arguments pass ``when``) as ``kind``."""
         import functools
 
         inner = getattr(obj, name, None)
@@ -578,7 +581,8 @@ class TurnMeter:
 
         @functools.wraps(inner)
         def counted(*a, **kw):
-            self._add(self._where()[0], "-", kind, name, 0.0)
+            if when is None or when(a):
+                self._add(self._where()[0], "-", kind, name, 0.0)
             return inner(*a, **kw)
 
         setattr(obj, name, counted)
