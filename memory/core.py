@@ -1154,6 +1154,11 @@ class MemoryCore:
         self._commits.submit({ns: set(ids)}, linger=linger)
 
     @property
+    def index_linger_s(self) -> float:
+        """Seconds an add's index write may linger (0: none; ``__init__``)."""
+        return self._commits.linger_s
+
+    @property
     def index_writes(self) -> int:
         """Index writes made by adds, edits and forgets since opening (each one
         LanceDB fragment at most; maintenance's own passes not counted)."""
