@@ -504,6 +504,10 @@ class TurnMeter:
                 self._wrap(core.store, name, "SQL")
         for name in ("search_vector", "search_bm25"):  # counted, not timed: the index's searches
             self._count(core.index, name)
+        # and its writes that write something (each a LanceDB fragment or deletion file) and its compactions
+        self._count(core.index, "upsert", "index write", lambda a: bool(a[0]))
+        self._count(core.index, "delete", "index write", lambda a: bool(a[1]))
+        self._count(core.index, "optimize", "index write")
         if loop is not None:
             self._install(loop)
         self._start = self.snapshot()
@@ -567,7 +571,8 @@ class TurnMeter:
         setattr(obj, name, timed)
         self._undo.append((obj, name))
 
-    def _count(self, obj: object, name: str) -> None:
+    def _count(self, obj: object, name: str, kind: str = "index search", when=None) -> None:
+        """Count the calls of ``obj.name`` (those whose positional arguments pass ``when``) as ``kind``."""
         import functools
 
         inner = getattr(obj, name, None)
@@ -576,7 +581,8 @@ class TurnMeter:
 
         @functools.wraps(inner)
         def counted(*a, **kw):
-            self._add(self._where()[0], "-", "index search", name, 0.0)
+            if when is None or when(a):
+                self._add(self._where()[0], "-", kind, name, 0.0)
             return inner(*a, **kw)
 
         setattr(obj, name, counted)
@@ -811,8 +817,14 @@ def turn_table(title: str, f: dict, verbose: bool = False) -> str:
         + f"  (goal ≤ {TURN_GOAL:g}; issue 41's figure: all turns)")
     searches = sum(n for (p, kind, _), (_, n) in steady["detail"].items() if p == ANSWER and kind == "index search")
     hops = sum(n for (p, kind, _), (_, n) in steady["detail"].items() if p == ANSWER and kind == "call")
+    docs = sum(n for (p, kind, name), (_, n) in steady["detail"].items()
+               if p == ANSWER and kind != "call" and name == "embed_documents")
+    writes = {name: sum(n for (_, kind, nm), (_, n) in steady["detail"].items() if kind == "index write" and nm == name)
+              for name in ("upsert", "delete", "optimize")}
     out.append(f"on the answer path per steady turn: {hops:.1f} calls in worker threads (asyncio.to_thread), "
-               f"{searches:.2f} LanceDB searches")
+               f"{searches:.2f} LanceDB searches, {docs:.2f} document embedding calls; per steady turn, either "
+               f"phase: {writes['upsert']:.2f} index upserts, {writes['delete']:.2f} deletes (each a LanceDB "
+               f"fragment), {writes['optimize']:.3f} optimizes")
     if verbose:
         detail = sorted(steady["detail"].items(), key=lambda kv: (kv[0][0] != ANSWER, kv[0][1], -kv[1][0]))
         out.append(table(f"{which}, by phase: each Store method (SQL), embedding, call in a worker thread (call: "

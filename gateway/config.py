@@ -739,6 +739,14 @@ class Settings(BaseSettings):
     #: evicted is read again from the index when a search needs it. Env
     #: ``HUIYI_INDEX_CACHE_MIB``.
     index_cache_mib: float = Field(default=64.0, gt=0)
+    #: seconds a captured memory's index write may wait to share one LanceDB write
+    #: (one fragment) with the captures that follow (``MemoryCore``'s
+    #: ``index_linger_s``): the memory is embedded before its SQL write and found by
+    #: the next turn meanwhile (from SQL and the vector capture made; a namespace
+    #: searched through the index has its write flushed first); the outbox keeps
+    #: it across a crash. 0: each capture batch writes before it is marked done.
+    #: Env ``HUIYI_INDEX_LINGER_S``.
+    index_linger_s: float = Field(default=0.5, ge=0, le=10)
     # -- start-up warm-up (gateway.warmup; issue 26 items 6-7, issue 29 item 4) --
     #: namespaces per tenant loaded into recall's cache at start-up, the most
     #: recently recalled first, in a background thread and never past the cache's

@@ -52,7 +52,8 @@ def build_core(settings: Settings, *, schema: str | None = None,
                         cache_mib=settings.index_cache_mib, **index_writers(settings, store))
     core = MemoryCore(store, index, rebuild=rebuild, cache_mib=settings.recall_cache_mib,
                       cache_background=rebuild == "background",  # serving: no turn waits on a cold view
-                      cache_spill_dir=settings.data_dir / "cache", audit_captures=settings.audit_captures)
+                      cache_spill_dir=settings.data_dir / "cache", audit_captures=settings.audit_captures,
+                      index_linger_s=settings.index_linger_s)
     try:
         core.maintain()  # repair what a crash between SQL and index left behind
     except Exception as exc:  # noqa: BLE001

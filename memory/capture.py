@@ -91,6 +91,7 @@ __all__ = [
     "LLMExtractor",
     "capture",
     "capture_edit",
+    "facts_of",
     "edit",
     "edit_reading",
     "EditReading",
@@ -940,8 +941,12 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
             message_id: str | None = None, extractor: Extractor | None = None, tz: str = DEFAULT_TZ,
             addressed: bool | None = None, own_texts: Sequence[str] = (), context: str = "",
             never_store: Sequence[str] = DEFAULT_NEVER_STORE, evidence_at: datetime | None = None,
-            metadata: dict | None = None) -> list:
+            metadata: dict | None = None, facts: list[Fact] | None = None) -> list:
     """Extract facts from the speaker's own ``text`` and add them to ``ns``.
+
+    ``facts``: what ``facts_of`` read from this very call's arguments before (a
+    batch reads its messages' facts first to embed them all in one model call),
+    used instead of extracting again.
 
     ``never_store``: the tenant's never-store categories (``memory.never_store``;
     ``ids`` always): each clause in one is dropped before any extractor reads the
@@ -968,15 +973,16 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
     band) is stored beside it and linked to it as a conflict
     (``MemoryCore.add(conflicts_with=…)``), which the recollection tells as a change.
     """
-    extractor = extractor or HeuristicExtractor()
     if own_texts:
         text = without_gateway_text(text, own_texts)
-    text = _kept(ns, text, never_store)
+    text = _kept(ns, text, never_store, quiet=facts is not None)
     if not text:
         return []
-    facts = extractor.extract(text, said_at, tz, addressed=_addressed(chat, addressed))
-    if context:  # "八个人左右" after "你们团队有多少人？": an answer, read with its question
-        facts = cap_facts(facts + answer_facts(text, context, said_at, tz, skip=[f.source for f in facts]))
+    if facts is None:
+        facts = _extracted(text, chat=chat, said_at=said_at, extractor=extractor, tz=tz, addressed=addressed,
+                           context=context)
+        # the facts' vectors in one model call before their SQL writes (MemoryCore.embed_first; a credential never)
+        core.embed_first([f.text for f in facts if not holds_secret(f.text)])
     results = []
     for f in facts:
         if holds_secret(f.text):
@@ -1004,10 +1010,36 @@ def capture(core, ns: Namespace, text: str, *, chat: ChatRef | None, said_at: da
     return results
 
 
-def _kept(ns: Namespace, text: str, never_store: Sequence[str]) -> str:
-    """``text`` less its never-store clauses (``memory.never_store``), the drop logged as counts only."""
+def facts_of(ns: Namespace, text: str, *, chat: ChatRef | None, said_at: datetime,
+             extractor: Extractor | None = None, tz: str = DEFAULT_TZ, addressed: bool | None = None,
+             own_texts: Sequence[str] = (), context: str = "",
+             never_store: Sequence[str] = DEFAULT_NEVER_STORE) -> list[Fact]:
+    """The facts ``capture`` with the same arguments would add, read without
+    writing anything (a batch's messages first, to embed all their facts in one
+    model call: ``MemoryCore.embed_first``; then ``capture(facts=…)``)."""
+    if own_texts:
+        text = without_gateway_text(text, own_texts)
+    text = _kept(ns, text, never_store)
+    if not text:
+        return []
+    return _extracted(text, chat=chat, said_at=said_at, extractor=extractor, tz=tz, addressed=addressed,
+                      context=context)
+
+
+def _extracted(text: str, *, chat: ChatRef | None, said_at: datetime, extractor: Extractor | None, tz: str,
+               addressed: bool | None, context: str) -> list[Fact]:
+    extractor = extractor or HeuristicExtractor()
+    facts = extractor.extract(text, said_at, tz, addressed=_addressed(chat, addressed))
+    if context:  # "八个人左右" after "你们团队有多少人？": an answer, read with its question
+        facts = cap_facts(facts + answer_facts(text, context, said_at, tz, skip=[f.source for f in facts]))
+    return facts
+
+
+def _kept(ns: Namespace, text: str, never_store: Sequence[str], *, quiet: bool = False) -> str:
+    """``text`` less its never-store clauses (``memory.never_store``), the drop logged as counts only
+    (``quiet``: not again, ``facts_of`` did)."""
     kept, dropped = without_never_store(text, never_store)
-    if dropped:
+    if dropped and not quiet:
         log.info("capture %s: %d clause(s) left out before extraction (never-store %s)", ns, sum(dropped.values()),
                  ",".join(sorted(dropped)))
     return kept

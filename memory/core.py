@@ -129,6 +129,11 @@ class AddResult:
         return f"AddResult({self.action!r}, {self.memory.id if self.memory else None})"
 
 
+LINGER_ROWS = 256
+"""Memory ids a lingering index write waits for at most: with this many queued it
+writes at once, however short a time they waited (``_GroupCommit``)."""
+
+
 class _GroupCommit:
     """Group commit of index writes: a caller's ids join the batch being collected,
     and the first caller to find no write running writes everything collected so
@@ -138,37 +143,109 @@ class _GroupCommit:
     concurrent adds cost one index write (one LanceDB fragment) instead of N.
     The idea is the database log's group commit (Gawlick & Kinkade, IMS Fast
     Path, 1985); ``write`` receives ``{namespace: memory ids}`` and must not raise.
+
+    ``linger_s`` > 0 lets writes that are not concurrent share one too: a
+    ``submit(linger=True)`` returns at once and its ids wait, in a thread of
+    this object, at most ``linger_s`` seconds (or until ``linger_rows`` ids are
+    queued) for the ones that follow, then go in one write — the commit delay
+    of group commit (PostgreSQL's ``commit_delay``), here for a derived index
+    whose outbox keeps every queued id durable in SQL meanwhile. A plain
+    ``submit`` or ``flush`` writes what lingers with its own ids, at once.
     """
 
-    def __init__(self, write) -> None:
+    def __init__(self, write, *, linger_s: float = 0.0, linger_rows: int = LINGER_ROWS) -> None:
         self._write = write
+        self.linger_s = linger_s
+        self._linger_rows = linger_rows
         self._cond = threading.Condition()
         self._pending: dict[Namespace, set[str]] = {}
+        self._inflight: dict[Namespace, set[str]] = {}  # the batch being written
         self._collecting = 0  # number of the batch now collecting ids
         self._written = -1  # number of the last batch written
         self._busy = False
+        self._since: float | None = None  # monotonic time the oldest lingering id was queued
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        #: index writes made (each one LanceDB fragment at most), for tests and benchmarks
+        self.writes = 0
 
-    def submit(self, targets: dict[Namespace, set[str]]) -> None:
-        """Write the outbox ops of ``targets`` to the index, joining concurrent callers."""
+    def submit(self, targets: dict[Namespace, set[str]], *, linger: bool = False) -> None:
+        """Write the outbox ops of ``targets`` to the index, joining concurrent callers;
+        with ``linger`` (and ``linger_s`` > 0, not closed), queue them for the
+        lingering write and return at once."""
         with self._cond:
             for ns, ids in targets.items():
                 self._pending.setdefault(ns, set()).update(ids)
-            mine = self._collecting
-            while self._written < mine:
-                if self._busy:
-                    self._cond.wait()
-                    continue
-                self._busy = True
-                batch, self._pending = self._pending, {}
-                number, self._collecting = self._collecting, self._collecting + 1
-                self._cond.release()
-                try:
+            if linger and self.linger_s > 0 and not self._closed:
+                if self._since is None:
+                    self._since = time.monotonic()
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._linger, name="huiyi-index-linger", daemon=True)
+                    self._thread.start()
+                self._cond.notify_all()
+                return
+            self._write_through_locked()
+
+    def holds(self, ns: Namespace) -> bool:
+        """Whether ids of ``ns`` are queued or being written (not in the index yet)."""
+        with self._cond:
+            return ns in self._pending or (self._busy and ns in self._inflight)
+
+    def flush(self) -> None:
+        """Write what lingers now and wait for the write in flight; returns at once when there is none."""
+        with self._cond:
+            if self._pending or self._busy:
+                self._write_through_locked()
+
+    def close(self) -> None:
+        """Stop the lingering thread after it wrote what was queued; later submits write at once."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        self.flush()
+
+    def _write_through_locked(self) -> None:
+        mine = self._collecting
+        while self._written < mine:
+            if self._busy:
+                self._cond.wait()
+                continue
+            self._busy = True
+            batch, self._pending, self._since = self._pending, {}, None
+            self._inflight = batch
+            number, self._collecting = self._collecting, self._collecting + 1
+            self._cond.release()
+            try:
+                if batch:
+                    self.writes += 1
                     self._write(batch)
-                finally:
-                    self._cond.acquire()
-                    self._busy = False
-                    self._written = number
-                    self._cond.notify_all()
+            finally:
+                self._cond.acquire()
+                self._busy = False
+                self._inflight = {}
+                self._written = number
+                self._cond.notify_all()
+
+    def _linger(self) -> None:
+        """The lingering thread: each batch waits ``linger_s`` from its oldest id, then is written."""
+        with self._cond:
+            while True:
+                while not self._pending and not self._closed:
+                    self._cond.wait()
+                if not self._pending:
+                    return  # closed, nothing left
+                while not self._closed and self._pending \
+                        and sum(len(ids) for ids in self._pending.values()) < self._linger_rows:
+                    since = self._since if self._since is not None else time.monotonic()
+                    left = since + self.linger_s - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                if self._pending:
+                    self._write_through_locked()
 
 
 class MemoryCore:
@@ -184,7 +261,7 @@ class MemoryCore:
                  rebuild: Literal["now", "background", "none"] = "now", cache_mib: float = 0.0,
                  links: LinkParams = LinkParams(), cache_background: bool = False,
                  cache_spill_dir: Path | None = None, marks_every_s: float = FLUSH_EVERY_S,
-                 audit_captures: bool = True) -> None:
+                 audit_captures: bool = True, index_linger_s: float = 0.0) -> None:
         """``rebuild``: what to do when the index is found missing, unreadable,
         incomplete or made by another embedder (``index_missing``): rebuild it
         from SQL ``now`` (before returning), in a ``background`` thread while
@@ -200,7 +277,16 @@ class MemoryCore:
         ``note_recalled`` are held in memory before they are written
         (``memory.marks.RecallMarks``; 0: at once). ``audit_captures``: the audit
         trail records what capture learns (``memory.audit.CAPTURE_ACTIONS``; off:
-        only edits, removals and commands)."""
+        only edits, removals and commands). ``index_linger_s``: seconds an add's
+        index write may wait to share one write with the adds that follow
+        (``_GroupCommit``; 0: written before ``add`` returns). With it an add embeds
+        its text before its SQL write, so the vector is in the index's cache
+        (``SearchIndex.vectors``) by the time recall can read the memory from SQL;
+        a recall that would search the index for a namespace with a write still
+        lingering writes it first (``flush_index``), so the person's next turn
+        finds what they just said either way; ``close`` writes what lingers, and
+        the outbox keeps it for ``maintain`` after a crash. Raises ValueError
+        when negative."""
         self.store = store
         self.links = links
         self.marks = RecallMarks(store, recalled=links.recalled, half_life_days=links.half_life_days,
@@ -212,7 +298,9 @@ class MemoryCore:
         self.audit = AuditLog(store, captures=audit_captures)
         self._ns_locks: dict[str, threading.Lock] = {}
         self._deferred = threading.local()
-        self._commits = _GroupCommit(self._write_index)
+        if index_linger_s < 0:
+            raise ValueError("index_linger_s must be >= 0")
+        self._commits = _GroupCommit(self._write_index, linger_s=index_linger_s)
         self._ns_locks_guard = threading.Lock()
         self._ready = threading.Event()
         self._rebuilding = threading.Lock()
@@ -407,6 +495,8 @@ class MemoryCore:
             return AddResult("rejected", None, "damaged")
         if not memory.key:
             memory = replace(memory, key=default_key(memory))
+        if self._commits.linger_s > 0:
+            self.embed_first([memory.text])
         said = said_at or memory.created_at or utcnow()
         if memory.created_at is None:
             memory = replace(memory, created_at=said)
@@ -443,8 +533,21 @@ class MemoryCore:
         regrown = ([result.memory.id] if result.action == "deduped" and result.memory is not None
                    and result.memory is not existing else [])
         if touched or regrown or replaces is not None:
-            self._apply_outbox_for(ns, touched + regrown + ([replaces] if replaces is not None else []))
+            self._apply_outbox_for(ns, touched + regrown + ([replaces] if replaces is not None else []), linger=True)
         return result
+
+    def embed_first(self, texts: Sequence[str]) -> None:
+        """Embed the memory texts about to be written, in one model call for those the
+        index's cache lacks (``SearchIndex.vectors``), so the index write and any
+        recall that reads them from SQL before it find their vectors made. Only
+        with ``index_linger_s`` > 0 (else the index write embeds them, before
+        ``add`` returns). A failure is logged: the index write embeds them again."""
+        if self._commits.linger_s <= 0 or not texts:
+            return
+        try:
+            self.index.embed_ahead([clean_controls(t) for t in texts])
+        except Exception as exc:  # noqa: BLE001 - the write goes on; the index write embeds what is missing
+            log.warning("embedding before the write failed (%s); the index write embeds it", exc)
 
     def _store_audited(self, ns: Namespace, memory: Memory, source_fp: str, actor: str) -> Memory:
         """``Store.add`` with its ``store`` audit record in the same transaction (one
@@ -715,6 +818,10 @@ class MemoryCore:
         kwargs.setdefault("cache", self.cache)
         tail = [repair(q) for q in tail]
         params: RecallParams = kwargs.get("params") or RecallParams()
+        stats = kwargs.get("stats")
+        if self._commits.linger_s > 0 and (stats is None or stats.live > params.exact_max) \
+                and self._commits.holds(ns):
+            self._commits.flush()  # the index path must see what this namespace just learned
         if not self.index_ready and params.exact_max < FALLBACK_EXACT_MAX \
                 and self.store.count(ns) > params.exact_max:
             self._warn_fallback(ns, "the index is being rebuilt from SQL")
@@ -1040,14 +1147,37 @@ class MemoryCore:
             if links:
                 self._link_entities_of(links)
             if pending:
-                self._commits.submit(pending)
+                self._commits.submit(pending, linger=True)
 
-    def _apply_outbox_for(self, ns: Namespace, ids: Sequence[str]) -> None:
+    def _apply_outbox_for(self, ns: Namespace, ids: Sequence[str], *, linger: bool = False) -> None:
+        """The index write of ``ids``' outbox ops: deferred to the end of ``batch()``,
+        queued for the lingering write (``linger``: an add, with ``index_linger_s``),
+        else now. Edits, forgets and moves are written now."""
         deferred = getattr(self._deferred, "ids", None)
         if deferred is not None:
             deferred.setdefault(ns, set()).update(ids)
             return
-        self._commits.submit({ns: set(ids)})
+        self._commits.submit({ns: set(ids)}, linger=linger)
+
+    @property
+    def index_linger_s(self) -> float:
+        """Seconds an add's index write may linger (0: none; ``__init__``)."""
+        return self._commits.linger_s
+
+    @property
+    def index_writes(self) -> int:
+        """Index writes made by adds, edits and forgets since opening (each one
+        LanceDB fragment at most; maintenance's own passes not counted)."""
+        return self._commits.writes
+
+    def index_lingering(self, ns: Namespace) -> bool:
+        """Whether memories of ``ns`` wait for their index write (``index_linger_s``)."""
+        return self._commits.holds(ns)
+
+    def flush_index(self) -> None:
+        """Write the index writes that linger (``index_linger_s``) now; returns once
+        they are written (or failed and were logged: the outbox keeps them)."""
+        self._commits.flush()
 
     def _write_index(self, targets: dict[Namespace, set[str]]) -> None:
         """The group commit's write: the outbox ops of ``targets`` in one index write;
@@ -1134,8 +1264,9 @@ class MemoryCore:
         return len(done)
 
     def close(self) -> None:
-        """Write the recall marks still held, stop the cache's background loads and
-        release the SQL connection pool."""
+        """Write the index writes that linger and the recall marks still held, stop
+        the cache's background loads and release the SQL connection pool."""
+        self._commits.close()
         try:
             self.marks.flush()
         except Exception:  # noqa: BLE001 - closing goes on; the marks are a ranking aid

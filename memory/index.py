@@ -199,6 +199,15 @@ def _lit(value: str) -> str:
     return f"'{value}'"
 
 
+class _Text:
+    """A text to embed as a document, without a memory around it (``SearchIndex.embed_ahead``)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
 @dataclass(frozen=True, slots=True)
 class IndexHit:
     """A raw channel hit: memory id, 1-based rank and the channel's raw score
@@ -795,6 +804,18 @@ class SearchIndex:
                 out[i] = fresh[row]
                 self._remember(hashes[i], fresh[row])
         return out
+
+    def embed_ahead(self, texts: Sequence[str]) -> int:
+        """Put the document vectors of ``texts`` (memory texts about to be written)
+        in this index's vector cache, one ``embed_documents`` call for those it
+        lacks (``vectors``' rules, ``reuse_query_vectors`` included), so that the
+        index write and a recall reading them from SQL before it embed nothing.
+        Returns how many were not cached before. Raises EmbedderError."""
+        docs = [_Text(t) for t in dict.fromkeys(texts)]
+        fresh = sum(1 for d in docs if self._cached(text_hash(d.text)) is None)
+        if fresh:
+            self.vectors(docs, fetch=False)
+        return fresh
 
     def embed_tail(self, lines: Sequence[str], *, known: Mapping[str, np.ndarray] | None = None,
                    embed_older: bool = True) -> np.ndarray:

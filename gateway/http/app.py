@@ -163,6 +163,10 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
                                  app.state.onebot.close())
             if not await pipeline.captures.drain(timeout=30):
                 log.warning("shutdown: captures still running; they resume at the next start")
+            try:  # the index writes still lingering (MemoryCore's index_linger_s)
+                await asyncio.to_thread(pipeline.core.flush_index)
+            except Exception as exc:  # noqa: BLE001 - the outbox keeps them for the next start's repair
+                log.warning("shutdown: lingering index writes left to the outbox: %s", exc)
             try:  # the recall marks held in memory (memory.marks)
                 await asyncio.to_thread(pipeline.core.flush_marks)
             except Exception as exc:  # noqa: BLE001 - shutting down; they are a ranking aid
