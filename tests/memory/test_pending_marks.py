@@ -10,23 +10,14 @@ from datetime import timedelta
 
 import pytest
 
-from memory.links import LinkParams
 from memory.marks import RecallMarks
 from memory.recall import RecallParams
 from memory.store import utcnow
 from memory.types import Namespace
+from tests.memory.test_marks import _links, _stored
 
 TEXTS = ["我养了一只叫煤球的黑猫🐈", "煤球上周去看了兽医！", "I walk Mochi in 中山公園 every Sunday",
          "My sister Lena lives in Berlin", "我妹妹在柏林读书"]
-
-
-def _stored(core, ns, texts=TEXTS) -> list[str]:
-    """Store ``texts`` in ``ns`` without entity links (the tests count the co-recall ones alone)."""
-    core.links = LinkParams(entity=0.0)
-    try:
-        return [core.add(ns, core.new(ns, t)).memory.id for t in texts]
-    finally:
-        core.links = LinkParams()
 
 
 def _raw(core, ns, mid) -> list[str]:
@@ -47,8 +38,21 @@ def _pending_text(core, ns) -> str:
     return rows[0][0] or ""
 
 
-def _links(core, ns, mid, at):
-    return {o: w for o, w, _ in core.store.links_of(ns, [mid], at=at)[mid]}
+def _every_reader(core, ns, a, at) -> dict:
+    """What each reader of access times and links shows of memory ``a`` of ``ns`` at ``at``."""
+    key = core.store.get(ns, a).key
+    return {
+        "get": core.store.get(ns, a).access_times,
+        "get_many": core.store.get_many(ns, [a])[a].access_times,
+        "list": {m.id: m for m in core.store.list(ns)}[a].access_times,
+        "find_by_key": core.store.find_by_key(ns, key).access_times,
+        "key_and_tombstone": core.store.key_and_tombstone(ns, key, [])[0].access_times,
+        "candidates": core.store.candidates(ns, [a])[a].times(),
+        "live_if_at_most": {t.id: t for t in core.store.live_if_at_most(ns, 50)}[a].candidate().times(),
+        "get_many_of": core.store.get_many_of({ns: [a]})[ns][a].access_times,
+        "links_of": _links(core, ns, a, at),
+        "count_links": core.store.count_links(ns),
+    }
 
 
 def _windows(core, ns, ids, t0):
@@ -65,24 +69,13 @@ def test_a_flush_writes_the_namespace_row_and_every_reader_sees_the_times(core, 
     """After the flushes the memories and links rows are as stored; get, get_many, list, find_by_key,
     candidates, live_if_at_most, get_many_of and links_of all show the pending times and weight,
     and after the fold the rows hold exactly what those readers showed."""
-    ids = _stored(core, namespace)
+    ids = _stored(core, namespace, TEXTS)
     a, b, c, d, e = ids
     t0 = utcnow() - timedelta(hours=1)
     _windows(core, namespace, ids, t0)
     assert len(_raw(core, namespace, a)) == 1 and _link_rows(core, namespace) == 0  # only the state row written
     at = utcnow()
-    seen = {
-        "get": core.store.get(namespace, a).access_times,
-        "get_many": core.store.get_many(namespace, [a])[a].access_times,
-        "list": {m.id: m for m in core.store.list(namespace)}[a].access_times,
-        "find_by_key": core.store.find_by_key(namespace, core.store.get(namespace, a).key).access_times,
-        "key_and_tombstone": core.store.key_and_tombstone(namespace, core.store.get(namespace, a).key, [])[0].access_times,
-        "candidates": core.store.candidates(namespace, [a])[a].times(),
-        "live_if_at_most": {t.id: t for t in core.store.live_if_at_most(namespace, 50)}[a].candidate().times(),
-        "get_many_of": core.store.get_many_of({namespace: [a]})[namespace][a].access_times,
-        "links_of": _links(core, namespace, a, at),
-        "count_links": core.store.count_links(namespace),
-    }
+    seen = _every_reader(core, namespace, a, at)
     assert len(seen["get"]) == 4 and {t0 + timedelta(minutes=k) for k in range(3)} < set(seen["get"])
     assert seen["links_of"] == {b: pytest.approx(3.0, rel=1e-3), c: pytest.approx(1.0, rel=1e-3),
                                 d: pytest.approx(1.0, rel=1e-3)}
@@ -90,18 +83,7 @@ def test_a_flush_writes_the_namespace_row_and_every_reader_sees_the_times(core, 
     assert core.fold_marks() == 4 + 5  # four memories, five pairs
     assert _pending_text(core, namespace) == "" and len(_raw(core, namespace, a)) == 4
     assert _link_rows(core, namespace) == 5
-    assert {
-        "get": core.store.get(namespace, a).access_times,
-        "get_many": core.store.get_many(namespace, [a])[a].access_times,
-        "list": {m.id: m for m in core.store.list(namespace)}[a].access_times,
-        "find_by_key": core.store.find_by_key(namespace, core.store.get(namespace, a).key).access_times,
-        "key_and_tombstone": core.store.key_and_tombstone(namespace, core.store.get(namespace, a).key, [])[0].access_times,
-        "candidates": core.store.candidates(namespace, [a])[a].times(),
-        "live_if_at_most": {t.id: t for t in core.store.live_if_at_most(namespace, 50)}[a].candidate().times(),
-        "get_many_of": core.store.get_many_of({namespace: [a]})[namespace][a].access_times,
-        "links_of": _links(core, namespace, a, at),
-        "count_links": core.store.count_links(namespace),
-    } == seen
+    assert _every_reader(core, namespace, a, at) == seen
     assert len(core.store.get(namespace, e).access_times) == 1  # never marked
 
 
@@ -116,7 +98,7 @@ def test_recall_scores_the_same_with_pending_marks_and_after_the_fold(core, name
         from memory.cache import NamespaceCache
 
         core.cache = NamespaceCache(16)
-    ids = _stored(core, namespace)
+    ids = _stored(core, namespace, TEXTS)
     t0 = utcnow() - timedelta(hours=2)
     _windows(core, namespace, ids, t0)
     params = RecallParams(exact_max=exact_max)
@@ -137,7 +119,7 @@ def test_recall_scores_the_same_with_pending_marks_and_after_the_fold(core, name
 def test_a_flush_past_the_fold_size_folds_in_its_own_transaction(core, namespace):
     """Once the namespace's row would hold more than fold_at memories and pairs, the flush writes
     the memories and links rows and clears it; readers see the same before and after."""
-    a, b, c, *_ = _stored(core, namespace)
+    a, b, c, *_ = _stored(core, namespace, TEXTS)
     t0 = utcnow() - timedelta(minutes=5)
     assert core.store.pend_marks(namespace, {a: [t0], b: [t0]}, {(a, b): (1.0, t0)}, fold_at=4) == 2
     assert _pending_text(core, namespace) and _link_rows(core, namespace) == 0
@@ -168,7 +150,7 @@ def test_a_namespace_row_holds_only_its_own_ids(core, namespace):
 def test_a_memory_forgotten_while_its_marks_wait_stays_forgotten(core, namespace):
     """Marked, flushed into the state row, then forgotten: its pairs leave the row in the forget's
     transaction, no reader shows it as a neighbour, and the fold writes no row or link for it."""
-    cat, vet, mochi, *_ = _stored(core, namespace)
+    cat, vet, mochi, *_ = _stored(core, namespace, TEXTS)
     marks = RecallMarks(core.store, every_s=3600.0)
     marks.note(namespace, [cat, vet, mochi], utcnow() - timedelta(minutes=1))
     marks.flush()
@@ -190,7 +172,7 @@ def test_a_flush_racing_another_process_on_the_row_keeps_both_marks(core, namesp
         pytest.skip("SQLite: BEGIN IMMEDIATE serializes the writers of one file")
     from memory.store import PendingMarks, Store
 
-    a, b, *_ = _stored(core, namespace)
+    a, b, *_ = _stored(core, namespace, TEXTS)
     other = Store(core.store.url, schema=core.store.schema)
     t0 = utcnow() - timedelta(minutes=3)
     added = PendingMarks.added
