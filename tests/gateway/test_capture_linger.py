@@ -4,7 +4,7 @@ the batch's memories share one index write."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from bridges.contract import TurnResult
 from gateway.config import load_settings
@@ -12,23 +12,9 @@ from gateway.pipeline import Pipeline
 from memory.core import MemoryCore
 from memory.store import ChatLine, PendingCapture, utcnow
 from memory.types import ChatKind, ChatRef, Namespace
+from tests.memory.test_index_linger import CountingEmbedder
 
 LINES = ["我养了一只叫煤球的黑猫", "I work as a nurse in Leeds", "我妹妹住在成都", "My favourite band is Radiohead"]
-
-
-class CountingEmbedder:
-    """The real embedder, counting its document calls."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.calls = 0
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def embed_documents(self, texts):
-        self.calls += 1
-        return self.inner.embed_documents(texts)
 
 
 async def test_a_batch_embeds_its_facts_in_one_call_and_shares_one_index_write(sqlite_core):
@@ -39,7 +25,7 @@ async def test_a_batch_embeds_its_facts_in_one_call_and_shares_one_index_write(s
     pipeline = Pipeline(load_settings(), core)
     counting = CountingEmbedder(core.index.embedder)
     core.index.embedder = counting
-    said = datetime.now(timezone.utc) - timedelta(minutes=1)
+    said = datetime.now(UTC) - timedelta(minutes=1)
     jobs, results = [], []
     for n, text in enumerate(LINES):
         ns, chat = Namespace("default", f"tg:{100 + n}"), ChatRef("tg", ChatKind.PRIVATE, str(100 + n))

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from memory.capture import capture
@@ -25,16 +25,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class CountingEmbedder:
-    """The real embedder, counting its document calls (what a recall must not make)."""
+    """The real embedder, counting its document calls (``calls``) and the documents
+    they embedded (``documents``: what a recall must not make)."""
 
     def __init__(self, inner) -> None:
         self.inner = inner
+        self.calls = 0
         self.documents = 0
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
     def embed_documents(self, texts):
+        self.calls += 1
         self.documents += len(texts)
         return self.inner.embed_documents(texts)
 
@@ -76,7 +79,7 @@ def test_the_next_recall_finds_a_lingering_memory_without_embedding_it(core, nam
     core.index.embedder = counting
     try:
         slow = lingering(core, 30)
-        capture(slow, namespace, "我养了一只叫煤球的黑猫", chat=DM, said_at=datetime.now(timezone.utc),
+        capture(slow, namespace, "我养了一只叫煤球的黑猫", chat=DM, said_at=datetime.now(UTC),
                 message_id="1")
         assert slow.index_lingering(namespace) and core.index.ids(namespace) == set()
         made = counting.documents
