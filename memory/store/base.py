@@ -7,7 +7,9 @@ on a bare connection, for Core or driver-level statements on hot paths),
 ``_write_one`` (one statement in a transaction of its own: autocommit on
 PostgreSQL), ``_read`` (an ORM session) and ``_read_rows`` / ``_read_many``
 (the hot reads: the DBAPI cursor, autocommit on PostgreSQL — one round trip a
-statement — retried once on a dropped connection). On SQLite every
+call, its statements pipelined — retried once on a dropped connection) and
+``_write_batch`` (statements whose results decide nothing inside the
+transaction: on PostgreSQL pipelined in one round trip). On SQLite every
 write holds a process-wide lock and starts with ``BEGIN IMMEDIATE``; on
 PostgreSQL the lock is a no-op and the database orders writers. The parts of
 ``memory.store.Store`` (memories, chat log, outbox, audit, identities, command
@@ -163,30 +165,121 @@ class DbapiWriter:
     the statement in the message, never its parameters. Use as a context
     manager: the cursor is closed at its end."""
 
-    def __init__(self, conn) -> None:
+    def __init__(self, conn, *, pipeline: bool = False) -> None:
         self._dbapi = conn.dialect.dbapi
         self._cur = conn.connection.cursor()
+        # psycopg's pipeline mode: the statements are sent as they come and their results
+        # read once, when the block ends (``StoreBase._write_batch``)
+        self._pipeline = conn.connection.dbapi_connection.pipeline() if pipeline else None
+        self._sql = ""  # the last statement run: named in the error of a pipeline that failed
+        self._conn = conn
+        self._held: list = []  # the cursors of ``rows``: closed at the block's end
+        self._pending: list[tuple[object, BatchRows]] = []  # in a pipeline: read at the block's end
 
-    def run(self, stmt: DbapiStatement, values: dict | list[dict]) -> None:
+    def run(self, stmt: DbapiStatement | str, values: dict | list[dict] | tuple) -> None:
         """Execute ``stmt`` with ``values`` (a list: one execution per row, one
-        ``executemany``); a statement with RETURNING has its rows read and dropped."""
+        ``executemany``); a statement with RETURNING has its rows read and dropped.
+        ``stmt`` may also be SQL as the driver takes it (placeholders: the
+        store's ``mark``) with ``values`` its parameter tuple. In a pipeline an
+        error surfaces when the block ends (``__exit__``), not here."""
+        sql = stmt if isinstance(stmt, str) else stmt.sql
+        self._sql = sql
         try:
-            if isinstance(values, list):
-                self._cur.executemany(stmt.sql, [stmt.params(v) for v in values])
+            if isinstance(stmt, str):
+                self._announce(self._cur, sql, values, False)
+                self._cur.execute(sql, values)
+            elif isinstance(values, list):
+                many = [stmt.params(v) for v in values]
+                self._announce(self._cur, sql, many, True)
+                self._cur.executemany(sql, many)
             else:
-                self._cur.execute(stmt.sql, stmt.params(values))
-                if self._cur.description is not None:
-                    self._cur.fetchall()
+                params = stmt.params(values)
+                self._announce(self._cur, sql, params, False)
+                self._cur.execute(sql, params)
+            # in a pipeline the rows are read at its sync: a fetch here would sync at once
+            if self._pipeline is None and self._cur.description is not None:
+                self._cur.fetchall()
         except self._dbapi.IntegrityError as exc:
-            raise IntegrityError(stmt.sql, None, exc) from exc
+            raise IntegrityError(sql, None, exc) from exc
         except self._dbapi.Error as exc:
-            raise StoreError(f"{type(exc).__name__}: {exc} [{stmt.sql.split('(', 1)[0].strip()}]") from exc
+            raise StoreError(f"{type(exc).__name__}: {exc} [{sql.split('(', 1)[0].strip()}]") from exc
+
+    def _announce(self, cur, sql: str, params, many: bool) -> None:
+        """Tell the engine's ``before_cursor_execute`` listeners of a statement about to
+        run, as SQLAlchemy's own execution does (no execution context: None), so
+        that what watches the engine's SQL sees these statements too."""
+        conn = self._conn
+        if conn._has_events or conn.engine._has_events:
+            for listen in conn.dispatch.before_cursor_execute:
+                listen(conn, cur, sql, params, None, many)
+
+    def rows(self, sql: str, values: tuple) -> BatchRows:
+        """Execute ``sql`` (as the driver takes it) with ``values`` on a cursor of its
+        own and hand back its rows: ``BatchRows.value()``, once the block has ended
+        in a pipeline, at once otherwise."""
+        cur = self._conn.connection.cursor()
+        self._held.append(cur)
+        self._sql = sql
+        self._announce(cur, sql, values, False)
+        try:
+            cur.execute(sql, values)
+        except self._dbapi.IntegrityError as exc:
+            raise IntegrityError(sql, None, exc) from exc
+        except self._dbapi.Error as exc:
+            raise StoreError(f"{type(exc).__name__}: {exc} [{sql.split('(', 1)[0].strip()}]") from exc
+        out = BatchRows()
+        if self._pipeline is None:
+            out._rows = cur.fetchall()
+        else:
+            self._pending.append((cur, out))
+        return out
 
     def __enter__(self) -> DbapiWriter:
+        if self._pipeline is not None:
+            try:
+                self._pipeline.__enter__()
+                # an explicit transaction, not the pipeline's implicit one: the pipeline's
+                # end syncs even when the block raised, and an implicit transaction would
+                # then commit the statements sent before the error; this one commits only
+                # with the COMMIT queued at a clean end, and is rolled back otherwise
+                self._cur.execute("BEGIN")
+            except self._dbapi.Error as exc:
+                self._cur.close()
+                raise StoreError(f"{type(exc).__name__}: {exc}") from exc
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._cur.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if self._pipeline is not None:  # the sync: every statement's result, the first error raised
+                try:
+                    if exc_type is None:
+                        self._cur.execute("COMMIT")
+                    self._pipeline.__exit__(exc_type, exc, tb)
+                except self._dbapi.IntegrityError as err:
+                    raise IntegrityError(self._sql, None, err) from err
+                except self._dbapi.Error as err:
+                    raise StoreError(f"{type(err).__name__}: {err}") from err
+                if exc_type is None:
+                    for cur, out in self._pending:
+                        out._rows = cur.fetchall()  # type: ignore[attr-defined]
+        finally:
+            self._cur.close()
+            for cur in self._held:
+                cur.close()
+
+
+class BatchRows:
+    """The rows of one statement of a ``DbapiWriter`` (``DbapiWriter.rows``)."""
+
+    def __init__(self) -> None:
+        self._rows: list[tuple] | None = None
+
+    def value(self) -> list[tuple]:
+        """The statement's rows as plain tuples. Raises RuntimeError before the
+        pipeline that ran it has ended."""
+        if self._rows is None:
+            raise RuntimeError("the rows of a pipelined statement are read when its block ends")
+        return self._rows
 
 
 def raw_datetime(value):
@@ -331,9 +424,23 @@ class StoreBase:
         try:
             try:
                 tx = conn.begin()
-                for key in keys:  # as the driver takes it: every capture's write takes one
-                    conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (key,))
+                # every capture's write takes one: as the driver takes it, pipelined — the
+                # transaction's BEGIN and the locks in one round trip (the block's end syncs)
+                dbapi = conn.connection.dbapi_connection
+                cur = dbapi.cursor()  # type: ignore[union-attr]
+                try:
+                    with dbapi.pipeline():  # type: ignore[union-attr]
+                        for key in keys:
+                            cur.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+                finally:
+                    cur.close()
             except (DBAPIError, PoolTimeout) as exc:
+                raise StoreError(f"namespace lock unavailable: {exc}") from exc
+            except self._driver_error as exc:  # the driver's own, raised at the pipeline's sync
+                try:
+                    tx.rollback()
+                except DBAPIError:  # a lost connection holds nothing
+                    pass
                 raise StoreError(f"namespace lock unavailable: {exc}") from exc
             try:
                 yield
@@ -395,6 +502,35 @@ class StoreBase:
             except (DBAPIError, PoolTimeout) as exc:
                 raise StoreError(str(exc)) from exc
 
+    @contextmanager
+    def _write_batch(self) -> Iterator[DbapiWriter]:
+        """A write transaction of driver-level statements whose results decide
+        nothing inside it (``DbapiWriter.run``: ``DbapiStatement``s, or SQL with
+        the store's ``mark`` placeholders), committed when the block ends.
+
+        PostgreSQL: the connection is in autocommit and the transaction's
+        BEGIN, statements and COMMIT are pipelined (psycopg's pipeline mode):
+        sent as they come, one Sync at the block's end — one round trip where a
+        ``_write_conn`` transaction costs one per statement plus BEGIN and
+        COMMIT. The COMMIT is queued only when the block ends cleanly; when it
+        raises, or a statement fails, nothing is committed and the transaction
+        is rolled back (a second round trip, on failure only). An error of the
+        database surfaces at the block's end. SQLite: a
+        ``_write_conn`` transaction (BEGIN IMMEDIATE under the write lock, all in
+        process). IntegrityError as ``_write_conn``; other database errors
+        become StoreError."""
+        if self.is_sqlite:
+            with self._write_conn() as conn, DbapiWriter(conn) as cur:
+                yield cur
+            return
+        try:
+            with self._autocommit_engine.begin() as conn, DbapiWriter(conn, pipeline=True) as cur:
+                yield cur
+        except IntegrityError:
+            raise
+        except (DBAPIError, PoolTimeout) as exc:
+            raise StoreError(str(exc)) from exc
+
     def _write_one(self, sql: str, params: tuple) -> int:
         """One write statement (placeholders: ``mark``) in a transaction of its own;
         returns its rowcount. PostgreSQL: in autocommit — the statement is its own
@@ -426,8 +562,9 @@ class StoreBase:
         """The rows of each ``(sql, params)`` of ``statements``, in order, on one
         pooled connection (one checkout for several reads of a turn).
 
-        PostgreSQL: the statements run in autocommit — one round trip each, no
-        BEGIN or ROLLBACK around them. Each still reads its own snapshot, as every
+        PostgreSQL: the statements run in autocommit, no BEGIN or ROLLBACK around
+        them — one round trip for one statement, and one for several, which are
+        pipelined (``_pipelined_reads``). Each still reads its own snapshot, as every
         statement of a READ COMMITTED transaction does, so a later statement never
         sees older data than an earlier one. A connection found dropped (a server
         restart, a terminated backend: the driver's OperationalError) is thrown
@@ -444,6 +581,8 @@ class StoreBase:
             try:
                 if not self.is_sqlite:
                     dbapi.autocommit = True  # type: ignore[union-attr]
+                if not self.is_sqlite and len(statements) > 1:
+                    return self._pipelined_reads(dbapi, statements)
                 cur = dbapi.cursor()  # type: ignore[union-attr]
                 try:
                     out = []
@@ -453,8 +592,6 @@ class StoreBase:
                     return out
                 finally:
                     cur.close()
-                    if not self.is_sqlite and not dbapi.closed:  # type: ignore[union-attr]
-                        dbapi.autocommit = False  # type: ignore[union-attr]
             except self._driver_error as exc:
                 lost = not self.is_sqlite and getattr(dbapi, "closed", False)
                 if lost:
@@ -465,8 +602,28 @@ class StoreBase:
                     continue
                 raise StoreError(str(exc)) from exc
             finally:
+                if not self.is_sqlite and not dbapi.closed:  # type: ignore[union-attr]
+                    dbapi.autocommit = False  # type: ignore[union-attr]
                 fairy.close()
         raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _pipelined_reads(dbapi, statements: Sequence[tuple[str, tuple]]) -> list[list[tuple]]:
+        """PostgreSQL: ``statements`` sent together in psycopg's pipeline mode on
+        ``dbapi`` (in autocommit), their rows read at its one Sync: one round trip
+        for all. The server runs them in order, each on its own snapshot (READ
+        COMMITTED), as when they are sent one by one."""
+        cursors = []
+        try:
+            with dbapi.pipeline():
+                for sql, params in statements:
+                    cur = dbapi.cursor()
+                    cursors.append(cur)
+                    cur.execute(sql, params)
+            return [cur.fetchall() for cur in cursors]
+        finally:
+            for cur in cursors:
+                cur.close()
 
     @contextmanager
     def _read(self) -> Iterator[Session]:

@@ -176,6 +176,8 @@ class ChatLog(StoreBase):
         A redacted line (None) still claims what it was given."""
         table = _ChatLogRow.__table__  # type: ignore[attr-defined]
         try:
+            if not self.is_sqlite:
+                return self._append_chat_pg(tenant, chat, line, keep, capture, claim, fingerprint, nonce)
             return self._append_chat(table, tenant, chat, line, keep, capture, claim, fingerprint, nonce)
         except IntegrityError:
             if claim is None and fingerprint is None:
@@ -245,6 +247,81 @@ class ChatLog(StoreBase):
                 run(f"DELETE FROM chat_log WHERE tenant = {m} AND chat = {m} AND id <= {m} AND capture_ns = ''",
                     (tenant, chat.key, int(cutoff)))
         return int(line_id)
+
+    def _append_chat_pg(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int, capture: Namespace | None,
+                        claim: str | None, fingerprint: tuple[str, timedelta] | None,
+                        nonce: NonceClaim | None) -> int | None:
+        """``append_chat`` on PostgreSQL in one round trip: the statements of
+        ``_append_chat`` made independent of each other's results and pipelined
+        in autocommit (``StoreBase._write_batch``), so the server runs them as
+        one implicit transaction — all of them, or none when one fails. What
+        ``_append_chat`` decides in the client is decided by the statements
+        themselves: a nonce or a delivery claimed before fails its insert on
+        the unique constraint (and everything with it); the stale claims of the
+        fingerprint are let go unconditionally (a claim older than the window no
+        longer counts: their writes change nothing that counts); a claim of the
+        fingerprint on its own row within the window is told by a guard insert
+        that meets its primary key. The trim, on about one append in
+        ``keep // TRIM_SLACK``, is a statement of its own afterwards. Raises
+        NonceUsed (with the first claim's digest, read after the failed
+        transaction), IntegrityError for a delivery or fingerprint claimed before."""
+        m, now = self.mark, utcnow()
+        try:
+            return self._append_chat_batch(tenant, chat, line, keep, capture, claim, fingerprint, nonce, now)
+        except IntegrityError as exc:
+            if nonce is None or getattr(getattr(exc.orig, "diag", None), "table_name", None) != "seen_nonces":
+                raise
+        first = self._read_rows(f"SELECT digest FROM seen_nonces WHERE tenant = {m} AND platform = {m} AND nonce = {m}",
+                                (nonce.tenant[:64], nonce.platform[:32], nonce.nonce[:128]))
+        raise NonceUsed((first[0][0] or "") if first else "")
+
+    def _append_chat_batch(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int, capture: Namespace | None,
+                           claim: str | None, fingerprint: tuple[str, timedelta] | None, nonce: NonceClaim | None,
+                           now: datetime) -> int | None:
+        """``_append_chat_pg``'s pipelined transaction and the trim after it."""
+        m = self.mark
+        with self._write_batch() as cur:
+            if nonce is not None:  # first: a replay is told apart from a duplicate delivery by the table it meets
+                cur.run(f"INSERT INTO seen_nonces (tenant, platform, nonce, digest, seen_at) VALUES ({m}, {m}, {m}, "
+                        f"{m}, {m})", (nonce.tenant[:64], nonce.platform[:32], nonce.nonce[:128],
+                                       nonce.digest[:128], nonce.at or now))
+            fp = None
+            if fingerprint is not None:
+                fp, stale = fingerprint[0][:600], now - fingerprint[1]
+                # a claim older than the window no longer counts: its own row goes, a shared one lets go
+                cur.run(f"DELETE FROM deliveries WHERE key = {m} AND processed_at <= {m}", (fp, stale))
+                cur.run(f"UPDATE deliveries SET fingerprint = NULL WHERE fingerprint = {m} AND processed_at <= {m}",
+                        (fp, stale))
+                if claim is None:
+                    cur.run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})", (fp, now))
+                else:  # its own row, within the window (the stale one is gone): this insert meets its key
+                    cur.run(f"INSERT INTO deliveries (key, processed_at) SELECT {m}, {m} WHERE EXISTS "
+                            f"(SELECT 1 FROM deliveries WHERE key = {m})", (fp, now, fp))
+                # a shared claim within the window: the insert below meets the unique fingerprint
+            if claim is not None:  # with the fingerprint in the same row: one row per message
+                cur.run(f"INSERT INTO deliveries (key, processed_at, fingerprint) VALUES ({m}, {m}, {m})",
+                        (claim[:600], now, fp))
+            values = (tenant, chat.key, line.role, line.sender_id, line.sender_name, line.message_id, line.text,
+                      line.at, str(capture) if capture else "", now if capture else None, "")
+            columns = ("INSERT INTO chat_log (tenant, chat, role, sender_id, sender_name, message_id, text, at, "
+                       "capture_ns, capture_queued, vector_key)")
+            if line.role == "user" and line.message_id:
+                # not a line a forget redacted (same chat, message id and sender): checked by the insert itself
+                rows = cur.rows(f"{columns} SELECT {', '.join([m] * 11)} WHERE NOT EXISTS (SELECT 1 FROM "
+                                f"chat_redactions WHERE tenant = {m} AND chat = {m} AND message_id = {m} AND "
+                                f"sender_id = {m}) RETURNING id",
+                                (*values, tenant, chat.key, line.message_id, line.sender_id))
+            else:
+                rows = cur.rows(f"{columns} VALUES ({', '.join([m] * 11)}) RETURNING id", values)
+        got = rows.value()
+        if not got:
+            return None
+        line_id = int(got[0][0])
+        if line_id % max(1, keep // TRIM_SLACK) == 0:  # the lines over ``keep`` deleted together
+            self._write_one(f"DELETE FROM chat_log WHERE tenant = {m} AND chat = {m} AND capture_ns = '' AND id <= "
+                            f"(SELECT id FROM chat_log WHERE tenant = {m} AND chat = {m} ORDER BY id DESC LIMIT 1 "
+                            f"OFFSET {m})", (tenant, chat.key, tenant, chat.key, int(keep)))
+        return line_id
 
     def pending_captures(self, older_than: datetime, limit: int = 100) -> list[PendingCapture]:
         """Chat-log lines whose capture was queued before ``older_than`` and has not
@@ -345,12 +422,13 @@ class ChatLog(StoreBase):
         if not vectors:  # one statement: a transaction of its own (``_write_one``)
             self._write_one(done, tuple(plain))
             return
-        with self._write_conn() as conn:  # once per capture: statements as the driver takes them
+        # once per capture: statements as the driver takes them, in one round trip on PostgreSQL
+        with self._write_batch() as cur:
             if plain:
-                conn.exec_driver_sql(done, tuple(plain))
+                cur.run(done, tuple(plain))
             for i, (k, v) in vectors.items():
-                conn.exec_driver_sql(f"UPDATE chat_log SET capture_ns = '', capture_queued = NULL, vector = {m}, "
-                                     f"vector_key = {m} WHERE id = {m}", (v, k, int(i)))
+                cur.run(f"UPDATE chat_log SET capture_ns = '', capture_queued = NULL, vector = {m}, "
+                        f"vector_key = {m} WHERE id = {m}", (v, k, int(i)))
 
     def chat_tail(self, tenant: str, chat: ChatRef, n: int = 8, *, max_age: timedelta | None = None,
                   now: datetime | None = None) -> list[ChatLine]:

@@ -25,7 +25,7 @@ from sqlmodel import Session, delete, select
 
 from memory.errors import NamespaceError, NotFoundError
 from memory.store.audit import AuditEntry, AuditLog
-from memory.store.base import DbapiStatement, DbapiWriter, StoreBase, raw_datetime, utcnow
+from memory.store.base import DbapiStatement, StoreBase, raw_datetime, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
 from memory.store.consolidated import _awake, _count_hits, _drop_consolidated
@@ -289,10 +289,11 @@ class MemoryRows(StoreBase):
         )
         # the add's statements compiled once and run on the transaction's DBAPI cursor
         # (``DbapiWriter``): this is the capture hot path, and SQLAlchemy's own work per
-        # statement cost more than SQLite's (ORM rows cost more still)
+        # statement cost more than SQLite's (ORM rows cost more still); no statement's
+        # result decides another, so on PostgreSQL they go in one round trip (``_write_batch``)
         sql = _add_statements(self.engine.dialect)
         tenants = self.event_tenants
-        with self._write_conn() as conn, DbapiWriter(conn) as cur:
+        with self._write_batch() as cur:
             cur.run(sql.memory, values)
             cur.run(sql.outbox, dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0))
             cur.run(sql.bump, {"ns": str(ns), "live0": 1, "delta": 1, "ids": memory.id})
