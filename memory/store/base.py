@@ -421,36 +421,39 @@ class StoreBase:
             conn = self._lock_engine.connect()
         except (DBAPIError, PoolTimeout) as exc:
             raise StoreError(f"namespace lock unavailable: {exc}") from exc
+        dbapi = conn.connection.dbapi_connection
         try:
+            # every capture's write takes one: as the driver takes it, the transaction begun by
+            # hand in autocommit and pipelined with its locks — one round trip (psycopg's own
+            # BEGIN would wait for its answer first), and one more for the ROLLBACK at the end
             try:
-                tx = conn.begin()
-                # every capture's write takes one: as the driver takes it, pipelined — the
-                # transaction's BEGIN and the locks in one round trip (the block's end syncs)
-                dbapi = conn.connection.dbapi_connection
+                dbapi.autocommit = True  # type: ignore[union-attr]
                 cur = dbapi.cursor()  # type: ignore[union-attr]
                 try:
                     with dbapi.pipeline():  # type: ignore[union-attr]
+                        cur.execute("BEGIN")
                         for key in keys:
                             cur.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
                 finally:
                     cur.close()
-            except (DBAPIError, PoolTimeout) as exc:
-                raise StoreError(f"namespace lock unavailable: {exc}") from exc
-            except self._driver_error as exc:  # the driver's own, raised at the pipeline's sync
-                try:
-                    tx.rollback()
-                except DBAPIError:  # a lost connection holds nothing
-                    pass
+            except self._driver_error as exc:  # the driver's own: a lost connection, the statement timeout
+                self._end_lock(dbapi)
                 raise StoreError(f"namespace lock unavailable: {exc}") from exc
             try:
                 yield
             finally:
-                try:
-                    tx.rollback()  # nothing was written on it: ending the transaction releases the locks
-                except DBAPIError as exc:  # a lost connection has released them already
-                    log.warning("store: namespace lock release: %s", exc)
+                self._end_lock(dbapi)  # nothing was written on it: ending the transaction releases the locks
         finally:
             conn.close()
+
+    def _end_lock(self, dbapi) -> None:
+        """End the transaction of a namespace lock on ``dbapi`` (releasing its locks) and
+        take the connection out of autocommit; a lost connection has released them already."""
+        try:
+            dbapi.rollback()  # in autocommit too: a transaction begun by hand is rolled back
+            dbapi.autocommit = False
+        except self._driver_error as exc:
+            log.warning("store: namespace lock release: %s", exc)
 
     INDEX_WRITER = "~index-writer~"
     """The name whose advisory key is the index write lock (no namespace has this

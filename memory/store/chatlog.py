@@ -391,15 +391,47 @@ class ChatLog(StoreBase):
 
         out: dict[int, str] = {}
         if fresh:  # one read per capture: through the DBAPI cursor
-            m = self.mark
-            which = " OR ".join([f"(id = {m} AND capture_queued <= {m})"] * len(fresh))
-            out.update(self._read_rows(f"SELECT id, text FROM chat_log WHERE ({which}) AND capture_ns != ''",
-                                       tuple(x for i, q in fresh.items() for x in (int(i), self.db_time(q)))))
+            out.update(self._read_rows(*self._held_sql(fresh)))
         if stale:
             with self._write_conn() as conn:
                 out.update((r.id, r.text) for r in conn.execute(update(t).where(mine(stale), t.c.capture_ns != "")
                                                                 .values(capture_queued=now).returning(t.c.id, t.c.text)))
         return out
+
+    def _held_sql(self, fresh: Mapping[int, datetime]) -> tuple[str, tuple]:
+        """``take_captures``' read of the lines that keep their lease: ``(id, text)``
+        of each of ``fresh`` still due and queued no later than its moment."""
+        m = self.mark
+        which = " OR ".join([f"(id = {m} AND capture_queued <= {m})"] * len(fresh))
+        return (f"SELECT id, text FROM chat_log WHERE ({which}) AND capture_ns != ''",
+                tuple(x for i, q in fresh.items() for x in (int(i), self.db_time(q))))
+
+    def take_captures_with(self, lines: Mapping[int, datetime], among: Sequence[tuple[str, ChatRef, str]],
+                           before: Sequence[int], *, now: datetime | None = None,
+                           renew_after: timedelta | None = None
+                           ) -> tuple[dict[int, str], set[tuple[str, str, str]], dict[int, ChatLine]]:
+        """What a capture batch reads before it runs, in one call: ``take_captures(lines,
+        now=now, renew_after=renew_after)``, ``redacted_among(among)`` and
+        ``lines_before(before)``, as a tuple of their three results. When every
+        line keeps its lease (``renew_after``: the common case) the three are
+        reads and run together (``StoreBase._read_many``: one round trip on
+        PostgreSQL, one connection on SQLite), in that order; a lease to renew
+        is written first, in its own transaction. Raises StoreError."""
+        now = now or utcnow()
+        fresh = {i: at for i, at in lines.items() if renew_after is not None and now - at < renew_after}
+        taken: dict[int, str] = {}
+        if len(fresh) < len(lines):  # a lease to renew: a write, as take_captures does it
+            taken = self.take_captures(lines, now=now, renew_after=renew_after)
+            fresh = {}
+        reads = [self._held_sql(fresh)] if fresh else []
+        wanted, redacted_read = self._redacted_sql(among)
+        ids, before_read = self._before_sql(before)
+        reads += [r for r in (redacted_read, before_read) if r is not None]
+        rows = self._read_many(reads) if reads else []
+        if fresh:
+            taken.update(rows.pop(0))
+        gone = {tuple(r) for r in rows.pop(0)} & wanted if redacted_read is not None else set()
+        return taken, gone, self._before_rows(rows.pop(0)) if before_read is not None else {}  # type: ignore[return-value]
 
     def captures_due(self) -> int:
         """How many chat-log lines still have their capture due, in every tenant
@@ -573,26 +605,43 @@ class ChatLog(StoreBase):
         """``is_redacted`` for many lines in one query: of ``lines`` (``(tenant,
         chat, message id)``), the ``(tenant, chat key, message id)`` of those
         redacted (a capture batch asks once for all of its messages)."""
+        wanted, read = self._redacted_sql(lines)
+        if read is None:
+            return set()
+        return {tuple(r) for r in self._read_rows(*read)} & wanted  # type: ignore[misc]
+
+    def _redacted_sql(self, lines: Sequence[tuple[str, ChatRef, str]]
+                      ) -> tuple[set[tuple[str, str, str]], tuple[str, tuple] | None]:
+        """``redacted_among``'s ``(tenant, chat key, message id)`` asked for, and its read
+        (None when nothing is asked)."""
         wanted = {(tenant, chat.key, mid) for tenant, chat, mid in lines if mid}
         if not wanted:
-            return set()
+            return wanted, None
         mids = sorted({m for _, _, m in wanted})
-        rows = self._read_rows(f"SELECT tenant, chat, message_id FROM chat_redactions "
-                               f"WHERE message_id IN ({', '.join([self.mark] * len(mids))})", tuple(mids))
-        return {tuple(r) for r in rows} & wanted  # type: ignore[misc]
+        return wanted, (f"SELECT tenant, chat, message_id FROM chat_redactions "
+                        f"WHERE message_id IN ({', '.join([self.mark] * len(mids))})", tuple(mids))
 
     def lines_before(self, line_ids: Sequence[int]) -> dict[int, ChatLine]:
         """``line_before`` for many lines in one query: ``{line id: the line of its
         chat (its topic) logged just before it}``, a line without one (the first,
         or one pruned or redacted since) left out."""
+        _, read = self._before_sql(line_ids)
+        # each capture batch asks: through the DBAPI cursor (``_read_rows``)
+        return {} if read is None else self._before_rows(self._read_rows(*read))
+
+    def _before_sql(self, line_ids: Sequence[int]) -> tuple[list[int], tuple[str, tuple] | None]:
+        """``lines_before``'s ids and its read (None when there are none)."""
         ids = sorted({int(i) for i in line_ids if i})
         if not ids:
-            return {}
-        # each capture batch asks: through the DBAPI cursor (``_read_rows``)
-        rows = self._read_rows(
-            "SELECT c.id, b.role, b.sender_id, b.text, b.at, b.message_id, b.sender_name FROM chat_log c "
-            "JOIN chat_log b ON b.id = (SELECT max(p.id) FROM chat_log p WHERE p.tenant = c.tenant "
-            f"AND p.chat = c.chat AND p.id < c.id) WHERE c.id IN ({', '.join([self.mark] * len(ids))})", tuple(ids))
+            return ids, None
+        return ids, ("SELECT c.id, b.role, b.sender_id, b.text, b.at, b.message_id, b.sender_name FROM chat_log c "
+                     "JOIN chat_log b ON b.id = (SELECT max(p.id) FROM chat_log p WHERE p.tenant = c.tenant "
+                     f"AND p.chat = c.chat AND p.id < c.id) WHERE c.id IN ({', '.join([self.mark] * len(ids))})",
+                     tuple(ids))
+
+    @staticmethod
+    def _before_rows(rows: list[tuple]) -> dict[int, ChatLine]:
+        """``lines_before``'s answer from its read's rows."""
         return {i: ChatLine(role, sender, text, _aware(raw_datetime(at)), mid, name)  # type: ignore[arg-type]
                 for i, role, sender, text, at, mid, name in rows}
 
