@@ -73,7 +73,8 @@ class SqlTrips:
 
     def __init__(self, store) -> None:
         self.store = store
-        self.engines = [e for e in (store.engine, getattr(store, "_lock_engine", None)) if e is not None]
+        self.engines = [e for e in (store.engine, getattr(store, "_lock_engine", None),
+                                    getattr(store, "_auto_engine", None)) if e is not None]
         self.is_sqlite = store.is_sqlite
         self._lock = threading.Lock()
         self._on = False

@@ -36,7 +36,7 @@ import logging
 import select
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 
@@ -93,6 +93,9 @@ class _NullLock:
         return None
 
 
+_IDLE = 0  # libpq's PQTRANS_IDLE (psycopg.pq.TransactionStatus.IDLE)
+
+
 def _dropped(dbapi_conn, _record, _proxy) -> None:
     """Pool checkout of a PostgreSQL connection: a connection the server closed
     (a restart, an administrator's terminate, an idle timeout) is told apart
@@ -114,6 +117,8 @@ def _dropped(dbapi_conn, _record, _proxy) -> None:
         raise DisconnectionError(str(exc)) from exc
     if ready:  # an idle connection owes nothing to read: the server spoke first (to close it), or hung up
         raise DisconnectionError("the server closed the connection")
+    if dbapi_conn.info.transaction_status != _IDLE:  # handed back inside a transaction (the autocommit
+        raise DisconnectionError("the connection was left inside a transaction")  # pool resets nothing)
 
 
 def sqlite_time(value: datetime | None) -> str | None:
@@ -159,111 +164,152 @@ class DbapiStatement:
 class DbapiWriter:
     """The DBAPI cursor of the SQLAlchemy connection ``conn`` inside its write
     transaction (``StoreBase._write_conn``: SQLAlchemy still begins, commits or
-    rolls back, and sees the transaction), for ``DbapiStatement``s. The
-    driver's integrity error becomes SQLAlchemy's ``IntegrityError`` (what the
-    callers of a Core write catch), any other driver error ``StoreError`` —
-    the statement in the message, never its parameters. Use as a context
-    manager: the cursor is closed at its end."""
+    rolls back, and sees the transaction), for ``DbapiStatement``s and SQL as
+    the driver takes it. The driver's integrity error becomes SQLAlchemy's
+    ``IntegrityError`` (what the callers of a Core write catch), any other
+    driver error ``StoreError`` — the statement in the message, never its
+    parameters. Each statement is told to the engine's ``before_cursor_execute``
+    listeners first, as SQLAlchemy's own execution tells them. Use as a context
+    manager: the cursors are closed at its end.
 
-    def __init__(self, conn, *, pipeline: bool = False) -> None:
+    ``batch`` (PostgreSQL, ``StoreBase._write_batch``; ``conn`` in autocommit):
+    the statements are held until a second one comes; a lone statement runs
+    by itself when the block ends (in autocommit, its own transaction: one
+    round trip), and two or more go in psycopg's pipeline mode inside a
+    transaction begun by hand — BEGIN, the statements and COMMIT sent
+    together, one Sync: one round trip. Nothing is committed when the block
+    raises or a statement fails (the pipeline's end syncs even then, so an
+    implicit transaction would commit what was sent before the error: the
+    COMMIT is queued only at a clean end). Errors of the database surface
+    when the block ends."""
+
+    def __init__(self, conn, *, batch: bool = False, events=None) -> None:
         self._dbapi = conn.dialect.dbapi
-        self._cur = conn.connection.cursor()
-        # psycopg's pipeline mode: the statements are sent as they come and their results
-        # read once, when the block ends (``StoreBase._write_batch``)
-        self._pipeline = conn.connection.dbapi_connection.pipeline() if pipeline else None
-        self._sql = ""  # the last statement run: named in the error of a pipeline that failed
         self._conn = conn
-        self._held: list = []  # the cursors of ``rows``: closed at the block's end
-        self._pending: list[tuple[object, BatchRows]] = []  # in a pipeline: read at the block's end
+        self._events = events if events is not None else conn  # whose before_cursor_execute listeners hear
+        self._cur = conn.connection.cursor()
+        self._held: list = [self._cur]  # every cursor used: closed at the block's end
+        self._batch = batch
+        self._queue: list[tuple[str, Callable[[], None], bool]] = []  # batch: (sql, run it, needs a transaction)
+        self._pipeline = None  # batch: psycopg's pipeline, once a second statement came
+        self._pending: list[tuple[object, BatchRows]] = []  # rows to read when the block ends
+        self._sql = ""  # the last statement sent: named in the error of a lone one
+        #: the rowcount of the last ``run`` sent outside a pipeline (a lone statement's, once the block ended)
+        self.rowcount = 0
 
     def run(self, stmt: DbapiStatement | str, values: dict | list[dict] | tuple) -> None:
         """Execute ``stmt`` with ``values`` (a list: one execution per row, one
         ``executemany``); a statement with RETURNING has its rows read and dropped.
         ``stmt`` may also be SQL as the driver takes it (placeholders: the
-        store's ``mark``) with ``values`` its parameter tuple. In a pipeline an
-        error surfaces when the block ends (``__exit__``), not here."""
+        store's ``mark``) with ``values`` its parameter tuple."""
         sql = stmt if isinstance(stmt, str) else stmt.sql
-        self._sql = sql
-        try:
-            if isinstance(stmt, str):
-                self._announce(self._cur, sql, values, False)
-                self._cur.execute(sql, values)
-            elif isinstance(values, list):
-                many = [stmt.params(v) for v in values]
-                self._announce(self._cur, sql, many, True)
-                self._cur.executemany(sql, many)
+        cur = self._cur
+        if isinstance(stmt, str):
+            params = values
+            many = False
+        elif isinstance(values, list):
+            params, many = [stmt.params(v) for v in values], True
+        else:
+            params, many = stmt.params(values), False
+
+        def go() -> None:
+            self._announce(cur, sql, params, many)
+            if many:
+                cur.executemany(sql, params)
             else:
-                params = stmt.params(values)
-                self._announce(self._cur, sql, params, False)
-                self._cur.execute(sql, params)
-            # in a pipeline the rows are read at its sync: a fetch here would sync at once
-            if self._pipeline is None and self._cur.description is not None:
-                self._cur.fetchall()
+                cur.execute(sql, params)
+            # in a pipeline the rows come at its sync: a fetch here would sync at once
+            if self._pipeline is None:
+                self.rowcount = int(cur.rowcount or 0)
+                if cur.description is not None:
+                    cur.fetchall()
+
+        self._send(sql, go, many)
+
+    def rows(self, sql: str, values: tuple) -> BatchRows:
+        """Execute ``sql`` (as the driver takes it) with ``values`` on a cursor of its
+        own and hand back its rows: ``BatchRows.value()``, once the block has ended
+        in a batch, at once otherwise."""
+        cur = self._conn.connection.cursor()
+        self._held.append(cur)
+        out = BatchRows()
+
+        def go() -> None:
+            self._announce(cur, sql, values, False)
+            cur.execute(sql, values)
+            self._pending.append((cur, out))
+
+        self._send(sql, go, False)
+        if not self._batch:
+            self._read_pending()
+        return out
+
+    def _send(self, sql: str, go: Callable[[], None], transaction: bool) -> None:
+        """Run ``go`` (one statement) now, or hold it (a batch's first)."""
+        if self._batch and self._pipeline is None:
+            self._queue.append((sql, go, transaction))
+            if len(self._queue) == 1 and not transaction:
+                return
+            self._open()
+            return
+        self._sql = sql
+        self._call(go, sql)
+
+    def _call(self, go: Callable[[], None], sql: str) -> None:
+        try:
+            go()
         except self._dbapi.IntegrityError as exc:
             raise IntegrityError(sql, None, exc) from exc
         except self._dbapi.Error as exc:
             raise StoreError(f"{type(exc).__name__}: {exc} [{sql.split('(', 1)[0].strip()}]") from exc
+
+    def _open(self) -> None:
+        """A batch's second statement: the pipeline and its transaction, then what was held."""
+        self._pipeline = self._conn.connection.dbapi_connection.pipeline()
+        self._call(self._pipeline.__enter__, "BEGIN")  # type: ignore[union-attr]
+        self._call(lambda: self._cur.execute("BEGIN"), "BEGIN")
+        queued, self._queue = self._queue, []
+        for sql, go, _ in queued:
+            self._call(go, sql)
+
+    def _read_pending(self) -> None:
+        for cur, out in self._pending:
+            out._rows = cur.fetchall()  # type: ignore[attr-defined]
+        self._pending.clear()
 
     def _announce(self, cur, sql: str, params, many: bool) -> None:
         """Tell the engine's ``before_cursor_execute`` listeners of a statement about to
         run, as SQLAlchemy's own execution does (no execution context: None), so
         that what watches the engine's SQL sees these statements too."""
-        conn = self._conn
-        if conn._has_events or conn.engine._has_events:
-            for listen in conn.dispatch.before_cursor_execute:
-                listen(conn, cur, sql, params, None, many)
-
-    def rows(self, sql: str, values: tuple) -> BatchRows:
-        """Execute ``sql`` (as the driver takes it) with ``values`` on a cursor of its
-        own and hand back its rows: ``BatchRows.value()``, once the block has ended
-        in a pipeline, at once otherwise."""
-        cur = self._conn.connection.cursor()
-        self._held.append(cur)
-        self._sql = sql
-        self._announce(cur, sql, values, False)
-        try:
-            cur.execute(sql, values)
-        except self._dbapi.IntegrityError as exc:
-            raise IntegrityError(sql, None, exc) from exc
-        except self._dbapi.Error as exc:
-            raise StoreError(f"{type(exc).__name__}: {exc} [{sql.split('(', 1)[0].strip()}]") from exc
-        out = BatchRows()
-        if self._pipeline is None:
-            out._rows = cur.fetchall()
-        else:
-            self._pending.append((cur, out))
-        return out
+        listeners = self._events.dispatch.before_cursor_execute
+        if listeners:
+            for listen in listeners:
+                listen(self._conn, cur, sql, params, None, many)
 
     def __enter__(self) -> DbapiWriter:
-        if self._pipeline is not None:
-            try:
-                self._pipeline.__enter__()
-                # an explicit transaction, not the pipeline's implicit one: the pipeline's
-                # end syncs even when the block raised, and an implicit transaction would
-                # then commit the statements sent before the error; this one commits only
-                # with the COMMIT queued at a clean end, and is rolled back otherwise
-                self._cur.execute("BEGIN")
-            except self._dbapi.Error as exc:
-                self._cur.close()
-                raise StoreError(f"{type(exc).__name__}: {exc}") from exc
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
-            if self._pipeline is not None:  # the sync: every statement's result, the first error raised
-                try:
-                    if exc_type is None:
-                        self._cur.execute("COMMIT")
-                    self._pipeline.__exit__(exc_type, exc, tb)
-                except self._dbapi.IntegrityError as err:
-                    raise IntegrityError(self._sql, None, err) from err
-                except self._dbapi.Error as err:
-                    raise StoreError(f"{type(err).__name__}: {err}") from err
+            if not self._batch:
+                return
+            if self._pipeline is None:  # nothing sent yet: a lone statement runs by itself
+                if exc_type is None and self._queue:
+                    ((sql, go, _),) = self._queue
+                    self._call(go, sql)
+                    self._read_pending()
+                return
+            try:  # the sync: every statement's result, the first error raised
                 if exc_type is None:
-                    for cur, out in self._pending:
-                        out._rows = cur.fetchall()  # type: ignore[attr-defined]
+                    self._cur.execute("COMMIT")
+                self._pipeline.__exit__(exc_type, exc, tb)
+            except self._dbapi.IntegrityError as err:
+                raise IntegrityError("(a pipelined transaction)", None, err) from err
+            except self._dbapi.Error as err:
+                raise StoreError(f"{type(err).__name__}: {err}") from err
+            if exc_type is None:
+                self._read_pending()
         finally:
-            self._cur.close()
             for cur in self._held:
                 cur.close()
 
@@ -331,16 +377,24 @@ class StoreBase:
         # writes it is about to make for a connection
         self._lock_engine = None if self.is_sqlite else create_engine(
             self.url, pool_size=LOCK_POOL[0], max_overflow=LOCK_POOL[1], **kwargs)
+        # the hot reads and the writes of one pipelined transaction (``_read_many``,
+        # ``_write_batch``, ``_write_one``) on PostgreSQL: a pool of its own whose
+        # connections stay in autocommit — nothing to switch at each use, no ROLLBACK
+        # to reset one at its return (a connection handed back inside a transaction
+        # is replaced at its next checkout: ``_dropped``)
+        self._auto_engine = None if self.is_sqlite else create_engine(
+            self.url, isolation_level="AUTOCOMMIT", pool_reset_on_return=None, **kwargs)
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
             event.listen(self.engine, "begin", _sqlite_begin)
         else:
-            for engine in (self.engine, self._lock_engine):
+            for engine in (self.engine, self._lock_engine, self._auto_engine):
                 event.listen(engine, "checkout", _dropped)
         # write sessions carry this option: on SQLite it makes them BEGIN IMMEDIATE
         self._write_engine = self.engine.execution_options(huiyi_write=True)
-        # single-statement writes on PostgreSQL (``_write_one``): the same pool, the connection in autocommit
-        self._autocommit_engine = self._write_engine.execution_options(isolation_level="AUTOCOMMIT")
+        # pipelined write transactions on PostgreSQL (``_write_batch``): the autocommit pool, as writes
+        self._autocommit_engine = (None if self._auto_engine is None
+                                   else self._auto_engine.execution_options(huiyi_write=True))
         try:
             if schema and not self.is_sqlite:
                 with self.engine.begin() as conn:
@@ -527,7 +581,7 @@ class StoreBase:
                 yield cur
             return
         try:
-            with self._autocommit_engine.begin() as conn, DbapiWriter(conn, pipeline=True) as cur:
+            with self._autocommit_engine.begin() as conn, DbapiWriter(conn, batch=True, events=self.engine) as cur:  # type: ignore[union-attr]
                 yield cur
         except IntegrityError:
             raise
@@ -540,18 +594,15 @@ class StoreBase:
         transaction, without the BEGIN and COMMIT round trips; SQLite: a
         ``_write_conn`` transaction (BEGIN IMMEDIATE under the write lock, all in
         process). As the driver takes it (``exec_driver_sql``: nothing to build or
-        compile), and through SQLAlchemy's execution, so its events see it.
+        compile), its ``before_cursor_execute`` listeners told; on PostgreSQL a
+        ``_write_batch`` of one statement (the DBAPI cursor itself).
         IntegrityError as ``_write_conn``; other database errors become StoreError."""
         if self.is_sqlite:
             with self._write_conn() as conn:
                 return int(conn.exec_driver_sql(sql, params).rowcount or 0)
-        try:
-            with self._autocommit_engine.connect() as conn:
-                return int(conn.exec_driver_sql(sql, params).rowcount or 0)
-        except IntegrityError:
-            raise
-        except (DBAPIError, PoolTimeout) as exc:
-            raise StoreError(str(exc)) from exc
+        with self._write_batch() as cur:
+            cur.run(sql, params)
+        return cur.rowcount
 
     def _read_rows(self, sql: str, params: tuple) -> list[tuple]:
         """The rows of ``sql`` (placeholders: ``mark``; table names unqualified, as
@@ -575,15 +626,14 @@ class StoreBase:
         so the retry is safe. SQLite: the driver's autocommit reads, which WAL
         never blocks. A lost connection, a timeout or a driver error becomes
         StoreError."""
+        engine = self.engine if self._auto_engine is None else self._auto_engine  # PostgreSQL: in autocommit
         for attempt in (0, 1):
             try:
-                fairy = self.engine.raw_connection()
+                fairy = engine.raw_connection()
             except (DBAPIError, PoolTimeout) as exc:
                 raise StoreError(str(exc)) from exc
             dbapi = fairy.dbapi_connection
             try:
-                if not self.is_sqlite:
-                    dbapi.autocommit = True  # type: ignore[union-attr]
                 if not self.is_sqlite and len(statements) > 1:
                     return self._pipelined_reads(dbapi, statements)
                 cur = dbapi.cursor()  # type: ignore[union-attr]
@@ -605,8 +655,6 @@ class StoreBase:
                     continue
                 raise StoreError(str(exc)) from exc
             finally:
-                if not self.is_sqlite and not dbapi.closed:  # type: ignore[union-attr]
-                    dbapi.autocommit = False  # type: ignore[union-attr]
                 fairy.close()
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -641,8 +689,9 @@ class StoreBase:
     def close(self) -> None:
         """Dispose of the connection pools."""
         self.engine.dispose()
-        if self._lock_engine is not None:
-            self._lock_engine.dispose()
+        for engine in (self._lock_engine, self._auto_engine):
+            if engine is not None:
+                engine.dispose()
 
     def scrub(self) -> None:
         """After a forget: on SQLite, checkpoint and truncate the WAL so that no old
