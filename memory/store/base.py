@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import select
 import threading
 import uuid
@@ -183,13 +184,15 @@ class DbapiWriter:
     COMMIT is queued only at a clean end). Errors of the database surface
     when the block ends."""
 
-    def __init__(self, conn, *, batch: bool = False, events=None) -> None:
+    def __init__(self, conn, *, batch: bool = False, chain: bool = False, events=None) -> None:
         self._dbapi = conn.dialect.dbapi
         self._conn = conn
         self._events = events if events is not None else conn  # whose before_cursor_execute listeners hear
         self._cur = conn.connection.cursor()
         self._held: list = [self._cur]  # every cursor used: closed at the block's end
-        self._batch = batch
+        self._batch = batch or chain
+        #: chain (PostgreSQL): the statements (positional SQL, parameters) sent as one at the block's end
+        self._chain: list[tuple[str, tuple]] | None = [] if chain else None
         self._queue: list[tuple[str, Callable[[], None], bool]] = []  # batch: (sql, run it, needs a transaction)
         self._pipeline = None  # batch: psycopg's pipeline, once a second statement came
         self._pending: list[tuple[object, BatchRows]] = []  # rows to read when the block ends
@@ -204,6 +207,11 @@ class DbapiWriter:
         store's ``mark``) with ``values`` its parameter tuple."""
         sql = stmt if isinstance(stmt, str) else stmt.sql
         cur = self._cur
+        if self._chain is not None:
+            if isinstance(values, list):
+                raise ValueError("a chained write batch takes no executemany")
+            self._chain.append((sql, values) if isinstance(stmt, str) else _positional(sql, stmt.params(values)))
+            return
         if isinstance(stmt, str):
             params = values
             many = False
@@ -230,6 +238,8 @@ class DbapiWriter:
         """Execute ``sql`` (as the driver takes it) with ``values`` on a cursor of its
         own and hand back its rows: ``BatchRows.value()``, once the block has ended
         in a batch, at once otherwise."""
+        if self._chain is not None:
+            raise ValueError("a chained write batch reads no rows")
         cur = self._conn.connection.cursor()
         self._held.append(cur)
         out = BatchRows()
@@ -272,6 +282,16 @@ class DbapiWriter:
         for sql, go, _ in queued:
             self._call(go, sql)
 
+    def _go_chain(self, sql: str, params: tuple) -> Callable[[], None]:
+        cur = self._cur
+
+        def go() -> None:
+            self._announce(cur, sql, params, False)
+            cur.execute(sql, params)
+            self.rowcount = int(cur.rowcount or 0)
+
+        return go
+
     def _read_pending(self) -> None:
         for cur, out in self._pending:
             out._rows = cur.fetchall()  # type: ignore[attr-defined]
@@ -293,6 +313,11 @@ class DbapiWriter:
         try:
             if not self._batch:
                 return
+            if self._chain is not None:
+                if exc_type is None and self._chain:
+                    sql, params = _chained(self._chain)
+                    self._call(self._go_chain(sql, params), sql)
+                return
             if self._pipeline is None:  # nothing sent yet: a lone statement runs by itself
                 if exc_type is None and self._queue:
                     ((sql, go, _),) = self._queue
@@ -312,6 +337,29 @@ class DbapiWriter:
         finally:
             for cur in self._held:
                 cur.close()
+
+
+_NAMED = re.compile(r"%\((\w+)\)s")
+
+
+def _positional(sql: str, params: dict) -> tuple[str, tuple]:
+    """A psycopg statement with named parameters (``%(name)s``) as one with
+    positional ones (``%s``) and its parameter tuple, in the order they appear."""
+    names = _NAMED.findall(sql)
+    return _NAMED.sub("%s", sql), tuple(params[n] for n in names)
+
+
+def _chained(statements: list[tuple[str, tuple]]) -> tuple[str, tuple]:
+    """PostgreSQL: ``statements`` (data-modifying, positional parameters) as one
+    statement — each but the last a data-modifying ``WITH`` query, the last the
+    main one. The server runs each of them once and to the end whether or not
+    anything reads its result, all on one snapshot (none sees another's rows),
+    and the one statement commits or fails whole."""
+    if len(statements) == 1:
+        return statements[0]
+    parts = [f"w{i} AS ({sql})" for i, (sql, _) in enumerate(statements[:-1])]
+    return (f"WITH {', '.join(parts)} {statements[-1][0]}",
+            tuple(p for _, params in statements for p in params))
 
 
 class BatchRows:
@@ -558,6 +606,28 @@ class StoreBase:
                 raise
             except (DBAPIError, PoolTimeout) as exc:
                 raise StoreError(str(exc)) from exc
+
+    @contextmanager
+    def _write_chain(self) -> Iterator[DbapiWriter]:
+        """``_write_batch`` for statements that each write rows no other of them
+        writes or reads (INSERT, UPDATE, DELETE; no executemany, no rows read back):
+        on PostgreSQL they go as one statement (``_chained``: each but the last a
+        data-modifying ``WITH`` query) — one execution, in autocommit its own
+        transaction, where a pipelined batch costs one per statement plus BEGIN
+        and COMMIT in the client; nothing is sent when the block raises. SQLite:
+        ``_write_batch``. IntegrityError as ``_write_conn``; other database
+        errors become StoreError."""
+        if self.is_sqlite:
+            with self._write_batch() as cur:
+                yield cur
+            return
+        try:
+            with self._autocommit_engine.begin() as conn, DbapiWriter(conn, chain=True, events=self.engine) as cur:  # type: ignore[union-attr]
+                yield cur
+        except IntegrityError:
+            raise
+        except (DBAPIError, PoolTimeout) as exc:
+            raise StoreError(str(exc)) from exc
 
     @contextmanager
     def _write_batch(self) -> Iterator[DbapiWriter]:

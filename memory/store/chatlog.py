@@ -454,8 +454,9 @@ class ChatLog(StoreBase):
         if not vectors:  # one statement: a transaction of its own (``_write_one``)
             self._write_one(done, tuple(plain))
             return
-        # once per capture: statements as the driver takes them, in one round trip on PostgreSQL
-        with self._write_batch() as cur:
+        # once per capture: statements as the driver takes them, each on its own lines (the plain ones, then
+        # one per vector): one statement on PostgreSQL (``_write_chain``)
+        with self._write_chain() as cur:
             if plain:
                 cur.run(done, tuple(plain))
             for i, (k, v) in vectors.items():

@@ -289,11 +289,11 @@ class MemoryRows(StoreBase):
         )
         # the add's statements compiled once and run on the transaction's DBAPI cursor
         # (``DbapiWriter``): this is the capture hot path, and SQLAlchemy's own work per
-        # statement cost more than SQLite's (ORM rows cost more still); no statement's
-        # result decides another, so on PostgreSQL they go in one round trip (``_write_batch``)
+        # statement cost more than SQLite's (ORM rows cost more still); each writes a table
+        # none of the others touches, so on PostgreSQL they go as one statement (``_write_chain``)
         sql = _add_statements(self.engine.dialect)
         tenants = self.event_tenants
-        with self._write_batch() as cur:
+        with self._write_chain() as cur:
             cur.run(sql.memory, values)
             cur.run(sql.outbox, dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0))
             cur.run(sql.bump, {"ns": str(ns), "live0": 1, "delta": 1, "ids": memory.id})
