@@ -139,3 +139,30 @@ def test_a_lone_statement_reports_its_rowcount_and_its_errors(store):
                          ("a", store.db_time(utcnow())))
     with pytest.raises(StoreError):
         store._write_one("UPDATE no_such_table SET x = 1", ())
+
+
+def test_the_senders_identity_and_pause_are_one_read(store):
+    """``resolve_with_pause`` reads the identity and the pause of the namespace it resolves to in one read:
+    a linked identity's pause is its person's, an unlinked one's its own, an expired pause is none."""
+    from memory.identity import resolve_with_pause
+
+    now = utcnow()
+    store.pause(NS, "tg:private:1001", now - timedelta(minutes=1), None)
+    store.link_identities("default", ["tg:2002"], "person:ann", "test")
+    store.pause(Namespace("default", "person:ann"), "tg:private:2002", now - timedelta(minutes=1),
+                now + timedelta(hours=1))
+    store.pause(Namespace("default", "tg:3003"), "tg:private:3003", now - timedelta(hours=2),
+                now - timedelta(hours=1))
+    seen = []
+    read_many = store._read_many
+    store._read_many = lambda statements: seen.append(len(statements)) or read_many(statements)
+    try:
+        assert resolve_with_pause(store, "default", "tg", "1001", "tg:private:1001", now) == (NS, True)
+        assert resolve_with_pause(store, "default", "tg", "1001", "tg:private:9", now) == (NS, False)
+        assert resolve_with_pause(store, "default", "tg", "2002", "tg:private:2002", now) == (
+            Namespace("default", "person:ann"), True)
+        assert resolve_with_pause(store, "default", "tg", "3003", "tg:private:3003", now) == (
+            Namespace("default", "tg:3003"), False)
+    finally:
+        del store._read_many
+    assert seen == [1, 1, 1, 1]
