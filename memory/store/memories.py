@@ -354,14 +354,40 @@ class MemoryRows(StoreBase):
         (the query is filtered on the namespaces asked for, and each row checked
         against its id's). For an index write pass over a capture batch's many
         people (``MemoryCore.maintain``)."""
+        read = self._many_of_sql(wanted)
+        return self._many_of_rows(wanted, self._read_rows(*read) if read is not None else [])
+
+    def pending_ops_and_rows(self, limit: int, wanted: Mapping[Namespace, Sequence[str]], *,
+                             kinds: Sequence[str] | None = None
+                             ) -> tuple[list, dict[Namespace, dict[str, Memory]]]:
+        """``pending_ops(limit, memory_ids=…, kinds=kinds)`` of the ids of ``wanted``
+        and ``get_many_of(wanted)``, read in that order in one call (``_read_many``:
+        one round trip on PostgreSQL) — an index write pass that knows its ids
+        before it reads their ops (the capture's). The rows are never older than
+        the ops. Raises StoreError."""
+        ids = sorted({i for v in wanted.values() for i in v})
+        ops_read = self._pending_ops_sql(limit, memory_ids=ids, kinds=kinds)
+        rows_read = self._many_of_sql(wanted)
+        reads = [r for r in (ops_read, rows_read) if r is not None]
+        got = self._read_many(reads) if reads else []
+        ops = self._pending_ops_rows(got.pop(0)) if ops_read is not None else []
+        return ops, self._many_of_rows(wanted, got.pop(0) if rows_read is not None else [])
+
+    def _many_of_sql(self, wanted: Mapping[Namespace, Sequence[str]]) -> tuple[str, tuple] | None:
+        """``get_many_of``'s read (None when nothing is asked)."""
+        asked = {(i, str(ns)) for ns, ids in wanted.items() for i in ids}
+        if not asked:
+            return None
+        ids, names = sorted({i for i, _ in asked}), [str(ns) for ns in wanted]
+        return self._by_ids_sql(len(ids), len(names)), (*ids, *names)
+
+    def _many_of_rows(self, wanted: Mapping[Namespace, Sequence[str]],
+                      rows: list[tuple]) -> dict[Namespace, dict[str, Memory]]:
+        """``get_many_of``'s answer from its read's rows."""
         asked = {(i, str(ns)) for ns, ids in wanted.items() for i in ids}
         out: dict[Namespace, dict[str, Memory]] = {ns: {} for ns in wanted}
-        if not asked:
-            return out
         by_name = {str(ns): ns for ns in wanted}
-        ids, names = sorted({i for i, _ in asked}), list(by_name)
-        sql = self._by_ids_sql(len(ids), len(names))
-        for r in self._read_rows(sql, (*ids, *names)):
+        for r in rows:
             row = SimpleNamespace(**dict(zip(_GET_COLUMNS, r)))
             if (row.id, row.namespace) not in asked:
                 continue
