@@ -326,7 +326,14 @@ class DbapiWriter:
                 return
             try:  # the sync: every statement's result, the first error raised
                 if exc_type is None:
-                    self._cur.execute("COMMIT")
+                    try:
+                        self._cur.execute("COMMIT")
+                    except self._dbapi.Error:  # a statement's error, come back already: leave
+                        try:  # pipeline mode first (its sync reports the same failure), then raise it
+                            self._pipeline.__exit__(None, None, None)
+                        except self._dbapi.Error:
+                            pass
+                        raise
                 self._pipeline.__exit__(exc_type, exc, tb)
             except self._dbapi.IntegrityError as err:
                 raise IntegrityError("(a pipelined transaction)", None, err) from err

@@ -6,6 +6,7 @@ statement failing leaves nothing written, on SQLite and PostgreSQL alike (counte
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import numpy as np
@@ -112,10 +113,14 @@ def test_a_write_batch_whose_statement_fails_writes_nothing(store, how):
     m = store.mark
     store._write_one(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})", ("taken", store.db_time(utcnow())))
     batch = store._write_batch if how == "batch" else store._write_chain
-    with pytest.raises(IntegrityError):
-        with batch() as cur:
-            cur.run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})", ("new", store.db_time(utcnow())))
-            cur.run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})", ("taken", store.db_time(utcnow())))
+    for wait in (0.0, 0.2):  # 0.2 s: the error is back before the block ends and queues its COMMIT
+        with pytest.raises(IntegrityError):
+            with batch() as cur:
+                cur.run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})",
+                        ("new", store.db_time(utcnow())))
+                cur.run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})",
+                        ("taken", store.db_time(utcnow())))
+                time.sleep(wait)
     assert store._read_rows("SELECT key FROM deliveries", ()) == [("taken",)]
     if not store.is_sqlite:
         fairy = store._auto_engine.raw_connection()
