@@ -16,7 +16,7 @@ from memory.errors import NamespaceError
 from memory.types import PLACEHOLDER_IDS, SUBJECT_RE, Namespace, is_placeholder_id, not_a_person
 
 __all__ = ["PERSON", "PLACEHOLDER_IDS", "is_placeholder_id", "platform_subject", "resolve", "resolve_subject",
-           "is_platform_subject"]
+           "is_platform_subject", "resolve_with_pause"]
 
 #: Subject kind of a linked person.
 PERSON = "person"

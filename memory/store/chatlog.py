@@ -425,7 +425,7 @@ class ChatLog(StoreBase):
             fresh = {}
         reads = [self._held_sql(fresh)] if fresh else []
         wanted, redacted_read = self._redacted_sql(among)
-        ids, before_read = self._before_sql(before)
+        _, before_read = self._before_sql(before)
         reads += [r for r in (redacted_read, before_read) if r is not None]
         rows = self._read_many(reads) if reads else []
         if fresh:
@@ -619,8 +619,9 @@ class ChatLog(StoreBase):
         if not wanted:
             return wanted, None
         mids = sorted({m for _, _, m in wanted})
-        return wanted, (f"SELECT tenant, chat, message_id FROM chat_redactions "
-                        f"WHERE message_id IN ({', '.join([self.mark] * len(mids))})", tuple(mids))
+        sql = (f"SELECT tenant, chat, message_id FROM chat_redactions "
+               f"WHERE message_id IN ({', '.join([self.mark] * len(mids))})")
+        return wanted, (sql, tuple(mids))
 
     def lines_before(self, line_ids: Sequence[int]) -> dict[int, ChatLine]:
         """``line_before`` for many lines in one query: ``{line id: the line of its
@@ -635,9 +636,9 @@ class ChatLog(StoreBase):
         ids = sorted({int(i) for i in line_ids if i})
         if not ids:
             return ids, None
-        return ids, ("SELECT c.id, b.role, b.sender_id, b.text, b.at, b.message_id, b.sender_name FROM chat_log c "
-                     "JOIN chat_log b ON b.id = (SELECT max(p.id) FROM chat_log p WHERE p.tenant = c.tenant "
-                     f"AND p.chat = c.chat AND p.id < c.id) WHERE c.id IN ({', '.join([self.mark] * len(ids))})",
+        return ids, (("SELECT c.id, b.role, b.sender_id, b.text, b.at, b.message_id, b.sender_name FROM chat_log c "
+                      "JOIN chat_log b ON b.id = (SELECT max(p.id) FROM chat_log p WHERE p.tenant = c.tenant "
+                      f"AND p.chat = c.chat AND p.id < c.id) WHERE c.id IN ({', '.join([self.mark] * len(ids))})"),
                      tuple(ids))
 
     @staticmethod

@@ -57,8 +57,9 @@ class IndexOutbox(StoreBase):
                     return None
                 where.append(f"{column} IN ({', '.join([m] * len(values))})")
                 params += values
-        return (f"SELECT id, namespace, memory_id, op, attempts FROM index_outbox "
-                f"WHERE {' AND '.join(where)} ORDER BY id LIMIT {m}", (*params, int(limit)))
+        sql = (f"SELECT id, namespace, memory_id, op, attempts FROM index_outbox "
+               f"WHERE {' AND '.join(where)} ORDER BY id LIMIT {m}")
+        return sql, (*params, int(limit))
 
     @staticmethod
     def _pending_ops_rows(rows: list[tuple]) -> list[IndexOp]:

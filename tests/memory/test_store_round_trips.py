@@ -68,7 +68,7 @@ def test_a_turns_store_calls_are_one_round_trip_each_on_postgresql(pg):
         pg.append_chat("default", CHAT, _line("I moved to Berlin!", "3"), claim="default|tg|1001|3",
                        fingerprint=("fp|default|1001|own", WINDOW))
     assert _deliveries(pg) == 2 and len(pg.chat_tail("default", CHAT)) == 1
-    memory = Memory(id="m1", namespace=NS, text="我下周去杭州出差", category=list(Category)[0], key="trip")
+    memory = Memory(id="m1", namespace=NS, text="我下周去杭州出差", category=next(iter(Category)), key="trip")
     assert _trips(pg, lambda: pg.add(NS, memory, audit=AuditEntry("store", "capture", {}))) == 1
     assert pg.count(NS) == 1 and [o.memory_id for o in pg.pending_ops(10)] == ["m1"]
     (line_id,) = [line.id for line in pg.chat_tail("default", CHAT)]
@@ -94,11 +94,10 @@ def test_a_write_batch_that_raises_midway_writes_nothing(store, how):
     transaction is begun by hand and the COMMIT queued only at a clean end; a chain sends nothing)."""
     m = store.mark
     batch = store._write_batch if how == "batch" else store._write_chain
-    with pytest.raises(RuntimeError):
-        with batch() as cur:
-            cur.run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})", ("k1", store.db_time(utcnow())))
-            cur.run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})", ("k2", store.db_time(utcnow())))
-            raise RuntimeError("the caller failed after sending two statements")
+    with pytest.raises(RuntimeError), batch() as cur:
+        cur.run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})", ("k1", store.db_time(utcnow())))
+        cur.run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})", ("k2", store.db_time(utcnow())))
+        raise RuntimeError("the caller failed after sending two statements")
     assert _deliveries(store) == 0
     with batch() as cur:  # the connection is usable again, and a clean block commits
         cur.run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})", ("k3", store.db_time(utcnow())))
@@ -114,13 +113,11 @@ def test_a_write_batch_whose_statement_fails_writes_nothing(store, how):
     store._write_one(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})", ("taken", store.db_time(utcnow())))
     batch = store._write_batch if how == "batch" else store._write_chain
     for wait in (0.0, 0.2):  # 0.2 s: the error is back before the block ends and queues its COMMIT
-        with pytest.raises(IntegrityError):
-            with batch() as cur:
-                cur.run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})",
-                        ("new", store.db_time(utcnow())))
-                cur.run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})",
-                        ("taken", store.db_time(utcnow())))
-                time.sleep(wait)
+        with pytest.raises(IntegrityError), batch() as cur:
+            cur.run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})", ("new", store.db_time(utcnow())))
+            cur.run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})",
+                    ("taken", store.db_time(utcnow())))
+            time.sleep(wait)
     assert store._read_rows("SELECT key FROM deliveries", ()) == [("taken",)]
     if not store.is_sqlite:
         fairy = store._auto_engine.raw_connection()
