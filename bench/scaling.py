@@ -269,7 +269,7 @@ class _RowCounter:
         self._sqlite = store.is_sqlite
         self._open: dict[int, tuple[object, str, int, bool]] = {}  # id(sqlite3 conn) -> (it, table, changes, marks)
         self._cursor = None if store.is_sqlite else self._counting_cursor()
-        for engine in (store.engine, getattr(store, "_lock_engine", None)):
+        for engine in (store.engine, getattr(store, "_lock_engine", None), getattr(store, "_auto_engine", None)):
             if engine is not None:
                 event.listen(engine, "checkout", self._checkout)
 
@@ -308,10 +308,24 @@ class _RowCounter:
                 counter._add(m.group(1), rowcount, getattr(counter.marks, "on", False))
 
         class Counted(psycopg.Cursor):
+            # in pipeline mode a statement's rowcount is known once its result arrives (``_set_results``,
+            # at the pipeline's sync), not when ``execute`` returns: its query waits for it here
+            _waiting: list | None = None
+
             def execute(self, query, *args, **kwargs):
+                if self._conn._pipeline is not None:
+                    if self._waiting is None:
+                        self._waiting = []
+                    self._waiting.append(query)
+                    return super().execute(query, *args, **kwargs)
                 out = super().execute(query, *args, **kwargs)
                 count(query, self.rowcount)
                 return out
+
+            def _set_results(self, results):
+                super()._set_results(results)
+                if self._waiting:
+                    count(self._waiting.pop(0), self.rowcount)
 
             def executemany(self, query, *args, **kwargs):
                 out = super().executemany(query, *args, **kwargs)

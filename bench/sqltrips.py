@@ -10,7 +10,9 @@ patched) and counts, between ``start()`` and ``stop()`` (or inside ``with``):
   one; a read is a use that began no write: ``reads``);
 - ``statements``: SQL statements the database ran, the transaction control
   (BEGIN, COMMIT, ROLLBACK) and PostgreSQL's pool ping left out, the DBAPI
-  cursor reads of the hot paths (``StoreBase._read_many``) counted in;
+  cursor reads of the hot paths (``StoreBase._read_many``) counted in
+  (PostgreSQL: the statements pipelined in one round trip —
+  ``StoreBase._write_batch``, ``_read_many`` of several — count as one);
 - ``round_trips``: PostgreSQL: requests the client sent and waited for (a
   simple ``Query`` or an extended-protocol ``Sync``: BEGIN, each statement,
   COMMIT or ROLLBACK), read from libpq's own protocol trace, plus the pool's
@@ -73,7 +75,8 @@ class SqlTrips:
 
     def __init__(self, store) -> None:
         self.store = store
-        self.engines = [e for e in (store.engine, getattr(store, "_lock_engine", None)) if e is not None]
+        self.engines = [e for e in (store.engine, getattr(store, "_lock_engine", None),
+                                    getattr(store, "_auto_engine", None)) if e is not None]
         self.is_sqlite = store.is_sqlite
         self._lock = threading.Lock()
         self._on = False

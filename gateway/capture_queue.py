@@ -84,7 +84,8 @@ class _After:
 class _BatchReads:
     """What a capture batch reads once for all of its messages instead of once
     each: ``redacted`` (``Store.redacted_among``) and ``before`` (the line before
-    each private line, ``Store.lines_before``). A withdrawal landing after this
+    each private line, ``Store.lines_before``), read with the batch's lease check
+    (``Store.take_captures_with``: one round trip). A withdrawal landing after this
     read is still caught: the jobs that stored something (``stored``) are
     checked again, together, after the batch (``recheck``)."""
 
@@ -107,13 +108,6 @@ class _BatchReads:
                 out.add(j.line_id)
         return out
 
-    @classmethod
-    def of(cls, core: MemoryCore, jobs: list[PendingCapture]) -> _BatchReads:
-        """The reads for ``jobs`` (two queries, none when there are no jobs)."""
-        if not jobs:
-            return cls(set(), {})
-        return cls(core.store.redacted_among([(j.tenant, j.chat, j.message_id) for j in jobs]),
-                   core.store.lines_before([j.line_id for j in jobs if j.line_id and not j.chat.is_group]))
 
 
 class CaptureQueue:
@@ -358,8 +352,12 @@ class CaptureQueue:
                 done: list[int] = []
                 mine = {item.job.line_id: item.job.queued for item in batch
                         if item.job is not None and item.job.line_id and item.job.queued is not None}
-                taken = self.core.store.take_captures(mine, renew_after=RENEW_AFTER)  # one statement for the batch
-                reads = _BatchReads.of(self.core, [item.job for item in batch if item.job is not None])
+                all_jobs = [item.job for item in batch if item.job is not None]
+                # the lease check, the redactions and the lines before: one call for the batch
+                taken, redacted, before = self.core.store.take_captures_with(
+                    mine, [(j.tenant, j.chat, j.message_id) for j in all_jobs],
+                    [j.line_id for j in all_jobs if j.line_id and not j.chat.is_group], renew_after=RENEW_AFTER)
+                reads = _BatchReads(redacted, before)
                 jobs: list[PendingCapture | None] = []
                 for item in batch:
                     if item.job is not None and item.job.line_id in mine and item.job.line_id not in taken:

@@ -55,6 +55,7 @@ from memory.core import MemoryCore
 from memory.explain import TRACE_DEPTH, RecallTrace, trace_of
 from memory.identity import platform_subject
 from memory.identity import resolve as resolve_identity
+from memory.identity import resolve_with_pause
 from memory.reconstruct import Recollection, reconstruct, without_markers
 from memory.emotion import analyse
 from memory.errors import DuplicateDelivery, NonceUsed
@@ -311,10 +312,10 @@ class Pipeline:
         unless ``msg`` is a ``/memory`` command (never off the record), whether the
         person has ``chat`` off the record at the message's time (``Store.paused``;
         None for a command). Raises NamespaceError for ids outside their patterns."""
-        ns = resolve_identity(self.core.store, tenant, msg.platform, msg.sender_id)
         if _is_memory_command(msg):
-            return ns, None
-        return ns, self.core.store.paused(ns, pause_key(chat), msg.timestamp) is not None
+            return resolve_identity(self.core.store, tenant, msg.platform, msg.sender_id), None
+        # the identity and the pause of the namespace it resolves to: one read
+        return resolve_with_pause(self.core.store, tenant, msg.platform, msg.sender_id, pause_key(chat), msg.timestamp)
 
     def _prefetch_query(self, t: TenantSettings, msg: InboundMessage) -> asyncio.Task | None:
         """For a plain message the bot will answer (not an edit, a command or a

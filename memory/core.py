@@ -1212,11 +1212,12 @@ class MemoryCore:
         if isinstance(only, tuple):
             only = {only[0]: set(only[1])}
         purges = []
-        if only is not None:  # one outbox query for the whole batch, each op kept only for its own namespace
+        read: dict[Namespace, dict[str, Memory]] | None = None
+        if only is not None:  # one outbox query for the whole batch, each op kept only for its own namespace,
+            # and the rows of its ids read with it (one call: the ids are known before their ops)
             wanted = {(ns, mid) for ns, ids in only.items() for mid in ids}
-            ops = [op for op in self.store.pending_ops(limit + 8 * len(wanted), memory_ids=sorted({m for _, m in wanted}),
-                                                       kinds=("upsert", "delete"))
-                   if (op.namespace, op.memory_id) in wanted]
+            found, read = self.store.pending_ops_and_rows(limit + 8 * len(wanted), only, kinds=("upsert", "delete"))
+            ops = [op for op in found if (op.namespace, op.memory_id) in wanted]
         else:
             ops = self.store.pending_ops(limit, kinds=("upsert", "delete"))
             purges = self.store.pending_ops(1, kinds=("purge",))
@@ -1234,7 +1235,11 @@ class MemoryCore:
         upsert_ops: list[int] = []
         wanted = {ns: sorted({op.memory_id for op in ns_ops}) for ns, ns_ops in by_ns.items()}
         try:
-            lives = self.store.get_many_of(wanted)  # one read for every namespace of the pass
+            if read is not None:  # read with the ops: only the rows of ids with an op here
+                lives = {ns: {i: mem for i, mem in read.get(ns, {}).items() if i in set(ids)}
+                         for ns, ids in wanted.items()}
+            else:
+                lives = self.store.get_many_of(wanted)  # one read for every namespace of the pass
         except Exception as exc:  # noqa: BLE001 - the ops stay queued
             lives, error = None, exc
         for ns, ns_ops in by_ns.items():

@@ -16,7 +16,7 @@ from memory.errors import NamespaceError
 from memory.types import PLACEHOLDER_IDS, SUBJECT_RE, Namespace, is_placeholder_id, not_a_person
 
 __all__ = ["PERSON", "PLACEHOLDER_IDS", "is_placeholder_id", "platform_subject", "resolve", "resolve_subject",
-           "is_platform_subject"]
+           "is_platform_subject", "resolve_with_pause"]
 
 #: Subject kind of a linked person.
 PERSON = "person"
@@ -53,6 +53,21 @@ def resolve_subject(store, tenant: str, subject: str) -> Namespace:
         return ns
     linked = store.resolve_identity(tenant, subject)
     return Namespace(tenant, linked) if linked else ns
+
+
+def resolve_with_pause(store, tenant: str, platform: str, user_id: str, chat: str, now) -> tuple[Namespace, bool]:
+    """``resolve`` and whether the sender has ``chat`` (a pause key) off the record
+    at ``now`` (``Store.paused`` of the namespace resolved), in one read
+    (``Store.identity_and_pause``). Raises NamespaceError as ``resolve``."""
+    subject = platform_subject(platform, user_id)
+    ns = Namespace(tenant, subject)
+    reason = not_a_person(*subject.split(":", 1))
+    if reason:
+        raise NamespaceError(f"subject {subject}: {reason}")
+    if not is_platform_subject(subject):
+        return ns, store.paused(ns, chat, now) is not None
+    linked, pause = store.identity_and_pause(tenant, subject, chat, now)
+    return (Namespace(tenant, linked) if linked else ns), pause is not None
 
 
 def resolve(store, tenant: str, platform: str, user_id: str) -> Namespace:

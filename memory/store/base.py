@@ -7,7 +7,9 @@ on a bare connection, for Core or driver-level statements on hot paths),
 ``_write_one`` (one statement in a transaction of its own: autocommit on
 PostgreSQL), ``_read`` (an ORM session) and ``_read_rows`` / ``_read_many``
 (the hot reads: the DBAPI cursor, autocommit on PostgreSQL — one round trip a
-statement — retried once on a dropped connection). On SQLite every
+call, its statements pipelined — retried once on a dropped connection) and
+``_write_batch`` (statements whose results decide nothing inside the
+transaction: on PostgreSQL pipelined in one round trip). On SQLite every
 write holds a process-wide lock and starts with ``BEGIN IMMEDIATE``; on
 PostgreSQL the lock is a no-op and the database orders writers. The parts of
 ``memory.store.Store`` (memories, chat log, outbox, audit, identities, command
@@ -31,10 +33,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import select
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 
@@ -91,6 +94,9 @@ class _NullLock:
         return None
 
 
+_IDLE = 0  # libpq's PQTRANS_IDLE (psycopg.pq.TransactionStatus.IDLE)
+
+
 def _dropped(dbapi_conn, _record, _proxy) -> None:
     """Pool checkout of a PostgreSQL connection: a connection the server closed
     (a restart, an administrator's terminate, an idle timeout) is told apart
@@ -112,6 +118,8 @@ def _dropped(dbapi_conn, _record, _proxy) -> None:
         raise DisconnectionError(str(exc)) from exc
     if ready:  # an idle connection owes nothing to read: the server spoke first (to close it), or hung up
         raise DisconnectionError("the server closed the connection")
+    if dbapi_conn.info.transaction_status != _IDLE:  # handed back inside a transaction (the autocommit
+        raise DisconnectionError("the connection was left inside a transaction")  # pool resets nothing)
 
 
 def sqlite_time(value: datetime | None) -> str | None:
@@ -157,36 +165,222 @@ class DbapiStatement:
 class DbapiWriter:
     """The DBAPI cursor of the SQLAlchemy connection ``conn`` inside its write
     transaction (``StoreBase._write_conn``: SQLAlchemy still begins, commits or
-    rolls back, and sees the transaction), for ``DbapiStatement``s. The
-    driver's integrity error becomes SQLAlchemy's ``IntegrityError`` (what the
-    callers of a Core write catch), any other driver error ``StoreError`` —
-    the statement in the message, never its parameters. Use as a context
-    manager: the cursor is closed at its end."""
+    rolls back, and sees the transaction), for ``DbapiStatement``s and SQL as
+    the driver takes it. The driver's integrity error becomes SQLAlchemy's
+    ``IntegrityError`` (what the callers of a Core write catch), any other
+    driver error ``StoreError`` — the statement in the message, never its
+    parameters. Each statement is told to the engine's ``before_cursor_execute``
+    listeners first, as SQLAlchemy's own execution tells them. Use as a context
+    manager: the cursors are closed at its end.
 
-    def __init__(self, conn) -> None:
+    ``batch`` (PostgreSQL, ``StoreBase._write_batch``; ``conn`` in autocommit):
+    the statements are held until a second one comes; a lone statement runs
+    by itself when the block ends (in autocommit, its own transaction: one
+    round trip), and two or more go in psycopg's pipeline mode inside a
+    transaction begun by hand — BEGIN, the statements and COMMIT sent
+    together, one Sync: one round trip. Nothing is committed when the block
+    raises or a statement fails (the pipeline's end syncs even then, so an
+    implicit transaction would commit what was sent before the error: the
+    COMMIT is queued only at a clean end). Errors of the database surface
+    when the block ends."""
+
+    def __init__(self, conn, *, batch: bool = False, chain: bool = False, events=None) -> None:
         self._dbapi = conn.dialect.dbapi
+        self._conn = conn
+        self._events = events if events is not None else conn  # whose before_cursor_execute listeners hear
         self._cur = conn.connection.cursor()
+        self._held: list = [self._cur]  # every cursor used: closed at the block's end
+        self._batch = batch or chain
+        #: chain (PostgreSQL): the statements (positional SQL, parameters) sent as one at the block's end
+        self._chain: list[tuple[str, tuple]] | None = [] if chain else None
+        self._queue: list[tuple[str, Callable[[], None], bool]] = []  # batch: (sql, run it, needs a transaction)
+        self._pipeline = None  # batch: psycopg's pipeline, once a second statement came
+        self._pending: list[tuple[object, BatchRows]] = []  # rows to read when the block ends
+        self._sql = ""  # the last statement sent: named in the error of a lone one
+        #: the rowcount of the last ``run`` sent outside a pipeline (a lone statement's, once the block ended)
+        self.rowcount = 0
 
-    def run(self, stmt: DbapiStatement, values: dict | list[dict]) -> None:
+    def run(self, stmt: DbapiStatement | str, values: dict | list[dict] | tuple) -> None:
         """Execute ``stmt`` with ``values`` (a list: one execution per row, one
-        ``executemany``); a statement with RETURNING has its rows read and dropped."""
-        try:
+        ``executemany``); a statement with RETURNING has its rows read and dropped.
+        ``stmt`` may also be SQL as the driver takes it (placeholders: the
+        store's ``mark``) with ``values`` its parameter tuple."""
+        sql = stmt if isinstance(stmt, str) else stmt.sql
+        cur = self._cur
+        if self._chain is not None:
             if isinstance(values, list):
-                self._cur.executemany(stmt.sql, [stmt.params(v) for v in values])
+                raise ValueError("a chained write batch takes no executemany")
+            self._chain.append((sql, values) if isinstance(stmt, str) else _positional(sql, stmt.params(values)))
+            return
+        if isinstance(stmt, str):
+            params = values
+            many = False
+        elif isinstance(values, list):
+            params, many = [stmt.params(v) for v in values], True
+        else:
+            params, many = stmt.params(values), False
+
+        def go() -> None:
+            self._announce(cur, sql, params, many)
+            if many:
+                cur.executemany(sql, params)
             else:
-                self._cur.execute(stmt.sql, stmt.params(values))
-                if self._cur.description is not None:
-                    self._cur.fetchall()
+                cur.execute(sql, params)
+            # in a pipeline the rows come at its sync: a fetch here would sync at once
+            if self._pipeline is None:
+                self.rowcount = int(cur.rowcount or 0)
+                if cur.description is not None:
+                    cur.fetchall()
+
+        self._send(sql, go, many)
+
+    def rows(self, sql: str, values: tuple) -> BatchRows:
+        """Execute ``sql`` (as the driver takes it) with ``values`` on a cursor of its
+        own and hand back its rows: ``BatchRows.value()``, once the block has ended
+        in a batch, at once otherwise."""
+        if self._chain is not None:
+            raise ValueError("a chained write batch reads no rows")
+        cur = self._conn.connection.cursor()
+        self._held.append(cur)
+        out = BatchRows()
+
+        def go() -> None:
+            self._announce(cur, sql, values, False)
+            cur.execute(sql, values)
+            self._pending.append((cur, out))
+
+        self._send(sql, go, False)
+        if not self._batch:
+            self._read_pending()
+        return out
+
+    def _send(self, sql: str, go: Callable[[], None], transaction: bool) -> None:
+        """Run ``go`` (one statement) now, or hold it (a batch's first)."""
+        if self._batch and self._pipeline is None:
+            self._queue.append((sql, go, transaction))
+            if len(self._queue) == 1 and not transaction:
+                return
+            self._open()
+            return
+        self._sql = sql
+        self._call(go, sql)
+
+    def _call(self, go: Callable[[], None], sql: str) -> None:
+        try:
+            go()
         except self._dbapi.IntegrityError as exc:
-            raise IntegrityError(stmt.sql, None, exc) from exc
+            raise IntegrityError(sql, None, exc) from exc
         except self._dbapi.Error as exc:
-            raise StoreError(f"{type(exc).__name__}: {exc} [{stmt.sql.split('(', 1)[0].strip()}]") from exc
+            raise StoreError(f"{type(exc).__name__}: {exc} [{sql.split('(', 1)[0].strip()}]") from exc
+
+    def _open(self) -> None:
+        """A batch's second statement: the pipeline and its transaction, then what was held."""
+        self._pipeline = self._conn.connection.dbapi_connection.pipeline()
+        self._call(self._pipeline.__enter__, "BEGIN")  # type: ignore[union-attr]
+        self._call(lambda: self._cur.execute("BEGIN"), "BEGIN")
+        queued, self._queue = self._queue, []
+        for sql, go, _ in queued:
+            self._call(go, sql)
+
+    def _go_chain(self, sql: str, params: tuple) -> Callable[[], None]:
+        cur = self._cur
+
+        def go() -> None:
+            self._announce(cur, sql, params, False)
+            cur.execute(sql, params)
+            self.rowcount = int(cur.rowcount or 0)
+
+        return go
+
+    def _read_pending(self) -> None:
+        for cur, out in self._pending:
+            out._rows = cur.fetchall()  # type: ignore[attr-defined]
+        self._pending.clear()
+
+    def _announce(self, cur, sql: str, params, many: bool) -> None:
+        """Tell the engine's ``before_cursor_execute`` listeners of a statement about to
+        run, as SQLAlchemy's own execution does (no execution context: None), so
+        that what watches the engine's SQL sees these statements too."""
+        listeners = self._events.dispatch.before_cursor_execute
+        if listeners:
+            for listen in listeners:
+                listen(self._conn, cur, sql, params, None, many)
 
     def __enter__(self) -> DbapiWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._cur.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if not self._batch:
+                return
+            if self._chain is not None:
+                if exc_type is None and self._chain:
+                    sql, params = _chained(self._chain)
+                    self._call(self._go_chain(sql, params), sql)
+                return
+            if self._pipeline is None:  # nothing sent yet: a lone statement runs by itself
+                if exc_type is None and self._queue:
+                    ((sql, go, _),) = self._queue
+                    self._call(go, sql)
+                    self._read_pending()
+                return
+            try:  # the sync: every statement's result, the first error raised
+                if exc_type is None:
+                    try:
+                        self._cur.execute("COMMIT")
+                    except self._dbapi.Error:  # a statement's error, come back already: leave
+                        try:  # pipeline mode first (its sync reports the same failure), then raise it
+                            self._pipeline.__exit__(None, None, None)
+                        except self._dbapi.Error:
+                            pass
+                        raise
+                self._pipeline.__exit__(exc_type, exc, tb)
+            except self._dbapi.IntegrityError as err:
+                raise IntegrityError("(a pipelined transaction)", None, err) from err
+            except self._dbapi.Error as err:
+                raise StoreError(f"{type(err).__name__}: {err}") from err
+            if exc_type is None:
+                self._read_pending()
+        finally:
+            for cur in self._held:
+                cur.close()
+
+
+_NAMED = re.compile(r"%\((\w+)\)s")
+
+
+def _positional(sql: str, params: dict) -> tuple[str, tuple]:
+    """A psycopg statement with named parameters (``%(name)s``) as one with
+    positional ones (``%s``) and its parameter tuple, in the order they appear."""
+    names = _NAMED.findall(sql)
+    return _NAMED.sub("%s", sql), tuple(params[n] for n in names)
+
+
+def _chained(statements: list[tuple[str, tuple]]) -> tuple[str, tuple]:
+    """PostgreSQL: ``statements`` (data-modifying, positional parameters) as one
+    statement — each but the last a data-modifying ``WITH`` query, the last the
+    main one. The server runs each of them once and to the end whether or not
+    anything reads its result, all on one snapshot (none sees another's rows),
+    and the one statement commits or fails whole."""
+    if len(statements) == 1:
+        return statements[0]
+    parts = [f"w{i} AS ({sql})" for i, (sql, _) in enumerate(statements[:-1])]
+    return (f"WITH {', '.join(parts)} {statements[-1][0]}",
+            tuple(p for _, params in statements for p in params))
+
+
+class BatchRows:
+    """The rows of one statement of a ``DbapiWriter`` (``DbapiWriter.rows``)."""
+
+    def __init__(self) -> None:
+        self._rows: list[tuple] | None = None
+
+    def value(self) -> list[tuple]:
+        """The statement's rows as plain tuples. Raises RuntimeError before the
+        pipeline that ran it has ended."""
+        if self._rows is None:
+            raise RuntimeError("the rows of a pipelined statement are read when its block ends")
+        return self._rows
 
 
 def raw_datetime(value):
@@ -238,16 +432,24 @@ class StoreBase:
         # writes it is about to make for a connection
         self._lock_engine = None if self.is_sqlite else create_engine(
             self.url, pool_size=LOCK_POOL[0], max_overflow=LOCK_POOL[1], **kwargs)
+        # the hot reads and the writes of one pipelined transaction (``_read_many``,
+        # ``_write_batch``, ``_write_one``) on PostgreSQL: a pool of its own whose
+        # connections stay in autocommit — nothing to switch at each use, no ROLLBACK
+        # to reset one at its return (a connection handed back inside a transaction
+        # is replaced at its next checkout: ``_dropped``)
+        self._auto_engine = None if self.is_sqlite else create_engine(
+            self.url, isolation_level="AUTOCOMMIT", pool_reset_on_return=None, **kwargs)
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
             event.listen(self.engine, "begin", _sqlite_begin)
         else:
-            for engine in (self.engine, self._lock_engine):
+            for engine in (self.engine, self._lock_engine, self._auto_engine):
                 event.listen(engine, "checkout", _dropped)
         # write sessions carry this option: on SQLite it makes them BEGIN IMMEDIATE
         self._write_engine = self.engine.execution_options(huiyi_write=True)
-        # single-statement writes on PostgreSQL (``_write_one``): the same pool, the connection in autocommit
-        self._autocommit_engine = self._write_engine.execution_options(isolation_level="AUTOCOMMIT")
+        # pipelined write transactions on PostgreSQL (``_write_batch``): the autocommit pool, as writes
+        self._autocommit_engine = (None if self._auto_engine is None
+                                   else self._auto_engine.execution_options(huiyi_write=True))
         try:
             if schema and not self.is_sqlite:
                 with self.engine.begin() as conn:
@@ -328,22 +530,39 @@ class StoreBase:
             conn = self._lock_engine.connect()
         except (DBAPIError, PoolTimeout) as exc:
             raise StoreError(f"namespace lock unavailable: {exc}") from exc
+        dbapi = conn.connection.dbapi_connection
         try:
+            # every capture's write takes one: as the driver takes it, the transaction begun by
+            # hand in autocommit and pipelined with its locks — one round trip (psycopg's own
+            # BEGIN would wait for its answer first), and one more for the ROLLBACK at the end
             try:
-                tx = conn.begin()
-                for key in keys:  # as the driver takes it: every capture's write takes one
-                    conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (key,))
-            except (DBAPIError, PoolTimeout) as exc:
+                dbapi.autocommit = True  # type: ignore[union-attr]
+                cur = dbapi.cursor()  # type: ignore[union-attr]
+                try:
+                    with dbapi.pipeline():  # type: ignore[union-attr]
+                        cur.execute("BEGIN")
+                        for key in keys:
+                            cur.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+                finally:
+                    cur.close()
+            except self._driver_error as exc:  # the driver's own: a lost connection, the statement timeout
+                self._end_lock(dbapi)
                 raise StoreError(f"namespace lock unavailable: {exc}") from exc
             try:
                 yield
             finally:
-                try:
-                    tx.rollback()  # nothing was written on it: ending the transaction releases the locks
-                except DBAPIError as exc:  # a lost connection has released them already
-                    log.warning("store: namespace lock release: %s", exc)
+                self._end_lock(dbapi)  # nothing was written on it: ending the transaction releases the locks
         finally:
             conn.close()
+
+    def _end_lock(self, dbapi) -> None:
+        """End the transaction of a namespace lock on ``dbapi`` (releasing its locks) and
+        take the connection out of autocommit; a lost connection has released them already."""
+        try:
+            dbapi.rollback()  # in autocommit too: a transaction begun by hand is rolled back
+            dbapi.autocommit = False
+        except self._driver_error as exc:
+            log.warning("store: namespace lock release: %s", exc)
 
     INDEX_WRITER = "~index-writer~"
     """The name whose advisory key is the index write lock (no namespace has this
@@ -395,24 +614,72 @@ class StoreBase:
             except (DBAPIError, PoolTimeout) as exc:
                 raise StoreError(str(exc)) from exc
 
+    @contextmanager
+    def _write_chain(self) -> Iterator[DbapiWriter]:
+        """``_write_batch`` for statements that each write rows no other of them
+        writes or reads (INSERT, UPDATE, DELETE; no executemany, no rows read back):
+        on PostgreSQL they go as one statement (``_chained``: each but the last a
+        data-modifying ``WITH`` query) — one execution, in autocommit its own
+        transaction, where a pipelined batch costs one per statement plus BEGIN
+        and COMMIT in the client; nothing is sent when the block raises. SQLite:
+        ``_write_batch``. IntegrityError as ``_write_conn``; other database
+        errors become StoreError."""
+        if self.is_sqlite:
+            with self._write_batch() as cur:
+                yield cur
+            return
+        try:
+            with self._autocommit_engine.begin() as conn, DbapiWriter(conn, chain=True, events=self.engine) as cur:  # type: ignore[union-attr]
+                yield cur
+        except IntegrityError:
+            raise
+        except (DBAPIError, PoolTimeout) as exc:
+            raise StoreError(str(exc)) from exc
+
+    @contextmanager
+    def _write_batch(self) -> Iterator[DbapiWriter]:
+        """A write transaction of driver-level statements whose results decide
+        nothing inside it (``DbapiWriter.run``: ``DbapiStatement``s, or SQL with
+        the store's ``mark`` placeholders), committed when the block ends.
+
+        PostgreSQL: the connection is in autocommit and the transaction's
+        BEGIN, statements and COMMIT are pipelined (psycopg's pipeline mode):
+        sent as they come, one Sync at the block's end — one round trip where a
+        ``_write_conn`` transaction costs one per statement plus BEGIN and
+        COMMIT. The COMMIT is queued only when the block ends cleanly; when it
+        raises, or a statement fails, nothing is committed and the transaction
+        is rolled back (a second round trip, on failure only). An error of the
+        database surfaces at the block's end. SQLite: a
+        ``_write_conn`` transaction (BEGIN IMMEDIATE under the write lock, all in
+        process). IntegrityError as ``_write_conn``; other database errors
+        become StoreError."""
+        if self.is_sqlite:
+            with self._write_conn() as conn, DbapiWriter(conn) as cur:
+                yield cur
+            return
+        try:
+            with self._autocommit_engine.begin() as conn, DbapiWriter(conn, batch=True, events=self.engine) as cur:  # type: ignore[union-attr]
+                yield cur
+        except IntegrityError:
+            raise
+        except (DBAPIError, PoolTimeout) as exc:
+            raise StoreError(str(exc)) from exc
+
     def _write_one(self, sql: str, params: tuple) -> int:
         """One write statement (placeholders: ``mark``) in a transaction of its own;
         returns its rowcount. PostgreSQL: in autocommit — the statement is its own
         transaction, without the BEGIN and COMMIT round trips; SQLite: a
         ``_write_conn`` transaction (BEGIN IMMEDIATE under the write lock, all in
         process). As the driver takes it (``exec_driver_sql``: nothing to build or
-        compile), and through SQLAlchemy's execution, so its events see it.
+        compile), its ``before_cursor_execute`` listeners told; on PostgreSQL a
+        ``_write_batch`` of one statement (the DBAPI cursor itself).
         IntegrityError as ``_write_conn``; other database errors become StoreError."""
         if self.is_sqlite:
             with self._write_conn() as conn:
                 return int(conn.exec_driver_sql(sql, params).rowcount or 0)
-        try:
-            with self._autocommit_engine.connect() as conn:
-                return int(conn.exec_driver_sql(sql, params).rowcount or 0)
-        except IntegrityError:
-            raise
-        except (DBAPIError, PoolTimeout) as exc:
-            raise StoreError(str(exc)) from exc
+        with self._write_batch() as cur:
+            cur.run(sql, params)
+        return cur.rowcount
 
     def _read_rows(self, sql: str, params: tuple) -> list[tuple]:
         """The rows of ``sql`` (placeholders: ``mark``; table names unqualified, as
@@ -426,8 +693,9 @@ class StoreBase:
         """The rows of each ``(sql, params)`` of ``statements``, in order, on one
         pooled connection (one checkout for several reads of a turn).
 
-        PostgreSQL: the statements run in autocommit — one round trip each, no
-        BEGIN or ROLLBACK around them. Each still reads its own snapshot, as every
+        PostgreSQL: the statements run in autocommit, no BEGIN or ROLLBACK around
+        them — one round trip for one statement, and one for several, which are
+        pipelined (``_pipelined_reads``). Each still reads its own snapshot, as every
         statement of a READ COMMITTED transaction does, so a later statement never
         sees older data than an earlier one. A connection found dropped (a server
         restart, a terminated backend: the driver's OperationalError) is thrown
@@ -435,15 +703,16 @@ class StoreBase:
         so the retry is safe. SQLite: the driver's autocommit reads, which WAL
         never blocks. A lost connection, a timeout or a driver error becomes
         StoreError."""
+        engine = self.engine if self._auto_engine is None else self._auto_engine  # PostgreSQL: in autocommit
         for attempt in (0, 1):
             try:
-                fairy = self.engine.raw_connection()
+                fairy = engine.raw_connection()
             except (DBAPIError, PoolTimeout) as exc:
                 raise StoreError(str(exc)) from exc
             dbapi = fairy.dbapi_connection
             try:
-                if not self.is_sqlite:
-                    dbapi.autocommit = True  # type: ignore[union-attr]
+                if not self.is_sqlite and len(statements) > 1:
+                    return self._pipelined_reads(dbapi, statements)
                 cur = dbapi.cursor()  # type: ignore[union-attr]
                 try:
                     out = []
@@ -453,8 +722,6 @@ class StoreBase:
                     return out
                 finally:
                     cur.close()
-                    if not self.is_sqlite and not dbapi.closed:  # type: ignore[union-attr]
-                        dbapi.autocommit = False  # type: ignore[union-attr]
             except self._driver_error as exc:
                 lost = not self.is_sqlite and getattr(dbapi, "closed", False)
                 if lost:
@@ -467,6 +734,24 @@ class StoreBase:
             finally:
                 fairy.close()
         raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _pipelined_reads(dbapi, statements: Sequence[tuple[str, tuple]]) -> list[list[tuple]]:
+        """PostgreSQL: ``statements`` sent together in psycopg's pipeline mode on
+        ``dbapi`` (in autocommit), their rows read at its one Sync: one round trip
+        for all. The server runs them in order, each on its own snapshot (READ
+        COMMITTED), as when they are sent one by one."""
+        cursors = []
+        try:
+            with dbapi.pipeline():
+                for sql, params in statements:
+                    cur = dbapi.cursor()
+                    cursors.append(cur)
+                    cur.execute(sql, params)
+            return [cur.fetchall() for cur in cursors]
+        finally:
+            for cur in cursors:
+                cur.close()
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
@@ -481,8 +766,9 @@ class StoreBase:
     def close(self) -> None:
         """Dispose of the connection pools."""
         self.engine.dispose()
-        if self._lock_engine is not None:
-            self._lock_engine.dispose()
+        for engine in (self._lock_engine, self._auto_engine):
+            if engine is not None:
+                engine.dispose()
 
     def scrub(self) -> None:
         """After a forget: on SQLite, checkpoint and truncate the WAL so that no old

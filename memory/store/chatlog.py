@@ -176,6 +176,8 @@ class ChatLog(StoreBase):
         A redacted line (None) still claims what it was given."""
         table = _ChatLogRow.__table__  # type: ignore[attr-defined]
         try:
+            if not self.is_sqlite:
+                return self._append_chat_pg(tenant, chat, line, keep, capture, claim, fingerprint, nonce)
             return self._append_chat(table, tenant, chat, line, keep, capture, claim, fingerprint, nonce)
         except IntegrityError:
             if claim is None and fingerprint is None:
@@ -246,6 +248,81 @@ class ChatLog(StoreBase):
                     (tenant, chat.key, int(cutoff)))
         return int(line_id)
 
+    def _append_chat_pg(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int, capture: Namespace | None,
+                        claim: str | None, fingerprint: tuple[str, timedelta] | None,
+                        nonce: NonceClaim | None) -> int | None:
+        """``append_chat`` on PostgreSQL in one round trip: the statements of
+        ``_append_chat`` made independent of each other's results and pipelined
+        in autocommit (``StoreBase._write_batch``), so the server runs them as
+        one implicit transaction — all of them, or none when one fails. What
+        ``_append_chat`` decides in the client is decided by the statements
+        themselves: a nonce or a delivery claimed before fails its insert on
+        the unique constraint (and everything with it); the stale claims of the
+        fingerprint are let go unconditionally (a claim older than the window no
+        longer counts: their writes change nothing that counts); a claim of the
+        fingerprint on its own row within the window is told by a guard insert
+        that meets its primary key. The trim, on about one append in
+        ``keep // TRIM_SLACK``, is a statement of its own afterwards. Raises
+        NonceUsed (with the first claim's digest, read after the failed
+        transaction), IntegrityError for a delivery or fingerprint claimed before."""
+        m, now = self.mark, utcnow()
+        try:
+            return self._append_chat_batch(tenant, chat, line, keep, capture, claim, fingerprint, nonce, now)
+        except IntegrityError as exc:
+            if nonce is None or getattr(getattr(exc.orig, "diag", None), "table_name", None) != "seen_nonces":
+                raise
+        first = self._read_rows(f"SELECT digest FROM seen_nonces WHERE tenant = {m} AND platform = {m} AND nonce = {m}",
+                                (nonce.tenant[:64], nonce.platform[:32], nonce.nonce[:128]))
+        raise NonceUsed((first[0][0] or "") if first else "")
+
+    def _append_chat_batch(self, tenant: str, chat: ChatRef, line: ChatLine, keep: int, capture: Namespace | None,
+                           claim: str | None, fingerprint: tuple[str, timedelta] | None, nonce: NonceClaim | None,
+                           now: datetime) -> int | None:
+        """``_append_chat_pg``'s pipelined transaction and the trim after it."""
+        m = self.mark
+        with self._write_batch() as cur:
+            if nonce is not None:  # first: a replay is told apart from a duplicate delivery by the table it meets
+                cur.run(f"INSERT INTO seen_nonces (tenant, platform, nonce, digest, seen_at) VALUES ({m}, {m}, {m}, "
+                        f"{m}, {m})", (nonce.tenant[:64], nonce.platform[:32], nonce.nonce[:128],
+                                       nonce.digest[:128], nonce.at or now))
+            fp = None
+            if fingerprint is not None:
+                fp, stale = fingerprint[0][:600], now - fingerprint[1]
+                # a claim older than the window no longer counts: its own row goes, a shared one lets go
+                cur.run(f"DELETE FROM deliveries WHERE key = {m} AND processed_at <= {m}", (fp, stale))
+                cur.run(f"UPDATE deliveries SET fingerprint = NULL WHERE fingerprint = {m} AND processed_at <= {m}",
+                        (fp, stale))
+                if claim is None:
+                    cur.run(f"INSERT INTO deliveries (key, processed_at) VALUES ({m}, {m})", (fp, now))
+                else:  # its own row, within the window (the stale one is gone): this insert meets its key
+                    cur.run(f"INSERT INTO deliveries (key, processed_at) SELECT {m}, {m} WHERE EXISTS "
+                            f"(SELECT 1 FROM deliveries WHERE key = {m})", (fp, now, fp))
+                # a shared claim within the window: the insert below meets the unique fingerprint
+            if claim is not None:  # with the fingerprint in the same row: one row per message
+                cur.run(f"INSERT INTO deliveries (key, processed_at, fingerprint) VALUES ({m}, {m}, {m})",
+                        (claim[:600], now, fp))
+            values = (tenant, chat.key, line.role, line.sender_id, line.sender_name, line.message_id, line.text,
+                      line.at, str(capture) if capture else "", now if capture else None, "")
+            columns = ("INSERT INTO chat_log (tenant, chat, role, sender_id, sender_name, message_id, text, at, "
+                       "capture_ns, capture_queued, vector_key)")
+            if line.role == "user" and line.message_id:
+                # not a line a forget redacted (same chat, message id and sender): checked by the insert itself
+                rows = cur.rows(f"{columns} SELECT {', '.join([m] * 11)} WHERE NOT EXISTS (SELECT 1 FROM "
+                                f"chat_redactions WHERE tenant = {m} AND chat = {m} AND message_id = {m} AND "
+                                f"sender_id = {m}) RETURNING id",
+                                (*values, tenant, chat.key, line.message_id, line.sender_id))
+            else:
+                rows = cur.rows(f"{columns} VALUES ({', '.join([m] * 11)}) RETURNING id", values)
+        got = rows.value()
+        if not got:
+            return None
+        line_id = int(got[0][0])
+        if line_id % max(1, keep // TRIM_SLACK) == 0:  # the lines over ``keep`` deleted together
+            self._write_one(f"DELETE FROM chat_log WHERE tenant = {m} AND chat = {m} AND capture_ns = '' AND id <= "
+                            f"(SELECT id FROM chat_log WHERE tenant = {m} AND chat = {m} ORDER BY id DESC LIMIT 1 "
+                            f"OFFSET {m})", (tenant, chat.key, tenant, chat.key, int(keep)))
+        return line_id
+
     def pending_captures(self, older_than: datetime, limit: int = 100) -> list[PendingCapture]:
         """Chat-log lines whose capture was queued before ``older_than`` and has not
         been marked done (a crash or a failure after the reply), oldest first."""
@@ -314,15 +391,47 @@ class ChatLog(StoreBase):
 
         out: dict[int, str] = {}
         if fresh:  # one read per capture: through the DBAPI cursor
-            m = self.mark
-            which = " OR ".join([f"(id = {m} AND capture_queued <= {m})"] * len(fresh))
-            out.update(self._read_rows(f"SELECT id, text FROM chat_log WHERE ({which}) AND capture_ns != ''",
-                                       tuple(x for i, q in fresh.items() for x in (int(i), self.db_time(q)))))
+            out.update(self._read_rows(*self._held_sql(fresh)))
         if stale:
             with self._write_conn() as conn:
                 out.update((r.id, r.text) for r in conn.execute(update(t).where(mine(stale), t.c.capture_ns != "")
                                                                 .values(capture_queued=now).returning(t.c.id, t.c.text)))
         return out
+
+    def _held_sql(self, fresh: Mapping[int, datetime]) -> tuple[str, tuple]:
+        """``take_captures``' read of the lines that keep their lease: ``(id, text)``
+        of each of ``fresh`` still due and queued no later than its moment."""
+        m = self.mark
+        which = " OR ".join([f"(id = {m} AND capture_queued <= {m})"] * len(fresh))
+        return (f"SELECT id, text FROM chat_log WHERE ({which}) AND capture_ns != ''",
+                tuple(x for i, q in fresh.items() for x in (int(i), self.db_time(q))))
+
+    def take_captures_with(self, lines: Mapping[int, datetime], among: Sequence[tuple[str, ChatRef, str]],
+                           before: Sequence[int], *, now: datetime | None = None,
+                           renew_after: timedelta | None = None
+                           ) -> tuple[dict[int, str], set[tuple[str, str, str]], dict[int, ChatLine]]:
+        """What a capture batch reads before it runs, in one call: ``take_captures(lines,
+        now=now, renew_after=renew_after)``, ``redacted_among(among)`` and
+        ``lines_before(before)``, as a tuple of their three results. When every
+        line keeps its lease (``renew_after``: the common case) the three are
+        reads and run together (``StoreBase._read_many``: one round trip on
+        PostgreSQL, one connection on SQLite), in that order; a lease to renew
+        is written first, in its own transaction. Raises StoreError."""
+        now = now or utcnow()
+        fresh = {i: at for i, at in lines.items() if renew_after is not None and now - at < renew_after}
+        taken: dict[int, str] = {}
+        if len(fresh) < len(lines):  # a lease to renew: a write, as take_captures does it
+            taken = self.take_captures(lines, now=now, renew_after=renew_after)
+            fresh = {}
+        reads = [self._held_sql(fresh)] if fresh else []
+        wanted, redacted_read = self._redacted_sql(among)
+        _, before_read = self._before_sql(before)
+        reads += [r for r in (redacted_read, before_read) if r is not None]
+        rows = self._read_many(reads) if reads else []
+        if fresh:
+            taken.update(rows.pop(0))
+        gone = {tuple(r) for r in rows.pop(0)} & wanted if redacted_read is not None else set()
+        return taken, gone, self._before_rows(rows.pop(0)) if before_read is not None else {}  # type: ignore[return-value]
 
     def captures_due(self) -> int:
         """How many chat-log lines still have their capture due, in every tenant
@@ -345,12 +454,14 @@ class ChatLog(StoreBase):
         if not vectors:  # one statement: a transaction of its own (``_write_one``)
             self._write_one(done, tuple(plain))
             return
-        with self._write_conn() as conn:  # once per capture: statements as the driver takes them
+        # once per capture: statements as the driver takes them, each on its own lines (the plain ones, then
+        # one per vector): one statement on PostgreSQL (``_write_chain``)
+        with self._write_chain() as cur:
             if plain:
-                conn.exec_driver_sql(done, tuple(plain))
+                cur.run(done, tuple(plain))
             for i, (k, v) in vectors.items():
-                conn.exec_driver_sql(f"UPDATE chat_log SET capture_ns = '', capture_queued = NULL, vector = {m}, "
-                                     f"vector_key = {m} WHERE id = {m}", (v, k, int(i)))
+                cur.run(f"UPDATE chat_log SET capture_ns = '', capture_queued = NULL, vector = {m}, "
+                        f"vector_key = {m} WHERE id = {m}", (v, k, int(i)))
 
     def chat_tail(self, tenant: str, chat: ChatRef, n: int = 8, *, max_age: timedelta | None = None,
                   now: datetime | None = None) -> list[ChatLine]:
@@ -495,26 +606,44 @@ class ChatLog(StoreBase):
         """``is_redacted`` for many lines in one query: of ``lines`` (``(tenant,
         chat, message id)``), the ``(tenant, chat key, message id)`` of those
         redacted (a capture batch asks once for all of its messages)."""
+        wanted, read = self._redacted_sql(lines)
+        if read is None:
+            return set()
+        return {tuple(r) for r in self._read_rows(*read)} & wanted  # type: ignore[misc]
+
+    def _redacted_sql(self, lines: Sequence[tuple[str, ChatRef, str]]
+                      ) -> tuple[set[tuple[str, str, str]], tuple[str, tuple] | None]:
+        """``redacted_among``'s ``(tenant, chat key, message id)`` asked for, and its read
+        (None when nothing is asked)."""
         wanted = {(tenant, chat.key, mid) for tenant, chat, mid in lines if mid}
         if not wanted:
-            return set()
+            return wanted, None
         mids = sorted({m for _, _, m in wanted})
-        rows = self._read_rows(f"SELECT tenant, chat, message_id FROM chat_redactions "
-                               f"WHERE message_id IN ({', '.join([self.mark] * len(mids))})", tuple(mids))
-        return {tuple(r) for r in rows} & wanted  # type: ignore[misc]
+        sql = (f"SELECT tenant, chat, message_id FROM chat_redactions "
+               f"WHERE message_id IN ({', '.join([self.mark] * len(mids))})")
+        return wanted, (sql, tuple(mids))
 
     def lines_before(self, line_ids: Sequence[int]) -> dict[int, ChatLine]:
         """``line_before`` for many lines in one query: ``{line id: the line of its
         chat (its topic) logged just before it}``, a line without one (the first,
         or one pruned or redacted since) left out."""
+        _, read = self._before_sql(line_ids)
+        # each capture batch asks: through the DBAPI cursor (``_read_rows``)
+        return {} if read is None else self._before_rows(self._read_rows(*read))
+
+    def _before_sql(self, line_ids: Sequence[int]) -> tuple[list[int], tuple[str, tuple] | None]:
+        """``lines_before``'s ids and its read (None when there are none)."""
         ids = sorted({int(i) for i in line_ids if i})
         if not ids:
-            return {}
-        # each capture batch asks: through the DBAPI cursor (``_read_rows``)
-        rows = self._read_rows(
-            "SELECT c.id, b.role, b.sender_id, b.text, b.at, b.message_id, b.sender_name FROM chat_log c "
-            "JOIN chat_log b ON b.id = (SELECT max(p.id) FROM chat_log p WHERE p.tenant = c.tenant "
-            f"AND p.chat = c.chat AND p.id < c.id) WHERE c.id IN ({', '.join([self.mark] * len(ids))})", tuple(ids))
+            return ids, None
+        return ids, (("SELECT c.id, b.role, b.sender_id, b.text, b.at, b.message_id, b.sender_name FROM chat_log c "
+                      "JOIN chat_log b ON b.id = (SELECT max(p.id) FROM chat_log p WHERE p.tenant = c.tenant "
+                      f"AND p.chat = c.chat AND p.id < c.id) WHERE c.id IN ({', '.join([self.mark] * len(ids))})"),
+                     tuple(ids))
+
+    @staticmethod
+    def _before_rows(rows: list[tuple]) -> dict[int, ChatLine]:
+        """``lines_before``'s answer from its read's rows."""
         return {i: ChatLine(role, sender, text, _aware(raw_datetime(at)), mid, name)  # type: ignore[arg-type]
                 for i, role, sender, text, at, mid, name in rows}
 

@@ -25,7 +25,7 @@ from sqlmodel import Session, delete, select
 
 from memory.errors import NamespaceError, NotFoundError, StoreError
 from memory.store.audit import AuditEntry, AuditLog
-from memory.store.base import DbapiStatement, DbapiWriter, StoreBase, raw_datetime, utcnow
+from memory.store.base import DbapiStatement, StoreBase, raw_datetime, utcnow
 from memory.store.chatlog import _redact_line
 from memory.store.conflicts import _unlink
 from memory.store.consolidated import _awake, _count_hits, _drop_consolidated
@@ -300,10 +300,11 @@ class MemoryRows(StoreBase):
         )
         # the add's statements compiled once and run on the transaction's DBAPI cursor
         # (``DbapiWriter``): this is the capture hot path, and SQLAlchemy's own work per
-        # statement cost more than SQLite's (ORM rows cost more still)
+        # statement cost more than SQLite's (ORM rows cost more still); each writes a table
+        # none of the others touches, so on PostgreSQL they go as one statement (``_write_chain``)
         sql = _add_statements(self.engine.dialect)
         tenants = self.event_tenants
-        with self._write_conn() as conn, DbapiWriter(conn) as cur:
+        with self._write_chain() as cur:
             cur.run(sql.memory, values)
             cur.run(sql.outbox, dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0))
             cur.run(sql.bump, {"ns": str(ns), "live0": 1, "delta": 1, "ids": memory.id})
@@ -388,19 +389,47 @@ class MemoryRows(StoreBase):
         (the query is filtered on the namespaces asked for, and each row checked
         against its id's). For an index write pass over a capture batch's many
         people (``MemoryCore.maintain``)."""
+        read = self._many_of_sql(wanted)
+        return self._many_of_rows(wanted, self._read_rows(*read) if read is not None else [])
+
+    def pending_ops_and_rows(self, limit: int, wanted: Mapping[Namespace, Sequence[str]], *,
+                             kinds: Sequence[str] | None = None
+                             ) -> tuple[list, dict[Namespace, dict[str, Memory]]]:
+        """``pending_ops(limit, memory_ids=…, kinds=kinds)`` of the ids of ``wanted``
+        and ``get_many_of(wanted)``, read in that order in one call (``_read_many``:
+        one round trip on PostgreSQL) — an index write pass that knows its ids
+        before it reads their ops (the capture's). The rows are never older than
+        the ops. Raises StoreError."""
+        ids = sorted({i for v in wanted.values() for i in v})
+        ops_read = self._pending_ops_sql(limit, memory_ids=ids, kinds=kinds)
+        rows_read = self._many_of_sql(wanted)
+        reads = [r for r in (ops_read, rows_read) if r is not None]
+        got = self._read_many(reads) if reads else []
+        ops = self._pending_ops_rows(got.pop(0)) if ops_read is not None else []
+        return ops, self._many_of_rows(wanted, got.pop(0) if rows_read is not None else [])
+
+    def _many_of_sql(self, wanted: Mapping[Namespace, Sequence[str]]) -> tuple[str, tuple] | None:
+        """``get_many_of``'s read (None when nothing is asked)."""
         asked = {(i, str(ns)) for ns, ids in wanted.items() for i in ids}
-        out: dict[Namespace, dict[str, Memory]] = {ns: {} for ns in wanted}
         if not asked:
-            return out
-        by_name = {str(ns): ns for ns in wanted}
-        ids, names = sorted({i for i, _ in asked}), list(by_name)
+            return None
+        ids, names = sorted({i for i, _ in asked}), [str(ns) for ns in wanted]
         # each row with its own namespace's pending marks (``memory.store.pending``) in the same statement:
         # a capture batch's few rows, one round trip
         sql = self._by_ids_sql(len(ids), len(names)).replace(
             " FROM memories ", ", (SELECT s.marks FROM namespace_state s WHERE s.namespace = memories.namespace) "
                                "FROM memories ", 1)
+        return sql, (*ids, *names)
+
+    def _many_of_rows(self, wanted: Mapping[Namespace, Sequence[str]],
+                      rows: list[tuple]) -> dict[Namespace, dict[str, Memory]]:
+        """``get_many_of``'s answer from its read's rows (``_many_of_sql``: each row's
+        namespace's pending marks its last column, merged here)."""
+        asked = {(i, str(ns)) for ns, ids in wanted.items() for i in ids}
+        out: dict[Namespace, dict[str, Memory]] = {ns: {} for ns in wanted}
+        by_name = {str(ns): ns for ns in wanted}
         at = _AT["access_times"]
-        for *r, marks in self._read_rows(sql, (*ids, *names)):
+        for *r, marks in rows:
             r = PendingMarks.parse(marks).row(tuple(r), 0, at)
             row = SimpleNamespace(**dict(zip(_GET_COLUMNS, r)))
             if (row.id, row.namespace) not in asked:

@@ -38,6 +38,13 @@ class IndexOutbox(StoreBase):
         """Oldest pending index operations (each carries its own namespace), all of
         them or only those of ``ns`` / ``memory_ids`` / op ``kinds`` (``upsert``,
         ``delete``, ``purge``) — so that a backlog never hides a fresh write's op."""
+        read = self._pending_ops_sql(limit, ns=ns, memory_ids=memory_ids, kinds=kinds)
+        # every index write pass reads it: through the DBAPI cursor (``_read_rows``)
+        return [] if read is None else self._pending_ops_rows(self._read_rows(*read))
+
+    def _pending_ops_sql(self, limit: int, *, ns: Namespace | None = None, memory_ids: Sequence[str] | None = None,
+                         kinds: Sequence[str] | None = None) -> tuple[str, tuple] | None:
+        """``pending_ops``' read (None when it can find nothing: an empty ``memory_ids`` or ``kinds``)."""
         m = self.mark
         where, params = ["1 = 1"], []
         if ns is not None:
@@ -47,12 +54,16 @@ class IndexOutbox(StoreBase):
             if values is not None:
                 values = list(values)
                 if not values:
-                    return []
+                    return None
                 where.append(f"{column} IN ({', '.join([m] * len(values))})")
                 params += values
-        # every index write pass reads it: through the DBAPI cursor (``_read_rows``)
-        rows = self._read_rows(f"SELECT id, namespace, memory_id, op, attempts FROM index_outbox "
-                               f"WHERE {' AND '.join(where)} ORDER BY id LIMIT {m}", (*params, int(limit)))
+        sql = (f"SELECT id, namespace, memory_id, op, attempts FROM index_outbox "
+               f"WHERE {' AND '.join(where)} ORDER BY id LIMIT {m}")
+        return sql, (*params, int(limit))
+
+    @staticmethod
+    def _pending_ops_rows(rows: list[tuple]) -> list[IndexOp]:
+        """``pending_ops``' answer from its read's rows."""
         return [IndexOp(i, Namespace.parse(n), mid, op, attempts) for i, n, mid, op, attempts in rows]
 
     def outbox_depth(self) -> int:

@@ -40,11 +40,11 @@ TG_SECRET = "ow-tg-secret"
 #: a recorded Official Account text callback (wechatpy's parser tests, tests/data/MANIFEST.md)
 OA_TEXT = (TEST_DATA / "im" / "wechat" / "wechatpy_mp" / "test_parse_text_message.xml").read_text("utf-8")
 TEXTS = {"zh": ["我养了一只叫煤球的猫", "煤球最近怎么样？"], "en": ["I have a cat called Mochi", "How is Mochi doing?"]}
-#: reads a plain message makes before its answer at most: identity, whether the person paused learning in
-#: this chat (one primary-key read: every replica honours a pause at the next line), the chat's tail, the
+#: reads a plain message makes before its answer at most: identity with whether the person paused learning in
+#: this chat (one read: every replica honours a pause at the next line), the chat's tail, the
 #: namespace's state, the recall's candidates; /v1/turns also reads whether the tenant has keys and resolves
 #: the sender itself
-READS = {"telegram": 5, "onebot": 5, "wechat": 5, "webhook": 5, "v1": 7}
+READS = {"telegram": 4, "onebot": 4, "wechat": 4, "webhook": 4, "v1": 6}
 
 
 class CountedPipeline(Pipeline):

@@ -29,9 +29,14 @@ def store(tmp_path, request):
     return s
 
 
+def _pools(store) -> list:
+    """The store's pools a read or write takes its connection from: the ORM's and the autocommit pool's."""
+    return [store.engine, store._auto_engine]
+
+
 def _pooled_pids(store, n: int = 3) -> list[int]:
-    """Backend pids of ``n`` connections of the store's pool, all checked in again."""
-    held = [store.engine.raw_connection() for _ in range(n)]
+    """Backend pids of ``n`` connections of each of the store's pools, all checked in again."""
+    held = [engine.raw_connection() for engine in _pools(store) for _ in range(n)]
     pids = [c.dbapi_connection.info.backend_pid for c in held]
     for c in held:
         c.close()
@@ -73,24 +78,45 @@ def test_a_read_on_a_connection_dropped_unseen_is_retried(store):
     pids = _pooled_pids(store, 1)
     seen = base._dropped
     # the checkout check misses it (as for a connection whose server vanished without a packet)
-    event.remove(store.engine, "checkout", seen)
+    for engine in _pools(store):
+        event.remove(engine, "checkout", seen)
     try:
         _terminate(store.pg_url, pids)
         assert [line.text for line in store.chat_tail("t", CHAT)] == ["hello"]
+        # several reads pipelined in one round trip: retried together
+        _terminate(store.pg_url, _pooled_pids(store, 1))
+        assert [len(rows) for rows in store._read_many([("SELECT 1", ()), ("SELECT 2 UNION ALL SELECT 3", ())])] \
+            == [1, 2]
     finally:
-        event.listen(store.engine, "checkout", seen)
+        for engine in _pools(store):
+            event.listen(engine, "checkout", seen)
 
 
 def test_hot_reads_leave_no_transaction_open(store):
-    """A raw read runs in autocommit and hands its connection back idle, out of autocommit again."""
+    """A raw read runs in autocommit (a pool of its own) and hands its connection back idle; the ORM's pool
+    stays out of autocommit."""
     store._read_rows("SELECT 1", ())
-    fairy = store.engine.raw_connection()
-    try:
-        conn = fairy.dbapi_connection
-        assert conn.autocommit is False
-        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    finally:
-        fairy.close()
+    store._read_many([("SELECT 1", ()), ("SELECT 2", ())])
+    for engine, autocommit in ((store._auto_engine, True), (store.engine, False)):
+        fairy = engine.raw_connection()
+        try:
+            conn = fairy.dbapi_connection
+            assert conn.autocommit is autocommit
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        finally:
+            fairy.close()
+
+
+def test_a_connection_handed_back_inside_a_transaction_is_replaced(store):
+    """The autocommit pool resets nothing at a return: a connection left inside a transaction (a bug's, or a
+    write whose ROLLBACK was lost) is replaced at its next checkout, its transaction never reused."""
+    fairy = store._auto_engine.raw_connection()
+    left = fairy.dbapi_connection
+    left.execute("BEGIN")
+    left.execute("INSERT INTO deliveries (key, processed_at) VALUES ('left-open', now())")
+    fairy.close()
+    assert store._read_rows("SELECT count(*) FROM deliveries WHERE key = 'left-open'", ()) == [(0,)]
+    assert store._read_rows("SELECT 1", ()) == [(1,)]
 
 
 def test_the_checkout_check_works_past_1024_descriptors(tmp_path, request):
