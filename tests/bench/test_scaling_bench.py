@@ -48,8 +48,11 @@ def test_small_run_counts_rows_bytes_index_and_cache(pg_schema, capsys):
 
 def test_the_row_counter_sees_the_writes_run_on_a_dbapi_cursor(core, namespace):
     """A captured fact's add runs its statements on the transaction's DBAPI cursor, not through SQLAlchemy's
-    execute: the counter, hooked at the driver, still counts its memory, outbox, version and audit rows (both
-    backends)."""
+    execute: the counter, hooked at the driver, still counts its memory, outbox, version and audit rows. On
+    PostgreSQL the add is one chained statement (``memory.store.base._chained``), whose rows per table only
+    the server knows: ``bench scaling`` reads them there from ``pg_stat_user_tables``, not from this counter."""
+    if not core.store.is_sqlite:
+        pytest.skip("PostgreSQL's rows are pg_stat_user_tables' in bench scaling; a chained write is one statement")
     counter = scaling._RowCounter(core.store)
     counter.on = True
     result = core.add(namespace, core.new(namespace, "我养了一只猫叫煤球"))

@@ -157,9 +157,9 @@ def test_no_memory_is_built_for_a_candidate_that_is_not_returned(core, path, mon
     seen: list[int] = []
     real_candidates = type(core.store).candidates
 
-    def candidates(store, namespace, ids):
+    def candidates(store, namespace, ids, *rest, **kwargs):
         seen.append(len(ids))
-        return real_candidates(store, namespace, ids)
+        return real_candidates(store, namespace, ids, *rest, **kwargs)
 
     monkeypatch.setattr(type(core.store), "candidates", candidates)
     for tail in (["猫"], ["cat"]):
