@@ -11,9 +11,15 @@ the questions that are reported, nor their evidence labels):
 - **co-recall links by replaying the conversation**: each turn, in order, is a
   query as the pipeline makes one for every message; the first
   ``REPLAY_MARKED`` hits said before that turn are marked recalled together
-  (``MemoryCore.mark_recalled``, as of the turn's date), as if they had gone
-  into the prompt. Replays recall with the association channel off, so the
-  links say what words and meaning brought together.
+  through the turn's own path (``MemoryCore.note_recalled``, as of the turn's
+  date), as if they had gone into the prompt, flushed every ``REPLAY_WINDOW``
+  turns of a conversation (a person's marks window) into the namespace's
+  pending row, which folds as the product's does, and folded at the end.
+  Replays recall with the association channel off, so the links say what
+  words and meaning brought together. The replay runs twice on copies of the
+  ingested stores: with the rule that links a pair only from its second co-use
+  (``memory.store.pending.NEW_LINK_USES``, shipped) and, "as before", with
+  every co-used pair linked (``NEW_LINK_USES`` = 1).
 
 LoCoMo's development split is its first 4 conversations and the held-out split
 the other 6 (``evals.recall``), each conversation its own namespace:
@@ -26,13 +32,15 @@ The channel weight is fitted on the development split (``GRID``, best any@10,
 ties to the smaller weight) and the held-out split is reported with the fitted
 weight, the shipped default (``memory.recall.ASSOC_WEIGHT``) and the channel
 off, and (``entities``) at the shipped default with the entity links alone,
-measured before the replay adds the co-recall links. Reads LoCoMo from ``bench.DATA_DIR``; says so and skips when it is absent.
+measured before the replay adds the co-recall links; the fit is on the
+shipped rule's links, and each held-out weight is reported with both replays. Reads LoCoMo from ``bench.DATA_DIR``; says so and skips when it is absent.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -48,6 +56,9 @@ GRID = (0.25, 0.5, 1.0, 2.0)
 """Association channel weights tried on the development split."""
 REPLAY_MARKED = 5
 """Hits of a replayed turn marked as recalled together (a prompt's worth)."""
+REPLAY_WINDOW = 6
+"""Replayed turns of a conversation per flush of the marks: a person's 60 s
+window at one line every 10 s (``memory.marks.FLUSH_EVERY_S``, ``bench.scaling``)."""
 
 
 def _load() -> str:
@@ -55,32 +66,52 @@ def _load() -> str:
 
 
 def _replay(core, suite, params) -> int:
-    """Replay every conversation turn of ``suite`` as a query (module docstring);
-    returns how many turns marked two or more memories recalled together."""
+    """Replay every conversation turn of ``suite`` as a query (module docstring)
+    through ``note_recalled``, a flush every ``REPLAY_WINDOW`` turns and a fold
+    at the end; returns how many turns marked two or more memories recalled together."""
     marked = 0
     for world, docs in suite.worlds.items():
         ns = suite.namespace(world)
-        for d in docs:
+        for n, d in enumerate(docs, 1):
             hits = core.recall(ns, [d.text], params=params, now=d.said_at)
             ids = [h.memory.id for h in hits if h.memory.created_at is not None
                    and h.memory.created_at < d.said_at][:REPLAY_MARKED]
             if len(ids) > 1:
-                core.mark_recalled(ns, ids, d.said_at)
+                core.note_recalled(ns, ids, d.said_at)
                 marked += 1
+            if n % REPLAY_WINDOW == 0:
+                core.flush_marks()
+    core.fold_marks()
     return marked
 
 
-def _evaluate(core, suite, key_of, variants: dict):
-    """Every query of ``suite`` once per variant (name → RecallParams), alternating per query."""
+def _replayed(core, suite, params, uses: int) -> tuple[int, float]:
+    """``_replay`` with ``memory.store.pending.NEW_LINK_USES`` set to ``uses`` for
+    its duration (its folds and the final fold read it); (turns marked, seconds)."""
+    from memory.store import pending
+
+    kept, pending.NEW_LINK_USES = pending.NEW_LINK_USES, uses
+    t0 = time.perf_counter()
+    try:
+        return _replay(core, suite, params), time.perf_counter() - t0
+    finally:
+        pending.NEW_LINK_USES = kept
+
+
+def _evaluate(core, suite, key_of, variants: dict, cores: dict | None = None):
+    """Every query of ``suite`` once per variant (name → RecallParams), alternating per
+    query; ``cores``: the core of a variant (name → MemoryCore), ``core`` for the others."""
     from evals.recall import RecallRun
 
     runs = {name: RecallRun() for name in variants}
+    cores = cores or {}
     for q in suite.queries:
         for name, p in variants.items():
+            core_ = cores.get(name, core)
             t0 = time.perf_counter()
             hits = []
             for w in q.worlds:
-                hits += core.recall(suite.namespace(w), list(q.tail), params=p, now=q.asked_at)
+                hits += core_.recall(suite.namespace(w), list(q.tail), params=p, now=q.asked_at)
             dt = time.perf_counter() - t0
             keys: list[str] = []
             for h in sorted(hits, key=lambda h: -h.score):
@@ -102,6 +133,7 @@ def run(embedder_name: str, workdir: Path, quick: bool = False, cache: Path | No
     from memory.index import SearchIndex
     from memory.recall import ASSOC_WEIGHT, RecallParams
     from memory.store import Store
+    from memory.store.pending import NEW_LINK_USES
     from memory.text import initialise
 
     path = DATA_DIR / "memory" / "locomo10.json"
@@ -112,7 +144,12 @@ def run(embedder_name: str, workdir: Path, quick: bool = False, cache: Path | No
     embedder = CachedEmbedder(inner, cache) if cache is not None else inner
     suite = load_locomo(path, conversations=5 if quick else None, layout="conversation")
     workdir.mkdir(parents=True, exist_ok=True)
-    core = MemoryCore(Store(f"sqlite:///{workdir / 'huiyi.db'}"), SearchIndex(workdir / "index", embedder))
+    before = workdir / "as-before"
+    if before.exists():
+        shutil.rmtree(before)
+    core = MemoryCore(Store(f"sqlite:///{workdir / 'huiyi.db'}"), SearchIndex(workdir / "index", embedder),
+                      marks_every_s=1e9)
+    old = None
     blocks = [f"associations: LoCoMo from {path} [{embedder_name}, raw, one namespace per conversation]"]
     try:
         t0 = time.perf_counter()
@@ -127,14 +164,25 @@ def run(embedder_name: str, workdir: Path, quick: bool = False, cache: Path | No
             embedder.prime_queries([d.text for docs in suite.worlds.values() for d in docs]
                                    + [q.tail[-1] for q in suite.queries])
         entity_only = _evaluate(core, test, key_of, {"entities": replace(off, assoc_weight=ASSOC_WEIGHT)})
-        log.info("associations: replaying the turns")
-        t0 = time.perf_counter()
-        marked = _replay(core, suite, replace(off, k=20))
-        replay_s = time.perf_counter() - t0
+        log.info("associations: copying the stores for the replay as before")
+        core.close()
+        before.mkdir()
+        shutil.copy2(workdir / "huiyi.db", before / "huiyi.db")
+        shutil.copytree(workdir / "index", before / "index")
+        core = MemoryCore(Store(f"sqlite:///{workdir / 'huiyi.db'}"), SearchIndex(workdir / "index", embedder),
+                          marks_every_s=1e9)
+        old = MemoryCore(Store(f"sqlite:///{before / 'huiyi.db'}"), SearchIndex(before / "index", embedder),
+                         marks_every_s=1e9)
+        log.info("associations: replaying the turns (rule, then as before)")
+        marked, replay_s = _replayed(core, suite, replace(off, k=20), NEW_LINK_USES)
+        marked_old, replay_old_s = _replayed(old, suite, replace(off, k=20), 1)
         links = sum(core.store.count_links(suite.namespace(w)) for w in suite.worlds)
-        blocks.append(f"links: {entity_links} entity links at ingest ({suite.n_docs} turns, {ingest_s:.1f} s), "
-                      f"{links} after replaying every turn ({marked} turns marked {REPLAY_MARKED} hits recalled "
-                      f"together, {replay_s:.1f} s); load average {_load()}")
+        links_old = sum(old.store.count_links(suite.namespace(w)) for w in suite.worlds)
+        blocks.append(f"links: {entity_links} entity links at ingest ({suite.n_docs} turns, {ingest_s:.1f} s); "
+                      f"after replaying every turn ({marked} turns marked {REPLAY_MARKED} hits recalled together, "
+                      f"{replay_s:.1f} s) {links} with a pair linked from its {NEW_LINK_USES}nd co-use, {links_old} "
+                      f"with every co-used pair linked ({marked_old} turns, {replay_old_s:.1f} s); "
+                      f"load average {_load()}")
         log.info("associations: replay %.1f s; fitting on %d dev questions", replay_s, len(dev.queries))
         t0 = time.perf_counter()
         fit = _evaluate(core, dev, key_of, {"off": off, **{f"w={w:g}": replace(off, assoc_weight=w) for w in GRID}})
@@ -145,16 +193,22 @@ def run(embedder_name: str, workdir: Path, quick: bool = False, cache: Path | No
         rows = "  ".join(f"{name} {v:.3f}" for name, v in at10.items())
         blocks.append(f"fit on dev ({len(dev.queries)} questions, {fit_s:.1f} s): any@10 {rows}; best weight "
                       f"{best_w:g}{'' if helps else ' (no better than off)'}; shipped default {ASSOC_WEIGHT:g}")
-        variants = {"off": off, f"on {best_w:g}": replace(off, assoc_weight=best_w)}
+        variants = {"off": off, f"on {best_w:g}": replace(off, assoc_weight=best_w),
+                    f"on {best_w:g} as before": replace(off, assoc_weight=best_w)}
         if best_w != ASSOC_WEIGHT:
             variants[f"on {ASSOC_WEIGHT:g}"] = replace(off, assoc_weight=ASSOC_WEIGHT)
+            variants[f"on {ASSOC_WEIGHT:g} as before"] = replace(off, assoc_weight=ASSOC_WEIGHT)
         t0 = time.perf_counter()
-        runs = {**_evaluate(core, test, key_of, variants), **entity_only}
+        runs = {**_evaluate(core, test, key_of, variants,
+                            {name: old for name in variants if name.endswith("as before")}), **entity_only}
         test_s = time.perf_counter() - t0
         title = (f"association channel on/off, held-out LoCoMo ({len(test.queries)} questions, "
                  f"{len(test.worlds)} conversations, {test_s:.1f} s; load average {_load()}); 'entities': "
-                 f"weight {ASSOC_WEIGHT:g} with the entity links alone, before the replay")
+                 f"weight {ASSOC_WEIGHT:g} with the entity links alone, before the replay; 'as before': "
+                 f"every co-used pair linked, else from its {NEW_LINK_USES}nd co-use")
         blocks.append("\n".join(report_lines(test, runs, KS, title)))
     finally:
         core.close()
+        if old is not None:
+            old.close()
     return blocks
