@@ -30,7 +30,12 @@ from memory.links import (
     decayed,
 )
 from memory.store.base import StoreBase, raw_datetime, utcnow
-from memory.store.pending import NEW_LINK_USES, PendingMarks, _drop_pending_pairs, fold_pair
+from memory.store.pending import (
+    NEW_LINK_USES,
+    PendingMarks,
+    _drop_pending_pairs,
+    fold_pair,
+)
 from memory.store.tables import _aware, _LinkRow, _MemoryRow
 from memory.store.versions import _count
 from memory.types import Namespace

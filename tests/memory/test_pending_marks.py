@@ -66,7 +66,7 @@ def test_a_flush_writes_the_namespace_row_and_every_reader_sees_the_times(core, 
     candidates, live_if_at_most, get_many_of and links_of all show the pending times and weight,
     and after the fold the rows hold exactly what those readers showed."""
     ids = _stored(core, namespace)
-    a, b, c, d, e = ids
+    a, b, _, _, e = ids
     t0 = utcnow() - timedelta(hours=1)
     _windows(core, namespace, ids, t0)
     assert len(_raw(core, namespace, a)) == 1 and _link_rows(core, namespace) == 0  # only the state row written
