@@ -16,10 +16,11 @@ the questions that are reported, nor their evidence labels):
   turns of a conversation (a person's marks window) into the namespace's
   pending row, which folds as the product's does, and folded at the end.
   Replays recall with the association channel off, so the links say what
-  words and meaning brought together. The replay runs twice on copies of the
-  ingested stores: with the rule that links a pair only from its second co-use
-  (``memory.store.pending.NEW_LINK_USES``, shipped) and, "as before", with
-  every co-used pair linked (``NEW_LINK_USES`` = 1).
+  words and meaning brought together. The stores are copied after ingest; the
+  replay marks one copy with the rule that links a pair only from its second
+  co-use (``memory.store.pending.NEW_LINK_USES``, shipped), and the same marks
+  are then written into the other, "as before", with every co-used pair
+  linked (``NEW_LINK_USES`` = 1).
 
 LoCoMo's development split is its first 4 conversations and the held-out split
 the other 6 (``evals.recall``), each conversation its own namespace:
@@ -65,37 +66,55 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def _replay(core, suite, params) -> int:
-    """Replay every conversation turn of ``suite`` as a query (module docstring)
-    through ``note_recalled``, a flush every ``REPLAY_WINDOW`` turns and a fold
-    at the end; returns how many turns marked two or more memories recalled together."""
-    marked = 0
-    for world, docs in suite.worlds.items():
-        ns = suite.namespace(world)
-        for n, d in enumerate(docs, 1):
-            hits = core.recall(ns, [d.text], params=params, now=d.said_at)
-            ids = [h.memory.id for h in hits if h.memory.created_at is not None
-                   and h.memory.created_at < d.said_at][:REPLAY_MARKED]
-            if len(ids) > 1:
-                core.note_recalled(ns, ids, d.said_at)
-                marked += 1
-            if n % REPLAY_WINDOW == 0:
-                core.flush_marks()
-    core.fold_marks()
-    return marked
+def _replay(core, suite, params, uses: int) -> list[tuple | None]:
+    """Replay every conversation turn of ``suite`` as a query (module docstring),
+    marking through the turn's path as it goes (``_mark``: later turns' recalls
+    see the flushed access times, as a person's do); returns the marks made, in
+    order: ``(namespace, ids, said at)`` for a turn that marked two or more
+    memories recalled together, ``None`` for a flush (every ``REPLAY_WINDOW``
+    turns of a conversation). The replay recalls with the channel off, so what
+    it marks does not depend on the links: ``_mark`` writes the same marks into
+    a copy of the stores with another rule."""
+    out: list[tuple | None] = []
+
+    def turns():
+        for world, docs in suite.worlds.items():
+            ns = suite.namespace(world)
+            for n, d in enumerate(docs, 1):
+                hits = core.recall(ns, [d.text], params=params, now=d.said_at)
+                ids = [h.memory.id for h in hits if h.memory.created_at is not None
+                       and h.memory.created_at < d.said_at][:REPLAY_MARKED]
+                if len(ids) > 1:
+                    out.append((ns, ids, d.said_at))
+                    yield out[-1]
+                if n % REPLAY_WINDOW == 0:
+                    out.append(None)
+                    yield None
+
+    _mark(core, turns(), uses)
+    return out
 
 
-def _replayed(core, suite, params, uses: int) -> tuple[int, float]:
-    """``_replay`` with ``memory.store.pending.NEW_LINK_USES`` set to ``uses`` for
-    its duration (its folds and the final fold read it); (turns marked, seconds)."""
+def _mark(core, marks, uses: int) -> int:
+    """Write ``marks`` (``_replay``'s) through the turn's path — ``note_recalled``,
+    ``flush_marks``, a ``fold_marks`` at the end — with
+    ``memory.store.pending.NEW_LINK_USES`` set to ``uses`` meanwhile (the folds
+    read it); returns the turns marked."""
     from memory.store import pending
 
     kept, pending.NEW_LINK_USES = pending.NEW_LINK_USES, uses
-    t0 = time.perf_counter()
+    marked = 0
     try:
-        return _replay(core, suite, params), time.perf_counter() - t0
+        for m in marks:
+            if m is None:
+                core.flush_marks()
+            else:
+                core.note_recalled(*m)
+                marked += 1
+        core.fold_marks()
     finally:
         pending.NEW_LINK_USES = kept
+    return marked
 
 
 def _evaluate(core, suite, key_of, variants: dict, cores: dict | None = None):
@@ -174,8 +193,13 @@ def run(embedder_name: str, workdir: Path, quick: bool = False, cache: Path | No
         old = MemoryCore(Store(f"sqlite:///{before / 'huiyi.db'}"), SearchIndex(before / "index", embedder),
                          marks_every_s=1e9)
         log.info("associations: replaying the turns (rule, then as before)")
-        marked, replay_s = _replayed(core, suite, replace(off, k=20), NEW_LINK_USES)
-        marked_old, replay_old_s = _replayed(old, suite, replace(off, k=20), 1)
+        t0 = time.perf_counter()
+        replayed = _replay(core, suite, replace(off, k=20), NEW_LINK_USES)
+        marked = sum(1 for m in replayed if m is not None)
+        replay_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        marked_old = _mark(old, replayed, 1)
+        replay_old_s = time.perf_counter() - t0
         links = sum(core.store.count_links(suite.namespace(w)) for w in suite.worlds)
         links_old = sum(old.store.count_links(suite.namespace(w)) for w in suite.worlds)
         blocks.append(f"links: {entity_links} entity links at ingest ({suite.n_docs} turns, {ingest_s:.1f} s); "
