@@ -18,7 +18,7 @@ the questions that are reported, nor their evidence labels):
   Replays recall with the association channel off, so the links say what
   words and meaning brought together. The stores are copied after ingest; the
   replay marks one copy with the rule that links a pair only from its second
-  co-use (``memory.store.pending.NEW_LINK_USES``, shipped), and the same marks
+  co-use (``memory.store.pending.NEW_LINK_USES`` = ``RULE_USES``), and the same marks
   are then written into the other, "as before", with every co-used pair
   linked (``NEW_LINK_USES`` = 1).
 
@@ -48,7 +48,7 @@ from pathlib import Path
 
 from bench import DATA_DIR
 
-__all__ = ["run", "GRID", "REPLAY_MARKED"]
+__all__ = ["run", "GRID", "REPLAY_MARKED", "REPLAY_WINDOW", "RULE_USES"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,8 @@ GRID = (0.25, 0.5, 1.0, 2.0)
 """Association channel weights tried on the development split."""
 REPLAY_MARKED = 5
 """Hits of a replayed turn marked as recalled together (a prompt's worth)."""
+RULE_USES = 2
+"""Co-uses a pair needs before it is linked, in the replay with the rule."""
 REPLAY_WINDOW = 6
 """Replayed turns of a conversation per flush of the marks: a person's 60 s
 window at one line every 10 s (``memory.marks.FLUSH_EVERY_S``, ``bench.scaling``)."""
@@ -152,7 +154,6 @@ def run(embedder_name: str, workdir: Path, quick: bool = False, cache: Path | No
     from memory.index import SearchIndex
     from memory.recall import ASSOC_WEIGHT, RecallParams
     from memory.store import Store
-    from memory.store.pending import NEW_LINK_USES
     from memory.text import initialise
 
     path = DATA_DIR / "memory" / "locomo10.json"
@@ -194,7 +195,7 @@ def run(embedder_name: str, workdir: Path, quick: bool = False, cache: Path | No
                          marks_every_s=1e9)
         log.info("associations: replaying the turns (rule, then as before)")
         t0 = time.perf_counter()
-        replayed = _replay(core, suite, replace(off, k=20), NEW_LINK_USES)
+        replayed = _replay(core, suite, replace(off, k=20), RULE_USES)
         marked = sum(1 for m in replayed if m is not None)
         replay_s = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -204,7 +205,7 @@ def run(embedder_name: str, workdir: Path, quick: bool = False, cache: Path | No
         links_old = sum(old.store.count_links(suite.namespace(w)) for w in suite.worlds)
         blocks.append(f"links: {entity_links} entity links at ingest ({suite.n_docs} turns, {ingest_s:.1f} s); "
                       f"after replaying every turn ({marked} turns marked {REPLAY_MARKED} hits recalled together, "
-                      f"{replay_s:.1f} s) {links} with a pair linked from its {NEW_LINK_USES}nd co-use, {links_old} "
+                      f"{replay_s:.1f} s) {links} with a pair linked from its {RULE_USES}nd co-use, {links_old} "
                       f"with every co-used pair linked ({marked_old} turns, {replay_old_s:.1f} s); "
                       f"load average {_load()}")
         log.info("associations: replay %.1f s; fitting on %d dev questions", replay_s, len(dev.queries))
@@ -229,7 +230,7 @@ def run(embedder_name: str, workdir: Path, quick: bool = False, cache: Path | No
         title = (f"association channel on/off, held-out LoCoMo ({len(test.queries)} questions, "
                  f"{len(test.worlds)} conversations, {test_s:.1f} s; load average {_load()}); 'entities': "
                  f"weight {ASSOC_WEIGHT:g} with the entity links alone, before the replay; 'as before': "
-                 f"every co-used pair linked, else from its {NEW_LINK_USES}nd co-use")
+                 f"every co-used pair linked, else from its {RULE_USES}nd co-use")
         blocks.append("\n".join(report_lines(test, runs, KS, title)))
     finally:
         core.close()

@@ -14,9 +14,8 @@ added weight until it grows past ``memory.store.pending.FOLD_AT`` and is
 folded into the memories and links rows (each memory and pair written once
 per fold, however many windows marked it; the decay between co-uses is left
 out, so the weights are those of marking each turn at once). A pair not linked
-yet becomes a link only when it was co-used in at least
-``memory.store.pending.NEW_LINK_USES`` (2) turns before the fold: one prompt's
-memories came from one query, so one co-use is no evidence of an association. Every reader of
+yet becomes a link once co-used in ``memory.store.pending.NEW_LINK_USES``
+turns before the fold (1 shipped: every co-used pair). Every reader of
 access times and links merges what waits in the row (``memory.store.pending``),
 so recall scores the same before and after a fold.
 

@@ -30,12 +30,7 @@ from memory.links import (
     decayed,
 )
 from memory.store.base import StoreBase, raw_datetime, utcnow
-from memory.store.pending import (
-    NEW_LINK_USES,
-    PendingMarks,
-    _drop_pending_pairs,
-    fold_pair,
-)
+from memory.store.pending import PendingMarks, _drop_pending_pairs, _moment, fold_pair
 from memory.store.tables import _aware, _LinkRow, _MemoryRow
 from memory.store.versions import _count
 from memory.types import Namespace
@@ -255,5 +250,6 @@ class Links(StoreBase):
             n = int(conn.execute(select(func.count()).select_from(_T).where(_T.c.namespace == str(ns))).scalar_one())
             if pending.pairs:
                 have = {(a, b) for a, b in conn.execute(select(_T.c.a_id, _T.c.b_id).where(_T.c.namespace == str(ns)))}
-                n += sum(1 for p, (_, _, uses) in pending.pairs.items() if p not in have and uses >= NEW_LINK_USES)
+                n += sum(1 for p, (w, last, uses) in pending.pairs.items()  # those a fold would link
+                         if p not in have and fold_pair(None, w, _moment(last), "recalled", uses=uses) is not None)
         return n

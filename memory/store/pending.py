@@ -32,9 +32,10 @@ Guarantees:
 - A crash loses only the marks still in memory (``RecallMarks``' window), as
   before: what a flush wrote is in SQL.
 
-A recalled link needs two co-uses (``NEW_LINK_USES``): a pending pair not
-linked yet whose weight came from a single co-use is dropped at the fold, not
-inserted; a pair already linked keeps strengthening with every co-use. Readers
+A recalled link may need two co-uses (``NEW_LINK_USES``; shipped off, 1): a
+pending pair not linked yet whose weight came from fewer co-uses is then
+dropped at the fold, not inserted; a pair already linked keeps strengthening
+with every co-use. Readers
 apply the same rule (``fold_pair``), so what recall spreads along is the same
 before and after a fold. The co-uses must fall between two folds of the row
 (the row remembers nothing once cleared).
@@ -63,16 +64,19 @@ it into the ``memories`` and ``memory_links`` rows. A person's 60 s window
 marks about 6 memories and 12 pairs, so a fold comes every few windows; the
 row stays a few KB (every recall reads it with the namespace's state)."""
 
-NEW_LINK_USES = 2
+NEW_LINK_USES = 1
 """Co-uses (turns whose prompt held both memories) a pair needs, waiting in one
-pending row, before a fold makes it a ``recalled`` link; 1: every co-used pair
-is linked. Memories that went into one prompt together were retrieved by the
+pending row, before a fold makes it a ``recalled`` link; 1 (shipped): every
+co-used pair is linked. 2 would cut recall's SQL rows to 9.8 a message (from
+10.8, ``bench scaling``), but on LoCoMo held out it cost 0.008 any@10 at the
+shipped channel weight (``bench associations``; docs/scaling.md), more than
+the 0.005 allowed, so it is not on. The case for 2: memories that went into one prompt together were retrieved by the
 same query, so one co-use says little that BM25 and the vectors do not already
 say; repetition is the evidence of an association (Hebb's rule: Hebb 1949, as
 ACT-R's associative strengths learn from co-occurrence, Anderson & Lebiere
 1998). A pair already linked (entity, consolidated, or an earlier fold) keeps
-strengthening with every co-use. Issue 41: about half the new pairs were
-co-used once, and they were most of recall's link rows."""
+strengthening with every co-use. About half the new pairs are co-used once,
+and they are most of recall's link rows."""
 
 
 def _moment(iso: str) -> datetime:

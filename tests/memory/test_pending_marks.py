@@ -66,7 +66,7 @@ def test_a_flush_writes_the_namespace_row_and_every_reader_sees_the_times(core, 
     candidates, live_if_at_most, get_many_of and links_of all show the pending times and weight,
     and after the fold the rows hold exactly what those readers showed."""
     ids = _stored(core, namespace)
-    a, b, _, _, e = ids
+    a, b, c, d, e = ids
     t0 = utcnow() - timedelta(hours=1)
     _windows(core, namespace, ids, t0)
     assert len(_raw(core, namespace, a)) == 1 and _link_rows(core, namespace) == 0  # only the state row written
@@ -84,11 +84,12 @@ def test_a_flush_writes_the_namespace_row_and_every_reader_sees_the_times(core, 
         "count_links": core.store.count_links(namespace),
     }
     assert len(seen["get"]) == 4 and {t0 + timedelta(minutes=k) for k in range(3)} < set(seen["get"])
-    assert seen["links_of"] == {b: pytest.approx(3.0, rel=1e-3)}  # a-c, a-d: co-used once (NEW_LINK_USES)
-    assert seen["count_links"] == 1  # a-b; a-c, b-c, a-d, b-d wait, co-used once
-    assert core.fold_marks() == 4 + 5  # four memories, five pairs (four of them dropped)
+    assert seen["links_of"] == {b: pytest.approx(3.0, rel=1e-3), c: pytest.approx(1.0, rel=1e-3),
+                                d: pytest.approx(1.0, rel=1e-3)}
+    assert seen["count_links"] == 5  # a-b, a-c, b-c, a-d, b-d
+    assert core.fold_marks() == 4 + 5  # four memories, five pairs
     assert _pending_text(core, namespace) == "" and len(_raw(core, namespace, a)) == 4
-    assert _link_rows(core, namespace) == 1
+    assert _link_rows(core, namespace) == 5
     assert {
         "get": core.store.get(namespace, a).access_times,
         "get_many": core.store.get_many(namespace, [a])[a].access_times,
@@ -147,11 +148,15 @@ def test_a_flush_past_the_fold_size_folds_in_its_own_transaction(core, namespace
     assert core.store.get(namespace, a).access_times == shown and len(_raw(core, namespace, c)) == 2
 
 
-def test_a_pair_co_used_once_is_not_linked_by_the_fold(core, namespace):
-    """A recalled link needs two co-uses (NEW_LINK_USES): one prompt's memories came from one query.
+def test_a_pair_co_used_once_is_not_linked_by_the_fold(core, namespace, monkeypatch):
+    """With the rule on (NEW_LINK_USES = 2; shipped off, docs/scaling.md) a recalled link needs two
+    co-uses: one prompt's memories came from one query.
     A pair co-used in one turn is dropped at the fold (no reader showed it either); in two turns,
     in one window or in two, it is linked with both co-uses' weight; a pair already linked (here by
     an entity) still strengthens from a single co-use, as every reader showed before the fold."""
+    from memory.store import pending
+
+    monkeypatch.setattr(pending, "NEW_LINK_USES", 2)
     a, b, c, d, e = _stored(core, namespace)
     t0 = utcnow() - timedelta(hours=1)
     core.store.strengthen_links(namespace, [d, e], reason="entity", at=t0)
