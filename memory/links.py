@@ -2,7 +2,9 @@
 rule, where links come from, and spreading activation along them.
 
 A link joins two live memories of one namespace that belong together: they were
-recalled into one prompt together (``recalled``: ``MemoryCore.mark_recalled``),
+recalled into one prompt together (``recalled``: ``MemoryCore.mark_recalled``;
+from a turn's held marks, ``note_recalled``, once co-used in
+``memory.store.pending.NEW_LINK_USES`` turns),
 consolidated into one cluster (``cluster``: the consolidation), or name the same
 thing (``entity``: ``link_entities`` when a memory is stored, by the cheap rule
 of ``entities``). The store keeps one row per pair (``memory.store.links``);

@@ -13,7 +13,9 @@ marks of the last ``every_s`` seconds in memory and writes them in one pass
 added weight until it grows past ``memory.store.pending.FOLD_AT`` and is
 folded into the memories and links rows (each memory and pair written once
 per fold, however many windows marked it; the decay between co-uses is left
-out, so the weights are those of marking each turn at once). Every reader of
+out, so the weights are those of marking each turn at once). A pair not linked
+yet becomes a link once co-used in ``memory.store.pending.NEW_LINK_USES``
+turns before the fold (1 shipped: every co-used pair). Every reader of
 access times and links merges what waits in the row (``memory.store.pending``),
 so recall scores the same before and after a fold.
 
@@ -79,7 +81,7 @@ class RecallMarks:
         self._lock = threading.Lock()
         self._flushing = threading.Lock()
         self._times: dict[Namespace, dict[str, list[datetime]]] = {}
-        self._pairs: dict[Namespace, dict[tuple[str, str], tuple[float, datetime]]] = {}
+        self._pairs: dict[Namespace, dict[tuple[str, str], tuple[float, datetime, int]]] = {}
         self._held = 0
         self._since = clock()
 
@@ -110,8 +112,8 @@ class RecallMarks:
                 for k, a in enumerate(linked):
                     for b in linked[k + 1:]:
                         p = (a, b) if a < b else (b, a)
-                        amount, last = pairs.get(p, (0.0, at))
-                        pairs[p] = (amount + self.recalled, max(last, at))
+                        amount, last, uses = pairs.get(p, (0.0, at, 0))
+                        pairs[p] = (amount + self.recalled, max(last, at), uses + 1)
             due = self._held >= MAX_PENDING or self._clock() - self._since >= self.every_s
         if due:
             self.flush()

@@ -30,7 +30,7 @@ from memory.links import (
     decayed,
 )
 from memory.store.base import StoreBase, raw_datetime, utcnow
-from memory.store.pending import PendingMarks, _drop_pending_pairs, fold_pair
+from memory.store.pending import PendingMarks, _drop_pending_pairs, _moment, fold_pair
 from memory.store.tables import _aware, _LinkRow, _MemoryRow
 from memory.store.versions import _count
 from memory.types import Namespace
@@ -120,7 +120,7 @@ class Links(StoreBase):
         Raises ValueError as ``strengthen_links`` does; StoreError."""
         if reason not in REASONS:
             raise ValueError(f"unknown link reason {reason!r} (one of {', '.join(REASONS)})")
-        if half_life_days <= 0 or any(a <= 0 for a, _ in grown_by.values()):
+        if half_life_days <= 0 or any(v[0] <= 0 for v in grown_by.values()):
             raise ValueError("amount and half_life_days must be > 0")
         pairs = {tuple(sorted(p)): v for p, v in grown_by.items() if p[0] and p[1] and p[0] != p[1]}
         if not pairs:
@@ -141,17 +141,19 @@ class Links(StoreBase):
 
     @staticmethod
     def _write_pairs(conn: Connection, ns: Namespace, alive: list[str],
-                     pairs: Mapping[tuple[str, str], tuple[float, datetime]], reason: str,
-                     half_life_days: float) -> None:
+                     pairs: Mapping[tuple[str, str], tuple[float, datetime] | tuple[float, datetime, int]],
+                     reason: str, half_life_days: float) -> None:
         """On ``conn``: grow each pair (``a < b``, both in ``alive``) by its amount at its
         time — a pair already linked only when that changes it meaningfully
-        (``memory.links.meaningful``) or adds a reason."""
+        (``memory.links.meaningful``) or adds a reason; a pair given with its
+        co-uses (a third field: recall's marks) and not linked yet only from
+        ``memory.store.pending.NEW_LINK_USES`` co-uses on (``fold_pair``)."""
         have = {(r.a_id, r.b_id): r for r in conn.execute(_PAIRS_SQL, {"ns": str(ns), "ids": alive})}
         updates, inserts = [], []
-        for (a, b), (amount, at) in pairs.items():
+        for (a, b), (amount, at, *uses) in pairs.items():
             row = have.get((a, b))
             was = None if row is None else (row.weight, row.reasons, _aware(row.updated_at))
-            folded = fold_pair(was, amount, at, reason, half_life_days)
+            folded = fold_pair(was, amount, at, reason, half_life_days, uses[0] if uses else None)
             if folded is None:
                 continue  # a co-use that barely moves a strong link: no row written (memory.links.MIN_STRENGTH_CHANGE)
             weight, reasons, t = folded
@@ -248,5 +250,6 @@ class Links(StoreBase):
             n = int(conn.execute(select(func.count()).select_from(_T).where(_T.c.namespace == str(ns))).scalar_one())
             if pending.pairs:
                 have = {(a, b) for a, b in conn.execute(select(_T.c.a_id, _T.c.b_id).where(_T.c.namespace == str(ns)))}
-                n += sum(1 for p in pending.pairs if p not in have)
+                n += sum(1 for p, (w, last, uses) in pending.pairs.items()  # those a fold would link
+                         if p not in have and fold_pair(None, w, _moment(last), "recalled", uses=uses) is not None)
         return n

@@ -866,20 +866,22 @@ class MemoryRows(StoreBase):
         return [Namespace.parse(r[0]) for r in rows]
 
     def pend_marks(self, ns: Namespace, times: Mapping[str, Sequence[datetime]],
-                   pairs: Mapping[tuple[str, str], tuple[float, datetime]], *,
+                   pairs: Mapping[tuple[str, str], tuple[float, datetime] | tuple[float, datetime, int]], *,
                    half_life_days: float = DEFAULT_HALF_LIFE_DAYS, fold_at: int = FOLD_AT) -> int:
         """One flush's marks of ``ns``, in one transaction: ``times`` (memory id →
         the aware times it went into a prompt) and ``pairs`` (``(a, b)`` → (weight
-        its co-uses added, > 0; the last, aware)). Only ids that are live memories
+        its co-uses added, > 0; the last, aware[; how many co-uses, 1 when left
+        out])). Only ids that are live memories
         of ``ns`` are kept (another namespace's, or forgotten meanwhile, are
         dropped); a consolidated one counts its hits now (it may wake up), as
         ``touch_times`` does. The rest is merged into ``ns``'s row — one row
         written — and folded into the memories and links rows when the row then
-        holds more than ``fold_at`` memories and pairs (``fold_marks``). A
+        holds more than ``fold_at`` memories and pairs (``fold_marks``: a pair
+        not linked yet is linked only from ``NEW_LINK_USES`` co-uses on). A
         namespace without a state row is written at once (``touch_times``,
         ``strengthen_pairs``). Returns the live memories marked. Raises
         StoreError (ValueError for a non-positive amount or half-life)."""
-        if half_life_days <= 0 or any(a <= 0 for a, _ in pairs.values()):
+        if half_life_days <= 0 or any(v[0] <= 0 for v in pairs.values()):
             raise ValueError("amount and half_life_days must be > 0")
         wanted = {i: sorted(ts) for i, ts in times.items() if i and ts}
         ids = sorted(set(wanted) | {i for p in pairs for i in p if i})
@@ -893,7 +895,7 @@ class MemoryRows(StoreBase):
         raise StoreError(f"recall marks of {ns}: its state row changed under {_RACES} flushes")
 
     def _pend(self, ns: Namespace, wanted: dict[str, list[datetime]], ids: list[str],
-              pairs: Mapping[tuple[str, str], tuple[float, datetime]], half_life_days: float, fold_at: int) -> int:
+              pairs: Mapping[tuple[str, str], tuple], half_life_days: float, fold_at: int) -> int:
         """``pend_marks``' transaction; raises ``_Raced`` (rolled back) when another
         process wrote the row between its read and its write."""
         m = self.mark
@@ -955,7 +957,8 @@ class MemoryRows(StoreBase):
 
     def _fold(self, conn, ns: Namespace, pending: PendingMarks, half_life_days: float, was: str | None) -> None:
         """On ``conn`` (a write transaction): ``pending`` into the rows of the live
-        memories of ``ns`` and their links (``merge_times``, ``fold_pair``), then the
+        memories of ``ns`` and their links (``merge_times``, ``fold_pair``: a pair
+        not linked yet and co-used fewer than ``NEW_LINK_USES`` times is dropped), then the
         row's marks cleared if it still holds ``was`` (its text as read; else
         ``_Raced``, and the caller's transaction rolls back)."""
         m = self.mark
@@ -966,7 +969,7 @@ class MemoryRows(StoreBase):
         updates = [(pending.access_times(i, had), str(ns), i) for i, had in rows if i in pending.times]
         if updates:
             conn.exec_driver_sql(f"UPDATE memories SET access_times = {m} WHERE namespace = {m} AND id = {m}", updates)
-        pairs = {p: (w, _moment(last)) for p, (w, last) in pending.pairs.items() if p[0] in live and p[1] in live}
+        pairs = {p: (w, _moment(last), n) for p, (w, last, n) in pending.pairs.items() if p[0] in live and p[1] in live}
         if pairs:
             Links._write_pairs(conn, ns, sorted(live), pairs, "recalled", half_life_days)
         if not conn.exec_driver_sql(f"UPDATE namespace_state SET marks = NULL WHERE namespace = {m} "

@@ -32,8 +32,16 @@ Guarantees:
 - A crash loses only the marks still in memory (``RecallMarks``' window), as
   before: what a flush wrote is in SQL.
 
+A recalled link may need two co-uses (``NEW_LINK_USES``; shipped off, 1): a
+pending pair not linked yet whose weight came from fewer co-uses is then
+dropped at the fold, not inserted; a pair already linked keeps strengthening
+with every co-use. Readers
+apply the same rule (``fold_pair``), so what recall spreads along is the same
+before and after a fold. The co-uses must fall between two folds of the row
+(the row remembers nothing once cleared).
+
 The row's ``marks`` text is JSON: ``{"t": {id: [ISO time, …]}, "p": [[a, b,
-amount, ISO last co-use], …]}`` (``a < b``); NULL when nothing waits.
+amount, ISO last co-use, co-uses], …]}`` (``a < b``); NULL when nothing waits.
 """
 
 from __future__ import annotations
@@ -48,13 +56,27 @@ from memory.links import DEFAULT_HALF_LIFE_DAYS, W_MAX, decayed, grown, meaningf
 from memory.store.tables import ACCESS_TIMES_KEPT
 from memory.types import Memory, Namespace
 
-__all__ = ["FOLD_AT", "NO_MARKS", "PendingMarks", "fold_pair", "merge_times"]
+__all__ = ["FOLD_AT", "NEW_LINK_USES", "NO_MARKS", "PendingMarks", "fold_pair", "merge_times"]
 
 FOLD_AT = 128
 """Memories plus pairs a namespace's pending row may hold before a flush folds
 it into the ``memories`` and ``memory_links`` rows. A person's 60 s window
 marks about 6 memories and 12 pairs, so a fold comes every few windows; the
 row stays a few KB (every recall reads it with the namespace's state)."""
+
+NEW_LINK_USES = 1
+"""Co-uses (turns whose prompt held both memories) a pair needs, waiting in one
+pending row, before a fold makes it a ``recalled`` link; 1 (shipped): every
+co-used pair is linked. 2 would cut recall's SQL rows to 9.8 a message (from
+10.8, ``bench scaling``), but on LoCoMo held out it cost 0.008 any@10 at the
+shipped channel weight (``bench associations``; docs/scaling.md), more than
+the 0.005 allowed, so it is not on. The case for 2: memories that went into one prompt together were retrieved by the
+same query, so one co-use says little that BM25 and the vectors do not already
+say; repetition is the evidence of an association (Hebb's rule: Hebb 1949, as
+ACT-R's associative strengths learn from co-occurrence, Anderson & Lebiere
+1998). A pair already linked (entity, consolidated, or an earlier fold) keeps
+strengthening with every co-use. About half the new pairs are co-used once,
+and they are most of recall's link rows."""
 
 
 def _moment(iso: str) -> datetime:
@@ -74,14 +96,19 @@ def merge_times(stored: Sequence[str], pending: Iterable[str]) -> list[str]:
 
 
 def fold_pair(row: tuple[float, str, datetime] | None, amount: float, at: datetime, reason: str,
-              half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> tuple[float, str, datetime] | None:
+              half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+              uses: int | None = None) -> tuple[float, str, datetime] | None:
     """What ``amount`` (> 0) of co-use at ``at`` (aware) leaves on a link whose row
     is ``row`` — ``(weight, reasons, updated_at)``, None when not linked —:
     the new ``(weight, reasons, updated_at)``, or None when nothing is written (a
     co-use that barely moves a strong link and adds no reason:
-    ``memory.links.MIN_STRENGTH_CHANGE``). The rule ``Store.strengthen_pairs``
-    writes by and every reader of pending pairs applies."""
+    ``memory.links.MIN_STRENGTH_CHANGE``; an unlinked pair whose ``uses`` — the
+    co-uses ``amount`` came from, None: not counted — are fewer than
+    ``NEW_LINK_USES``). The rule ``Store.strengthen_pairs`` writes by, a fold
+    folds by and every reader of pending pairs applies."""
     if row is None:
+        if uses is not None and uses < NEW_LINK_USES:
+            return None  # one co-use: the same query's hits, no evidence of an association yet
         return grown(0.0, at, at, amount), reason, at
     weight, reasons, since = row
     new = grown(weight, since, at, amount, half_life_days)
@@ -98,11 +125,12 @@ def fold_pair(row: tuple[float, str, datetime] | None, amount: float, at: dateti
 class PendingMarks:
     """The marks waiting in one namespace's row: ``times`` maps a memory id to its
     pending access times (ISO 8601, oldest first, at most ``ACCESS_TIMES_KEPT``);
-    ``pairs`` maps a pair ``(a, b)``, ``a < b``, to ``(amount, last)``: the
-    co-recall weight its co-uses added (≤ ``W_MAX``) and the last of them (ISO)."""
+    ``pairs`` maps a pair ``(a, b)``, ``a < b``, to ``(amount, last, uses)``: the
+    co-recall weight its co-uses added (≤ ``W_MAX``), the last of them (ISO) and
+    how many there were (≥ 1; ``NEW_LINK_USES``)."""
 
     times: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    pairs: Mapping[tuple[str, str], tuple[float, str]] = field(default_factory=dict)
+    pairs: Mapping[tuple[str, str], tuple[float, str, int]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.times) + len(self.pairs)
@@ -119,22 +147,23 @@ class PendingMarks:
         if not len(self):
             return None
         return json.dumps({"t": {i: list(ts) for i, ts in self.times.items()},
-                           "p": [[a, b, w, last] for (a, b), (w, last) in self.pairs.items()]},
+                           "p": [[a, b, w, last, n] for (a, b), (w, last, n) in self.pairs.items()]},
                           separators=(",", ":"), ensure_ascii=False)
 
     def added(self, times: Mapping[str, Sequence[datetime]],
-              pairs: Mapping[tuple[str, str], tuple[float, datetime]]) -> PendingMarks:
+              pairs: Mapping[tuple[str, str], tuple[float, datetime] | tuple[float, datetime, int]]) -> PendingMarks:
         """These marks with a window's added: ``times`` (id → aware times) and
-        ``pairs`` (``(a, b)`` → (amount, last co-use)), amounts summed (capped
-        at ``W_MAX``: a link never weighs more), the later last co-use kept."""
+        ``pairs`` (``(a, b)`` → (amount, last co-use[, co-uses: 1 when left
+        out])), amounts summed (capped at ``W_MAX``: a link never weighs more),
+        co-uses summed, the later last co-use kept."""
         t = dict(self.times)
         for i, ts in times.items():
             t[i] = tuple(merge_times(t.get(i, ()), (x.isoformat() for x in ts)))
         p = dict(self.pairs)
-        for pair, (amount, at) in pairs.items():
+        for pair, (amount, at, *n) in pairs.items():
             key = pair if pair[0] < pair[1] else (pair[1], pair[0])
-            had, last = p.get(key, (0.0, at.isoformat()))
-            p[key] = (min(W_MAX, had + amount), max(last, at.isoformat(), key=_moment))
+            had, last, uses = p.get(key, (0.0, at.isoformat(), 0))
+            p[key] = (min(W_MAX, had + amount), max(last, at.isoformat(), key=_moment), uses + (n[0] if n else 1))
         return PendingMarks(t, p)
 
     def without(self, ids: Iterable[str], *, times: bool = True) -> PendingMarks:
@@ -173,17 +202,18 @@ class PendingMarks:
               half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> None:
         """Merge into ``have`` (``(a, b)`` → ``(weight, reasons, updated_at)``, the
         link rows read) the pending pairs with one side among ``ids``, as a fold
-        would write them (``fold_pair``); a row written at or after a pair's last
+        would write them (``fold_pair``: a pair not linked yet only from
+        ``NEW_LINK_USES`` co-uses on); a row written at or after a pair's last
         co-use already holds it."""
         wanted = set(ids)
-        for pair, (amount, last) in self.pairs.items():
+        for pair, (amount, last, uses) in self.pairs.items():
             if pair[0] not in wanted and pair[1] not in wanted:
                 continue
             at = _moment(last)
             row = have.get(pair)
             if row is not None and row[2] >= at:
                 continue
-            folded = fold_pair(row, amount, at, "recalled", half_life_days)
+            folded = fold_pair(row, amount, at, "recalled", half_life_days, uses)
             if folded is not None:
                 have[pair] = folded
 
@@ -200,9 +230,15 @@ def _parsed(text: str) -> PendingMarks:
     try:
         raw = json.loads(text)
         return PendingMarks({i: tuple(ts) for i, ts in raw.get("t", {}).items()},
-                            {(a, b): (float(w), last) for a, b, w, last in raw.get("p", [])})
-    except (ValueError, TypeError, AttributeError):
+                            {(p[0], p[1]): (float(p[2]), p[3], _uses(p)) for p in raw.get("p", [])})
+    except (ValueError, TypeError, AttributeError, IndexError):
         return NO_MARKS
+
+
+def _uses(p: list) -> int:
+    """A pending pair's co-uses: its fifth field; a row written before they were
+    counted, its amount (``LinkParams.recalled``'s default adds 1 a co-use)."""
+    return int(p[4]) if len(p) > 4 else max(1, round(float(p[2])))
 
 
 def _drop_pending_pairs(conn, ns: Namespace | str, ids: Sequence[str]) -> None:

@@ -71,13 +71,14 @@ def test_a_memory_forgotten_before_the_flush_stays_forgotten(core, namespace):
     marks of the others are written."""
     cat, vet, mochi, _ = _stored(core, namespace)
     marks = RecallMarks(core.store, every_s=3600.0)
+    marks.note(namespace, [cat, vet, mochi], utcnow() - timedelta(seconds=1))
     marks.note(namespace, [cat, vet, mochi], utcnow())
     core.forget(namespace, cat)
     assert marks.flush() == 2
     assert core.store.get_many(namespace, [cat]) == {}
     assert cat not in _links(core, namespace, vet, utcnow())
-    assert _links(core, namespace, vet, utcnow()) == {mochi: pytest.approx(1.0, rel=1e-4)}
-    assert len(core.store.get(namespace, vet).access_times) == 2
+    assert _links(core, namespace, vet, utcnow()) == {mochi: pytest.approx(2.0, rel=1e-4)}
+    assert len(core.store.get(namespace, vet).access_times) == 3
 
 
 def test_marks_never_cross_namespaces(core, namespace):
@@ -96,11 +97,12 @@ def test_a_turn_holds_its_marks_and_close_writes_them(core, namespace):
     """note_recalled holds the marks (nothing written yet); MemoryCore.close writes them."""
     a, b, *_ = _stored(core, namespace)
     core.marks.every_s = 3600.0
+    core.note_recalled(namespace, [a, b], utcnow() - timedelta(seconds=1))
     core.note_recalled(namespace, [a, b])
     assert core.store.count_links(namespace) == 0
     core.close()
     assert core.store.count_links(namespace) == 1
-    assert len(core.store.get(namespace, a).access_times) == 2
+    assert len(core.store.get(namespace, a).access_times) == 3
 
 
 def test_a_periodic_pass_writes_marks_only_once_their_window_passed(core, namespace):
@@ -110,13 +112,14 @@ def test_a_periodic_pass_writes_marks_only_once_their_window_passed(core, namesp
     a, b, _, _ = _stored(core, namespace)
     clock = _Clock()
     marks = RecallMarks(core.store, every_s=60.0, clock=clock)
+    marks.note(namespace, [a, b], utcnow() - timedelta(seconds=1))
     marks.note(namespace, [a, b], utcnow())
     clock.now = 15.0
     assert not marks.due() and marks.flush_due() == 0 and marks.pending == 2
     assert len(core.store.get(namespace, a).access_times) == 1 and core.store.count_links(namespace) == 0
     clock.now = 61.0
     assert marks.due() and marks.flush_due() == 2 and marks.pending == 0
-    assert len(core.store.get(namespace, a).access_times) == 2 and core.store.count_links(namespace) == 1
+    assert len(core.store.get(namespace, a).access_times) == 3 and core.store.count_links(namespace) == 1
     assert not marks.due() and marks.flush_due() == 0  # nothing held: nothing due
     core.note_recalled(namespace, [b])
     assert core.flush_marks(due_only=True) == 0 and core.flush_marks() == 1

@@ -121,13 +121,47 @@ def test_a_flush_past_the_fold_size_folds_in_its_own_transaction(core, namespace
     the memories and links rows and clears it; readers see the same before and after."""
     a, b, c, *_ = _stored(core, namespace, TEXTS)
     t0 = utcnow() - timedelta(minutes=5)
-    assert core.store.pend_marks(namespace, {a: [t0], b: [t0]}, {(a, b): (1.0, t0)}, fold_at=4) == 2
+    assert core.store.pend_marks(namespace, {a: [t0], b: [t0]}, {(a, b): (2.0, t0, 2)}, fold_at=4) == 2
     assert _pending_text(core, namespace) and _link_rows(core, namespace) == 0
     shown = core.store.get(namespace, a).access_times
     t1 = t0 + timedelta(minutes=1)
-    core.store.pend_marks(namespace, {c: [t1]}, {(a, c): (1.0, t1)}, fold_at=4)  # 5 > 4: folds
+    core.store.pend_marks(namespace, {c: [t1]}, {(a, c): (2.0, t1, 2)}, fold_at=4)  # 5 > 4: folds
     assert not _pending_text(core, namespace) and _link_rows(core, namespace) == 2
     assert core.store.get(namespace, a).access_times == shown and len(_raw(core, namespace, c)) == 2
+
+
+def test_a_pair_co_used_once_is_not_linked_by_the_fold(core, namespace, monkeypatch):
+    """With the rule on (NEW_LINK_USES = 2; shipped off, docs/scaling.md) a recalled link needs two
+    co-uses: one prompt's memories came from one query.
+    A pair co-used in one turn is dropped at the fold (no reader showed it either); in two turns,
+    in one window or in two, it is linked with both co-uses' weight; a pair already linked (here by
+    an entity) still strengthens from a single co-use, as every reader showed before the fold."""
+    from memory.store import pending
+
+    monkeypatch.setattr(pending, "NEW_LINK_USES", 2)
+    a, b, c, d, e = _stored(core, namespace)
+    t0 = utcnow() - timedelta(hours=1)
+    core.store.strengthen_links(namespace, [d, e], reason="entity", at=t0)
+    marks = RecallMarks(core.store, every_s=3600.0)
+    marks.note(namespace, [a, b], t0)  # a-b once
+    marks.note(namespace, [a, c], t0 + timedelta(minutes=1))  # a-c twice in one window …
+    marks.note(namespace, [c, a], t0 + timedelta(minutes=2))
+    marks.flush()
+    marks.note(namespace, [b, c], t0 + timedelta(minutes=3))  # … b-c once in each of two windows
+    marks.note(namespace, [d, e], t0 + timedelta(minutes=3))  # d-e: linked, co-used once
+    marks.flush()
+    marks.note(namespace, [b, c], t0 + timedelta(minutes=4))
+    marks.flush()
+    at = utcnow()
+    shown = {m: _links(core, namespace, m, at) for m in (a, b, d)}
+    assert shown[a] == {c: pytest.approx(2.0, rel=1e-3)} and b not in shown[a]
+    assert shown[b] == {c: pytest.approx(2.0, rel=1e-3)}
+    assert shown[d][e] > 1.5  # the entity link grown by one co-use
+    assert core.store.count_links(namespace) == 3
+    core.fold_marks()
+    assert _link_rows(core, namespace) == 3  # a-c, b-c, d-e; never a-b
+    assert {m: _links(core, namespace, m, at) for m in (a, b, d)} == shown
+    assert "recalled" in core.store.links_of(namespace, [d], at=at)[d][0][2]
 
 
 def test_a_namespace_row_holds_only_its_own_ids(core, namespace):
@@ -152,6 +186,7 @@ def test_a_memory_forgotten_while_its_marks_wait_stays_forgotten(core, namespace
     transaction, no reader shows it as a neighbour, and the fold writes no row or link for it."""
     cat, vet, mochi, *_ = _stored(core, namespace, TEXTS)
     marks = RecallMarks(core.store, every_s=3600.0)
+    marks.note(namespace, [cat, vet, mochi], utcnow() - timedelta(minutes=2))
     marks.note(namespace, [cat, vet, mochi], utcnow() - timedelta(minutes=1))
     marks.flush()
     assert cat in _links(core, namespace, vet, utcnow())
@@ -160,8 +195,8 @@ def test_a_memory_forgotten_while_its_marks_wait_stays_forgotten(core, namespace
     assert f'"{cat}","' not in _pending_text(core, namespace) and f',"{cat}",' not in _pending_text(core, namespace)
     core.fold_marks()
     assert core.store.get_many(namespace, [cat]) == {}
-    assert _links(core, namespace, vet, utcnow()) == {mochi: pytest.approx(1.0, rel=1e-3)}
-    assert _link_rows(core, namespace) == 1 and len(_raw(core, namespace, vet)) == 2
+    assert _links(core, namespace, vet, utcnow()) == {mochi: pytest.approx(2.0, rel=1e-3)}
+    assert _link_rows(core, namespace) == 1 and len(_raw(core, namespace, vet)) == 3
 
 
 def test_a_flush_racing_another_process_on_the_row_keeps_both_marks(core, namespace, monkeypatch):
