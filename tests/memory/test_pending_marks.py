@@ -139,7 +139,7 @@ def test_a_pair_co_used_once_is_not_linked_by_the_fold(core, namespace, monkeypa
     from memory.store import pending
 
     monkeypatch.setattr(pending, "NEW_LINK_USES", 2)
-    a, b, c, d, e = _stored(core, namespace)
+    a, b, c, d, e = _stored(core, namespace, TEXTS)
     t0 = utcnow() - timedelta(hours=1)
     core.store.strengthen_links(namespace, [d, e], reason="entity", at=t0)
     marks = RecallMarks(core.store, every_s=3600.0)
