@@ -50,13 +50,15 @@ _PAIRS_SQL = select(_T.c.id, _T.c.a_id, _T.c.b_id, _T.c.weight, _T.c.reasons, _T
     _T.c.b_id.in_(bindparam("ids", expanding=True)))
 
 
-def _unlink_links(s: Session | Connection, ns: Namespace, memory_ids: Sequence[str]) -> int:
+def _unlink_links(s: Session | Connection, ns: Namespace, memory_ids: Sequence[str], *, forgotten: bool = False) -> int:
     """In session (or connection) ``s``: delete every association link of ``ns``
-    with one of ``memory_ids`` on either side; returns how many were deleted."""
+    with one of ``memory_ids`` on either side; returns how many were deleted. Their
+    pending pairs leave the state row too, and their pending times when ``forgotten``."""
     if not memory_ids:
         return 0
     conn = s.connection() if isinstance(s, Session) else s
-    _drop_pending_pairs(conn, ns, list(memory_ids))  # and those waiting in its state row (memory.store.pending)
+    # and those waiting in its state row (memory.store.pending); a forgotten memory's pending times go too
+    _drop_pending_pairs(conn, ns, list(memory_ids), times=forgotten)
     return int(conn.execute(_UNLINK_SQL, {"ns": str(ns), "ids": list(memory_ids)}).rowcount or 0)
 
 

@@ -769,7 +769,7 @@ class MemoryRows(StoreBase):
             versions = s.exec(delete(_HistoryRow).where(_HistoryRow.namespace == str(ns),  # type: ignore[call-overload]
                                                         _HistoryRow.memory_id == memory_id)).rowcount
             conflicts = _unlink(s, ns, [memory_id])
-            links = _unlink_links(s, ns, [memory_id])
+            links = _unlink_links(s, ns, [memory_id], forgotten=True)
             _drop_consolidated(s, ns, [memory_id])
             prints = list(dict.fromkeys(tombstones))
             for fp in prints:

@@ -241,10 +241,12 @@ def _uses(p: list) -> int:
     return int(p[4]) if len(p) > 4 else max(1, round(float(p[2])))
 
 
-def _drop_pending_pairs(conn, ns: Namespace | str, ids: Sequence[str]) -> None:
+def _drop_pending_pairs(conn, ns: Namespace | str, ids: Sequence[str], *, times: bool = False) -> None:
     """In the caller's write transaction (a Connection): drop the pending pairs of
     ``ids`` from ``ns``'s row (their links were just deleted: a forget, retract or
-    new version), writing the row only when it held some."""
+    new version), and their pending access times too when ``times`` (a forget:
+    nothing of a forgotten memory stays in the row until a fold), writing the row
+    only when it held some."""
     if not ids:
         return
     dialect = conn.dialect.name
@@ -255,7 +257,7 @@ def _drop_pending_pairs(conn, ns: Namespace | str, ids: Sequence[str]) -> None:
     if row is None or not row[0]:
         return
     pending = PendingMarks.parse(row[0])
-    kept = pending.without(ids, times=False)
-    if len(kept.pairs) != len(pending.pairs):
+    kept = pending.without(ids, times=times)
+    if len(kept.pairs) != len(pending.pairs) or len(kept.times) != len(pending.times):
         conn.exec_driver_sql(f"UPDATE namespace_state SET marks = {mark} WHERE namespace = {mark}",
                              (kept.dump(), str(ns)))
