@@ -628,13 +628,8 @@ class StoreBase:
             with self._write_batch() as cur:
                 yield cur
             return
-        try:
-            with self._autocommit_engine.begin() as conn, DbapiWriter(conn, chain=True, events=self.engine) as cur:  # type: ignore[union-attr]
-                yield cur
-        except IntegrityError:
-            raise
-        except (DBAPIError, PoolTimeout) as exc:
-            raise StoreError(str(exc)) from exc
+        with self._autocommit_writer(chain=True) as cur:
+            yield cur
 
     @contextmanager
     def _write_batch(self) -> Iterator[DbapiWriter]:
@@ -657,8 +652,17 @@ class StoreBase:
             with self._write_conn() as conn, DbapiWriter(conn) as cur:
                 yield cur
             return
+        with self._autocommit_writer(batch=True) as cur:
+            yield cur
+
+    @contextmanager
+    def _autocommit_writer(self, **mode: bool) -> Iterator[DbapiWriter]:
+        """PostgreSQL: a ``DbapiWriter`` on a connection of the autocommit pool
+        (``mode``: ``chain=True`` for ``_write_chain``, ``batch=True`` for
+        ``_write_batch``). IntegrityError as ``_write_conn``; other database errors
+        become StoreError."""
         try:
-            with self._autocommit_engine.begin() as conn, DbapiWriter(conn, batch=True, events=self.engine) as cur:  # type: ignore[union-attr]
+            with self._autocommit_engine.begin() as conn, DbapiWriter(conn, events=self.engine, **mode) as cur:  # type: ignore[union-attr]
                 yield cur
         except IntegrityError:
             raise
