@@ -94,6 +94,12 @@ def _drop_schema(store, schema: str) -> None:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path):
+    """A real store on either backend, no index (a test module may define its own ``store``)."""
+    return _make_store(request.param, tmp_path, request)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
 def core(request, tmp_path, embedder):
     """A MemoryCore over real stores: SQLite or PostgreSQL + LanceDB in tmp_path."""
     from memory.core import MemoryCore

@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
-from conftest import _make_store
 
 from memory.errors import DuplicateDelivery
 from memory.store import ChatLine, utcnow
@@ -17,12 +16,6 @@ from memory.types import ChatKind, ChatRef, Namespace
 CHAT = ChatRef("tg", ChatKind.PRIVATE, "1001")
 NS = Namespace("default", "tg:1001")
 WINDOW = timedelta(minutes=10)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request, tmp_path):
-    """A real store on either backend (no index: these are chat-log rows)."""
-    return _make_store(request.param, tmp_path, request)
 
 
 def _line(text: str, message_id: str) -> ChatLine:

@@ -26,12 +26,6 @@ NS = Namespace("default", "tg:1001")
 WINDOW = timedelta(minutes=10)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request, tmp_path):
-    """A real store on either backend."""
-    return _make_store(request.param, tmp_path, request)
-
-
 @pytest.fixture
 def pg(tmp_path, request):
     """A real PostgreSQL store."""
