@@ -197,3 +197,35 @@ def test_kept_line_vectors_are_keyed_by_family(tmp_path):
     assert ref.vector_key == q4.vector_key == "e5-small/384"
     assert int8.vector_key == "e5-small@int8/384"
     assert SearchIndex(tmp_path / "d", E5SmallEmbedder(query_precision="fp32")).vector_key == "e5-small@fp32/384"
+
+
+WORDY = TEXTS[:-1] + ["我昨天去了北京的故宫博物院，人山人海", "我們下個月要搬家到台北，新家離捷運站很近", "  leading and trailing  ",
+                      "tabs\tand\nnewlines\r\nmixed", "a▁literal▁metaspace and ▁ alone", "ＡＢＣ！？。，「引号」『書名』",
+                      "pneumonoultramicroscopicsilicovolcanoconiosis supercalifragilistic", "😀😃😄😁😆😅🤣😂🙂🙃",
+                      "Café naïve résumé Über straße", "ok ok ok ok ok ok", "123 4567 89.01 1e-9 0x1F", "😂", " ", "\u3000全角空格\u3000"]
+"""Texts whose ids the word-by-word tokenizer must give exactly as one Viterbi over the whole text."""
+
+
+def test_word_by_word_ids_are_the_whole_texts(engines):
+    """``_Tokenizer.content`` (a path per metaspace-led word, kept, each position bounded by the
+    longest piece of its character) gives the ids of one unbounded Viterbi over the whole text,
+    for zh, traditional, en, mixed, emoji, full-width and odd spacing; a second call (kept words) too."""
+    from memory.e5onnx import META
+
+    tok = engines[2]._w.tok
+    assert tok._words  # no piece holds U+2581 past its first character
+    for text in WORDY:
+        for prefix in ("query: ", "passage: "):
+            full = prefix + text
+            s = full.translate(tok._table)
+            while "  " in s:
+                s = s.replace("  ", " ")
+            s = (s if s.startswith(" ") else " " + s).replace(" ", META)
+            bounded = tok._longest
+            tok._longest = {c: 16 for c in s}  # every character may start a piece of the vocabulary's longest
+            try:
+                whole = list(tok._viterbi(s))
+            finally:
+                tok._longest = bounded
+            assert tok.content(full) == whole, text
+            assert tok.content(full) == whole, text
