@@ -110,7 +110,7 @@ class _Tokenizer:
     used first out), and each position tries only as many characters as the
     longest piece beginning with its character. Both change the cost, never the ids
     (tests/memory/test_e5onnx.py compares them with the plain Viterbi over the whole
-    text): on 2,000 chat-mix lines 0.98 → 0.08 ms of CPU a text (2026-12-06)."""
+    text): on 2,000 chat-mix lines 0.98 → 0.08 ms of CPU a text (2026-12-06, load ~2, 8,192 words kept)."""
 
     pieces: dict[str, int]
     scores: np.ndarray
