@@ -63,6 +63,15 @@ class CommandState(StoreBase):
         if held is not None:
             self.save_last_recall(held)
 
+    def save_held_recalls(self) -> int:
+        """Write every trace this process still holds, each on its own (at close:
+        captures that did not finish leave theirs here); how many. Raises
+        StoreError at the first that fails (it and the rest stay held)."""
+        held = self.held_traces.all()
+        for trace in held:
+            self.save_last_recall(trace)
+        return len(held)
+
     def last_recall(self, ns: Namespace):
         """The last recall of ``ns`` (``memory.explain.RecallTrace``, its floors and
         misses with it), or None: the newer of its ``namespace_state`` row's and the

@@ -164,6 +164,11 @@ class HeldTraces:
             return stored
         return held
 
+    def all(self) -> list:
+        """Every trace held."""
+        with self._lock:
+            return list(self._by_ns.values())
+
     def of_tenant(self, tenant: str) -> list:
         """The traces held for namespaces of ``tenant``."""
         with self._lock:

@@ -187,6 +187,21 @@ def test_the_holding_process_reads_its_trace_before_the_capture_commits(store):
         other.close()
 
 
+def test_closing_the_core_writes_the_traces_still_held(core):
+    """A gateway shutting down with traces held (their captures did not finish) writes them on close."""
+    store = core.store
+    store.hold_last_recall(_trace(T0, "m1"))
+    store.hold_last_recall(_trace(T0, ns=Namespace("default", "qq:20002")))
+    other = _replica(store)
+    try:
+        assert other.last_recall(NS) is None
+        core.close()
+        assert other.last_recall(NS).at == T0 and other.recently_recalled("default", 5) == [
+            Namespace("default", "qq:20002"), NS]
+    finally:
+        other.close()
+
+
 def test_a_forgotten_memory_in_the_trace_is_told_forgotten_and_a_move_takes_the_trace(store):
     """As before the trace moved: a forget leaves the trace's ids (``/memory why`` tells a forgotten id by
     its audit, not by the trace), and ``move_namespace`` drops the source's trace, held or stored."""
