@@ -40,7 +40,8 @@ from memory.capture import LLMExtractor, answered_line, capture, facts_of
 from memory.never_store import holds_secret
 from memory.core import MemoryCore
 from memory.store import ChatLine, PendingCapture, utcnow
-from memory.types import ChatRef
+from memory.explain import RecallTrace
+from memory.types import ChatRef, Namespace
 
 __all__ = ["CaptureQueue", "without_bot_mention"]
 
@@ -120,6 +121,7 @@ class CaptureQueue:
         self._tasks: set[asyncio.Task] = set()
         self._running: set[int] = set()  # chat-log line ids whose capture runs in this process
         self._vectors: dict[int, tuple[str, bytes]] = {}  # line id -> query vector kept with its capture_done
+        self._traces: dict[int, Namespace] = {}  # line id -> namespace whose held recall trace its capture writes
         self._slots: asyncio.Semaphore | None = None
         self._after: list[_After] = []  # queued for the worker (put)
         self._worker: asyncio.Task | None = None
@@ -173,23 +175,60 @@ class CaptureQueue:
                 return
         self.core.store.keep_line_vector(line_id, key, vector)
 
+    def keep_trace(self, line_id: int | None, trace: RecallTrace) -> None:
+        """Hand the recall trace of a turn (``memory.explain``: what ``/memory why``
+        reads) to the capture of its line ``line_id`` when that runs here: held in
+        the store (``Store.hold_last_recall``: read at once on this process), then
+        written by the capture's first version bump of the namespace, else by the
+        transaction that marks the line done, else on its own
+        (``memory.store.traces``) — no write of its own on a turn that captures.
+        A line with no capture held here (off the record, capture off, no line)
+        writes it now (``Store.save_last_recall``). Thread-safe; raises StoreError."""
+        if line_id and line_id in self._running:
+            self.core.store.hold_last_recall(trace)  # held before it is named: a release in between writes it
+            self._traces[line_id] = trace.namespace
+            if line_id in self._running:  # still held: its capture writes it
+                return
+            if self._traces.pop(line_id, None) is None:  # released meanwhile, and written then
+                return
+        self.core.store.save_last_recall(trace)
+
     def _done(self, *line_ids: int) -> None:
-        """``Store.capture_done`` of these lines, with the vectors kept for them."""
+        """``Store.capture_done`` of these lines, with the vectors and recall traces kept for them."""
         vectors = {i: v for i in line_ids if (v := self._vectors.pop(i, None)) is not None}
-        self.core.store.capture_done(*line_ids, vectors=vectors)
+        recalls = [ns for i in line_ids if (ns := self._traces.pop(i, None)) is not None]
+        try:
+            self.core.store.capture_done(*line_ids, vectors=vectors, recalls=recalls)
+        except BaseException:
+            for ns in recalls:  # not written: still held in the store, written on its own
+                self._save_held(ns)
+            raise
 
     def _write_vectors(self, line_ids: list[int]) -> None:
         for line_id in line_ids:
             self._write_vector(line_id)
 
     def _write_vector(self, line_id: int) -> None:
-        """Write the vector kept for ``line_id`` on its own (its capture did not mark it done here)."""
+        """Write what was kept for ``line_id``'s capture on its own (its capture did not
+        mark it done here): the query vector, and the turn's recall trace unless the
+        capture's own write carried it."""
         kept = self._vectors.pop(line_id, None)
         if kept is not None:
             try:
                 self.core.store.keep_line_vector(line_id, *kept)
             except Exception:  # noqa: BLE001 - a vector kept is a saved embedding, never the turn's
                 log.exception("could not keep the query vector of line %d", line_id)
+        ns = self._traces.pop(line_id, None)
+        if ns is not None:
+            self._save_held(ns)
+
+    def _save_held(self, ns: Namespace) -> None:
+        """Write the recall trace held for ``ns`` on its own; a failure is logged (the
+        trace stays held: this process still reads it, a later write may carry it)."""
+        try:
+            self.core.store.save_held_recall(ns)
+        except Exception:  # noqa: BLE001 - an explanation aid, never the turn's
+            log.exception("could not record the recall of %s", ns)
 
     async def settle(self, lines: Iterable[int], timeout: float) -> None:
         """Wait (at most ``timeout`` seconds) until none of ``lines`` has a capture
@@ -226,7 +265,7 @@ class CaptureQueue:
             return await asyncio.to_thread(self._capture_sync, job, extractor, last_try)
         finally:
             self._running.discard(job.line_id)
-            if job.line_id in self._vectors:  # not marked done here: the vector goes on its own
+            if job.line_id in self._vectors or job.line_id in self._traces:  # not marked done here: on their own
                 await asyncio.to_thread(self._write_vector, job.line_id)
 
     def _capture_sync(self, job: PendingCapture, extractor: LLMExtractor | None, last_try: bool, *,

@@ -575,7 +575,7 @@ class Pipeline:
         def book() -> None:
             try:
                 self._keep_vector(line_id, said)
-                self.core.store.save_last_recall(trace)
+                self.captures.keep_trace(line_id, trace)  # written by the line's capture when it runs here
                 if rec.sources:  # held in memory, written with the next turns' (memory.marks)
                     self.core.note_recalled(ns, list(rec.sources), now)
             except Exception:  # noqa: BLE001 - bookkeeping never breaks the turn

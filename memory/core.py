@@ -1269,13 +1269,18 @@ class MemoryCore:
         return len(done)
 
     def close(self) -> None:
-        """Write the index writes that linger and the recall marks still held, stop
-        the cache's background loads and release the SQL connection pool."""
+        """Write the index writes that linger, the recall marks and the recall traces
+        still held (``memory.store.traces``), stop the cache's background loads and
+        release the SQL connection pool."""
         self._commits.close()
         try:
             self.marks.flush()
         except Exception:  # noqa: BLE001 - closing goes on; the marks are a ranking aid
             log.exception("recall marks lost at close")
+        try:
+            self.store.save_held_recalls()
+        except Exception:  # noqa: BLE001 - closing goes on; a trace explains, it is no memory
+            log.exception("recall traces lost at close")
         if self.cache is not None:
             self.cache.close()
         self.store.close()

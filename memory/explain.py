@@ -7,8 +7,11 @@ final score, per-channel ranks (``{"bm25": 3, "vector": 1, "assoc": 2}``: words,
 meaning, the time channel, association — ``memory.recall``) and score parts
 (retention, activation, emotion, importance — see ``memory.scoring``), and
 ``k``, how many of them went into the prompt. The trace replaces the previous
-one of the same namespace; it lives in SQL, not in a process, so any gateway
-replica can answer ``/memory why`` about a turn another replica ran.
+one of the same namespace (an older message's never replaces a newer one's);
+it lives in SQL, in the namespace's ``namespace_state`` row, so any gateway
+replica can answer ``/memory why`` about a turn another replica ran — once the
+turn's capture has written it (``memory.store.traces``: the capture's own row
+update carries it; the gateway that ran the turn reads it at once).
 
 ``explain(trace, memory)`` turns it into a ``Why`` verdict, one of:
 

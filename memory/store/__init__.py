@@ -25,6 +25,8 @@ concern, each in a module named after it::
       identities.py  Identities: identity links, move_namespace
       commands.py    CommandState: last-recall traces, pending confirmations,
                      tenant counts; TenantCounts
+      traces.py      each namespace's last recall in its namespace_state row,
+                     and the traces held until a capture's write carries them
       nonces.py      SeenNonces: nonces of signed callbacks already accepted; NonceClaim
       conflicts.py   Conflicts: conflict links between two live memories of a
                      namespace (said differently, no clear change); Conflict

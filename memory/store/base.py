@@ -50,6 +50,7 @@ from sqlmodel import Session, create_engine
 from memory.errors import StoreError
 import memory.store.migrate as _migrate
 from memory.store.tables import _normalise_url, _sqlite_begin, _sqlite_pragmas
+from memory.store.traces import HeldTraces
 
 log = logging.getLogger(__name__)
 
@@ -409,6 +410,9 @@ class StoreBase:
         #: the DBAPI placeholder of driver-level statements (``_read_rows``, ``_write_one``,
         #: ``exec_driver_sql``: sqlite3 ``?``, psycopg ``%s``)
         self.mark = "?" if self.is_sqlite else "%s"
+        #: recall traces of this process's turns waiting for the write that carries them
+        #: (``memory.store.traces``: a capture's row update, else a write of their own)
+        self.held_traces = HeldTraces()
         kwargs: dict = {"pool_timeout": POOL_TIMEOUT_S}
         if self.is_sqlite:
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 10}

@@ -14,7 +14,7 @@ carry — and with it the nonce of the signed callback that brought it
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -25,6 +25,7 @@ from sqlmodel import Session, delete, select
 from memory.errors import DuplicateDelivery, NonceUsed
 from memory.store.base import StoreBase, raw_datetime, utcnow
 from memory.store.nonces import NonceClaim, claim_in
+from memory.store.traces import upsert_params, upsert_sql
 from memory.store.tables import _aware, _AuditRow, _ChatLogRow, _DeliveryRow, _IndexOpRow, _MemoryRow, _RedactionRow
 from memory.store.versions import _bump
 from memory.types import ChatRef, Namespace
@@ -440,28 +441,39 @@ class ChatLog(StoreBase):
             return int(s.exec(select(func.count()).select_from(_ChatLogRow).where(
                 _ChatLogRow.capture_queued.is_not(None), _ChatLogRow.capture_ns != "")).one())  # type: ignore[union-attr]
 
-    def capture_done(self, *line_ids: int, vectors: Mapping[int, tuple[str, bytes]] | None = None) -> None:
+    def capture_done(self, *line_ids: int, vectors: Mapping[int, tuple[str, bytes]] | None = None,
+                     recalls: Iterable[Namespace] = ()) -> None:
         """Mark the captures of these chat-log lines done, in one transaction (a
         line pruned or redacted meanwhile is simply gone). ``vectors``: ``{line id:
         (key, float32 bytes)}`` of some of them, kept with the line in the same row
-        write (what ``keep_line_vector`` keeps: one row write per line, not two)."""
+        write (what ``keep_line_vector`` keeps: one row write per line, not two).
+        ``recalls``: namespaces whose last recall this process holds for these
+        captures (``memory.store.traces``): each held trace still unwritten (its
+        capture stored nothing) is written in the same transaction, one statement
+        more (on PostgreSQL in the same round trip). Raises StoreError; held
+        traces stay held then."""
         if not line_ids:
             return
         vectors = {i: v for i, v in (vectors or {}).items() if i in set(line_ids)}
+        traces = [t for t in {str(ns): self.held_traces.get(ns) for ns in recalls}.values() if t is not None]
         plain = [int(i) for i in line_ids if i not in vectors]
         m = self.mark
         done = f"UPDATE chat_log SET capture_ns = '', capture_queued = NULL WHERE id IN ({', '.join([m] * len(plain))})"
-        if not vectors:  # one statement: a transaction of its own (``_write_one``)
+        if not vectors and not traces:  # one statement: a transaction of its own (``_write_one``)
             self._write_one(done, tuple(plain))
             return
-        # once per capture: statements as the driver takes them, each on its own lines (the plain ones, then
-        # one per vector): one statement on PostgreSQL (``_write_chain``)
+        # once per capture: statements as the driver takes them, each on its own rows (the plain lines, then
+        # one per vector, then one per trace): one statement on PostgreSQL (``_write_chain``)
         with self._write_chain() as cur:
             if plain:
                 cur.run(done, tuple(plain))
             for i, (k, v) in vectors.items():
                 cur.run(f"UPDATE chat_log SET capture_ns = '', capture_queued = NULL, vector = {m}, "
                         f"vector_key = {m} WHERE id = {m}", (v, k, int(i)))
+            for t in traces:
+                cur.run(upsert_sql(m), upsert_params(t, self.db_time))
+        for t in traces:
+            self.held_traces.written(t)
 
     def chat_tail(self, tenant: str, chat: ChatRef, n: int = 8, *, max_age: timedelta | None = None,
                   now: datetime | None = None) -> list[ChatLine]:

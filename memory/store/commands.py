@@ -6,15 +6,15 @@ awaited from a person (``/memory forget all``), and the tenant-wide counts of
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlmodel import delete, select
 
-from memory.store.base import StoreBase
-from memory.store.tables import _aware, _ChatLogRow, _DeliveryRow, _LastRecallRow, _MemoryRow, _PendingRow
+from memory.store.base import StoreBase, raw_datetime
+from memory.store.tables import _aware, _ChatLogRow, _DeliveryRow, _MemoryRow, _NamespaceStateRow, _PendingRow
+from memory.store.traces import trace_from, upsert_params, upsert_sql, utc
 from memory.types import Namespace
 
 
@@ -37,56 +37,65 @@ class TenantCounts:
 class CommandState(StoreBase):
     """Last-recall traces, pending confirmations and tenant counts."""
 
-    # -- last recall per namespace (memory.explain) ----------------------
+    # -- last recall per namespace (memory.explain; memory.store.traces) --
 
     def save_last_recall(self, trace) -> None:
-        """Replace the last-recall record of ``trace.namespace`` (a ``memory.explain.RecallTrace``):
-        one row per namespace, its floors and misses a column of it (no row per turn)."""
-        entries = json.dumps([{"id": e.memory_id, "pos": e.position, "score": e.score, "ranks": e.ranks,
-                               "parts": None if e.parts is None else [e.parts.rrf, e.parts.retention,
-                                                                      e.parts.activation, e.parts.emotion,
-                                                                      e.parts.importance]}
-                              for e in trace.entries])
-        floors = json.dumps({"floors": trace.floors, "misses": [[m.memory_id, m.channel, round(m.score, 6),
-                                                                 round(m.floor, 6)] for m in trace.misses]}
-                            if trace.floors else {})
-        ns = trace.namespace
-        m = self.mark
-        # every turn writes it: one upsert (of two replicas inserting the first record, the second
-        # updates it), a statement as the driver takes it, in a transaction of its own (``_write_one``)
-        self._write_one(f"INSERT INTO last_recall (namespace, tenant, chat, at, k, fallback_reason, entries, floors) "
-                        f"VALUES ({', '.join([m] * 8)}) ON CONFLICT (namespace) DO UPDATE SET chat = excluded.chat, "
-                        "at = excluded.at, k = excluded.k, fallback_reason = excluded.fallback_reason, "
-                        "entries = excluded.entries, floors = excluded.floors",
-                        (str(ns), ns.tenant, trace.chat, self.db_time(trace.at), int(trace.k), trace.fallback_reason,
-                         entries, floors))
+        """Write ``trace`` (a ``memory.explain.RecallTrace``) as the last recall of
+        ``trace.namespace`` now, in its ``namespace_state`` row: one upsert in a
+        transaction of its own, newer wins (a trace of an earlier message than the
+        one stored is not written). For a turn with no capture in this process;
+        one with a capture hands its trace over (``hold_last_recall``). Raises StoreError."""
+        self._write_one(upsert_sql(self.mark), upsert_params(trace, self.db_time))
+        self.held_traces.written(trace)
+
+    def hold_last_recall(self, trace) -> None:
+        """Hold ``trace`` in this process for the capture of the same line to write
+        (``memory.store.traces``: with the capture's first version bump of the
+        namespace, else with ``capture_done(recalls=…)``, else
+        ``save_held_recall``); ``last_recall`` here reads it at once. Never raises."""
+        self.held_traces.hold(trace)
+
+    def save_held_recall(self, ns: Namespace) -> None:
+        """Write the trace held for ``ns`` now, on its own (nothing when none is
+        held): a capture that did not carry it (it failed, or another replica took
+        it). Raises StoreError; the trace stays held then."""
+        held = self.held_traces.get(ns)
+        if held is not None:
+            self.save_last_recall(held)
+
+    def save_held_recalls(self) -> int:
+        """Write every trace this process still holds, each on its own (at close:
+        captures that did not finish leave theirs here); how many. Raises
+        StoreError at the first that fails (it and the rest stay held)."""
+        held = self.held_traces.all()
+        for trace in held:
+            self.save_last_recall(trace)
+        return len(held)
 
     def last_recall(self, ns: Namespace):
-        """The last-recall record of ``ns`` (``memory.explain.RecallTrace``, its
-        floors and misses with it), or None."""
-        from memory.explain import Miss, RecallTrace, TraceEntry
-        from memory.types import ScoreParts
-
-        with self._read() as s:
-            row = s.get(_LastRecallRow, str(ns))
-        if row is None:
-            return None
-        entries = tuple(TraceEntry(e["id"], e["pos"], e["score"], e["ranks"],
-                                   ScoreParts(*e["parts"]) if e.get("parts") else None)
-                        for e in json.loads(row.entries))
-        kept = json.loads(row.floors or "{}")
-        misses = tuple(Miss(str(m), str(ch), float(sc), float(fl)) for m, ch, sc, fl in kept.get("misses") or ())
-        return RecallTrace(ns, row.chat, _aware(row.at), row.k, row.fallback_reason, entries,  # type: ignore[arg-type]
-                           dict(kept.get("floors") or {}), misses)
+        """The last recall of ``ns`` (``memory.explain.RecallTrace``, its floors and
+        misses with it), or None: the newer of its ``namespace_state`` row's and the
+        one this process holds unwritten (``hold_last_recall``). Raises StoreError."""
+        rows = self._read_rows(f"SELECT trace_at, trace_reason, trace FROM namespace_state WHERE namespace = {self.mark}"
+                               " AND trace_at IS NOT NULL", (str(ns),))
+        stored = trace_from(ns, raw_datetime(rows[0][0]), rows[0][1], rows[0][2]) if rows else None
+        return self.held_traces.newer(ns, stored)
 
     def recently_recalled(self, tenant: str, limit: int) -> list[Namespace]:
         """Namespaces of ``tenant`` by the time of their last recall, newest first,
         at most ``limit`` (the namespaces recall's cache warms at start-up,
-        ``MemoryCore.warm_cache``); names only, no content."""
-        t = _LastRecallRow.__table__  # type: ignore[attr-defined]
-        q = select(t.c.namespace).where(t.c.tenant == tenant).order_by(t.c.at.desc(), t.c.namespace).limit(limit)
-        with self.engine.connect() as conn:
-            return [Namespace.parse(r.namespace) for r in conn.execute(q)]
+        ``MemoryCore.warm_cache``); names only, no content. The traces held here
+        count at their own time."""
+        m = self.mark
+        rows = self._read_rows(f"SELECT namespace, trace_at FROM namespace_state WHERE trace_at IS NOT NULL AND "
+                               f"substr(namespace, 1, {m}) = {m} ORDER BY trace_at DESC, namespace LIMIT {m}",
+                               (len(tenant) + 1, f"{tenant}/", int(limit)))
+        at = {ns: _aware(raw_datetime(t)) for ns, t in rows}
+        for held in self.held_traces.of_tenant(tenant):
+            key = str(held.namespace)
+            at[key] = max(utc(held.at), at.get(key, utc(held.at)))
+        ranked = sorted(at.items(), key=lambda kv: (-kv[1].timestamp(), kv[0]))[: max(int(limit), 0)]
+        return [Namespace.parse(ns) for ns, _ in ranked]
 
     # -- confirmations awaited (shared by every replica) -----------------
 
@@ -118,10 +127,16 @@ class CommandState(StoreBase):
         """Counts over one tenant for ``memory.admin.stats``: the one tenant-wide
         aggregate read besides ``admin_namespaces``. ``leave_out``: fallback
         reasons whose last recalls count neither as recalls nor as fallbacks
-        (``memory.reconstruct.NOTHING_TO_RECALL``)."""
+        (``memory.reconstruct.NOTHING_TO_RECALL``). A last recall this process
+        holds unwritten (``hold_last_recall``) counts in place of its row's."""
         from sqlalchemy import func
 
         like = tenant.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "|%"
+        held = self.held_traces.of_tenant(tenant)
+        t = _NamespaceStateRow.__table__  # type: ignore[attr-defined]
+        # the traces live in the namespaces' state rows, which carry no tenant column: their names' prefix
+        traced = [t.c.trace_at.is_not(None), func.substr(t.c.namespace, 1, len(tenant) + 1) == f"{tenant}/"]
+        counted = [*traced, t.c.trace_reason.not_in(list(leave_out))] if leave_out else traced
         with self._read() as s:
             memories = s.exec(select(func.count()).select_from(_MemoryRow).where(_MemoryRow.tenant == tenant)).one()
             people = s.exec(select(func.count(func.distinct(_MemoryRow.namespace))).where(
@@ -130,10 +145,24 @@ class CommandState(StoreBase):
                 _ChatLogRow.tenant == tenant)).one()
             turns = s.exec(select(func.count()).select_from(_DeliveryRow).where(
                 _DeliveryRow.key.like(like, escape="\\"))).one()  # type: ignore[attr-defined]
-            counted = [_LastRecallRow.tenant == tenant]
-            if leave_out:
-                counted.append(_LastRecallRow.fallback_reason.not_in(list(leave_out)))  # type: ignore[attr-defined]
-            recalls = s.exec(select(func.count()).select_from(_LastRecallRow).where(*counted)).one()
-            fallbacks = s.exec(select(func.count()).select_from(_LastRecallRow).where(
-                *counted, _LastRecallRow.fallback_reason != "")).one()
-        return TenantCounts(int(memories), int(people), int(chats), int(turns), int(recalls), int(fallbacks))
+            recalls = s.exec(select(func.count()).select_from(t).where(*counted)).one()  # type: ignore[call-overload]
+            fallbacks = s.exec(select(func.count()).select_from(t).where(  # type: ignore[call-overload]
+                *counted, t.c.trace_reason != "")).one()
+            stored = {ns: (_aware(at), reason) for ns, at, reason in s.exec(  # type: ignore[call-overload]
+                select(t.c.namespace, t.c.trace_at, t.c.trace_reason).where(
+                    *traced, t.c.namespace.in_([str(h.namespace) for h in held])))} if held else {}
+        recalls, fallbacks = _one(recalls), _one(fallbacks)
+        for h in held:
+            at, had = stored.get(str(h.namespace), (None, None))
+            if at is not None and at > utc(h.at):
+                continue  # the row's is newer: it counts already
+            for reason, sign in ((had, -1), (h.fallback_reason, 1)):  # the held trace in place of the row's
+                if reason is not None and reason not in leave_out:
+                    recalls += sign
+                    fallbacks += sign * (reason != "")
+        return TenantCounts(_one(memories), _one(people), _one(chats), _one(turns), recalls, fallbacks)
+
+
+def _one(value) -> int:
+    """A count read with ``Session.exec(...).one()`` as an int."""
+    return int(value[0] if isinstance(value, tuple) or hasattr(value, "_mapping") else value)

@@ -13,15 +13,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy import text
 from sqlmodel import delete, select
 
 from memory.store.base import StoreBase, utcnow
 from memory.store.conflicts import _unlink
 from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit
 from memory.store.links import _unlink_links
+from memory.store.traces import CLEARED
 from memory.store.versions import _bump, _recount
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _ChatLogRow, _ConflictRow, _ConsolidatedRow,
-                                 _ConsolidationStateRow, _HistoryRow, _IdentityRow, _IndexOpRow, _LastRecallRow, _LinkRow,
+                                 _ConsolidationStateRow, _HistoryRow, _IdentityRow, _IndexOpRow, _LinkRow,
                                  _meta, _meta_json, _MemoryRow, _PauseRow, _TombstoneRow)
 from memory.types import Namespace
 
@@ -240,7 +242,9 @@ class Identities(StoreBase):
                     s.add(_TombstoneRow(namespace=str(dst), fingerprint=t.fingerprint, forgotten_at=t.forgotten_at))
                 s.delete(t)
             _move_pauses(s, src, dst)
-            s.exec(delete(_LastRecallRow).where(_LastRecallRow.namespace == str(src)))  # type: ignore[call-overload]
+            # src's last recall goes with it (memory.store.traces), the one held here too
+            s.execute(text(CLEARED.format(mark=":ns")), {"ns": str(src)})
+            self.held_traces.drop(src)
         return gone, sorted(set(changed))
 
 

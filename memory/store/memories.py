@@ -34,6 +34,7 @@ from memory.store.events import ADDED, CHANGED, FORGOTTEN, _emit, new_event_uid
 from memory.store.links import Links, _unlink_links
 from memory.links import DEFAULT_HALF_LIFE_DAYS
 from memory.store.pending import FOLD_AT, NO_MARKS, PendingMarks, _moment
+from memory.store.traces import trace_json, utc
 from memory.store.versions import _bump, _bump_sql
 from memory.store.tables import (ACCESS_TIMES_KEPT, _aware, _AuditRow, _HistoryRow, _IndexOpRow, _meta, _meta_json,
                                  _MemoryRow, _TombstoneRow, _to_memory)
@@ -219,13 +220,15 @@ def _tuple_memory(r: tuple, ns: Namespace) -> Memory:
 class _AddStatements:
     """``MemoryRows.add``'s writes for one dialect, compiled once (``DbapiStatement``):
     the memory, its outbox row, the namespace's version bump (``_bump``'s upsert),
-    its change event (``_emit``'s row) and its audit record."""
+    its change event (``_emit``'s row) and its audit record; ``bump_trace``: the
+    bump that carries a held recall trace too (``memory.store.traces``)."""
 
     memory: DbapiStatement
     outbox: DbapiStatement
     bump: DbapiStatement
     event: DbapiStatement
     audit: DbapiStatement
+    bump_trace: DbapiStatement
 
 
 _ADD_STATEMENTS: dict[str, _AddStatements] = {}
@@ -245,7 +248,8 @@ def _add_statements(dialect) -> _AddStatements:
             DbapiStatement(insert(_EVENTS), dialect, ["uid", "tenant", "namespace", "memory_id", "event", "version",
                                                       "created_at", "due_at", "attempts", "last_error"]),
             DbapiStatement(insert(_AuditRow.__table__), dialect,  # type: ignore[attr-defined]
-                           ["at", "actor", "action", "namespace", "memory_id", "detail"]))
+                           ["at", "actor", "action", "namespace", "memory_id", "detail"]),
+            DbapiStatement(_bump_sql(dialect.name, trace=True), dialect))
     return got
 
 
@@ -304,16 +308,26 @@ class MemoryRows(StoreBase):
         # none of the others touches, so on PostgreSQL they go as one statement (``_write_chain``)
         sql = _add_statements(self.engine.dialect)
         tenants = self.event_tenants
+        # the last recall this process holds for ``ns`` (a turn's, handed to its capture) rides in the
+        # version bump's row update: no statement of its own (``memory.store.traces``)
+        held = self.held_traces.get(ns)
         with self._write_chain() as cur:
             cur.run(sql.memory, values)
             cur.run(sql.outbox, dict(namespace=str(ns), memory_id=memory.id, op="upsert", created_at=now, attempts=0))
-            cur.run(sql.bump, {"ns": str(ns), "live0": 1, "delta": 1, "ids": memory.id})
+            bump = {"ns": str(ns), "live0": 1, "delta": 1, "ids": memory.id}
+            if held is None:
+                cur.run(sql.bump, bump)
+            else:
+                cur.run(sql.bump_trace, {**bump, "trace_at": utc(held.at), "trace_reason": held.fallback_reason,
+                                         "trace": trace_json(held)})
             if ns.tenant in tenants:  # _emit's rows: the tenant subscribes to change events
                 cur.run(sql.event, dict(uid=new_event_uid(), tenant=ns.tenant, namespace=str(ns), memory_id=memory.id,
                                         event=ADDED, version=int(memory.version), created_at=now, due_at=now,
                                         attempts=0, last_error=""))
             if audit is not None:
                 cur.run(sql.audit, AuditLog._audit_values(ns, audit.action, audit.actor, memory.id, audit.detail))
+        if held is not None:
+            self.held_traces.written(held)
         return _to_memory(SimpleNamespace(**values))  # type: ignore[arg-type]
 
     def get(self, ns: Namespace, memory_id: str) -> Memory:

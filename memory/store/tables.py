@@ -4,8 +4,8 @@ One SQLModel class per table (``_MemoryRow`` → ``memories``, ``_HistoryRow`` �
 ``memory_history``, ``_TombstoneRow`` → ``tombstones``, ``_DeliveryRow`` →
 ``deliveries``, ``_ChatLogRow`` → ``chat_log``, ``_RedactionRow`` →
 ``chat_redactions``, ``_IndexOpRow`` → ``index_outbox``, ``_AuditRow`` →
-``audit_log``, ``_IdentityRow`` → ``identities``, ``_LastRecallRow`` →
-``last_recall``, ``_PendingRow`` → ``pending_confirmations``, ``_ConflictRow`` →
+``audit_log``, ``_IdentityRow`` → ``identities``, ``_PendingRow`` →
+``pending_confirmations``, ``_ConflictRow`` →
 ``memory_conflicts``, ``_ApiKeyRow`` → ``api_keys``, ``_NamespaceStateRow`` →
 ``namespace_state``, ``_LinkRow`` → ``memory_links``, ``_ConsolidatedRow`` →
 ``consolidated``, ``_ConsolidationStateRow`` → ``consolidation_state``, ``_ChangeEventRow`` →
@@ -237,23 +237,6 @@ class _IdentityRow(SQLModel, table=True):
     subject: str = Field(index=True, max_length=200)
     linked_at: datetime
     actor: str = Field(max_length=200)
-
-
-class _LastRecallRow(SQLModel, table=True):
-    """The last recall of one namespace (``memory.explain.RecallTrace``), ids and numbers only."""
-
-    __tablename__ = "last_recall"
-
-    namespace: str = Field(primary_key=True, max_length=260)
-    tenant: str = Field(index=True, max_length=64)
-    chat: str = Field(max_length=300)
-    at: datetime
-    k: int
-    fallback_reason: str = ""
-    entries: str = "[]"
-    #: the relevance floors and what they dropped: ``{"floors": {channel: floor}, "misses": [[id, channel,
-    #: score, floor], …]}`` (``memory.explain.Miss``); "{}" for a trace kept before them
-    floors: str = "{}"
 
 
 class _PendingRow(SQLModel, table=True):
@@ -520,7 +503,12 @@ class _NamespaceStateRow(SQLModel, table=True):
     conflict links and dormant marks the namespace has been given, counted up in
     the transaction that makes each one and never down (an upper bound of what
     it holds): 0 says it holds none, so recall skips that read; NULL (a row
-    written without them) says nothing is known, and recall reads."""
+    written without them) says nothing is known, and recall reads.
+
+    A namespace's last recall (``trace_*``) shares its row: a turn whose capture
+    writes the row anyway writes its trace in the same update. A row made by a
+    trace alone (a person none of whose lines was stored yet) has version 0 and
+    its live count read from ``memories``."""
 
     __tablename__ = "namespace_state"
 
@@ -539,6 +527,13 @@ class _NamespaceStateRow(SQLModel, table=True):
     #: recall marks not folded yet into the memories and links rows: access times and
     #: co-recall weight per flush, one row written (``memory.store.pending``); NULL: none
     marks: str | None = None
+    #: the namespace's last recall (``memory.explain.RecallTrace``, ids and numbers only;
+    #: ``memory.store.traces``): when its message was said (a newer one replaces it, an
+    #: older one never does), its recollection's fallback reason ("" when none) and the
+    #: rest as JSON; all three NULL while the namespace has no trace
+    trace_at: datetime | None = None
+    trace_reason: str | None = None
+    trace: str | None = None
 
 
 class _LinkRow(SQLModel, table=True):

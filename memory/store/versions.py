@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import String, bindparam, cast, func, literal, select, update
+from sqlalchemy import String, bindparam, case, cast, func, literal, or_, select, update
 
 from memory.store.base import StoreBase
 from memory.store.pending import NO_MARKS, PendingMarks
@@ -51,25 +51,33 @@ def _tail(dialect: str, text):
     return func.substr(text, -CHANGES_CHARS)
 
 
-def _bump_sql(dialect: str):
+def _bump_sql(dialect: str, trace: bool = False):
     """The bump upsert for ``dialect``, built once (bound parameters ``ns``,
     ``live0``, ``delta`` and ``ids``, the version's logged ids joined by commas;
-    returns the new version): it runs in every memory write's transaction."""
-    stmt = _BUMPS.get(dialect)
+    returns the new version): it runs in every memory write's transaction.
+    ``trace``: the variant that also sets the namespace's last recall (bound
+    ``trace_at``, ``trace_reason``, ``trace``: ``memory.store.traces``), newer wins —
+    the trace a capture carries in the row update it makes anyway."""
+    stmt = _BUMPS.get((dialect, trace))
     if stmt is None:
         if dialect == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert
         ids = bindparam("ids", type_=String)
+        traced = ("trace_at", "trace_reason", "trace") if trace else ()
         # a namespace's first write: nothing linked, in conflict or dormant yet (counted from here, ``_count``)
         stmt = insert(_T).values(namespace=bindparam("ns"), version=1, live=bindparam("live0"), links=0, conflicts=0,
-                                 dormant=0, changes=literal(";1:") + ids)
+                                 dormant=0, changes=literal(";1:") + ids,
+                                 **{c: bindparam(c, type_=_T.c[c].type) for c in traced})
         entry = literal(";") + cast(_T.c.version + 1, String) + literal(":") + ids
-        stmt = stmt.on_conflict_do_update(index_elements=[_T.c.namespace],
-                                          set_={"version": _T.c.version + 1, "live": _T.c.live + bindparam("delta"),
-                                                "changes": _tail(dialect, func.coalesce(_T.c.changes, "") + entry)})
-        _BUMPS[dialect] = stmt = stmt.returning(_T.c.version)
+        set_ = {"version": _T.c.version + 1, "live": _T.c.live + bindparam("delta"),
+                "changes": _tail(dialect, func.coalesce(_T.c.changes, "") + entry)}
+        if trace:  # newer wins: the row's trace is replaced only by a trace of a later (or the same) message
+            newer = or_(_T.c.trace_at.is_(None), _T.c.trace_at <= stmt.excluded.trace_at)
+            set_.update({c: case((newer, stmt.excluded[c]), else_=_T.c[c]) for c in traced})
+        stmt = stmt.on_conflict_do_update(index_elements=[_T.c.namespace], set_=set_)
+        _BUMPS[(dialect, trace)] = stmt = stmt.returning(_T.c.version)
     return stmt
 
 

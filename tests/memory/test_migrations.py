@@ -24,7 +24,7 @@ from memory.types import ChatKind, ChatRef, Namespace
 PREVIOUS = TEST_DATA / "previous_release"
 """SQL dumps of a database written by commit 5cf7836 (scripts/make_previous_release_fixture.py)."""
 TABLES = ("memories", "memory_history", "tombstones", "deliveries", "chat_log", "chat_redactions", "index_outbox",
-          "audit_log", "identities", "last_recall", "pending_confirmations")
+          "audit_log", "identities", "pending_confirmations")
 ZH = Namespace("default", "tg:1001")
 EN = Namespace("default", "qq:20002")
 
@@ -83,6 +83,7 @@ def test_previous_release_database_upgrades_at_start_up_without_losing_a_row(bac
                        .read_text(encoding="utf-8"))
     old = Store(url, schema=schema, migrate=False)
     before = _counts(old)
+    assert _counts(old, ("last_recall",)) == {"last_recall": 1}
     assert old.schema_revision() is None and before["memories"] == 5 and before["memory_history"] == 1
     assert "visibility" not in {c["name"] for c in inspect(old.engine).get_columns("memory_history", schema=schema)}
     old.close()
@@ -95,6 +96,12 @@ def test_previous_release_database_upgrades_at_start_up_without_losing_a_row(bac
         # revision 0004 counts each namespace's live memories at version 1 (recall's cache stamps)
         assert [store.namespace_state(n) for n in (ZH, EN)] == [(1, len(store.iter_ids(n))) for n in (ZH, EN)]
         assert store.namespace_state(ZH)[1] > 0
+        # revision 0022: the last recall moved into the namespace's state row (its table is gone)
+        assert not inspect(store.engine).has_table("last_recall", schema=schema)
+        trace = store.last_recall(ZH)
+        assert (trace.chat, trace.k, [e.memory_id for e in trace.entries], trace.at) == (
+            "tg:private:1001", 1, ["a1b2c3d4e5f6"], datetime(2026, 11, 20, 8, 32, tzinfo=timezone.utc))
+        assert store.last_recall(EN) is None and store.recently_recalled("default", 5) == [ZH]
         with store.engine.connect() as conn:
             assert conn.execute(text("SELECT visibility FROM memory_history")).scalars().all() == [""]
         # the rows read back through today's code, Chinese, traditional, emoji and all

@@ -33,7 +33,8 @@ def test_store_parts_import_no_cycle_and_not_the_package():
     assert all("__init__" not in deps for deps in graph.values())
     assert graph["tables"] == set()
     assert graph["migrate"] == {"tables"}  # the schema (Alembic) knows the tables, nothing else
-    assert graph["base"] == {"tables", "migrate"}
+    assert graph["base"] == {"tables", "migrate", "traces"}  # the traces held in process: a leaf
+    assert graph["traces"] == set()
 
     done: set[str] = set()
 

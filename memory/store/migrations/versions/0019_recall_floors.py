@@ -30,7 +30,10 @@ def _schema() -> str | None:
 
 
 def upgrade() -> None:
-    have = {c["name"] for c in sa.inspect(op.get_bind()).get_columns("last_recall", schema=_schema())}
+    inspector = sa.inspect(op.get_bind())
+    if not inspector.has_table("last_recall", schema=_schema()):
+        return  # tables newer than the stamp: 0022 moved the traces into namespace_state
+    have = {c["name"] for c in inspector.get_columns("last_recall", schema=_schema())}
     if "floors" in have:
         return
     with op.batch_alter_table("last_recall", schema=_schema(), recreate="never") as batch:
