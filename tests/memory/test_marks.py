@@ -38,9 +38,14 @@ def _links(core, ns, mid, at):
     return {o: w for o, w, _ in core.store.links_of(ns, [mid], at=at)[mid]}
 
 
-def test_marks_wait_for_the_window_then_write_what_marking_each_turn_writes(core, namespace):
+def test_marks_wait_for_the_window_then_write_what_marking_each_turn_writes(core, namespace, monkeypatch):
     """Three turns' marks inside the window write nothing; the flush leaves the access times and
-    co-recall weights that three mark_recalled calls leave in a twin namespace."""
+    co-recall weights that three mark_recalled calls leave in a twin namespace — with every co-used
+    pair linked (NEW_LINK_USES = 1), as mark_recalled links them; the shipped rule, a pair linked
+    from its second co-use, is tests/memory/test_pending_marks.py's."""
+    from memory.store import pending
+
+    monkeypatch.setattr(pending, "NEW_LINK_USES", 1)
     twin = Namespace(namespace.tenant, "tg:2002")
     a, b, c, _ = _stored(core, namespace)
     ta, tb, tc, _ = _stored(core, twin)

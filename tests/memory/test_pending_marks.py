@@ -65,10 +65,15 @@ def _windows(core, ns, ids, t0):
     return marks
 
 
-def test_a_flush_writes_the_namespace_row_and_every_reader_sees_the_times(core, namespace):
+def test_a_flush_writes_the_namespace_row_and_every_reader_sees_the_times(core, namespace, monkeypatch):
     """After the flushes the memories and links rows are as stored; get, get_many, list, find_by_key,
     candidates, live_if_at_most, get_many_of and links_of all show the pending times and weight,
-    and after the fold the rows hold exactly what those readers showed."""
+    and after the fold the rows hold exactly what those readers showed. Every co-used pair linked
+    (NEW_LINK_USES = 1), so that each reader has pairs of one co-use to show; the shipped rule's
+    pairs are the next test's."""
+    from memory.store import pending
+
+    monkeypatch.setattr(pending, "NEW_LINK_USES", 1)
     ids = _stored(core, namespace, TEXTS)
     a, b, c, d, e = ids
     t0 = utcnow() - timedelta(hours=1)
@@ -131,7 +136,7 @@ def test_a_flush_past_the_fold_size_folds_in_its_own_transaction(core, namespace
 
 
 def test_a_pair_co_used_once_is_not_linked_by_the_fold(core, namespace, monkeypatch):
-    """With the rule on (NEW_LINK_USES = 2; shipped off, docs/scaling.md) a recalled link needs two
+    """With the rule on (NEW_LINK_USES = 2, shipped; docs/scaling.md) a recalled link needs two
     co-uses: one prompt's memories came from one query.
     A pair co-used in one turn is dropped at the fold (no reader showed it either); in two turns,
     in one window or in two, it is linked with both co-uses' weight; a pair already linked (here by
