@@ -21,6 +21,8 @@ and stops the background work (``gateway.maintenance``).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import functools
 import hashlib
 import logging
@@ -28,6 +30,7 @@ import re
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -53,6 +56,7 @@ from locales import translate, turn_language, written_language
 from memory.capture import capture_edit
 from memory.core import MemoryCore
 from memory.explain import TRACE_DEPTH, RecallTrace, trace_of
+from memory.recall import RecallMisses, RecallParams
 from memory.identity import platform_subject
 from memory.identity import resolve as resolve_identity
 from memory.identity import resolve_with_pause
@@ -317,13 +321,14 @@ class Pipeline:
         # the identity and the pause of the namespace it resolves to: one read
         return resolve_with_pause(self.core.store, tenant, msg.platform, msg.sender_id, pause_key(chat), msg.timestamp)
 
-    def _prefetch_query(self, t: TenantSettings, msg: InboundMessage) -> asyncio.Task | None:
+    def _prefetch_query(self, t: TenantSettings, msg: InboundMessage) -> concurrent.futures.Future | None:
         """For a plain message the bot will answer (not an edit, a command or a
         forward: their logged text is not the query), start embedding its text as
         recall's query (``SearchIndex.embed_tail`` of that one line: its cache
-        keeps the vector) in a thread, before the SQL that precedes recall; the
-        task never raises (recall embeds again and reports the error). None when
-        there is nothing to start."""
+        keeps the vector) in a worker thread (``_in_worker``: its end wakes no
+        one, the recall that waits for it runs in a worker too), before the SQL
+        that precedes recall; the future never raises (recall embeds again and
+        reports the error). None when there is nothing to start."""
         if msg.is_edit or msg.forwarded or _is_memory_command(msg) or not msg.text.strip() \
                 or not self.addressed(t, msg):
             return None
@@ -335,12 +340,12 @@ class Pipeline:
             except Exception as exc:  # noqa: BLE001 - the recall's own embedding reports it
                 log.debug("query prefetch failed: %s", exc)
 
-        return asyncio.create_task(asyncio.to_thread(embed))
+        return _in_worker(embed)
 
     async def _turn(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace,
                     res: TurnResult, background_capture: bool = False, claim: str | None = None,
                     fingerprint: str | None = None, claimed: asyncio.Event | None = None,
-                    privileged: bool = True, prefetch: asyncio.Task | None = None,
+                    privileged: bool = True, prefetch: concurrent.futures.Future | None = None,
                     nonce: NonceClaim | None = None, *, paused: bool | None = None) -> TurnResult:
         """The turn after identity and the claims (``handle``). ``paused``: whether the
         chat is off the record for the sender, read with the identity (``_whose``);
@@ -377,11 +382,14 @@ class Pipeline:
         logged = translate(lang, "[forwarded] {text}", text=msg.text) if msg.forwarded else msg.text
         logged = _kept_in_log(logged, t.never_store)
         line = ChatLine("user", msg.sender_id, logged, msg.timestamp, msg.message_id, msg.sender_name)
-        line_id, tail = await asyncio.to_thread(
+        # an answered line: recall in the same thread hop as the append, once the tail is read
+        # and the query embedding is done (``_recall``): one wake-up of the loop, not three
+        line_id, tail, recalled = await asyncio.to_thread(
             self._log_line, tenant, t, msg, line, capture=ns if due else None, claim=claim,
             fingerprint=(fingerprint, REPUSH_WINDOW) if fingerprint else None, nonce=nonce,
             claimed=claimed, loop=asyncio.get_running_loop() if claimed is not None else None,
-            tail=res.addressed)
+            tail=res.addressed, recall=functools.partial(self._recall, t, msg, ns, prefetch) if res.addressed
+            else None)
         queued = utcnow()  # no later than any other replica's claim of this line (Store.take_captures)
         if due and line_id is not None:
             self.captures.hold(line_id)  # before the answer: maintenance must not resume it meanwhile
@@ -391,7 +399,8 @@ class Pipeline:
         after: list[Callable[[], None]] | None = [] if background_capture else None
         try:
             if res.addressed:
-                rec, query, trace = await self._answer(tenant, t, msg, ns, lang, res, after, prefetch, line_id, tail)
+                rec, query, trace = await self._answer(tenant, t, msg, ns, lang, res, after, prefetch, line_id, tail,
+                                                       recalled)
         except BaseException:
             self.captures.release(line_id or 0)  # the line keeps its capture for resume_captures
             if res.paused:
@@ -427,25 +436,29 @@ class Pipeline:
 
     def _log_line(self, tenant: str, t: TenantSettings, msg: InboundMessage, line: ChatLine, *,
                   claimed: asyncio.Event | None, loop: asyncio.AbstractEventLoop | None, tail: bool,
-                  **append) -> tuple[int | None, list[ChatLine] | None]:
+                  recall: Callable[[list[ChatLine]], _Recalled] | None = None,
+                  **append) -> tuple[int | None, list[ChatLine] | None, _Recalled | None]:
         """Blocking (SQL): append the person's ``line`` to ``msg``'s chat
         (``Store.append_chat`` with ``append``'s claims and capture: the turn's one
         write before its answer), set ``claimed`` on ``loop`` once that has
         committed, then — with ``tail`` — read the chat's tail the answer needs
-        (``_chat_tail``), in the same thread hop. Returns the line's id and the tail
-        (None without ``tail``, or when its read failed: ``_answer`` reads it again
-        and reports the error). Raises what ``append_chat`` raises
+        (``_chat_tail``) and run ``recall`` over it (``_recall``), in the same
+        thread hop. Returns the line's id, the tail and what ``recall`` returned
+        (the last two None without ``tail``; both None when the tail's read failed,
+        the recall None without ``recall``: ``_answer`` then reads and recalls
+        itself, and reports the error). Raises what ``append_chat`` raises
         (DuplicateDelivery, NonceUsed, StoreError)."""
         line_id = self.core.store.append_chat(tenant, msg.chat, line, **append)
         if claimed is not None and loop is not None:  # the line, its claims and its capture are committed
             loop.call_soon_threadsafe(claimed.set)
         if not tail:
-            return line_id, None
+            return line_id, None, None
         try:
-            return line_id, self._chat_tail(tenant, t, msg)
+            lines = self._chat_tail(tenant, t, msg)
         except Exception as exc:  # noqa: BLE001 - read again on the answer's own path, which reports it
             log.debug("chat tail after the append failed: %s", exc)
-            return line_id, None
+            return line_id, None, None
+        return line_id, lines, None if recall is None else recall(lines)
 
     def _chat_tail(self, tenant: str, t: TenantSettings, msg: InboundMessage) -> list[ChatLine]:
         """Blocking (SQL): the last ``t.tail`` lines of ``msg``'s chat as of the message
@@ -508,18 +521,20 @@ class Pipeline:
 
     async def _answer(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace, lang: str,
                       res: TurnResult, after: list[Callable[[], None]] | None = None,
-                      prefetch: asyncio.Task | None = None, line_id: int | None = None,
-                      tail: list[ChatLine] | None = None) -> tuple[Recollection, list[ChatLine], RecallTrace]:
+                      prefetch: concurrent.futures.Future | None = None, line_id: int | None = None,
+                      tail: list[ChatLine] | None = None,
+                      recalled: _Recalled | None = None) -> tuple[Recollection, list[ChatLine], RecallTrace]:
         """Recall, recollection, prompt and (with a model) the reply. The turn's
         bookkeeping — the recall trace for ``/memory why``, the recalled
         memories' access times, and the query vector of the person's line kept
         with it in the chat log (``line_id``; ``_tail_vectors``) — is appended to
         ``after`` when given (run after the answer), else done here; a failure
-        there is logged, never raised. ``tail``: the chat's tail, read with the
-        person's line in one thread hop (``_log_line``); None: read here.
+        there is logged, never raised. ``tail``: the chat's tail, and ``recalled``
+        the recall over it (``_recall``), both made with the person's line in one
+        thread hop (``_log_line``); None: read, or recalled, here.
 
         One embedding model call at most: the query's, started by ``prefetch``
-        (awaited here, so recall finds it cached); the older lines of the tail take
+        (waited for before recall, which finds it cached); the older lines of the tail take
         the vectors their own turns kept (``SearchIndex.embed_tail``: never a
         document embedding on the answer path). Returns the recollection and the
         lines recall searched with (the person's lines of the tail, oldest first;
@@ -529,28 +544,14 @@ class Pipeline:
         if tail is None:
             tail = await asyncio.to_thread(self._chat_tail, tenant, t, msg)
         said = [line for line in tail if line.role == "user" and line.sender_id == msg.sender_id]
-        if prefetch is not None:
-            await prefetch
-        t0 = time.perf_counter()
-        hits = []
+        if recalled is None:
+            recalled = await asyncio.to_thread(self._recall, t, msg, ns, prefetch, tail)
+        hits, misses = recalled.hits, recalled.misses
         reason = ""
-        from memory.recall import RecallMisses, RecallParams
-
-        misses = RecallMisses()  # the floors and what they dropped, kept in the trace for /memory why not
-        try:
-            hits = await asyncio.to_thread(self.core.recall, ns, [line.text for line in said] or [msg.text],
-                                           known_vectors=self._tail_vectors(said), embed_older=False,
-                                           chat=chat, params=RecallParams(
-                                               k=max(t.recall_k, TRACE_DEPTH),
-                                               dormant_factor=t.consolidation.dormant_factor, chat_turn=True),
-                                           query_valence=analyse(msg.text).valence,
-                                           # as of the message, as its tail is: its 「上个月」 is the month
-                                           # before it was said, however late it arrives; never ahead of the clock
-                                           now=min(msg.timestamp, utcnow()), tz=t.tz, misses=misses)
-        except Exception as exc:  # noqa: BLE001 - the chat never waits on the memory
-            reason = f"recall failed: {type(exc).__name__}"
-            log.warning("recall failed for %s: %s", ns, exc)
-        res.latency_ms["recall"] = _ms(t0)
+        if recalled.error is not None:  # the chat never waits on the memory
+            reason = f"recall failed: {type(recalled.error).__name__}"
+            log.warning("recall failed for %s: %s", ns, recalled.error)
+        res.latency_ms["recall"] = recalled.ms
         self.metrics.recall_seconds.observe(res.latency_ms["recall"] / 1000)
         now = utcnow()
         ranked, hits = hits, hits[: t.recall_k]  # the trace keeps the runners-up for /memory why
@@ -612,6 +613,34 @@ class Pipeline:
             await asyncio.to_thread(self.core.store.append_chat, tenant, chat,
                                     ChatLine("bot", "bot", res.reply, utcnow(), "", t.persona_name))
         return rec, query, trace
+
+    def _recall(self, t: TenantSettings, msg: InboundMessage, ns: Namespace,
+                prefetch: concurrent.futures.Future | None, tail: list[ChatLine]) -> _Recalled:
+        """Blocking: recall in ``ns`` for the turn of ``msg`` over the chat's ``tail``
+        (the person's lines of it, oldest first, as queries; the message alone when
+        none), once the query embedding ``prefetch`` is done (it never raises),
+        with the vectors the older lines kept (``_tail_vectors``) and the
+        recollection's depth (``TRACE_DEPTH``: the trace keeps the runners-up).
+        Never raises an Exception: a failed recall is returned as the error, with
+        no hits (``_answer`` falls back and says why)."""
+        if prefetch is not None:
+            prefetch.result()
+        t0 = time.perf_counter()
+        said = [line for line in tail if line.role == "user" and line.sender_id == msg.sender_id]
+        misses = RecallMisses()  # the floors and what they dropped, kept in the trace for /memory why not
+        try:
+            hits = self.core.recall(ns, [line.text for line in said] or [msg.text],
+                                    known_vectors=self._tail_vectors(said), embed_older=False, chat=msg.chat,
+                                    params=RecallParams(k=max(t.recall_k, TRACE_DEPTH),
+                                                        dormant_factor=t.consolidation.dormant_factor,
+                                                        chat_turn=True),
+                                    query_valence=analyse(msg.text).valence,
+                                    # as of the message, as its tail is: its 「上个月」 is the month
+                                    # before it was said, however late it arrives; never ahead of the clock
+                                    now=min(msg.timestamp, utcnow()), tz=t.tz, misses=misses)
+        except Exception as exc:  # noqa: BLE001 - the chat never waits on the memory
+            return _Recalled([], misses, _ms(t0), exc)
+        return _Recalled(hits, misses, _ms(t0))
 
     def _tail_vectors(self, said: list[ChatLine]) -> dict[str, np.ndarray]:
         """``{line text: vector}`` of the person's tail lines whose turns kept the
@@ -675,6 +704,51 @@ class Pipeline:
             res.captured = await asyncio.to_thread(recapture)
         except Exception:  # noqa: BLE001 - an edit must never break the bridge
             log.exception("re-capture of edited message %s failed for %s", msg.message_id, ns)
+
+
+@dataclass
+class _Recalled:
+    """A turn's recall (``Pipeline._recall``): its ranked hits, the floors' misses, its
+    wall milliseconds (the wait for the query embedding not counted) and the
+    Exception that failed it (then no hits)."""
+
+    hits: list = field(default_factory=list)
+    misses: RecallMisses = field(default_factory=RecallMisses)
+    ms: float = 0.0
+    error: Exception | None = None
+
+
+def _in_worker(fn: Callable[[], None]) -> concurrent.futures.Future:
+    """``fn`` started, in a copy of this context, in a worker thread of the running
+    loop's default executor (the threads of ``asyncio.to_thread``), as a future a
+    worker thread can wait for. Its end wakes no one, where the end of an awaited
+    ``to_thread`` wakes the loop (each wake of a sleeping loop: 0.1 ms of CPU on 2
+    shared cores, measured 2026-12-06). Without the executor in sight (a loop other
+    than asyncio's own), ``fn`` runs through ``asyncio.to_thread`` in a task."""
+    loop = asyncio.get_running_loop()
+    run = functools.partial(contextvars.copy_context().run, fn)
+    if hasattr(loop, "_default_executor"):  # BaseEventLoop's: asyncio makes it on its first to_thread
+        executor = loop._default_executor
+        if executor is None:
+            executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="asyncio")
+            loop.set_default_executor(executor)
+        return executor.submit(run)
+    done: concurrent.futures.Future = concurrent.futures.Future()
+
+    def tracked() -> None:
+        try:
+            done.set_result(run())
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for it
+            done.set_exception(exc)
+
+    task = asyncio.create_task(asyncio.to_thread(tracked))
+    _STARTED.add(task)  # the loop keeps only a weak reference to a task
+    task.add_done_callback(_STARTED.discard)
+    return done
+
+
+_STARTED: set[asyncio.Task] = set()
+"""``_in_worker``'s tasks still running (those of a loop without asyncio's executor)."""
 
 
 def _stored(tenant: str, nonce: CallbackNonce) -> NonceClaim:
