@@ -128,9 +128,9 @@ async def test_a_line_stored_as_it_was_said_takes_its_turns_query_vector(e5_stor
     assert (text in emb.documents) is (not reuse)
 
 
-async def test_the_answer_path_wakes_the_loop_twice_and_signals_its_claim_at_the_append(sqlite_core, monkeypatch):
-    """A plain message's answer path awaits two thread hops — identity with the pause, then the line's append
-    with the chat tail and recall — beside the query embedding, started first in a worker thread of the loop's
+async def test_the_answer_path_awaits_one_thread_hop_and_signals_its_claim_at_the_append(sqlite_core, monkeypatch):
+    """A plain message's answer path awaits one thread hop — identity with the pause, the line's append with
+    the chat tail, and recall — beside the query embedding, started first in a worker thread of the loop's
     executor that the recall waits for (its end wakes no one); ``claimed`` is set once the append has committed,
     before the answer; the tail the answer used holds the line just logged."""
     import asyncio
@@ -162,7 +162,7 @@ async def test_the_answer_path_wakes_the_loop_twice_and_signals_its_claim_at_the
     monkeypatch.setattr(asyncio, "to_thread", inner)
     monkeypatch.undo()
     assert claimed.is_set()
-    assert hops == ["_whose", "_log_line"]
+    assert hops == ["_arrive"]
     assert submitted[0] == "embed"  # the query embedding first, before the hops
     assert res.recalled and "recall" in res.latency_ms
     assert res.prompt and any("what films I love" in m["content"] for m in res.prompt)
