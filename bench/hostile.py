@@ -327,11 +327,9 @@ def _sweep(base: str, min_requests: int, deadline_s: float) -> tuple[collections
 def run(min_requests: int = MIN_REQUESTS, deadline_s: float = DEADLINE_S) -> int:
     """Start a gateway in a temporary data root, sweep it, print the counts; returns
     the number of 5xx answers (0 is the goal)."""
-    import uvicorn
-
     from gateway.config import TenantSettings, load_settings
     from gateway.http.app import create_app
-    from gateway.http.serving import server_config
+    from gateway.http.serving import gateway_server, server_config
 
     workdir = Path(tempfile.mkdtemp(prefix="huiyi-hostile-"))
     quiet = {name: logging.getLogger(name).level for name in ("gateway", "bridges")}
@@ -345,8 +343,8 @@ def run(min_requests: int = MIN_REQUESTS, deadline_s: float = DEADLINE_S) -> int
                                                wechat={"kind": "oa", "token": WX_TOKEN, "reply_within": 30},
                                                webhook={"secret": WH_SECRET})})
         port = _free_port()
-        server = uvicorn.Server(server_config(create_app(settings), host="127.0.0.1", port=port,
-                                              log_level="critical", access_log=False))  # serve's loop and keep-alive
+        server = gateway_server(server_config(create_app(settings), host="127.0.0.1", port=port,
+                                              log_level="critical", access_log=False))  # serve's server
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         started = time.time()

@@ -126,16 +126,17 @@ def _free_port() -> int:
 
 
 def serve_in_thread(app, start_s: float = 300.0) -> tuple[uvicorn.Server, threading.Thread]:
-    """``app`` served on a free loopback port by uvicorn with ``huiyi serve``'s
-    config (``server_config``), in a daemon thread, once it has started (at most
+    """``app`` served on a free loopback port as ``huiyi serve`` serves it
+    (``gateway_server``, ``server_config``), in a daemon thread, once it has started (at most
     ``start_s`` seconds). Stop it with ``server.should_exit = True`` and a join.
     Raises RuntimeError when it does not start."""
     import uvicorn
 
-    from gateway.http.serving import server_config
+    from gateway.http import serving
 
-    server = uvicorn.Server(server_config(app, host="127.0.0.1", port=_free_port(), log_level="warning",
-                                          access_log=False))
+    # ``huiyi serve``'s server; a tree from before it (``--against``) has uvicorn's own
+    server = getattr(serving, "gateway_server", uvicorn.Server)(serving.server_config(
+        app, host="127.0.0.1", port=_free_port(), log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.time() + start_s

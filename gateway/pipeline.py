@@ -21,6 +21,8 @@ and stops the background work (``gateway.maintenance``).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import functools
 import hashlib
 import logging
@@ -28,6 +30,7 @@ import re
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -53,6 +56,7 @@ from locales import translate, turn_language, written_language
 from memory.capture import capture_edit
 from memory.core import MemoryCore
 from memory.explain import TRACE_DEPTH, RecallTrace, trace_of
+from memory.recall import RecallMisses, RecallParams
 from memory.identity import platform_subject
 from memory.identity import resolve as resolve_identity
 from memory.identity import resolve_with_pause
@@ -250,10 +254,7 @@ class Pipeline:
                 res.duplicate = await asyncio.to_thread(replay.claim, self, tenant, nonce) == replay.RETRY
             return res
         prefetch = self._prefetch_query(t, msg)
-        # one thread hop for the two reads every message makes first: whose it is and whether it is off the record
-        ns, paused = await asyncio.to_thread(self._whose, tenant, msg, chat)
-        res = TurnResult(tenant=tenant, namespace=str(ns), chat=chat.key, message_id=msg.message_id,
-                         turn=current_turn_id())
+        started = time.perf_counter()
         delivery = f"{tenant}|{msg.platform}|{chat.key}|{msg.message_id}"
         if msg.is_edit:  # a stable digest: replays in another process must find the same key
             delivery += f"|edit|{msg.timestamp.isoformat()}|{hashlib.sha256(msg.text.encode()).hexdigest()[:16]}"
@@ -264,6 +265,24 @@ class Pipeline:
         # reconnect) is caught by its content: bot, chat, sender, platform time, text
         # (a plain message claims it with its line, like its id; a command here)
         fingerprint = None if msg.is_edit else _content_key(tenant, msg, chat)
+        arrival: _Arrival | None = None
+        if plain:  # one thread hop from identity to recall (``_arrive``): the loop wakes once for it
+            try:
+                arrival = await asyncio.to_thread(
+                    self._arrive, tenant, t, msg, chat, claim=delivery, fingerprint=fingerprint,
+                    nonce=_stored(tenant, nonce) if nonce is not None else None, claimed=claimed,
+                    loop=asyncio.get_running_loop() if claimed is not None else None, prefetch=prefetch)
+            except BaseException:  # cancelled while its worker may be appending: as a turn that failed there
+                await self._release(delivery, fingerprint)
+                raise
+            if arrival.unknown is not None:  # the sender's ids: nothing was claimed
+                raise arrival.unknown
+            ns, paused = arrival.ns, arrival.paused
+        else:
+            # one thread hop for the two reads every message makes first: whose it is and whether it is off the record
+            ns, paused = await asyncio.to_thread(self._whose, tenant, msg, chat)
+        res = TurnResult(tenant=tenant, namespace=str(ns), chat=chat.key, message_id=msg.message_id,
+                         turn=current_turn_id())
         if nonce is not None and not plain and \
                 await asyncio.to_thread(replay.claim, self, tenant, nonce) == replay.RETRY:
             res.duplicate = True  # the platform's own retry of a callback already handled
@@ -282,9 +301,8 @@ class Pipeline:
         if not plain and claimed is not None:
             claimed.set()
         try:
-            return await self._turn(tenant, t, msg, ns, res, background_capture, delivery if plain else None,
-                                    fingerprint if plain else None, claimed, privileged, prefetch,
-                                    _stored(tenant, nonce) if plain and nonce is not None else None, paused=paused)
+            return await self._turn(tenant, t, msg, ns, res, background_capture, privileged, prefetch, paused=paused,
+                                    arrival=arrival, started=started if arrival is not None else None)
         except DuplicateDelivery:
             # nothing of the line's transaction was written, its nonce neither: a
             # platform's retry signed anew still uses its nonce up (a replay of it is refused)
@@ -300,12 +318,48 @@ class Pipeline:
             res.duplicate = True
             return res
         except BaseException:
-            # the turn did not finish: let the platform's retry through instead of
-            # dropping it as a duplicate (the message must not be lost)
-            await asyncio.to_thread(self.core.store.release_delivery, delivery)
-            if fingerprint is not None:
-                await asyncio.to_thread(self.core.store.release_delivery, fingerprint)
+            await self._release(delivery, fingerprint)
             raise
+
+    async def _release(self, delivery: str, fingerprint: str | None) -> None:
+        """The turn did not finish: let the platform's retry through instead of
+        dropping it as a duplicate (the message must not be lost)."""
+        await asyncio.to_thread(self.core.store.release_delivery, delivery)
+        if fingerprint is not None:
+            await asyncio.to_thread(self.core.store.release_delivery, fingerprint)
+
+    def _arrive(self, tenant: str, t: TenantSettings, msg: InboundMessage, chat: ChatRef, *,
+                prefetch: concurrent.futures.Future | None, claim: str, fingerprint: str | None,
+                nonce: NonceClaim | None, claimed: asyncio.Event | None,
+                loop: asyncio.AbstractEventLoop | None) -> _Arrival:
+        """Blocking (SQL): a plain message's work before its answer, in one thread
+        hop — whose it is and whether it is off the record (``_whose``), the
+        turn's language (``_language_now``), its chat-log line (``_line``) appended
+        with its claims (the delivery ``claim``, the content ``fingerprint``, the
+        signed callback's ``nonce``; ``claimed`` set on ``loop`` once committed)
+        and, unless off the record, its capture, then the chat's tail and, when
+        the bot answers, recall once the query embedding ``prefetch`` is done
+        (``_log_line``, ``_recall``). Raises
+        nothing: the identity's error is returned as ``unknown`` (nothing
+        claimed), anything later as ``error`` (``_turn`` raises it where the
+        turn's claims are released)."""
+        try:
+            ns, paused = self._whose(tenant, msg, chat)
+        except BaseException as exc:  # noqa: BLE001 - raised on the loop (``_handle``)
+            return _Arrival(None, None, unknown=exc)
+        arrival = _Arrival(ns, paused)
+        try:
+            arrival.lang = lang = self._language_now(tenant, t, msg)
+            arrival.msg, arrival.addressed, arrival.due, line = self._line(t, msg, lang, bool(paused))
+            addressed = arrival.addressed
+            arrival.line_id, arrival.queued, arrival.tail, arrival.recalled = self._log_line(
+                tenant, t, arrival.msg, line, capture=ns if arrival.due else None, tail=addressed,
+                recall=functools.partial(self._recall, t, arrival.msg, ns, prefetch) if addressed else None,
+                claim=claim, fingerprint=(fingerprint, REPUSH_WINDOW) if fingerprint else None, nonce=nonce,
+                claimed=claimed, loop=loop)
+        except BaseException as exc:  # noqa: BLE001 - raised on the loop (``_turn``)
+            arrival.error = exc
+        return arrival
 
     def _whose(self, tenant: str, msg: InboundMessage, chat: ChatRef) -> tuple[Namespace, bool | None]:
         """Blocking (SQL): the sender's namespace (``memory.identity.resolve``) and,
@@ -317,13 +371,14 @@ class Pipeline:
         # the identity and the pause of the namespace it resolves to: one read
         return resolve_with_pause(self.core.store, tenant, msg.platform, msg.sender_id, pause_key(chat), msg.timestamp)
 
-    def _prefetch_query(self, t: TenantSettings, msg: InboundMessage) -> asyncio.Task | None:
+    def _prefetch_query(self, t: TenantSettings, msg: InboundMessage) -> concurrent.futures.Future | None:
         """For a plain message the bot will answer (not an edit, a command or a
         forward: their logged text is not the query), start embedding its text as
         recall's query (``SearchIndex.embed_tail`` of that one line: its cache
-        keeps the vector) in a thread, before the SQL that precedes recall; the
-        task never raises (recall embeds again and reports the error). None when
-        there is nothing to start."""
+        keeps the vector) in a worker thread (``_in_worker``: its end wakes no
+        one, the recall that waits for it runs in a worker too), before the SQL
+        that precedes recall; the future never raises (recall embeds again and
+        reports the error). None when there is nothing to start."""
         if msg.is_edit or msg.forwarded or _is_memory_command(msg) or not msg.text.strip() \
                 or not self.addressed(t, msg):
             return None
@@ -335,18 +390,21 @@ class Pipeline:
             except Exception as exc:  # noqa: BLE001 - the recall's own embedding reports it
                 log.debug("query prefetch failed: %s", exc)
 
-        return asyncio.create_task(asyncio.to_thread(embed))
+        return _in_worker(embed)
 
     async def _turn(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace,
-                    res: TurnResult, background_capture: bool = False, claim: str | None = None,
-                    fingerprint: str | None = None, claimed: asyncio.Event | None = None,
-                    privileged: bool = True, prefetch: asyncio.Task | None = None,
-                    nonce: NonceClaim | None = None, *, paused: bool | None = None) -> TurnResult:
+                    res: TurnResult, background_capture: bool = False, privileged: bool = True,
+                    prefetch: concurrent.futures.Future | None = None, *, paused: bool | None = None,
+                    arrival: _Arrival | None = None, started: float | None = None) -> TurnResult:
         """The turn after identity and the claims (``handle``). ``paused``: whether the
         chat is off the record for the sender, read with the identity (``_whose``);
-        None: read here."""
+        None: read here. ``arrival``: a plain message's identity, line and recall,
+        made in one thread hop (``_arrive``; its error is raised here); ``started``:
+        when that began (``time.perf_counter``), for the turn's total latency."""
         chat = msg.chat
-        started = time.perf_counter()
+        started = time.perf_counter() if started is None else started
+        if arrival is not None and arrival.error is not None:
+            raise arrival.error
         # off the record (/memory pause, in SQL for every replica): the line is used for the reply alone
         if paused is None and not _is_memory_command(msg):
             paused = await asyncio.to_thread(self.core.store.paused, ns, pause_key(chat), msg.timestamp) is not None
@@ -354,35 +412,24 @@ class Pipeline:
             res.paused = True
         else:
             self.consolidation.turned(ns)  # consolidation waits until the person is idle
-        lang = await self._language(tenant, t, msg)
-        if not msg.sender_name:  # nothing visible in the name: a readable one, never a bare id
-            label = _PLATFORM_LABELS.get(msg.platform, msg.platform)
-            msg = msg.model_copy(update={"sender_name": translate(lang, "{platform} user {id}",
-                                                                  platform=translate(lang, label), id=msg.sender_id)})
-        if _is_memory_command(msg):
-            res.command = True  # commands and their replies are never captured
-            answer = await run_command(self.core, tenant, t, msg, ns, lang, privileged=privileged,
-                                       consolidate=functools.partial(self.consolidation.consolidate, tenant))
-            res.reply = answer.text
-            res.attachment = answer.attachment.to_json() if answer.attachment else None
-            return res
-        res.addressed = self.addressed(t, msg)
-        if msg.is_edit:
+        if arrival is None:  # a /memory command or an edit (a plain message comes with its line: ``_arrive``)
+            lang = await self._language(tenant, t, msg)
+            if not msg.sender_name:  # nothing visible in the name: a readable one, never a bare id
+                msg = self._named(msg, lang)
+            if _is_memory_command(msg):
+                res.command = True  # commands and their replies are never captured
+                answer = await run_command(self.core, tenant, t, msg, ns, lang, privileged=privileged,
+                                           consolidate=functools.partial(self.consolidation.consolidate, tenant))
+                res.reply = answer.text
+                res.attachment = answer.attachment.to_json() if answer.attachment else None
+                return res
+            res.addressed = self.addressed(t, msg)
             await self._apply_edit(tenant, t, msg, ns, res)
             res.latency_ms["total"] = _ms(started)
             return res
-        # forwarded text is someone else's words: logged as such, never captured
-        due = (res.addressed or not chat.is_group or t.capture_all_group_messages) and not msg.forwarded \
-            and not res.paused
-        logged = translate(lang, "[forwarded] {text}", text=msg.text) if msg.forwarded else msg.text
-        logged = _kept_in_log(logged, t.never_store)
-        line = ChatLine("user", msg.sender_id, logged, msg.timestamp, msg.message_id, msg.sender_name)
-        line_id, tail = await asyncio.to_thread(
-            self._log_line, tenant, t, msg, line, capture=ns if due else None, claim=claim,
-            fingerprint=(fingerprint, REPUSH_WINDOW) if fingerprint else None, nonce=nonce,
-            claimed=claimed, loop=asyncio.get_running_loop() if claimed is not None else None,
-            tail=res.addressed)
-        queued = utcnow()  # no later than any other replica's claim of this line (Store.take_captures)
+        msg, lang, due, res.addressed = arrival.msg, arrival.lang, arrival.due, arrival.addressed
+        line_id, tail, recalled = arrival.line_id, arrival.tail, arrival.recalled
+        queued = arrival.queued  # no later than any other replica's claim of this line (Store.take_captures)
         if due and line_id is not None:
             self.captures.hold(line_id)  # before the answer: maintenance must not resume it meanwhile
         rec: Recollection | None = None
@@ -391,7 +438,8 @@ class Pipeline:
         after: list[Callable[[], None]] | None = [] if background_capture else None
         try:
             if res.addressed:
-                rec, query, trace = await self._answer(tenant, t, msg, ns, lang, res, after, prefetch, line_id, tail)
+                rec, query, trace = await self._answer(tenant, t, msg, ns, lang, res, after, prefetch, line_id, tail,
+                                                       recalled)
         except BaseException:
             self.captures.release(line_id or 0)  # the line keeps its capture for resume_captures
             if res.paused:
@@ -425,27 +473,58 @@ class Pipeline:
             await self._audit(res, rec, query, trace)
         return res
 
+    def _named(self, msg: InboundMessage, lang: str) -> InboundMessage:
+        """``msg`` with a readable sender name in ``lang`` ("Telegram user 42") for one
+        that has nothing visible in its name: never a bare id."""
+        label = _PLATFORM_LABELS.get(msg.platform, msg.platform)
+        return msg.model_copy(update={"sender_name": translate(lang, "{platform} user {id}",
+                                                               platform=translate(lang, label), id=msg.sender_id)})
+
+    def _line(self, t: TenantSettings, msg: InboundMessage, lang: str,
+              paused: bool) -> tuple[InboundMessage, bool, bool, ChatLine]:
+        """A plain message's chat-log line: ``(msg`` with a readable sender name
+        (``_named``)``, whether the bot answers it`` (``addressed``)``, whether it is
+        captured, the line)`` — captured when answered, said in private or in a group
+        whose every line is captured, and neither forwarded (someone else's words:
+        logged as such) nor ``paused`` (off the record); the line's text less the
+        tenant's never-store clauses (``_kept_in_log``)."""
+        if not msg.sender_name:
+            msg = self._named(msg, lang)
+        addressed = self.addressed(t, msg)
+        due = (addressed or not msg.chat.is_group or t.capture_all_group_messages) and not msg.forwarded \
+            and not paused
+        logged = translate(lang, "[forwarded] {text}", text=msg.text) if msg.forwarded else msg.text
+        logged = _kept_in_log(logged, t.never_store)
+        return msg, addressed, due, ChatLine("user", msg.sender_id, logged, msg.timestamp, msg.message_id,
+                                             msg.sender_name)
+
     def _log_line(self, tenant: str, t: TenantSettings, msg: InboundMessage, line: ChatLine, *,
                   claimed: asyncio.Event | None, loop: asyncio.AbstractEventLoop | None, tail: bool,
-                  **append) -> tuple[int | None, list[ChatLine] | None]:
+                  recall: Callable[[list[ChatLine]], _Recalled] | None = None,
+                  **append) -> tuple[int | None, datetime, list[ChatLine] | None, _Recalled | None]:
         """Blocking (SQL): append the person's ``line`` to ``msg``'s chat
         (``Store.append_chat`` with ``append``'s claims and capture: the turn's one
         write before its answer), set ``claimed`` on ``loop`` once that has
         committed, then — with ``tail`` — read the chat's tail the answer needs
-        (``_chat_tail``), in the same thread hop. Returns the line's id and the tail
-        (None without ``tail``, or when its read failed: ``_answer`` reads it again
-        and reports the error). Raises what ``append_chat`` raises
-        (DuplicateDelivery, NonceUsed, StoreError)."""
+        (``_chat_tail``) and run ``recall`` over it (``_recall``), in the same
+        thread hop. Returns the line's id, when the append returned (``utcnow``: the
+        capture's ``queued``), the tail and what ``recall`` returned (the last two
+        None without ``tail``; both None when the tail's read failed, the recall
+        None without ``recall``: ``_answer`` then reads and recalls itself, and
+        reports the error). Raises what ``append_chat`` raises (DuplicateDelivery,
+        NonceUsed, StoreError)."""
         line_id = self.core.store.append_chat(tenant, msg.chat, line, **append)
+        queued = utcnow()  # no later than any other replica's claim of this line (Store.take_captures)
         if claimed is not None and loop is not None:  # the line, its claims and its capture are committed
             loop.call_soon_threadsafe(claimed.set)
         if not tail:
-            return line_id, None
+            return line_id, queued, None, None
         try:
-            return line_id, self._chat_tail(tenant, t, msg)
+            lines = self._chat_tail(tenant, t, msg)
         except Exception as exc:  # noqa: BLE001 - read again on the answer's own path, which reports it
             log.debug("chat tail after the append failed: %s", exc)
-            return line_id, None
+            return line_id, queued, None, None
+        return line_id, queued, lines, None if recall is None else recall(lines)
 
     def _chat_tail(self, tenant: str, t: TenantSettings, msg: InboundMessage) -> list[ChatLine]:
         """Blocking (SQL): the last ``t.tail`` lines of ``msg``'s chat as of the message
@@ -470,25 +549,27 @@ class Pipeline:
         (``/memory`` en, ``/记忆`` zh: ``/memory resume`` from an English speaker is
         answered in English), else the tenant's default. Forwarded text is someone
         else's words: it does not set the language."""
-        text = "" if msg.forwarded else msg.text
-        default = t.language
-        if msg.is_command:
-            words = text.split()
-            text = " ".join(w for w in words[2:] if w.casefold() not in KEYWORDS)
-            if written_language(text) is None and written_language(" ".join(words[:2])) == "zh_CN":
-                return "zh_CN"
-            if _is_memory_command(msg):  # nothing else says: the command word does (/memory en, /记忆 zh)
-                default = "en" if words[0].split("@")[0] == COMMAND_NAMES[0] else "zh_CN"
-        if written_language(text) is not None:
-            return turn_language(text)
+        said, text, default = _language_said(t, msg)
+        if said is not None:
+            return said
         try:
             tail = await asyncio.to_thread(self.core.store.chat_tail, tenant, msg.chat, LANGUAGE_LOOKBACK)
         except Exception as exc:  # noqa: BLE001 - the language is a nicety; the turn goes on
             log.warning("chat tail for the language of %s unavailable: %s", msg.chat.key, exc)
             tail = []
-        previous = [line.text for line in reversed(tail) if line.role == "user" and line.sender_id == msg.sender_id
-                    and not line.text.startswith("/")]
-        return turn_language(text, previous, msg.language, default)
+        return _language_of(msg, text, default, tail)
+
+    def _language_now(self, tenant: str, t: TenantSettings, msg: InboundMessage) -> str:
+        """Blocking: ``_language``, its earlier lines read in this thread."""
+        said, text, default = _language_said(t, msg)
+        if said is not None:
+            return said
+        try:
+            tail = self.core.store.chat_tail(tenant, msg.chat, LANGUAGE_LOOKBACK)
+        except Exception as exc:  # noqa: BLE001 - the language is a nicety; the turn goes on
+            log.warning("chat tail for the language of %s unavailable: %s", msg.chat.key, exc)
+            tail = []
+        return _language_of(msg, text, default, tail)
 
     async def _audit(self, res: TurnResult, rec: Recollection, query: Sequence[ChatLine] = (),
                      trace: RecallTrace | None = None) -> None:
@@ -508,18 +589,20 @@ class Pipeline:
 
     async def _answer(self, tenant: str, t: TenantSettings, msg: InboundMessage, ns: Namespace, lang: str,
                       res: TurnResult, after: list[Callable[[], None]] | None = None,
-                      prefetch: asyncio.Task | None = None, line_id: int | None = None,
-                      tail: list[ChatLine] | None = None) -> tuple[Recollection, list[ChatLine], RecallTrace]:
+                      prefetch: concurrent.futures.Future | None = None, line_id: int | None = None,
+                      tail: list[ChatLine] | None = None,
+                      recalled: _Recalled | None = None) -> tuple[Recollection, list[ChatLine], RecallTrace]:
         """Recall, recollection, prompt and (with a model) the reply. The turn's
         bookkeeping — the recall trace for ``/memory why``, the recalled
         memories' access times, and the query vector of the person's line kept
         with it in the chat log (``line_id``; ``_tail_vectors``) — is appended to
         ``after`` when given (run after the answer), else done here; a failure
-        there is logged, never raised. ``tail``: the chat's tail, read with the
-        person's line in one thread hop (``_log_line``); None: read here.
+        there is logged, never raised. ``tail``: the chat's tail, and ``recalled``
+        the recall over it (``_recall``), both made with the person's line in one
+        thread hop (``_log_line``); None: read, or recalled, here.
 
         One embedding model call at most: the query's, started by ``prefetch``
-        (awaited here, so recall finds it cached); the older lines of the tail take
+        (waited for before recall, which finds it cached); the older lines of the tail take
         the vectors their own turns kept (``SearchIndex.embed_tail``: never a
         document embedding on the answer path). Returns the recollection and the
         lines recall searched with (the person's lines of the tail, oldest first;
@@ -529,28 +612,14 @@ class Pipeline:
         if tail is None:
             tail = await asyncio.to_thread(self._chat_tail, tenant, t, msg)
         said = [line for line in tail if line.role == "user" and line.sender_id == msg.sender_id]
-        if prefetch is not None:
-            await prefetch
-        t0 = time.perf_counter()
-        hits = []
+        if recalled is None:
+            recalled = await asyncio.to_thread(self._recall, t, msg, ns, prefetch, tail)
+        hits, misses = recalled.hits, recalled.misses
         reason = ""
-        from memory.recall import RecallMisses, RecallParams
-
-        misses = RecallMisses()  # the floors and what they dropped, kept in the trace for /memory why not
-        try:
-            hits = await asyncio.to_thread(self.core.recall, ns, [line.text for line in said] or [msg.text],
-                                           known_vectors=self._tail_vectors(said), embed_older=False,
-                                           chat=chat, params=RecallParams(
-                                               k=max(t.recall_k, TRACE_DEPTH),
-                                               dormant_factor=t.consolidation.dormant_factor, chat_turn=True),
-                                           query_valence=analyse(msg.text).valence,
-                                           # as of the message, as its tail is: its 「上个月」 is the month
-                                           # before it was said, however late it arrives; never ahead of the clock
-                                           now=min(msg.timestamp, utcnow()), tz=t.tz, misses=misses)
-        except Exception as exc:  # noqa: BLE001 - the chat never waits on the memory
-            reason = f"recall failed: {type(exc).__name__}"
-            log.warning("recall failed for %s: %s", ns, exc)
-        res.latency_ms["recall"] = _ms(t0)
+        if recalled.error is not None:  # the chat never waits on the memory
+            reason = f"recall failed: {type(recalled.error).__name__}"
+            log.warning("recall failed for %s: %s", ns, recalled.error)
+        res.latency_ms["recall"] = recalled.ms
         self.metrics.recall_seconds.observe(res.latency_ms["recall"] / 1000)
         now = utcnow()
         ranked, hits = hits, hits[: t.recall_k]  # the trace keeps the runners-up for /memory why
@@ -612,6 +681,34 @@ class Pipeline:
             await asyncio.to_thread(self.core.store.append_chat, tenant, chat,
                                     ChatLine("bot", "bot", res.reply, utcnow(), "", t.persona_name))
         return rec, query, trace
+
+    def _recall(self, t: TenantSettings, msg: InboundMessage, ns: Namespace,
+                prefetch: concurrent.futures.Future | None, tail: list[ChatLine]) -> _Recalled:
+        """Blocking: recall in ``ns`` for the turn of ``msg`` over the chat's ``tail``
+        (the person's lines of it, oldest first, as queries; the message alone when
+        none), once the query embedding ``prefetch`` is done (it never raises),
+        with the vectors the older lines kept (``_tail_vectors``) and the
+        recollection's depth (``TRACE_DEPTH``: the trace keeps the runners-up).
+        Never raises an Exception: a failed recall is returned as the error, with
+        no hits (``_answer`` falls back and says why)."""
+        if prefetch is not None:
+            prefetch.result()
+        t0 = time.perf_counter()
+        said = [line for line in tail if line.role == "user" and line.sender_id == msg.sender_id]
+        misses = RecallMisses()  # the floors and what they dropped, kept in the trace for /memory why not
+        try:
+            hits = self.core.recall(ns, [line.text for line in said] or [msg.text],
+                                    known_vectors=self._tail_vectors(said), embed_older=False, chat=msg.chat,
+                                    params=RecallParams(k=max(t.recall_k, TRACE_DEPTH),
+                                                        dormant_factor=t.consolidation.dormant_factor,
+                                                        chat_turn=True),
+                                    query_valence=analyse(msg.text).valence,
+                                    # as of the message, as its tail is: its 「上个月」 is the month
+                                    # before it was said, however late it arrives; never ahead of the clock
+                                    now=min(msg.timestamp, utcnow()), tz=t.tz, misses=misses)
+        except Exception as exc:  # noqa: BLE001 - the chat never waits on the memory
+            return _Recalled([], misses, _ms(t0), exc)
+        return _Recalled(hits, misses, _ms(t0))
 
     def _tail_vectors(self, said: list[ChatLine]) -> dict[str, np.ndarray]:
         """``{line text: vector}`` of the person's tail lines whose turns kept the
@@ -675,6 +772,98 @@ class Pipeline:
             res.captured = await asyncio.to_thread(recapture)
         except Exception:  # noqa: BLE001 - an edit must never break the bridge
             log.exception("re-capture of edited message %s failed for %s", msg.message_id, ns)
+
+
+@dataclass
+class _Recalled:
+    """A turn's recall (``Pipeline._recall``): its ranked hits, the floors' misses, its
+    wall milliseconds (the wait for the query embedding not counted) and the
+    Exception that failed it (then no hits)."""
+
+    hits: list = field(default_factory=list)
+    misses: RecallMisses = field(default_factory=RecallMisses)
+    ms: float = 0.0
+    error: Exception | None = None
+
+
+def _in_worker(fn: Callable[[], None]) -> concurrent.futures.Future:
+    """``fn`` started, in a copy of this context, in a worker thread of the running
+    loop's default executor (the threads of ``asyncio.to_thread``), as a future a
+    worker thread can wait for. Its end wakes no one, where the end of an awaited
+    ``to_thread`` wakes the loop (each wake of a sleeping loop: 0.1 ms of CPU on 2
+    shared cores, measured 2026-12-06). Without the executor in sight (a loop other
+    than asyncio's own), ``fn`` runs through ``asyncio.to_thread`` in a task."""
+    loop = asyncio.get_running_loop()
+    run = functools.partial(contextvars.copy_context().run, fn)
+    if hasattr(loop, "_default_executor"):  # BaseEventLoop's: asyncio makes it on its first to_thread
+        executor = loop._default_executor
+        if executor is None:
+            executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="asyncio")
+            loop.set_default_executor(executor)
+        return executor.submit(run)
+    done: concurrent.futures.Future = concurrent.futures.Future()
+
+    def tracked() -> None:
+        try:
+            done.set_result(run())
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for it
+            done.set_exception(exc)
+
+    task = asyncio.create_task(asyncio.to_thread(tracked))
+    _STARTED.add(task)  # the loop keeps only a weak reference to a task
+    task.add_done_callback(_STARTED.discard)
+    return done
+
+
+_STARTED: set[asyncio.Task] = set()
+"""``_in_worker``'s tasks still running (those of a loop without asyncio's executor)."""
+
+
+def _language_said(t: TenantSettings, msg: InboundMessage) -> tuple[str | None, str, str]:
+    """``Pipeline._language`` as far as ``msg`` itself goes: ``(its language, or
+    None when its earlier lines must say, the text that says, the default)``."""
+    text = "" if msg.forwarded else msg.text
+    default = t.language
+    if msg.is_command:
+        words = text.split()
+        text = " ".join(w for w in words[2:] if w.casefold() not in KEYWORDS)
+        if written_language(text) is None and written_language(" ".join(words[:2])) == "zh_CN":
+            return "zh_CN", text, default
+        if _is_memory_command(msg):  # nothing else says: the command word does (/memory en, /记忆 zh)
+            default = "en" if words[0].split("@")[0] == COMMAND_NAMES[0] else "zh_CN"
+    if written_language(text) is not None:
+        return turn_language(text), text, default
+    return None, text, default
+
+
+def _language_of(msg: InboundMessage, text: str, default: str, tail: Sequence[ChatLine]) -> str:
+    """``Pipeline._language`` from the person's earlier lines in ``tail`` (newest last)."""
+    previous = [line.text for line in reversed(tail) if line.role == "user" and line.sender_id == msg.sender_id
+                and not line.text.startswith("/")]
+    return turn_language(text, previous, msg.language, default)
+
+
+@dataclass
+class _Arrival:
+    """A plain message's work before its answer, done in one thread hop
+    (``Pipeline._arrive``): the namespace and whether the chat is off the record
+    (both None when the identity failed: ``unknown``), the turn's language, the
+    message (its sender named), whether the bot answers it and whether it is
+    captured, its chat-log line's id and when its append returned, the chat's
+    tail and the recall over it, and the error that stopped it after the identity."""
+
+    ns: Namespace | None
+    paused: bool | None
+    lang: str = ""
+    msg: InboundMessage | None = None
+    addressed: bool = False
+    due: bool = False
+    line_id: int | None = None
+    queued: datetime | None = None
+    tail: list[ChatLine] | None = None
+    recalled: _Recalled | None = None
+    unknown: BaseException | None = None
+    error: BaseException | None = None
 
 
 def _stored(tenant: str, nonce: CallbackNonce) -> NonceClaim:

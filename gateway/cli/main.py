@@ -130,17 +130,15 @@ def serve(host: Annotated[str | None, typer.Option(help="listen address")] = Non
     # the configuration first: an error exits 2 in the time Python takes to start, before the web
     # stack is imported, so a container's restart policy gives up on it within seconds
     settings = load_settings()
-    import uvicorn
-
     from gateway.http.app import create_app
-    from gateway.http.serving import server_config
+    from gateway.http.serving import gateway_server, server_config
 
     # one JSON object per line; a person's words only when the privacy switch allows (gateway.logs)
     configure_logging(json_logs=True, allow_text=settings.audit_fragments)
     # slow and hostile clients: a bound on connections at once (503 beyond it); the body itself
     # must arrive within settings.body_timeout_s (gateway.http.bodies); the event loop and the
     # keep-alive that never close a connection under a request already sent: gateway.http.serving
-    uvicorn.Server(server_config(create_app(settings, telegram_polling=polling, freeze_gc=True),
+    gateway_server(server_config(create_app(settings, telegram_polling=polling, freeze_gc=True),
                                  host=host or settings.host, port=port or settings.port,
                                  limit_concurrency=settings.max_connections)).run()
 

@@ -209,9 +209,6 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         body = await asyncio.to_thread(pl(request).metrics.render)  # the queue gauges read the database
         return Response(body, media_type=CONTENT_TYPE)
 
-    app.include_router(api_v1.router)  # /v1: keyed (gateway.http.auth), before NoneBot's catch-all mount
-    app.openapi = lambda: api_v1.openapi_of(app)  # validation errors are 400 ErrorOut, not FastAPI's 422
-
     @app.post("/telegram/{tenant}")
     async def telegram(tenant: str, request: Request) -> dict:
         from bridges.telegram.runtime import secret_ok
@@ -296,6 +293,11 @@ def create_app(settings: Settings | None = None, pipeline: Pipeline | None = Non
         except ValidationError as exc:
             raise BadPayload(f"invalid webhook message: {_errors(exc)}") from exc
         return JSONResponse(body, status_code=status)
+
+    # /v1 after the platforms' routes: a route is found by trying each in turn, and a webhook
+    # behind /v1's 26 cost 0.05 ms a request; /v1 before NoneBot's catch-all mount
+    app.include_router(api_v1.router)  # keyed (gateway.http.auth)
+    app.openapi = lambda: api_v1.openapi_of(app)  # validation errors are 400 ErrorOut, not FastAPI's 422
 
     # -- the admin console (issue 28): its own package, off with HUIYI_CONSOLE__ENABLED=false --
     if cfg.console.enabled:

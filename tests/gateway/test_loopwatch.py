@@ -1,10 +1,11 @@
 """The event loop's watchdog (issue 26 item 6): a loop blocked past the bound is
 logged with the frames that block it, then with how long it took; a loop that
-keeps running is not."""
+keeps running is not, and an idle one is not woken."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -56,3 +57,30 @@ def test_bounds_must_be_positive():
         LoopWatch(0)
     with pytest.raises(ValueError):
         LoopWatch(1.0, every_s=-1)
+
+
+def test_an_idle_loop_is_left_asleep():
+    """A loop waiting for I/O (an await with nothing due) for 0.5 s gets (almost) no callback from its watch
+    (every 0.02 s: 25 ticks; a few allowed where a loaded machine has the loop still busy at a tick): it is
+    idle, and waking it would cost a wake-up per tick."""
+    watch = LoopWatch(0.2, every_s=0.02)
+    posted: list[object] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        inner = loop.call_soon_threadsafe
+
+        def counted(callback, *args, **kwargs):
+            if threading.current_thread().name == "huiyi-loop-watch":
+                posted.append(callback)
+            return inner(callback, *args, **kwargs)
+
+        loop.call_soon_threadsafe = counted
+        watch.start()
+        await asyncio.sleep(0.1)
+        posted.clear()
+        await asyncio.sleep(0.5)
+        await asyncio.to_thread(watch.stop)
+
+    asyncio.run(main())
+    assert len(posted) <= 3 and watch.stalls == 0, posted

@@ -1,5 +1,5 @@
 """One embedding per turn (issue 29.2): the query embedding starts before the SQL that
-precedes recall, and the tail's older lines take the vectors their own turns kept with
+precedes recall (the recall waits for it in a worker thread), and the tail's older lines take the vectors their own turns kept with
 the chat log — on another replica too — so the answer path never embeds a document.
 Real e5-small (asymmetric: a query and a document vector differ), SQLite and PostgreSQL."""
 
@@ -128,10 +128,11 @@ async def test_a_line_stored_as_it_was_said_takes_its_turns_query_vector(e5_stor
     assert (text in emb.documents) is (not reuse)
 
 
-async def test_the_answer_path_takes_four_thread_hops_and_signals_its_claim_at_the_append(sqlite_core, monkeypatch):
-    """A plain message's answer path hops into worker threads four times — the query embedding, identity
-    with the pause, the line's append with the chat tail, recall — and ``claimed`` is set once the append
-    has committed, before the answer; the tail the answer used holds the line just logged."""
+async def test_the_answer_path_awaits_one_thread_hop_and_signals_its_claim_at_the_append(sqlite_core, monkeypatch):
+    """A plain message's answer path awaits one thread hop — identity with the pause, the line's append with
+    the chat tail, and recall — beside the query embedding, started first in a worker thread of the loop's
+    executor that the recall waits for (its end wakes no one); ``claimed`` is set once the append has committed,
+    before the answer; the tail the answer used holds the line just logged."""
     import asyncio
 
     pipe = Pipeline(load_settings(), sqlite_core)
@@ -140,17 +141,29 @@ async def test_the_answer_path_takes_four_thread_hops_and_signals_its_claim_at_t
     assert await pipe.drain(30)
     hops: list[str] = []
     inner = asyncio.to_thread
+    loop = asyncio.get_running_loop()
+    executor = loop._default_executor
+    submitted: list[str] = []
+    submit = executor.submit
+
+    def counted_submit(fn, /, *a, **kw):
+        submitted.append(getattr(fn.args[0] if fn.args else fn, "__name__", repr(fn)))
+        return submit(fn, *a, **kw)
 
     async def counted(fn, /, *a, **kw):
         hops.append(getattr(fn, "__name__", repr(fn)))
         return await inner(fn, *a, **kw)
 
     monkeypatch.setattr(asyncio, "to_thread", counted)
+    monkeypatch.setattr(executor, "submit", counted_submit)
     claimed = asyncio.Event()
     res = await pipe.handle("default", _msg("Do you remember what films I love?", "1", T0 + timedelta(seconds=30)),
                             background_capture=True, claimed=claimed)
     monkeypatch.setattr(asyncio, "to_thread", inner)
+    monkeypatch.undo()
     assert claimed.is_set()
-    assert sorted(hops) == sorted(["embed", "_whose", "_log_line", "recall"])
+    assert hops == ["_arrive"]
+    assert submitted[0] == "embed"  # the query embedding first, before the hops
+    assert res.recalled and "recall" in res.latency_ms
     assert res.prompt and any("what films I love" in m["content"] for m in res.prompt)
     assert await pipe.drain(30)

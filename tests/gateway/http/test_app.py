@@ -149,3 +149,17 @@ def test_naive_timestamp_is_taken_as_utc(client):
     base = {"platform": "tg", "message_id": "5", "sender_id": "1", "chat_kind": "private", "chat_id": "1",
             "text": "我喜欢喝乌龙茶", "timestamp": "2026-01-01T00:00:00"}
     assert client.post("/v1/turns", json={"message": base}).status_code == 200
+
+
+def test_the_platform_webhooks_are_matched_before_the_v1_routes():
+    """Starlette tries each route in turn: the platforms' webhooks (a message each) come before /v1's routes,
+    and NoneBot's catch-all mount, when on, after both."""
+    from gateway.http import api_v1
+
+    settings = load_settings(tenants={"default": TenantSettings()}, onebot={"enabled": True})
+    routes = create_app(settings).routes
+    v1 = next(i for i, r in enumerate(routes) if getattr(r, "original_router", None) is api_v1.router)
+    paths = [getattr(r, "path", "") for r in routes]
+    for platform in ("/telegram/{tenant}", "/onebot/{tenant}", "/wechat/{tenant}", "/webhook/{tenant}"):
+        assert paths.index(platform) < v1, paths
+    assert paths[-1] in ("", "/"), paths  # the NoneBot mount answers what no route of ours does

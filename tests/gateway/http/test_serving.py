@@ -1,5 +1,6 @@
 """The gateway's HTTP server (``gateway.http.serving``) never closes a pooled keep-alive
-connection under a request that arrived while its event loop was stalled."""
+connection under a request that arrived while its event loop was stalled, and leaves an idle
+loop asleep (one tick a second) without being slower to exit."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import time
 
 import httpx
 import pytest
-import uvicorn
 
-from gateway.http.serving import KEEP_ALIVE_S, server_config
+from email.utils import parsedate_to_datetime
+
+from gateway.http.serving import KEEP_ALIVE_S, TICK_S, gateway_server, server_config
 from tests.fake_openai import free_port
 
 KEEP_ALIVE = 0.5  # seconds: the test's own, short keep-alive
@@ -55,10 +57,10 @@ async def _app(scope, receive, send) -> None:
 
 @pytest.fixture
 def server():
-    """A uvicorn server as ``huiyi serve`` configures it, with a 0.5 s keep-alive."""
+    """The server ``huiyi serve`` runs, configured as it is, with a 0.5 s keep-alive."""
     port = free_port()
-    srv = uvicorn.Server(server_config(_app, host="127.0.0.1", port=port, log_level="warning",
-                                      timeout_keep_alive=KEEP_ALIVE))
+    srv = gateway_server(server_config(_app, host="127.0.0.1", port=port, log_level="warning",
+                                       timeout_keep_alive=KEEP_ALIVE))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     while not srv.started:
@@ -90,3 +92,51 @@ def test_the_keep_alive_outlasts_the_usual_clients_pool_expiry():
     assert KEEP_ALIVE_S > httpx.Limits().keepalive_expiry
     config = server_config(_app, host="127.0.0.1", port=1)
     assert (config.timeout_keep_alive, config.loop) == (KEEP_ALIVE_S, "asyncio")
+
+
+def _started(srv) -> threading.Thread:
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    while not srv.started:
+        assert thread.is_alive(), "server did not start"
+        time.sleep(0.01)
+    return thread
+
+
+def test_an_idle_gateway_server_ticks_once_a_second_and_keeps_its_date_header_current():
+    """Idle for 2.5 s, ``huiyi serve``'s server runs its tick at most 4 times (uvicorn's own: 25, waking the loop
+    each time) and its answers still carry the current Date (renewed every tick)."""
+    assert TICK_S >= 1.0
+    port = free_port()
+    srv = gateway_server(server_config(_app, host="127.0.0.1", port=port, log_level="warning"))
+    ticks: list[int] = []
+    inner = srv.on_tick
+
+    async def counted(counter: int) -> bool:
+        ticks.append(counter)
+        return await inner(counter)
+
+    srv.on_tick = counted
+    thread = _started(srv)
+    try:
+        ticks.clear()
+        time.sleep(2.5)
+        idle = len(ticks)
+        answer = httpx.post(f"http://127.0.0.1:{port}/echo", json={"text": "你好 hello"})
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+    assert 1 <= idle <= 4, ticks
+    said = parsedate_to_datetime(answer.headers["date"]).timestamp()
+    assert abs(said - time.time()) <= TICK_S + 1.5
+
+
+def test_a_gateway_server_told_to_exit_stops_without_waiting_for_its_tick():
+    """``should_exit`` set from another thread ends ``run()`` well within one tick."""
+    srv = gateway_server(server_config(_app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = _started(srv)
+    time.sleep(0.3)  # inside a tick's sleep
+    t0 = time.perf_counter()
+    srv.should_exit = True
+    thread.join(10)
+    assert not thread.is_alive() and time.perf_counter() - t0 < TICK_S / 2
