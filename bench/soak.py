@@ -19,9 +19,10 @@ requests answered, the memories the index holds, the recall cache's estimate
 (``NamespaceCache.nbytes``), LanceDB's own caches (``SearchIndex.cache_bytes``),
 the turns whose captures wait in the queue (``CaptureQueue.queued``, bounded by
 ``MAX_QUEUED``), the lines whose readings the text caches hold (the speech-act
-cache's entries, ``memory.speech_act.read``, ~4 KiB a line over all the
-line-keyed caches, 8,192 at most) and the embeddings held by text hash
-(``SearchIndex.vectors_held``, ~1.8 KiB each, 20,000 at most) and the load average. At the end: the growth over the last ``judged`` minutes
+cache's entries, ``memory.speech_act.read``, 8,192 at most; the text caches
+together hold ~45 MiB at their caps, docs/scaling.md) and the embeddings held
+by text hash (``SearchIndex.vectors_held``, ~1.8 KiB each, ``VECTOR_CACHE`` =
+4,096 at most) and the load average. At the end: the growth over the last ``judged`` minutes
 (default all but the first 5, which load models and fill bounded caches) against
 ``GOAL_MIB``.
 

@@ -119,7 +119,7 @@ def measure(lang: str, *, iterations: int = 200, primed: bool = False, embedder=
         memories, output = workload(lang, rng)
         if misses:
             output = _with_misses(output, memories, lang, misses)
-        text._tokens_cached.cache_clear()
+        text._token_parts.cache_clear()
         reconstruct._memory_tokens.cache_clear()
         reconstruct._unit.cache_clear()
         if primed:

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from memory.errors import NamespaceError
-from memory.text import tokens
+from memory.text import token_tuple
 from memory.types import ChatRef, Namespace, Visibility
 
 if TYPE_CHECKING:
@@ -77,20 +77,22 @@ _DOC_OVERHEAD = 360
 """Bytes counted per cached memory beyond its vector, postings, text and tokens:
 its id string (61), its slots in the row lists (8 each), its origin pair (64),
 its stamp (80) and its entry in the id lookup (~100), as ``sys.getsizeof`` measures them."""
-_TERM_OVERHEAD = 352
-"""Bytes counted per distinct term of a view: its dict slot, the pair (56) and the
-two arrays' headers (112 each); the key string is counted with the tokens (``_doc_bytes``)."""
+_TERM_SLOT = 72
+"""Bytes counted per distinct term of a view beyond its postings' own objects
+(``_posting_bytes``): its slot in the postings dict; the key string is counted
+with the tokens (``_doc_bytes``)."""
 _TOKEN_BYTES = 72
 """Bytes counted per token a view keeps (``NamespaceView.docs``): each is a string
 of its own (jieba and the tokenizer make new ones), 67 B on average over 3,000
 chat-mix lines (``sys.getsizeof``)."""
 
 
-_FIT_BYTES_PER_MEMORY = 4000
+_FIT_BYTES_PER_MEMORY = 2400
 """What ``fits`` and ``fits_postings`` count per memory beyond its vector: the
 postings, texts, tokens and overhead of a view as ``NamespaceView.nbytes`` counts them,
 taken high on purpose — short chat memories with their own vocabulary came to
-~3.7 KB each (17 zh/en/emoji memories, tokens counted; 2.2 KB before they were),
+~2.1 KB each (17 zh/en/emoji memories, tokens counted, postings in ``_packed``'s
+forms, 16 spare rows; 3.8 KB with a pair of arrays per term and 64 spare rows),
 synthetic template text to 0.44–0.57 KB before the tokens were counted (``bench.synthetic``). An estimate below a view's real size made a view
 that can never be kept, reloaded at every recall."""
 
@@ -125,9 +127,60 @@ def _group_key(visibility: Visibility, origin: str) -> str:
         return ""
 
 
+def _packed(ix: np.ndarray, tf: np.ndarray) -> int | np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """One term's postings (document indices int32 ``ix``, term frequencies
+    float64 ``tf``) in the smallest form ``Bm25Postings`` keeps: the index alone
+    (a Python int) for one document holding it once, the index array for
+    several documents holding it once each, else the pair. Over chat-mix
+    memories 94% of a view's terms are held once per document and 62% by one
+    document, and each numpy array costs a 112-byte header beside its data."""
+    if len(ix) == 1 and tf[0] == 1.0:
+        return int(ix[0])
+    if (tf == 1.0).all():
+        return ix
+    return ix, tf
+
+
+def _arrays(p: int | np.ndarray | tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``(ix int32, tf float64)`` of a term's postings in any of ``_packed``'s forms."""
+    if type(p) is int:
+        return np.array([p], dtype=np.int32), np.ones(1, dtype=np.float64)
+    if type(p) is tuple:
+        return p  # type: ignore[return-value]
+    return p, np.ones(len(p), dtype=np.float64)  # type: ignore[arg-type]
+
+
+def _posting_bytes(p: int | np.ndarray | tuple[np.ndarray, np.ndarray]) -> int:
+    """Bytes one term's postings hold, its dict slot included (``_TERM_SLOT``)."""
+    if type(p) is int:
+        return _TERM_SLOT + 32  # an int object (28) rounded to the allocator's 16
+    if type(p) is tuple:
+        return _TERM_SLOT + 56 + 224 + p[0].nbytes + p[1].nbytes  # the pair and two array headers
+    return _TERM_SLOT + 112 + p.nbytes  # type: ignore[union-attr]
+
+
+def _postings_of(docs: Sequence[Sequence[str]], start: int, only: Collection[str] | None = None,
+                 ) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """``({term: document indices}, {term: frequencies})`` of ``docs`` numbered from ``start``."""
+    idx: dict[str, list[int]] = {}
+    tfs: dict[str, list[int]] = {}
+    for i, d in enumerate(docs, start):
+        tf: dict[str, int] = {}
+        for t in d:
+            if only is None or t in only:
+                tf[t] = tf.get(t, 0) + 1
+        for t, c in tf.items():
+            idx.setdefault(t, []).append(i)
+            tfs.setdefault(t, []).append(c)
+    return idx, tfs
+
+
 class Bm25Postings:
     """BM25 statistics of a list of tokenised documents: postings ``{term:
-    (document indices int32, term frequencies float64)}`` and document lengths.
+    postings}`` and document lengths, each term's postings its document indices
+    (int32) and term frequencies (float64) in the smallest of three forms
+    (``_packed``: an int, an index array when every frequency is 1, else the
+    pair; ``arrays(term)`` gives the pair whatever the form).
 
     ``scores(terms, mask)``: Okapi BM25 of every document for weighted query
     ``terms`` — ``Σ_t w_t · idf_t · tf·(k1 + 1) / (tf + k1·(1 - b + b·|d| / avgdl))``
@@ -135,6 +188,9 @@ class Bm25Postings:
     avgdl count only the documents of ``mask`` (all when None) and ``|d|`` is at
     least ``min_length`` (``memory.recall.BM25_MIN_LENGTH``); a document
     outside ``mask`` or without a query term scores 0.0. Shape ``(n,)`` float64.
+    The same IEEE double operations in the same order whatever a term's form
+    (a frequency of 1 as the scalar 1.0), so the scores are bit-equal to the
+    pair form's.
 
     ``only``: keep postings of these terms alone (a one-query search: the exact
     path builds them per recall for the query's terms; scores, ``df`` and
@@ -144,46 +200,36 @@ class Bm25Postings:
 
     def __init__(self, docs: Sequence[Sequence[str]], only: Collection[str] | None = None) -> None:
         self.lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
-        idx: dict[str, list[int]] = {}
-        tfs: dict[str, list[int]] = {}
-        for i, d in enumerate(docs):
-            tf: dict[str, int] = {}
-            for t in d:
-                if only is None or t in only:
-                    tf[t] = tf.get(t, 0) + 1
-            for t, c in tf.items():
-                idx.setdefault(t, []).append(i)
-                tfs.setdefault(t, []).append(c)
-        self.postings = {t: (np.asarray(ix, dtype=np.int32), np.asarray(tfs[t], dtype=np.float64))
+        idx, tfs = _postings_of(docs, 0, only)
+        self.postings = {t: _packed(np.asarray(ix, dtype=np.int32), np.asarray(tfs[t], dtype=np.float64))
                          for t, ix in idx.items()}
-        self.nbytes = self.lengths.nbytes + sum(a.nbytes + b.nbytes + _TERM_OVERHEAD for a, b in self.postings.values())
+        self.nbytes = self.lengths.nbytes + sum(_posting_bytes(p) for p in self.postings.values())
+
+    def arrays(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(document indices int32, term frequencies float64)`` of ``term``, or None."""
+        p = self.postings.get(term)
+        return None if p is None else _arrays(p)
 
     def appended(self, docs: Sequence[Sequence[str]]) -> Bm25Postings:
         """New postings: these plus ``docs`` as documents ``len(self.lengths)…``
         (for postings built without ``only``). Copy on write: the terms of
-        ``docs`` get new arrays, every other term shares this one's, and this one
+        ``docs`` get new postings, every other term shares this one's, and this one
         is left as it was (a view being searched keeps its postings)."""
         out = Bm25Postings.__new__(Bm25Postings)
-        start = len(self.lengths)
         added = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
         out.lengths = np.concatenate([self.lengths, added])
-        idx: dict[str, list[int]] = {}
-        tfs: dict[str, list[int]] = {}
-        for i, d in enumerate(docs, start):
-            tf: dict[str, int] = {}
-            for t in d:
-                tf[t] = tf.get(t, 0) + 1
-            for t, c in tf.items():
-                idx.setdefault(t, []).append(i)
-                tfs.setdefault(t, []).append(c)
+        idx, tfs = _postings_of(docs, len(self.lengths))
         postings = dict(self.postings)
         grown = added.nbytes
         for t, ix in idx.items():
             new_ix, new_tf = np.asarray(ix, dtype=np.int32), np.asarray(tfs[t], dtype=np.float64)
             old = postings.get(t)
-            grown += new_ix.nbytes + new_tf.nbytes + (_TERM_OVERHEAD if old is None else 0)
-            postings[t] = (new_ix, new_tf) if old is None else (np.concatenate([old[0], new_ix]),
-                                                                np.concatenate([old[1], new_tf]))
+            if old is not None:
+                old_ix, old_tf = _arrays(old)
+                new_ix, new_tf = np.concatenate([old_ix, new_ix]), np.concatenate([old_tf, new_tf])
+                grown -= _posting_bytes(old)
+            postings[t] = p = _packed(new_ix, new_tf)
+            grown += _posting_bytes(p)
         out.postings = postings
         out.nbytes = self.nbytes + grown
         return out
@@ -208,10 +254,18 @@ class Bm25Postings:
             p = self.postings.get(t)
             if p is None:
                 continue
-            ix, tf = p
+            if type(p) is int:  # one document, once: the array arithmetic below on one element
+                if mask is not None and not mask[p]:
+                    continue
+                idf = math.log(1.0 + (n - 1 + 0.5) / (1 + 0.5))
+                out[p] += w * idf * 1.0 * (k1 + 1.0) / (1.0 + norm[p])
+                continue
+            ix, tf = p if type(p) is tuple else (p, 1.0)
             if mask is not None:
                 keep = mask[ix]
-                ix, tf = ix[keep], tf[keep]
+                ix = ix[keep]
+                if type(tf) is not float:
+                    tf = tf[keep]
             df = len(ix)
             if not df:
                 continue
@@ -224,7 +278,10 @@ class Bm25Postings:
         p = self.postings.get(term)
         if p is None:
             return 0
-        return len(p[0]) if mask is None else int(mask[p[0]].sum())
+        if type(p) is int:
+            return 1 if mask is None else int(bool(mask[p]))
+        ix = p[0] if type(p) is tuple else p
+        return len(ix) if mask is None else int(mask[ix].sum())
 
     def holding(self, terms: Collection[str]) -> np.ndarray:
         """Bool ``(n,)``: which documents hold at least one of ``terms``."""
@@ -232,14 +289,14 @@ class Bm25Postings:
         for t in terms:
             p = self.postings.get(t)
             if p is not None:
-                out[p[0]] = True
+                out[p[0] if type(p) is tuple else p] = True
         return out
 
     def has_any(self, words: set[str], mask: np.ndarray | None = None) -> bool:
         """True when one of ``words`` occurs in a document (of ``mask``)."""
         for t in words:
             p = self.postings.get(t)
-            if p is not None and (mask is None or bool(mask[p[0]].any())):
+            if p is not None and (mask is None or bool(mask[p[0] if type(p) is tuple else p].any())):
                 return True
         return False
 
@@ -445,9 +502,11 @@ def _held(room: _Rows | _Int8Rows | None, matrix: np.ndarray | None) -> int:
 
 
 def _room(n: int) -> int:
-    """Rows to allocate for a matrix of ``n``: a tenth more (at least 64), for the
-    appends of the captures that follow."""
-    return n + max(64, n // 10)
+    """Rows to allocate for a matrix of ``n``: a tenth more (at least 16), for the
+    appends of the captures that follow. Growing copies the rows once per that
+    many appends (a namespace of 200 memories: 300 KiB every 16 captures); 64
+    spare rows were a third of a 200-memory view's vectors, ~0.5 KiB a memory."""
+    return n + max(16, n // 10)
 
 
 class NamespaceView:
@@ -481,7 +540,7 @@ class NamespaceView:
         self.own = [len(m.text) for m in rows]
         self._origins = [(m.visibility, m.origin) for m in rows]
         self._groups: list[str] | None = None
-        self.docs = list(docs) if docs is not None else [tuple(tokens(m.searched)) for m in rows]
+        self.docs = list(docs) if docs is not None else [token_tuple(m.searched) for m in rows]
         self.bm25 = Bm25Postings(self.docs, terms)
         self.matrix = matrix
         self.form = VectorForm.FLOAT32 if matrix is not None else \
@@ -1045,7 +1104,7 @@ def _refresh(store: Store, index: SearchIndex, ns: Namespace, old: NamespaceView
         return old.restamped(stamp)
     if much(len(gone), len(rows)):
         return None
-    return old.appended(rows, _vectors(index, old, rows), [tokens(m.searched) for m in rows], stamp, gone)
+    return old.appended(rows, _vectors(index, old, rows), [token_tuple(m.searched) for m in rows], stamp, gone)
 
 
 def _vectors(index: SearchIndex, old: NamespaceView, rows: Sequence[MemoryText]) -> np.ndarray:
@@ -1065,7 +1124,7 @@ def _load(index: SearchIndex, ns: Namespace, rows: Sequence[MemoryText], version
     at = {i: j for j, i in enumerate(old.ids)} if old is not None else {}
     same = [j if j is not None and old.texts[j] == m.searched else None  # type: ignore[union-attr]
             for m, j in ((m, at.get(m.id)) for m in rows)]
-    docs = [old.docs[j] if j is not None else tuple(tokens(m.searched)) for m, j in zip(rows, same)]  # type: ignore[union-attr]
+    docs = [old.docs[j] if j is not None else token_tuple(m.searched) for m, j in zip(rows, same)]  # type: ignore[union-attr]
     sig = [(m.id, m.version, m.visibility.value, m.origin) for m in rows]
     if form is VectorForm.NONE:
         return NamespaceView(rows, None, version, docs, sig=sig)

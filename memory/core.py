@@ -87,8 +87,10 @@ log = logging.getLogger(__name__)
 KEY_CHARS = 500
 FALLBACK_EXACT_MAX = 20_000
 """Largest namespace recall searches exactly from SQL while the index cannot
-serve it (each vector embedded once, then cached: ``memory.index.VECTOR_CACHE``);
-a larger one goes to the index, however incomplete."""
+serve it (each vector embedded once, then held by recall's cache in the
+namespace's view; with that cache off, ``memory.index.VECTOR_CACHE`` holds the
+last 4,096 and a larger namespace is embedded again at each recall); a larger
+one goes to the index, however incomplete."""
 FALLBACK_WARN_S = 60.0
 """At most one WARNING per this many seconds about recall falling back to the exact path."""
 

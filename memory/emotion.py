@@ -672,7 +672,7 @@ CACHED_CHARS = 300
 """Longest text whose ``analyse`` is kept (a fact's longest sentence, ``memory.capture.MAX_FACT_CHARS``)."""
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=1024)  # a line read again within its turn and capture: 30.5% hits at 1k, 30.8% at 8k
 def _analysed(text: str) -> Emotion:
     return _analyse(text)
 

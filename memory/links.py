@@ -164,7 +164,7 @@ def stored_entities(text: str) -> str:
     return ENTITY_SEP.join(named_things(text))
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=256)  # a fact's things asked again within its capture: 50.0% hits at 256, 50.7% at 4k
 def named_things(text: str) -> tuple[str, ...]:
     """Every named thing of ``text`` (``entities``' rule, uncapped), memoised."""
     import jieba.posseg as pseg

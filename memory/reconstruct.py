@@ -449,7 +449,7 @@ def _neutral_en() -> frozenset[str]:
     return frozenset(stem(w) for w in _NEUTRAL_EN)
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=16_384)  # keyed by token, as memory.text.stem: the words of the active chats
 def _unit(tok: str) -> str | None:
     """The comparable form of a token (``tokens`` already stems English words), or
     None for one without a letter or digit (emoji)."""

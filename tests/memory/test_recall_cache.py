@@ -205,7 +205,10 @@ def test_the_cache_keeps_its_bound_and_evicts_the_least_recent(sqlite_core):
     probe = _cached(sqlite_core)
     probe.recall(spaces[0], ["咖啡"])
     one = probe.cache.nbytes
-    small = _cached(sqlite_core, mib=1.5 * one / 2**20)
+    _, live = sqlite_core.store.namespace_state(spaces[0])
+    estimate = live * (sqlite_core.index.embedder.dim * 4 + _FIT_BYTES_PER_MEMORY)
+    assert estimate < one  # so a bound of one + estimate lets the estimate fit in its half, and not two views
+    small = _cached(sqlite_core, mib=(one + estimate) / 2**20)
     for ns in spaces * 2:
         hits = small.recall(ns, ["咖啡"])
         assert hits and {h.memory.namespace for h in hits} == {ns}
@@ -318,7 +321,7 @@ def test_an_appended_view_leaves_its_predecessor_as_it_was(sqlite_core):
     cache = NamespaceCache(16)
     version, _ = sqlite_core.store.namespace_state(ns)
     base = cache.view(sqlite_core.store, sqlite_core.index, ns, version)
-    before_matrix, before_terms = base.matrix.copy(), {t: p[0].copy() for t, p in base.bm25.postings.items()}
+    before_matrix, before_terms = base.matrix.copy(), {t: base.bm25.arrays(t)[0].copy() for t in base.bm25.postings}
     a = sqlite_core.add(ns, sqlite_core.new(ns, "我在学日语 にほんご")).memory
     b = sqlite_core.add(ns, sqlite_core.new(ns, "I run 5k every Sunday 🏃")).memory
     rows_a = sqlite_core.store.search_rows(ns, [a.id])[1]
@@ -327,7 +330,7 @@ def test_an_appended_view_leaves_its_predecessor_as_it_was(sqlite_core):
     second = base.appended(rows_b, sqlite_core.index.vectors(rows_b), [("run", "5k")], version + 2)
     assert first.ids[-1] == a.id and second.ids[-1] == b.id and len(first) == len(second) == len(base) + 1
     assert (base.matrix == before_matrix).all() and len(base.matrix) == len(base)
-    assert {t: p[0].tolist() for t, p in base.bm25.postings.items()} == {t: v.tolist() for t, v in before_terms.items()}
+    assert {t: base.bm25.arrays(t)[0].tolist() for t in base.bm25.postings} == {t: v.tolist() for t, v in before_terms.items()}
     assert (first.matrix[-1] == sqlite_core.index.vectors(rows_a)[0]).all()
     assert (second.matrix[-1] == sqlite_core.index.vectors(rows_b)[0]).all()
     assert first.bm25.df("日语") == 1 and second.bm25.df("日语") == 0 and second.bm25.df("5k") == 1

@@ -145,3 +145,12 @@ def test_normalise_of_printable_text_skips_nothing_it_would_strip(text):
         return "".join(out)
 
     assert t._strip_invisible(text) == slow(text)
+
+
+def test_a_cjk_character_is_one_string_across_texts():
+    """「锅」, a unigram of one line and a jieba word of another, is the same string object in both lines' tokens
+    (held once by every view and cache that keeps them), not a new 80-byte string per text."""
+    a, b = tokens("今天晚上吃了火锅"), tokens("火锅店的锅真大")
+    ka = next(t for t in a if t == "锅")
+    kb = next(t for t in b if t == "锅")
+    assert ka is kb
