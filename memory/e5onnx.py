@@ -80,6 +80,7 @@ WORDS_KEPT = 4096
 (2026-12-06, load ~13) 4,096 words hit 0.87 of lookups in 0.9 MiB (tracemalloc); 1,024
 0.73 in 0.2 MiB, 16,384 0.91 in 3.2 MiB."""
 _SPACES = re.compile("  +")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class E5FormatError(EmbedderError):
@@ -136,7 +137,14 @@ class _Tokenizer:
         """Token ids of ``text`` without <s>/</s>: normalisation map, runs of spaces
         collapsed, a leading metaspace, spaces → U+2581, Viterbi over the pieces
         (a single character with no piece is <unk> at min score − 10), as e5.c.
-        Raises UnicodeEncodeError for a lone surrogate (it has no UTF-8 bytes to count)."""
+        A lone surrogate (a broken UTF-16 pair, which JSON can carry) has no UTF-8
+        bytes: it is read as U+FFFD, the replacement character, instead of failing
+        the embedding."""
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                text = _SURROGATE.sub("\ufffd", text)
         s = _SPACES.sub(" ", text.translate(self._table))
         s = (s if s.startswith(" ") else " " + s).replace(" ", META)
         if not self._words:

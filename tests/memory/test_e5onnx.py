@@ -229,3 +229,12 @@ def test_word_by_word_ids_are_the_whole_texts(engines):
                 tok._longest = bounded
             assert tok.content(full) == whole, text
             assert tok.content(full) == whole, text
+
+
+def test_a_lone_surrogate_is_the_replacement_character_not_an_error(engines):
+    """JSON can carry half a UTF-16 pair (\\ud800): its text embeds as if the character were U+FFFD,
+    on both sides, where it raised UnicodeEncodeError before."""
+    tok = engines[3]._w.tok
+    for side in (True, False):
+        assert engines[3].ids("猫\ud800 ok", side) == engines[3].ids("猫\ufffd ok", side)
+    assert tok.content("\udc80") == tok.content("\ufffd")
