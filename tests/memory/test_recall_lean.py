@@ -114,7 +114,10 @@ def test_the_lean_read_gives_the_hits_of_scoring_every_whole_memory(core, path):
 @pytest.mark.parametrize("path", sorted(PATHS))
 def test_a_shorter_recall_is_the_head_of_a_longer_one(core, path, monkeypatch):
     """Candidates that cannot reach the first k are not scored (k = 1 scores fewer than
-    all), and for each k the hits are the first k of a recall that returns them all."""
+    all, counted over the four questions: memory ids are random, so RRF's ties break
+    differently run to run and whether one question's last candidates fall out of reach
+    varies — ~1 run in 20 for "Coal" alone), and for each k the hits are the first k of a
+    recall that returns them all."""
     ns, _ = _person(core, f"tg:head-{path}")
     if path == "cached":
         core.cache = NamespaceCache(16)
@@ -127,15 +130,18 @@ def test_a_shorter_recall_is_the_head_of_a_longer_one(core, path, monkeypatch):
         return times(row)
 
     monkeypatch.setattr(Candidate, "times", counting)
+    at_one, candidates = {}, 0
     for tail in (["煤球"], ["煤球最近怎么样？"], ["Coal"], ["What did Coal do?"]):
         every = _key(core.recall(ns, tail, params=RecallParams(k=100, exact_max=PATHS[path].exact_max), now=now))
         assert len(every) > 12, (tail, len(every))
+        candidates += len(every)
         for k in sorted({1, 2, 3, 5, 8, len(every) - 1}):  # where the pruning starts to bite, and nearly all
             scored.clear()
             params = RecallParams(k=k, exact_max=PATHS[path].exact_max)
             assert _key(core.recall(ns, tail, params=params, now=now)) == every[:k], (tail, k)
             if k == 1:
-                assert len(scored) < len(every), tail  # the candidates out of reach were not scored
+                at_one[tail[0]] = len(scored)
+    assert sum(at_one.values()) < candidates, at_one  # the candidates out of reach were not scored
 
 
 @pytest.mark.parametrize("path", sorted(PATHS))
