@@ -1346,9 +1346,12 @@ async def capture_messages(ctx: Ctx, subject: SubjectPath, body: CaptureIn) -> C
             if m.role != "user" or (m.sender_id or own_id) != own_id:
                 continue
             if body.infer:  # the caller hands these lines to the bot: they are said to it
+                # a memory it stores carries the tags in its own write: a separate tagging after it
+                # let the event sender deliver memory.added in between, then a memory.changed of the
+                # same version (what set_metadata below still does for a memory capture only revisits)
                 results = capture(ctx.core, ns, m.text, chat=where, said_at=m.at(), message_id=m.message_id,
                                   extractor=extractor, tz=t.tz, own_texts=(t.persona,), addressed=True,
-                                  context=answered, never_store=t.never_store)
+                                  context=answered, never_store=t.never_store, metadata=body.metadata or None)
             elif not (kept := without_never_store(m.text, t.never_store)[0]):
                 continue  # a never-store clause is not kept verbatim either
             else:

@@ -239,6 +239,24 @@ def test_an_inferred_capture_with_tags_sends_one_event_for_its_memory(receiver):
     assert [(b["type"], b["data"]["version"]) for b in _delivered(got)] == [("memory.added", 1)] * len(ids)
 
 
+def test_an_inferred_capture_writes_its_tags_with_the_memory(receiver):
+    """POST …/memories with infer and metadata: each memory it stores holds the tags from its own write,
+    so no later tagging (a ``metadata`` audit record, a second write) leaves a window in which the sender
+    could deliver memory.added before the tags and then a memory.changed of the same version."""
+    from memory.types import Namespace
+
+    app = _app(receiver.url)
+    with TestClient(app, client=LOOPBACK) as c:
+        out = c.post("/v1/subjects/tg:43/memories", json={"messages": [{"text": ZH}], "metadata": {"src": "app"}}).json()
+        stored = [r["memory"] for r in out["results"] if r["action"] == "stored"]
+        store = app.state.pipeline.core.store
+    assert stored and all(m["metadata"] == {"src": "app"} for m in stored)
+    ns = Namespace("default", "tg:43")
+    tagged = [r for r in store.audit_records(ns) if r["action"] == "metadata"]
+    assert tagged == [], tagged
+    assert all(store.get(ns, m["id"]).metadata == {"src": "app"} for m in stored)
+
+
 def test_a_clean_shutdown_gives_back_what_the_sender_claimed():
     """The receiver hangs; the app stops while a delivery is in flight: the claimed event is due at
     once for the next sender (no 120 s lease to wait out), unclaimed."""
