@@ -160,7 +160,7 @@ class CaptureQueue:
     def release(self, line_id: int) -> None:
         """The capture of ``line_id`` no longer runs here: the line keeps it for ``resume``."""
         self._running.discard(line_id)
-        self._write_vector(line_id)
+        self._write_kept(line_id)
 
     def keep_vector(self, line_id: int, key: str, vector: bytes) -> None:
         """Keep the query vector a turn computed for its line ``line_id`` with the
@@ -204,23 +204,20 @@ class CaptureQueue:
                 self._save_held(ns)
             raise
 
-    def _write_vectors(self, line_ids: list[int]) -> None:
-        for line_id in line_ids:
-            self._write_vector(line_id)
-
-    def _write_vector(self, line_id: int) -> None:
-        """Write what was kept for ``line_id``'s capture on its own (its capture did not
-        mark it done here): the query vector, and the turn's recall trace unless the
+    def _write_kept(self, *line_ids: int) -> None:
+        """Write what was kept for each of ``line_ids``' captures on its own (none marked
+        its line done here): the query vector, and the turn's recall trace unless the
         capture's own write carried it."""
-        kept = self._vectors.pop(line_id, None)
-        if kept is not None:
-            try:
-                self.core.store.keep_line_vector(line_id, *kept)
-            except Exception:  # noqa: BLE001 - a vector kept is a saved embedding, never the turn's
-                log.exception("could not keep the query vector of line %d", line_id)
-        ns = self._traces.pop(line_id, None)
-        if ns is not None:
-            self._save_held(ns)
+        for line_id in line_ids:
+            kept = self._vectors.pop(line_id, None)
+            if kept is not None:
+                try:
+                    self.core.store.keep_line_vector(line_id, *kept)
+                except Exception:  # noqa: BLE001 - a vector kept is a saved embedding, never the turn's
+                    log.exception("could not keep the query vector of line %d", line_id)
+            ns = self._traces.pop(line_id, None)
+            if ns is not None:
+                self._save_held(ns)
 
     def _save_held(self, ns: Namespace) -> None:
         """Write the recall trace held for ``ns`` on its own; a failure is logged (the
@@ -266,7 +263,7 @@ class CaptureQueue:
         finally:
             self._running.discard(job.line_id)
             if job.line_id in self._vectors or job.line_id in self._traces:  # not marked done here: on their own
-                await asyncio.to_thread(self._write_vector, job.line_id)
+                await asyncio.to_thread(self._write_kept, job.line_id)
 
     def _capture_sync(self, job: PendingCapture, extractor: LLMExtractor | None, last_try: bool, *,
                       done: list[int] | None = None, taken: bool = False,
@@ -433,7 +430,7 @@ class CaptureQueue:
                 log.exception("background capture batch of %d failed", len(batch))
                 lines = [item.job.line_id for item in batch if item.job is not None]
                 self._running.difference_update(lines)
-                await asyncio.to_thread(self._write_vectors, lines)
+                await asyncio.to_thread(self._write_kept, *lines)
 
     async def drain(self, timeout: float | None = None) -> bool:
         """Wait for the captures running after their turns (at most ``timeout``
