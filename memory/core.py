@@ -56,6 +56,7 @@ import hashlib
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from itertools import zip_longest
 from dataclasses import replace
@@ -132,6 +133,44 @@ class AddResult:
 
 
 LINGER_ROWS = 256
+
+UNINDEXED_HELD = 4096
+"""How many ids of memories this process inserted, and whose index row was never
+written, ``MemoryCore`` remembers (``_Unindexed``): the oldest beyond it are
+written with a merge instead of an append, as if unknown."""
+
+
+class _Unindexed:
+    """Ids of memories this process inserted into SQL whose index write was never
+    tried, in any process, as far as this one knows: their rows can be appended
+    to the index (``SearchIndex.upsert``'s ``new``) instead of merged on the id,
+    which reads the id index and costs ~2.5x the CPU of an append (a 3-row write
+    to a 2,000-20,000-row table: 8.4-12.3 ms against 3.5-4.7, lancedb 0.40).
+
+    An id leaves at its first write pass, whatever the outcome (``take``), so a
+    write that failed, or committed and then raised, is merged the next time.
+    A pass appends only ids whose outbox op is still pending under the index's
+    write lock (``MemoryCore.maintain``): another process's pass that wrote the
+    row cleared the op in the same locked pass. Thread-safe; at most ``held``
+    ids, the oldest dropped first (a dropped id is merged, which is always
+    correct)."""
+
+    def __init__(self, held: int = UNINDEXED_HELD) -> None:
+        self._ids: OrderedDict[str, None] = OrderedDict()
+        self._held = held
+        self._lock = threading.Lock()
+
+    def note(self, memory_id: str) -> None:
+        """``memory_id`` was just inserted into SQL (a new id)."""
+        with self._lock:
+            self._ids[memory_id] = None
+            while len(self._ids) > self._held:
+                self._ids.popitem(last=False)
+
+    def take(self, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` never tried, all of ``ids`` forgotten from now on."""
+        with self._lock:
+            return {i for i in ids if self._ids.pop(i, 0) is None}
 """Memory ids a lingering index write waits for at most: with this many queued it
 writes at once, however short a time they waited (``_GroupCommit``)."""
 
@@ -303,6 +342,7 @@ class MemoryCore:
         if index_linger_s < 0:
             raise ValueError("index_linger_s must be >= 0")
         self._commits = _GroupCommit(self._write_index, linger_s=index_linger_s)
+        self._unindexed = _Unindexed()
         self._ns_locks_guard = threading.Lock()
         self._ready = threading.Event()
         self._rebuilding = threading.Lock()
@@ -559,11 +599,14 @@ class MemoryCore:
         so that failing to audit never fails the write. IntegrityError as
         ``Store.add``."""
         try:
-            return self.store.add(ns, memory, source_fp=source_fp,
+            live = self.store.add(ns, memory, source_fp=source_fp,
                                   audit=self.audit.entry("store", actor, category=memory.category.value))
+            self._unindexed.note(live.id)
+            return live
         except StoreError as exc:
             log.warning("add %s: the write with its audit record failed (%s); written without it", ns, exc)
         live = self.store.add(ns, memory, source_fp=source_fp)
+        self._unindexed.note(live.id)
         self.audit.record(ns, "store", actor, live.id, category=live.category.value)
         return live
 
@@ -1236,6 +1279,9 @@ class MemoryCore:
         upserts: list[Memory] = []
         upsert_ops: list[int] = []
         wanted = {ns: sorted({op.memory_id for op in ns_ops}) for ns, ns_ops in by_ns.items()}
+        # ids never tried anywhere (_Unindexed) are appended; an op that failed before may have written its row
+        new = self._unindexed.take([op.memory_id for op in ops])
+        new -= {op.memory_id for op in ops if op.attempts > 0}
         try:
             if read is not None:  # read with the ops: only the rows of ids with an op here
                 lives = {ns: {i: mem for i, mem in read.get(ns, {}).items() if i in set(ids)}
@@ -1257,7 +1303,7 @@ class MemoryCore:
             upserts += live.values()
             upsert_ops += [o.id for o in ns_ops]
         try:
-            self.index.upsert(upserts)
+            self.index.upsert(upserts, new=new)
             done += upsert_ops
         except Exception as exc:  # noqa: BLE001
             error = exc

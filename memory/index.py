@@ -105,7 +105,7 @@ import re
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -197,6 +197,19 @@ def _precision(embedder) -> str:
     from memory.embed import vector_family
 
     return vector_family(str(getattr(embedder, "document_precision", "reference")))
+
+
+def _ranked(rows: list[dict], ns: Namespace, column: str, score: Callable[[float], float]) -> list[IndexHit]:
+    """A search's rows as hits, best first, ranked from 1: only rows of ``ns``, and
+    each id once (its first row: an append that met a row already written leaves
+    two, ``SearchIndex.upsert``). ``score`` maps the row's ``column`` (0 absent)."""
+    out: list[IndexHit] = []
+    seen: set[str] = set()
+    for r in rows:
+        if r["namespace"] == str(ns) and r["id"] not in seen:
+            seen.add(r["id"])
+            out.append(IndexHit(r["id"], len(out) + 1, score(float(r.get(column, 0.0)))))
+    return out
 
 
 def _lit(value: str) -> str:
@@ -587,9 +600,15 @@ class SearchIndex:
         directory (module docstring). Re-entrant; every write method takes it."""
         return self._file_lock.held()
 
-    def upsert(self, memories: Sequence[Memory]) -> None:
+    def upsert(self, memories: Sequence[Memory], *, new: Collection[str] = ()) -> None:
         """Index (or re-index) memories: tokens + embeddings, one batched write.
 
+        ``new``: ids the caller knows have no row in the index (never written:
+        ``MemoryCore``'s ``_Unindexed``); their rows are appended, the others
+        merged on the id (``merge_insert``, which reads the id index: ~2.5x an
+        append's CPU). Both kinds in one call make two writes. An id in ``new``
+        that has a row after all gets a second row with the same values
+        (searches keep the first of an id; a delete or merge takes both).
         Raises SearchIndexError; the caller keeps the outbox rows for a retry.
         """
         if not memories:
@@ -613,10 +632,17 @@ class SearchIndex:
             }
             for i, m in enumerate(memories)
         ]
+        appended = [r for r in rows if r["id"] in new]
+        merged = [r for r in rows if r["id"] not in new]
         try:
             with self.writing():
-                (self._table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(rows))
-                self.writes_since_optimize += 1
+                if appended:
+                    self._table.add(appended)
+                    self.writes_since_optimize += 1
+                if merged:
+                    self._table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+                        merged)
+                    self.writes_since_optimize += 1
         except Exception as exc:
             raise SearchIndexError(f"index upsert failed: {exc}") from exc
 
@@ -964,8 +990,7 @@ class SearchIndex:
                 self._files.release_shared()
         except Exception as exc:
             raise SearchIndexError(f"full-text search failed: {exc}") from exc
-        return [IndexHit(r["id"], i + 1, float(r.get("_score", 0.0))) for i, r in enumerate(rows)
-                if r["namespace"] == str(ns)]
+        return _ranked(rows, ns, "_score", lambda v: v)
 
     def search_vector(self, ns: Namespace, vector: np.ndarray, k: int, chat: ChatRef | None = None, *,
                       exact: bool = False) -> list[IndexHit]:
@@ -985,8 +1010,7 @@ class SearchIndex:
                 self._files.release_shared()
         except Exception as exc:
             raise SearchIndexError(f"vector search failed: {exc}") from exc
-        return [IndexHit(r["id"], i + 1, 1.0 - float(r.get("_distance", 0.0)) / 2.0) for i, r in enumerate(rows)
-                if r["namespace"] == str(ns)]
+        return _ranked(rows, ns, "_distance", lambda v: 1.0 - v / 2.0)
 
     def _nearest(self, ns: Namespace, vector: np.ndarray, k: int, chat: ChatRef | None, exact: bool) -> list[dict]:
         """One prefiltered vector query: flat (``exact``) or through the ANN index
