@@ -231,6 +231,25 @@ def _emoji_runs(norm: str) -> list[tuple[bool, str]]:
     return runs
 
 
+@lru_cache(maxsize=8192)
+def _block_words(block: str) -> tuple[str, ...]:
+    """The words of one block of jieba's (a run of ``jieba.re_han_default``, or a
+    run between two): ``cut_for_search`` without punctuation, whitespace and
+    stopwords, English stemmed. jieba cuts a text block by block (``Tokenizer.cut``
+    splits it on that pattern first, and ``cut_for_search`` adds each word's
+    sub-words), so a text's words are its blocks' words in order; a fact is
+    sentences of its line, and a memory's context is a line of the chat, so their
+    blocks were cut before: 8,192 blocks held."""
+    import jieba
+
+    out: list[str] = []
+    for tok in jieba.cut_for_search(block):
+        tok = tok.strip()
+        if tok and not _is_noise(tok) and tok not in STOPWORDS:
+            out.append(stem(tok))
+    return tuple(out)
+
+
 @lru_cache(maxsize=256)  # a message's facts share its context (search_tokens): 44% hits at 64 as at 4,096
 def _token_parts(norm: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The two parts of ``tokens`` of the normalised ``norm``: its jieba words (and
@@ -243,11 +262,9 @@ def _token_parts(norm: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         if is_emoji:
             words.append(piece)
             continue
-        for tok in jieba.cut_for_search(piece):
-            tok = tok.strip()
-            if not tok or _is_noise(tok) or tok in STOPWORDS:
-                continue
-            words.append(stem(tok))
+        for block in jieba.re_han_default.split(piece):
+            if block:
+                words += _block_words(block)
     # a CJK character taken from a text is a new 80-byte string each time (Python shares only
     # Latin-1 ones): through stem's cache, as the words, each is one string while it is held there
     return tuple(words), tuple(dict.fromkeys(stem(ch) for ch in norm if is_cjk(ch) and ch not in STOPWORDS))

@@ -154,3 +154,24 @@ def test_a_cjk_character_is_one_string_across_texts():
     ka = next(t for t in a if t == "锅")
     kb = next(t for t in b if t == "锅")
     assert ka is kb
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TEXT)
+def test_words_cut_block_by_block_are_the_words_of_the_whole_text(text):
+    """``tokens`` cuts each of jieba's blocks on its own (and keeps each block's words):
+    the words are exactly those of ``jieba.cut_for_search`` over the whole
+    normalised text, in zh, traditional, en, mixed, emoji and full-width text."""
+    import jieba
+
+    from memory import text as t
+
+    norm = t.normalise(text + " 我在杭州西湖边跑步，Caroline painted 2 sunsets！今天好累😴")
+    whole = []
+    for is_emoji, piece in t._emoji_runs(norm):
+        if is_emoji:
+            whole.append(piece)
+            continue
+        whole += [t.stem(w.strip()) for w in jieba.cut_for_search(piece)
+                  if w.strip() and not t._is_noise(w.strip()) and w.strip() not in t.STOPWORDS]
+    assert list(t._token_parts.__wrapped__(norm)[0]) == whole
