@@ -296,3 +296,22 @@ def test_spreading_activation_weighs_sources_links_and_fans():
     assert act["x"] == pytest.approx(0.5 / fan2 + 0.5 * 0.5)
     assert act["z"] == pytest.approx(0.5 / (1 + math.log(10)))
     assert spread([("a", 1.0)], {}) == [] and spread([], links) == []
+
+
+@pytest.mark.parametrize("text", TEXTS + ["Caroline去了Paris看Eiffel铁塔，還買了2本書！", "我和小明在北京大学读书。。。😂",
+                                          "ＡＢＣ公司的Ｌｅｎａ说：明天见～", "", "   ", "!!!???"])
+def test_named_things_are_tagged_block_by_block_as_the_whole_text(text):
+    """``named_things`` tags each of jieba posseg's blocks on its own (held per block): the
+    (word, flag) pairs are exactly those of ``posseg.cut`` over the whole simplified text, so
+    the entities are too — zh, traditional, en, mixed, emoji and full-width text."""
+    import jieba.posseg as pseg
+
+    from memory import links
+    from memory.text import initialise, to_simplified
+
+    initialise()
+    simple = to_simplified(text)
+    whole = [(p.word, p.flag) for p in pseg.cut(simple)]
+    assert [pair for b in pseg.re_han_internal.split(simple) if b for pair in links._tagged(b)] == whole
+    if any(f == "nr" or f == "ns" for _w, f in whole):
+        assert links.named_things(text)
