@@ -151,9 +151,14 @@ class _Unindexed:
     write that failed, or committed and then raised, is merged the next time.
     A pass appends only ids whose outbox op is still pending under the index's
     write lock (``MemoryCore.maintain``): another process's pass that wrote the
-    row cleared the op in the same locked pass. Thread-safe; at most ``held``
-    ids, the oldest dropped first (a dropped id is merged, which is always
-    correct)."""
+    row cleared the op in the same locked pass. A rebuild from SQL writes rows
+    outside the outbox, so nothing is appended while one runs and its end forgets
+    every id (``MemoryCore.rebuild_index``). What is left is a replica that dies
+    between its write and clearing the op, or ``huiyi reindex`` run in another
+    process meanwhile: the id then has two equal rows, which searches read as
+    one, a merge updates both and a delete removes both (``SearchIndex.upsert``).
+    Thread-safe; at most ``held`` ids, the oldest dropped first (a dropped id is
+    merged, which is always correct)."""
 
     def __init__(self, held: int = UNINDEXED_HELD) -> None:
         self._ids: OrderedDict[str, None] = OrderedDict()
@@ -171,6 +176,11 @@ class _Unindexed:
         """Those of ``ids`` never tried, all of ``ids`` forgotten from now on."""
         with self._lock:
             return {i for i in ids if self._ids.pop(i, 0) is None}
+
+    def clear(self) -> None:
+        """Forget every id (a rebuild from SQL may have written any of them)."""
+        with self._lock:
+            self._ids.clear()
 """Memory ids a lingering index write waits for at most: with this many queued it
 writes at once, however short a time they waited (``_GroupCommit``)."""
 
@@ -398,7 +408,10 @@ class MemoryCore:
             return 0
         try:
             t0 = time.monotonic()
-            n = reindex(self, OPERATOR, progress=False)
+            try:
+                n = reindex(self, OPERATOR, progress=False)
+            finally:
+                self._unindexed.clear()  # it may have written any new memory's row before its op's pass
             self._ready.set()
             log.warning("index: rebuilt from SQL in %.1f s (%d memories); recall uses it again",
                         time.monotonic() - t0, n)
@@ -1282,6 +1295,8 @@ class MemoryCore:
         # ids never tried anywhere (_Unindexed) are appended; an op that failed before may have written its row
         new = self._unindexed.take([op.memory_id for op in ops])
         new -= {op.memory_id for op in ops if op.attempts > 0}
+        if not self.index_ready or self._rebuilding.locked():  # a rebuild writes rows outside the outbox
+            new = set()
         try:
             if read is not None:  # read with the ops: only the rows of ids with an op here
                 lives = {ns: {i: mem for i, mem in read.get(ns, {}).items() if i in set(ids)}

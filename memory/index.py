@@ -922,7 +922,7 @@ class SearchIndex:
                 self._files.acquire_shared()
                 try:
                     rows = (self._table.search().where(where, prefilter=True)
-                            .select(["id", "text_hash", "vector"]).limit(len(ids)).to_list())
+                            .select(["id", "text_hash", "vector"]).limit(2 * len(ids)).to_list())
                 finally:
                     self._files.release_shared()
             except Exception as exc:  # noqa: BLE001 - the caller embeds what it cannot read

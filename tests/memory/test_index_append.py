@@ -114,3 +114,24 @@ def test_two_rows_of_one_id_read_as_one_and_a_forget_takes_both(core, namespace)
     core.forget(namespace, kept.id)
     core.maintain()
     assert rows_of(core, kept.id) == 0
+
+
+def test_a_memory_stored_during_a_rebuild_is_merged_after_it(core, namespace, monkeypatch):
+    """A rebuild from SQL writes rows outside the outbox: a memory stored just after
+    it reset the table is written by the rebuild, and its own lingering write
+    afterwards merges onto that row instead of appending a second."""
+    slow = MemoryCore(core.store, core.index, index_linger_s=60)  # its write waits for flush_index
+    stored = []
+    real_reset = core.index.reset
+
+    def reset():
+        real_reset()
+        stored.append(slow.add(namespace, slow.new(namespace, "我下个月搬去深圳", key="home.move")).memory.id)
+
+    monkeypatch.setattr(core.index, "reset", reset)
+    assert slow.rebuild_index() >= 1
+    assert rows_of(core, stored[0]) == 1  # the rebuild read it from SQL
+    calls = Calls(monkeypatch, core.index._table)
+    slow.flush_index()
+    assert (calls.adds, calls.merges) == (0, 1)
+    assert rows_of(core, stored[0]) == 1 and core.store.outbox_depth() == 0
