@@ -163,6 +163,15 @@ class DbapiStatement:
         return tuple(out) if self._positional else dict(zip(self._names, out))
 
 
+def _socket_lost(exc: Exception) -> bool:
+    """True for a driver error raised when the connection's socket went away under a
+    statement: psycopg's own OperationalError without a SQLSTATE ("connection socket
+    closed", raised while waiting on the socket, before the connection is marked
+    closed). A server's error has a SQLSTATE: a timeout or a refused statement is
+    not a lost connection."""
+    return type(exc).__name__ == "OperationalError" and getattr(exc, "sqlstate", "") is None
+
+
 class DbapiWriter:
     """The DBAPI cursor of the SQLAlchemy connection ``conn`` inside its write
     transaction (``StoreBase._write_conn``: SQLAlchemy still begins, commits or
@@ -731,7 +740,7 @@ class StoreBase:
                 finally:
                     cur.close()
             except self._driver_error as exc:
-                lost = not self.is_sqlite and getattr(dbapi, "closed", False)
+                lost = not self.is_sqlite and (getattr(dbapi, "closed", False) or _socket_lost(exc))
                 if lost:
                     fairy.invalidate(exc)
                 if lost and attempt == 0:

@@ -58,10 +58,10 @@ class _BrokenIndex:
     def __getattr__(self, name):
         return getattr(self.real, name)
 
-    def upsert(self, memories):
+    def upsert(self, memories, **kw):
         if self.broken:
             raise SearchIndexError("simulated outage")
-        return self.real.upsert(memories)
+        return self.real.upsert(memories, **kw)
 
 
 def test_index_outage_is_repaired_from_the_outbox(core, namespace):

@@ -142,3 +142,17 @@ def test_the_checkout_check_works_past_1024_descriptors(tmp_path, request):
     finally:
         for fd in held:
             os.close(fd)
+
+
+def test_a_socket_lost_under_a_read_counts_as_a_dropped_connection():
+    """psycopg raises "connection socket closed" (no SQLSTATE) while waiting on a socket the server closed,
+    before it marks the connection closed: the read is retried on a new connection, as for a closed one.
+    An error the server answered (a SQLSTATE: a timeout, a terminated backend) is not taken for one."""
+    from psycopg import errors
+
+    from memory.store.base import _socket_lost
+
+    assert _socket_lost(psycopg.OperationalError("connection socket closed"))
+    assert not _socket_lost(errors.QueryCanceled("canceling statement due to statement timeout"))
+    assert not _socket_lost(errors.AdminShutdown("terminating connection due to administrator command"))
+    assert not _socket_lost(psycopg.ProgrammingError("syntax error"))
