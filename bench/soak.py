@@ -22,7 +22,11 @@ the turns whose captures wait in the queue (``CaptureQueue.queued``, bounded by
 cache's entries, ``memory.speech_act.read``, 8,192 at most; the text caches
 together hold ~45 MiB at their caps, docs/scaling.md) and the embeddings held
 by text hash (``SearchIndex.vectors_held``, ~1.8 KiB each, ``VECTOR_CACHE`` =
-4,096 at most) and the load average. At the end: the growth over the last ``judged`` minutes
+4,096 at most), the C heap's bytes in use and free (``mallinfo2``), Python's
+small-object arenas and the objects in them (``python_heap_mib``), SQLite's own
+(its page caches; both backends' processes load the library, only SQLite's uses
+it) and the process's threads (LanceDB's runtime starts more under load), and
+the load average. At the end: the growth over the last ``judged`` minutes
 (default all but the first 5, which load models and fill bounded caches) against
 ``GOAL_MIB``.
 
@@ -54,6 +58,72 @@ GOAL_MIB = 50.0
 SECRET = "bench-secret"
 THINK_S = (1.0, 4.0)
 PG_URL = os.environ.get("HUIYI_BENCH_PG_URL", "postgresql://root@127.0.0.1:5432/test")
+
+
+def native_mib() -> tuple[float, float, float]:
+    """The C heap's bytes in use and free inside its arenas (glibc's ``mallinfo2``:
+    ``uordblks + hblkhd`` and ``fordblks``) and SQLite's (``sqlite3_memory_used``
+    of the library the ``sqlite3`` module links, its page caches included), in MiB;
+    NaN for each the C library does not answer."""
+    import ctypes
+    import ctypes.util
+
+    nan = float("nan")
+    used = free = sqlite = nan
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        info = libc.mallinfo2
+        info.restype = _MallInfo2
+        m = info()
+        used, free = (m.uordblks + m.hblkhd) / 2**20, m.fordblks / 2**20
+    except (OSError, AttributeError):
+        pass
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("sqlite3") or "libsqlite3.so.0")
+        lib.sqlite3_memory_used.restype = ctypes.c_int64
+        sqlite = lib.sqlite3_memory_used() / 2**20
+    except (OSError, AttributeError):
+        pass
+    return used, free, sqlite
+
+
+def python_heap_mib() -> tuple[float, float]:
+    """Python's small-object heap (``pymalloc``: objects of at most 512 bytes) in MiB:
+    its arenas' bytes and the bytes of the objects in them, from
+    ``sys._debugmallocstats`` (which writes to file descriptor 2: redirected to a
+    temporary file for the call, so another thread's log line of that moment goes
+    there too); NaN for both where the report has neither line. The difference is
+    room in partly used arenas, which pymalloc gives back only a whole arena at a time."""
+    import re
+
+    nan = float("nan")
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as f:
+        saved = os.dup(2)
+        try:
+            os.dup2(f.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        f.seek(0)
+        text = f.read().decode("ascii", "replace")
+    arenas = re.search(r"^(\d+) arenas \* (\d+) bytes/arena", text, re.MULTILINE)
+    used = re.search(r"^# bytes in allocated blocks\s*=\s*([\d,]+)", text, re.MULTILINE)
+    return (int(arenas[1]) * int(arenas[2]) / 2**20 if arenas else nan,
+            int(used[1].replace(",", "")) / 2**20 if used else nan)
+
+
+def _mallinfo2_type():
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                    "fsmblks", "uordblks", "fordblks", "keepcost")]
+    return MallInfo2
+
+
+_MallInfo2 = _mallinfo2_type()
 
 
 def rss_mib() -> float:
@@ -152,12 +222,16 @@ def soak(backend: str, minutes: float, chats: int = 50, judged: float | None = N
                     if time.monotonic() - t0 >= (minute + 1) * 60:
                         minute += 1
                         rss.append((minute, rss_mib()))
+                        used, free, sqlite = native_mib()
+                        py_arenas, py_used = python_heap_mib()
                         emit(f"  minute {minute:3d}: RSS {rss[-1][1]:7.0f} MiB  memories {core.index.count():6d}  "
                              f"recall cache {core.cache.nbytes / 2**20 if core.cache else 0:5.1f} MiB  "
                              f"LanceDB caches {core.index.cache_bytes / 2**20:5.1f} MiB  "
                              f"captures queued {pipeline.captures.queued():4d}  "
                              f"lines read {read.cache_info().currsize:5d}  vectors {core.index.vectors_held:5d}  "
-                             f"load {_load()}")
+                             f"malloc {used:5.0f} MiB (free {free:3.0f})  pymalloc {py_arenas:4.0f} MiB "
+                             f"(objects {py_used:4.0f})  sqlite {sqlite:4.1f} MiB  "
+                             f"threads {len(os.listdir('/proc/self/task')):3d}  load {_load()}")
                 counts = done.result()
         finally:
             server.should_exit = True

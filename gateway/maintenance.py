@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline
 
-__all__ = ["maintenance", "release_free_heap", "fix_heap_thresholds", "MAINTAIN_EVERY_S", "OPTIMIZE_EVERY_S",
-           "OPTIMIZE_AFTER_WRITES", "MMAP_THRESHOLD", "TRIM_THRESHOLD"]
+__all__ = ["maintenance", "release_free_heap", "fix_heap_thresholds", "limit_heap_arenas", "MAINTAIN_EVERY_S",
+           "OPTIMIZE_EVERY_S", "OPTIMIZE_AFTER_WRITES", "MMAP_THRESHOLD", "TRIM_THRESHOLD", "ARENA_MAX"]
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,9 @@ MMAP_THRESHOLD = 128 * 1024
 whole when it is freed (``fix_heap_thresholds``): glibc's initial value, held."""
 TRIM_THRESHOLD = 128 * 1024
 """Free bytes at the top of a glibc heap from which ``free`` gives them back: glibc's initial value, held."""
+ARENA_MAX = 2
+"""glibc heaps (arenas) the process's threads share at most (``limit_heap_arenas``); glibc's own
+limit is 8 per core, reached by LanceDB's runtime threads alone."""
 
 
 def release_free_heap() -> bool:
@@ -52,7 +55,39 @@ def release_free_heap() -> bool:
 
 _trim = None  # glibc's malloc_trim once looked up; False: not glibc
 
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8  # glibc's malloc.h
+
+
+def _mallopt():
+    """glibc's ``mallopt(int, int) -> int`` through ctypes, or None where the C library has none."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return None
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return mallopt
+
+
+def limit_heap_arenas(arenas: int = ARENA_MAX) -> bool:
+    """Let the process's threads share at most ``arenas`` glibc heaps (``mallopt``'s
+    ``M_ARENA_MAX``, as the ``MALLOC_ARENA_MAX`` environment variable would at exec);
+    True when glibc took it, False where the C library is not glibc or refused it.
+    glibc gives each new thread a heap of its own until 8 per core: LanceDB's runtime
+    (its workers and blocking-I/O threads, 25–62 of them under the soak's load),
+    onnxruntime's and the turns' worker threads filled all 16 on 2 cores, and each
+    heap keeps what its threads freed fragmented between the blocks still in use,
+    which ``malloc_trim`` returns only page by page. Effective only before the
+    process has made more than 8 heaps (glibc fixes its limit when it makes the
+    9th): call it before the threads start, as ``gateway.service.build_core``
+    does before the embedder and the index open. Raises ValueError for fewer than 1."""
+    if arenas < 1:
+        raise ValueError("arenas must be >= 1")
+    mallopt = _mallopt()
+    return mallopt is not None and bool(mallopt(_M_ARENA_MAX, arenas))
 
 
 def fix_heap_thresholds(mmap_threshold: int = MMAP_THRESHOLD, trim_threshold: int = TRIM_THRESHOLD) -> bool:
@@ -71,15 +106,9 @@ def fix_heap_thresholds(mmap_threshold: int = MMAP_THRESHOLD, trim_threshold: in
     is not positive."""
     if mmap_threshold <= 0 or trim_threshold <= 0:
         raise ValueError("heap thresholds must be > 0 bytes")
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    mallopt = _mallopt()
+    if mallopt is None:
         return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     # mallopt answers 1 on success, 0 on a refused value
     return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) & bool(mallopt(_M_TRIM_THRESHOLD, trim_threshold))
 

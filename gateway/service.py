@@ -27,13 +27,18 @@ def build_core(settings: Settings, *, schema: str | None = None,
     recall cache also loads namespaces it does not hold yet in the background
     (``NamespaceCache.ready_view``).
 
+    Before any part starts a thread it caps the glibc heaps the process's threads
+    share (``gateway.maintenance.limit_heap_arenas``).
+
     Raises StoreError / SearchIndexError / EmbedderError when a part cannot open.
     """
+    from gateway.maintenance import limit_heap_arenas
     from memory import text
     from memory.embed import make_embedder
     from memory.index import SearchIndex
     from memory.store import Store
 
+    limit_heap_arenas()  # before the embedder's and LanceDB's threads each make a heap of their own
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     text.initialise()
     embedder = make_embedder(settings.embed_model, settings.embed_base_url, settings.embed_api_key,
