@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -36,6 +37,22 @@ def _english_shell(monkeypatch):
     monkeypatch.delenv("LC_ALL", raising=False)
     monkeypatch.delenv("LC_MESSAGES", raising=False)
     monkeypatch.setenv("LANG", "C.UTF-8")
+
+
+def hold_calls(monkeypatch, module, name: str, timeout: float) -> tuple[threading.Event, threading.Event]:
+    """Make ``module.name`` wait in its caller's thread until the returned ``go`` is
+    set (at most ``timeout`` seconds), then run the real function; ``entered`` is
+    set when a call is waiting. Returns ``(entered, go)``."""
+    entered, go = threading.Event(), threading.Event()
+    real = getattr(module, name)
+
+    def held(*a, **kw):
+        entered.set()
+        go.wait(timeout)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(module, name, held)
+    return entered, go
 
 
 def _pg_available() -> bool:

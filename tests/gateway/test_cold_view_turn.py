@@ -7,10 +7,10 @@ SQLite and PostgreSQL, LanceDB in tmp_path, the real offline embedder."""
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from conftest import hold_calls
 
 from bridges.contract import InboundMessage
 from gateway.config import load_settings
@@ -35,16 +35,7 @@ def msg(text: str, mid: str, at: datetime) -> InboundMessage:
 @pytest.fixture
 def gate(monkeypatch):
     """Whole view loads wait in the loader thread until the test opens the gate (at most 30 s)."""
-    opened = threading.Event()
-    entered = threading.Event()
-    real = cache_module._load
-
-    def held(*args, **kwargs):
-        entered.set()
-        opened.wait(30)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(cache_module, "_load", held)
+    entered, opened = hold_calls(monkeypatch, cache_module, "_load", 30)
     yield opened, entered
     opened.set()
 

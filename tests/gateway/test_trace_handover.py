@@ -10,6 +10,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from conftest import hold_calls
 from sqlalchemy import event
 
 from bridges.contract import InboundMessage
@@ -53,16 +54,7 @@ async def _held_captures(monkeypatch) -> tuple[threading.Event, threading.Event]
     """Captures wait (in their thread) until ``go`` is set; ``entered`` says one is waiting."""
     import gateway.capture_queue as gp
 
-    entered, go = threading.Event(), threading.Event()
-    real = gp.capture
-
-    def held(*a, **kw):
-        entered.set()
-        go.wait(20)
-        return real(*a, **kw)
-
-    monkeypatch.setattr(gp, "capture", held)
-    return entered, go
+    return hold_calls(monkeypatch, gp, "capture", 20)
 
 
 @pytest.mark.parametrize("text,stores", [("我养了一只叫煤球的黑猫🐈", True), ("哈哈哈 好的 👍", False)],
