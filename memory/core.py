@@ -572,6 +572,7 @@ class MemoryCore:
             else:
                 try:
                     live = self._store_audited(ns, memory, source_fp, actor)
+                    self._unindexed.note(live.id)
                     result = AddResult("stored", live)
                 except IntegrityError:  # another process won the race on (ns, key)
                     existing = self.store.find_by_key(ns, memory.key)
@@ -612,14 +613,11 @@ class MemoryCore:
         so that failing to audit never fails the write. IntegrityError as
         ``Store.add``."""
         try:
-            live = self.store.add(ns, memory, source_fp=source_fp,
+            return self.store.add(ns, memory, source_fp=source_fp,
                                   audit=self.audit.entry("store", actor, category=memory.category.value))
-            self._unindexed.note(live.id)
-            return live
         except StoreError as exc:
             log.warning("add %s: the write with its audit record failed (%s); written without it", ns, exc)
         live = self.store.add(ns, memory, source_fp=source_fp)
-        self._unindexed.note(live.id)
         self.audit.record(ns, "store", actor, live.id, category=live.category.value)
         return live
 
