@@ -199,9 +199,12 @@ class _RedactionRow(SQLModel, table=True):
 
 class _IndexOpRow(SQLModel, table=True):
     """An index operation owed (``op``: ``upsert``, ``delete`` or ``purge``) and
-    how many attempts at it failed."""
+    how many attempts at it failed. Its ids are never given twice (SQLite:
+    ``AUTOINCREMENT``, revision 0023): a rebuild deletes at its end the ids it
+    found pending at its start."""
 
     __tablename__ = "index_outbox"
+    __table_args__ = {"sqlite_autoincrement": True}
 
     id: int | None = Field(default=None, primary_key=True)
     namespace: str = Field(max_length=260)

@@ -9,6 +9,7 @@ tmp_path, the real offline embedder."""
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -255,3 +256,43 @@ def test_an_index_without_the_id_index_gets_it_on_open_and_keeps_working(tmp_pat
         assert [h.memory.text for h in core.recall(OTHER, ["杭州 三岁 黑猫"], params=index_only)] == ["我养了一只叫雪球的白猫"]
     finally:
         core.close()
+
+
+def test_a_write_whose_outbox_row_takes_a_cleared_rows_id_survives_the_rebuild(core, monkeypatch):
+    """A rebuild clears, at its end, the outbox rows it found pending at its start (its walk over SQL
+    supersedes them). If such a row is applied and deleted meanwhile, the next write's row must not take
+    its id: SQLite gives a deleted rowid again unless the table is AUTOINCREMENT, and the rebuild would
+    clear the new row, leaving a memory stored after its namespace's walk out of the index (found by a
+    new user deleting the index directory while turns arrived)."""
+    walked, go = threading.Event(), threading.Event()
+    try:
+        assert core.index_ready
+        rebuild = threading.current_thread().name + "-rebuild"
+        real_clear = core.store.clear_ops
+
+        def clear_ops(ids):  # the rebuild's last step waits until the test lets it go
+            if threading.current_thread().name == rebuild:
+                walked.set()
+                go.wait(30)
+            return real_clear(ids)
+
+        monkeypatch.setattr(core.store, "clear_ops", clear_ops)
+        with core.batch():  # the first memory's index write waits for the block's end: its row is pending
+            first = core.add(NS, core.new(NS, "我下周要去青岛看海 🌊")).memory.id
+            [pending] = core.store.pending_ops(10)
+            thread = threading.Thread(target=core.rebuild_index, name=rebuild)
+            thread.start()
+            assert walked.wait(60)  # the rebuild listed the row, reset the table and walked SQL
+        core.maintain()  # the row is applied and deleted: the outbox is empty again
+        assert core.store.pending_ops(10) == []
+        with core.batch():  # the second memory is stored after the walk; its row waits for the block's end
+            second = core.add(NS, core.new(NS, "I adopted a grey kitten called Mochi 🐱")).memory.id
+            [mine] = core.store.pending_ops(10)
+            assert mine.id != pending.id  # never a cleared row's id, on either backend
+            go.set()
+            thread.join(60)
+        core.maintain()
+        assert core.index.ids(NS) >= {first, second}
+        assert core.recall(NS, ["Mochi kitten"], params=RecallParams(k=5, exact_max=0))[0].memory.id == second
+    finally:
+        go.set()  # a failed assertion never leaves the rebuild waiting

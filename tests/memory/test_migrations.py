@@ -361,3 +361,52 @@ def test_four_stores_opening_one_new_sqlite_file_together_never_see_it_locked(tm
         finally:
             for s in stores:
                 s.close()
+
+
+def test_revision_0023_keeps_the_outbox_rows_and_never_gives_an_id_twice(tmp_path):
+    """SQLite at 0022: a deleted outbox row's id is given again (the largest rowid's). Upgraded to 0023,
+    the pending rows keep their ids and a deleted id never comes back; a downgrade gives back the table
+    that reuses ids, rows kept, and the next upgrade makes it AUTOINCREMENT again."""
+    from alembic import command
+
+    from memory.store import migrate
+
+    url, _ = _raw("sqlite", tmp_path, None)
+    store = Store(url, migrate=False)
+    now = datetime(2026, 12, 7, tzinfo=timezone.utc)
+
+    def add_op(memory_id: str) -> int:
+        with store.engine.begin() as conn:
+            conn.execute(text("INSERT INTO index_outbox (namespace, memory_id, op, attempts, created_at) "
+                              "VALUES ('default/tg:1', :m, 'upsert', 0, :at)"), {"m": memory_id, "at": now})
+            return conn.execute(text("SELECT max(id) FROM index_outbox")).scalar_one()
+
+    def delete_op(op_id: int) -> None:
+        with store.engine.begin() as conn:
+            conn.execute(text("DELETE FROM index_outbox WHERE id = :i"), {"i": op_id})
+
+    def rows() -> list[tuple]:
+        with store.engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(text("SELECT id, memory_id FROM index_outbox ORDER BY id"))]
+
+    try:
+        with store.engine.begin() as conn:
+            command.upgrade(migrate.config(conn, None), "0022_trace_last_recall_in_state")
+        first, second = add_op("a1"), add_op("b2")
+        delete_op(second)
+        assert add_op("c3") == second  # before: the deleted id is given again
+        assert store.upgrade_schema() == ("0022_trace_last_recall_in_state", head())
+        assert rows() == [(first, "a1"), (second, "c3")] and _drift(store) == []
+        delete_op(second)
+        assert add_op("d4") == second + 1  # after: never again
+        assert [o.memory_id for o in store.pending_ops(10)] == ["a1", "d4"]
+        with store.engine.begin() as conn:
+            command.downgrade(migrate.config(conn, None), "0022_trace_last_recall_in_state")
+        assert rows() == [(first, "a1"), (second + 1, "d4")]
+        delete_op(second + 1)
+        assert add_op("e5") == second  # downgraded: the largest id is given again
+        assert store.upgrade_schema() == ("0022_trace_last_recall_in_state", head())
+        delete_op(second)
+        assert add_op("f6") == second + 1
+    finally:
+        store.close()
