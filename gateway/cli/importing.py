@@ -95,7 +95,11 @@ def import_memories(
         core.close()
     voice.say_n("Read {n} line of {file}.", "Read {n} lines of {file}.", summary.read, file=file.name)
     voice.say_n("Imported {n} memory.", "Imported {n} memories.", summary.memories)
-    voice.say_n("Skipped {n} line:", "Skipped {n} lines:", sum(summary.skipped.values()))
+    skipped = sum(summary.skipped.values())
+    if skipped:
+        voice.say_n("Skipped {n} line:", "Skipped {n} lines:", skipped)
+    else:
+        voice.say("Skipped no line.")
     for reason, n in sorted(summary.skipped.items()):
         voice.say("  skipped {n}: {why}", n=n, why=translate(voice.lang, _REASONS.get(reason, reason)))
     for p in summary.problems:

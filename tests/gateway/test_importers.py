@@ -169,6 +169,22 @@ def test_the_command_imports_with_a_summary(tmp_path, monkeypatch, lang, summary
     assert nobody.exit_code == 2
 
 
+@pytest.mark.parametrize("lang, said", [("en", "Skipped no line."), ("zh_CN", "没有跳过任何一行。")])
+def test_a_file_with_nothing_skipped_says_so_instead_of_an_empty_list(tmp_path, monkeypatch, lang, said):
+    """Every line imported: the summary's last line says nothing was skipped, never "Skipped 0 lines:"
+    with nothing after its colon."""
+    from gateway.cli.main import app
+
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8" if lang == "zh_CN" else "en_US.UTF-8")
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text("\n".join((DATA / "plain.jsonl").read_text(encoding="utf-8").splitlines()[:2]) + "\n",
+                     encoding="utf-8")
+    result = CliRunner().invoke(app, ["import", "--from", "jsonl", str(clean), "--person", "tg:4002", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last == said and not last.endswith((":", "："))
+
+
 def test_a_livingmemory_export_keeps_content_times_and_leaves_deleted_ones_out(core):
     """LivingMemory entries are stored verbatim at metadata.create_time for the mapped
     session; an entry deleted in the source stays out (forgotten), one holding only
