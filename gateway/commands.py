@@ -439,7 +439,16 @@ def _mention_id(c: _Caller, token: str) -> str | None:
 
 
 def _scope(core, c: _Caller, token: str | None, sub: str) -> _Scope:
-    """Whose memories the command is about, and may the caller touch them."""
+    """Whose memories the command is about, and may the caller touch them. The
+    recall marks this process holds for them are written first (``MemoryCore.flush_marks``),
+    so that a listing right after a recall says when it was (「上次想起」), not "never"."""
+    scope = _scope_of(core, c, token, sub)
+    core.flush_marks(ns=scope.ns)
+    return scope
+
+
+def _scope_of(core, c: _Caller, token: str | None, sub: str) -> _Scope:
+    """``_scope`` before the marks."""
     group_key = c.chat.group_key if c.chat.is_group else None
     own = _Scope(c.own, group_key, True, f"self:{c.subject}")
     if token is None:

@@ -1049,11 +1049,14 @@ class MemoryCore:
         self.marks.recalled, self.marks.half_life_days = self.links.recalled, self.links.half_life_days
         self.marks.note(ns, ids, at or utcnow())
 
-    def flush_marks(self, *, due_only: bool = False) -> int:
+    def flush_marks(self, *, due_only: bool = False, ns: Namespace | None = None) -> int:
         """Write the marks ``note_recalled`` holds (``RecallMarks.flush``); the memories
         written. ``due_only``: only when ``marks_every_s`` has passed since the last
         write (``RecallMarks.flush_due``: what a periodic pass calls, so its own
-        cadence does not shorten the window)."""
+        cadence does not shorten the window). ``ns``: only that namespace's marks,
+        now (a command about to show its memories' last recall)."""
+        if ns is not None:
+            return self.marks.flush(ns)
         return self.marks.flush_due() if due_only else self.marks.flush()
 
     def fold_marks(self) -> int:

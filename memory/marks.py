@@ -15,7 +15,7 @@ folded into the memories and links rows (each memory and pair written once
 per fold, however many windows marked it; the decay between co-uses is left
 out, so the weights are those of marking each turn at once). A pair not linked
 yet becomes a link once co-used in ``memory.store.pending.NEW_LINK_USES``
-turns before the fold (1 shipped: every co-used pair). Every reader of
+turns before the fold (2 shipped: a pair co-used once stays a count). Every reader of
 access times and links merges what waits in the row (``memory.store.pending``),
 so recall scores the same before and after a fold.
 
@@ -129,16 +129,24 @@ class RecallMarks:
         pass runs more often than the window); else 0 and nothing written."""
         return self.flush() if self.due() else 0
 
-    def flush(self) -> int:
+    def flush(self, ns: Namespace | None = None) -> int:
         """Write every mark held (per namespace: one ``Store.pend_marks``, one row
         unless it folds); returns the live memories marked. A namespace whose
         write fails keeps nothing (logged; the marks are a ranking aid, never worth
-        a turn) and the others are still written. Flushes one at a time."""
+        a turn) and the others are still written. Flushes one at a time.
+        ``ns``: only that namespace's marks (nothing written when it holds none),
+        before a read that shows them (``/memory list`` right after a recall); the
+        window of the others goes on."""
         with self._flushing:
             with self._lock:
-                times, pairs = self._times, self._pairs
-                self._times, self._pairs, self._held = {}, {}, 0
-                self._since = self._clock()
+                if ns is not None:
+                    times = {ns: self._times.pop(ns)} if ns in self._times else {}
+                    pairs = {ns: self._pairs.pop(ns)} if ns in self._pairs else {}
+                    self._held -= len(times.get(ns, ()))
+                else:
+                    times, pairs = self._times, self._pairs
+                    self._times, self._pairs, self._held = {}, {}, 0
+                    self._since = self._clock()
             written = 0
             for ns in times.keys() | pairs.keys():
                 try:

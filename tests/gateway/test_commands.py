@@ -153,6 +153,25 @@ async def test_replies_follow_the_person_language(pipe, clock):
     assert unknown.reply.startswith("Unknown command: frobnicate") and "/memory list" in unknown.reply
 
 
+async def test_a_listing_right_after_a_recall_says_when_it_was(pipe, clock):
+    """The recall marks wait in memory up to a minute (memory.marks); a listing of the person's memories
+    writes theirs first, so the memory just recalled reads 上次想起：今天 ("recalled today"), not 从未
+    ("never"); another person's held marks stay held."""
+    (cat,) = (await turn(pipe, ob(clock, "我养了一只叫煤球的黑猫🐈", user=10003))).captured
+    assert "上次想起：从未" in (await turn(pipe, ob(clock, "/记忆 列表", user=10003))).reply
+    assert cat in (await turn(pipe, ob(clock, "你还记得我的猫叫什么吗？", user=10003))).recalled
+    assert pipe.core.marks.pending  # held, not yet written
+    listing = await turn(pipe, ob(clock, "/记忆 列表", user=10003))
+    assert next(x for x in listing.reply.splitlines() if cat in x).endswith("上次想起：今天")
+    (mochi,) = (await turn(pipe, tg(clock, "My cat Mochi is a grey tabby.", user=7301))).captured
+    assert (await turn(pipe, ob(clock, "我喜欢喝美式咖啡☕", user=10004))).captured
+    await turn(pipe, ob(clock, "我平时喝什么咖啡？", user=10004))
+    assert mochi in (await turn(pipe, tg(clock, "What is my cat called?", user=7301))).recalled
+    listing = await turn(pipe, tg(clock, "/memory list", user=7301))
+    assert next(x for x in listing.reply.splitlines() if mochi in x).endswith("recalled today")
+    assert pipe.core.marks.pending == 1  # the coffee person's mark still waits
+
+
 async def test_traditional_chinese_command_and_subcommands(pipe, clock):
     """「/記憶」 with traditional subcommands (列表, 幫助, 忘記 … 確認) works like 「/记忆」 and is never captured."""
     said = await turn(pipe, ob(clock, "我養了一隻叫煤球的黑貓", user=10002))

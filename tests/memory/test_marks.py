@@ -128,3 +128,24 @@ def test_a_periodic_pass_writes_marks_only_once_their_window_passed(core, namesp
     assert not marks.due() and marks.flush_due() == 0  # nothing held: nothing due
     core.note_recalled(namespace, [b])
     assert core.flush_marks(due_only=True) == 0 and core.flush_marks() == 1
+
+
+def test_one_namespaces_marks_are_written_alone_and_the_others_window_goes_on(core, namespace):
+    """``flush(ns)`` (a command about to list ``ns``'s memories) writes that namespace's times and
+    pairs now and nothing of another's, whose marks stay held until their window passes; a namespace
+    holding nothing writes nothing."""
+    other = Namespace(namespace.tenant, "tg:2002")
+    a, b = _stored(core, namespace, TEXTS[:2])
+    c, d = _stored(core, other, TEXTS[2:])
+    clock = _Clock()
+    marks = RecallMarks(core.store, every_s=60.0, clock=clock)
+    for _ in range(2):  # two co-uses: a pair a fold links (memory.store.pending.NEW_LINK_USES)
+        marks.note(namespace, [a, b], utcnow())
+        marks.note(other, [c, d], utcnow())
+    clock.now = 30.0
+    assert marks.flush(namespace) == 2 and marks.pending == 2
+    assert len(core.store.get(namespace, a).access_times) == 3 and core.store.count_links(namespace) == 1
+    assert len(core.store.get(other, c).access_times) == 1 and core.store.count_links(other) == 0
+    assert marks.flush(namespace) == 0 and not marks.due()  # the other's window started at 0, not at 30
+    clock.now = 61.0
+    assert marks.flush_due() == 2 and marks.pending == 0 and core.store.count_links(other) == 1
