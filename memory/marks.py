@@ -26,9 +26,11 @@ What this gives up, and why it is safe:
   to anyone, nor are they a memory: activation is a ranking term, and a lost
   mark reads as a recall that was not recorded. A clean shutdown writes them
   (``MemoryCore.close``, and the gateway's lifespan).
-- Until flushed, the marks are not in SQL: another replica, ``/memory why``,
-  an export or the API's ``recalled_at`` see them up to ``every_s`` seconds
-  late (once flushed, every reader merges them, folded or not).
+- Until flushed, the marks are not in SQL: another replica or the API's
+  ``recalled_at`` see them up to ``every_s`` seconds late (once flushed, every
+  reader merges them, folded or not). A ``/memory`` command (list, why,
+  export …) first writes the marks this process holds for the namespace it
+  shows (``flush(ns)``).
 - A forget always wins: a flush keeps only ids that are live memories of the
   namespace in SQL when it runs (checked in its transaction), a forget drops
   the forgotten memory's pending pairs, and a fold updates only live rows and
