@@ -22,7 +22,7 @@ from memory.text import is_cjk, is_filler, normalise, split_sentences, stem, to_
 from memory.types import Category
 
 __all__ = ["guess_category", "is_instruction_like", "is_gateway_text", "MIN_ECHO_CHARS", "REACTION_WORDS", "content_terms",
-           "names_nothing", "reaction_stems"]
+           "names_nothing", "reaction_stems", "UPTAKE_WORDS", "uptake_only", "uptake_stems"]
 
 _CATEGORY_WORDS: tuple[tuple[Category, re.Pattern[str]], ...] = (
     (Category.PROFILE, re.compile(r"名字|我是|我今年|岁|生日|住在|老家|工作|上班|职业|学生|毕业|"
@@ -285,6 +285,37 @@ def names_nothing(line: str) -> bool:
     one chit-chat decision, ``memory.speech_act.is_chitchat``, which recall and
     capture both read."""
     return not (content_terms(line) - REACTION_WORDS - reaction_stems())
+
+
+# Taking up what the companion said: thanks, agreement, advice taken, trust and praise for the listener
+# (「谢谢你的建议，我会试试的」「你说得对」, "I really appreciate it", "I absolutely believe you"). A sentence that
+# names nothing beyond these, reactions and moods tells nothing of the speaker (``uptake_only``).
+UPTAKE_WORDS = frozenset(
+    "谢谢 感谢 非常感谢 十分感谢 多谢 谢 感恩 我会 会的 建议 意见 方法 办法 解答 回答 答案 帮助 帮忙 分享 鼓励 支持 提醒 指点 指导 注意 尝试 试试 试试看 "
+    "试 努力 考虑 参考 记住 收到 明白 理解 懂 同意 赞同 认同 说得对 说得好 说的对 有道理 道理 听起来 一定 好的 去做 认真 照做 "
+    "按照 你说 所说 提到 提议 主意 想法 看法 观点 启发 受益 受益匪浅 朋友 伴侣 鼓舞 安慰 关心 陪伴 耐心 相信".split())
+_UPTAKE_EN = ("thank thanks appreciate appreciated advice suggestion suggestions tip tips help helping support "
+              "encouragement encouraging kind words word agree believe try trying keep point impressed sure "
+              "definitely totally absolutely welcome recommendation recommend idea ideas insight perspective input "
+              "share sharing care caring buddy much lot").split()
+
+
+@lru_cache(maxsize=1)
+def uptake_stems() -> frozenset[str]:
+    """``_UPTAKE_EN`` as ``memory.text.tokens`` stems them."""
+    return frozenset(stem(w) for w in _UPTAKE_EN)
+
+
+def uptake_only(line: str) -> bool:
+    """True when ``line`` takes up what the companion said and names nothing
+    else: it holds a word of thanks, agreement, advice taken or trust in the
+    listener (``UPTAKE_WORDS``, "appreciate", "agree", "try" …) and no content
+    term (``content_terms``) beyond those, reactions and moods
+    (「谢谢你的建议，我会试试的」, "I really appreciate it", "I totally agree"; not
+    「我会试着每天早起跑步」, whose 早起 and 跑步 are the speaker's)."""
+    terms = content_terms(line)
+    uptake = UPTAKE_WORDS | uptake_stems()
+    return bool(terms & uptake) and not (terms - uptake - REACTION_WORDS - reaction_stems())
 
 
 @lru_cache(maxsize=1)

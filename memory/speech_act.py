@@ -27,6 +27,10 @@
   the one chit-chat decision over it, which recall reads too; the speaker's own passing mood (「我今天好累」, "I'm so bored") is
   a reaction with ``why`` "mood" whose ``told`` capture keeps as a passing mood
   (``Category.MOOD``, lapsing in recall after ``memory.recall.MOOD_TTL_DAYS``);
+  so is taking up the companion's words — thanks, agreement, advice taken, trust
+  in the listener — with nothing of the speaker's own beside them (``why``
+  "uptake": 「谢谢你的建议，我会尝试一下。」, "I really appreciate it, Jon!";
+  ``memory.lexicon.uptake_only``), which capture does not keep;
 - ``correction``: a self-correction (「啊说错了，不是上海，是南京」, "I meant
   Nanjing, not Shanghai"), with what was said wrongly and what is right;
 - ``quote``: a quote or lyric (♪, 歌词：, a line wholly in quotes) and the
@@ -51,7 +55,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from memory.lexicon import (_NOT_A_NAME_ZH, _SPECIES, REACTION_WORDS, _slot_text, guess_category, is_gateway_text,
-                            is_instruction_like, names_nothing)
+                            is_instruction_like, names_nothing, uptake_only)
 from memory.text import to_simplified
 from memory.types import Category
 
@@ -749,6 +753,8 @@ def _read(sentence: str, addressed: bool) -> Reading:
         return Reading(Act.REACTION, why="chit-chat")
     if _mishap(core):
         return Reading(Act.REACTION, why="moment")
+    if uptake_only(_VOCATIVE_EN.sub("", unaddressed(core))):  # 「谢谢你的建议，我会试试的」 "I really appreciate it, Jon!"
+        return Reading(Act.REACTION, why="uptake")
     if is_speaker_statement(plain, addressed):  # the whole sentence: a leading "Yeah," keeps "work can be tough" out
         return Reading(Act.SELF, told=sentence.strip())
     if _WEATHER_ZH.search(core):

@@ -197,6 +197,29 @@ def test_reactions_acknowledgements_and_lyrics_store_nothing(core, namespace, te
     assert capture(core, namespace, text, chat=DM, said_at=T0, message_id="1", addressed=True) == []
 
 
+@pytest.mark.parametrize("text", [
+    "好的，谢谢你的建议，我会去尝试一下。", "嗯，我会考虑这个的，谢谢你。", "你说得对，我应该相信自己。", "謝謝你對我的鼓勵🙏",
+    "I really appreciate your help.", "I totally agree, Maria!", "Ok thanks for the suggestion, I'll do that.",
+    "Thanks！ I'll definitely try it 😊",
+])
+def test_taking_up_the_companions_words_stores_nothing(core, namespace, text):
+    """The fault: thanks, agreement and advice taken up — a third of MemoryBank-CN's person lines close so —
+    were stored as the person's memories (「好的，我会尝试这些方法的。」 "I really appreciate it.") and retold
+    in later recollections. They name nothing of the speaker's own."""
+    assert capture(core, namespace, text, chat=DM, said_at=T0, message_id="1", addressed=True) == []
+
+
+@pytest.mark.parametrize("text, kept", [
+    ("谢谢你的建议，我会试着每天早起跑步🏃", "我会试着每天早起跑步"),
+    ("Thanks! I help my mom at her bakery on Saturdays.", "I help my mom at her bakery on Saturdays."),
+    ("谢谢你，我会努力准备下个月的雅思考试。", "我会努力准备下个月的雅思考试"),
+])
+def test_what_is_taken_up_with_a_plan_of_the_speakers_stays(core, namespace, text, kept):
+    """Beside the thanks, a plan or a deed of the speaker's own (早起跑步, the bakery, 雅思) is stored."""
+    results = capture(core, namespace, text, chat=DM, said_at=T0, message_id="1", addressed=True)
+    assert [r.action for r in results] == ["stored"] and kept in results[0].memory.text
+
+
 def test_a_remark_stored_before_the_stage_is_no_side_of_a_conflict(core, namespace):
     """The fault: 12 of 25 conflicts paired 「嗯，我知道了。」 with a statement. A remark already stored (before the
     stage) is skipped by the contradiction check: the new statement is stored unlinked."""
