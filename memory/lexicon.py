@@ -296,7 +296,7 @@ UPTAKE_WORDS = frozenset(
     "按照 你说 所说 提到 提议 主意 想法 看法 观点 启发 受益 受益匪浅 朋友 伴侣 鼓舞 安慰 关心 陪伴 耐心 相信".split())
 _UPTAKE_EN = ("thank thanks appreciate appreciated advice suggestion suggestions tip tips help helping support "
               "encouragement encouraging kind words word agree believe try trying keep point impressed sure "
-              "definitely totally absolutely welcome recommendation recommend idea ideas insight perspective input "
+              "definitely totally absolutely welcome idea ideas insight perspective input "
               "share sharing care caring buddy much lot").split()
 
 
@@ -312,10 +312,17 @@ def uptake_only(line: str) -> bool:
     listener (``UPTAKE_WORDS``, "appreciate", "agree", "try" …) and no content
     term (``content_terms``) beyond those, reactions and moods
     (「谢谢你的建议，我会试试的」, "I really appreciate it", "I totally agree"; not
-    「我会试着每天早起跑步」, whose 早起 and 跑步 are the speaker's)."""
+    「我会试着每天早起跑步」, whose 早起 and 跑步 are the speaker's, nor a plan for a
+    day named, "I'm going to try making it tonight!")."""
     terms = content_terms(line)
     uptake = UPTAKE_WORDS | uptake_stems()
-    return bool(terms & uptake) and not (terms - uptake - REACTION_WORDS - reaction_stems())
+    if not terms & uptake or terms - uptake - REACTION_WORDS - reaction_stems():
+        return False
+    return not _WHEN_RE.search(line)  # "I'm going to try making it tonight!": a plan for a day
+
+
+_WHEN_RE = re.compile(r"今天|今晚|明天|后天|周末|下周|下个?月|明年|\b(?:today|tonight|tomorrow|weekend|next (?:week|month|year))\b",
+                      re.I)
 
 
 @lru_cache(maxsize=1)

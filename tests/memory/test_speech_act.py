@@ -213,9 +213,13 @@ def test_taking_up_the_companions_words_stores_nothing(core, namespace, text):
     ("谢谢你的建议，我会试着每天早起跑步🏃", "我会试着每天早起跑步"),
     ("Thanks! I help my mom at her bakery on Saturdays.", "I help my mom at her bakery on Saturdays."),
     ("谢谢你，我会努力准备下个月的雅思考试。", "我会努力准备下个月的雅思考试"),
+    ("Thanks for sharing the recipe! I'm going to try making it tonight!", "I'm going to try making it tonight!"),
+    ("I would definitely recommend it! 👍", "I would definitely recommend it!"),
 ])
 def test_what_is_taken_up_with_a_plan_of_the_speakers_stays(core, namespace, text, kept):
-    """Beside the thanks, a plan or a deed of the speaker's own (早起跑步, the bakery, 雅思) is stored."""
+    """Beside the thanks, a plan or a deed of the speaker's own (早起跑步, the bakery, 雅思, a recipe for tonight)
+    is stored, and so is the speaker's own recommendation (LoCoMo evidence: "What recommendations has Nate
+    received from Joanna?")."""
     results = capture(core, namespace, text, chat=DM, said_at=T0, message_id="1", addressed=True)
     assert [r.action for r in results] == ["stored"] and kept in results[0].memory.text
 
