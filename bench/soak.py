@@ -179,7 +179,8 @@ def _chats_blocking(base: str, chats: int, seconds: float, texts: list[str]) -> 
 def soak(backend: str, minutes: float, chats: int = 50, judged: float | None = None,
          emit=print) -> dict | None:
     """One soak over ``backend`` (``"sqlite"`` or ``"postgresql"``); returns
-    ``{"rss": [(minute, MiB)], "growth_mib", "judged_min", "counts"}`` or None when
+    ``{"rss": [(minute, MiB)], "growth_mib", "judged_min", "counts", "unbounded_mib"}``
+    (``unbounded_mib``: ``growth_mib`` less what the byte-capped caches took) or None when
     PostgreSQL is unreachable. ``judged``: the last minutes whose growth is judged
     (default ``minutes - 5``, at least 1)."""
     from bench.chatmix import chat_mix

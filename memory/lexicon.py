@@ -293,11 +293,12 @@ def names_nothing(line: str) -> bool:
 UPTAKE_WORDS = frozenset(
     "谢谢 感谢 非常感谢 十分感谢 多谢 谢 感恩 我会 会的 建议 意见 方法 办法 解答 回答 答案 帮助 帮忙 分享 鼓励 支持 提醒 指点 指导 注意 尝试 试试 试试看 "
     "试 努力 考虑 参考 记住 收到 明白 理解 懂 同意 赞同 认同 说得对 说得好 说的对 有道理 道理 听起来 一定 好的 去做 认真 照做 "
-    "按照 你说 所说 提到 提议 主意 想法 看法 观点 启发 受益 受益匪浅 朋友 伴侣 鼓舞 安慰 关心 陪伴 耐心 相信".split())
+    "按照 你说 所说 提到 提议 主意 想法 看法 观点 启发 受益 受益匪浅 朋友 伴侣 鼓舞 安慰 关心 陪伴 陪 耐心 相信 信任 照 试看".split())
 _UPTAKE_EN = ("thank thanks appreciate appreciated advice suggestion suggestions tip tips help helping support "
               "encouragement encouraging kind words word agree believe try trying keep point impressed sure "
               "definitely totally absolutely welcome idea ideas insight perspective input "
-              "share sharing care caring buddy much lot").split()
+              "share sharing buddy much lot method methods give take trust listen listening always "
+              "sound sounds").split()
 
 
 @lru_cache(maxsize=1)

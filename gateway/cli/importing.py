@@ -99,7 +99,7 @@ def import_memories(
     if skipped:
         voice.say_n("Skipped {n} line:", "Skipped {n} lines:", skipped)
     else:
-        voice.say("Skipped no line.")
+        voice.say("No line was skipped.")
     for reason, n in sorted(summary.skipped.items()):
         voice.say("  skipped {n}: {why}", n=n, why=translate(voice.lang, _REASONS.get(reason, reason)))
     for p in summary.problems:

@@ -796,6 +796,14 @@ async def withdrawals(body: WithdrawalRequest, request: Request) -> WithdrawalOu
     return WithdrawalOut(namespace=str(ns), retracted=retracted)
 
 
+def _marked(core, ns: Namespace, read, *args, **kwargs):
+    """``read(*args, **kwargs)`` once the recall marks this process holds for ``ns`` are
+    written (``MemoryCore.flush_marks``): a listing right after a turn gives that
+    turn's recall in ``recalled_at``, as ``/memory list`` says 「上次想起：今天」."""
+    core.flush_marks(ns=ns)
+    return read(*args, **kwargs)
+
+
 def _memories(core, ns: Namespace, chat: ChatRef | None, limit: int, offset: int) -> tuple[int, list[Memory]]:
     if chat is not None and chat.is_group:
         return (core.store.count_in_group(ns, chat.group_key),
@@ -833,9 +841,10 @@ async def list_memories(ctx: Ctx, subject: SubjectPath, chat: ChatQuery = None,
     where = _chat(chat)
     wanted = _filters_query(filters)
     if wanted:
-        total, items = await asyncio.to_thread(ctx.core.find, ns, wanted, chat=where, limit=limit, offset=offset)
+        total, items = await asyncio.to_thread(_marked, ctx.core, ns, ctx.core.find, ns, wanted, chat=where,
+                                               limit=limit, offset=offset)
     else:
-        total, items = await asyncio.to_thread(_memories, ctx.core, ns, where, limit, offset)
+        total, items = await asyncio.to_thread(_marked, ctx.core, ns, _memories, ctx.core, ns, where, limit, offset)
     return MemoryPage(subject=ns.subject, total=total, limit=limit, offset=offset,
                       items=[MemoryOut.of(m) for m in items])
 
@@ -859,7 +868,7 @@ async def search(ctx: Ctx, subject: SubjectPath, body: SearchIn) -> SearchOut:
 
 
 async def _visible(ctx: _Ctx, ns: Namespace, memory_id: str, chat: ChatRef | None) -> Memory:
-    m = await asyncio.to_thread(ctx.core.get, ns, memory_id)
+    m = await asyncio.to_thread(_marked, ctx.core, ns, ctx.core.get, ns, memory_id)
     if not visible_in(m, chat):
         raise NotFoundError(f"no memory {memory_id} that may be shown in {chat.key}")
     return m
@@ -1148,7 +1157,7 @@ async def export(ctx: Ctx, subject: SubjectPath, chat: ChatQuery = None) -> Expo
     where = _chat(chat)
 
     def run() -> dict:
-        doc = export_document(ctx.core, ns, where, utcnow())
+        doc = _marked(ctx.core, ns, export_document, ctx.core, ns, where, utcnow())
         ctx.core.store.audit(ns, "export", ctx.caller.actor, count=len(doc["memories"]),
                              chat=where.key if where is not None else "api")
         return doc

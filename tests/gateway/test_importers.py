@@ -169,7 +169,7 @@ def test_the_command_imports_with_a_summary(tmp_path, monkeypatch, lang, summary
     assert nobody.exit_code == 2
 
 
-@pytest.mark.parametrize("lang, said", [("en", "Skipped no line."), ("zh_CN", "没有跳过任何一行。")])
+@pytest.mark.parametrize("lang, said", [("en", "No line was skipped."), ("zh_CN", "没有跳过任何一行。")])
 def test_a_file_with_nothing_skipped_says_so_instead_of_an_empty_list(tmp_path, monkeypatch, lang, said):
     """Every line imported: the summary's last line says nothing was skipped, never "Skipped 0 lines:"
     with nothing after its colon."""

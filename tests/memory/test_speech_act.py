@@ -200,7 +200,8 @@ def test_reactions_acknowledgements_and_lyrics_store_nothing(core, namespace, te
 @pytest.mark.parametrize("text", [
     "好的，谢谢你的建议，我会去尝试一下。", "嗯，我会考虑这个的，谢谢你。", "你说得对，我应该相信自己。", "謝謝你對我的鼓勵🙏",
     "I really appreciate your help.", "I totally agree, Maria!", "Ok thanks for the suggestion, I'll do that.",
-    "Thanks！ I'll definitely try it 😊",
+    "Thanks！ I'll definitely try it 😊", "Okay, I will try these methods.", "Sounds good, I'll take your advice.",
+    "你说的很有道理，我会照做的。", "嗯嗯，我会试试看的，谢谢啦", "谢谢你一直陪着我。",
 ])
 def test_taking_up_the_companions_words_stores_nothing(core, namespace, text):
     """The fault: thanks, agreement and advice taken up — a third of MemoryBank-CN's person lines close so —
@@ -215,6 +216,8 @@ def test_taking_up_the_companions_words_stores_nothing(core, namespace, text):
     ("谢谢你，我会努力准备下个月的雅思考试。", "我会努力准备下个月的雅思考试"),
     ("Thanks for sharing the recipe! I'm going to try making it tonight!", "I'm going to try making it tonight!"),
     ("I would definitely recommend it! 👍", "I would definitely recommend it!"),
+    ("Thanks! I always run at 6am before work.", "I always run at 6am before work."),
+    ("谢谢你，我妈妈一直陪着我长大。", "我妈妈一直陪着我长大"),
 ])
 def test_what_is_taken_up_with_a_plan_of_the_speakers_stays(core, namespace, text, kept):
     """Beside the thanks, a plan or a deed of the speaker's own (早起跑步, the bakery, 雅思, a recipe for tonight)

@@ -66,3 +66,31 @@ def test_recalled_at_shows_the_marks_waiting_in_the_row_and_after_the_fold(app):
     core.fold_marks()
     assert not core.store.pending_marks(ns).times
     assert seen() == before
+
+
+def test_marks_still_held_in_memory_show_in_get_list_and_export(app):
+    """A turn's marks wait in the process up to a minute (memory.marks) before any row holds them; the
+    API writes the subject's own first, so get, list and export right after give the recall in
+    ``recalled_at`` (a person found the listing without it after a recall); tg:43's held marks stay
+    held."""
+    c = TestClient(app, client=LOOPBACK)
+    core = app.state.pipeline.core
+    core.marks.every_s = 3600.0
+    for subject, fact in (("tg:42", FACTS[1]), ("tg:43", FACTS[0])):
+        assert c.post(f"/v1/subjects/{subject}/memories", json={"infer": False, "messages": [{"text": fact}]}
+                      ).status_code == 200
+    mine = c.get("/v1/subjects/tg:42/memories").json()["items"][0]["id"]
+    theirs = c.get("/v1/subjects/tg:43/memories").json()["items"][0]["id"]
+    at = utcnow()
+    core.note_recalled(Namespace("default", "tg:42"), [mine], at)
+    core.note_recalled(Namespace("default", "tg:43"), [theirs], at)
+    assert core.marks.pending == 2
+    for view in ("get", "list", "export"):
+        if view == "get":
+            times = c.get(f"/v1/subjects/tg:42/memories/{mine}").json()["recalled_at"]
+        elif view == "list":
+            times = c.get("/v1/subjects/tg:42/memories").json()["items"][0]["recalled_at"]
+        else:
+            times = c.get("/v1/subjects/tg:42/export").json()["memories"][0]["recalled_at"]
+        assert at in [_at(t) for t in times], view
+    assert core.marks.pending == 1  # tg:43's mark still waits
