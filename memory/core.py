@@ -133,6 +133,9 @@ class AddResult:
 
 
 LINGER_ROWS = 256
+"""Memory ids a lingering index write waits for at most: with this many queued it
+writes at once, however short a time they waited (``_GroupCommit``)."""
+
 
 UNINDEXED_HELD = 4096
 """How many ids of memories this process inserted, and whose index row was never
@@ -181,8 +184,6 @@ class _Unindexed:
         """Forget every id (a rebuild from SQL may have written any of them)."""
         with self._lock:
             self._ids.clear()
-"""Memory ids a lingering index write waits for at most: with this many queued it
-writes at once, however short a time they waited (``_GroupCommit``)."""
 
 
 class _GroupCommit:
