@@ -39,16 +39,19 @@ def _english_shell(monkeypatch):
     monkeypatch.setenv("LANG", "C.UTF-8")
 
 
-def hold_calls(monkeypatch, module, name: str, timeout: float) -> tuple[threading.Event, threading.Event]:
+def hold_calls(monkeypatch, module, name: str, timeout: float,
+               thread: str | None = None) -> tuple[threading.Event, threading.Event]:
     """Make ``module.name`` wait in its caller's thread until the returned ``go`` is
     set (at most ``timeout`` seconds), then run the real function; ``entered`` is
-    set when a call is waiting. Returns ``(entered, go)``."""
+    set when a call is waiting. ``thread``: hold only calls made in the thread of
+    that name (others run at once). Returns ``(entered, go)``."""
     entered, go = threading.Event(), threading.Event()
     real = getattr(module, name)
 
     def held(*a, **kw):
-        entered.set()
-        go.wait(timeout)
+        if thread is None or threading.current_thread().name == thread:
+            entered.set()
+            go.wait(timeout)
         return real(*a, **kw)
 
     monkeypatch.setattr(module, name, held)

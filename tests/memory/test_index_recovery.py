@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import hold_calls
 
 from memory.core import MemoryCore
 from memory.index import SearchIndex
@@ -264,19 +265,11 @@ def test_a_write_whose_outbox_row_takes_a_cleared_rows_id_survives_the_rebuild(c
     its id: SQLite gives a deleted rowid again unless the table is AUTOINCREMENT, and the rebuild would
     clear the new row, leaving a memory stored after its namespace's walk out of the index (found by a
     new user deleting the index directory while turns arrived)."""
-    walked, go = threading.Event(), threading.Event()
+    rebuild = threading.current_thread().name + "-rebuild"
+    # the rebuild's last step (clearing the rows it found) waits until the test lets it go
+    walked, go = hold_calls(monkeypatch, core.store, "clear_ops", 30, thread=rebuild)
     try:
         assert core.index_ready
-        rebuild = threading.current_thread().name + "-rebuild"
-        real_clear = core.store.clear_ops
-
-        def clear_ops(ids):  # the rebuild's last step waits until the test lets it go
-            if threading.current_thread().name == rebuild:
-                walked.set()
-                go.wait(30)
-            return real_clear(ids)
-
-        monkeypatch.setattr(core.store, "clear_ops", clear_ops)
         with core.batch():  # the first memory's index write waits for the block's end: its row is pending
             first = core.add(NS, core.new(NS, "我下周要去青岛看海 🌊")).memory.id
             [pending] = core.store.pending_ops(10)
