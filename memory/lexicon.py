@@ -22,7 +22,7 @@ from memory.text import is_cjk, is_filler, normalise, split_sentences, stem, to_
 from memory.types import Category
 
 __all__ = ["guess_category", "is_instruction_like", "is_gateway_text", "MIN_ECHO_CHARS", "REACTION_WORDS", "content_terms",
-           "names_nothing", "reaction_stems", "UPTAKE_WORDS", "uptake_only", "uptake_stems"]
+           "names_nothing", "reaction_stems", "UPTAKE_WORDS", "uptake_only", "uptake_terms"]
 
 _CATEGORY_WORDS: tuple[tuple[Category, re.Pattern[str]], ...] = (
     (Category.PROFILE, re.compile(r"名字|我是|我今年|岁|生日|住在|老家|工作|上班|职业|学生|毕业|"
@@ -301,10 +301,14 @@ _UPTAKE_EN = ("thank thanks appreciate appreciated advice suggestion suggestions
               "sound sounds").split()
 
 
+_WHEN_RE = re.compile(r"今天|今晚|明天|后天|周末|下周|下个?月|明年|\b(?:today|tonight|tomorrow|weekend|next (?:week|month|year))\b",
+                      re.I)
+
+
 @lru_cache(maxsize=1)
-def uptake_stems() -> frozenset[str]:
-    """``_UPTAKE_EN`` as ``memory.text.tokens`` stems them."""
-    return frozenset(stem(w) for w in _UPTAKE_EN)
+def uptake_terms() -> frozenset[str]:
+    """``UPTAKE_WORDS`` and ``_UPTAKE_EN`` as ``memory.text.tokens`` stems them."""
+    return UPTAKE_WORDS | frozenset(stem(w) for w in _UPTAKE_EN)
 
 
 def uptake_only(line: str) -> bool:
@@ -316,14 +320,9 @@ def uptake_only(line: str) -> bool:
     「我会试着每天早起跑步」, whose 早起 and 跑步 are the speaker's, nor a plan for a
     day named, "I'm going to try making it tonight!")."""
     terms = content_terms(line)
-    uptake = UPTAKE_WORDS | uptake_stems()
-    if not terms & uptake or terms - uptake - REACTION_WORDS - reaction_stems():
+    if not terms & uptake_terms() or terms - uptake_terms() - REACTION_WORDS - reaction_stems():
         return False
     return not _WHEN_RE.search(line)  # "I'm going to try making it tonight!": a plan for a day
-
-
-_WHEN_RE = re.compile(r"今天|今晚|明天|后天|周末|下周|下个?月|明年|\b(?:today|tonight|tomorrow|weekend|next (?:week|month|year))\b",
-                      re.I)
 
 
 @lru_cache(maxsize=1)
