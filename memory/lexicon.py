@@ -301,6 +301,16 @@ _UPTAKE_EN = ("thank thanks appreciate appreciated advice suggestion suggestions
               "sound sounds").split()
 
 
+_UPTAKE_FOR_RE = re.compile(r"\bfor (?:caring|your (?:care|concern|kindness|patience|time)|being (?:there|so kind|so patient)|"
+                            r"listening)\b", re.I)
+"""What a thanks is for when it is the listener's own doing ("Thank you for caring."), read
+out of the line before its terms: "care" alone is no uptake word ("taking care of my dog" is
+LoCoMo evidence), and "Thanks for caring for my cat" keeps its cat."""
+
+_DEGREE_EN = ("completely entirely fully wholeheartedly 100% hundred percent").split()
+"""How much one agrees ("I agree with you 100%."): neither content nor uptake on its own."""
+
+
 _WHEN_RE = re.compile(r"今天|今晚|明天|后天|周末|下周|下个?月|明年|\b(?:today|tonight|tomorrow|weekend|next (?:week|month|year))\b",
                       re.I)
 
@@ -311,16 +321,26 @@ def uptake_terms() -> frozenset[str]:
     return UPTAKE_WORDS | frozenset(stem(w) for w in _UPTAKE_EN)
 
 
+@lru_cache(maxsize=1)
+def _degree_terms() -> frozenset[str]:
+    """``_DEGREE_EN`` as ``memory.text.tokens`` stems them."""
+    return frozenset(stem(w) for w in _DEGREE_EN)
+
+
 def uptake_only(line: str) -> bool:
     """True when ``line`` takes up what the companion said and names nothing
     else: it holds a word of thanks, agreement, advice taken or trust in the
     listener (``UPTAKE_WORDS``, "appreciate", "agree", "try" …) and no content
     term (``content_terms``) beyond those, reactions and moods
-    (「谢谢你的建议，我会试试的」, "I really appreciate it", "I totally agree"; not
-    「我会试着每天早起跑步」, whose 早起 and 跑步 are the speaker's, nor a plan for a
-    day named, "I'm going to try making it tonight!")."""
-    terms = content_terms(line)
-    if not terms & uptake_terms() or terms - uptake_terms() - REACTION_WORDS - reaction_stems():
+    (「谢谢你的建议，我会试试的」, "I really appreciate it", "I totally agree", "I agree
+    with you 100%", "Thank you for caring": what a thanks is for when it is the
+    listener's doing, ``_UPTAKE_FOR_RE``, and how much one agrees, ``_DEGREE_EN``, name
+    nothing either; not 「我会试着每天早起跑步」, whose 早起 and 跑步 are the speaker's,
+    nor a plan for a day named, "I'm going to try making it tonight!")."""
+    rest = _UPTAKE_FOR_RE.sub(" ", line)
+    terms = content_terms(rest)
+    if not (terms & uptake_terms() or rest != line) \
+            or terms - uptake_terms() - REACTION_WORDS - reaction_stems() - _degree_terms():
         return False
     return not _WHEN_RE.search(line)  # "I'm going to try making it tonight!": a plan for a day
 

@@ -202,6 +202,7 @@ def test_reactions_acknowledgements_and_lyrics_store_nothing(core, namespace, te
     "I really appreciate your help.", "I totally agree, Maria!", "Ok thanks for the suggestion, I'll do that.",
     "Thanks！ I'll definitely try it 😊", "Okay, I will try these methods.", "Sounds good, I'll take your advice.",
     "你说的很有道理，我会照做的。", "嗯嗯，我会试试看的，谢谢啦", "谢谢你一直陪着我。",
+    "I agree with you 100%.", "Thank you for caring.", "Thanks for listening 🙏", "I agree with you completely, Ａnna！",
 ])
 def test_taking_up_the_companions_words_stores_nothing(core, namespace, text):
     """The fault: thanks, agreement and advice taken up — a third of MemoryBank-CN's person lines close so —
@@ -218,6 +219,9 @@ def test_taking_up_the_companions_words_stores_nothing(core, namespace, text):
     ("I would definitely recommend it! 👍", "I would definitely recommend it!"),
     ("Thanks! I always run at 6am before work.", "I always run at 6am before work."),
     ("谢谢你，我妈妈一直陪着我长大。", "我妈妈一直陪着我长大"),
+    ("I scored 100% on my driving test, thanks!", "I scored 100% on my driving test"),
+    ("Thanks for caring for my cat while I was away!", "my cat"),
+    ("I've been caring for my mom since her surgery.", "caring for my mom"),
 ])
 def test_what_is_taken_up_with_a_plan_of_the_speakers_stays(core, namespace, text, kept):
     """Beside the thanks, a plan or a deed of the speaker's own (早起跑步, the bakery, 雅思, a recipe for tonight)
