@@ -22,7 +22,7 @@ from memory.text import is_cjk, is_filler, normalise, split_sentences, stem, to_
 from memory.types import Category
 
 __all__ = ["guess_category", "is_instruction_like", "is_gateway_text", "MIN_ECHO_CHARS", "REACTION_WORDS", "content_terms",
-           "names_nothing", "reaction_stems", "UPTAKE_WORDS", "uptake_only", "uptake_terms"]
+           "names_nothing", "reaction_stems", "UPTAKE_WORDS", "uptake_alone", "uptake_only", "uptake_terms"]
 
 _CATEGORY_WORDS: tuple[tuple[Category, re.Pattern[str]], ...] = (
     (Category.PROFILE, re.compile(r"名字|我是|我今年|岁|生日|住在|老家|工作|上班|职业|学生|毕业|"
@@ -293,7 +293,8 @@ def names_nothing(line: str) -> bool:
 UPTAKE_WORDS = frozenset(
     "谢谢 感谢 非常感谢 十分感谢 多谢 谢 感恩 我会 会的 建议 意见 方法 办法 解答 回答 答案 帮助 帮忙 分享 鼓励 支持 提醒 指点 指导 注意 尝试 试试 试试看 "
     "试 努力 考虑 参考 记住 收到 明白 理解 懂 同意 赞同 认同 说得对 说得好 说的对 有道理 道理 听起来 一定 好的 去做 认真 照做 "
-    "按照 你说 所说 提到 提议 主意 想法 看法 观点 启发 受益 受益匪浅 朋友 伴侣 鼓舞 安慰 关心 陪伴 陪 耐心 相信 信任 照 试看".split())
+    "按照 你说 所说 提到 提议 主意 想法 看法 观点 启发 受益 受益匪浅 朋友 伴侣 鼓舞 安慰 关心 陪伴 陪 耐心 相信 信任 照 试看 "
+    "完全同意 非常同意".split())
 _UPTAKE_EN = ("thank thanks appreciate appreciated advice suggestion suggestions tip tips help helping support "
               "encouragement encouraging kind words word agree believe try trying keep point impressed sure "
               "definitely totally absolutely welcome idea ideas insight perspective input "
@@ -309,6 +310,14 @@ LoCoMo evidence), and "Thanks for caring for my cat" keeps its cat."""
 
 _DEGREE_EN = ("completely entirely fully wholeheartedly 100% hundred percent").split()
 """How much one agrees ("I agree with you 100%."): neither content nor uptake on its own."""
+_DEGREE_ZH = frozenset("完全 百分 百分之 百分之百 绝对 非常 十分".split())
+"""How much one agrees in Chinese (「我百分之百同意你」「我完全同意你说的」), as jieba's search-mode terms hold it."""
+
+_SAME_VIEW_RE = re.compile(
+    r"(?:我也(?:是)?(?:这么|这样)(?:觉得|想|认为)的?|我也(?:觉得|认为)(?:是)?(?:这样|的)|我也有同感|"
+    r"(?:i )?(?:think|thought) so too|(?:i )?feel the same(?: way)?|(?:i )?agree(?: with you)?|me too|same here)[.!。！~～]*",
+    re.I)
+"""Agreement that names no word of its own (「我也这么觉得」, "I think so too", "I agree with you")."""
 
 
 _WHEN_RE = re.compile(r"今天|今晚|明天|后天|周末|下周|下个?月|明年|\b(?:today|tonight|tomorrow|weekend|next (?:week|month|year))\b",
@@ -323,8 +332,24 @@ def uptake_terms() -> frozenset[str]:
 
 @lru_cache(maxsize=1)
 def _degree_terms() -> frozenset[str]:
-    """``_DEGREE_EN`` as ``memory.text.tokens`` stems them."""
-    return frozenset(stem(w) for w in _DEGREE_EN)
+    """``_DEGREE_EN`` as ``memory.text.tokens`` stems them, and ``_DEGREE_ZH``."""
+    return frozenset(stem(w) for w in _DEGREE_EN) | _DEGREE_ZH
+
+
+def uptake_alone(line: str) -> bool:
+    """True when ``line`` is agreement or thanks and nothing else, not even a mood:
+    each of its content terms a word of uptake or of degree, at least one of
+    uptake (``uptake_only``'s words; "I agree with you.", 「我同意」, 「我完全同意你说的」,
+    "Thanks for caring."), or agreement naming no word at all (``_SAME_VIEW_RE``:
+    「我也这么觉得」, "I think so too"). The speech-act stage reads it before a passing
+    mood, which a sentence naming nothing else would otherwise be kept as."""
+    if _SAME_VIEW_RE.fullmatch(line.strip().rstrip(",，")):
+        return True
+    rest = _UPTAKE_FOR_RE.sub(" ", line)
+    terms = content_terms(rest)
+    if not (terms & uptake_terms() or rest != line):
+        return False
+    return not (terms - uptake_terms() - _degree_terms()) and not _WHEN_RE.search(line)
 
 
 def uptake_only(line: str) -> bool:

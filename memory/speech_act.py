@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from memory.lexicon import (_NOT_A_NAME_ZH, _SPECIES, REACTION_WORDS, _slot_text, guess_category, is_gateway_text,
-                            is_instruction_like, names_nothing, uptake_only)
+                            is_instruction_like, names_nothing, uptake_alone, uptake_only)
 from memory.text import to_simplified
 from memory.types import Category
 
@@ -748,6 +748,8 @@ def _read(sentence: str, addressed: bool) -> Reading:
         return Reading(Act.OTHER, why="fragment")  # 「在4月27号这天」: a day, no statement
     if names_nothing(core) and guess_category(core) in (Category.OTHER, Category.MOOD, Category.EVENT):  # nothing named
         # beyond reactions and moods ("I hate mornings" names a taste: a preference, the speaker's)
+        if uptake_alone(_VOCATIVE_EN.sub("", unaddressed(core))):  # "I agree with you." 「我也这么觉得」: no mood
+            return Reading(Act.REACTION, why="uptake")
         if is_speaker_statement(plain, addressed):  # 「我今天好累」"I'm so bored": the speaker's passing mood
             return Reading(Act.REACTION, told=sentence.strip(), why="mood")
         return Reading(Act.REACTION, why="chit-chat")

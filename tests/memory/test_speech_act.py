@@ -203,12 +203,21 @@ def test_reactions_acknowledgements_and_lyrics_store_nothing(core, namespace, te
     "Thanks！ I'll definitely try it 😊", "Okay, I will try these methods.", "Sounds good, I'll take your advice.",
     "你说的很有道理，我会照做的。", "嗯嗯，我会试试看的，谢谢啦", "谢谢你一直陪着我。",
     "I agree with you 100%.", "Thank you for caring.", "Thanks for listening 🙏", "I agree with you completely, Ａnna！",
+    "I agree with you.", "I think so too!", "对对对，我也这么觉得", "我完全同意你说的", "我百分之百同意你", "我也這麼覺得～",
 ])
 def test_taking_up_the_companions_words_stores_nothing(core, namespace, text):
     """The fault: thanks, agreement and advice taken up — a third of MemoryBank-CN's person lines close so —
     were stored as the person's memories (「好的，我会尝试这些方法的。」 "I really appreciate it.") and retold
     in later recollections. They name nothing of the speaker's own."""
     assert capture(core, namespace, text, chat=DM, said_at=T0, message_id="1", addressed=True) == []
+
+
+@pytest.mark.parametrize("text", ["I agree, I'm so tired today.", "我也这么觉得，今天好累"])
+def test_agreement_beside_a_passing_mood_keeps_the_mood(core, namespace, text):
+    """Agreement alone is no mood ("I agree with you." had been kept as one and recalled into unrelated turns);
+    beside a mood of the speaker's, the mood is kept as before."""
+    results = capture(core, namespace, text, chat=DM, said_at=T0, message_id="1", addressed=True)
+    assert [(r.action, r.memory.category) for r in results] == [("stored", Category.MOOD)]
 
 
 @pytest.mark.parametrize("text, kept", [
