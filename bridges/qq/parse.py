@@ -4,7 +4,8 @@ Only ``post_type == "message"`` events from a person become messages. Every
 other event (``message_sent`` i.e. the bot's own messages, ``notice``,
 ``request``, ``meta_event``), anonymous group messages, messages whose sender
 is the bot itself and messages without text are ignored: ``parse_event``
-returns None and logs why (DEBUG; WARNING for malformed input). It raises
+returns None and logs why (DEBUG; INFO for a post type OneBot does not define,
+WARNING for malformed input). It raises
 only pydantic ValidationError, for a sender id that is a placeholder.
 
 Text rendering of segments: ``text`` as is; ``at`` the bot or ``all`` dropped,
@@ -29,11 +30,15 @@ from bridges.common import clip_text, epoch_utc
 from bridges.contract import InboundMessage, ReplyRef, Withdrawal
 from memory.types import ID_RE, SHARED_SENDERS, ChatKind, clean_name
 
-__all__ = ["parse_event", "parse_recall", "PLATFORM", "ANONYMOUS_USER_ID"]
+__all__ = ["parse_event", "parse_recall", "PLATFORM", "ANONYMOUS_USER_ID", "KNOWN_POST_TYPES"]
 
 log = logging.getLogger(__name__)
 
 PLATFORM = "qq"
+#: OneBot v11's post types beside ``message`` (``notice``, ``request``, ``meta_event``:
+#: heartbeats and lifecycle) and go-cqhttp's / NapCat's ``message_sent`` (the bot's own
+#: messages): ignored at DEBUG. Any other is logged at INFO.
+KNOWN_POST_TYPES = frozenset(("notice", "request", "meta_event", "message_sent"))
 #: Placeholder user_id that go-cqhttp reports for anonymous group messages
 #: (the ``qq:`` entry of ``memory.types.SHARED_SENDERS``).
 ANONYMOUS_USER_ID = next(s.split(":", 1)[1] for s in SHARED_SENDERS if s.startswith(PLATFORM + ":"))
@@ -136,7 +141,10 @@ def parse_event(event: dict) -> InboundMessage | None:
         return None
     post_type = event.get("post_type")
     if post_type != "message":
-        log.debug("onebot: post_type %r ignored", post_type)
+        if isinstance(post_type, str) and post_type in KNOWN_POST_TYPES:
+            log.debug("onebot: post_type %r ignored", post_type)
+        else:
+            log.info("onebot: event of unknown post_type %.40r ignored", post_type)
         return None
 
     message_type = event.get("message_type")

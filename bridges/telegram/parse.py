@@ -11,7 +11,8 @@ group admins, channels, automatic forwards), messages from bots (including
 GroupAnonymousBot), messages without text or caption (service messages such
 as ``new_chat_members``, ``pinned_message``, ``forum_topic_created``, stickers
 and captionless media), and every non-message update (``message_reaction``,
-``my_chat_member``, ``chat_member``, ``callback_query``, unknown types).
+``my_chat_member``, ``chat_member``, ``callback_query`` …: ``KNOWN_UPDATES``); an
+update of a type the Bot API does not document is ignored with an INFO line.
 Malformed input (not an object, no ``chat``, ``from``, ``message_id`` or
 ``date``) is ignored with a WARNING. ``parse_update`` raises only pydantic
 ValidationError, for a sender id that is a placeholder (``from.id`` 0).
@@ -30,7 +31,7 @@ from bridges.common import clip_text, epoch_utc
 from bridges.contract import InboundMessage, ReplyRef
 from memory.types import ID_RE, SHARED_SENDERS, ChatKind, clean_name
 
-__all__ = ["parse_update", "parse_migration", "PLATFORM", "SERVICE_USER_IDS"]
+__all__ = ["parse_update", "parse_migration", "PLATFORM", "SERVICE_USER_IDS", "KNOWN_UPDATES"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,13 @@ PLATFORM = "tg"
 SERVICE_USER_IDS = frozenset(s.split(":", 1)[1] for s in SHARED_SENDERS if s.startswith(PLATFORM + ":"))
 _CHAT_KINDS = {"private": ChatKind.PRIVATE, "group": ChatKind.GROUP, "supergroup": ChatKind.GROUP}
 _MESSAGE_UPDATES = {"message": False, "edited_message": True}
+#: Every other kind of Update the Bot API documents (its "Update" object): ignored at
+#: DEBUG, since a bot receives them routinely. A kind outside these is logged at INFO.
+KNOWN_UPDATES = frozenset((
+    "channel_post", "edited_channel_post", "business_connection", "business_message", "edited_business_message",
+    "deleted_business_messages", "message_reaction", "message_reaction_count", "inline_query",
+    "chosen_inline_result", "callback_query", "shipping_query", "pre_checkout_query", "purchased_paid_media",
+    "poll", "poll_answer", "my_chat_member", "chat_member", "chat_join_request", "chat_boost", "removed_chat_boost"))
 #: A message carrying any of these was forwarded: ``forward_origin`` (Bot API 7.0+,
 #: types user / hidden_user / chat / channel) and the fields it replaced.
 FORWARD_FIELDS = ("forward_origin", "forward_from", "forward_from_chat", "forward_from_message_id",
@@ -182,8 +190,10 @@ def parse_update(
     if msg is None:
         if kind == "unknown":
             log.warning("telegram: payload is neither an Update nor a Message, ignored")
-        else:
+        elif isinstance(kind, str) and kind in KNOWN_UPDATES:
             log.debug("telegram: update %s of type %s ignored", payload.get("update_id"), kind)
+        else:
+            log.info("telegram: update %s of unknown type %.40r ignored", payload.get("update_id"), kind)
         return None
 
     message_id = _id(msg.get("message_id"))

@@ -9,9 +9,9 @@ decrypts it first and hands the plaintext XML here.
 Only a person's words become a message: ``text`` (``Content``) and ``voice``
 with a speech ``Recognition`` result. Everything else returns None and is
 logged at DEBUG: events (subscribe, menu clicks, location reports…), media
-without text (image, video, voice without recognition, location, link) and
-unknown types; malformed XML or a sender id outside ``ID_RE`` is logged at
-WARNING. A ``<!DOCTYPE``/``<!ENTITY`` declaration is refused before parsing
+without text (image, video, voice without recognition, location, link); a
+MsgType outside ``KNOWN_MSG_TYPES`` at INFO; malformed XML or a sender id
+outside ``ID_RE`` is logged at WARNING. A ``<!DOCTYPE``/``<!ENTITY`` declaration is refused before parsing
 (no entity expansion from the network). ``parse_message`` never raises.
 
 Forwards: these callbacks mark no forwarded text (a forwarded text message
@@ -42,13 +42,18 @@ from bridges.common import clip_text, epoch_utc
 from bridges.contract import InboundMessage
 from memory.types import ID_RE, ChatKind, is_placeholder_id
 
-__all__ = ["parse_xml", "parse_message", "PLATFORM_OA", "PLATFORM_WECOM", "MAX_BODY_BYTES"]
+__all__ = ["parse_xml", "parse_message", "PLATFORM_OA", "PLATFORM_WECOM", "MAX_BODY_BYTES", "KNOWN_MSG_TYPES"]
 
 log = logging.getLogger(__name__)
 
 #: Platform codes: OA openids and WeCom user ids are different id spaces.
 PLATFORM_OA = "wx"
 PLATFORM_WECOM = "wecom"
+#: The MsgTypes of the Official Account and WeCom callbacks that carry no text to keep
+#: (media, location, link, file, mini-program card, a forwarded chat record): ignored at DEBUG. Any other is
+#: logged at INFO. ``text`` and ``voice`` (its ``Recognition``) are read; ``event`` apart.
+KNOWN_MSG_TYPES = frozenset(("image", "video", "shortvideo", "location", "link", "file", "miniprogrampage", "chatrecord",
+                             "merged_msg"))
 #: Callbacks are small; anything bigger is not one.
 MAX_BODY_BYTES = 256 * 1024
 
@@ -104,8 +109,11 @@ def parse_message(payload: dict[str, str] | bytes | str, *, platform: str = PLAT
         text = fields.get("Content", "")
     elif msg_type == "voice":
         text = fields.get("Recognition", "")
-    else:
+    elif isinstance(msg_type, str) and msg_type in KNOWN_MSG_TYPES:
         log.debug("wechat: message type %r ignored", msg_type)
+        return None
+    else:
+        log.info("wechat: message of unknown MsgType %.40r ignored", msg_type)
         return None
     if not text.strip():
         log.debug("wechat: %s message without text ignored", msg_type)

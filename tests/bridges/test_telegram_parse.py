@@ -387,3 +387,18 @@ def test_a_plain_message_is_not_forwarded():
     payload = {"message_id": 9, "date": 1764500100, "text": "我叫小周。", "chat": {"id": 3002, "type": "private"},
                "from": {"id": 3002, "is_bot": False, "first_name": "A"}}
     assert parse_update(payload).forwarded is False
+
+
+def test_an_update_of_an_unknown_type_is_ignored_with_an_info_line(caplog: pytest.LogCaptureFixture) -> None:
+    """SYNTHETIC: an Update kind the Bot API does not document is ignored with a line an operator sees at the
+    default level (INFO), naming the kind; the documented non-message kinds, which a bot receives routinely,
+    stay below it (a new user found an unknown kind answered 200 with no line at all)."""
+    from bridges.telegram.parse import KNOWN_UPDATES
+
+    with caplog.at_level(logging.INFO, logger="bridges.telegram.parse"):
+        assert parse_update({"update_id": 7, "my_new_kind": {"text": "我养了一只猫"}}) is None
+        assert [(r.levelno, "my_new_kind" in r.getMessage()) for r in caplog.records] == [(logging.INFO, True)]
+        caplog.clear()
+        for kind in sorted(KNOWN_UPDATES):
+            assert parse_update({"update_id": 8, kind: {"id": "1"}}) is None
+    assert caplog.records == []

@@ -352,3 +352,23 @@ def test_a_forwarded_chat_record_is_not_the_senders_text(msg_type):
            f"<MsgType>{msg_type}</MsgType><Title>群聊的聊天记录</Title><Description>小周：我叫小周。</Description>"
            f"<MsgId>123456</MsgId></xml>")
     assert parse_message(xml) is None
+
+
+def test_a_message_of_an_unknown_msg_type_is_ignored_with_an_info_line(caplog):
+    """An Official Account / WeCom MsgType outside the documented ones is ignored with an INFO line naming it;
+    media, locations and links, which arrive routinely, stay below INFO."""
+    import logging
+
+    from bridges.wechat.parse import parse_message
+
+    def xml(msg_type: str) -> str:
+        return (f"<xml><ToUserName>gh_1</ToUserName><FromUserName>oUser1</FromUserName><CreateTime>1764500100"
+                f"</CreateTime><MsgType>{msg_type}</MsgType><Content>我养了一只猫</Content><MsgId>1</MsgId></xml>")
+
+    with caplog.at_level(logging.INFO, logger="bridges.wechat.parse"):
+        assert parse_message(xml("hologram")) is None
+        assert [(r.levelno, "hologram" in r.getMessage()) for r in caplog.records] == [(logging.INFO, True)]
+        caplog.clear()
+        for msg_type in ("image", "location", "link", "video"):
+            assert parse_message(xml(msg_type)) is None
+    assert caplog.records == []
