@@ -36,7 +36,7 @@ import hmac
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from bridges.contract import InboundMessage, ReplyRef
 from memory.types import ID_RE, ChatKind
@@ -88,6 +88,14 @@ class WebhookMessage(BaseModel):
     mentions_bot: bool = Field(default=False, description="the message addresses the bot (@-mention)")
     timestamp: datetime | None = Field(default=None, description="when it was said (ISO 8601)")
     language: str | None = Field(default=None, max_length=16, description="language code, e.g. zh-CN")
+
+    @field_validator("text")
+    @classmethod
+    def _said_something(cls, v: str) -> str:
+        """Whitespace alone is no line (400, as an empty text is)."""
+        if not v.strip():
+            raise ValueError("text is only whitespace")
+        return v
 
     def to_inbound(self, platform: str) -> InboundMessage:
         """The platform-neutral message (raises NamespaceError for a bad platform)."""

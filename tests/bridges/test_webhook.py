@@ -100,9 +100,11 @@ def test_tenant_without_secret_refuses_everything(gateway):
     msg("hi") | {"chat_type": "channel"},
     msg("hi") | {"unknown": 1},
     msg(""),
+    msg(" \n\u3000"),
 ])
 def test_invalid_schema_is_400(client, body):
-    """Missing fields, ids outside the pattern, unknown chat types/fields and empty text: 400 with a reason."""
+    """Missing fields, ids outside the pattern, unknown chat types/fields and empty or whitespace text: 400 with
+    a reason."""
     r = post(client, body)
     assert r.status_code == 400 and r.json()["error"] == "BadPayload"
     detail = r.json()["detail"]

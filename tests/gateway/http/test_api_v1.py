@@ -187,6 +187,19 @@ def test_turns_with_a_member_key_run_only_the_senders_own_messages_without_admin
     assert r.status_code == 200 and "Only admins" not in r.json()["reply"] and "memories" in r.json()["reply"]
 
 
+@pytest.mark.parametrize("text", ["", "   \n\t ", "\u3000", "\x00"])
+def test_a_turn_without_a_line_is_400_and_leaves_no_history(app, text):
+    """The fault a new user found: an empty or whitespace text answered 200 and its empty line stayed in the
+    chat's history of later prompts. Now 400 with the reason, as /webhook answers, and nothing is logged."""
+    c = client_for(app, REMOTE, new_key(app))
+    msg = {"platform": "tg", "sender_id": "42", "chat_kind": "private", "chat_id": "42"}
+    r = c.post("/v1/turns", json={"message": {**msg, "message_id": "e1", "text": text}})
+    assert r.status_code == 400 and r.json()["error"] == "RequestValidationError"
+    later = c.post("/v1/turns", json={"message": {**msg, "message_id": "e2", "text": "我养了一只猫"}})
+    assert later.status_code == 200
+    assert [m["content"] for m in later.json()["prompt"] if m["role"] == "user"] == ["我养了一只猫"]
+
+
 @pytest.mark.parametrize("host,expected", [
     ("127.0.0.1", True), ("127.8.9.10", True), ("::1", True), ("::ffff:127.0.0.1", True),
     ("testclient", False), ("localhost", False), ("", False), (None, False), ("10.0.0.1", False),
