@@ -98,7 +98,8 @@ def subject_hint(lang: str, subject: str, tenant_kinds: frozenset[str] | set[str
     ident = uid if sep else subject
     example = f"tg:{ident}" if ID_RE.fullmatch(ident or "") else "tg:42"
     return translate(lang, "Subjects are written <platform>:<id> in lower case, e.g. {example} (Telegram), "
-                           "qq:<id> (QQ), wx:<openid> (WeChat) or person:<id> (linked identities).",
+                           "qq:<id> (QQ), wx:<openid> (WeChat), web:<sender_id> (the webhook) or person:<id> "
+                           "(linked identities).",
                      example=example)
 
 

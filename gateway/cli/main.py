@@ -267,6 +267,9 @@ def recall(query: Annotated[str, typer.Argument(help="query text")],
     voice = Voice.of(tenant)
     if not _is_utf8(query) or not _is_utf8(subject):  # bytes the terminal could not decode (surrogateescape)
         raise InputError(translate(voice.lang, "the query or subject is not UTF-8 text; check the terminal's encoding"))
+    if not query.strip():
+        raise InputError(translate(voice.lang, "the query is empty: give the words to search for, e.g. "
+                                               "huiyi recall --subject {subject} 猫", subject=subject))
     ns = _namespace(voice, tenant, subject)  # one line, exit 2, before the store opens
     configure_logging()
     settings = load_settings()

@@ -147,6 +147,15 @@ def test_recall_with_a_bad_subject_is_one_line_exit_2(subject):
     assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("query", ["", "  \u3000"])
+def test_recall_with_an_empty_query_is_one_line_exit_2(query):
+    """A new user's `huiyi recall --subject tg:400 ''` exited 0 with 'No memory matches ""': now one line naming
+    what to give, and exit 2, before the store opens."""
+    result = runner.invoke(app, ["recall", "--subject", "tg:400", query])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().count("\n") == 0 and "huiyi recall --subject tg:400" in result.stderr
+
+
 def test_help_lists_each_command_in_a_sentence_without_markup():
     """``huiyi --help`` (what an operator reads first): every command listed on one line of a wide terminal —
     its summary reflowed, not broken where the docstring wraps — and without reStructuredText's double
