@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import unicodedata
 from datetime import UTC, datetime, timedelta
 
 from bridges.contract import MAX_TEXT_CHARS
 
-__all__ = ["epoch_utc", "clip_text", "FUTURE_SLACK"]
+__all__ = ["epoch_utc", "clip_text", "FUTURE_SLACK", "is_blank"]
 
 #: How far ahead of the gateway's clock a platform time may be (clock skew);
 #: anything later is taken as the time of receipt.
@@ -46,3 +47,11 @@ def clip_text(text: str, log: logging.Logger, what: str) -> str:
         return text
     log.warning("%s has %d characters; cut to %d", what, len(text), MAX_TEXT_CHARS)
     return text[:MAX_TEXT_CHARS]
+
+
+def is_blank(text: str) -> bool:
+    """True when ``text`` holds nothing a person could read: whitespace (full-width
+    too), control characters and invisible format characters (Unicode category Cf:
+    zero-width space and joiner, word joiner, the BOM) only. A line like that is no
+    turn: ``/v1/turns`` and ``/webhook`` answer 400 for it."""
+    return not any(not ch.isspace() and unicodedata.category(ch) not in ("Cc", "Cf") for ch in text)

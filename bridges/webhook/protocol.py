@@ -38,6 +38,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from bridges.common import is_blank
 from bridges.contract import InboundMessage, ReplyRef
 from memory.types import ID_RE, ChatKind
 
@@ -92,9 +93,10 @@ class WebhookMessage(BaseModel):
     @field_validator("text")
     @classmethod
     def _said_something(cls, v: str) -> str:
-        """Whitespace alone is no line (400, as an empty text is)."""
-        if not v.strip():
-            raise ValueError("text is only whitespace")
+        """Whitespace or invisible characters alone are no line (``bridges.common.is_blank``;
+        400, as an empty text is)."""
+        if is_blank(v):
+            raise ValueError("text is only whitespace or invisible characters")
         return v
 
     def to_inbound(self, platform: str) -> InboundMessage:

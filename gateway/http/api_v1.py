@@ -64,6 +64,7 @@ from fastapi.security import APIKeyHeader, HTTPBearer
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator,
                       model_validator)
 
+from bridges.common import is_blank
 from bridges.contract import InboundMessage, Withdrawal
 from gateway.http.auth import KEY_HEADER, Caller, authenticate
 from gateway.http.bodies import json_object, read_body
@@ -703,10 +704,11 @@ class TurnMessage(InboundMessage):
     @field_validator("text")
     @classmethod
     def _said_something(cls, v: str) -> str:
-        """A line of whitespace alone is no turn: 400, as at ``/webhook`` (an empty one
-        had answered 200 and stayed in the chat's history of later prompts)."""
-        if not v.strip():
-            raise ValueError("text is empty or only whitespace")
+        """A line of whitespace or invisible characters alone is no turn
+        (``bridges.common.is_blank``): 400, as at ``/webhook`` (an empty one had answered
+        200 and stayed in the chat's history of later prompts)."""
+        if is_blank(v):
+            raise ValueError("text is empty or only whitespace or invisible characters")
         return v
 
 

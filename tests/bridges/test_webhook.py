@@ -101,6 +101,7 @@ def test_tenant_without_secret_refuses_everything(gateway):
     msg("hi") | {"unknown": 1},
     msg(""),
     msg(" \n\u3000"),
+    msg("\u200b\ufeff"),
 ])
 def test_invalid_schema_is_400(client, body):
     """Missing fields, ids outside the pattern, unknown chat types/fields and empty or whitespace text: 400 with

@@ -187,7 +187,7 @@ def test_turns_with_a_member_key_run_only_the_senders_own_messages_without_admin
     assert r.status_code == 200 and "Only admins" not in r.json()["reply"] and "memories" in r.json()["reply"]
 
 
-@pytest.mark.parametrize("text", ["", "   \n\t ", "\u3000", "\x00"])
+@pytest.mark.parametrize("text", ["", "   \n\t ", "\u3000", "\x00", "\u200b", "\ufeff\u2060\u200d"])
 def test_a_turn_without_a_line_is_400_and_leaves_no_history(app, text):
     """The fault a new user found: an empty or whitespace text answered 200 and its empty line stayed in the
     chat's history of later prompts. Now 400 with the reason, as /webhook answers, and nothing is logged."""
