@@ -92,7 +92,11 @@ _NOT_TOPIC = frozenset((
     "very so a an the to of and at in for with it its this that these those anymore longer just also too lot much "
     "like likes love loves enjoy enjoys adore hate hates dislike dislikes can't cant stand cannot moved move switched "
     "sold quit graduated broke up new started started working work last month week year ago "
-    "have has had got don doesn didn 没 没有 有 会 不会 不是").split())
+    "have has had got don doesn didn 没 没有 有 会 不会 不是 "
+    # what a plan says of itself, not its topic: 「我下周三要去上海出差」 and 「我下个月要搬去深圳了」 shared only
+    # 去 and 要, and the move revised the trip away
+    "要 去 想 打算 准备 将 将要 得 能 可以 下个月 下周 明天 后天 今天 明年 周末 我下 "
+    "going gonna will next plan plans planning").split())
 
 
 @dataclass(frozen=True, slots=True)

@@ -653,9 +653,12 @@ def test_a_contradiction_in_other_words_supersedes_with_history(core, namespace,
 
 @pytest.mark.parametrize("old, new", [
     ("我住在上海", "我喜欢咖啡"), ("I love coffee.", "I love my cat Luna."), ("我喜欢猫", "我讨厌下雨天"),
+    ("我下周三要去上海出差", "我下个月要搬去深圳了。"), ("I'm going to fly to Tokyo next Friday", "I'm moving to Denver next month"),
 ])
 def test_unrelated_statements_both_stay_live(core, namespace, old, new):
-    """Another topic, even with the opposite polarity, supersedes nothing."""
+    """Another topic, even with the opposite polarity, supersedes nothing. A move next month is no change of a
+    business trip next week: the two had shared only 去 and 要, and the move revised the trip away (a new user's
+    trial)."""
     t0 = datetime.now(timezone.utc) - timedelta(days=2)
     capture(core, namespace, old, chat=DM, said_at=t0, message_id="1")
     r = capture(core, namespace, new, chat=DM, said_at=t0 + timedelta(hours=1), message_id="2")
