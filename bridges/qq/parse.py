@@ -171,8 +171,11 @@ def parse_event(event: dict) -> InboundMessage | None:
         chat_kind, chat_id = ChatKind.GROUP, group_id
     elif message_type == "private":
         chat_kind, chat_id = ChatKind.PRIVATE, user_id
-    else:
+    elif message_type == "guild":  # go-cqhttp's QQ channels: routine where a bot is in one
         log.debug("onebot: message_type %r (message %s) ignored", message_type, message_id)
+        return None
+    else:
+        log.info("onebot: message %s of unknown message_type %.40r ignored", message_id, message_type)
         return None
 
     timestamp = epoch_utc(event.get("time"), log, f"onebot: message {message_id}")

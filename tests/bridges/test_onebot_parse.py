@@ -393,12 +393,16 @@ def test_other_or_malformed_notices_are_no_withdrawal(event):
 
 
 def test_an_event_of_an_unknown_post_type_is_ignored_with_an_info_line(caplog: pytest.LogCaptureFixture) -> None:
-    """SYNTHETIC: a post type OneBot v11 does not define is ignored with an INFO line naming it; heartbeats
-    (meta_event), notices, requests and the bot's own message_sent stay below INFO."""
+    """SYNTHETIC: a post type or message type OneBot v11 does not define is ignored with an INFO line naming it;
+    heartbeats (meta_event), notices, requests, the bot's own message_sent and go-cqhttp's guild messages stay
+    below INFO."""
     with caplog.at_level(logging.INFO, logger="bridges.qq.parse"):
         assert parse_event(_group_event("我养了一只猫", post_type="message_v2")) is None
-        assert [(r.levelno, "message_v2" in r.getMessage()) for r in caplog.records] == [(logging.INFO, True)]
+        assert parse_event(_group_event("我养了一只猫", message_type="weird_msg_type")) is None
+        assert [(r.levelno, name in r.getMessage()) for r, name in zip(caplog.records, ("message_v2", "weird_msg_type"),
+                                                                         strict=True)] == [(logging.INFO, True)] * 2
         caplog.clear()
+        assert parse_event(_group_event("hi", message_type="guild")) is None
         for post_type in ("meta_event", "notice", "request", "message_sent"):
             assert parse_event(_group_event("hi", post_type=post_type, user_id=SELF_ID)) is None
     assert caplog.records == []
