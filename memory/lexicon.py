@@ -303,10 +303,12 @@ _UPTAKE_EN = ("thank thanks appreciate appreciated advice suggestion suggestions
 
 
 _UPTAKE_FOR_RE = re.compile(r"\bfor (?:caring|your (?:care|concern|kindness|patience|time)|being (?:there|so kind|so patient)|"
-                            r"listening)\b", re.I)
-"""What a thanks is for when it is the listener's own doing ("Thank you for caring."), read
-out of the line before its terms: "care" alone is no uptake word ("taking care of my dog" is
-LoCoMo evidence), and "Thanks for caring for my cat" keeps its cat."""
+                            r"listening|understanding|(?:chatting|talking) with me)\b|"
+                            r"听我(?:说|讲|倾诉|唠叨|吐槽)(?:这些|了?这么多|完)?|陪我(?:聊天|聊|说话|说说话)", re.I)
+"""What a thanks is for when it is the listener's own doing ("Thank you for caring.", "Thanks
+for understanding me", 「谢谢你听我说这些」, 「谢谢你陪我聊天」), read out of the line before its
+terms: "care" alone is no uptake word ("taking care of my dog" is LoCoMo evidence), "Thanks for
+caring for my cat" keeps its cat, and 「我妈妈每天陪我聊天」 its mother."""
 
 _DEGREE_EN = ("completely entirely fully wholeheartedly 100% hundred percent").split()
 """How much one agrees ("I agree with you 100%."): neither content nor uptake on its own."""
@@ -314,10 +316,13 @@ _DEGREE_ZH = frozenset("完全 百分 百分之 百分之百 绝对 非常 十�
 """How much one agrees in Chinese (「我百分之百同意你」「我完全同意你说的」), as jieba's search-mode terms hold it."""
 
 _SAME_VIEW_RE = re.compile(
+    r"(?:(?:哈+|对+[呀啊的]?|是[呀啊的]|嗯+|haha+|yeah|yes|oh|ok)[,，!！~～ ]*)*"
     r"(?:我也(?:是)?(?:这么|这样)(?:觉得|想|认为)的?|我也(?:觉得|认为)(?:是)?(?:这样|的)|我也有同感|"
-    r"(?:i )?(?:think|thought) so too|(?:i )?feel the same(?: way)?|(?:i )?agree(?: with you)?|me too|same here)[.!。！~～]*",
+    r"(?:i )?(?:think|thought) so too|(?:i )?feel the same(?: way)?|(?:i )?agree(?: with you)?|me too|same here)"
+    r"(?:[,，.!。！~～ ]*(?:哈+|haha+|lol))*[.!。！~～]*",
     re.I)
-"""Agreement that names no word of its own (「我也这么觉得」, "I think so too", "I agree with you")."""
+"""Agreement that names no word of its own (「我也这么觉得」, "I think so too", "I agree with you"),
+after an acknowledgement or before laughter (「对呀，我也这样想」, "Haha I think so too")."""
 
 
 _WHEN_RE = re.compile(r"今天|今晚|明天|后天|周末|下周|下个?月|明年|\b(?:today|tonight|tomorrow|weekend|next (?:week|month|year))\b",

@@ -204,6 +204,7 @@ def test_reactions_acknowledgements_and_lyrics_store_nothing(core, namespace, te
     "你说的很有道理，我会照做的。", "嗯嗯，我会试试看的，谢谢啦", "谢谢你一直陪着我。",
     "I agree with you 100%.", "Thank you for caring.", "Thanks for listening 🙏", "I agree with you completely, Ａnna！",
     "I agree with you.", "I think so too!", "对对对，我也这么觉得", "我完全同意你说的", "我百分之百同意你", "我也這麼覺得～",
+    "谢谢你听我说这些", "謝謝你陪我聊天", "Thank you for understanding me.", "哈哈对呀，我也这样想！", "Haha I think so too",
 ])
 def test_taking_up_the_companions_words_stores_nothing(core, namespace, text):
     """The fault: thanks, agreement and advice taken up — a third of MemoryBank-CN's person lines close so —
@@ -231,6 +232,7 @@ def test_agreement_beside_a_passing_mood_keeps_the_mood(core, namespace, text):
     ("I scored 100% on my driving test, thanks!", "I scored 100% on my driving test"),
     ("Thanks for caring for my cat while I was away!", "my cat"),
     ("I've been caring for my mom since her surgery.", "caring for my mom"),
+    ("谢谢你，我妈妈每天陪我聊天", "我妈妈每天陪我聊天"),
 ])
 def test_what_is_taken_up_with_a_plan_of_the_speakers_stays(core, namespace, text, kept):
     """Beside the thanks, a plan or a deed of the speaker's own (早起跑步, the bakery, 雅思, a recipe for tonight)
