@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 from limits import RateLimitItem, parse_many
+from limits import strategies as sync_strategies
 from limits.aio import strategies
 from limits.storage import storage_from_string
 
@@ -46,8 +47,30 @@ log = logging.getLogger(__name__)
 _STRATEGIES = {"moving-window": strategies.MovingWindowRateLimiter,
                "sliding-window-counter": strategies.SlidingWindowCounterRateLimiter,
                "fixed-window": strategies.FixedWindowRateLimiter}
+_SYNC_STRATEGIES = {"moving-window": sync_strategies.MovingWindowRateLimiter,
+                    "sliding-window-counter": sync_strategies.SlidingWindowCounterRateLimiter,
+                    "fixed-window": sync_strategies.FixedWindowRateLimiter}
 #: the first part of every counter's key: the gateway's counts stay apart from anything else in the Redis
 PREFIX = "huiyi"
+
+
+class _InProcess:
+    """The in-process counters (``memory://``) behind the async limiter's two calls:
+    ``limits``' synchronous storage, whose locks are threads' locks. Its async one
+    binds each counter's ``asyncio.Lock`` to the first event loop that waits on it,
+    and a call from another loop then raised RuntimeError, which let the call through
+    (seen when test clients of one app ran on loops of their own). Each call is
+    microseconds of dict work, so it runs on the calling loop."""
+
+    def __init__(self, strategy: str) -> None:
+        self.storage = storage_from_string("memory://")
+        self._limiter = _SYNC_STRATEGIES[strategy](self.storage)
+
+    async def hit(self, item: RateLimitItem, *identifiers: str) -> bool:
+        return self._limiter.hit(item, *identifiers)
+
+    async def get_window_stats(self, item: RateLimitItem, *identifiers: str):
+        return self._limiter.get_window_stats(item, *identifiers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,28 +87,34 @@ class _Rule:
 
 
 def _storage(cfg: RateLimitSettings):
-    """The async storage of ``cfg.storage_uri`` (``memory://`` or ``redis://…``,
-    through redis-py's asyncio client with ``cfg.timeout_s`` on every socket)."""
+    """The async storage of a networked ``cfg.storage_uri`` (``redis://…``, through
+    redis-py's asyncio client with ``cfg.timeout_s`` on every socket)."""
     uri = cfg.storage_uri if cfg.storage_uri.startswith("async+") else f"async+{cfg.storage_uri}"
-    if uri.startswith("async+memory"):
-        return storage_from_string(uri)
     return storage_from_string(uri, implementation="redispy", socket_timeout=cfg.timeout_s,
                                socket_connect_timeout=cfg.timeout_s)
 
 
+def _in_process(cfg: RateLimitSettings) -> bool:
+    return cfg.storage_uri.split("://")[0].removeprefix("async+") == "memory"
+
+
 class ApiLimits:
     """The ``/v1`` limiter of one app (module docstring), built from ``Settings``
-    in the app's lifespan (the in-memory storage lives on the app's event loop).
+    in the app's lifespan (the in-memory storage, ``_InProcess``, serves any event loop).
     Tenants are read from ``settings.tenants``; a tenant that is not configured
     has no limits of its own (its calls answer 404 anyway)."""
 
     def __init__(self, settings: Settings) -> None:
         self.cfg = settings.rate_limit
-        self.storage = _storage(self.cfg)
-        self.limiter = _STRATEGIES[self.cfg.strategy](self.storage)
+        if _in_process(self.cfg):
+            self.limiter = _InProcess(self.cfg.strategy)
+            self.storage = self.limiter.storage
+        else:
+            self.storage = _storage(self.cfg)
+            self.limiter = _STRATEGIES[self.cfg.strategy](self.storage)
         # only a networked storage can hang; the in-process one is never "unavailable", and a
         # timeout around it let calls through whenever a busy event loop was slow to come back
-        self._timeout = None if self.cfg.storage_uri.split("://")[0].endswith("memory") else self.cfg.timeout_s
+        self._timeout = None if _in_process(self.cfg) else self.cfg.timeout_s
         self.address = _Rule.of("address", self.cfg.per_address)
         self.tenants = {name: (_Rule.of("key", t.rate_limit.per_admin_key), _Rule.of("key", t.rate_limit.per_member_key),
                                _Rule.of("tenant_address", t.rate_limit.per_address))
@@ -141,7 +170,7 @@ class ApiLimits:
                               retry_after=retry)
 
     async def aclose(self) -> None:
-        """Release the storage's connections (Redis); the memory storage's timer stops with its loop."""
+        """Release the storage's connections (Redis); the in-process one holds none."""
         close = getattr(getattr(self.storage, "bridge", None), "storage", None)
         try:
             if close is not None and hasattr(close, "aclose"):
