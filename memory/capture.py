@@ -447,6 +447,18 @@ def _date_suffix(sentence: str, when: When | date) -> str:
     return f"{sentence}（{label}）" if any("\u4e00" <= c <= "\u9fff" for c in sentence) else f"{sentence} ({label})"
 
 
+_YEARLY_RE = re.compile(
+    r"\b(?:birthday|anniversary)(?:'s|\s+is|\s+falls)\s+(?:on\s+)?(?:the\s+)?"
+    r"(?:(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?"
+    r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec))", re.I)
+"""A birthday or anniversary said to fall on a day of the calendar ("My birthday is on March
+3rd", "My mom's birthday is July 4"): it comes every year, so its text gets no year (a year had
+read as one occurrence, "(2027-03-03)", or a past one, "(2026-07-04)"), as 「我的生日是3月3日」 never
+had one (a Chinese month and day is no relative date, ``memory.dates``).
+「周五生日」, "my birthday is tomorrow" and "On March 3rd we celebrated my birthday" name one
+occurrence and keep theirs."""
+
+
 def _when_or_none(plain: str, said_at, tz) -> When | None:
     """``memory.dates.resolve_when`` of ``plain`` (a day, or a period: ``When.end``), or None where it
     names no date it can resolve."""
@@ -540,7 +552,7 @@ class HeuristicExtractor:
                 when = _when_or_none(plain, said_at, tz)
                 if when is not None:
                     event_time, event_end = when.at, when.until if when.is_period else None
-                    if when.relative:
+                    if when.relative and not _YEARLY_RE.search(plain):
                         text = _date_suffix(sent, when)
         else:
             key = ""
@@ -551,7 +563,7 @@ class HeuristicExtractor:
                     event_time, event_end = when.at, when.until if when.is_period else None
                     if category in (Category.OTHER, Category.MOOD, Category.EVENT):
                         category = Category.EVENT
-                    if when.relative:
+                    if when.relative and not _YEARLY_RE.search(plain):
                         text = _date_suffix(sent, when)
             if category is Category.OTHER and emo.intensity >= 0.3:
                 category = Category.MOOD

@@ -471,6 +471,24 @@ def test_model_routines_get_no_event_date():
     assert f.event_time is None
 
 
+@pytest.mark.parametrize("text, shown", [
+    ("My birthday is on March 3rd.", "My birthday is on March 3rd."),
+    ("My mom's birthday is July 4", "My mom's birthday is July 4"),
+    ("My birthday's on the 3rd of March 🎂", "My birthday's on the 3rd of March 🎂"),
+    ("我的生日是3月3日", "我的生日是3月3日"),
+    ("My birthday is tomorrow", "My birthday is tomorrow (2026-12-02)"),
+    ("我的生日是明天", "我的生日是明天（2026-12-02）"),
+    ("On March 3rd we celebrated my birthday", "On March 3rd we celebrated my birthday (2026-03-03)"),
+])
+def test_a_birthday_on_a_calendar_day_is_kept_without_a_year(text, shown):
+    """A birthday said to fall on a day of the calendar comes every year: a new user saw "My birthday is on
+    March 3rd. (2027-03-03)" and "My mom's birthday is July 4 (2026-07-04)", a year the person never said (a
+    Chinese 3月3日 never had one). One occurrence ("tomorrow", a birthday celebrated on March 3rd) keeps its
+    date; the day is read either way."""
+    (f,) = H.extract(text, AT, "Asia/Shanghai", addressed=True)
+    assert f.text == shown and f.event_time is not None
+
+
 @pytest.mark.parametrize("text, key, category, shown", [
     ("周五生日", "profile.birthday", Category.PROFILE, "周五生日（2026-12-04）"),
     ("對了，週五生日", "profile.birthday", Category.PROFILE, "對了，週五生日（2026-12-04）"),
