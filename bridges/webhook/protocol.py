@@ -34,11 +34,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field
 
-from bridges.common import is_blank
+from bridges.common import said_text
 from bridges.contract import InboundMessage, ReplyRef
 from memory.types import ID_RE, ChatKind
 
@@ -83,21 +83,13 @@ class WebhookMessage(BaseModel):
         description="private or group (also accepted as `chat_type`, its former name)")
     thread_id: str | None = Field(default=None, pattern=_ID, description="topic/thread inside a group")
     message_id: str = Field(pattern=_ID, description="unique per chat; re-deliveries reuse it")
-    text: str = Field(min_length=1, max_length=16000, description="the message text")
+    text: Annotated[str, AfterValidator(said_text)] = Field(min_length=1, max_length=16000,
+                                                            description="the message text")
     reply_to: WebhookReplyTo | None = Field(default=None, description="the quoted message, if any")
     mentions: list[str] = Field(default_factory=list, max_length=50, description="ids @-mentioned")
     mentions_bot: bool = Field(default=False, description="the message addresses the bot (@-mention)")
     timestamp: datetime | None = Field(default=None, description="when it was said (ISO 8601)")
     language: str | None = Field(default=None, max_length=16, description="language code, e.g. zh-CN")
-
-    @field_validator("text")
-    @classmethod
-    def _said_something(cls, v: str) -> str:
-        """Whitespace or invisible characters alone are no line (``bridges.common.is_blank``;
-        400, as an empty text is)."""
-        if is_blank(v):
-            raise ValueError("text is only whitespace or invisible characters")
-        return v
 
     def to_inbound(self, platform: str) -> InboundMessage:
         """The platform-neutral message (raises NamespaceError for a bad platform)."""

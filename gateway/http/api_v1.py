@@ -61,10 +61,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request, Response, Security
 from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader, HTTPBearer
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator,
-                      model_validator)
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
-from bridges.common import is_blank
+from bridges.common import said_text
 from bridges.contract import InboundMessage, Withdrawal
 from gateway.http.auth import KEY_HEADER, Caller, authenticate
 from gateway.http.bodies import json_object, read_body
@@ -698,18 +697,9 @@ class TurnMessage(InboundMessage):
     thread_id: str | None = Field(default=None, json_schema_extra=_ID_PATTERN)
     timestamp: When = Field(default_factory=_now,
                                 description="ISO 8601 between 1970 and 2100, UTC when naive; default: now")
-    text: str = Field(min_length=1, json_schema_extra={"pattern": r"\S"},
-                      description="the person's line: at least one character besides whitespace")
-
-    @field_validator("text")
-    @classmethod
-    def _said_something(cls, v: str) -> str:
-        """A line of whitespace or invisible characters alone is no turn
-        (``bridges.common.is_blank``): 400, as at ``/webhook`` (an empty one had answered
-        200 and stayed in the chat's history of later prompts)."""
-        if is_blank(v):
-            raise ValueError("text is empty or only whitespace or invisible characters")
-        return v
+    text: Annotated[str, AfterValidator(said_text)] = Field(
+        min_length=1, json_schema_extra={"pattern": r"\S"},
+        description="the person's line: at least one character besides whitespace")
 
 
 class TurnRequest(BaseModel):
