@@ -341,6 +341,18 @@ def _degree_terms() -> frozenset[str]:
     return frozenset(stem(w) for w in _DEGREE_EN) | _DEGREE_ZH
 
 
+def _beyond_uptake(line: str) -> frozenset[str] | None:
+    """The content terms of ``line`` beyond its words of uptake and of degree, once
+    what a thanks is for (``_UPTAKE_FOR_RE``) is read out; None when the line takes
+    nothing up (no uptake word, no such thanks) or names a day (``_WHEN_RE``: "I'm
+    going to try making it tonight!" is a plan)."""
+    rest = _UPTAKE_FOR_RE.sub(" ", line)
+    terms = content_terms(rest)
+    if not (terms & uptake_terms() or rest != line) or _WHEN_RE.search(line):
+        return None
+    return terms - uptake_terms() - _degree_terms()
+
+
 def uptake_alone(line: str) -> bool:
     """True when ``line`` is agreement or thanks and nothing else, not even a mood:
     each of its content terms a word of uptake or of degree, at least one of
@@ -348,13 +360,7 @@ def uptake_alone(line: str) -> bool:
     "Thanks for caring."), or agreement naming no word at all (``_SAME_VIEW_RE``:
     「我也这么觉得」, "I think so too"). The speech-act stage reads it before a passing
     mood, which a sentence naming nothing else would otherwise be kept as."""
-    if _SAME_VIEW_RE.fullmatch(line.strip().rstrip(",，")):
-        return True
-    rest = _UPTAKE_FOR_RE.sub(" ", line)
-    terms = content_terms(rest)
-    if not (terms & uptake_terms() or rest != line):
-        return False
-    return not (terms - uptake_terms() - _degree_terms()) and not _WHEN_RE.search(line)
+    return bool(_SAME_VIEW_RE.fullmatch(line.strip().rstrip(",，"))) or _beyond_uptake(line) == frozenset()
 
 
 def uptake_only(line: str) -> bool:
@@ -367,12 +373,8 @@ def uptake_only(line: str) -> bool:
     listener's doing, ``_UPTAKE_FOR_RE``, and how much one agrees, ``_DEGREE_EN``, name
     nothing either; not 「我会试着每天早起跑步」, whose 早起 and 跑步 are the speaker's,
     nor a plan for a day named, "I'm going to try making it tonight!")."""
-    rest = _UPTAKE_FOR_RE.sub(" ", line)
-    terms = content_terms(rest)
-    if not (terms & uptake_terms() or rest != line) \
-            or terms - uptake_terms() - REACTION_WORDS - reaction_stems() - _degree_terms():
-        return False
-    return not _WHEN_RE.search(line)  # "I'm going to try making it tonight!": a plan for a day
+    beyond = _beyond_uptake(line)
+    return beyond is not None and not (beyond - REACTION_WORDS - reaction_stems())
 
 
 @lru_cache(maxsize=1)
