@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from bridges.contract import MAX_TEXT_CHARS
 
-__all__ = ["epoch_utc", "clip_text", "FUTURE_SLACK", "is_blank", "said_text"]
+__all__ = ["epoch_utc", "clip_text", "FUTURE_SLACK", "is_blank", "said_text", "ignored_kind"]
 
 #: How far ahead of the gateway's clock a platform time may be (clock skew);
 #: anything later is taken as the time of receipt.
@@ -66,3 +66,14 @@ def said_text(text: str) -> str:
     if is_blank(text):
         raise ValueError("text is empty or only whitespace or invisible characters")
     return text
+
+
+def ignored_kind(log: logging.Logger, what: str, kind: object, known: frozenset[str]) -> None:
+    """Log that an event, update or message of type ``kind`` was ignored (``what``
+    names it: "telegram: update 5"): at DEBUG when the platform documents the type
+    (``known``), which a bot receives routinely, else at INFO, so that a type nobody
+    expected shows at the default level. ``kind`` may be anything a payload holds."""
+    if isinstance(kind, str) and kind in known:
+        log.debug("%s of type %r ignored", what, kind)
+    else:
+        log.info("%s of unknown type %.40r ignored", what, kind)

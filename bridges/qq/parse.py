@@ -26,7 +26,7 @@ import logging
 from typing import Any
 
 from bridges.qq.cqcode import decode_cq
-from bridges.common import clip_text, epoch_utc
+from bridges.common import clip_text, epoch_utc, ignored_kind
 from bridges.contract import InboundMessage, ReplyRef, Withdrawal
 from memory.types import ID_RE, SHARED_SENDERS, ChatKind, clean_name
 
@@ -39,6 +39,9 @@ PLATFORM = "qq"
 #: heartbeats and lifecycle) and go-cqhttp's / NapCat's ``message_sent`` (the bot's own
 #: messages): ignored at DEBUG. Any other is logged at INFO.
 KNOWN_POST_TYPES = frozenset(("notice", "request", "meta_event", "message_sent"))
+#: Message types beside ``private`` and ``group`` that are routine where a bot meets them:
+#: go-cqhttp's QQ channels (``guild``). Ignored at DEBUG; any other at INFO.
+KNOWN_OTHER_MESSAGE_TYPES = frozenset(("guild",))
 #: Placeholder user_id that go-cqhttp reports for anonymous group messages
 #: (the ``qq:`` entry of ``memory.types.SHARED_SENDERS``).
 ANONYMOUS_USER_ID = next(s.split(":", 1)[1] for s in SHARED_SENDERS if s.startswith(PLATFORM + ":"))
@@ -141,10 +144,7 @@ def parse_event(event: dict) -> InboundMessage | None:
         return None
     post_type = event.get("post_type")
     if post_type != "message":
-        if isinstance(post_type, str) and post_type in KNOWN_POST_TYPES:
-            log.debug("onebot: post_type %r ignored", post_type)
-        else:
-            log.info("onebot: event of unknown post_type %.40r ignored", post_type)
+        ignored_kind(log, "onebot: event", post_type, KNOWN_POST_TYPES)
         return None
 
     message_type = event.get("message_type")
@@ -171,11 +171,8 @@ def parse_event(event: dict) -> InboundMessage | None:
         chat_kind, chat_id = ChatKind.GROUP, group_id
     elif message_type == "private":
         chat_kind, chat_id = ChatKind.PRIVATE, user_id
-    elif message_type == "guild":  # go-cqhttp's QQ channels: routine where a bot is in one
-        log.debug("onebot: message_type %r (message %s) ignored", message_type, message_id)
-        return None
     else:
-        log.info("onebot: message %s of unknown message_type %.40r ignored", message_id, message_type)
+        ignored_kind(log, f"onebot: message {message_id}", message_type, KNOWN_OTHER_MESSAGE_TYPES)
         return None
 
     timestamp = epoch_utc(event.get("time"), log, f"onebot: message {message_id}")

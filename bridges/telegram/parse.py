@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from bridges.common import clip_text, epoch_utc
+from bridges.common import clip_text, epoch_utc, ignored_kind
 from bridges.contract import InboundMessage, ReplyRef
 from memory.types import ID_RE, SHARED_SENDERS, ChatKind, clean_name
 
@@ -190,10 +190,8 @@ def parse_update(
     if msg is None:
         if kind == "unknown":
             log.warning("telegram: payload is neither an Update nor a Message, ignored")
-        elif isinstance(kind, str) and kind in KNOWN_UPDATES:
-            log.debug("telegram: update %s of type %s ignored", payload.get("update_id"), kind)
         else:
-            log.info("telegram: update %s of unknown type %.40r ignored", payload.get("update_id"), kind)
+            ignored_kind(log, f"telegram: update {payload.get('update_id')}", kind, KNOWN_UPDATES)
         return None
 
     message_id = _id(msg.get("message_id"))

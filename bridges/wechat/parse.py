@@ -38,7 +38,7 @@ import xml.etree.ElementTree as ET
 import defusedxml.ElementTree as SafeET
 from defusedxml import DefusedXmlException
 
-from bridges.common import clip_text, epoch_utc
+from bridges.common import clip_text, epoch_utc, ignored_kind
 from bridges.contract import InboundMessage
 from memory.types import ID_RE, ChatKind, is_placeholder_id
 
@@ -109,11 +109,8 @@ def parse_message(payload: dict[str, str] | bytes | str, *, platform: str = PLAT
         text = fields.get("Content", "")
     elif msg_type == "voice":
         text = fields.get("Recognition", "")
-    elif isinstance(msg_type, str) and msg_type in KNOWN_MSG_TYPES:
-        log.debug("wechat: message type %r ignored", msg_type)
-        return None
     else:
-        log.info("wechat: message of unknown MsgType %.40r ignored", msg_type)
+        ignored_kind(log, "wechat: message", msg_type, KNOWN_MSG_TYPES)
         return None
     if not text.strip():
         log.debug("wechat: %s message without text ignored", msg_type)
