@@ -72,7 +72,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Protocol
 
-from memory.dates import DEFAULT_TZ, When, period_label, resolve_when, zone
+from memory.dates import _MON, DEFAULT_TZ, When, period_label, resolve_when, zone
 from memory.emotion import LABELS, analyse
 from memory.model_prompts import escape_block, extraction_messages
 from memory.lexicon import (  # noqa: F401 - re-exported: capture's names before the speech-act stage split
@@ -447,16 +447,21 @@ def _date_suffix(sentence: str, when: When | date) -> str:
     return f"{sentence}（{label}）" if any("\u4e00" <= c <= "\u9fff" for c in sentence) else f"{sentence} ({label})"
 
 
-_YEARLY_RE = re.compile(
-    r"\b(?:birthday|anniversary)(?:'s|\s+is|\s+falls)\s+(?:on\s+)?(?:the\s+)?"
-    r"(?:(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?"
-    r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec))", re.I)
+_YEARLY_RE = re.compile(r"\b(?:birthday|anniversary)(?:'s|\s+is|\s+falls)\s+(?:on\s+)?(?:the\s+)?"
+                        rf"(?:{_MON}\s+\d|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MON})", re.I)
 """A birthday or anniversary said to fall on a day of the calendar ("My birthday is on March
 3rd", "My mom's birthday is July 4"): it comes every year, so its text gets no year (a year had
 read as one occurrence, "(2027-03-03)", or a past one, "(2026-07-04)"), as 「我的生日是3月3日」 never
 had one (a Chinese month and day is no relative date, ``memory.dates``).
 「周五生日」, "my birthday is tomorrow" and "On March 3rd we celebrated my birthday" name one
 occurrence and keep theirs."""
+
+
+def _told_with_date(sent: str, plain: str, when: When) -> str:
+    """``sent`` with the day ``when`` names written after it (``_date_suffix``) when that
+    day is relative to the time it was said, except a yearly day (``_YEARLY_RE``); else
+    ``sent`` as it is. ``plain``: the sentence simplified."""
+    return _date_suffix(sent, when) if when.relative and not _YEARLY_RE.search(plain) else sent
 
 
 def _when_or_none(plain: str, said_at, tz) -> When | None:
@@ -552,8 +557,7 @@ class HeuristicExtractor:
                 when = _when_or_none(plain, said_at, tz)
                 if when is not None:
                     event_time, event_end = when.at, when.until if when.is_period else None
-                    if when.relative and not _YEARLY_RE.search(plain):
-                        text = _date_suffix(sent, when)
+                    text = _told_with_date(sent, plain, when)
         else:
             key = ""
             category = guess_category(plain)
@@ -563,8 +567,7 @@ class HeuristicExtractor:
                     event_time, event_end = when.at, when.until if when.is_period else None
                     if category in (Category.OTHER, Category.MOOD, Category.EVENT):
                         category = Category.EVENT
-                    if when.relative and not _YEARLY_RE.search(plain):
-                        text = _date_suffix(sent, when)
+                    text = _told_with_date(sent, plain, when)
             if category is Category.OTHER and emo.intensity >= 0.3:
                 category = Category.MOOD
         return Fact(text=text, category=category, key=key, importance=_importance(category, emo.valence, bool(slot), sent),
