@@ -94,10 +94,6 @@ def _storage(cfg: RateLimitSettings):
                                socket_connect_timeout=cfg.timeout_s)
 
 
-def _in_process(cfg: RateLimitSettings) -> bool:
-    return cfg.storage_uri.split("://")[0].removeprefix("async+") == "memory"
-
-
 class ApiLimits:
     """The ``/v1`` limiter of one app (module docstring), built from ``Settings``
     in the app's lifespan (the in-memory storage, ``_InProcess``, serves any event loop).
@@ -106,15 +102,16 @@ class ApiLimits:
 
     def __init__(self, settings: Settings) -> None:
         self.cfg = settings.rate_limit
-        if _in_process(self.cfg):
+        # only a networked storage can hang; the in-process one is never "unavailable", and a
+        # timeout around it let calls through whenever a busy event loop was slow to come back
+        self._timeout = None
+        if self.cfg.storage_uri.split("://")[0].removeprefix("async+") == "memory":
             self.limiter = _InProcess(self.cfg.strategy)
             self.storage = self.limiter.storage
         else:
             self.storage = _storage(self.cfg)
             self.limiter = _STRATEGIES[self.cfg.strategy](self.storage)
-        # only a networked storage can hang; the in-process one is never "unavailable", and a
-        # timeout around it let calls through whenever a busy event loop was slow to come back
-        self._timeout = None if _in_process(self.cfg) else self.cfg.timeout_s
+            self._timeout = self.cfg.timeout_s
         self.address = _Rule.of("address", self.cfg.per_address)
         self.tenants = {name: (_Rule.of("key", t.rate_limit.per_admin_key), _Rule.of("key", t.rate_limit.per_member_key),
                                _Rule.of("tenant_address", t.rate_limit.per_address))
